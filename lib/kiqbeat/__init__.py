@@ -1,0 +1,5 @@
+"""kiqbeat: a leaderless cron for Sidekiq-compatible job queues."""
+
+from kiqbeat.errors import ConfigError, KiqbeatError, RedisUnavailableError, StateError
+
+__all__ = ["ConfigError", "KiqbeatError", "RedisUnavailableError", "StateError"]

@@ -1,0 +1,69 @@
+"""The validated, immutable model of a schedule document: what to push, where, and when."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal, Protocol
+
+CatchUp = Literal["all", "latest", "none"]
+TimestampFormat = Literal["s", "ms"]
+
+
+class Timetable(Protocol):
+    """When a schedule fires: a cron expression in a zone, or an epoch-anchored interval."""
+
+    @property
+    def key(self) -> str:
+        """A string equal for timetables that fire at the same instants (used to share work)."""
+        ...
+
+    @property
+    def has_seconds(self) -> bool:
+        """True when the timetable can fire between minute boundaries."""
+        ...
+
+    def between(self, after: datetime, until: datetime) -> list[datetime]:
+        """Every fire instant in (after, until], aware UTC, ascending, without duplicates."""
+        ...
+
+    def next_after(self, after: datetime) -> datetime:
+        """The first fire instant strictly after `after` (aware UTC)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """One recurring job: its timetable and the Sidekiq job it becomes at each tick."""
+
+    name: str
+    timetable: Timetable
+    job_class: str
+    queue: str = "default"
+    args: tuple[Any, ...] = ()
+    enabled: bool = True
+    description: str = ""
+    catch_up: CatchUp = "all"
+    include_metadata: bool = False
+    # "" for a plain Sidekiq job; otherwise the ActiveJob wrapper class name.
+    active_job_wrapper: str = ""
+    # Sidekiq job options and custom `payload:` keys, merged into every job.
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    lookahead_s: float = 0.0
+    timestamp_format: TimestampFormat = "s"
+    # Human-readable source of the timetable ("0 * * * * Asia/Kolkata", "every 15m").
+    timing: str = ""
+
+
+@dataclass(frozen=True)
+class Config:
+    """A whole schedule document after validation."""
+
+    schedules: tuple[Schedule, ...]
+    time_zone: str = "UTC"
+    missed_jobs_window_s: float = 3600.0
+    namespace: str = ""
+    sidekiq_scheduler_ui: bool = False
+    # Valid but risky or meaning-changing settings, shown by `validate` and logged once.
+    warnings: tuple[str, ...] = ()

