@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from difflib import get_close_matches
+
 
 class KiqbeatError(Exception):
     """Base class of every error kiqbeat raises on purpose."""
@@ -28,3 +31,9 @@ class StateError(KiqbeatError):
 
 class RedisUnavailableError(KiqbeatError):
     """Redis could not be reached, or did not answer within the deadline."""
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """A '; did you mean X?' hint for a misspelt word, or '' when nothing is close."""
+    close = get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
