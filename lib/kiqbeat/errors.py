@@ -33,6 +33,10 @@ class RedisUnavailableError(KiqbeatError):
     """Redis could not be reached, or did not answer within the deadline."""
 
 
+class RedisRefusedError(KiqbeatError):
+    """Redis answered with an error: no permission, out of memory, a read-only replica."""
+
+
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """A '; did you mean X?' hint for a misspelt word, or '' when nothing is close."""
     close = get_close_matches(word, list(choices), n=1, cutoff=0.6)

@@ -1,0 +1,234 @@
+"""One invocation against Redis: read the clock and marks, plan, push atomically, report.
+
+Round trips: one pipeline (TIME + HMGET of every schedule's mark), then one push-script
+call per chunk — two for an ordinary minute, one when nothing is due.
+"""
+
+from __future__ import annotations
+
+import time
+import weakref
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from importlib.resources import files
+from typing import Any
+
+import redis
+from redis.commands.core import Script
+
+from kiqbeat import keys
+from kiqbeat.connection import scrub, startup_warnings
+from kiqbeat.errors import ConfigError, RedisRefusedError, RedisUnavailableError, StateError
+from kiqbeat.plan import Group, Plan, TickMemo, from_ms, plan_ticks, shard_of, to_ms
+from kiqbeat.report import PushedJob, Report
+from kiqbeat.schedule import Config
+
+PUSH_LUA = files("kiqbeat").joinpath("push.lua").read_text()
+DEFAULT_DEADLINE_S = 40.0
+# A --now this far past the Redis clock is refused: it would push ticks early.
+NOW_TOLERANCE = timedelta(seconds=1)
+
+# Per client: the registered script, and whether the startup checks have run.
+_scripts: weakref.WeakKeyDictionary[redis.Redis, Script] = weakref.WeakKeyDictionary()
+_memos: weakref.WeakKeyDictionary[redis.Redis, TickMemo] = weakref.WeakKeyDictionary()
+
+
+def _where(client: redis.Redis) -> str:
+    kwargs = client.connection_pool.connection_kwargs
+    if "host" in kwargs:
+        return f"{kwargs.get('host')}:{kwargs.get('port')}/{kwargs.get('db', 0)}"
+    return scrub(repr(client.connection_pool))
+
+
+@contextmanager
+def redis_errors(client: redis.Redis, doing: str) -> Iterator[None]:
+    """Turn redis-py's exceptions into kiqbeat's, naming what was being done and where."""
+    try:
+        yield
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        raise RedisUnavailableError(f"Redis at {_where(client)} unavailable while {doing}: "
+                                    f"{scrub(str(exc))}") from exc
+    except redis.ResponseError as exc:
+        text = str(exc)
+        for tag in ("KIQBEAT_GARBLED ", "KIQBEAT_WRONGTYPE "):
+            if tag in text:
+                detail = text.split(tag, 1)[1].split(" script:", 1)[0]
+                raise StateError(f"{detail}; nothing was pushed (fix or delete the key)") from exc
+        if text.startswith("WRONGTYPE"):
+            raise StateError(f"a kiqbeat key has the wrong type while {doing}: {text}") from exc
+        raise RedisRefusedError(f"Redis at {_where(client)} refused {doing}: {text}") from exc
+
+
+def _marks(raw: Sequence[bytes | None], names: Sequence[str], key: str) -> dict[str, int | None]:
+    marks: dict[str, int | None] = {}
+    for name, value in zip(names, raw, strict=True):
+        if value is None:
+            marks[name] = None
+            continue
+        try:
+            marks[name] = int(value)
+        except ValueError:
+            raise StateError(f"watermark of schedule {name!r} in {key} is not a number: "
+                             f"{value[:40]!r}; nothing was pushed (fix or delete the field)") from None
+    return marks
+
+
+def read_state(
+    client: redis.Redis, namespace: str, names: Sequence[str]
+) -> tuple[datetime, dict[str, int | None]]:
+    """The Redis clock and every schedule's stored mark, in one round trip."""
+    key = keys.watermarks(namespace)
+    with redis_errors(client, "reading the clock and watermarks"):
+        pipe = client.pipeline(transaction=False)
+        pipe.time()
+        if names:
+            pipe.hmget(key, list(names))
+        replies = pipe.execute()
+    seconds, micros = replies[0]
+    now = datetime.fromtimestamp(seconds, tz=UTC) + timedelta(microseconds=micros)
+    return now, _marks(replies[1] if names else [], names, key)
+
+
+def _script(client: redis.Redis) -> Script:
+    script = _scripts.get(client)
+    if script is None:
+        script = _scripts[client] = client.register_script(PUSH_LUA)
+    return script
+
+
+def _push_chunk(
+    client: redis.Redis, namespace: str, now_ms: int, chunk: list[Group]
+) -> tuple[list[Any], str]:
+    queue_index: dict[str, int] = {}
+    argv: list[str | int] = []
+    for group in chunk:
+        argv += [group.name, group.mark_ms, group.missed, group.skipped, len(group.jobs)]
+        for job in group.jobs:
+            target = 0 if job.queue is None else queue_index.setdefault(job.queue, len(queue_index) + 1)
+            argv += [job.tick_ms, target, job.payload]
+    queue_names = list(queue_index)
+    script_keys = [keys.watermarks(namespace), keys.first_seen(namespace), keys.queues(namespace),
+                   keys.schedule(namespace), *(keys.queue(namespace, q) for q in queue_names)]
+    with redis_errors(client, "pushing jobs"):
+        reply = _script(client)(keys=script_keys, args=[now_ms, len(queue_names), *queue_names, *argv],
+                                client=client)
+    counts, flags = reply[:5], reply[5]
+    return counts, flags.decode() if isinstance(flags, bytes) else str(flags)
+
+
+def push(client: redis.Redis, plan: Plan, namespace: str, report: Report, deadline: float) -> None:
+    """Carry out a plan, one atomic script call per chunk, filling in the report."""
+    now = from_ms(plan.now_ms)
+    for chunk in plan.chunks():
+        if time.monotonic() > deadline:
+            raise RedisUnavailableError(
+                f"invocation deadline passed after {report.chunks} push calls "
+                f"({report.pushed} jobs pushed); the next invocation pushes the rest")
+        counts, flags = _push_chunk(client, namespace, plan.now_ms, chunk)
+        report.chunks += 1
+        report.round_trips += 1
+        pushed, already, missed, skipped, new = (int(c) for c in counts)
+        report.pushed += pushed
+        report.already_pushed += already
+        report.missed += missed
+        report.skipped += skipped
+        report.new_schedules += new
+        jobs = (job for group in chunk for job in group.jobs)
+        for job, flag in zip(jobs, flags, strict=True):
+            if flag != "1":
+                continue
+            tick = from_ms(job.tick_ms)
+            report.jobs.append(PushedJob(job.schedule, tick, job.jid, job.queue))
+            if job.queue is not None:
+                report.lag_s = max(report.lag_s, (now - tick).total_seconds())
+
+
+def select_shard(config: Config, shard: tuple[int, int] | None) -> Config:
+    """The config restricted to shard (index, count); schedules split by a hash of their name."""
+    if shard is None:
+        return config
+    index, count = shard
+    if count < 1 or not 0 <= index < count:
+        raise ConfigError(f"invalid shard {index}/{count}: expected INDEX/COUNT with 0 <= INDEX < COUNT")
+    mine = tuple(s for s in config.schedules if shard_of(s.name, count) == index)
+    return replace(config, schedules=mine)
+
+
+def run(
+    client: redis.Redis,
+    config: Config,
+    *,
+    now: datetime | None = None,
+    deadline_s: float = DEFAULT_DEADLINE_S,
+) -> Report:
+    """One invocation: push every due tick exactly once and report what happened.
+
+    `now` replays an invocation at an earlier instant (tests, backfills); it may not be
+    later than the Redis clock. Raises KiqbeatError subclasses; anything pushed before an
+    error is pushed with its watermark, anything not pushed is left for the next call.
+    """
+    started = time.monotonic()
+    deadline = started + deadline_s
+    warnings = list(config.warnings)
+    if client not in _memos:
+        with redis_errors(client, "running startup checks"):
+            warnings += startup_warnings(client)
+        _memos[client] = TickMemo()
+    names = [s.name for s in config.schedules]
+    redis_now, marks = read_state(client, config.namespace, names)
+    if now is None:
+        now = redis_now
+    elif now > redis_now + NOW_TOLERANCE:
+        raise ConfigError(f"--now {now.isoformat()} is later than the Redis clock "
+                          f"{redis_now.isoformat()}: that would push ticks early")
+    report = Report(now=now, schedules=len(names), round_trips=1, warnings=warnings)
+    plan = plan_ticks(config, marks, now, _memos[client])
+    push(client, plan, config.namespace, report, deadline)
+    report.duration_s = time.monotonic() - started
+    return report
+
+
+@dataclass(frozen=True)
+class ScheduleStatus:
+    """Where one schedule stands: for `kiqbeat status`."""
+
+    name: str
+    zone: str
+    enabled: bool
+    covered_through: datetime | None  # every tick up to here was pushed or passed over
+    first_seen: datetime | None
+    next_tick: datetime
+    lag_s: float  # how overdue the next tick is (0 when it is in the future)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        def iso(t: datetime | None) -> str | None:
+            return t.isoformat() if t else None
+        return {"name": self.name, "zone": self.zone, "enabled": self.enabled,
+                "covered_through": iso(self.covered_through), "first_seen": iso(self.first_seen),
+                "next_tick": iso(self.next_tick), "lag_s": round(self.lag_s, 3)}
+
+
+def status(client: redis.Redis, config: Config) -> tuple[datetime, list[ScheduleStatus]]:
+    """The Redis clock and each schedule's stored state and next tick; read-only."""
+    names = [s.name for s in config.schedules]
+    now, marks = read_state(client, config.namespace, names)
+    seen: list[bytes | None] = []
+    if names:
+        with redis_errors(client, "reading first-seen marks"):
+            seen = client.hmget(keys.first_seen(config.namespace), names)
+    rows = []
+    for schedule, first in zip(config.schedules, seen or [None] * len(names), strict=True):
+        mark_ms = marks[schedule.name]
+        mark = from_ms(mark_ms) if mark_ms is not None else None
+        after = max(mark, now - timedelta(seconds=config.missed_jobs_window_s)) if mark else now
+        nxt = schedule.timetable.next_after(after)
+        zone = getattr(schedule.timetable, "zone_name", "UTC")
+        rows.append(ScheduleStatus(
+            schedule.name, zone, schedule.enabled, mark,
+            from_ms(int(first)) if first is not None and first.isdigit() else None,
+            nxt, max(0.0, (now - nxt).total_seconds())))
+    return now, rows
+

@@ -1,0 +1,214 @@
+"""Deciding what one invocation pushes: pure, given the config, the stored marks and `now`.
+
+The promise (DESIGN §1–2), per schedule, with `wm` its stored watermark:
+
+- no watermark: the schedule is new; it gets `now` as its mark and no ticks (no backfill);
+- ticks in (wm, now - window] are *missed*: counted, never pushed, covered by the mark;
+- ticks in (max(wm, now - window), now] are *due*, and with `lookahead` so are those up to
+  now + lookahead (they go to the `schedule` set, scored by their instant);
+- `catch_up: all` pushes every due tick, `latest` only the newest one at or before now,
+  `none` only those less than `ON_TIME_S` old; the rest are *skipped*;
+- a disabled schedule pushes nothing but its mark still moves over its due ticks, so
+  re-enabling it does not backfill the paused period.
+
+The mark sent with a group covers everything the group decided about; the push script
+applies it only above the stored one, which is what makes concurrent plans safe.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from kiqbeat.payload import jid, job_json
+from kiqbeat.schedule import Config, Schedule, Timetable
+
+# `catch_up: none` still pushes ticks this fresh: one trigger period, the normal lag.
+ON_TIME_S = 60.0
+# Counting missed ticks stops here; a schedule firing every second that was down for a
+# month would otherwise cost millions of steps just to print a number.
+MISSED_COUNT_CAP = 10_000
+# One push-script call carries at most this many jobs / payload bytes, so a large
+# catch-up never blocks Redis for more than a few milliseconds at a time.
+MAX_JOBS_PER_CALL = 1_000
+MAX_BYTES_PER_CALL = 512 * 1024
+
+
+def to_ms(instant: datetime) -> int:
+    """Epoch milliseconds of an aware datetime."""
+    return round(instant.timestamp() * 1000)
+
+
+def from_ms(ms: int) -> datetime:
+    """Aware UTC datetime of epoch milliseconds."""
+    return datetime.fromtimestamp(ms / 1000, tz=UTC)
+
+
+def shard_of(name: str, count: int) -> int:
+    """The shard (0..count-1) a schedule belongs to: a stable hash of its name only."""
+    return zlib.crc32(name.encode()) % count
+
+
+@dataclass(frozen=True)
+class Job:
+    """One tick of one schedule, ready to push."""
+
+    schedule: str
+    tick_ms: int
+    queue: str | None  # None: the `schedule` set (lookahead), not a queue
+    jid: str
+    payload: str
+
+
+@dataclass
+class Group:
+    """What one invocation decided for one schedule: its jobs and the mark covering them."""
+
+    name: str
+    mark_ms: int
+    missed: int = 0
+    skipped: int = 0
+    jobs: list[Job] = field(default_factory=list)
+
+
+@dataclass
+class Plan:
+    """Everything one invocation will push, in schedule order, ticks ascending."""
+
+    now_ms: int
+    groups: list[Group]
+
+    def chunks(
+        self, max_jobs: int = MAX_JOBS_PER_CALL, max_bytes: int = MAX_BYTES_PER_CALL
+    ) -> Iterator[list[Group]]:
+        """Split into push-script calls; a schedule's jobs may span calls, marks ascending."""
+        chunk: list[Group] = []
+        jobs = size = 0
+        for group in self.groups:
+            rest = group
+            while True:
+                room_jobs = max_jobs - jobs
+                take = 0
+                taken_bytes = 0
+                for job in rest.jobs:
+                    if take >= room_jobs or (take and size + taken_bytes + len(job.payload) > max_bytes):
+                        break
+                    take += 1
+                    taken_bytes += len(job.payload)
+                if take == len(rest.jobs):
+                    chunk.append(rest)
+                    jobs += take
+                    size += taken_bytes
+                    break
+                if take:
+                    head = Group(rest.name, rest.jobs[take - 1].tick_ms, rest.missed,
+                                 rest.skipped, rest.jobs[:take])
+                    chunk.append(head)
+                    rest = Group(rest.name, rest.mark_ms, 0, 0, rest.jobs[take:])
+                yield chunk
+                chunk, jobs, size = [], 0, 0
+        if chunk:
+            yield chunk
+
+
+class TickMemo:
+    """Remembers, per timetable, the next fire instant after some instant, across invocations.
+
+    Most schedules are not due in a given minute; with this a warm process answers that in
+    O(1) instead of searching the cron fields again. Timetables are keyed by `key`, so
+    schedules sharing an expression and zone share the entry.
+    """
+
+    def __init__(self) -> None:
+        self._next: dict[str, tuple[datetime, datetime]] = {}
+
+    def ticks(self, timetable: Timetable, after: datetime, until: datetime) -> list[datetime]:
+        """Every fire instant in (after, until] — `timetable.between`, short-cut when none."""
+        known = self._next.get(timetable.key)
+        if known is not None and known[0] <= after < known[1]:
+            first = known[1]
+        else:
+            first = timetable.next_after(after)
+            self._next[timetable.key] = (after, first)
+        if first > until:
+            return []
+        return timetable.between(after, until)
+
+
+def _count_missed(timetable: Timetable, after: datetime, until: datetime) -> int:
+    count = 0
+    tick = timetable.next_after(after)
+    while tick <= until and count < MISSED_COUNT_CAP:
+        count += 1
+        tick = timetable.next_after(tick)
+    return count
+
+
+def _plan_schedule(
+    schedule: Schedule,
+    mark_ms: int | None,
+    now: datetime,
+    now_ms: int,
+    window: timedelta,
+    memo: TickMemo,
+    shared: dict[tuple[str, datetime, datetime], list[datetime]],
+) -> Group | None:
+    if mark_ms is None:
+        return Group(schedule.name, now_ms)
+    mark = from_ms(mark_ms)
+    window_start = now - window
+    group = Group(schedule.name, mark_ms)
+    if mark < window_start and schedule.enabled:
+        group.missed = _count_missed(schedule.timetable, mark, window_start)
+        if group.missed:
+            group.mark_ms = max(group.mark_ms, to_ms(window_start))
+    lower = max(mark, window_start)
+    horizon = now + timedelta(seconds=schedule.lookahead_s) if schedule.enabled else now
+    key = (schedule.timetable.key, lower, horizon)
+    due = shared.get(key)
+    if due is None:
+        due = shared[key] = memo.ticks(schedule.timetable, lower, horizon)
+    if not due:
+        return group if group.mark_ms != mark_ms else None
+
+    past = [t for t in due if t <= now]
+    future = due[len(past):]
+    if not schedule.enabled:
+        keep: list[datetime] = []
+    elif schedule.catch_up == "latest":
+        keep = past[-1:]
+    elif schedule.catch_up == "none":
+        keep = [t for t in past if (now - t).total_seconds() < ON_TIME_S]
+    else:
+        keep = past
+    group.skipped = len(past) - len(keep)
+    group.mark_ms = max(group.mark_ms, to_ms(due[-1]))
+    for tick in keep:
+        tick_ms = to_ms(tick)
+        group.jobs.append(Job(schedule.name, tick_ms, schedule.queue, jid(schedule.name, tick),
+                              job_json(schedule, tick, enqueued_at=now)))
+    for tick in future:
+        group.jobs.append(Job(schedule.name, to_ms(tick), None, jid(schedule.name, tick),
+                              job_json(schedule, tick, enqueued_at=None, created_at=now)))
+    return group
+
+
+def plan_ticks(
+    config: Config,
+    marks: Mapping[str, int | None],
+    now: datetime,
+    memo: TickMemo | None = None,
+) -> Plan:
+    """Decide every push of one invocation from the stored marks (epoch ms) and `now`."""
+    memo = memo or TickMemo()
+    now_ms = to_ms(now)
+    window = timedelta(seconds=config.missed_jobs_window_s)
+    shared: dict[tuple[str, datetime, datetime], list[datetime]] = {}
+    groups = []
+    for schedule in config.schedules:
+        group = _plan_schedule(schedule, marks.get(schedule.name), now, now_ms, window, memo, shared)
+        if group is not None:
+            groups.append(group)
+    return Plan(now_ms, groups)

@@ -1,0 +1,63 @@
+"""What one invocation did: the numbers that logs, metrics, the CLI and the handler report."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+
+@dataclass(frozen=True)
+class PushedJob:
+    """A job this invocation pushed (not one found already pushed)."""
+
+    schedule: str
+    tick: datetime
+    jid: str
+    queue: str | None  # None: into the `schedule` set, released by the worker at `tick`
+
+
+@dataclass
+class Report:
+    """The outcome of one invocation."""
+
+    now: datetime
+    schedules: int = 0
+    pushed: int = 0
+    already_pushed: int = 0
+    missed: int = 0
+    skipped: int = 0
+    new_schedules: int = 0
+    lag_s: float = 0.0  # largest (push time - tick instant) among ticks pushed into a queue
+    chunks: int = 0
+    round_trips: int = 0
+    duration_s: float = 0.0
+    warnings: list[str] = field(default_factory=list)
+    jobs: list[PushedJob] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready summary (without the per-job list)."""
+        return {
+            "now": self.now.isoformat(),
+            "schedules": self.schedules,
+            "pushed": self.pushed,
+            "already_pushed": self.already_pushed,
+            "missed": self.missed,
+            "skipped": self.skipped,
+            "new_schedules": self.new_schedules,
+            "lag_s": round(self.lag_s, 3),
+            "chunks": self.chunks,
+            "round_trips": self.round_trips,
+            "duration_s": round(self.duration_s, 4),
+            "warnings": list(self.warnings),
+        }
+
+    def summary(self) -> str:
+        """One human-readable line."""
+        return (
+            f"{self.now.isoformat(timespec='seconds')}: {self.schedules} schedules, "
+            f"{self.pushed} pushed, {self.already_pushed} already pushed, "
+            f"{self.missed} missed beyond the window, {self.skipped} skipped, "
+            f"largest lag {self.lag_s:.1f} s ({self.round_trips} round trips, "
+            f"{self.duration_s * 1000:.0f} ms)"
+        )
