@@ -3,10 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
 from collections.abc import Sequence
+from datetime import UTC, datetime
 
-from kiqbeat.errors import KiqbeatError
+import redis
+
+from kiqbeat import sources
+from kiqbeat.connection import connect
+from kiqbeat.engine import run, select_shard, status
+from kiqbeat.errors import ConfigError, KiqbeatError
+from kiqbeat.loop import run_loop, stop_on_signals
+from kiqbeat.report import Report
+from kiqbeat.schedule import Config
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
@@ -15,6 +26,110 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 def _cmd_next(args: argparse.Namespace) -> int:
     raise NotImplementedError
+
+
+def _client_and_config(args: argparse.Namespace) -> tuple[redis.Redis, Config]:
+    config = select_shard(sources.load_config(args.config), _shard(args.shard))
+    url = args.redis_url or sources.redis_url(os.environ)
+    return connect(url), config
+
+
+def _shard(text: str | None) -> tuple[int, int] | None:
+    if not text:
+        return None
+    index, _, count = text.partition("/")
+    if not (index.isdigit() and count.isdigit()):
+        raise ConfigError(f"invalid shard {text!r}: expected INDEX/COUNT, e.g. 0/4")
+    return int(index), int(count)
+
+
+def _print_warnings(warnings: Sequence[str]) -> None:
+    for warning in warnings:
+        print(f"kiqbeat: warning: {warning}", file=sys.stderr)
+
+
+def _cmd_run_once(args: argparse.Namespace) -> int:
+    client, config = _client_and_config(args)
+    now = _parse_instant(args.now, "--now") if args.now else None
+    report = run(client, config, now=now)
+    _print_warnings(report.warnings)
+    if args.json:
+        print(json.dumps(report.as_dict() | {"jobs": [
+            {"schedule": j.schedule, "tick": j.tick.isoformat(), "jid": j.jid, "queue": j.queue}
+            for j in report.jobs]}, indent=2))
+    else:
+        print(report.summary())
+    return 0
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    client, config = _client_and_config(args)
+    state = {"config": config, "warned": False}
+    stop = stop_on_signals()
+
+    def invoke() -> Report | None:
+        try:
+            state["config"] = select_shard(sources.load_config(args.config), _shard(args.shard))
+            report = run(client, state["config"])
+        except KiqbeatError as exc:
+            print(f"kiqbeat: invocation failed: {exc}", file=sys.stderr, flush=True)
+            return None
+        if not state["warned"]:
+            _print_warnings(report.warnings)
+            state["warned"] = True
+        if report.pushed or report.missed or report.new_schedules:
+            print(report.summary(), flush=True)
+        return report
+
+    def period_s() -> float:
+        current: Config = state["config"]
+        return 1.0 if any(s.timetable.has_seconds for s in current.schedules) else 60.0
+
+    print(f"kiqbeat: running {len(config.schedules)} schedules; SIGTERM or Ctrl-C stops", flush=True)
+    run_loop(invoke, period_s, stop)
+    print("kiqbeat: stopped", flush=True)
+    return 0
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    client, config = _client_and_config(args)
+    now, rows = status(client, config)
+    if args.json:
+        print(json.dumps({"now": now.isoformat(), "schedules": [r.as_dict() for r in rows]}, indent=2))
+        return 0
+    print(f"Redis clock: {now.isoformat(timespec='seconds')}")
+    for r in rows:
+        covered = r.covered_through.isoformat(timespec="seconds") if r.covered_through else "never seen"
+        flags = "" if r.enabled else " (disabled)"
+        late = f", {r.lag_s:.0f} s overdue" if r.lag_s > 0 else ""
+        print(f"{r.name}{flags}: zone {r.zone}; covered through {covered}; "
+              f"next {r.next_tick.isoformat(timespec='seconds')}{late}")
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from kiqbeat.demo import demo
+
+    return demo(args.seconds, copies=args.copies)
+
+
+def _parse_instant(text: str, option: str) -> datetime:
+    try:
+        instant = datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise ConfigError(f"{option} {text!r} is not an ISO 8601 instant "
+                          "(e.g. 2026-03-08T07:00:00Z)") from exc
+    if instant.tzinfo is None:
+        raise ConfigError(f"{option} {text!r} has no UTC offset; add Z or +hh:mm")
+    return instant.astimezone(UTC)
+
+
+def _add_engine_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", required=True, metavar="SOURCE",
+                   help="schedule document: a file, s3://bucket/key, ssm:/name or appconfig:APP/ENV/PROFILE")
+    p.add_argument("--redis-url", help="Redis URL (default: $KIQBEAT_REDIS_URL, then $REDIS_URL)")
+    p.add_argument("--shard", metavar="I/N", default=os.environ.get("KIQBEAT_SHARD"),
+                   help="only schedules of shard I of N (by a hash of their name)")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -37,6 +152,26 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--tz", default="UTC", help="zone for --cron (default UTC)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cmd_next)
+
+    p = sub.add_parser("run-once", help="one invocation: push every due tick once, print a summary")
+    _add_engine_options(p)
+    p.add_argument("--now", help="replay an invocation at this earlier ISO instant")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(func=_cmd_run_once)
+
+    p = sub.add_parser("run", help="invoke at every minute (or second) boundary until SIGTERM")
+    _add_engine_options(p)
+    p.set_defaults(func=_cmd_run)
+
+    p = sub.add_parser("status", help="per schedule: zone, last tick covered, next tick, lag")
+    _add_engine_options(p)
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=_cmd_status)
+
+    p = sub.add_parser("demo", help="run the embedded example on a private Redis, two copies racing")
+    p.add_argument("--seconds", type=float, default=20.0, help="how long to run (default 20)")
+    p.add_argument("--copies", type=int, default=2, help="racing invokers (default 2)")
+    p.set_defaults(func=_cmd_demo)
 
     return parser
 

@@ -1,0 +1,57 @@
+"""`kiqbeat run`: invoke at every minute (or second) boundary until told to stop.
+
+The loop only paces invocations; which ticks are due still comes from the Redis clock
+and the watermarks, so a late, doubled or skipped wake-up is harmless. It wakes at the
+boundary *by the Redis clock* (the offset to the host clock is learnt from each report),
+so a host clock running ahead does not make every tick a period late.
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+import threading
+import time
+from collections.abc import Callable
+from types import FrameType
+
+from kiqbeat.report import Report
+
+# Wake this long after the boundary, so the Redis clock has surely passed it.
+WAKE_AFTER_BOUNDARY_S = 0.01
+
+
+def seconds_to_boundary(redis_now_s: float, period_s: float) -> float:
+    """Seconds from `redis_now_s` to just after the next multiple of `period_s`."""
+    boundary = math.floor(redis_now_s / period_s) * period_s + period_s
+    return boundary - redis_now_s + WAKE_AFTER_BOUNDARY_S
+
+
+def stop_on_signals() -> threading.Event:
+    """An event set by SIGTERM or SIGINT: the loop finishes its invocation and returns."""
+    stop = threading.Event()
+
+    def handle(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handle)
+    signal.signal(signal.SIGINT, handle)
+    return stop
+
+
+def run_loop(
+    invoke: Callable[[], Report | None],
+    period_s: Callable[[], float],
+    stop: threading.Event,
+) -> None:
+    """Call `invoke` at each period boundary until `stop` is set.
+
+    `invoke` returns the report, or None when the invocation failed (it logs why); a
+    failed invocation is retried at the next boundary, which catches up what it missed.
+    """
+    offset_s = 0.0  # Redis clock minus host clock, as last seen
+    while not stop.is_set():
+        report = invoke()
+        if report is not None:
+            offset_s = report.now.timestamp() - time.time()
+        stop.wait(seconds_to_boundary(time.time() + offset_s, period_s()))

@@ -1,0 +1,44 @@
+"""Small helpers for engine tests: configs from YAML text, what Redis holds, expected ticks."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import redis
+
+from kiqbeat.config import load_config_text
+from kiqbeat.engine import read_state
+from kiqbeat.schedule import Config
+
+
+def config(text: str) -> Config:
+    """A Config from a YAML document."""
+    return load_config_text(text, source="test")
+
+
+def redis_now(client: redis.Redis) -> datetime:
+    """The Redis clock."""
+    seconds, micros = client.time()
+    return datetime.fromtimestamp(seconds, tz=UTC) + timedelta(microseconds=micros)
+
+
+def minute_floor(t: datetime) -> datetime:
+    """`t` truncated to the minute."""
+    return t.replace(second=0, microsecond=0)
+
+
+def pushed_jobs(client: redis.Redis, namespace: str = "") -> list[dict[str, Any]]:
+    """Every job in every queue listed in the queues set, oldest first, plus the schedule set."""
+    jobs: list[dict[str, Any]] = []
+    for queue in sorted(client.smembers(f"{namespace}queues")):
+        name = queue.decode() if isinstance(queue, bytes) else queue
+        jobs += [json.loads(raw) for raw in reversed(client.lrange(f"{namespace}queue:{name}", 0, -1))]
+    jobs += [json.loads(raw) for raw in client.zrange(f"{namespace}schedule", 0, -1)]
+    return jobs
+
+
+def marks(client: redis.Redis, cfg: Config) -> dict[str, int | None]:
+    """Stored watermarks by schedule name."""
+    return read_state(client, cfg.namespace, [s.name for s in cfg.schedules])[1]

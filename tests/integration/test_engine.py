@@ -1,0 +1,239 @@
+"""The engine against a real redis-server: each due tick pushed once, per DESIGN §1–2."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import redis
+import time_machine
+
+from kiqbeat.connection import connect
+from kiqbeat.cron import fire_times
+from kiqbeat.engine import run
+from kiqbeat.errors import ConfigError, StateError
+from kiqbeat.payload import jid
+
+from .helpers import config, marks, minute_floor, pushed_jobs, redis_now
+
+EVERY_MINUTE = """
+missed_jobs_window: 1h
+schedules:
+  report:
+    cron: "* * * * *"
+    class: ReportWorker
+    args: [1, "two"]
+"""
+
+
+@pytest.fixture
+def client(redis_url: str) -> redis.Redis:
+    return connect(redis_url)
+
+
+def start(client: redis.Redis) -> datetime:
+    """A replay instant three hours before the Redis clock, on a minute boundary plus 5 s."""
+    return minute_floor(redis_now(client)) - timedelta(hours=3) + timedelta(seconds=5)
+
+
+def test_a_new_schedule_is_marked_and_not_backfilled(client: redis.Redis) -> None:
+    cfg = config(EVERY_MINUTE)
+    t0 = start(client)
+    report = run(client, cfg, now=t0)
+    assert (report.new_schedules, report.pushed) == (1, 0)
+    assert marks(client, cfg) == {"report": round(t0.timestamp() * 1000)}
+    assert pushed_jobs(client) == []
+
+
+def test_each_minute_tick_is_pushed_once_with_its_jid(client: redis.Redis) -> None:
+    cfg = config(EVERY_MINUTE)
+    t0 = start(client)
+    run(client, cfg, now=t0)
+    for minutes in range(1, 6):
+        report = run(client, cfg, now=t0 + timedelta(minutes=minutes))
+        assert report.pushed == 1
+        again = run(client, cfg, now=t0 + timedelta(minutes=minutes, seconds=30))
+        assert (again.pushed, again.already_pushed) == (0, 0)
+    jobs = pushed_jobs(client)
+    expected = fire_times("* * * * *", after=t0, until=t0 + timedelta(minutes=5))
+    assert [j["jid"] for j in jobs] == [jid("report", t) for t in expected]
+    assert all(j["class"] == "ReportWorker" and j["args"] == [1, "two"] for j in jobs)
+    assert all(j["queue"] == "default" for j in jobs)
+
+
+def test_a_replayed_older_invocation_finds_its_ticks_already_pushed(client: redis.Redis) -> None:
+    cfg = config(EVERY_MINUTE)
+    t0 = start(client)
+    run(client, cfg, now=t0)
+    run(client, cfg, now=t0 + timedelta(minutes=10))
+    late = run(client, cfg, now=t0 + timedelta(minutes=4))
+    assert late.pushed == 0
+    assert len(pushed_jobs(client)) == 10
+
+
+def test_a_gap_shorter_than_the_window_is_caught_up(client: redis.Redis) -> None:
+    cfg = config(EVERY_MINUTE)
+    t0 = start(client)
+    run(client, cfg, now=t0)
+    report = run(client, cfg, now=t0 + timedelta(minutes=50))
+    assert (report.pushed, report.missed) == (50, 0)
+    assert report.lag_s == pytest.approx(49 * 60 + 5, abs=1)
+
+
+def test_a_gap_longer_than_the_window_pushes_the_window_and_counts_the_rest(
+    client: redis.Redis,
+) -> None:
+    cfg = config(EVERY_MINUTE)
+    t0 = start(client)
+    run(client, cfg, now=t0)
+    report = run(client, cfg, now=t0 + timedelta(minutes=150))
+    # Ticks t0+1m .. t0+150m (at :00 each); the window keeps the last 60 minutes' ticks.
+    assert (report.pushed, report.missed) == (60, 90)
+    again = run(client, cfg, now=t0 + timedelta(minutes=150, seconds=20))
+    assert (again.pushed, again.missed) == (0, 0), "missed ticks are reported once"
+
+
+@pytest.mark.parametrize(("policy", "pushed", "skipped"), [("latest", 1, 29), ("none", 0, 30)])
+def test_catch_up_latest_and_none_skip_missed_ticks(
+    client: redis.Redis, policy: str, pushed: int, skipped: int
+) -> None:
+    cfg = config(EVERY_MINUTE + f"    catch_up: {policy}\n")
+    t0 = start(client)
+    run(client, cfg, now=t0)
+    report = run(client, cfg, now=t0 + timedelta(minutes=30, seconds=-4))
+    assert (report.pushed, report.skipped) == (pushed, skipped)
+    on_time = run(client, cfg, now=t0 + timedelta(minutes=31))
+    assert on_time.pushed == 1, "a tick from within the last minute is on time under every policy"
+
+
+def test_a_disabled_schedule_is_not_backfilled_when_re_enabled(client: redis.Redis) -> None:
+    cfg = config(EVERY_MINUTE)
+    off = config(EVERY_MINUTE + "    enabled: false\n")
+    t0 = start(client)
+    run(client, cfg, now=t0)
+    paused = run(client, off, now=t0 + timedelta(minutes=20))
+    assert (paused.pushed, paused.skipped) == (0, 20)
+    back = run(client, cfg, now=t0 + timedelta(minutes=21))
+    assert back.pushed == 1
+    assert [j["jid"] for j in pushed_jobs(client)] == [jid("report", t0 + timedelta(minutes=21, seconds=-5))]
+
+
+def test_a_removed_schedule_stops_and_others_go_on(client: redis.Redis) -> None:
+    two = config(EVERY_MINUTE + '  other:\n    cron: "*/2 * * * *"\n    class: OtherWorker\n')
+    one = config(EVERY_MINUTE)
+    t0 = start(client)
+    run(client, two, now=t0)
+    run(client, one, now=t0 + timedelta(minutes=10))
+    assert {j["class"] for j in pushed_jobs(client)} == {"ReportWorker"}
+
+
+def test_a_changed_cron_takes_effect_without_repeating_a_tick(client: redis.Redis) -> None:
+    hourly = config(EVERY_MINUTE.replace('"* * * * *"', '"0 * * * *"'))
+    quarter = config(EVERY_MINUTE.replace('"* * * * *"', '"*/15 * * * *"'))
+    t0 = start(client)
+    run(client, hourly, now=t0)
+    top = t0.replace(minute=0, second=0) + timedelta(hours=1)
+    run(client, hourly, now=top + timedelta(seconds=10))
+    run(client, quarter, now=top + timedelta(minutes=31))
+    ticks = [j["jid"] for j in pushed_jobs(client)]
+    expected = [top, top + timedelta(minutes=15), top + timedelta(minutes=30)]
+    assert ticks == [jid("report", t) for t in expected]
+
+
+def test_lookahead_puts_ticks_in_the_schedule_set_at_their_instant(client: redis.Redis) -> None:
+    cfg = config("""
+schedules:
+  fast:
+    cron: "*/10 * * * * *"
+    class: FastWorker
+    lookahead: 60s
+""")
+    t0 = start(client)
+    run(client, cfg, now=t0)
+    report = run(client, cfg, now=t0 + timedelta(seconds=1))
+    assert report.pushed == 6
+    scored = client.zrange("schedule", 0, -1, withscores=True)
+    instants = fire_times("*/10 * * * * *", after=t0, until=t0 + timedelta(seconds=61))
+    assert [score for _, score in scored] == [t.timestamp() for t in instants]
+    assert all("enqueued_at" not in json.loads(raw) for raw, _ in scored)
+    again = run(client, cfg, now=t0 + timedelta(seconds=30))
+    assert again.pushed == 3, "only ticks beyond the first lookahead horizon are new"
+
+
+def test_now_later_than_the_redis_clock_is_refused(client: redis.Redis) -> None:
+    with pytest.raises(ConfigError, match="later than the Redis clock"):
+        run(client, config(EVERY_MINUTE), now=redis_now(client) + timedelta(minutes=5))
+
+
+def test_a_garbled_watermark_is_named_and_nothing_is_pushed(client: redis.Redis) -> None:
+    cfg = config(EVERY_MINUTE)
+    t0 = start(client)
+    run(client, cfg, now=t0)
+    client.hset("kiqbeat:watermarks", "report", "yesterday")
+    with pytest.raises(StateError, match=r"watermark of schedule 'report' in kiqbeat:watermarks"):
+        run(client, cfg, now=t0 + timedelta(minutes=5))
+    assert pushed_jobs(client) == []
+
+
+@pytest.mark.parametrize("key", ["queue:default", "queues", "kiqbeat:watermarks", "schedule"])
+def test_a_key_of_the_wrong_type_is_named_and_nothing_is_pushed(
+    client: redis.Redis, redis_client: redis.Redis, key: str
+) -> None:
+    cfg = config(EVERY_MINUTE + '  two:\n    cron: "* * * * *"\n    class: Two\n    queue: other\n')
+    t0 = start(client)
+    run(client, cfg, now=t0)
+    before = marks(client, cfg) if key != "kiqbeat:watermarks" else None
+    client.delete(key)
+    client.set(key, "not mine")
+    with pytest.raises(StateError, match=key):
+        run(client, cfg, now=t0 + timedelta(minutes=5))
+    assert client.llen("queue:other") == 0
+    if before is not None:
+        assert marks(client, cfg) == before
+
+
+def test_namespace_prefixes_every_key(client: redis.Redis) -> None:
+    cfg = config('namespace: "exq:"\n' + EVERY_MINUTE)
+    t0 = start(client)
+    run(client, cfg, now=t0)
+    run(client, cfg, now=t0 + timedelta(minutes=2))
+    assert sorted(k.decode() for k in client.keys("*")) == [
+        "exq:kiqbeat:first_seen", "exq:kiqbeat:watermarks", "exq:queue:default", "exq:queues"]
+
+
+def test_schedules_sharing_a_cron_each_get_their_own_jobs(client: redis.Redis) -> None:
+    body = "".join(f'  s{i}:\n    cron: "*/5 * * * *"\n    class: W{i}\n' for i in range(50))
+    cfg = config("schedules:\n" + body)
+    t0 = start(client)
+    run(client, cfg, now=t0)
+    report = run(client, cfg, now=t0 + timedelta(minutes=10))
+    assert report.pushed == 100
+    assert len({j["jid"] for j in pushed_jobs(client)}) == 100
+
+
+def test_a_large_catch_up_is_split_into_chunks_without_loss(client: redis.Redis) -> None:
+    cfg = config("""
+missed_jobs_window: 3h
+schedules:
+  secondly:
+    cron: "* * * * * *"
+    class: SecondWorker
+""")
+    t0 = start(client)
+    run(client, cfg, now=t0)
+    report = run(client, cfg, now=t0 + timedelta(hours=2))
+    assert report.pushed == 7200
+    assert report.chunks >= 8
+    assert report.round_trips == 1 + report.chunks
+    jids = [j["jid"] for j in pushed_jobs(client)]
+    assert jids == [jid("secondly", t0 + timedelta(seconds=s)) for s in range(1, 7201)]
+
+
+def test_a_host_clock_ten_minutes_fast_pushes_nothing_early(client: redis.Redis) -> None:
+    cfg = config(EVERY_MINUTE)
+    run(client, cfg)
+    with time_machine.travel(datetime.now(UTC) + timedelta(minutes=10), tick=True):
+        report = run(client, cfg)
+    assert report.pushed == 0
+    assert abs((report.now - redis_now(client)).total_seconds()) < 2
