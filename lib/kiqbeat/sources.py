@@ -1,0 +1,346 @@
+"""Where the schedule document and the Redis URL come from: files, S3, SSM, AppConfig, Secrets.
+
+Remote values are cached in-process for `max_age_s`, so warm Lambda invocations and the
+`run` loop do not call AWS every minute. Once that age has passed a refresh must succeed:
+a failed refresh raises ConfigError instead of running on an arbitrarily old document.
+A stale schedule table would keep pushing jobs someone has removed, and would do so
+silently; a failed invocation instead fires the Errors alarm, and the next successful one
+catches up every tick inside `missed_jobs_window`, so failing loudly loses nothing.
+
+boto3 and Powertools Parameters cost ~280 ms to import, so they are imported only when a
+remote source is in use: a file source and a plain Redis URL never load them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from kiqbeat.config import load_config_text
+from kiqbeat.errors import ConfigError
+from kiqbeat.schedule import Config
+
+DEFAULT_MAX_AGE_S = 60.0
+# AWS calls give up fast, as Redis calls do: the invocation has well under a minute.
+AWS_CONNECT_TIMEOUT_S = 2.0
+AWS_READ_TIMEOUT_S = 5.0
+AWS_MAX_ATTEMPTS = 2
+
+URL_VARIABLES = ("KIQBEAT_REDIS_URL", "REDIS_URL")
+SECRET_VARIABLE = "KIQBEAT_REDIS_SECRET"
+REMOTE_PREFIXES = ("s3://", "ssm:", "appconfig:")
+_REDIS_SCHEMES = ("redis://", "rediss://", "redis+sentinel://", "rediss+sentinel://", "unix://")
+_NOT_FOUND = {"ParameterNotFound", "NoSuchKey", "NoSuchBucket", "ResourceNotFoundException",
+              "404", "NotFound"}
+_DENIED = {"AccessDenied", "AccessDeniedException", "UnrecognizedClientException",
+           "InvalidClientTokenId", "ExpiredTokenException", "403", "Forbidden"}
+
+
+@dataclass
+class _Entry:
+    fetched_at_s: float  # time.monotonic() of the fetch
+    digest: str  # of the fetched text, so an unchanged document is not parsed again
+    value: Any
+
+
+_lock = threading.Lock()
+_documents: dict[str, _Entry] = {}
+_secrets: dict[str, _Entry] = {}
+_files: dict[str, tuple[tuple[int, int], Config]] = {}
+_aws: dict[str, Any] = {}  # boto3 clients and Powertools providers, kept for warm invocations
+
+
+def forget_cached() -> None:
+    """Drop every cached document, secret and AWS client (tests; a forced reload)."""
+    with _lock:
+        _documents.clear()
+        _secrets.clear()
+        _files.clear()
+        _aws.clear()
+
+
+def is_remote(source: str) -> bool:
+    """True when `source` names an AWS location rather than a file."""
+    return source.startswith(REMOTE_PREFIXES)
+
+
+def load_config(source: str, *, max_age_s: float = DEFAULT_MAX_AGE_S) -> Config:
+    """The validated schedule document from a file, s3://bucket/key, ssm:NAME or appconfig:A/E/P.
+
+    Files are parsed again only when their size or modification time changes; remote
+    documents are fetched again after `max_age_s` seconds (and parsed again only if changed).
+    """
+    source = source.strip()
+    if is_remote(source):
+        return _remote_config(source, max_age_s)
+    scheme = re.match(r"([A-Za-z][A-Za-z0-9+.-]*):(//)?", source)
+    if scheme and (scheme.group(2) or len(scheme.group(1)) > 1) and not Path(source).exists():
+        raise ConfigError(f"unsupported schedule source scheme {scheme.group(1)!r}; use a file "
+                          "path, s3://BUCKET/KEY, ssm:/PARAMETER or appconfig:APP/ENV/PROFILE",
+                          source=source)
+    return _file_config(source)
+
+
+def _file_config(path: str) -> Config:
+    try:
+        stat = Path(path).stat()
+        stamp = (stat.st_mtime_ns, stat.st_size)
+        with _lock:
+            cached = _files.get(path)
+        if cached and cached[0] == stamp:
+            return cached[1]
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError("schedule file not found", source=path) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read the schedule file: {exc}", source=path) from exc
+    config = load_config_text(text, source=path)
+    with _lock:
+        _files[path] = (stamp, config)
+    return config
+
+
+def _remote_config(source: str, max_age_s: float) -> Config:
+    with _lock:
+        entry = _documents.get(source)
+    if entry and time.monotonic() - entry.fetched_at_s < max_age_s:
+        return entry.value  # type: ignore[no-any-return]
+    text = fetch_document(source)
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    unchanged = entry is not None and entry.digest == digest
+    config = entry.value if entry and unchanged else load_config_text(text, source=source)
+    with _lock:
+        _documents[source] = _Entry(time.monotonic(), digest, config)
+    return config  # type: ignore[no-any-return]
+
+
+def fetch_document(source: str) -> str:
+    """The text of a remote schedule document, fetched now (no cache); ConfigError on failure."""
+    fetchers: dict[str, Callable[[str], bytes | str]] = {
+        "s3://": _fetch_s3, "ssm:": _fetch_ssm, "appconfig:": _fetch_appconfig}
+    prefix = next(p for p in fetchers if source.startswith(p))
+    with aws_errors(source):
+        raw = fetchers[prefix](source[len(prefix):])
+    if isinstance(raw, bytes):
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"the document is not UTF-8 text ({exc})", source=source) from exc
+    return raw
+
+
+def _boto_config() -> Any:
+    from botocore.config import Config as BotoConfig  # type: ignore[import-untyped, unused-ignore]
+
+    return BotoConfig(connect_timeout=AWS_CONNECT_TIMEOUT_S, read_timeout=AWS_READ_TIMEOUT_S,
+                      retries={"total_max_attempts": AWS_MAX_ATTEMPTS, "mode": "standard"})
+
+
+def _client(name: str, make: Callable[[], Any]) -> Any:
+    with _lock:
+        if name not in _aws:
+            _aws[name] = make()
+        return _aws[name]
+
+
+def _fetch_s3(location: str) -> bytes:
+    bucket, _, key = location.partition("/")
+    if not bucket or not key:
+        raise ConfigError("expected s3://BUCKET/KEY", source=f"s3://{location}")
+
+    def make() -> Any:
+        import boto3  # type: ignore[import-untyped, unused-ignore]
+
+        return boto3.session.Session().client("s3", config=_boto_config())
+
+    body = _client("s3", make).get_object(Bucket=bucket, Key=key)["Body"]
+    return body.read()  # type: ignore[no-any-return]
+
+
+def _fetch_ssm(name: str) -> str:
+    if not name:
+        raise ConfigError("expected ssm:/PARAMETER/NAME", source="ssm:")
+
+    def make() -> Any:
+        from aws_lambda_powertools.utilities.parameters import SSMProvider
+
+        return SSMProvider(boto_config=_boto_config())
+
+    # force_fetch: kiqbeat keeps its own cache (of the parsed document).
+    return str(_client("ssm", make).get(name, decrypt=True, force_fetch=True))
+
+
+def _fetch_appconfig(location: str) -> bytes:
+    parts = location.split("/")
+    if len(parts) != 3 or not all(parts):
+        raise ConfigError("expected appconfig:APPLICATION/ENVIRONMENT/PROFILE",
+                          source=f"appconfig:{location}")
+    application, environment, profile = parts
+
+    def make() -> Any:
+        from aws_lambda_powertools.utilities.parameters import AppConfigProvider
+
+        return AppConfigProvider(environment=environment, application=application,
+                                 boto_config=_boto_config())
+
+    # The provider holds the AppConfig session token, so it must live across invocations;
+    # after a failure it is dropped, so the next call starts a fresh session.
+    key = f"appconfig:{application}/{environment}"
+    provider = _client(key, make)
+    try:
+        return provider.get(profile, force_fetch=True)  # type: ignore[no-any-return]
+    except Exception:
+        with _lock:
+            _aws.pop(key, None)
+        raise
+
+
+def redis_url(environ: Mapping[str, str], *, max_age_s: float = DEFAULT_MAX_AGE_S) -> str:
+    """The Redis URL from KIQBEAT_REDIS_URL, KIQBEAT_REDIS_SECRET (Secrets Manager) or REDIS_URL.
+
+    Empty variables count as unset. The secret (SecretString) holds one of:
+    a Redis URL; JSON `{"url": ...}`; JSON `{"host", "port", "username", "password",
+    "tls", "db"}` (tls defaults to true: ElastiCache requires TLS for AUTH); or only a
+    password (plain text, or JSON with `password` and optionally `username`), which is
+    then put into KIQBEAT_REDIS_URL. REDIS_URL is a last resort, since it often names the
+    application's own Redis rather than the one its Sidekiq uses.
+    """
+    url = environ.get("KIQBEAT_REDIS_URL") or ""
+    secret_id = environ.get(SECRET_VARIABLE) or ""
+    if secret_id:
+        return _url_from_secret(secret_id, url, max_age_s)
+    url = url or environ.get("REDIS_URL") or ""
+    if not url:
+        raise ConfigError("no Redis URL: set KIQBEAT_REDIS_URL (or REDIS_URL), or name a "
+                          "Secrets Manager secret in KIQBEAT_REDIS_SECRET")
+    return url
+
+
+def _url_from_secret(secret_id: str, base_url: str, max_age_s: float) -> str:
+    source = f"secret {secret_id}"
+    with _lock:
+        entry = _secrets.get(secret_id)
+    if entry and time.monotonic() - entry.fetched_at_s < max_age_s:
+        text = str(entry.value)
+    else:
+        def make() -> Any:
+            from aws_lambda_powertools.utilities.parameters import SecretsProvider
+
+            return SecretsProvider(boto_config=_boto_config())
+
+        with aws_errors(source):
+            value = _client("secretsmanager", make).get(secret_id, force_fetch=True)
+        text = value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+        with _lock:
+            _secrets[secret_id] = _Entry(time.monotonic(), "", text)
+    return _secret_to_url(text.strip(), base_url, source)
+
+
+def _secret_to_url(text: str, base_url: str, source: str) -> str:
+    # Messages here never quote the secret's content.
+    fields: dict[str, Any] = {}
+    if text.startswith(("{", "[")):
+        try:
+            fields = json.loads(text)
+        except ValueError:
+            raise ConfigError("the secret looks like JSON but does not parse",
+                              source=source) from None
+        if not isinstance(fields, dict):
+            raise ConfigError("the secret's JSON is not an object", source=source)
+    address = text if text.startswith(_REDIS_SCHEMES) else fields.get("url") or fields.get("host")
+    if address and base_url:
+        raise ConfigError("both KIQBEAT_REDIS_URL and the secret give the Redis address; keep "
+                          "the address in one place (the secret may hold only the password)",
+                          source=source)
+    if text.startswith(_REDIS_SCHEMES):
+        return text
+    if "url" in fields:
+        if not str(fields["url"]).startswith(_REDIS_SCHEMES):
+            raise ConfigError("the secret's 'url' is not a redis://, rediss:// or "
+                              "redis+sentinel:// URL", source=source)
+        return str(fields["url"])
+    if "host" in fields:
+        return _url_from_fields(fields, source)
+    password = fields.get("password") if fields else text
+    if not password or "://" in text:
+        raise ConfigError("the secret is neither a Redis URL, nor JSON with 'url', 'host' or "
+                          "'password', nor a plain password", source=source)
+    if not base_url:
+        raise ConfigError("the secret holds only a password: set KIQBEAT_REDIS_URL to the "
+                          "address without it (e.g. rediss://kiqbeat@HOST:6379/0)", source=source)
+    return _with_credentials(base_url, fields.get("username"), str(password), source)
+
+
+def _url_from_fields(fields: Mapping[str, Any], source: str) -> str:
+    tls = fields.get("tls", True)
+    if not isinstance(tls, bool):
+        raise ConfigError("the secret's 'tls' must be true or false", source=source)
+    try:
+        port = int(fields.get("port", 6379))
+        db = int(fields.get("db", 0))
+    except (TypeError, ValueError):
+        raise ConfigError("the secret's 'port' and 'db' must be integers", source=source) from None
+    url = f"{'rediss' if tls else 'redis'}://{fields['host']}:{port}/{db}"
+    if fields.get("password"):
+        return _with_credentials(url, fields.get("username"), str(fields["password"]), source)
+    return url
+
+
+def _with_credentials(url: str, username: Any, password: str, source: str) -> str:
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        raise ConfigError("KIQBEAT_REDIS_URL is not a URL", source=source)
+    netloc, slash, path = rest.partition("/")
+    userinfo, at, hostport = netloc.rpartition("@")
+    if ":" in userinfo:
+        raise ConfigError("KIQBEAT_REDIS_URL already holds a password; remove it when the "
+                          "password comes from the secret", source=source)
+    user = quote(str(username), safe="") if username else userinfo
+    return f"{scheme}://{user}:{quote(password, safe='')}@{hostport if at else netloc}{slash}{path}"
+
+
+@contextmanager
+def aws_errors(source: str) -> Iterator[None]:
+    """Turn boto3 and Powertools errors into a ConfigError naming the source and the cause."""
+    try:
+        yield
+    except ConfigError:
+        raise
+    except Exception as exc:
+        raise ConfigError(_describe(exc), source=source) from exc
+
+
+def _describe(exc: BaseException) -> str:
+    # Powertools wraps the boto3 error in GetParameterError, chained implicitly.
+    cause: BaseException | None = exc
+    while cause is not None:
+        response = getattr(cause, "response", None)
+        if isinstance(response, dict) and "Error" in response:
+            code = str(response["Error"].get("Code", ""))
+            message = str(response["Error"].get("Message", "")) or code
+            if code in _NOT_FOUND:
+                return f"not found ({code}: {message})"
+            if code in _DENIED:
+                return (f"access denied ({code}: {message}); grant the function's role read "
+                        "access to exactly this resource (docs/deploy.md lists the permissions)")
+            return f"{code}: {message}"
+        name = type(cause).__name__
+        if name in ("NoCredentialsError", "PartialCredentialsError"):
+            return ("no AWS credentials: run with an IAM role, or set AWS_PROFILE or "
+                    "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY")
+        if name == "NoRegionError":
+            return "no AWS region: set AWS_REGION (or AWS_DEFAULT_REGION)"
+        if name in ("EndpointConnectionError", "ConnectTimeoutError", "ReadTimeoutError",
+                    "ConnectionClosedError"):
+            return f"AWS unreachable ({cause})"
+        cause = cause.__cause__ or cause.__context__
+    return f"{type(exc).__name__}: {exc}"
