@@ -1,0 +1,1 @@
+"""The AWS Lambda entrypoint (app.py); SAM packages this folder as the function code."""
