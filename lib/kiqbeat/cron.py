@@ -218,8 +218,9 @@ def _expand(written: str, spec: _FieldSpec, expr: str) -> tuple[int, ...]:
     """The sorted values a field allows (day-of-week 7 folded to 0)."""
     field_text = written.lower()
     for char, what in _UNSUPPORTED.items():
-        if char in field_text and not (char in "lw" and spec.names and field_text.isascii()
-                                       and _only_names(field_text, spec)):
+        if char in field_text and not (
+            char in "lw" and spec.names and field_text.isascii() and _only_names(field_text, spec)
+        ):
             raise ConfigError(
                 f"cron {expr!r}: {spec.name} field {written!r} uses {what}, which kiqbeat"
                 " does not support (use numbers, names, *, ranges a-b, steps /n and lists a,b)"
@@ -401,13 +402,13 @@ class Cron:
         """Matching seconds-of-day in [start, end], ascending."""
         hours, minutes, seconds = self.hours, self.minutes, self.seconds
         h0, m0, s0 = start // 3600, start // 60 % 60, start % 60
-        for h in hours[bisect_left(hours, h0):]:
+        for h in hours[bisect_left(hours, h0) :]:
             first_hour = h == h0
-            for m in minutes[bisect_left(minutes, m0) if first_hour else 0:]:
+            for m in minutes[bisect_left(minutes, m0) if first_hour else 0 :]:
                 base = h * 3600 + m * 60
                 if base > end:
                     return
-                for s in seconds[bisect_left(seconds, s0) if first_hour and m == m0 else 0:]:
+                for s in seconds[bisect_left(seconds, s0) if first_hour and m == m0 else 0 :]:
                     if base + s > end:
                         return
                     yield base + s
@@ -513,8 +514,10 @@ class Cron:
         for off in set(segs.offsets):
             passes = segs.instants(u + off)
             if u in passes and len(passes) > 1:
-                return "repeated hour: first pass" if u == min(passes) else (
-                    "repeated hour: second pass"
+                return (
+                    "repeated hour: first pass"
+                    if u == min(passes)
+                    else ("repeated hour: second pass")
                 )
         return ""
 
@@ -567,18 +570,19 @@ class Every:
 def parse_every(text: str) -> Every:
     """An Every from '30s', '15m', '1h30m', '2d', '1w' or plain seconds; ConfigError if bad."""
     raw = str(text).strip()
+    if re.search(r"\d\s*(M|y|mo)", raw):
+        raise ConfigError(
+            f"every {raw!r}: months and years have no fixed length; use a cron expression"
+        )
     if raw.isdigit():
         seconds = int(raw)
     else:
         lowered = raw.lower()
         parts = _DURATION.findall(lowered)
         if not parts or _DURATION.sub("", lowered).strip():
-            extra = ""
-            if re.search(r"\d\s*(M|y|mo)", raw):
-                extra = " (months and years have no fixed length; use cron)"
             raise ConfigError(
                 f"every {raw!r} is not a duration; write e.g. '30s', '15m', '1h30m', '2d',"
-                f" '1w' or a number of seconds{extra}"
+                " '1w' or a number of seconds"
             )
         seconds = sum(int(n) * _UNIT_S[unit] for n, unit in parts)
     if seconds <= 0:

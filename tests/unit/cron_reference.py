@@ -1,0 +1,144 @@
+"""A slow, obviously-correct reading of DESIGN §3, to check kiqbeat.cron against.
+
+It shares no code with kiqbeat.cron: each field item is tested against a value by plain
+arithmetic (never expanded into sets), every minute (or second) of local wall time is
+visited one by one, and wall times are mapped to instants with zoneinfo's `fold` and a
+round trip, the gap's end found by stepping minute by minute.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+MONTHS = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
+DAYS = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"]
+MACROS = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+# (low, high, names) per field; day of week is matched on 0-6 with 7 read as 0.
+LIMITS = [(0, 59, []), (0, 59, []), (0, 23, []), (1, 31, []), (1, 12, MONTHS), (0, 6, DAYS)]
+
+Matcher = Callable[[int], bool]
+
+
+def _number(text: str, names: list[str], low: int) -> int:
+    text = text.lower()
+    return names.index(text) + low if text in names else int(text)
+
+
+def _item_matcher(item: str, low: int, high: int, names: list[str], dow: bool) -> Matcher:
+    base, _, step_text = item.partition("/")
+    step = int(step_text) if step_text else 1
+    if base == "*":
+        return lambda v: (v - low) % step == 0
+    if "-" in base:
+        a_text, b_text = base.split("-")
+        a, b = _number(a_text, names, low), _number(b_text, names, low)
+    else:
+        a = _number(base, names, low)
+        b = high if step_text else a
+    if dow and a == 7:
+        a = 0
+        b = 0 if b == 7 else b
+    if a <= b:
+        if dow and b == 7:
+            # 7 is Sunday again: the sequence a, a+s, ... may land on 7.
+            return lambda v: (
+                (a <= v <= b and (v - a) % step == 0) or (v == 0 and (7 - a) % step == 0)
+            )
+        return lambda v: a <= v <= b and (v - a) % step == 0
+    cycle = high - low + 1
+
+    def wrapped(v: int) -> bool:
+        if not (v >= a or v <= b):
+            return False
+        position = v - a if v >= a else (high - a + 1) + (v - low)
+        return position % step == 0 and position < cycle
+
+    return wrapped
+
+
+def _field_matcher(text: str, index: int) -> Matcher:
+    low, high, names = LIMITS[index]
+    items = [_item_matcher(i, low, high, names, index == 5) for i in text.split(",")]
+    return lambda v: any(m(v) for m in items)
+
+
+class ReferenceCron:
+    """A cron expression read the slow way."""
+
+    def __init__(self, expr: str) -> None:
+        text = MACROS.get(expr.strip().lower(), expr)
+        fields = text.split()
+        self.has_seconds = len(fields) == 6
+        if not self.has_seconds:
+            fields = ["0", *fields]
+        self.fields = fields
+        self.match = [_field_matcher(f, i) for i, f in enumerate(fields)]
+        self.fixed = not (fields[1].startswith("*") or fields[2].startswith("*"))
+
+    def matches(self, wall: datetime) -> bool:
+        """Vixie's test: both day fields when either starts with '*', else either one."""
+        m = self.match
+        if not (m[0](wall.second) and m[1](wall.minute) and m[2](wall.hour)):
+            return False
+        if not m[4](wall.month):
+            return False
+        dom_ok = m[3](wall.day)
+        dow_ok = m[5](wall.isoweekday() % 7)
+        if self.fields[3].startswith("*") or self.fields[5].startswith("*"):
+            return dom_ok and dow_ok
+        return dom_ok or dow_ok
+
+
+def _real_instants(wall: datetime, tz: ZoneInfo) -> list[datetime]:
+    """The instants whose local wall time is `wall`: found by a round trip per fold."""
+    found = []
+    for fold in (0, 1):
+        instant = wall.replace(tzinfo=tz, fold=fold).astimezone(UTC)
+        if instant.astimezone(tz).replace(tzinfo=None) == wall:
+            found.append(instant)
+    return sorted(set(found))
+
+
+def _gap_end(wall: datetime, tz: ZoneInfo) -> datetime:
+    """The first instant whose local wall time is past `wall` (wall lies in a gap)."""
+    instant = wall.replace(tzinfo=tz, fold=1).astimezone(UTC).replace(second=0)
+    while instant.astimezone(tz).replace(tzinfo=None) <= wall:
+        instant += timedelta(minutes=1)
+    return instant
+
+
+def reference_fire_times(
+    expr: str, tz_name: str, after: datetime, until: datetime
+) -> list[datetime]:
+    """Every fire instant in (after, until], by visiting each wall-clock minute or second."""
+    tz = ZoneInfo(tz_name)
+    cron = ReferenceCron(expr)
+    step = timedelta(seconds=1) if cron.has_seconds else timedelta(minutes=1)
+    margin = timedelta(hours=3)
+    wall = (after.astimezone(tz).replace(tzinfo=None) - margin).replace(microsecond=0)
+    if not cron.has_seconds:
+        wall = wall.replace(second=0)
+    end = until.astimezone(tz).replace(tzinfo=None) + margin
+    fired: set[datetime] = set()
+    while wall <= end:
+        if cron.matches(wall):
+            instants = _real_instants(wall, tz)
+            if not instants:
+                if cron.fixed:
+                    fired.add(_gap_end(wall, tz))
+            elif cron.fixed:
+                fired.add(instants[0])
+            else:
+                fired.update(instants)
+        wall += step
+    return sorted(t for t in fired if after < t <= until)
