@@ -42,7 +42,8 @@ def zs(*texts: str) -> list[datetime]:
 NY_SPRING = ("America/New_York", "2024-03-10 04:00", "2024-03-10 09:00")
 NY_FALL = ("America/New_York", "2024-11-03 03:00", "2024-11-03 09:00")
 
-# fmt: off  (a hand-laid table reads better than one argument per line)
+# A hand-laid table reads better than one argument per line.
+# fmt: off
 CASES = [
     # --- New York, spring forward: 02:00-02:59 does not exist.
     pytest.param(
@@ -258,17 +259,29 @@ def test_next_after_agrees_with_the_table(
 @pytest.mark.parametrize(
     ("cron", "tz", "instant", "note"),
     [
-        ("30 2 * * *", "America/New_York", "2024-03-10 07:00",
-         "02:30 skipped by DST; fired when the gap ended"),
+        (
+            "30 2 * * *",
+            "America/New_York",
+            "2024-03-10 07:00",
+            "02:30 skipped by DST; fired when the gap ended",
+        ),
         ("30 1 * * *", "America/New_York", "2024-11-03 05:30", "repeated hour: first pass"),
         ("0 * * * *", "America/New_York", "2024-11-03 05:00", "repeated hour: first pass"),
         ("0 * * * *", "America/New_York", "2024-11-03 06:00", "repeated hour: second pass"),
         ("0 * * * *", "America/New_York", "2024-03-10 07:00", ""),
         ("0 * * * *", "America/New_York", "2024-11-03 08:00", ""),
-        ("0 0 * * *", "America/Santiago", "2024-09-08 04:00",
-         "00:00 skipped by DST; fired when the gap ended"),
-        ("*/20 30 2 * * *", "America/New_York", "2024-03-10 07:00",
-         "02:30:00 skipped by DST; fired when the gap ended"),
+        (
+            "0 0 * * *",
+            "America/Santiago",
+            "2024-09-08 04:00",
+            "00:00 skipped by DST; fired when the gap ended",
+        ),
+        (
+            "*/20 30 2 * * *",
+            "America/New_York",
+            "2024-03-10 07:00",
+            "02:30:00 skipped by DST; fired when the gap ended",
+        ),
         ("30 2 * * *", "Asia/Kolkata", "2024-03-09 21:00", ""),
     ],
 )
