@@ -1,0 +1,137 @@
+"""infra/: the manifests validate strictly; the image command works without a container."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+K8S = ROOT / "infra" / "k8s"
+DOCKERFILE = ROOT / "infra" / "Dockerfile"
+MANIFESTS = sorted(K8S.glob("*.yaml"))
+
+
+def validator() -> str:
+    exe = Path(sys.executable).with_name("kubernetes-validate")
+    assert exe.exists(), "kubernetes-validate is missing: run scripts/setup"
+    return str(exe)
+
+
+def documents(name: str) -> dict[str, dict[str, Any]]:
+    return {d["kind"]: d for d in yaml.safe_load_all((K8S / name).read_text())}
+
+
+def pod_spec(name: str) -> dict[str, Any]:
+    doc = documents(name)
+    if "CronJob" in doc:
+        spec: dict[str, Any] = doc["CronJob"]["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    else:
+        spec = doc["Deployment"]["spec"]["template"]["spec"]
+    return spec
+
+
+@pytest.mark.parametrize("manifest", MANIFESTS, ids=lambda p: p.name)
+def test_manifest_passes_kubernetes_validate_strict(manifest: Path) -> None:
+    done = subprocess.run([validator(), "--strict", str(manifest)], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_strict_validation_rejects_an_unknown_field(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text((K8S / "cronjob.yaml").read_text().replace(
+        "concurrencyPolicy: Allow", "concurrencyPolicy: Allow\n  concurency: 1"))
+    done = subprocess.run([validator(), "--strict", str(bad)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode != 0
+
+
+def test_the_cronjob_runs_every_minute_overlapping_and_never_retries() -> None:
+    cron = documents("cronjob.yaml")["CronJob"]["spec"]
+    assert cron["schedule"] == "*/1 * * * *"
+    assert cron["concurrencyPolicy"] == "Allow"
+    assert 10 <= cron["startingDeadlineSeconds"] < 60
+    assert "timeZone" not in cron
+    job = cron["jobTemplate"]["spec"]
+    assert job["backoffLimit"] == 0
+    assert job["activeDeadlineSeconds"] <= 120
+    assert job["template"]["spec"]["restartPolicy"] == "Never"
+
+
+@pytest.mark.parametrize("manifest", ["cronjob.yaml", "deployment.yaml"])
+def test_pods_run_non_root_on_a_read_only_root_with_redis_from_a_secret(manifest: str) -> None:
+    spec = pod_spec(manifest)
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    (container,) = spec["containers"]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    env = {e["name"]: e for e in container["env"]}
+    assert "secretKeyRef" in env["KIQBEAT_REDIS_URL"]["valueFrom"]
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    config_path = container["args"][container["args"].index("--config") + 1]
+    assert Path(config_path).parent == Path(mounts["schedule"])
+    assert volumes["schedule"]["configMap"]["name"] == "kiqbeat-schedule"
+    assert mounts["tmp"] == "/tmp"
+
+
+def test_the_deployment_runs_the_loop() -> None:
+    (container,) = pod_spec("deployment.yaml")["containers"]
+    assert container["args"][0] == "run"
+
+
+def _dockerfile() -> dict[str, list[str]]:
+    text = DOCKERFILE.read_text().replace("\\\n", " ")
+    found: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        match = re.match(r"\s*([A-Z]+)\s+(.*)", line)
+        if match:
+            found.setdefault(match.group(1), []).append(match.group(2).strip())
+    return found
+
+
+def _exec_form(text: str) -> list[str]:
+    parsed = yaml.safe_load(text)
+    assert isinstance(parsed, list), f"use the exec form: {text}"
+    return [str(p) for p in parsed]
+
+
+def test_the_image_is_slim_non_root_and_writes_no_bytecode() -> None:
+    recipe = _dockerfile()
+    assert all(base.startswith("python:3.11-slim") for base in recipe["FROM"])
+    user = recipe["USER"][-1].split(":")[0]
+    assert user.isdigit() and int(user) != 0
+    assert any("PYTHONDONTWRITEBYTECODE=1" in env for env in recipe["ENV"])
+    command = _exec_form(recipe["ENTRYPOINT"][-1]) + _exec_form(recipe["CMD"][-1])
+    assert command == ["kiqbeat", "run-once", "--config", "/etc/kiqbeat/schedule.yaml"]
+    (container,) = pod_spec("cronjob.yaml")["containers"]
+    assert container["args"] == command[1:]
+
+
+def test_the_image_command_works_outside_a_container(
+    tmp_path: Path, redis_url: str, redis_client: redis.Redis
+) -> None:
+    recipe = _dockerfile()
+    command = _exec_form(recipe["ENTRYPOINT"][-1]) + _exec_form(recipe["CMD"][-1])
+    schedule = tmp_path / "schedule.yaml"
+    schedule.write_text(documents("config.yaml")["ConfigMap"]["data"]["schedule.yaml"])
+    command = [str(schedule) if part == "/etc/kiqbeat/schedule.yaml" else part for part in command]
+    command[0] = str(Path(sys.executable).with_name(command[0]))
+    # The image's environment, with HOME somewhere kiqbeat must not need to write.
+    env = {"PATH": os.environ["PATH"], "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1",
+           "HOME": str(tmp_path / "no-home"), "KIQBEAT_REDIS_URL": redis_url}
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, env=env,
+                          cwd=tmp_path)
+    assert done.returncode == 0, f"{shlex.join(command)}\n{done.stdout}{done.stderr}"
+    assert "1 schedules" in done.stdout
+    assert redis_client.dbsize() > 0  # kiqbeat recorded the schedule as first seen
+    assert not (tmp_path / "no-home").exists()
