@@ -107,6 +107,38 @@ def _cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_invoke(args: argparse.Namespace) -> int:
+    """Run the real Lambda handler in this process on a sample event (no Docker needed)."""
+    import contextlib
+    import importlib
+    import time
+    import types
+    import uuid
+    from pathlib import Path
+
+    try:
+        event = json.loads(Path(args.event).read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read the event: {exc}", source=args.event) from exc
+    module_name, _, function_name = args.handler.rpartition(".")
+    started = time.monotonic()
+    context = types.SimpleNamespace(  # the LambdaContext attributes Powertools reads
+        function_name="kiqbeat-local", memory_limit_in_mb=512, aws_request_id=str(uuid.uuid4()),
+        invoked_function_arn="arn:aws:lambda:local:000000000000:function:kiqbeat-local",
+        get_remaining_time_in_millis=lambda: int(30_000 - 1000 * (time.monotonic() - started)))
+    # As with `sam local invoke`: logs and metrics on stderr, the handler's result on stdout.
+    with contextlib.redirect_stdout(sys.stderr):
+        sys.path.insert(0, os.getcwd())
+        try:
+            handler = getattr(importlib.import_module(module_name), function_name)
+        except (ImportError, AttributeError) as exc:
+            raise ConfigError(f"cannot import the handler {args.handler!r} ({exc}); run from "
+                              "the project directory or pass --handler MODULE.FUNCTION") from exc
+        result = handler(event, context)
+    print(json.dumps(result, indent=2))
+    return 0
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from kiqbeat.demo import demo
 
@@ -167,6 +199,13 @@ def _parser() -> argparse.ArgumentParser:
     _add_engine_options(p)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cmd_status)
+
+    p = sub.add_parser("invoke", help="run the Lambda handler here on a sample event (no Docker)")
+    p.add_argument("--event", required=True, metavar="FILE",
+                   help="EventBridge event JSON: events/scheduler.json or events/scheduled.json")
+    p.add_argument("--handler", default="handler.app.lambda_handler", metavar="MODULE.FUNCTION",
+                   help="imported from the current directory (default handler.app.lambda_handler)")
+    p.set_defaults(func=_cmd_invoke)
 
     p = sub.add_parser("demo", help="run the embedded example on a private Redis, two copies racing")
     p.add_argument("--seconds", type=float, default=20.0, help="how long to run (default 20)")
