@@ -43,8 +43,11 @@ ENVIRONMENT = KIQBEAT_VARIABLES + POWERTOOLS_VARIABLES
 DEADLINE_MARGIN_S = 3.0
 MAX_DEADLINE_S = 40.0
 
-logger = Logger()
-metrics = Metrics()
+# Defaults for runs outside Lambda (`kiqbeat invoke`, tests); template.yaml sets both.
+SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME") or "kiqbeat"
+logger = Logger(service=SERVICE)
+metrics = Metrics(service=SERVICE,
+                  namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "Kiqbeat")
 
 
 @dataclass(frozen=True)

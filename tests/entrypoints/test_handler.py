@@ -1,0 +1,253 @@
+"""The real Lambda handler against a real Redis, on both EventBridge event shapes."""
+
+from __future__ import annotations
+
+import io
+import json
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+import redis
+from handler import app
+
+from kiqbeat.errors import ConfigError, RedisUnavailableError
+
+# Every second, so a second invocation a little over a second later has ticks to push
+# (a schedule's first invocation only marks it first-seen: no backfill).
+SCHEDULE = """
+missed_jobs_window: 1h
+schedules:
+  pulse:
+    cron: "* * * * * *"
+    class: PulseWorker
+    queue: pulse
+"""
+
+
+class Context:
+    """The LambdaContext attributes Powertools and the handler read."""
+
+    function_name = "kiqbeat-test"
+    memory_limit_in_mb = 512
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:kiqbeat-test"
+
+    def __init__(self) -> None:
+        self.aws_request_id = str(uuid.uuid4())
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 30_000
+
+
+@pytest.fixture
+def lambda_env(
+    tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Path]:
+    """The environment template.yaml gives the function, with a file source and a Redis URL."""
+    schedule = tmp_path / "schedule.yaml"
+    schedule.write_text(SCHEDULE)
+    for name in app.ENVIRONMENT:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    monkeypatch.setenv("KIQBEAT_CONFIG", str(schedule))
+    monkeypatch.setenv("KIQBEAT_REDIS_URL", redis_url)
+    app.forget_warm()
+    yield schedule
+    app.forget_warm()
+
+
+@pytest.fixture
+def logs() -> Iterator[io.StringIO]:
+    """What the Powertools Logger writes (its stream is bound when the module is imported)."""
+    buffer = io.StringIO()
+    handler = app.logger.registered_handler
+    old = handler.setStream(buffer)  # type: ignore[attr-defined]
+    yield buffer
+    handler.setStream(old)  # type: ignore[attr-defined]
+
+
+def log_lines(buffer: io.StringIO) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in buffer.getvalue().splitlines() if line.strip()]
+
+
+def emf(out: str) -> dict[str, float]:
+    """Every metric value in the EMF documents Powertools printed."""
+    values: dict[str, float] = {}
+    for line in out.splitlines():
+        if '"_aws"' not in line:
+            continue
+        doc = json.loads(line)
+        for directive in doc["_aws"]["CloudWatchMetrics"]:
+            for metric in directive["Metrics"]:
+                value = doc[metric["Name"]]
+                values[metric["Name"]] = value[0] if isinstance(value, list) else value
+    return values
+
+
+def redis_now(redis_url: str) -> datetime:
+    client = redis.Redis.from_url(redis_url)
+    seconds, micros = client.time()
+    client.close()
+    return datetime.fromtimestamp(seconds, tz=UTC) + timedelta(microseconds=micros)
+
+
+def scheduler_event(scheduled: datetime) -> dict[str, Any]:
+    return {"scheduled_time": scheduled.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "execution_id": "exec-42", "attempt": "1"}
+
+
+def rule_event(scheduled: datetime) -> dict[str, Any]:
+    event: dict[str, Any] = json.loads(
+        (Path(__file__).parents[2] / "events" / "scheduled.json").read_text())
+    event["time"] = scheduled.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return event
+
+
+@pytest.mark.parametrize(("make_event", "correlation_id", "trigger"), [
+    (scheduler_event, "exec-42", "scheduler"),
+    (rule_event, "cdc73f9d-aea9-11e3-9d5a-835b769c0d9c", "rule"),
+])
+def test_an_invocation_pushes_due_ticks_and_logs_and_measures_them(
+    lambda_env: Path, redis_url: str, redis_client: redis.Redis, logs: io.StringIO,
+    capsys: pytest.CaptureFixture[str], make_event: Any, correlation_id: str, trigger: str,
+) -> None:
+    first = app.lambda_handler(make_event(redis_now(redis_url)), Context())
+    assert first["new_schedules"] == 1 and first["pushed"] == 0
+    time.sleep(1.2)
+    scheduled = redis_now(redis_url) - timedelta(seconds=5)
+    capsys.readouterr()
+    result = app.lambda_handler(make_event(scheduled), Context())
+
+    assert result["pushed"] >= 1
+    assert redis_client.llen("queue:pulse") == result["pushed"]
+    assert 4 <= result["trigger_lateness_s"] < 9
+    metrics = emf(capsys.readouterr().out)
+    assert metrics["TicksPushed"] == result["pushed"]
+    assert metrics["TicksAlreadyPushed"] == result["already_pushed"] == 0
+    assert metrics["TicksMissed"] == 0
+    assert metrics["Schedules"] == 1
+    assert metrics["LargestLag"] == pytest.approx(result["lag_s"], abs=0.01)
+    assert metrics["TriggerLateness"] == pytest.approx(result["trigger_lateness_s"], abs=0.01)
+    line = log_lines(logs)[-1]
+    assert line["level"] == "INFO"
+    assert line["correlation_id"] == correlation_id
+    assert line["trigger"] == trigger
+    assert line["report"]["pushed"] == result["pushed"]
+    assert line["function_request_id"]  # the Lambda context is in every line
+
+
+def test_the_first_invocation_of_a_container_records_a_cold_start(
+    lambda_env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from aws_lambda_powertools.metrics.provider import cold_start
+
+    cold_start.reset_cold_start_flag()
+    app.lambda_handler({}, Context())
+    assert emf(capsys.readouterr().out)["ColdStart"] == 1
+    app.lambda_handler({}, Context())
+    assert "ColdStart" not in emf(capsys.readouterr().out)
+
+
+def test_warm_invocations_reuse_the_client_and_the_parsed_schedule(lambda_env: Path) -> None:
+    from kiqbeat import sources
+
+    app.lambda_handler({}, Context())
+    client = app._warm["client"]
+    config = sources.load_config(str(lambda_env))
+    app.lambda_handler({}, Context())
+    assert app._warm["client"] is client
+    assert sources.load_config(str(lambda_env)) is config
+
+
+def test_a_duplicate_delivery_pushes_nothing_twice(
+    lambda_env: Path, redis_url: str, redis_client: redis.Redis
+) -> None:
+    app.lambda_handler({}, Context())
+    time.sleep(1.2)
+    event = scheduler_event(redis_now(redis_url))
+    first = app.lambda_handler(event, Context())
+    again = app.lambda_handler(event, Context())
+    assert again["pushed"] <= 1  # at most a tick that came due in between
+    assert redis_client.llen("queue:pulse") == first["pushed"] + again["pushed"]
+
+
+def test_the_missed_jobs_window_variable_overrides_the_document(lambda_env: Path) -> None:
+    assert app._config(app.Settings.from_environ({"KIQBEAT_CONFIG": str(lambda_env),
+                                                  "KIQBEAT_MISSED_JOBS_WINDOW": "90m"})
+                       ).missed_jobs_window_s == 5400
+    with pytest.raises(ConfigError, match="KIQBEAT_MISSED_JOBS_WINDOW='soon'"):
+        app.Settings.from_environ({"KIQBEAT_CONFIG": "x", "KIQBEAT_MISSED_JOBS_WINDOW": "soon"})
+
+
+def test_a_bad_source_fails_the_invocation_with_a_logged_error_and_pushes_nothing(
+    aws: Any, lambda_env: Path, redis_client: redis.Redis, logs: io.StringIO,
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("KIQBEAT_CONFIG", "ssm:/kiqbeat/missing")
+    with pytest.raises(ConfigError, match="ssm:/kiqbeat/missing: not found"):
+        app.lambda_handler(scheduler_event(datetime.now(UTC)), Context())
+    line = log_lines(logs)[-1]
+    assert line["level"] == "ERROR"
+    assert line["message"] == "kiqbeat invocation failed"
+    assert line["config_source"] == "ssm:/kiqbeat/missing"
+    assert "ParameterNotFound" in line["exception"]
+    assert emf(capsys.readouterr().out)["InvocationsFailed"] == 1
+    assert redis_client.dbsize() == 0
+
+
+def test_an_unreachable_redis_fails_without_logging_its_password(
+    lambda_env: Path, logs: io.StringIO, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    port = closed_port()
+    monkeypatch.setenv("KIQBEAT_REDIS_URL", f"redis://kiqbeat:hunter2-secret@127.0.0.1:{port}/0")
+    with pytest.raises(RedisUnavailableError) as caught:
+        app.lambda_handler({}, Context())
+    assert "hunter2-secret" not in str(caught.value)
+    text = logs.getvalue()
+    assert "kiqbeat invocation failed" in text
+    assert "hunter2-secret" not in text
+    assert "kiqbeat:***@127.0.0.1" in text
+
+
+def closed_port() -> int:
+    """A loopback port nobody listens on (bound, then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+    return port
+
+
+def test_remote_schedule_and_redis_secret_end_to_end(
+    aws: Any, lambda_env: Path, redis_url: str, redis_client: redis.Redis,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    session = boto3.session.Session()
+    session.client("ssm").put_parameter(Name="/kiqbeat/schedule", Value=SCHEDULE,
+                                        Type="SecureString")
+    session.client("secretsmanager").create_secret(Name="kiqbeat/redis",
+                                                   SecretString=json.dumps({"url": redis_url}))
+    monkeypatch.setenv("KIQBEAT_CONFIG", "ssm:/kiqbeat/schedule")
+    monkeypatch.setenv("KIQBEAT_REDIS_URL", "")
+    monkeypatch.setenv("KIQBEAT_REDIS_SECRET", "kiqbeat/redis")
+    assert app.lambda_handler({}, Context())["new_schedules"] == 1
+    time.sleep(1.2)
+    assert app.lambda_handler({}, Context())["pushed"] >= 1
+    assert redis_client.llen("queue:pulse") >= 1
+
+
+@pytest.mark.parametrize("tracing", ["true", ""])
+def test_the_tracer_is_imported_only_when_switched_on(tracing: str) -> None:
+    code = ("import sys, handler.app; "
+            "print('aws_xray_sdk' in sys.modules, 'boto3' in sys.modules)")
+    env = {"PATH": "/usr/bin:/bin", "KIQBEAT_TRACING": tracing}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, env=env, cwd=Path(__file__).parents[2], check=True)
+    assert done.stdout.split() == [str(tracing == "true"), "False"]

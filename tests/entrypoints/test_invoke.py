@@ -1,0 +1,71 @@
+"""`kiqbeat invoke`: the real Lambda handler on the sample events, without Docker."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import redis
+
+ROOT = Path(__file__).resolve().parents[2]
+SCHEDULE = """
+schedules:
+  pulse:
+    cron: "* * * * * *"
+    class: PulseWorker
+    queue: pulse
+"""
+
+
+def invoke(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    kiqbeat = str(Path(sys.executable).with_name("kiqbeat"))
+    return subprocess.run([kiqbeat, "invoke", *args], capture_output=True, text=True,
+                          timeout=60, env=env, cwd=ROOT)
+
+
+@pytest.fixture
+def env(tmp_path: Path, redis_url: str) -> dict[str, str]:
+    schedule = tmp_path / "schedule.yaml"
+    schedule.write_text(SCHEDULE)
+    keep = {k: v for k, v in os.environ.items()
+            if not k.startswith(("KIQBEAT_", "POWERTOOLS_", "AWS_")) and k != "REDIS_URL"}
+    return keep | {"KIQBEAT_CONFIG": str(schedule), "KIQBEAT_REDIS_URL": redis_url}
+
+
+@pytest.mark.parametrize("event", ["events/scheduler.json", "events/scheduled.json"])
+def test_invoke_runs_the_handler_on_a_sample_event_and_pushes_ticks(
+    env: dict[str, str], redis_client: redis.Redis, event: str
+) -> None:
+    first = invoke("--event", event, env=env)
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout)["new_schedules"] == 1
+    time.sleep(1.2)
+    second = invoke("--event", event, env=env)
+    assert second.returncode == 0, second.stderr
+    result = json.loads(second.stdout)  # stdout holds only the handler's result
+    assert result["pushed"] >= 1
+    assert redis_client.llen("queue:pulse") == result["pushed"]
+    # Logs (JSON lines) and EMF metrics go to stderr, as with `sam local invoke`.
+    lines = [json.loads(line) for line in second.stderr.splitlines() if line.startswith("{")]
+    assert any(line.get("report", {}).get("pushed") == result["pushed"] for line in lines)
+    assert any("_aws" in line for line in lines)
+
+
+def test_invoke_reports_an_unreadable_event_file(env: dict[str, str]) -> None:
+    done = invoke("--event", "events/nope.json", env=env)
+    assert done.returncode == 1
+    assert "events/nope.json: cannot read the event" in done.stderr
+
+
+def test_invoke_reports_a_failed_invocation_with_exit_code_1(
+    env: dict[str, str], redis_client: redis.Redis
+) -> None:
+    done = invoke("--event", "events/scheduler.json", env=env | {"KIQBEAT_CONFIG": "/nope.yaml"})
+    assert done.returncode == 1
+    assert "/nope.yaml: schedule file not found" in done.stderr
+    assert redis_client.dbsize() == 0
