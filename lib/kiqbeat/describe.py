@@ -1,0 +1,153 @@
+"""Plain-English readings of timetables, for `kiqbeat validate` and `kiqbeat next`.
+
+Built from the expanded field sets, never from the text, so a reading cannot disagree with
+what fires; shapes without a short idiom fall back to a field-by-field wording.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from kiqbeat.cron import Cron, Every
+
+_DAY_NAMES = ("Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday")
+_MONTH_NAMES = (
+    "January", "February", "March", "April", "May", "June", "July",
+    "August", "September", "October", "November", "December",
+)  # fmt: skip
+
+
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def _join(words: list[str]) -> str:
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def _listing(values: Iterable[int], name: Callable[[int], str] = str) -> str:
+    """'1 through 5, 7 and 9': runs of three or more consecutive values become ranges."""
+    ordered = list(values)
+    words: list[str] = []
+    i = 0
+    while i < len(ordered):
+        j = i
+        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
+            j += 1
+        if j - i >= 2:
+            words.append(f"{name(ordered[i])} through {name(ordered[j])}")
+        else:
+            words.extend(name(v) for v in ordered[i : j + 1])
+        i = j + 1
+    return _join(words)
+
+
+def _plural(word: str, values: tuple[int, ...] | list[int]) -> str:
+    return word if len(values) == 1 else word + "s"
+
+
+def _step(values: tuple[int, ...], size: int) -> int:
+    """n when `values` is exactly 0, n, 2n, ... and n divides `size` evenly; else 0."""
+    if len(values) < 2 or values[0] != 0:
+        return 0
+    n = values[1]
+    if size % n or values != tuple(range(0, size, n)):
+        return 0
+    return n
+
+
+def _clock(h: int, m: int, s: int | None = None) -> str:
+    return f"{h:02d}:{m:02d}" if s is None else f"{h:02d}:{m:02d}:{s:02d}"
+
+
+def _minutes_and_hours(cron: Cron) -> str:
+    """The minute/hour part, for a cron firing at second 0 of each matching minute."""
+    minutes, hours = cron.minutes, cron.hours
+    all_m, all_h = len(minutes) == 60, len(hours) == 24
+    m_step, h_step = _step(minutes, 60), _step(hours, 24)
+    hour_list = f"{_plural('hour', hours)} {_listing(hours)}"
+    if all_m:
+        return "every minute" if all_h else f"every minute of {hour_list}"
+    if m_step and all_h:
+        return f"every {m_step} minutes"
+    if len(minutes) * len(hours) <= 4:
+        return "at " + _join([_clock(h, m) for h in hours for m in minutes])
+    minute_part = f"at {_plural('minute', minutes)} {_listing(minutes)}"
+    if all_h:
+        return f"every hour at {_plural('minute', minutes)} {_listing(minutes)}"
+    if h_step:
+        return f"{minute_part} past every {_ordinal(h_step)} hour"
+    return f"{minute_part} past {hour_list}"
+
+
+def _time_of_day(cron: Cron) -> str:
+    seconds = cron.seconds
+    if seconds == (0,):
+        return _minutes_and_hours(cron)
+    minutes, hours = cron.minutes, cron.hours
+    if len(seconds) == 1 and len(minutes) * len(hours) <= 4:
+        return "at " + _join([_clock(h, m, seconds[0]) for h in hours for m in minutes])
+    s_step = _step(seconds, 60)
+    if len(seconds) == 60:
+        part = "every second"
+    elif s_step:
+        part = f"every {s_step} seconds"
+    else:
+        part = f"at {_plural('second', seconds)} {_listing(seconds)}"
+    if len(minutes) == 60 and len(hours) == 24:
+        return part if len(seconds) > 1 else part + " of every minute"
+    if len(minutes) * len(hours) <= 4:
+        return f"{part} during " + _join([_clock(h, m) for h in hours for m in minutes])
+    during = f"{_plural('minute', minutes)} {_listing(minutes)}"
+    if len(minutes) == 60:
+        during = "every minute"
+    if len(hours) == 24:
+        return f"{part} during {during} of every hour"
+    return f"{part} during {during} of {_plural('hour', hours)} {_listing(hours)}"
+
+
+def _weekdays(days: frozenset[int]) -> str:
+    # Listed Monday first (1..6, then Sunday as 7) so 'Friday through Sunday' reads right.
+    ordered = sorted(7 if d == 0 else d for d in days)
+    return _listing(ordered, lambda d: _DAY_NAMES[d % 7])
+
+
+def _days(cron: Cron) -> str:
+    all_dom, all_dow = len(cron.days) == 31, len(cron.weekdays) == 7
+    dom = f"on {_plural('day', sorted(cron.days))} {_listing(sorted(cron.days))} of the month"
+    if cron.days_or:  # Vixie: both fields restricted, so either one is enough
+        if all_dom or all_dow:
+            return ""
+        return f"{dom} or on {_weekdays(cron.weekdays)}"
+    if all_dom and all_dow:
+        return ""
+    if all_dow:
+        return dom
+    if all_dom:
+        return f"on {_weekdays(cron.weekdays)}"
+    return f"{dom}, if it is a {_weekdays(cron.weekdays)}"
+
+
+def describe_cron(cron: Cron) -> str:
+    """A plain-English reading of when `cron` fires (in its own zone)."""
+    parts = [_time_of_day(cron), _days(cron)]
+    if len(cron.months) != 12:
+        parts.append("in " + _listing(sorted(cron.months), lambda m: _MONTH_NAMES[m - 1]))
+    return " ".join(p for p in parts if p)
+
+
+_UNITS = (("week", 604_800), ("day", 86_400), ("hour", 3600), ("minute", 60), ("second", 1))
+
+
+def describe_every(every: Every) -> str:
+    """A plain-English reading of an interval, saying where it is anchored when that matters."""
+    seconds = every.seconds
+    unit, size = next((u, s) for u, s in _UNITS if seconds % s == 0)
+    count = seconds // size
+    text = f"every {unit}" if count == 1 else f"every {count} {unit}s"
+    if 86_400 % seconds:
+        return f"{text} (counted from 1970-01-01 00:00 UTC)"
+    if seconds >= 3600:
+        return f"{text} from 00:00 UTC"
+    return text
