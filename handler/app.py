@@ -157,7 +157,7 @@ def _deadline_s(context: Any) -> float:
     remaining = getattr(context, "get_remaining_time_in_millis", None)
     if remaining is None:
         return MAX_DEADLINE_S
-    return max(1.0, min(MAX_DEADLINE_S, remaining() / 1000 - DEADLINE_MARGIN_S))
+    return max(1.0, min(MAX_DEADLINE_S, float(remaining()) / 1000 - DEADLINE_MARGIN_S))
 
 
 def _record(report: Report, lateness_s: float | None) -> None:
@@ -206,8 +206,8 @@ def invoke(event: Any, context: Any) -> dict[str, Any]:
 
 
 def _wrap(function: Callable[[Any, Any], dict[str, Any]]) -> Callable[[Any, Any], dict[str, Any]]:
-    wrapped = metrics.log_metrics(capture_cold_start_metric=True)(
-        logger.inject_lambda_context(clear_state=True)(function))
+    wrapped: Callable[[Any, Any], dict[str, Any]] = metrics.log_metrics(
+        capture_cold_start_metric=True)(logger.inject_lambda_context(clear_state=True)(function))
     if (os.environ.get("KIQBEAT_TRACING") or "").strip().lower() == "true":
         # Imported only when switched on: the X-Ray SDK costs cold-start time.
         from aws_lambda_powertools import Tracer

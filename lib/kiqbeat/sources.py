@@ -117,10 +117,10 @@ def _remote_config(source: str, max_age_s: float) -> Config:
     text = fetch_document(source)
     digest = hashlib.sha256(text.encode()).hexdigest()
     unchanged = entry is not None and entry.digest == digest
-    config = entry.value if entry and unchanged else load_config_text(text, source=source)
+    config: Config = entry.value if entry and unchanged else load_config_text(text, source=source)
     with _lock:
         _documents[source] = _Entry(time.monotonic(), digest, config)
-    return config  # type: ignore[no-any-return]
+    return config
 
 
 def fetch_document(source: str) -> str:
