@@ -327,6 +327,11 @@ def _describe(exc: BaseException) -> str:
         if isinstance(response, dict) and "Error" in response:
             code = str(response["Error"].get("Code", ""))
             message = str(response["Error"].get("Message", "")) or code
+            # Some endpoints (moto, S3 proxies) put an XML error body in the message.
+            inner = re.search(r"<Message>(.*?)</Message>", message, re.S)
+            message = inner.group(1) if inner else message
+            inner_code = re.search(r"<Code>(.*?)</Code>", str(response["Error"].get("Message")))
+            code = inner_code.group(1) if inner_code and code.isdigit() else code
             if code in _NOT_FOUND:
                 return f"not found ({code}: {message})"
             if code in _DENIED:
