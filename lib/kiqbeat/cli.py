@@ -20,12 +20,123 @@ from kiqbeat.report import Report
 from kiqbeat.schedule import Config
 
 
+def _reading(timetable: object) -> str:
+    """The plain-English reading of a timetable (cron or interval)."""
+    from kiqbeat.cron import Cron, Every
+    from kiqbeat.describe import describe_cron, describe_every
+
+    if isinstance(timetable, Cron):
+        return describe_cron(timetable)
+    if isinstance(timetable, Every):
+        return describe_every(timetable)
+    return ""
+
+
+def _zone_of(timetable: object) -> str:
+    from kiqbeat.cron import Cron
+
+    return timetable.zone_name if isinstance(timetable, Cron) else "UTC"
+
+
 def _cmd_validate(args: argparse.Namespace) -> int:
-    raise NotImplementedError
+    from kiqbeat.config import load_config_file
+
+    config = load_config_file(args.file)
+    count = len(config.schedules)
+    print(f"{args.file}: OK, {count} schedule{'' if count == 1 else 's'}")
+    rows = [(s.name, s.timing, f"{s.job_class} -> {s.queue}",
+             _reading(s.timetable) + ("" if s.enabled else " (disabled)"))
+            for s in config.schedules]
+    widths = [max((len(r[i]) for r in rows), default=0) for i in range(3)]
+    for row in rows:
+        print("  " + "  ".join(c.ljust(w) for c, w in zip(row[:3], widths, strict=True))
+              + "  " + row[3])
+    for warning in config.warnings:
+        print(f"warning: {warning}")
+    return 0
+
+
+def _next_fires(config: Config, after: datetime, count: int) -> list[list[dict[str, str | None]]]:
+    """Per schedule, its next `count` fire instants after `after`, in UTC and its own zone."""
+    from kiqbeat.cron import Cron, zone
+
+    previews = []
+    for schedule in config.schedules:
+        timetable = schedule.timetable
+        local_zone = zone(_zone_of(timetable))
+        fires: list[dict[str, str | None]] = []
+        instant = after
+        for _ in range(count):
+            try:
+                instant = timetable.next_after(instant)
+            except ValueError:  # a cron that does not fire again within 400 years
+                break
+            local = instant.astimezone(local_zone)
+            note = timetable.dst_note(instant) if isinstance(timetable, Cron) else ""
+            fires.append({"utc": instant.isoformat().replace("+00:00", "Z"),
+                          "local": local.isoformat(), "zone_abbrev": local.strftime("%Z"),
+                          "weekday": local.strftime("%a"), "dst": note or None})
+        previews.append(fires)
+    return previews
+
+
+def _next_config(args: argparse.Namespace) -> Config:
+    """The schedules `next` previews: from the file (only NAMEs if given), or --cron/--every."""
+    from dataclasses import replace
+
+    from kiqbeat.config import load_config_file
+    from kiqbeat.cron import parse_cron, parse_every
+    from kiqbeat.errors import did_you_mean
+    from kiqbeat.schedule import Schedule
+
+    if sum(map(bool, (args.file, args.cron, args.every))) != 1:
+        raise ConfigError("give one of: a schedule FILE, --cron EXPR or --every DURATION")
+    if args.cron or args.every:
+        if args.names:
+            raise ConfigError("schedule NAMEs go with a FILE, not with --cron or --every")
+        if args.cron:
+            cron = parse_cron(args.cron, args.tz)
+            return Config((Schedule("", cron, "", timing=f"{cron.expr} ({cron.zone_name})"),))
+        every = parse_every(args.every)
+        return Config((Schedule("", every, "", timing=f"every {args.every}"),))
+    config = load_config_file(args.file)
+    by_name = {s.name: s for s in config.schedules}
+    unknown = [n for n in args.names if n not in by_name]
+    if unknown:
+        listed = ", ".join(by_name) or "none"
+        raise ConfigError([f"no schedule {n!r}{did_you_mean(n, by_name)}" for n in unknown]
+                          + [f"the file's schedules are: {listed}"], source=args.file)
+    if args.names:
+        return replace(config, schedules=tuple(by_name[n] for n in args.names))
+    return config
 
 
 def _cmd_next(args: argparse.Namespace) -> int:
-    raise NotImplementedError
+    if not 1 <= args.n <= 1000:
+        raise ConfigError(f"-n {args.n}: expected a count from 1 to 1000")
+    after = _parse_instant(args.after, "--after") if args.after else datetime.now(UTC)
+    config = _next_config(args)
+    previews = _next_fires(config, after, args.n)
+    if args.json:
+        print(json.dumps({"after": after.isoformat().replace("+00:00", "Z"), "schedules": [
+            {"name": s.name or None, "timing": s.timing, "zone": _zone_of(s.timetable),
+             "reading": _reading(s.timetable), "enabled": s.enabled, "fires": fires}
+            for s, fires in zip(config.schedules, previews, strict=True)]}, indent=2))
+        return 0
+    print(f"after {after.isoformat(timespec='seconds').replace('+00:00', 'Z')}:")
+    for s, fires in zip(config.schedules, previews, strict=True):
+        title = f"{s.name}: {s.timing}" if s.name else s.timing
+        flag = "" if s.enabled else " (disabled)"
+        print(f"{title}: {_reading(s.timetable)}{flag}")
+        for fire in fires:
+            utc, local = str(fire["utc"]), str(fire["local"])
+            offset = local[-6:] if local[-6] in "+-" else "+00:00"
+            line = (f"  {utc[:19].replace('T', ' ')} UTC   {local[:19].replace('T', ' ')} "
+                    f"{fire['zone_abbrev']} ({offset}) {fire['weekday']}")
+            print(line + (f"   [{fire['dst']}]" if fire["dst"] else ""))
+        if not fires:
+            print("  (does not fire again)")
+    return 0
 
 
 def _client_and_config(args: argparse.Namespace) -> tuple[redis.Redis, Config]:
@@ -182,6 +293,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--after", help="start after this ISO instant (default: now)")
     p.add_argument("--cron", help="preview a cron expression instead of a file")
     p.add_argument("--tz", default="UTC", help="zone for --cron (default UTC)")
+    p.add_argument("--every", metavar="DURATION", help="preview an interval such as 15m instead")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cmd_next)
 

@@ -1,0 +1,179 @@
+"""`kiqbeat validate` and `kiqbeat next`: what a user sees before anything is pushed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kiqbeat.cli import main
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EMBEDDED = Path(__file__).resolve().parents[2] / "lib" / "kiqbeat" / "examples" / "example.yaml"
+
+GOOD = """
+time_zone: Europe/Paris
+schedules:
+  report:
+    cron: "0 9 * * 1-5"
+    class: ReportWorker
+    queue: reports
+  sync:
+    every: 15m
+    class: SyncWorker
+    enabled: false
+"""
+
+BAD = """
+schedules:
+  report:
+    cron: "0 9 * * 1-5"
+    class: ReportWorker
+    quue: low
+    tz: Europe/Pariss
+  broken:
+    cron: "0 25 * * *"
+    class: B
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "schedule.yaml") -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def test_validate_lists_each_schedule_with_its_reading(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path, GOOD)
+    assert main(["validate", path]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"{path}: OK, 2 schedules"
+    report, sync = lines[1].split(), lines[2].split()
+    assert report[:7] == ["report", "0", "9", "*", "*", "1-5", "(Europe/Paris)"]
+    assert "ReportWorker -> reports" in lines[1]
+    assert lines[1].endswith("at 09:00 on Monday through Friday")
+    assert sync[:3] == ["sync", "every", "15m"]
+    assert lines[2].endswith("every 15 minutes (disabled)")
+
+
+def test_validate_prints_every_error_at_once_and_exits_1(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path, BAD)
+    assert main(["validate", path]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.splitlines() == [
+        f"kiqbeat: {path}: 3 problems:",
+        "  - schedule 'report': unknown key 'quue'; did you mean 'queue'?",
+        "  - schedule 'report' (field 'tz'): unknown time zone 'Europe/Pariss'; "
+        "did you mean 'Europe/Paris'?",
+        "  - schedule 'broken' (field 'cron'): cron '0 25 * * *': hour field '25' is out of "
+        "range 0-23",
+    ]
+
+
+def test_validate_prints_warnings_after_the_schedules(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path, "schedules:\n  fast: {cron: '*/5 * * * * *', class: A}\n")
+    assert main(["validate", path]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1].startswith("warning: schedule 'fast': fires between minute boundaries")
+
+
+@pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.y*ml")) + sorted(EXAMPLES.glob("*.json"))
+                         + [EMBEDDED], ids=lambda p: p.name)
+def test_every_sample_file_validates(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", str(path)]) == 0
+    assert ": OK, " in capsys.readouterr().out
+
+
+def test_the_embedded_example_shows_pushes_within_seconds() -> None:
+    from kiqbeat.config import load_config_file
+
+    config = load_config_file(EMBEDDED)
+    assert any(s.timetable.has_seconds and s.enabled for s in config.schedules)
+    assert len({s.queue for s in config.schedules}) >= 2
+
+
+def test_next_lists_fire_times_in_utc_and_the_schedules_zone(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path, GOOD)
+    assert main(["next", path, "report", "-n", "2", "--after", "2026-03-06T00:00:00Z"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "after 2026-03-06T00:00:00Z:",
+        "report: 0 9 * * 1-5 (Europe/Paris): at 09:00 on Monday through Friday",
+        "  2026-03-06 08:00:00 UTC   2026-03-06 09:00:00 CET (+01:00) Fri",
+        "  2026-03-09 08:00:00 UTC   2026-03-09 09:00:00 CET (+01:00) Mon",
+    ]
+
+
+def test_next_marks_times_moved_or_doubled_by_dst(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["next", "--cron", "30 2 * * *", "--tz", "America/New_York", "-n", "2",
+                 "--after", "2026-03-07T12:00:00Z"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[2] == ("  2026-03-08 07:00:00 UTC   2026-03-08 03:00:00 EDT (-04:00) Sun"
+                        "   [02:30 skipped by DST; fired when the gap ended]")
+    assert "[" not in lines[3]
+    assert main(["next", "--cron", "*/30 1 * * * Europe/London", "-n", "3",
+                 "--after", "2026-10-25T00:00:00Z", "--json"]) == 0
+    fires = json.loads(capsys.readouterr().out)["schedules"][0]["fires"]
+    assert [f["dst"] for f in fires] == ["repeated hour: first pass",
+                                         "repeated hour: second pass",
+                                         "repeated hour: second pass"]
+
+
+def test_next_json_shape(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path, GOOD)
+    assert main(["next", path, "-n", "1", "--after", "2026-03-06T00:00:00+00:00", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc == {"after": "2026-03-06T00:00:00Z", "schedules": [
+        {"name": "report", "timing": "0 9 * * 1-5 (Europe/Paris)", "zone": "Europe/Paris",
+         "reading": "at 09:00 on Monday through Friday", "enabled": True,
+         "fires": [{"utc": "2026-03-06T08:00:00Z", "local": "2026-03-06T09:00:00+01:00",
+                    "zone_abbrev": "CET", "weekday": "Fri", "dst": None}]},
+        {"name": "sync", "timing": "every 15m", "zone": "UTC", "reading": "every 15 minutes",
+         "enabled": False,
+         "fires": [{"utc": "2026-03-06T00:15:00Z", "local": "2026-03-06T00:15:00+00:00",
+                    "zone_abbrev": "UTC", "weekday": "Fri", "dst": None}]},
+    ]}
+
+
+def test_next_every_previews_an_interval(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["next", "--every", "7m", "-n", "2", "--after", "2026-01-01T00:00:00Z"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1] == "every 7m: every 7 minutes (counted from 1970-01-01 00:00 UTC)"
+    assert out[2].startswith("  2026-01-01 00:07:00 UTC")
+
+
+def test_next_with_an_unknown_name_lists_the_valid_ones(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path, GOOD)
+    assert main(["next", path, "reprot"]) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        f"kiqbeat: {path}: 2 problems:",
+        "  - no schedule 'reprot'; did you mean 'report'?",
+        "  - the file's schedules are: report, sync",
+    ]
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["next"], "give one of: a schedule FILE, --cron EXPR or --every DURATION"),
+    (["next", "--cron", "* * * * *", "--every", "5m"], "give one of"),
+    (["next", "--cron", "0 9 * * *", "--tz", "Mars/Olympus"], "unknown time zone 'Mars/Olympus'"),
+    (["next", "--cron", "0 9 * * *", "--after", "2026-01-01T00:00"], "has no UTC offset"),
+    (["next", "--cron", "0 9 * * *", "-n", "0"], "-n 0: expected a count from 1 to 1000"),
+])
+def test_next_refuses_bad_arguments(argv: list[str], message: str,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 1
+    assert message in capsys.readouterr().err
+
+
+def test_next_defaults_to_the_system_clock(capsys: pytest.CaptureFixture[str]) -> None:
+    import time_machine
+
+    with time_machine.travel("2026-03-06T10:00:00Z", tick=False):
+        assert main(["next", "--cron", "0 * * * *", "-n", "1"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "after 2026-03-06T10:00:00Z:"
