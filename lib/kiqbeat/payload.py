@@ -57,8 +57,7 @@ def _stamp(instant: datetime, fmt: str) -> float | int:
 
 def _iso9(instant: datetime) -> str:
     """Ruby's `Time#utc.iso8601(9)`, as ActiveJob writes `enqueued_at`: nanosecond digits, Z."""
-    utc = instant.astimezone(UTC)
-    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond:06d}000Z"
+    return instant.astimezone(UTC).isoformat(timespec="microseconds")[:26] + "000Z"
 
 
 def _arguments(schedule: Schedule, tick: datetime) -> list[Any]:
