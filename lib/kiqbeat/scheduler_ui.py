@@ -1,0 +1,257 @@
+"""sidekiq-scheduler's Recurring Jobs tab (DESIGN §4 `sidekiq_scheduler_ui`), and living beside it.
+
+Pure functions: they build the hash fields the engine writes and read the fields it fetched;
+the Redis I/O belongs to the engine's read pipeline and push step.
+
+What the tab reads, from sidekiq-scheduler's source (github.com/sidekiq-scheduler/
+sidekiq-scheduler: `redis_manager.rb`, `schedule.rb`, `scheduler.rb`, `job_presenter.rb`,
+`web.rb` and `web/views/recurring_jobs.erb`, read in the 3.x-5.x versions, the newest with
+Sidekiq 8 support in `web.rb`; these keys and formats did not change across them). Every
+key goes through `Sidekiq.redis`, so a Sidekiq 6 app using redis-namespace sees them under
+its prefix: `ns` below.
+
+- `schedules` (hash): schedule name -> `JSON.generate(spec)`. `Sidekiq.schedule!` does
+  `JSON.parse` on every value (one bad value breaks the whole tab). The tab shows
+  `spec['description']`, `spec['class']`, `spec['args']`, the interval
+  (`spec['cron'] || spec['interval'] || spec['every'] || ...`) and `spec.fetch('queue',
+  'default')`. Written here: `class`, `queue`, `args`, `description`, `enabled`, one of
+  `cron` / `every`, and `"kiqbeat": true` so kiqbeat's entries can be told from
+  sidekiq-scheduler's own (the tab ignores the key).
+- `sidekiq-scheduler:states` (hash): name -> `JSON.generate({"enabled" => bool})`. Only the
+  tab's Enable/Disable button writes it (`toggle_job_enabled`); a job is enabled when
+  `state.fetch('enabled', spec.fetch('enabled', true))`. kiqbeat never writes it (writing
+  would erase the button's choice) and reads it with that same rule: the button wins over
+  the file, in both directions, as it does for sidekiq-scheduler.
+- `sidekiq-scheduler:last_times`, `sidekiq-scheduler:next_times` (hashes): name -> a time
+  string that `Time.parse` reads. sidekiq-scheduler stores rufus' `EoTime#to_s`,
+  `"%Y-%m-%d %H:%M:%S %z"`; kiqbeat writes the same shape in UTC
+  (`"2026-05-01 09:00:00 +0000"`). last = the newest tick pushed, next = the next tick.
+
+Keys a *live* sidekiq-scheduler leaves, used by `coexistence_problems`:
+`sidekiq-scheduler:pushed:<name>` (sorted set of pushed instants, re-expired 24 h after each
+push: it exists iff sidekiq-scheduler pushed that job in the last 24 h), its own entries in
+`schedules`, and `schedules_changed` (sorted set of edits, never expires).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from kiqbeat.cron import Cron
+from kiqbeat.schedule import Config, Schedule
+
+# Marks a `schedules` entry as written by kiqbeat; sidekiq-scheduler's tab ignores it.
+MARKER = "kiqbeat"
+TIME_FORMAT = "%Y-%m-%d %H:%M:%S +0000"
+
+
+def schedules_key(ns: str) -> str:
+    """Hash: name -> JSON spec; sidekiq-scheduler's schedule, the tab's list of jobs."""
+    return f"{ns}schedules"
+
+
+def states_key(ns: str) -> str:
+    """Hash: name -> JSON {"enabled": bool}; written only by the tab's toggle button."""
+    return f"{ns}sidekiq-scheduler:states"
+
+
+def last_times_key(ns: str) -> str:
+    """Hash: name -> time string of the last push (the tab's "Last run")."""
+    return f"{ns}sidekiq-scheduler:last_times"
+
+
+def next_times_key(ns: str) -> str:
+    """Hash: name -> time string of the next push (the tab's "Next run")."""
+    return f"{ns}sidekiq-scheduler:next_times"
+
+
+def pushed_key(ns: str, name: str) -> str:
+    """Sorted set sidekiq-scheduler adds each push of `name` to; expires 24 h after the last."""
+    return f"{ns}sidekiq-scheduler:pushed:{name}"
+
+
+def schedules_changed_key(ns: str) -> str:
+    """Sorted set of edited names that a dynamic sidekiq-scheduler reloads; never written here."""
+    return f"{ns}schedules_changed"
+
+
+def time_text(instant: datetime) -> str:
+    """An instant as sidekiq-scheduler stores times: `Time.parse`-able, UTC, whole seconds."""
+    if instant.tzinfo is None or instant.utcoffset() is None:
+        raise ValueError(f"instant must be an aware datetime, got naive {instant!r}")
+    return instant.astimezone(UTC).strftime(TIME_FORMAT)
+
+
+def schedule_spec(schedule: Schedule) -> dict[str, Any]:
+    """The decoded `schedules` value for one schedule, as the tab lists it."""
+    spec: dict[str, Any] = {}
+    timetable = schedule.timetable
+    if isinstance(timetable, Cron):
+        spec["cron"] = f"{timetable.expr} {timetable.zone_name}"
+    else:
+        spec["every"] = schedule.timing.removeprefix("every ").strip() or timetable.key
+    spec["class"] = schedule.job_class
+    spec["queue"] = schedule.queue
+    spec["args"] = list(schedule.args)
+    if schedule.description:
+        spec["description"] = schedule.description
+    spec["enabled"] = schedule.enabled
+    spec[MARKER] = True
+    return spec
+
+
+@dataclass(frozen=True)
+class UiFields:
+    """Hash fields to HSET in one invocation (field -> value), per key; states is never written."""
+
+    schedules: dict[str, str] = field(default_factory=dict)
+    last_times: dict[str, str] = field(default_factory=dict)
+    next_times: dict[str, str] = field(default_factory=dict)
+
+
+def ui_fields(
+    config: Config,
+    last_ticks: Mapping[str, datetime],
+    next_ticks: Mapping[str, datetime],
+) -> UiFields:
+    """What to write for the tab: every schedule's spec, and the times known for each.
+
+    `last_ticks`: schedule name -> newest tick pushed (only schedules that pushed now or
+    whose last tick is known); `next_ticks`: name -> its next tick after this invocation.
+    """
+    out = UiFields()
+    for schedule in config.schedules:
+        name = schedule.name
+        out.schedules[name] = json.dumps(schedule_spec(schedule), separators=(",", ":"),
+                                         ensure_ascii=False)
+        if name in last_ticks:
+            out.last_times[name] = time_text(last_ticks[name])
+        if name in next_ticks:
+            out.next_times[name] = time_text(next_ticks[name])
+    return out
+
+
+def stale_names(specs: Mapping[str, str | bytes], config: Config) -> list[str]:
+    """Entries kiqbeat wrote in `schedules` whose schedule is gone from the config (to HDEL).
+
+    `specs`: the whole `schedules` hash (HGETALL). Only marked entries are returned, never
+    sidekiq-scheduler's own. Call it with the whole config, not one shard's: each shard
+    would otherwise delete the others' entries.
+    """
+    names = {s.name for s in config.schedules}
+    return sorted(n for n, v in specs.items() if n not in names and _is_kiqbeat(v))
+
+
+def read_toggles(raw_states: Mapping[str, str | bytes | None]) -> tuple[dict[str, bool], list[str]]:
+    """The tab's toggle per schedule name (only names that have one), and warnings for garbage.
+
+    `raw_states`: name -> the `sidekiq-scheduler:states` value (HMGET of the config's names).
+    A value the tab would not have written is ignored with a warning, not an error: the
+    toggle is an override, and the file's `enabled` still applies without it.
+    """
+    toggles: dict[str, bool] = {}
+    warnings: list[str] = []
+    for name, raw in raw_states.items():
+        if raw is None:
+            continue
+        try:
+            state = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            state = None
+        if not isinstance(state, dict):
+            warnings.append(f"schedule {name!r}: ignoring sidekiq-scheduler:states value "
+                            f"{_short(raw)}: expected JSON such as {{\"enabled\":false}}")
+            continue
+        enabled = state.get("enabled")
+        if isinstance(enabled, bool):
+            toggles[name] = enabled
+        elif "enabled" in state:
+            warnings.append(f"schedule {name!r}: ignoring sidekiq-scheduler:states 'enabled' "
+                            f"{enabled!r}: expected true or false")
+    return toggles, warnings
+
+
+def with_toggles(config: Config, toggles: Mapping[str, bool]) -> Config:
+    """The config with each schedule's `enabled` replaced by the tab's toggle where one is set.
+
+    Same rule as sidekiq-scheduler's `job_enabled?`: the toggle wins over the file. A
+    disabled schedule's watermark still moves, so re-enabling it does not backfill.
+    """
+    changed = tuple(
+        replace(s, enabled=toggles[s.name]) if s.name in toggles and toggles[s.name] != s.enabled
+        else s
+        for s in config.schedules
+    )
+    return replace(config, schedules=changed)
+
+
+def coexistence_problems(
+    config: Config,
+    *,
+    specs: Mapping[str, str | bytes | None],
+    pushed_recently: Mapping[str, bool],
+    cron_jobs: Mapping[str, bool] | None = None,
+) -> list[str]:
+    """Why kiqbeat must not run beside what it found from sidekiq-scheduler / sidekiq-cron.
+
+    Inputs, all read in the engine's first round trip:
+    - `specs`: `schedules` values: HMGET of the config's names, or HGETALL when
+      `sidekiq_scheduler_ui` is on (then any foreign entry counts);
+    - `pushed_recently`: name -> EXISTS `sidekiq-scheduler:pushed:<name>`;
+    - `cron_jobs`: name -> EXISTS `cron_job:<name>` (sidekiq-cron's job hash), if read.
+
+    Empty list: safe. Otherwise each message names the schedule, the key, and the cleanup.
+    Schedules under different names in the two tools cannot be detected; docs say so.
+    """
+    ns = config.namespace
+    problems: list[str] = []
+    names = [s.name for s in config.schedules]
+    for name in names:
+        if pushed_recently.get(name):
+            problems.append(
+                f"schedule {name!r}: sidekiq-scheduler pushed it within the last 24 h "
+                f"({pushed_key(ns, name)} exists), so it may still be running and would push "
+                "every tick a second time. Remove the job from sidekiq-scheduler's schedule "
+                f"and restart it (or stop it), then `DEL {pushed_key(ns, name)}`")
+        spec = specs.get(name)
+        if spec is not None and not _is_kiqbeat(spec):
+            problems.append(
+                f"schedule {name!r}: sidekiq-scheduler's schedule has a job of that name "
+                f"(field of {schedules_key(ns)}); running both would push it twice. Remove it "
+                f"from sidekiq-scheduler's schedule, then `HDEL {schedules_key(ns)} {name}`")
+        if cron_jobs and cron_jobs.get(name):
+            problems.append(
+                f"schedule {name!r}: sidekiq-cron has a job of that name (cron_job:{name}); "
+                "its poller would push it as well. Remove it from sidekiq-cron "
+                f"(Sidekiq::Cron::Job.destroy({name!r})) before kiqbeat schedules it")
+    if config.sidekiq_scheduler_ui:
+        foreign = sorted(n for n, v in specs.items()
+                         if v is not None and n not in names and not _is_kiqbeat(v))
+        if foreign:
+            shown = ", ".join(map(repr, foreign[:5])) + (", ..." if len(foreign) > 5 else "")
+            problems.append(
+                f"sidekiq_scheduler_ui: {schedules_key(ns)} holds sidekiq-scheduler's own "
+                f"jobs ({shown}): a running sidekiq-scheduler deletes entries it did not "
+                "write and, with dynamic: true, would load kiqbeat's entries and push them too. "
+                "Use the tab with kiqbeat only once sidekiq-scheduler is gone: remove it, then "
+                f"`DEL {schedules_key(ns)} {schedules_changed_key(ns)}`")
+    return problems
+
+
+def _is_kiqbeat(raw: str | bytes | None) -> bool:
+    if raw is None:
+        return False
+    try:
+        spec = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return False
+    return isinstance(spec, dict) and spec.get(MARKER) is True
+
+
+def _short(raw: str | bytes) -> str:
+    text = repr(raw)
+    return text if len(text) <= 60 else text[:57] + "..."
