@@ -10,6 +10,7 @@ LPUSH of job-sized values, measured in the same run on the same server.
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import random
 import re
@@ -26,7 +27,7 @@ from kiqbeat.config import parse_config
 from kiqbeat.connection import connect
 from kiqbeat.engine import run
 from kiqbeat.schedule import Config
-from kiqbeat.server import RedisServer
+from kiqbeat.server import RedisServer, redis_server_path
 
 
 class CountingConnection(redis.Connection):
@@ -144,8 +145,9 @@ def bench_catch_up(url: str, ticks: int) -> None:
     calls = [e["duration"] for e in client.slowlog_get(10_000)
              if e["command"].upper().startswith((b"EVALSHA", b"EVAL"))]
     client.config_set("slowlog-log-slower-than", 10_000)
-    print(f"catch-up of {report.pushed:,} ticks: {total:.2f} s total in {report.chunks} script calls; "
-          f"longest call {max(calls) / 1000:.2f} ms, median {statistics.median(calls) / 1000:.2f} ms "
+    longest, median = max(calls) / 1000, statistics.median(calls) / 1000
+    print(f"catch-up of {report.pushed:,} ticks: {total:.2f} s total in {report.chunks} "
+          f"script calls; longest call {longest:.2f} ms, median {median:.2f} ms "
           "(Redis-side, SLOWLOG); target <= 5 ms")
 
 
@@ -176,9 +178,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
     quick = parser.parse_args().quick
+    redis_version = subprocess.run([redis_server_path(), "--version"], capture_output=True,
+                                   text=True).stdout.split()[2]
     print(f"machine: {platform.machine()}, {platform.python_implementation()} "
-          f"{platform.python_version()}, {subprocess.run(['nproc'], capture_output=True, text=True).stdout.strip()} cores; "
-          f"{subprocess.run(['redis-server', '--version'], capture_output=True, text=True).stdout.split()[2]}")
+          f"{platform.python_version()}, {os.cpu_count()} cores; {redis_version}")
     with RedisServer() as server:
         bench_push_rate(server.url, server.port, 2_000 if quick else 10_000)
         bench_round_trips(server.url, [1_000, 10_000] if quick else [1_000, 10_000, 100_000])

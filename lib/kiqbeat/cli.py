@@ -1,4 +1,4 @@
-"""The `kiqbeat` command: parse arguments, call the core, turn its result into output and an exit code."""
+"""The `kiqbeat` command: parse arguments, call the core, report results and exit codes."""
 
 from __future__ import annotations
 
@@ -175,28 +175,29 @@ def _cmd_run_once(args: argparse.Namespace) -> int:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     client, config = _client_and_config(args)
-    state = {"config": config, "warned": False}
+    current, warned = config, False
     stop = stop_on_signals()
 
     def invoke() -> Report | None:
+        nonlocal current, warned
         try:
-            state["config"] = select_shard(sources.load_config(args.config), _shard(args.shard))
-            report = run(client, state["config"])
+            current = select_shard(sources.load_config(args.config), _shard(args.shard))
+            report = run(client, current)
         except KiqbeatError as exc:
             print(f"kiqbeat: invocation failed: {exc}", file=sys.stderr, flush=True)
             return None
-        if not state["warned"]:
+        if not warned:
             _print_warnings(report.warnings)
-            state["warned"] = True
+            warned = True
         if report.pushed or report.missed or report.new_schedules:
             print(report.summary(), flush=True)
         return report
 
     def period_s() -> float:
-        current: Config = state["config"]
         return 1.0 if any(s.timetable.has_seconds for s in current.schedules) else 60.0
 
-    print(f"kiqbeat: running {len(config.schedules)} schedules; SIGTERM or Ctrl-C stops", flush=True)
+    print(f"kiqbeat: running {len(config.schedules)} schedules; SIGTERM or Ctrl-C stops",
+          flush=True)
     run_loop(invoke, period_s, stop)
     print("kiqbeat: stopped", flush=True)
     return 0
@@ -206,11 +207,13 @@ def _cmd_status(args: argparse.Namespace) -> int:
     client, config = _client_and_config(args)
     now, rows = status(client, config)
     if args.json:
-        print(json.dumps({"now": now.isoformat(), "schedules": [r.as_dict() for r in rows]}, indent=2))
+        document = {"now": now.isoformat(), "schedules": [r.as_dict() for r in rows]}
+        print(json.dumps(document, indent=2))
         return 0
     print(f"Redis clock: {now.isoformat(timespec='seconds')}")
     for r in rows:
-        covered = r.covered_through.isoformat(timespec="seconds") if r.covered_through else "never seen"
+        covered = (r.covered_through.isoformat(timespec="seconds") if r.covered_through
+                   else "never seen")
         flags = "" if r.enabled else " (disabled)"
         late = f", {r.lag_s:.0f} s overdue" if r.lag_s > 0 else ""
         print(f"{r.name}{flags}: zone {r.zone}; covered through {covered}; "
@@ -269,7 +272,8 @@ def _parse_instant(text: str, option: str) -> datetime:
 
 def _add_engine_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", required=True, metavar="SOURCE",
-                   help="schedule document: a file, s3://bucket/key, ssm:/name or appconfig:APP/ENV/PROFILE")
+                   help="schedule document: a file, s3://bucket/key, ssm:/name or "
+                        "appconfig:APP/ENV/PROFILE")
     p.add_argument("--redis-url", help="Redis URL (default: $KIQBEAT_REDIS_URL, then $REDIS_URL)")
     p.add_argument("--shard", metavar="I/N", default=os.environ.get("KIQBEAT_SHARD"),
                    help="only schedules of shard I of N (by a hash of their name)")
@@ -283,7 +287,8 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("validate", help="check a schedule file and list its schedules")
-    p.add_argument("file", help="schedule file (kiqbeat, sidekiq-scheduler or sidekiq-cron YAML/JSON)")
+    p.add_argument("file",
+                   help="schedule file (kiqbeat, sidekiq-scheduler or sidekiq-cron YAML/JSON)")
     p.set_defaults(func=_cmd_validate)
 
     p = sub.add_parser("next", help="preview upcoming fire times")
@@ -319,7 +324,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="imported from the current directory (default handler.app.lambda_handler)")
     p.set_defaults(func=_cmd_invoke)
 
-    p = sub.add_parser("demo", help="run the embedded example on a private Redis, two copies racing")
+    p = sub.add_parser("demo",
+                       help="run the embedded example on a private Redis, two copies racing")
     p.add_argument("--seconds", type=float, default=20.0, help="how long to run (default 20)")
     p.add_argument("--copies", type=int, default=2, help="racing invokers (default 2)")
     p.set_defaults(func=_cmd_demo)

@@ -22,6 +22,13 @@ DEFAULT_TIMEOUT_S = 2.0
 DEFAULT_RETRIES = 2
 OLDEST_REDIS = (6, 2)
 SAFE_EVICTION = {"noeviction", "volatile-lru", "volatile-lfu", "volatile-random", "volatile-ttl"}
+# No CLIENT SETINFO on connect: one round trip less, and no ACL permission needed for it.
+# redis-py 8 spells this `driver_info=None`; older releases `lib_name=None, lib_version=None`.
+try:
+    import redis.driver_info
+    _NO_SETINFO: dict[str, Any] = {"driver_info": None}
+except ImportError:
+    _NO_SETINFO = {"lib_name": None, "lib_version": None}
 
 
 def scrub(url: str) -> str:
@@ -51,10 +58,7 @@ def connect(
         "socket_connect_timeout": timeout_s,
         "retry": Retry(ExponentialBackoff(cap=0.5, base=0.05), retries),
         "retry_on_error": [redis.ConnectionError, redis.TimeoutError],
-        # No CLIENT SETINFO on connect: one round trip less, and no ACL permission needed.
-        "lib_name": None,
-        "lib_version": None,
-    }
+    } | _NO_SETINFO
     parts = urlsplit(url)
     query = parse_qs(parts.query)
     if parts.scheme in ("redis", "rediss", "unix"):
@@ -81,10 +85,12 @@ def connect(
         tls = _tls_options(query)
         if parts.scheme.startswith("rediss"):
             tls["ssl"] = True
-        sentinel = Sentinel(hosts, sentinel_kwargs={"socket_timeout": timeout_s,
-                                                    "socket_connect_timeout": timeout_s},
-                            **common)
-        return sentinel.master_for(path[0], db=db, **auth, **tls)
+        sentinel_kwargs = {"socket_timeout": timeout_s, "socket_connect_timeout": timeout_s}
+        sentinel = Sentinel(  # type: ignore[no-untyped-call]
+            hosts, sentinel_kwargs=sentinel_kwargs, **common)
+        master: redis.Redis = sentinel.master_for(  # type: ignore[no-untyped-call]
+            path[0], db=db, **auth, **tls)
+        return master
     raise ConfigError(f"unsupported Redis URL scheme {parts.scheme!r} in {scrub(url)!r}; "
                       "use redis://, rediss:// or redis+sentinel://")
 

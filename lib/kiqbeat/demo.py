@@ -7,11 +7,13 @@ queues hold each tick once.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
 from collections.abc import Callable
 from importlib.resources import files
+from typing import Any
 
 from kiqbeat import keys
 from kiqbeat.config import load_config_text
@@ -34,7 +36,8 @@ def demo(seconds: float, copies: int = 2, out: Callable[[str], None] = print) ->
         out(f"private redis-server on {server.url}; {len(config.schedules)} schedules "
             f"from {EXAMPLE.name}; {copies} copies invoking every second for {seconds:.0f} s")
         for schedule in config.schedules:
-            out(f"  {schedule.name}: {schedule.timing} -> {schedule.job_class} on {schedule.queue!r}")
+            out(f"  {schedule.name}: {schedule.timing} -> {schedule.job_class} "
+                f"on {schedule.queue!r}")
 
         def copy(number: int) -> None:
             client = connect(server.url)
@@ -58,18 +61,17 @@ def demo(seconds: float, copies: int = 2, out: Callable[[str], None] = print) ->
         threads = [threading.Thread(target=copy, args=(n + 1,)) for n in range(copies)]
         for thread in threads:
             thread.start()
-        try:
+        with contextlib.suppress(KeyboardInterrupt):
             time.sleep(seconds)
-        except KeyboardInterrupt:
-            pass
         stop.set()
         for thread in threads:
             thread.join()
 
         client = connect(server.url)
-        payloads: list[bytes] = []
-        for queue in sorted(q.decode() for q in client.smembers(keys.queues(config.namespace))):
-            payloads += client.lrange(keys.queue(config.namespace, queue), 0, -1)
+        payloads: list[Any] = []
+        for queue in sorted(client.smembers(keys.queues(config.namespace))):
+            name = queue.decode() if isinstance(queue, bytes) else queue
+            payloads += client.lrange(keys.queue(config.namespace, name), 0, -1)
         payloads += client.zrange(keys.schedule(config.namespace), 0, -1)
         client.close()
     jids = [json.loads(raw)["jid"] for raw in payloads]

@@ -21,7 +21,7 @@ from redis.commands.core import Script
 from kiqbeat import keys
 from kiqbeat.connection import scrub, startup_warnings
 from kiqbeat.errors import ConfigError, RedisRefusedError, RedisUnavailableError, StateError
-from kiqbeat.plan import Group, Plan, TickMemo, from_ms, plan_ticks, shard_of, to_ms
+from kiqbeat.plan import Group, Plan, TickMemo, from_ms, plan_ticks, shard_of
 from kiqbeat.report import PushedJob, Report
 from kiqbeat.schedule import Config
 
@@ -56,8 +56,9 @@ def redis_errors(client: redis.Redis, doing: str) -> Iterator[None]:
             if tag in text:
                 detail = text.split(tag, 1)[1].split(" script:", 1)[0]
                 raise StateError(f"{detail}; nothing was pushed (fix or delete the key)") from exc
-        if text.startswith("WRONGTYPE"):
-            raise StateError(f"a kiqbeat key has the wrong type while {doing}: {text}") from exc
+        if "WRONGTYPE" in text:  # a pipeline's error names the command and so the key
+            raise StateError(f"a key has the wrong type while {doing}: {text}; "
+                             "nothing was pushed (fix or delete the key)") from exc
         raise RedisRefusedError(f"Redis at {_where(client)} refused {doing}: {text}") from exc
 
 
@@ -70,8 +71,9 @@ def _marks(raw: Sequence[bytes | None], names: Sequence[str], key: str) -> dict[
         try:
             marks[name] = int(value)
         except ValueError:
-            raise StateError(f"watermark of schedule {name!r} in {key} is not a number: "
-                             f"{value[:40]!r}; nothing was pushed (fix or delete the field)") from None
+            raise StateError(
+                f"watermark of schedule {name!r} in {key} is not a number: {value[:40]!r}; "
+                "nothing was pushed (fix or delete the field)") from None
     return marks
 
 
@@ -106,13 +108,15 @@ def _push_chunk(
     for group in chunk:
         argv += [group.name, group.mark_ms, group.missed, group.skipped, len(group.jobs)]
         for job in group.jobs:
-            target = 0 if job.queue is None else queue_index.setdefault(job.queue, len(queue_index) + 1)
+            target = (0 if job.queue is None
+                      else queue_index.setdefault(job.queue, len(queue_index) + 1))
             argv += [job.tick_ms, target, job.payload]
     queue_names = list(queue_index)
     script_keys = [keys.watermarks(namespace), keys.first_seen(namespace), keys.queues(namespace),
                    keys.schedule(namespace), *(keys.queue(namespace, q) for q in queue_names)]
     with redis_errors(client, "pushing jobs"):
-        reply = _script(client)(keys=script_keys, args=[now_ms, len(queue_names), *queue_names, *argv],
+        reply = _script(client)(keys=script_keys,
+                                args=[now_ms, len(queue_names), *queue_names, *argv],
                                 client=client)
     counts, flags = reply[:5], reply[5]
     return counts, flags.decode() if isinstance(flags, bytes) else str(flags)
@@ -151,7 +155,8 @@ def select_shard(config: Config, shard: tuple[int, int] | None) -> Config:
         return config
     index, count = shard
     if count < 1 or not 0 <= index < count:
-        raise ConfigError(f"invalid shard {index}/{count}: expected INDEX/COUNT with 0 <= INDEX < COUNT")
+        raise ConfigError(f"invalid shard {index}/{count}: "
+                          "expected INDEX/COUNT with 0 <= INDEX < COUNT")
     mine = tuple(s for s in config.schedules if shard_of(s.name, count) == index)
     return replace(config, schedules=mine)
 
@@ -215,7 +220,7 @@ def status(client: redis.Redis, config: Config) -> tuple[datetime, list[Schedule
     """The Redis clock and each schedule's stored state and next tick; read-only."""
     names = [s.name for s in config.schedules]
     now, marks = read_state(client, config.namespace, names)
-    seen: list[bytes | None] = []
+    seen: list[bytes | str | None] = []
     if names:
         with redis_errors(client, "reading first-seen marks"):
             seen = client.hmget(keys.first_seen(config.namespace), names)

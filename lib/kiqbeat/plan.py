@@ -93,7 +93,8 @@ class Plan:
                 take = 0
                 taken_bytes = 0
                 for job in rest.jobs:
-                    if take >= room_jobs or (take and size + taken_bytes + len(job.payload) > max_bytes):
+                    too_big = take and size + taken_bytes + len(job.payload) > max_bytes
+                    if take >= room_jobs or too_big:
                         break
                     take += 1
                     taken_bytes += len(job.payload)
@@ -208,7 +209,8 @@ def plan_ticks(
     shared: dict[tuple[str, datetime, datetime], list[datetime]] = {}
     groups = []
     for schedule in config.schedules:
-        group = _plan_schedule(schedule, marks.get(schedule.name), now, now_ms, window, memo, shared)
+        mark = marks.get(schedule.name)
+        group = _plan_schedule(schedule, mark, now, now_ms, window, memo, shared)
         if group is not None:
             groups.append(group)
     return Plan(now_ms, groups)

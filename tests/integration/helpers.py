@@ -34,7 +34,8 @@ def pushed_jobs(client: redis.Redis, namespace: str = "") -> list[dict[str, Any]
     jobs: list[dict[str, Any]] = []
     for queue in sorted(client.smembers(f"{namespace}queues")):
         name = queue.decode() if isinstance(queue, bytes) else queue
-        jobs += [json.loads(raw) for raw in reversed(client.lrange(f"{namespace}queue:{name}", 0, -1))]
+        raws = client.lrange(f"{namespace}queue:{name}", 0, -1)
+        jobs += [json.loads(raw) for raw in reversed(raws)]
     jobs += [json.loads(raw) for raw in client.zrange(f"{namespace}schedule", 0, -1)]
     return jobs
 

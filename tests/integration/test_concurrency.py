@@ -62,7 +62,8 @@ def test_twenty_concurrent_processes_push_every_tick_exactly_once(redis_url: str
     steps = 30
     # Half the processes invoke exactly on the minute, half at random offsets within it.
     with get_context("fork").Pool(20) as pool:
-        results = pool.starmap(_invoker, [(redis_url, t0.timestamp(), steps, seed) for seed in range(20)])
+        jobs = [(redis_url, t0.timestamp(), steps, seed) for seed in range(20)]
+        results = pool.starmap(_invoker, jobs)
     end = t0 + timedelta(minutes=steps)
     final = run(client, cfg, now=end)
     jobs = pushed_jobs(client)
@@ -119,13 +120,13 @@ def test_processes_killed_mid_invocation_lose_and_repeat_nothing(
     killed_mid_way = 0
     for round_ in range(6):
         now = t0 + timedelta(minutes=20 * (round_ + 1))
-        proc = subprocess.Popen([sys.executable, "-c", KILLABLE, redis_url, str(cfg_path),
-                                 str(now.timestamp())], stdout=subprocess.PIPE, env=env)
-        assert proc.stdout is not None
-        assert proc.stdout.readline() == b"ready\n"
-        time.sleep(rng.uniform(0.0, 0.15))
-        proc.send_signal(signal.SIGKILL)
-        killed_mid_way += proc.wait() == -signal.SIGKILL
+        argv = [sys.executable, "-c", KILLABLE, redis_url, str(cfg_path), str(now.timestamp())]
+        with subprocess.Popen(argv, stdout=subprocess.PIPE, env=env) as proc:
+            assert proc.stdout is not None
+            assert proc.stdout.readline() == b"ready\n"
+            time.sleep(rng.uniform(0.0, 0.15))
+            proc.send_signal(signal.SIGKILL)
+            killed_mid_way += proc.wait() == -signal.SIGKILL
     end = t0 + timedelta(hours=2, minutes=10)
     run(client, cfg, now=end)
     jobs = pushed_jobs(client)

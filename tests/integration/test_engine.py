@@ -94,16 +94,24 @@ def test_a_gap_longer_than_the_window_pushes_the_window_and_counts_the_rest(
     assert (again.pushed, again.missed) == (0, 0), "missed ticks are reported once"
 
 
-@pytest.mark.parametrize(("policy", "pushed", "skipped"), [("latest", 1, 29), ("none", 0, 30)])
+@pytest.mark.parametrize(("policy", "pushed", "skipped"), [("latest", 1, 2), ("none", 0, 3)])
 def test_catch_up_latest_and_none_skip_missed_ticks(
     client: redis.Redis, policy: str, pushed: int, skipped: int
 ) -> None:
-    cfg = config(EVERY_MINUTE + f"    catch_up: {policy}\n")
-    t0 = start(client)
-    run(client, cfg, now=t0)
-    report = run(client, cfg, now=t0 + timedelta(minutes=30, seconds=-4))
+    cfg = config(f"""
+schedules:
+  report:
+    every: 10m
+    class: ReportWorker
+    catch_up: {policy}
+""")
+    now = redis_now(client) - timedelta(hours=3)
+    base = now.replace(minute=now.minute - now.minute % 10, second=0, microsecond=0)
+    run(client, cfg, now=base + timedelta(seconds=5))
+    # Ticks at base+10m, +20m, +30m; the newest is 2 min old when the next invocation comes.
+    report = run(client, cfg, now=base + timedelta(minutes=32, seconds=5))
     assert (report.pushed, report.skipped) == (pushed, skipped)
-    on_time = run(client, cfg, now=t0 + timedelta(minutes=31))
+    on_time = run(client, cfg, now=base + timedelta(minutes=40, seconds=30))
     assert on_time.pushed == 1, "a tick from within the last minute is on time under every policy"
 
 
@@ -116,7 +124,8 @@ def test_a_disabled_schedule_is_not_backfilled_when_re_enabled(client: redis.Red
     assert (paused.pushed, paused.skipped) == (0, 20)
     back = run(client, cfg, now=t0 + timedelta(minutes=21))
     assert back.pushed == 1
-    assert [j["jid"] for j in pushed_jobs(client)] == [jid("report", t0 + timedelta(minutes=21, seconds=-5))]
+    expected = jid("report", t0 + timedelta(minutes=21, seconds=-5))
+    assert [j["jid"] for j in pushed_jobs(client)] == [expected]
 
 
 def test_a_removed_schedule_stops_and_others_go_on(client: redis.Redis) -> None:
