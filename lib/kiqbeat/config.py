@@ -34,7 +34,8 @@ ACTIVE_JOB_WRAPPER = "Sidekiq::ActiveJob::Wrapper"
 LEGACY_ACTIVE_JOB_WRAPPER = "ActiveJob::QueueAdapters::SidekiqAdapter::JobWrapper"
 
 TOP_LEVEL_KEYS = ("time_zone", "missed_jobs_window", "namespace", "lookahead",
-                  "timestamp_format", "sidekiq_scheduler_ui", "schedules")
+                  "timestamp_format", "sidekiq_scheduler_ui", "wait_replicas", "wait_timeout",
+                  "schedules")
 # Sidekiq's own job options that live in the job hash (Sidekiq wiki, "Advanced Options").
 # Client-side options (`pool`) and middleware options (Enterprise `unique_for`, Pro
 # `expires_in`) do nothing when kiqbeat writes the hash; `payload:` still allows any key.
@@ -325,6 +326,14 @@ def _config(doc: Mapping[str, Any], out: _Checker) -> Config | None:
     if "sidekiq_scheduler_ui" in doc:
         ui = bool(out.field("field 'sidekiq_scheduler_ui'",
                             lambda: _bool(doc["sidekiq_scheduler_ui"])))
+    wait_replicas = 0
+    if "wait_replicas" in doc:
+        wait_replicas = out.field("field 'wait_replicas'",
+                                  lambda: _replicas(doc["wait_replicas"])) or 0
+    wait_timeout_s = 1.0
+    if "wait_timeout" in doc:
+        wait_timeout_s = out.field("field 'wait_timeout'",
+                                   lambda: _wait_timeout_s(doc["wait_timeout"])) or 1.0
     raw_schedules = doc.get("schedules")
     schedules: list[Schedule] = []
     if raw_schedules is None:
@@ -343,7 +352,8 @@ def _config(doc: Mapping[str, Any], out: _Checker) -> Config | None:
     if out.problems:
         return None
     return Config(schedules=tuple(schedules), time_zone=time_zone, missed_jobs_window_s=window_s,
-                  namespace=namespace, sidekiq_scheduler_ui=ui, warnings=tuple(out.warnings))
+                  namespace=namespace, sidekiq_scheduler_ui=ui, wait_replicas=wait_replicas,
+                  wait_timeout_s=wait_timeout_s, warnings=tuple(out.warnings))
 
 
 def _short(value: object) -> str:
@@ -355,6 +365,20 @@ def _window_s(value: object) -> float:
     seconds = parse_duration_s(value)
     if seconds <= 0:
         raise _Bad(f"{value!r} must be longer than 0")
+    return seconds
+
+
+def _replicas(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 16:
+        raise _Bad(f"{value!r} must be a whole number of replicas from 0 to 16")
+    return value
+
+
+def _wait_timeout_s(value: object) -> float:
+    seconds = parse_duration_s(value)
+    if not 0 < seconds <= 10:
+        raise _Bad(f"{value!r} must be longer than 0 and at most 10s (each push call waits "
+                   "this long at most, inside the invocation's deadline)")
     return seconds
 
 

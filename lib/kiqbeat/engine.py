@@ -122,8 +122,27 @@ def _push_chunk(
     return counts, flags.decode() if isinstance(flags, bytes) else str(flags)
 
 
-def push(client: redis.Redis, plan: Plan, namespace: str, report: Report, deadline: float) -> None:
+def _wait_for_replicas(client: redis.Redis, config: Config, pushed: int, report: Report) -> None:
+    """Block until `wait_replicas` replicas hold what was just pushed, or the timeout passes.
+
+    Redis replicates asynchronously: a master that dies right after a push can take the push
+    and its watermark with it, and a failover then re-pushes those ticks (a duplicate only if
+    a worker had already taken them from the old master). WAIT narrows that window; it cannot
+    undo a push, so a shortfall is a warning, not a failure.
+    """
+    with redis_errors(client, "waiting for replicas"):
+        acked = int(client.wait(config.wait_replicas, int(config.wait_timeout_s * 1000)))
+    report.round_trips += 1
+    if acked < config.wait_replicas:
+        report.unreplicated += pushed
+        report.warnings.append(
+            f"only {acked} of {config.wait_replicas} replicas acknowledged {pushed} pushed jobs "
+            f"within {config.wait_timeout_s:g} s; a failover now could push them again")
+
+
+def push(client: redis.Redis, plan: Plan, config: Config, report: Report, deadline: float) -> None:
     """Carry out a plan, one atomic script call per chunk, filling in the report."""
+    namespace = config.namespace
     now = from_ms(plan.now_ms)
     for chunk in plan.chunks():
         if time.monotonic() > deadline:
@@ -139,6 +158,8 @@ def push(client: redis.Redis, plan: Plan, namespace: str, report: Report, deadli
         report.missed += missed
         report.skipped += skipped
         report.new_schedules += new
+        if config.wait_replicas and pushed:
+            _wait_for_replicas(client, config, pushed, report)
         jobs = (job for group in chunk for job in group.jobs)
         for job, flag in zip(jobs, flags, strict=True):
             if flag != "1":
@@ -190,7 +211,7 @@ def run(
                           f"{redis_now.isoformat()}: that would push ticks early")
     report = Report(now=now, schedules=len(names), round_trips=1, warnings=warnings)
     plan = plan_ticks(config, marks, now, _memos[client])
-    push(client, plan, config.namespace, report, deadline)
+    push(client, plan, config, report, deadline)
     report.duration_s = time.monotonic() - started
     return report
 

@@ -30,6 +30,7 @@ class Report:
     new_schedules: int = 0
     lag_s: float = 0.0  # largest (push time - tick instant) among ticks pushed into a queue
     chunks: int = 0
+    unreplicated: int = 0  # pushed jobs that fewer than `wait_replicas` replicas acknowledged
     round_trips: int = 0
     duration_s: float = 0.0
     warnings: list[str] = field(default_factory=list)
@@ -47,6 +48,7 @@ class Report:
             "new_schedules": self.new_schedules,
             "lag_s": round(self.lag_s, 3),
             "chunks": self.chunks,
+            "unreplicated": self.unreplicated,
             "round_trips": self.round_trips,
             "duration_s": round(self.duration_s, 4),
             "warnings": list(self.warnings),

@@ -65,5 +65,8 @@ class Config:
     missed_jobs_window_s: float = 3600.0
     namespace: str = ""
     sidekiq_scheduler_ui: bool = False
+    # Durability: after each push call, wait until this many replicas hold it (Redis WAIT).
+    wait_replicas: int = 0
+    wait_timeout_s: float = 1.0
     # Valid but risky or meaning-changing settings, shown by `validate` and logged once.
     warnings: tuple[str, ...] = ()

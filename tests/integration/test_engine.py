@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -14,6 +15,7 @@ from kiqbeat.cron import fire_times
 from kiqbeat.engine import run
 from kiqbeat.errors import ConfigError, StateError
 from kiqbeat.payload import jid
+from kiqbeat.server import RedisServer
 
 from .helpers import config, marks, minute_floor, pushed_jobs, redis_now
 
@@ -246,3 +248,25 @@ def test_a_host_clock_ten_minutes_fast_pushes_nothing_early(client: redis.Redis)
         report = run(client, cfg)
     assert report.pushed == 0
     assert abs((report.now - redis_now(client)).total_seconds()) < 2
+
+
+def test_wait_replicas_waits_for_a_replica_and_warns_without_one(
+    client: redis.Redis, redis_server: RedisServer
+) -> None:
+    cfg = config("wait_replicas: 1\nwait_timeout: 0.2\n" + EVERY_MINUTE)
+    t0 = start(client)
+    run(client, cfg, now=t0)
+    alone = run(client, cfg, now=t0 + timedelta(minutes=3))
+    assert alone.pushed == 3 and alone.unreplicated == 3
+    assert any("only 0 of 1 replicas acknowledged 3 pushed jobs" in w for w in alone.warnings)
+    with RedisServer("--replicaof", "127.0.0.1", str(redis_server.port)) as replica:
+        replica_client = redis.Redis(port=replica.port)
+        try:
+            while replica_client.info("replication")["master_link_status"] != "up":
+                time.sleep(0.05)
+            backed = run(client, cfg, now=t0 + timedelta(minutes=5))
+            assert backed.pushed == 2 and backed.unreplicated == 0
+            assert replica_client.hget("kiqbeat:watermarks", "report") == client.hget(
+                "kiqbeat:watermarks", "report")
+        finally:
+            replica_client.close()

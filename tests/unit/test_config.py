@@ -204,6 +204,16 @@ def test_the_window_must_be_positive_and_lookahead_within_it() -> None:
         "it must be at most the window"]
 
 
+def test_wait_replicas_is_a_small_count_with_a_bounded_timeout() -> None:
+    config = load("wait_replicas: 1\nwait_timeout: 2s\nschedules: {}")
+    assert (config.wait_replicas, config.wait_timeout_s) == (1, 2.0)
+    assert (load("schedules: {}").wait_replicas, load("schedules: {}").wait_timeout_s) == (0, 1.0)
+    assert problems("wait_replicas: yes\nwait_timeout: 1m\nschedules: {}") == [
+        "field 'wait_replicas': True must be a whole number of replicas from 0 to 16",
+        "field 'wait_timeout': '1m' must be longer than 0 and at most 10s (each push call "
+        "waits this long at most, inside the invocation's deadline)"]
+
+
 def test_a_window_shorter_than_two_minutes_warns() -> None:
     config = load("missed_jobs_window: 90s\nschedules: {a: {cron: '* * * * *', class: A}}")
     assert any("missed_jobs_window is 90 s" in w for w in config.warnings)
