@@ -1,0 +1,1 @@
+"""Fault-injection scenarios: real kiqbeat processes against real redis-server processes."""

@@ -1,0 +1,263 @@
+"""Fault-injection harness: what Redis holds after a scenario, judged against DESIGN §2.
+
+A scenario drives real kiqbeat processes against a real redis-server, then calls `check`,
+which reads every job kiqbeat could have written and compares it with the ticks that
+should exist (from the cron maths, bounded below by each schedule's first-seen mark):
+
+- exactly once: every expected tick has one job (its jid is derived from schedule + tick);
+- never early: a job in a queue was enqueued at or after its tick; one in the `schedule`
+  set is scored at its tick;
+- no pre-history, nothing invented: no job whose jid matches no expected tick.
+
+`WatermarkSampler` proves watermarks never move back while processes run, and
+`kiqbeat_state_size` that kiqbeat's own keys stay O(schedules). `record` appends the
+scenario's figures as one JSON line to $KIQBEAT_RELIABILITY_OUT (docs/reliability.md is
+generated from those lines); `assert_clean` fails the test with a readable message.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import redis
+
+from kiqbeat import keys
+from kiqbeat.cron import parse_cron
+from kiqbeat.payload import jid
+from kiqbeat.schedule import Config, Timetable
+
+OUT_ENV = "KIQBEAT_RELIABILITY_OUT"
+LONG = os.environ.get("KIQBEAT_LONG") == "1"
+
+
+@dataclass
+class Outcome:
+    """The figures of one scenario: what was attempted, expected and found in Redis."""
+
+    scenario: str  # e.g. "50 concurrent invokers"
+    runs: int  # invocations attempted
+    expected: int  # ticks expected
+    pushed: int  # distinct expected ticks found in Redis
+    duplicates: int  # extra copies of a tick (same jid) found
+    missed: int  # expected ticks absent
+    early: int  # ticks pushed before their instant
+    invocation_s: list[float] = field(default_factory=list)  # wall time of each invocation
+    notes: str = ""
+    unexpected: int = 0  # jobs matching no expected tick (pre-history, invented, wrong period)
+    watermark_regressions: int = 0  # times a sampled watermark was lower than before
+    group: str = "faults"  # which table of docs/reliability.md the line belongs to
+
+    def p99_s(self) -> float | None:
+        """99th percentile of invocation wall time (nearest rank), or None without timings."""
+        if not self.invocation_s:
+            return None
+        ordered = sorted(self.invocation_s)
+        return ordered[min(len(ordered) - 1, max(0, round(0.99 * len(ordered)) - 1))]
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def jobs_in_redis(client: redis.Redis, namespace: str = "") -> list[dict[str, Any]]:
+    """Every job in every queue and in the `schedule` set, each tagged with where it was.
+
+    Queues are found both through the `queues` set and by scanning `queue:*`, so a job
+    pushed without its queue name being registered is still seen. Each dict is the job's
+    JSON plus `_key` (the Redis key) and, for the schedule set, `_score` (epoch seconds).
+    """
+    queue_keys = {keys.queue(namespace, _text(q)) for q in client.smembers(keys.queues(namespace))}
+    queue_keys |= {_text(k) for k in client.scan_iter(match=f"{namespace}queue:*", count=1000)}
+    jobs: list[dict[str, Any]] = []
+    for key in sorted(queue_keys):
+        if _text(client.type(key)) != "list":
+            continue
+        for raw in client.lrange(key, 0, -1):
+            jobs.append(json.loads(raw) | {"_key": key})
+    schedule_key = keys.schedule(namespace)
+    if _text(client.type(schedule_key)) == "zset":
+        for raw, score in client.zrange(schedule_key, 0, -1, withscores=True):
+            jobs.append(json.loads(raw) | {"_key": schedule_key, "_score": score})
+    return jobs
+
+
+Schedules = Config | Mapping[str, tuple[str, str]]
+
+
+def timetables(schedules: Schedules) -> dict[str, Timetable]:
+    """Schedule name -> timetable, from a Config or from {name: (cron, zone)}."""
+    if isinstance(schedules, Config):
+        return {s.name: s.timetable for s in schedules.schedules if s.enabled}
+    return {name: parse_cron(cron, tz) for name, (cron, tz) in schedules.items()}
+
+
+def first_seen(client: redis.Redis, namespace: str = "") -> dict[str, datetime]:
+    """Schedule name -> when kiqbeat first saw it, as stored in Redis."""
+    raw = client.hgetall(keys.first_seen(namespace))
+    return {_text(k): datetime.fromtimestamp(int(v) / 1000, tz=UTC) for k, v in raw.items()}
+
+
+def expected_ticks(
+    client: redis.Redis, schedules: Schedules, *, after: datetime, until: datetime,
+    namespace: str = "",
+) -> dict[str, tuple[str, datetime]]:
+    """jid -> (schedule, tick) for every tick in (max(after, first seen), until].
+
+    A schedule kiqbeat never saw has no expected ticks (and any job of it is unexpected).
+    """
+    seen = first_seen(client, namespace)
+    out: dict[str, tuple[str, datetime]] = {}
+    for name, timetable in timetables(schedules).items():
+        if name not in seen:
+            continue
+        for tick in timetable.between(max(after, seen[name]), until):
+            out[jid(name, tick)] = (name, tick)
+    return out
+
+
+def _stamp_s(value: float | int) -> float:
+    """Epoch seconds from a float-seconds or integer-milliseconds job stamp."""
+    return value / 1000 if isinstance(value, int) and value > 10**11 else float(value)
+
+
+def check(
+    client: redis.Redis,
+    schedules: Schedules,
+    *,
+    after: datetime,
+    until: datetime,
+    scenario: str,
+    runs: int,
+    invocation_s: list[float] | None = None,
+    namespace: str = "",
+    excused: Callable[[str, datetime], bool] | None = None,
+    notes: str = "",
+    watermark_regressions: int = 0,
+) -> Outcome:
+    """Judge what Redis holds against the ticks expected in (after, until].
+
+    `excused(schedule, tick)` marks ticks that may legitimately be absent (beyond the
+    missed-jobs window, lost with a non-persistent Redis): absent, they are not counted
+    expected nor missed; present, they count as pushed (and as duplicates if repeated).
+    """
+    expected = expected_ticks(client, schedules, after=after, until=until, namespace=namespace)
+    jobs = jobs_in_redis(client, namespace)
+    copies = Counter(job.get("jid") for job in jobs)
+    early = unexpected = 0
+    for job in jobs:
+        tick_of = expected.get(job.get("jid", ""))
+        if tick_of is None:
+            unexpected += 1
+            continue
+        tick_s = tick_of[1].timestamp()
+        if "_score" in job:  # lookahead: released by the worker's poller at the score
+            early += job["_score"] < tick_s - 0.0005
+        else:
+            early += _stamp_s(job.get("enqueued_at", 0)) < tick_s - 0.0005
+    found = {j for j in expected if copies[j]}
+    absent = [expected[j] for j in expected if not copies[j]]
+    excused_absent = sum(1 for name, tick in absent if excused and excused(name, tick))
+    return Outcome(
+        scenario=scenario,
+        runs=runs,
+        expected=len(expected) - excused_absent,
+        pushed=len(found),
+        duplicates=sum(n - 1 for j, n in copies.items() if j in expected and n > 1),
+        missed=len(absent) - excused_absent,
+        early=early,
+        invocation_s=list(invocation_s or []),
+        notes=notes,
+        unexpected=unexpected,
+        watermark_regressions=watermark_regressions,
+    )
+
+
+def record(outcome: Outcome) -> None:
+    """Append the outcome as one JSON line to $KIQBEAT_RELIABILITY_OUT; no-op when unset."""
+    path = os.environ.get(OUT_ENV)
+    if not path:
+        return
+    line = asdict(outcome) | {"p99_s": outcome.p99_s(),
+                              "recorded_at": datetime.now(UTC).isoformat(timespec="seconds"),
+                              "long": LONG}
+    with open(path, "a", encoding="utf-8") as out:
+        out.write(json.dumps(line) + "\n")
+
+
+def assert_clean(outcome: Outcome) -> None:
+    """Fail unless every expected tick was pushed exactly once, none early, none invented."""
+    bad = {name: getattr(outcome, name) for name in
+           ("duplicates", "missed", "early", "unexpected", "watermark_regressions")
+           if getattr(outcome, name)}
+    assert not bad, (
+        f"{outcome.scenario}: {', '.join(f'{k}={v}' for k, v in bad.items())} "
+        f"(expected {outcome.expected} ticks, found {outcome.pushed}, runs {outcome.runs})"
+        + (f"; {outcome.notes}" if outcome.notes else ""))
+
+
+def kiqbeat_state_size(client: redis.Redis, namespace: str = "") -> dict[str, int]:
+    """kiqbeat's own keys -> their size (hash length): should be O(schedules), never O(ticks)."""
+    sizes = {}
+    for key in client.scan_iter(match=f"{namespace}kiqbeat:*", count=1000):
+        name = _text(key)
+        sizes[name] = int(client.hlen(name)) if _text(client.type(name)) == "hash" else 1
+    return sizes
+
+
+def assert_bounded_state(client: redis.Redis, schedules: int, namespace: str = "") -> None:
+    """Fail if kiqbeat keeps more than its two hashes, or more than one field per schedule."""
+    sizes = kiqbeat_state_size(client, namespace)
+    assert set(sizes) <= {keys.watermarks(namespace), keys.first_seen(namespace)}, sizes
+    assert all(size <= schedules for size in sizes.values()), sizes
+
+
+class WatermarkSampler:
+    """Samples HGETALL of the watermarks hash in a thread; counts any field moving back.
+
+    A sample that fails (Redis restarting, refusing) is skipped; a field that vanishes
+    (a non-persistent Redis restarted) starts afresh, and is counted in `resets`.
+    """
+
+    def __init__(self, url: str, namespace: str = "", interval_s: float = 0.02) -> None:
+        self.url, self.key, self.interval_s = url, keys.watermarks(namespace), interval_s
+        self.regressions = self.samples = self.resets = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        last: dict[str, int] = {}
+        with redis.Redis.from_url(self.url, socket_timeout=1, socket_connect_timeout=1) as client:
+            while not self._stop.wait(self.interval_s):
+                try:
+                    now = {_text(k): int(v) for k, v in client.hgetall(self.key).items()}
+                except (redis.RedisError, ValueError):
+                    continue
+                self.samples += 1
+                if len(now) < len(last):
+                    self.resets += 1
+                    last = {}
+                self.regressions += sum(1 for k, v in now.items() if v < last.get(k, v))
+                last = now
+
+    def __enter__(self) -> WatermarkSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def iter_lines(path: str) -> Iterator[dict[str, Any]]:
+    """The JSON lines of a reliability file (for the report generator and tests)."""
+    with open(path, encoding="utf-8") as lines:
+        for line in lines:
+            if line.strip():
+                yield json.loads(line)
