@@ -1,14 +1,17 @@
 """One invocation against Redis: read the clock and marks, plan, push atomically, report.
 
 Round trips: one pipeline (TIME + HMGET of every schedule's mark), then one push-script
-call per chunk — two for an ordinary minute, one when nothing is due.
+call per chunk — two for an ordinary minute, one when nothing is due. Extras, each said
+where it happens: the neighbour check (sidekiq-scheduler, sidekiq-cron) rides in the first
+pipeline whenever a client meets a new config; `wait_replicas` adds a WAIT per push call;
+`sidekiq_scheduler_ui` adds the tab's toggles to the first pipeline and one write after.
 """
 
 from __future__ import annotations
 
 import time
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -19,8 +22,15 @@ import redis
 from redis.commands.core import Script
 
 from kiqbeat import keys
+from kiqbeat import scheduler_ui as ui
 from kiqbeat.connection import scrub, startup_warnings
-from kiqbeat.errors import ConfigError, RedisRefusedError, RedisUnavailableError, StateError
+from kiqbeat.errors import (
+    ConfigError,
+    KiqbeatError,
+    RedisRefusedError,
+    RedisUnavailableError,
+    StateError,
+)
 from kiqbeat.plan import Group, Plan, TickMemo, from_ms, plan_ticks, shard_of
 from kiqbeat.report import PushedJob, Report
 from kiqbeat.schedule import Config
@@ -33,6 +43,8 @@ NOW_TOLERANCE = timedelta(seconds=1)
 # Per client: the registered script, and whether the startup checks have run.
 _scripts: weakref.WeakKeyDictionary[redis.Redis, Script] = weakref.WeakKeyDictionary()
 _memos: weakref.WeakKeyDictionary[redis.Redis, TickMemo] = weakref.WeakKeyDictionary()
+# Per client: the last config whose neighbours passed the check (checked again on a change).
+_checked: weakref.WeakKeyDictionary[redis.Redis, Config] = weakref.WeakKeyDictionary()
 
 
 def _where(client: redis.Redis) -> str:
@@ -78,19 +90,126 @@ def _marks(raw: Sequence[bytes | None], names: Sequence[str], key: str) -> dict[
 
 
 def read_state(
-    client: redis.Redis, namespace: str, names: Sequence[str]
-) -> tuple[datetime, dict[str, int | None]]:
-    """The Redis clock and every schedule's stored mark, in one round trip."""
+    client: redis.Redis,
+    namespace: str,
+    names: Sequence[str],
+    more: Callable[[Any], None] | None = None,
+) -> tuple[datetime, dict[str, int | None], list[Any]]:
+    """The Redis clock, every schedule's stored mark and `more`'s replies, in one round trip.
+
+    `more` queues further reads on the pipeline; their replies come back as they are, an
+    error reply as an exception object, so an optional read cannot sink the invocation.
+    """
     key = keys.watermarks(namespace)
     with redis_errors(client, "reading the clock and watermarks"):
         pipe = client.pipeline(transaction=False)
         pipe.time()
         if names:
             pipe.hmget(key, list(names))
-        replies = pipe.execute()
+        if more is not None:
+            more(pipe)
+        replies = pipe.execute(raise_on_error=False)
+        for command, reply in zip(("TIME", f"HMGET {key}"), replies[:2 if names else 1]):
+            if isinstance(reply, Exception):
+                raise type(reply)(f"{command}: {reply}")
     seconds, micros = replies[0]
     now = datetime.fromtimestamp(seconds, tz=UTC) + timedelta(microseconds=micros)
-    return now, _marks(replies[1] if names else [], names, key)
+    start = 2 if names else 1
+    return now, _marks(replies[1] if names else [], names, key), replies[start:]
+
+
+class _Neighbours:
+    """Reads for the sidekiq-scheduler / sidekiq-cron check and the Recurring Jobs tab.
+
+    Queued on the first pipeline; see `scheduler_ui` for what each key means. The check runs
+    when a client meets a config it has not passed with (so on every cold start and config
+    change); the tab's toggles are read on every invocation when the tab is on.
+    """
+
+    def __init__(self, config: Config, check: bool) -> None:
+        self.config, self.check = config, check
+        self.names = [s.name for s in config.schedules]
+        self.warnings: list[str] = []
+        self.stale: list[str] = []
+
+    def queue(self, pipe: Any) -> None:
+        ns, names = self.config.namespace, self.names
+        if self.check:
+            if self.config.sidekiq_scheduler_ui:
+                pipe.hgetall(ui.schedules_key(ns))
+            elif names:
+                pipe.hmget(ui.schedules_key(ns), names)
+            for name in names:
+                pipe.exists(ui.pushed_key(ns, name))
+            for name in names:
+                pipe.exists(ui.cron_job_key(ns, name))
+        if self.config.sidekiq_scheduler_ui and names:
+            pipe.hmget(ui.states_key(ns), names)
+
+    def apply(self, replies: list[Any]) -> Config:
+        """The config with the tab's toggles applied; raises ConfigError on a conflict."""
+        config, names = self.config, self.names
+        if self.check:
+            has_specs = config.sidekiq_scheduler_ui or bool(names)
+            size = int(has_specs) + 2 * len(names)
+            mine, replies = replies[:size], replies[size:]
+            if any(isinstance(r, Exception) for r in mine):
+                self.warnings.append(
+                    "the check for sidekiq-scheduler and sidekiq-cron jobs of the same names "
+                    f"was skipped: {next(r for r in mine if isinstance(r, Exception))}")
+            else:
+                raw: Any = mine[0] if has_specs else []
+                specs = ({_text(k): v for k, v in raw.items()} if config.sidekiq_scheduler_ui
+                         else dict(zip(names, raw, strict=True)))
+                rest = [bool(r) for r in mine[int(has_specs):]]
+                problems = ui.coexistence_problems(
+                    config, specs=specs,
+                    pushed_recently=dict(zip(names, rest[:len(names)], strict=True)),
+                    cron_jobs=dict(zip(names, rest[len(names):], strict=True)))
+                if problems:
+                    raise ConfigError(problems, source="beside other schedulers")
+                if config.sidekiq_scheduler_ui and config.shard is None:
+                    self.stale = ui.stale_names(specs, config)
+        if config.sidekiq_scheduler_ui and names:
+            states = replies[0]
+            if isinstance(states, Exception):
+                raise StateError(f"reading {ui.states_key(config.namespace)}: {states}")
+            toggles, warnings = ui.read_toggles(dict(zip(names, states, strict=True)))
+            self.warnings += warnings
+            config = ui.with_toggles(config, toggles)
+        return config
+
+    def write_tab(self, client: redis.Redis, config: Config, report: Report) -> None:
+        """Show this invocation in the tab: specs (on a new config), last and next times."""
+        last: dict[str, datetime] = {}
+        for job in report.jobs:
+            last[job.schedule] = max(job.tick, last.get(job.schedule, job.tick))
+        shown = config.schedules if self.check else [
+            s for s in config.schedules if s.name in last]
+        fields = ui.ui_fields(replace(config, schedules=tuple(shown)), last,
+                              {s.name: s.timetable.next_after(report.now) for s in shown})
+        ns = config.namespace
+        pipe: Any = client.pipeline(transaction=False)
+        if self.check and fields.schedules:
+            pipe.hset(ui.schedules_key(ns), mapping=fields.schedules)
+        if self.stale:
+            pipe.hdel(ui.schedules_key(ns), *self.stale)
+            pipe.hdel(ui.last_times_key(ns), *self.stale)
+            pipe.hdel(ui.next_times_key(ns), *self.stale)
+        for key, values in ((ui.last_times_key(ns), fields.last_times),
+                            (ui.next_times_key(ns), fields.next_times)):
+            if values:
+                pipe.hset(key, mapping=values)
+        try:
+            with redis_errors(client, "updating sidekiq-scheduler's Recurring Jobs tab"):
+                pipe.execute()
+        except KiqbeatError as exc:  # the jobs are pushed; the tab catches up next time
+            report.warnings.append(str(exc))
+        report.round_trips += 1
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 def _script(client: redis.Redis) -> Script:
@@ -179,7 +298,7 @@ def select_shard(config: Config, shard: tuple[int, int] | None) -> Config:
         raise ConfigError(f"invalid shard {index}/{count}: "
                           "expected INDEX/COUNT with 0 <= INDEX < COUNT")
     mine = tuple(s for s in config.schedules if shard_of(s.name, count) == index)
-    return replace(config, schedules=mine)
+    return replace(config, schedules=mine, shard=shard)
 
 
 def run(
@@ -203,7 +322,11 @@ def run(
             warnings += startup_warnings(client)
         _memos[client] = TickMemo()
     names = [s.name for s in config.schedules]
-    redis_now, marks = read_state(client, config.namespace, names)
+    neighbours = _Neighbours(config, check=_checked.get(client) != config)
+    redis_now, marks, more = read_state(client, config.namespace, names, neighbours.queue)
+    config = neighbours.apply(more)
+    _checked[client] = neighbours.config
+    warnings += neighbours.warnings
     if now is None:
         now = redis_now
     elif now > redis_now + NOW_TOLERANCE:
@@ -212,6 +335,8 @@ def run(
     report = Report(now=now, schedules=len(names), round_trips=1, warnings=warnings)
     plan = plan_ticks(config, marks, now, _memos[client])
     push(client, plan, config, report, deadline)
+    if config.sidekiq_scheduler_ui:
+        neighbours.write_tab(client, config, report)
     report.duration_s = time.monotonic() - started
     return report
 
@@ -240,7 +365,7 @@ class ScheduleStatus:
 def status(client: redis.Redis, config: Config) -> tuple[datetime, list[ScheduleStatus]]:
     """The Redis clock and each schedule's stored state and next tick; read-only."""
     names = [s.name for s in config.schedules]
-    now, marks = read_state(client, config.namespace, names)
+    now, marks, _ = read_state(client, config.namespace, names)
     seen: list[bytes | str | None] = []
     if names:
         with redis_errors(client, "reading first-seen marks"):

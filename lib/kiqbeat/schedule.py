@@ -68,5 +68,7 @@ class Config:
     # Durability: after each push call, wait until this many replicas hold it (Redis WAIT).
     wait_replicas: int = 0
     wait_timeout_s: float = 1.0
+    # (index, count) when this is one shard's part of a document (`engine.select_shard`).
+    shard: tuple[int, int] | None = None
     # Valid but risky or meaning-changing settings, shown by `validate` and logged once.
     warnings: tuple[str, ...] = ()

@@ -74,6 +74,11 @@ def pushed_key(ns: str, name: str) -> str:
     return f"{ns}sidekiq-scheduler:pushed:{name}"
 
 
+def cron_job_key(ns: str, name: str) -> str:
+    """Hash: sidekiq-cron's job of that name (its poller enqueues every such job)."""
+    return f"{ns}cron_job:{name}"
+
+
 def schedules_changed_key(ns: str) -> str:
     """Sorted set of edited names that a dynamic sidekiq-scheduler reloads; never written here."""
     return f"{ns}schedules_changed"
@@ -225,7 +230,8 @@ def coexistence_problems(
                 f"from sidekiq-scheduler's schedule, then `HDEL {schedules_key(ns)} {name}`")
         if cron_jobs and cron_jobs.get(name):
             problems.append(
-                f"schedule {name!r}: sidekiq-cron has a job of that name (cron_job:{name}); "
+                f"schedule {name!r}: sidekiq-cron has a job of that name "
+                f"({cron_job_key(ns, name)}); "
                 "its poller would push it as well. Remove it from sidekiq-cron "
                 f"(Sidekiq::Cron::Job.destroy({name!r})) before kiqbeat schedules it")
     if config.sidekiq_scheduler_ui:

@@ -1,7 +1,7 @@
 """kiqbeat beside sidekiq-cron and sidekiq-scheduler: what it never writes, and what it refuses.
 
-`scheduler_ui.coexistence_problems` is pure; `found` below does the reads the engine is to
-do in its first round trip (HMGET/HGETALL `schedules`, EXISTS per name), against keys left
+`found` below runs the engine, whose first round trip reads what the check needs
+(HMGET/HGETALL `schedules`, EXISTS per name), against keys left
 the way the real tools leave them: sidekiq-cron's by sidekiq-cron itself (Debian's
 ruby-sidekiq-cron), sidekiq-scheduler's with the same commands its RedisManager sends.
 """
@@ -19,6 +19,7 @@ import redis
 from kiqbeat import scheduler_ui as ui
 from kiqbeat.config import load_config_file, load_config_text
 from kiqbeat.engine import run
+from kiqbeat.errors import ConfigError
 from kiqbeat.schedule import Config
 
 from .harness import Sidekiq
@@ -26,28 +27,21 @@ from .harness import Sidekiq
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
-def _text(key: str | bytes) -> str:
-    return key.decode() if isinstance(key, bytes) else key
-
-
 def found(client: redis.Redis, config: Config) -> list[str]:
-    ns = config.namespace
-    names = [s.name for s in config.schedules]
-    pipe = client.pipeline(transaction=False)
-    if config.sidekiq_scheduler_ui:
-        pipe.hgetall(ui.schedules_key(ns))
-    else:
-        pipe.hmget(ui.schedules_key(ns), names)
-    for name in names:
-        pipe.exists(ui.pushed_key(ns, name))
-    for name in names:
-        pipe.exists(f"{ns}cron_job:{name}")
-    replies = pipe.execute()
-    specs = ({_text(k): v for k, v in replies[0].items()} if config.sidekiq_scheduler_ui
-             else dict(zip(names, replies[0], strict=True)))
-    pushed = dict(zip(names, map(bool, replies[1:1 + len(names)]), strict=True))
-    cron = dict(zip(names, map(bool, replies[1 + len(names):]), strict=True))
-    return ui.coexistence_problems(config, specs=specs, pushed_recently=pushed, cron_jobs=cron)
+    """What the engine refuses to run beside: its ConfigError's problems, or [] when it ran.
+
+    A fresh client each time: the engine checks once per client and config.
+    """
+    kwargs = client.connection_pool.connection_kwargs
+    fresh = redis.Redis(host=kwargs["host"], port=kwargs["port"], db=kwargs.get("db", 0))
+    try:
+        run(fresh, config)
+    except ConfigError as exc:
+        assert exc.source == "beside other schedulers"
+        return exc.problems
+    finally:
+        fresh.close()
+    return []
 
 
 def sidekiq_scheduler_pushed(client: redis.Redis, name: str, at_s: int) -> None:
@@ -138,8 +132,8 @@ sidekiq_scheduler_ui: true
 schedules:
   report: {cron: "0 * * * *", class: ReportWorker}
 """)
-    fields = ui.ui_fields(config, {}, {})
-    redis_client.hset(ui.schedules_key(""), mapping=fields.schedules)
+    assert found(redis_client, config) == []  # the engine writes its entries for the tab
+    assert "report" in redis_client.hgetall(ui.schedules_key(""))
     # Its own entries, even of schedules since removed, are not someone else's.
     redis_client.hset("schedules", "old_kiqbeat_job", json.dumps({"class": "X", "kiqbeat": True}))
     assert found(redis_client, config) == []

@@ -108,23 +108,25 @@ schedules:
     client = sidekiq.client
     minute = sidekiq.redis_now().replace(second=0, microsecond=0)
     assert run(client, config, now=minute - timedelta(seconds=90)).new_schedules == 2
-    write(client, config, ui.ui_fields(config, {}, {}))
+    # The engine wrote the specs: the tab lists both, with their next run.
+    listed = tab(sidekiq, "read")
+    assert listed["tab_toggled"]["next_time"] == (minute - timedelta(seconds=60)).timestamp()
 
     tab(sidekiq, "toggle", "tab_toggled")  # the Disable button
     assert tab(sidekiq, "read")["tab_toggled"]["enabled"] is False
-    paused = ui.with_toggles(config, toggles(client, config))
-    assert {s.name: s.enabled for s in paused.schedules} == {
-        "tab_toggled": False, "tab_untouched": True}
-    during = run(client, paused, now=minute - timedelta(seconds=60))
+    assert toggles(client, config) == {"tab_toggled": False}
+    during = run(client, config, now=minute - timedelta(seconds=60))
     assert [j.schedule for j in during.jobs] == ["tab_untouched"]
 
     tab(sidekiq, "toggle", "tab_toggled")  # the Enable button
     assert tab(sidekiq, "read")["tab_toggled"]["enabled"] is True
-    resumed = ui.with_toggles(config, toggles(client, config))
-    after = run(client, resumed, now=minute)
+    after = run(client, config, now=minute)
     # Only the minute after re-enabling: the paused minute (minute - 60 s) is not backfilled.
     assert sorted((j.schedule, j.tick) for j in after.jobs) == [
         ("tab_toggled", minute), ("tab_untouched", minute)]
+    shown = tab(sidekiq, "read")["tab_toggled"]
+    assert shown["last_time"] == minute.timestamp()
+    assert shown["next_time"] == (minute + timedelta(seconds=60)).timestamp()
 
 
 def test_tab_toggle_can_enable_a_schedule_the_file_disables() -> None:
