@@ -23,7 +23,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import redis
@@ -91,11 +91,12 @@ def jobs_in_redis(client: redis.Redis, namespace: str = "") -> list[dict[str, An
 Schedules = Config | Mapping[str, tuple[str, str]]
 
 
-def timetables(schedules: Schedules) -> dict[str, Timetable]:
-    """Schedule name -> timetable, from a Config or from {name: (cron, zone)}."""
+def timetables(schedules: Schedules) -> dict[str, tuple[Timetable, timedelta]]:
+    """Schedule name -> (timetable, lookahead), from a Config or from {name: (cron, zone)}."""
     if isinstance(schedules, Config):
-        return {s.name: s.timetable for s in schedules.schedules if s.enabled}
-    return {name: parse_cron(cron, tz) for name, (cron, tz) in schedules.items()}
+        return {s.name: (s.timetable, timedelta(seconds=s.lookahead_s))
+                for s in schedules.schedules if s.enabled}
+    return {name: (parse_cron(cron, tz), timedelta(0)) for name, (cron, tz) in schedules.items()}
 
 
 def first_seen(client: redis.Redis, namespace: str = "") -> dict[str, datetime]:
@@ -108,16 +109,18 @@ def expected_ticks(
     client: redis.Redis, schedules: Schedules, *, after: datetime, until: datetime,
     namespace: str = "",
 ) -> dict[str, tuple[str, datetime]]:
-    """jid -> (schedule, tick) for every tick in (max(after, first seen), until].
+    """jid -> (schedule, tick) for every tick in (max(after, first seen), until + lookahead].
 
     A schedule kiqbeat never saw has no expected ticks (and any job of it is unexpected).
+    With `lookahead`, an invocation at `until` has also pushed the ticks up to
+    `until + lookahead` into the schedule set, so those are expected too.
     """
     seen = first_seen(client, namespace)
     out: dict[str, tuple[str, datetime]] = {}
-    for name, timetable in timetables(schedules).items():
+    for name, (timetable, lookahead) in timetables(schedules).items():
         if name not in seen:
             continue
-        for tick in timetable.between(max(after, seen[name]), until):
+        for tick in timetable.between(max(after, seen[name]), until + lookahead):
             out[jid(name, tick)] = (name, tick)
     return out
 
@@ -138,16 +141,25 @@ def check(
     invocation_s: list[float] | None = None,
     namespace: str = "",
     excused: Callable[[str, datetime], bool] | None = None,
+    slack: timedelta = timedelta(0),
     notes: str = "",
     watermark_regressions: int = 0,
 ) -> Outcome:
-    """Judge what Redis holds against the ticks expected in (after, until].
+    """Judge what Redis holds against the ticks expected in (after, until (+ lookahead)].
 
     `excused(schedule, tick)` marks ticks that may legitimately be absent (beyond the
     missed-jobs window, lost with a non-persistent Redis): absent, they are not counted
     expected nor missed; present, they count as pushed (and as duplicates if repeated).
+    `slack` extends the period for runs whose end is not one instant (loops stopped by a
+    signal): ticks in (until, until + slack] may be present or absent.
     """
-    expected = expected_ticks(client, schedules, after=after, until=until, namespace=namespace)
+    expected = expected_ticks(client, schedules, after=after, until=until + slack,
+                              namespace=namespace)
+    horizon = {name: until + ahead for name, (_, ahead) in timetables(schedules).items()}
+    late = excused
+
+    def excused(name: str, tick: datetime) -> bool:
+        return tick > horizon[name] or bool(late and late(name, tick))
     jobs = jobs_in_redis(client, namespace)
     copies = Counter(job.get("jid") for job in jobs)
     early = unexpected = 0
@@ -163,7 +175,7 @@ def check(
             early += _stamp_s(job.get("enqueued_at", 0)) < tick_s - 0.0005
     found = {j for j in expected if copies[j]}
     absent = [expected[j] for j in expected if not copies[j]]
-    excused_absent = sum(1 for name, tick in absent if excused and excused(name, tick))
+    excused_absent = sum(1 for name, tick in absent if excused(name, tick))
     return Outcome(
         scenario=scenario,
         runs=runs,

@@ -1,0 +1,150 @@
+"""Driving real processes for the fault scenarios: kiqbeat invokers, loops and redis-servers."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from kiqbeat.server import free_port, redis_server_path
+
+ROOT = Path(__file__).resolve().parents[2]
+KIQBEAT = str(Path(sys.executable).parent / "kiqbeat")
+
+
+def iso(instant: datetime) -> str:
+    """ISO 8601 with offset, as `--now` wants it."""
+    return instant.isoformat()
+
+
+@dataclass
+class Invocations:
+    """Exit codes and wall times of many invocations, across processes."""
+
+    rcs: list[int] = field(default_factory=list)
+    seconds: list[float] = field(default_factory=list)
+
+
+def run_invokers(
+    config: Path, url: str, nows_per_process: Sequence[Sequence[datetime | None]],
+    *, skew_s: Sequence[float] | None = None, timeout_s: float = 110,
+) -> Invocations:
+    """Start one `tests.faults.invoker` process per list of instants, all racing; collect."""
+    start_at = time.time() + 1.0 + 0.03 * len(nows_per_process)  # after the last one starts
+    procs = []
+    result = Invocations()
+    try:
+        for i, nows in enumerate(nows_per_process):
+            spec = {"config": str(config), "url": url, "start_at": start_at,
+                    "nows": [iso(n) if n else None for n in nows],
+                    "skew_s": skew_s[i] if skew_s else 0}
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "tests.faults.invoker", json.dumps(spec)], cwd=ROOT,
+                text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+        deadline = time.monotonic() + timeout_s
+        for proc in procs:
+            out, err = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
+            assert proc.returncode == 0, f"invoker failed ({proc.returncode}): {err[-2000:]}"
+            got = json.loads(out.strip().splitlines()[-1])
+            result.rcs += got["rcs"]
+            result.seconds += got["seconds"]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+            proc.communicate()
+    return result
+
+
+def run_cli(*args: str, timeout_s: float = 60) -> tuple[int, str, str, float]:
+    """Run the `kiqbeat` command; its exit code, stdout, stderr and wall time."""
+    started = time.perf_counter()
+    done = subprocess.run([KIQBEAT, *args], capture_output=True, text=True, timeout=timeout_s,
+                          check=False)
+    return done.returncode, done.stdout, done.stderr, time.perf_counter() - started
+
+
+def stop(proc: subprocess.Popen[str], sig: int = signal.SIGTERM, timeout_s: float = 10) -> None:
+    """Send `sig` and wait; SIGKILL if it does not exit in time."""
+    if proc.poll() is None:
+        proc.send_signal(sig)
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+class OwnRedis:
+    """A redis-server on a fixed port and directory that survives its own SIGKILL and restart.
+
+    `kiqbeat.server.RedisServer` removes its directory on stop; this keeps it (the test's
+    tmp_path), so a restart finds the AOF. The log is kept for failure messages.
+    """
+
+    def __init__(self, directory: Path, *extra_args: str) -> None:
+        self.dir, self.extra_args, self.port = directory, extra_args, free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        """redis:// URL of database 0."""
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self, timeout_s: float = 10) -> OwnRedis:
+        """Start (or restart) on the same port and directory; wait for PONG."""
+        args = [redis_server_path(), "--port", str(self.port), "--bind", "127.0.0.1",
+                "--save", "", "--appendonly", "no", "--dir", str(self.dir),
+                "--daemonize", "no", *self.extra_args]
+        with open(self.dir / "redis.log", "ab") as log:
+            self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            assert self.process.poll() is None, (self.dir / "redis.log").read_text()[-2000:]
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as sock:
+                    sock.sendall(b"PING\r\n")
+                    if sock.recv(64).startswith(b"+PONG"):
+                        return self
+            except OSError:
+                pass
+            time.sleep(0.02)
+        raise AssertionError(f"redis-server did not answer on {self.port}")
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown, no final fsync, as a crash."""
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()
+            self.process = None
+
+    def close(self) -> None:
+        """Stop for good (SIGTERM)."""
+        if self.process is not None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+            self.process = None
+
+    def __enter__(self) -> OwnRedis:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def env_without_redis() -> dict[str, str]:
+    """The environment minus Redis URL variables, so only --redis-url decides."""
+    return {k: v for k, v in os.environ.items()
+            if k not in ("KIQBEAT_REDIS_URL", "REDIS_URL")}

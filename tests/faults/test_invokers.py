@@ -1,0 +1,171 @@
+"""Many racing invokers, real-time loops and skewed host clocks: each tick pushed exactly once."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import redis
+
+from kiqbeat.config import load_config_file
+from tests.integration.helpers import redis_now
+
+from .drive import KIQBEAT, ROOT, run_cli, run_invokers, stop
+from .harness import (
+    LONG,
+    WatermarkSampler,
+    assert_bounded_state,
+    assert_clean,
+    check,
+    record,
+)
+
+# Every minute, every five, a fixed-time and a wildcard zoned cron around New York's
+# fall-back night (05:xx UTC is 01:xx EDT, 06:xx UTC is 01:xx EST), and seconds with lookahead.
+MIXED = """
+missed_jobs_window: 24h
+schedules:
+  minutely: {cron: "* * * * *", class: MinuteJob}
+  five: {cron: "*/5 * * * *", class: FiveJob, queue: reports}
+  ny_fixed: {cron: "30 1 * * *", tz: America/New_York, class: NightlyJob}
+  ny_wild: {cron: "*/20 1 * * * America/New_York", class: NightOwlJob}
+  seconds: {cron: "*/20 * * * * *", class: FastJob, queue: fast, lookahead: 30s}
+"""
+FALL_BACK_START = datetime(2025, 11, 2, 4, 0, tzinfo=UTC)
+
+
+def _walks(
+    start: datetime, end: datetime, processes: int, steps: int, rng: random.Random
+) -> list[list[datetime]]:
+    """Per process, `steps` instants walking (start, end] in order, each jittered ±1 step."""
+    span = (end - start) / steps
+    walks = []
+    for _ in range(processes):
+        nows = [min(end, max(start + timedelta(seconds=1),
+                             start + span * (k + rng.uniform(0, 2)))) for k in range(steps)]
+        walks.append(sorted(nows))
+    return walks
+
+
+@pytest.mark.timeout(180)
+def test_fifty_concurrent_invokers_push_each_tick_exactly_once(
+    redis_url: str, client: redis.Redis, config_file: Callable[[str], Path]
+) -> None:
+    """50 processes replaying a DST night at random offsets, racing: every tick once."""
+    path = config_file(MIXED)
+    cfg = load_config_file(path)
+    minutes = 24 * 60 if LONG else 240
+    start, end = FALL_BACK_START, FALL_BACK_START + timedelta(minutes=minutes)
+    steps = 200 if LONG else 40
+    rc, _, err, seed_s = run_cli("run-once", "--config", str(path), "--redis-url", redis_url,
+                                 "--now", start.isoformat())
+    assert rc == 0, err
+    with WatermarkSampler(redis_url) as sampler:
+        done = run_invokers(path, redis_url, _walks(start, end, 50, steps, random.Random(6)))
+    # Walks stop anywhere in the last step; one more invocation at the end closes the period.
+    rc, _, err, last_s = run_cli("run-once", "--config", str(path), "--redis-url", redis_url,
+                                 "--now", end.isoformat())
+    assert rc == 0, err
+    assert set(done.rcs) == {0}
+    outcome = check(client, cfg, after=start, until=end, scenario="50 concurrent invokers",
+                    runs=len(done.rcs) + 2, invocation_s=[seed_s, *done.seconds, last_s],
+                    watermark_regressions=sampler.regressions,
+                    notes=f"{minutes} simulated minutes over New York's fall-back night, "
+                          f"{steps} invocations per process, {sampler.samples} watermark samples")
+    record(outcome)
+    assert_clean(outcome)
+    assert outcome.expected > minutes  # the period really had ticks
+    assert_bounded_state(client, len(cfg.schedules))
+
+
+REALTIME = """
+missed_jobs_window: 1h
+schedules:
+  two_seconds: {cron: "*/2 * * * * *", class: TwoSecondJob, lookahead: 10s}
+  minutely: {cron: "* * * * *", class: MinuteJob}
+"""
+
+
+def _loops(path: Path, url: str, copies: int, seconds: float, sampler_url: str,
+           skew_s: list[float] | None = None) -> tuple[datetime, datetime, int, int]:
+    """Run `copies` `kiqbeat run` loops for `seconds`, SIGTERM them; (start, stop, regress, n)."""
+    with redis.Redis.from_url(url) as probe:
+        started = redis_now(probe)
+    procs: list[subprocess.Popen[str]] = []
+    with WatermarkSampler(sampler_url) as sampler:
+        try:
+            for i in range(copies):
+                argv = [KIQBEAT, "run", "--config", str(path), "--redis-url", url]
+                if skew_s:
+                    argv = [sys.executable, "-c", _SKEWED_RUN,
+                            str(skew_s[i]), *argv[1:]]
+                procs.append(subprocess.Popen(argv, cwd=ROOT, text=True,
+                                              stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+            time.sleep(seconds)
+        finally:
+            for proc in procs:
+                stop(proc)
+        for proc in procs:
+            _, err = proc.communicate()
+            assert proc.returncode == 0, err[-2000:]
+            assert "invocation failed" not in err, err[-2000:]
+    with redis.Redis.from_url(url) as probe:
+        stopped = redis_now(probe)
+    return started, stopped, sampler.regressions, sampler.samples
+
+
+# A child with its host clock shifted by argv[1] seconds, then the real CLI's `main`.
+_SKEWED_RUN = (
+    "import sys, datetime, time_machine\n"
+    "from kiqbeat.cli import main\n"
+    "skew = datetime.timedelta(seconds=float(sys.argv[1]))\n"
+    "with time_machine.travel(skew, tick=True):\n"
+    "    sys.exit(main(sys.argv[2:]))\n"
+)
+
+
+@pytest.mark.timeout(90)
+def test_realtime_loops_push_each_seconds_tick_once_and_never_early(
+    redis_url: str, client: redis.Redis, config_file: Callable[[str], Path]
+) -> None:
+    """Four `kiqbeat run` loops on the wall clock, stopped by SIGTERM: once, never early."""
+    path = config_file(REALTIME)
+    seconds = 60.0 if LONG else 16.0
+    started, stopped, regressions, samples = _loops(path, redis_url, 4, seconds, redis_url)
+    # The last loop invocation ran within ~1 s of the stop and pushed 10 s ahead; ticks up to
+    # 2 s before the stop (plus the lookahead) must all be there.
+    outcome = check(client, load_config_file(path), after=started,
+                    until=stopped - timedelta(seconds=2), slack=timedelta(seconds=4),
+                    scenario="4 real-time `kiqbeat run` loops", runs=4,
+                    watermark_regressions=regressions,
+                    notes=f"{seconds:.0f} s of wall clock, */2 s schedule with 10 s lookahead "
+                          f"and a minutely one; {samples} watermark samples")
+    record(outcome)
+    assert_clean(outcome)
+    assert outcome.expected >= seconds / 2 - 3
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("skew_min", [-10, 10])
+def test_skewed_host_clocks_never_push_early(
+    redis_url: str, client: redis.Redis, config_file: Callable[[str], Path], skew_min: int
+) -> None:
+    """Loops whose host clock is 10 minutes off: Redis TIME decides, nothing early or twice."""
+    path = config_file(REALTIME)
+    seconds = 30.0 if LONG else 8.0
+    started, stopped, regressions, _ = _loops(
+        path, redis_url, 2, seconds, redis_url, skew_s=[skew_min * 60.0, 0.0])
+    cfg = load_config_file(path)
+    outcome = check(client, cfg, after=started, until=stopped - timedelta(seconds=2),
+                    slack=timedelta(seconds=4),
+                    scenario=f"host clock {skew_min:+d} min (one of two loops)", runs=2,
+                    watermark_regressions=regressions,
+                    notes=f"{seconds:.0f} s; time-machine shifts the kiqbeat process's clock only")
+    record(outcome)
+    assert_clean(outcome)
