@@ -20,11 +20,12 @@ from tests.integration.helpers import minute_floor, redis_now
 from .drive import KIQBEAT, run_cli
 from .harness import LONG, WatermarkSampler, assert_bounded_state, assert_clean, check, record
 
-# Six hours of an every-second schedule is 21,600 ticks: 22 push calls of at most 1,000.
+# Six hours of two every-second schedules is 43,200 ticks: 44 push calls of at most 1,000.
 CATCH_UP = """
 missed_jobs_window: 7h
 schedules:
   every_second: {cron: "* * * * * *", class: SecondJob, queue: busy}
+  also_every_second: {cron: "* * * * * *", class: OtherSecondJob}
   minutely: {cron: "* * * * *", class: MinuteJob}
 """
 ROUND = timedelta(hours=6)
@@ -33,6 +34,17 @@ ROUND = timedelta(hours=6)
 def _mark(client: redis.Redis, name: str) -> int:
     raw = client.hget(keys.watermarks(""), name)
     return int(raw) if raw is not None else 0
+
+
+def _wait_part_way(client: redis.Redis, until: datetime, procs: list[subprocess.Popen[bytes]],
+                   timeout_s: float = 10.0) -> None:
+    """Return once the catch-up to `until` has begun but not finished, or all procs exited."""
+    lower, upper = to_ms(until - ROUND), to_ms(until)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and any(p.poll() is None for p in procs):
+        if lower < _mark(client, "every_second") < upper:
+            return
+        time.sleep(0.001)
 
 
 @pytest.mark.timeout(240)
@@ -55,10 +67,17 @@ def test_sigkill_mid_catch_up_then_a_later_run_completes_without_duplicate_or_mi
         for r in range(1, rounds + 1):
             until = start + ROUND * r
             argv = [KIQBEAT, *base, "--now", until.isoformat()]
-            for _ in range(attempts):
+            for attempt in range(attempts):
                 procs = [subprocess.Popen(argv, stdout=subprocess.DEVNULL,
                                           stderr=subprocess.DEVNULL) for _ in range(3)]
-                delays = sorted(rng.uniform(0.2, 2.5) for _ in procs)
+                runs += len(procs)
+                # Odd attempts: kill at random instants. Even ones: watch the watermark and
+                # kill as soon as the catch-up is part-way, i.e. between two script calls.
+                if attempt % 2:
+                    delays = sorted(rng.uniform(0.3, 1.5) for _ in procs)
+                else:
+                    _wait_part_way(client, until, procs)
+                    delays = sorted(rng.uniform(0, 0.03) for _ in procs)
                 began = time.monotonic()
                 for proc, delay in zip(procs, delays, strict=True):
                     time.sleep(max(0.0, began + delay - time.monotonic()))
@@ -66,7 +85,6 @@ def test_sigkill_mid_catch_up_then_a_later_run_completes_without_duplicate_or_mi
                         proc.kill()
                         kills += 1
                     proc.wait()
-                runs += len(procs)
                 partial += to_ms(until - ROUND) < _mark(client, "every_second") < to_ms(until)
             rc, _, err, took = run_cli(*base, "--now", until.isoformat())
             assert rc == 0, err
@@ -75,14 +93,14 @@ def test_sigkill_mid_catch_up_then_a_later_run_completes_without_duplicate_or_mi
     outcome = check(client, load_config_file(path), after=start, until=start + ROUND * rounds,
                     scenario="SIGKILL mid catch-up (3 racing processes per attempt)", runs=runs,
                     invocation_s=seconds, watermark_regressions=sampler.regressions,
-                    notes=f"{rounds} catch-ups of 6 h of an every-second schedule "
-                          f"(21,600 ticks, 22 script calls each); {kills} processes killed; "
+                    notes=f"{rounds} catch-ups of 6 h of two every-second schedules "
+                          f"(43,200 ticks, 44 script calls each); {kills} processes killed; "
                           f"{partial} of {rounds * attempts} attempts left a catch-up part-done; "
                           "invocation times are the completing runs")
     record(outcome)
     assert_clean(outcome)
-    assert outcome.expected >= rounds * 21_600
-    assert_bounded_state(client, 2)
+    assert outcome.expected >= rounds * 43_200
+    assert_bounded_state(client, 3)
 
 
 def _loop(path: Path, url: str) -> subprocess.Popen[bytes]:
