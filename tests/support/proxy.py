@@ -3,6 +3,8 @@
 `drop_reply_after(b"EVALSHA")` lets the next request containing that word reach Redis
 (so the command runs), then closes the client's connection instead of forwarding the
 reply: exactly the "did my write happen?" ambiguity a retry must survive.
+`delay_reply_after(b"EVALSHA", 2.5)` lets the command run and holds its reply back for
+2.5 s, beyond kiqbeat's 2 s socket timeout: the client gives up, the write happened.
 """
 
 from __future__ import annotations
@@ -26,6 +28,10 @@ class FaultProxy:
         self._lock = threading.Lock()
         self._drop_word: bytes | None = None
         self._drops_left = 0
+        self._delay_word: bytes | None = None
+        self._delays_left = 0
+        self._delay_once_s = 0.0
+        self.delayed = 0
         self.delay_s = 0.0
         self.dropped = 0
         self.requests = 0
@@ -41,6 +47,19 @@ class FaultProxy:
         """The next `times` requests containing `word` run on Redis, but their reply is lost."""
         with self._lock:
             self._drop_word, self._drops_left = word, times
+
+    def delay_reply_after(self, word: bytes, delay_s: float, times: int = 1) -> None:
+        """The next `times` requests containing `word` run on Redis; replies wait `delay_s`."""
+        with self._lock:
+            self._delay_word, self._delays_left, self._delay_once_s = word, times, delay_s
+
+    def _delay_for(self, request: bytes) -> float:
+        with self._lock:
+            if self._delay_word is not None and self._delays_left and self._delay_word in request:
+                self._delays_left -= 1
+                self.delayed += 1
+                return self._delay_once_s
+            return 0.0
 
     def _should_drop(self, request: bytes) -> bool:
         with self._lock:
@@ -61,6 +80,7 @@ class FaultProxy:
     def _serve(self, client: socket.socket) -> None:
         upstream = socket.create_connection(("127.0.0.1", self.target_port))
         drop_next_reply = False
+        hold_next_reply_s = 0.0
         try:
             while not self._closed.is_set():
                 ready, _, _ = select.select([client, upstream], [], [], 0.2)
@@ -72,13 +92,15 @@ class FaultProxy:
                         with self._lock:
                             self.requests += 1
                         drop_next_reply = drop_next_reply or self._should_drop(data)
+                        hold_next_reply_s = hold_next_reply_s or self._delay_for(data)
                         upstream.sendall(data)
                     else:
                         if drop_next_reply:
                             # Let Redis finish the command, then vanish without a reply.
                             return
-                        if self.delay_s:
-                            time.sleep(self.delay_s)
+                        if self.delay_s or hold_next_reply_s:
+                            time.sleep(self.delay_s + hold_next_reply_s)
+                            hold_next_reply_s = 0.0
                         client.sendall(data)
         except OSError:
             return
