@@ -54,7 +54,7 @@ def _run(path: Path, url: str, now: datetime) -> tuple[int, str, float]:
     return rc, err, took
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(300 if LONG else 120)
 def test_lost_and_late_replies_are_retried_without_duplicates(
     redis_url: str, client: redis.Redis, proxy: FaultProxy,
     config_file: Callable[[str], Path],
@@ -62,7 +62,7 @@ def test_lost_and_late_replies_are_retried_without_duplicates(
     """Each minute, the push reply is lost 1–4 times or held past the timeout: still once."""
     path = config_file(SCHEDULES)
     rng = random.Random(4)
-    steps = 40 if LONG else 10
+    steps = 30 if LONG else 10
     start = minute_floor(redis_now(client)) - timedelta(minutes=steps + 1)
     rc, err, _ = _run(path, redis_url, start)
     assert rc == 0, err

@@ -53,7 +53,7 @@ def _walks(
     return walks
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(360 if LONG else 180)
 def test_fifty_concurrent_invokers_push_each_tick_exactly_once(
     redis_url: str, client: redis.Redis, config_file: Callable[[str], Path]
 ) -> None:
@@ -67,7 +67,8 @@ def test_fifty_concurrent_invokers_push_each_tick_exactly_once(
                                  "--now", start.isoformat())
     assert rc == 0, err
     with WatermarkSampler(redis_url) as sampler:
-        done = run_invokers(path, redis_url, _walks(start, end, 50, steps, random.Random(6)))
+        done = run_invokers(path, redis_url, _walks(start, end, 50, steps, random.Random(6)),
+                            timeout_s=300 if LONG else 110)
     # Walks stop anywhere in the last step; one more invocation at the end closes the period.
     rc, _, err, last_s = run_cli("run-once", "--config", str(path), "--redis-url", redis_url,
                                  "--now", end.isoformat())
