@@ -134,8 +134,9 @@ def _decode(text: str, source: str) -> tuple[object, list[str]]:
     if "<%" in text:
         raise ConfigError("the document contains ERB tags (<% %>), which kiqbeat does not "
                           "evaluate; render it to plain YAML first", source=source)
-    loader = _Loader(text)
+    loader = None
     try:
+        loader = _Loader(text)  # its reader refuses non-printable characters at once
         return loader.get_single_data(), loader.duplicates
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
@@ -145,7 +146,8 @@ def _decode(text: str, source: str) -> tuple[object, list[str]]:
     except yaml.YAMLError as exc:
         raise ConfigError(f"invalid YAML: {exc}", source=source) from exc
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def load_config_text(text: str, *, source: str = "") -> Config:
