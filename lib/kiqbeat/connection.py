@@ -8,15 +8,17 @@ up fast and lets the next invocation catch up: 2 s socket timeouts, 2 retries.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 
 import redis
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 from redis.sentinel import Sentinel
 
-from kiqbeat.errors import ConfigError
+from kiqbeat.errors import ConfigError, RedisRefusedError, RedisUnavailableError, StateError
 
 DEFAULT_TIMEOUT_S = 2.0
 DEFAULT_RETRIES = 2
@@ -32,16 +34,28 @@ except ImportError:
 
 
 def scrub(url: str) -> str:
-    """The URL with any password replaced by ***, safe for logs and error messages."""
-    return re.sub(r"(//[^:/@]*:)[^@/]*@", r"\1***@", url)
+    """The URL with any password replaced by ***, safe for logs and error messages.
+
+    Everything between `//` and the last `@` before the query is credentials, whatever
+    characters the password holds; a `password=` query parameter is masked too.
+    """
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    base, qmark, query = rest.partition("?")
+    if "@" in base:
+        userinfo, host = base.rsplit("@", 1)
+        user, colon, _ = userinfo.partition(":")
+        base = f"{user}:***@{host}" if colon else f"***@{host}"
+    query = re.sub(r"(^|&)(password=)[^&]*", r"\1\2***", query)
+    return f"{scheme}://{base}{qmark}{query}"
+
+
+_TLS_PARAMS = ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "ssl_cert_reqs")
 
 
 def _tls_options(query: dict[str, list[str]]) -> dict[str, Any]:
-    options: dict[str, Any] = {}
-    for name in ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "ssl_cert_reqs"):
-        if name in query:
-            options[name] = query[name][-1]
-    return options
+    return {name: query[name][-1] for name in _TLS_PARAMS if name in query}
 
 
 def connect(
@@ -62,11 +76,17 @@ def connect(
     parts = urlsplit(url)
     query = parse_qs(parts.query)
     if parts.scheme in ("redis", "rediss", "unix"):
+        # redis-py reads db, username, password... from the query; the TLS files go as
+        # arguments (its URL parser would pass them as strings it does not expect).
+        rest = urlencode([(k, v) for k, vs in query.items() if k not in _TLS_PARAMS for v in vs])
+        base = url.split("?", 1)[0] + (f"?{rest}" if rest else "")
         try:
-            base = url.split("?", 1)[0]
             return redis.Redis.from_url(base, **common, **_tls_options(query))
-        except ValueError as exc:
-            raise ConfigError(f"invalid Redis URL {scrub(url)!r}: {exc}") from exc
+        except ValueError:
+            # redis-py's message can quote the password (e.g. as a port): not shown.
+            raise ConfigError(f"invalid Redis URL {scrub(url)!r}: expected "
+                              "redis[s]://[user:password@]host[:port][/db], with special "
+                              "characters in the password percent-encoded") from None
     if parts.scheme in ("redis+sentinel", "rediss+sentinel"):
         path = [p for p in parts.path.split("/") if p]
         if not path:
@@ -96,9 +116,15 @@ def connect(
 
 
 def startup_warnings(client: redis.Redis) -> list[str]:
-    """Risks worth a warning, found once per client: old Redis, eviction, Cluster."""
+    """Risks worth a warning, found once per client (one round trip): old Redis, eviction,
+    Cluster."""
     try:
-        info = client.info("server") | client.info("memory") | client.info("cluster")
+        pipe = client.pipeline(transaction=False)
+        for section in ("server", "memory", "cluster"):
+            pipe.info(section)
+        info: dict[str, Any] = {}
+        for reply in pipe.execute():
+            info |= reply
     except redis.ResponseError as exc:
         return [f"startup checks skipped: INFO refused ({exc}); grant +info to check "
                 "the Redis version and maxmemory-policy"]
@@ -115,3 +141,35 @@ def startup_warnings(client: redis.Redis) -> list[str]:
         warnings.append("Redis Cluster is not supported (nor is it by Sidekiq): "
                         "kiqbeat's push script touches keys in several slots")
     return warnings
+
+
+def _where(client: redis.Redis) -> str:
+    kwargs = client.connection_pool.connection_kwargs
+    if "host" in kwargs:
+        return f"{kwargs.get('host')}:{kwargs.get('port')}/{kwargs.get('db', 0)}"
+    return scrub(repr(client.connection_pool))
+
+
+@contextmanager
+def redis_errors(client: redis.Redis, doing: str) -> Iterator[None]:
+    """Turn redis-py's exceptions into kiqbeat's, naming what was being done and where."""
+    try:
+        yield
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        raise RedisUnavailableError(f"Redis at {_where(client)} unavailable while {doing}: "
+                                    f"{scrub(str(exc))}") from exc
+    except redis.ResponseError as exc:
+        text = str(exc)
+        if "KIQBEAT_NOPERM " in text:
+            detail = text.split("KIQBEAT_NOPERM ", 1)[1].split(" script:", 1)[0]
+            raise RedisRefusedError(f"Redis at {_where(client)} refused {doing}: {detail}; "
+                                    "nothing was pushed by this call") from exc
+        for tag in ("KIQBEAT_GARBLED ", "KIQBEAT_WRONGTYPE "):
+            if tag in text:
+                detail = text.split(tag, 1)[1].split(" script:", 1)[0]
+                raise StateError(f"{detail}; nothing was pushed by this call "
+                                 "(fix or delete the key)") from exc
+        if "WRONGTYPE" in text:  # a pipeline's error names the command and so the key
+            raise StateError(f"a key has the wrong type while {doing}: {text}; "
+                             "nothing was pushed (fix or delete the key)") from exc
+        raise RedisRefusedError(f"Redis at {_where(client)} refused {doing}: {text}") from exc

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import time
 import weakref
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from importlib.resources import files
@@ -22,56 +21,21 @@ import redis
 from redis.commands.core import Script
 
 from kiqbeat import keys
-from kiqbeat import scheduler_ui as ui
-from kiqbeat.connection import scrub, startup_warnings
-from kiqbeat.errors import (
-    ConfigError,
-    KiqbeatError,
-    RedisRefusedError,
-    RedisUnavailableError,
-    StateError,
-)
+from kiqbeat.connection import redis_errors, startup_warnings
+from kiqbeat.errors import ConfigError, DeadlineError, KiqbeatError, StateError
+from kiqbeat.neighbours import Neighbours
 from kiqbeat.plan import Group, Plan, TickMemo, from_ms, plan_ticks, shard_of
 from kiqbeat.report import PushedJob, Report
 from kiqbeat.schedule import Config
 
 PUSH_LUA = files("kiqbeat").joinpath("push.lua").read_text()
 DEFAULT_DEADLINE_S = 40.0
-# A --now this far past the Redis clock is refused: it would push ticks early.
-NOW_TOLERANCE = timedelta(seconds=1)
 
-# Per client: the registered script, and whether the startup checks have run.
+# Per client: the registered script; the tick memo (its presence: startup checks done).
 _scripts: weakref.WeakKeyDictionary[redis.Redis, Script] = weakref.WeakKeyDictionary()
 _memos: weakref.WeakKeyDictionary[redis.Redis, TickMemo] = weakref.WeakKeyDictionary()
 # Per client: the last config whose neighbours passed the check (checked again on a change).
 _checked: weakref.WeakKeyDictionary[redis.Redis, Config] = weakref.WeakKeyDictionary()
-
-
-def _where(client: redis.Redis) -> str:
-    kwargs = client.connection_pool.connection_kwargs
-    if "host" in kwargs:
-        return f"{kwargs.get('host')}:{kwargs.get('port')}/{kwargs.get('db', 0)}"
-    return scrub(repr(client.connection_pool))
-
-
-@contextmanager
-def redis_errors(client: redis.Redis, doing: str) -> Iterator[None]:
-    """Turn redis-py's exceptions into kiqbeat's, naming what was being done and where."""
-    try:
-        yield
-    except (redis.ConnectionError, redis.TimeoutError) as exc:
-        raise RedisUnavailableError(f"Redis at {_where(client)} unavailable while {doing}: "
-                                    f"{scrub(str(exc))}") from exc
-    except redis.ResponseError as exc:
-        text = str(exc)
-        for tag in ("KIQBEAT_GARBLED ", "KIQBEAT_WRONGTYPE "):
-            if tag in text:
-                detail = text.split(tag, 1)[1].split(" script:", 1)[0]
-                raise StateError(f"{detail}; nothing was pushed (fix or delete the key)") from exc
-        if "WRONGTYPE" in text:  # a pipeline's error names the command and so the key
-            raise StateError(f"a key has the wrong type while {doing}: {text}; "
-                             "nothing was pushed (fix or delete the key)") from exc
-        raise RedisRefusedError(f"Redis at {_where(client)} refused {doing}: {text}") from exc
 
 
 def _marks(raw: Sequence[bytes | None], names: Sequence[str], key: str) -> dict[str, int | None]:
@@ -109,107 +73,14 @@ def read_state(
         if more is not None:
             more(pipe)
         replies = pipe.execute(raise_on_error=False)
-        for command, reply in zip(("TIME", f"HMGET {key}"), replies[:2 if names else 1]):
+        commands = ("TIME", f"HMGET {key}")[:2 if names else 1]
+        for command, reply in zip(commands, replies, strict=False):
             if isinstance(reply, Exception):
                 raise type(reply)(f"{command}: {reply}")
     seconds, micros = replies[0]
     now = datetime.fromtimestamp(seconds, tz=UTC) + timedelta(microseconds=micros)
     start = 2 if names else 1
     return now, _marks(replies[1] if names else [], names, key), replies[start:]
-
-
-class _Neighbours:
-    """Reads for the sidekiq-scheduler / sidekiq-cron check and the Recurring Jobs tab.
-
-    Queued on the first pipeline; see `scheduler_ui` for what each key means. The check runs
-    when a client meets a config it has not passed with (so on every cold start and config
-    change); the tab's toggles are read on every invocation when the tab is on.
-    """
-
-    def __init__(self, config: Config, check: bool) -> None:
-        self.config, self.check = config, check
-        self.names = [s.name for s in config.schedules]
-        self.warnings: list[str] = []
-        self.stale: list[str] = []
-
-    def queue(self, pipe: Any) -> None:
-        ns, names = self.config.namespace, self.names
-        if self.check:
-            if self.config.sidekiq_scheduler_ui:
-                pipe.hgetall(ui.schedules_key(ns))
-            elif names:
-                pipe.hmget(ui.schedules_key(ns), names)
-            for name in names:
-                pipe.exists(ui.pushed_key(ns, name))
-            for name in names:
-                pipe.exists(ui.cron_job_key(ns, name))
-        if self.config.sidekiq_scheduler_ui and names:
-            pipe.hmget(ui.states_key(ns), names)
-
-    def apply(self, replies: list[Any]) -> Config:
-        """The config with the tab's toggles applied; raises ConfigError on a conflict."""
-        config, names = self.config, self.names
-        if self.check:
-            has_specs = config.sidekiq_scheduler_ui or bool(names)
-            size = int(has_specs) + 2 * len(names)
-            mine, replies = replies[:size], replies[size:]
-            if any(isinstance(r, Exception) for r in mine):
-                self.warnings.append(
-                    "the check for sidekiq-scheduler and sidekiq-cron jobs of the same names "
-                    f"was skipped: {next(r for r in mine if isinstance(r, Exception))}")
-            else:
-                raw: Any = mine[0] if has_specs else []
-                specs = ({_text(k): v for k, v in raw.items()} if config.sidekiq_scheduler_ui
-                         else dict(zip(names, raw, strict=True)))
-                rest = [bool(r) for r in mine[int(has_specs):]]
-                problems = ui.coexistence_problems(
-                    config, specs=specs,
-                    pushed_recently=dict(zip(names, rest[:len(names)], strict=True)),
-                    cron_jobs=dict(zip(names, rest[len(names):], strict=True)))
-                if problems:
-                    raise ConfigError(problems, source="beside other schedulers")
-                if config.sidekiq_scheduler_ui and config.shard is None:
-                    self.stale = ui.stale_names(specs, config)
-        if config.sidekiq_scheduler_ui and names:
-            states = replies[0]
-            if isinstance(states, Exception):
-                raise StateError(f"reading {ui.states_key(config.namespace)}: {states}")
-            toggles, warnings = ui.read_toggles(dict(zip(names, states, strict=True)))
-            self.warnings += warnings
-            config = ui.with_toggles(config, toggles)
-        return config
-
-    def write_tab(self, client: redis.Redis, config: Config, report: Report) -> None:
-        """Show this invocation in the tab: specs (on a new config), last and next times."""
-        last: dict[str, datetime] = {}
-        for job in report.jobs:
-            last[job.schedule] = max(job.tick, last.get(job.schedule, job.tick))
-        shown = config.schedules if self.check else [
-            s for s in config.schedules if s.name in last]
-        fields = ui.ui_fields(replace(config, schedules=tuple(shown)), last,
-                              {s.name: s.timetable.next_after(report.now) for s in shown})
-        ns = config.namespace
-        pipe: Any = client.pipeline(transaction=False)
-        if self.check and fields.schedules:
-            pipe.hset(ui.schedules_key(ns), mapping=fields.schedules)
-        if self.stale:
-            pipe.hdel(ui.schedules_key(ns), *self.stale)
-            pipe.hdel(ui.last_times_key(ns), *self.stale)
-            pipe.hdel(ui.next_times_key(ns), *self.stale)
-        for key, values in ((ui.last_times_key(ns), fields.last_times),
-                            (ui.next_times_key(ns), fields.next_times)):
-            if values:
-                pipe.hset(key, mapping=values)
-        try:
-            with redis_errors(client, "updating sidekiq-scheduler's Recurring Jobs tab"):
-                pipe.execute()
-        except KiqbeatError as exc:  # the jobs are pushed; the tab catches up next time
-            report.warnings.append(str(exc))
-        report.round_trips += 1
-
-
-def _text(value: str | bytes) -> str:
-    return value.decode() if isinstance(value, bytes) else value
 
 
 def _script(client: redis.Redis) -> Script:
@@ -225,11 +96,12 @@ def _push_chunk(
     queue_index: dict[str, int] = {}
     argv: list[str | int] = []
     for group in chunk:
-        argv += [group.name, group.mark_ms, group.missed, group.skipped, len(group.jobs)]
+        queue = next((job.queue for job in group.jobs if job.queue is not None), None)
+        target = 0 if queue is None else queue_index.setdefault(queue, len(queue_index) + 1)
+        argv += [group.name, f"{group.mark_ms} {group.missed} {group.skipped} "
+                             f"{len(group.jobs)} {target} {int(group.new)}"]
         for job in group.jobs:
-            target = (0 if job.queue is None
-                      else queue_index.setdefault(job.queue, len(queue_index) + 1))
-            argv += [job.tick_ms, target, job.payload]
+            argv += [job.tick_ms if job.queue is not None else -job.tick_ms, job.payload]
     queue_names = list(queue_index)
     script_keys = [keys.watermarks(namespace), keys.first_seen(namespace), keys.queues(namespace),
                    keys.schedule(namespace), *(keys.queue(namespace, q) for q in queue_names)]
@@ -265,10 +137,16 @@ def push(client: redis.Redis, plan: Plan, config: Config, report: Report, deadli
     now = from_ms(plan.now_ms)
     for chunk in plan.chunks():
         if time.monotonic() > deadline:
-            raise RedisUnavailableError(
+            raise DeadlineError(
                 f"invocation deadline passed after {report.chunks} push calls "
                 f"({report.pushed} jobs pushed); the next invocation pushes the rest")
-        counts, flags = _push_chunk(client, namespace, plan.now_ms, chunk)
+        try:
+            counts, flags = _push_chunk(client, namespace, plan.now_ms, chunk)
+        except KiqbeatError as exc:
+            if not report.pushed:
+                raise
+            raise type(exc)(f"{exc}; before this, {report.pushed} jobs were pushed by "
+                            f"{report.chunks} earlier calls, with their watermarks") from exc
         report.chunks += 1
         report.round_trips += 1
         pushed, already, missed, skipped, new = (int(c) for c in counts)
@@ -322,14 +200,15 @@ def run(
             warnings += startup_warnings(client)
         _memos[client] = TickMemo()
     names = [s.name for s in config.schedules]
-    neighbours = _Neighbours(config, check=_checked.get(client) != config)
+    last = _checked.get(client)
+    neighbours = Neighbours(config, check=last is not config and last != config)
     redis_now, marks, more = read_state(client, config.namespace, names, neighbours.queue)
     config = neighbours.apply(more)
     _checked[client] = neighbours.config
     warnings += neighbours.warnings
     if now is None:
         now = redis_now
-    elif now > redis_now + NOW_TOLERANCE:
+    elif now > redis_now:
         raise ConfigError(f"--now {now.isoformat()} is later than the Redis clock "
                           f"{redis_now.isoformat()}: that would push ticks early")
     report = Report(now=now, schedules=len(names), round_trips=1, warnings=warnings)

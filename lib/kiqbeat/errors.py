@@ -33,6 +33,10 @@ class RedisUnavailableError(KiqbeatError):
     """Redis could not be reached, or did not answer within the deadline."""
 
 
+class DeadlineError(KiqbeatError):
+    """The invocation ran out of time; what it pushed stays pushed, the next one does the rest."""
+
+
 class RedisRefusedError(KiqbeatError):
     """Redis answered with an error: no permission, out of memory, a read-only replica."""
 

@@ -17,7 +17,9 @@ copies whose configs briefly differ during a deploy still agree on it.
 from __future__ import annotations
 
 import json
+import re
 import uuid
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from hashlib import blake2b
 from typing import Any
@@ -129,3 +131,56 @@ def job_json(
 ) -> str:
     """The compact JSON of `job_payload`: the exact bytes pushed to Redis."""
     return _encode(job_payload(schedule, tick, enqueued_at=enqueued_at, created_at=created_at))
+
+
+# Stand-ins for the per-tick parts of a job; control characters keep them out of real values,
+# and `job_template` checks that each appears exactly once anyway.
+_JID = "\x00kiqbeat-jid\x00"
+_CREATED = "\x00kiqbeat-created_at\x00"
+_ENQUEUED = "\x00kiqbeat-enqueued_at\x00"
+
+
+@dataclass(frozen=True)
+class JobTemplate:
+    """`job_json` of one schedule with its per-tick parts left open: the jid and the stamps.
+
+    Rendering is string joins, about ten times cheaper than building and encoding the hash:
+    what makes a 10,000-job minute fast.
+    """
+
+    parts: tuple[str, ...]  # the JSON around the open slots
+    slots: tuple[str, ...]  # which value fills each slot: "jid" or "stamp"
+    timestamp_format: str
+
+    def render(self, job_id: str, now: datetime) -> str:
+        """The job's JSON for jid `job_id` pushed at `now`; equal to `job_json`'s."""
+        stamp = (str(_epoch_ms(now, "now")) if self.timestamp_format == "ms"
+                 else float.__repr__(now.timestamp()))
+        values = {"jid": f'"{job_id}"', "stamp": stamp}
+        out = [self.parts[0]]
+        for slot, part in zip(self.slots, self.parts[1:], strict=True):
+            out += (values[slot], part)
+        return "".join(out)
+
+
+def job_template(schedule: Schedule, *, scheduled: bool) -> JobTemplate | None:
+    """The template of a schedule's jobs (for the `schedule` set if `scheduled`), or None.
+
+    None when the arguments depend on the tick (`include_metadata`, the ActiveJob envelope):
+    those jobs are built one by one with `job_json`.
+    """
+    if schedule.include_metadata or schedule.active_job_wrapper:
+        return None
+    probe = job_payload(schedule, _EPOCH, enqueued_at=None if scheduled else _EPOCH,
+                        created_at=_EPOCH)
+    probe["jid"], probe["created_at"] = _JID, _CREATED
+    tokens = {_encode(_JID): "jid", _encode(_CREATED): "stamp"}
+    if not scheduled:
+        probe["enqueued_at"] = _ENQUEUED
+        tokens[_encode(_ENQUEUED)] = "stamp"
+    text = _encode(probe)
+    if any(text.count(token) != 1 for token in tokens):
+        return None
+    pieces = re.split("(" + "|".join(map(re.escape, tokens)) + ")", text)
+    return JobTemplate(tuple(pieces[0::2]), tuple(tokens[t] for t in pieces[1::2]),
+                       schedule.timestamp_format)

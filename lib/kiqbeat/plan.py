@@ -7,12 +7,16 @@ The promise (DESIGN §1–2), per schedule, with `wm` its stored watermark:
 - ticks in (max(wm, now - window), now] are *due*, and with `lookahead` so are those up to
   now + lookahead (they go to the `schedule` set, scored by their instant);
 - `catch_up: all` pushes every due tick, `latest` only the newest one at or before now,
-  `none` only those less than `ON_TIME_S` old; the rest are *skipped*;
+  `none` only those less than `ON_TIME_S` old (two trigger periods: EventBridge fires
+  anywhere within its minute, so consecutive invocations can be nearly 2 min apart
+  without any being missed); the rest are *skipped*;
 - a disabled schedule pushes nothing but its mark still moves over its due ticks, so
   re-enabling it does not backfill the paused period.
 
 The mark sent with a group covers everything the group decided about; the push script
-applies it only above the stored one, which is what makes concurrent plans safe.
+applies it only above the stored one, which is what makes concurrent plans safe. A group
+planned for a new schedule says so: if another copy registered the schedule first, the
+script leaves it alone (its mark would otherwise jump over ticks the other copy owes).
 """
 
 from __future__ import annotations
@@ -22,11 +26,11 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from kiqbeat.payload import jid, job_json
+from kiqbeat.payload import JobTemplate, jid, job_json, job_template
 from kiqbeat.schedule import Config, Schedule, Timetable
 
 # `catch_up: none` still pushes ticks this fresh: one trigger period, the normal lag.
-ON_TIME_S = 60.0
+ON_TIME_S = 120.0
 # Counting missed ticks stops here; a schedule firing every second that was down for a
 # month would otherwise cost millions of steps just to print a number.
 MISSED_COUNT_CAP = 10_000
@@ -71,6 +75,7 @@ class Group:
     missed: int = 0
     skipped: int = 0
     jobs: list[Job] = field(default_factory=list)
+    new: bool = False  # no stored mark when planned: register it, push nothing
 
 
 @dataclass
@@ -93,7 +98,9 @@ class Plan:
                 take = 0
                 taken_bytes = 0
                 for job in rest.jobs:
-                    too_big = take and size + taken_bytes + len(job.payload) > max_bytes
+                    # Only the first job of a call may exceed the byte cap on its own.
+                    too_big = (jobs + take) > 0 and (
+                        size + taken_bytes + len(job.payload) > max_bytes)
                     if take >= room_jobs or too_big:
                         break
                     take += 1
@@ -124,6 +131,29 @@ class TickMemo:
 
     def __init__(self) -> None:
         self._next: dict[str, tuple[datetime, datetime]] = {}
+        # id(schedule) -> (schedule, template into a queue, template into the schedule set)
+        self._templates: dict[
+            int, tuple[Schedule, JobTemplate | None, JobTemplate | None]] = {}
+
+    def payload(self, schedule: Schedule, tick: datetime, job_id: str, now: datetime,
+                *, scheduled: bool) -> str:
+        """The job's JSON, from the schedule's cached template where it has one."""
+        entry = self._templates.get(id(schedule))
+        if entry is None or entry[0] is not schedule:
+            entry = self._templates[id(schedule)] = (
+                schedule, job_template(schedule, scheduled=False),
+                job_template(schedule, scheduled=True))
+        template = entry[2] if scheduled else entry[1]
+        if template is not None:
+            return template.render(job_id, now)
+        if scheduled:
+            return job_json(schedule, tick, enqueued_at=None, created_at=now)
+        return job_json(schedule, tick, enqueued_at=now)
+
+    def forget_beyond(self, size: int) -> None:
+        """Drop cached templates once they outnumber `size` (configs come and go)."""
+        if len(self._templates) > size:
+            self._templates.clear()
 
     def ticks(self, timetable: Timetable, after: datetime, until: datetime) -> list[datetime]:
         """Every fire instant in (after, until] — `timetable.between`, short-cut when none."""
@@ -157,7 +187,7 @@ def _plan_schedule(
     shared: dict[tuple[str, datetime, datetime], list[datetime]],
 ) -> Group | None:
     if mark_ms is None:
-        return Group(schedule.name, now_ms)
+        return Group(schedule.name, now_ms, new=True)
     mark = from_ms(mark_ms)
     window_start = now - window
     group = Group(schedule.name, mark_ms)
@@ -187,12 +217,13 @@ def _plan_schedule(
     group.skipped = len(past) - len(keep)
     group.mark_ms = max(group.mark_ms, to_ms(due[-1]))
     for tick in keep:
-        tick_ms = to_ms(tick)
-        group.jobs.append(Job(schedule.name, tick_ms, schedule.queue, jid(schedule.name, tick),
-                              job_json(schedule, tick, enqueued_at=now)))
+        job_id = jid(schedule.name, tick)
+        group.jobs.append(Job(schedule.name, to_ms(tick), schedule.queue, job_id,
+                              memo.payload(schedule, tick, job_id, now, scheduled=False)))
     for tick in future:
-        group.jobs.append(Job(schedule.name, to_ms(tick), None, jid(schedule.name, tick),
-                              job_json(schedule, tick, enqueued_at=None, created_at=now)))
+        job_id = jid(schedule.name, tick)
+        group.jobs.append(Job(schedule.name, to_ms(tick), None, job_id,
+                              memo.payload(schedule, tick, job_id, now, scheduled=True)))
     return group
 
 
@@ -204,6 +235,7 @@ def plan_ticks(
 ) -> Plan:
     """Decide every push of one invocation from the stored marks (epoch ms) and `now`."""
     memo = memo or TickMemo()
+    memo.forget_beyond(4 * len(config.schedules) + 64)
     now_ms = to_ms(now)
     window = timedelta(seconds=config.missed_jobs_window_s)
     shared: dict[tuple[str, datetime, datetime], list[datetime]] = {}

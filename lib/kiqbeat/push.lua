@@ -10,16 +10,21 @@ KEYS[5..4+Q]  queue lists, one per distinct queue in this call
 ARGV[1]  now, epoch ms (recorded as first-seen for new schedules)
 ARGV[2]  Q, number of queue lists
 ARGV[3..2+Q]  queue names, aligned with KEYS[5..]
-then groups, one per schedule, each:
-  name, mark (epoch ms: the watermark to set), missed (count of ticks beyond the window),
-  skipped (count of ticks passed over by policy), n (number of jobs), then n times:
-  tick (epoch ms), target (0 = schedule set, k >= 1 = queue k), payload (JSON)
+then groups, one per schedule, each two arguments and then n jobs of two:
+  name;
+  header "MARK MISSED SKIPPED N TARGET NEW": the watermark to set (epoch ms), ticks beyond
+    the window (counted), ticks passed over by policy (counted), the number of jobs, the
+    queue they go to (k >= 1: queue k), and 1 if the schedule had no watermark when planned;
+  per job: tick (epoch ms; negative: into the schedule set, scored by its instant), payload.
 
 Every job whose tick is above the stored watermark is pushed; at or below it, it was
 pushed before (or deliberately passed over) and is counted as already pushed. A schedule
 without a watermark is new: it gets first-seen and the mark, and none of its jobs (no
-backfill). All checks run before the first write, because Redis does not roll a script
-back: an error after a write would leave the step half-done.
+backfill). A group planned as new that finds a watermark lost a race to another copy and
+is left alone: moving the mark from the other copy's `now` to its own could jump over a
+tick between the two. All checks run before the first write: Redis does not roll a script
+back, and it refuses a script for lack of memory only at its first write, so once the first
+write is done the rest complete.
 
 Returns {pushed, already, missed, skipped, new, flags} where flags holds one character
 per job in argument order: "1" pushed, "0" already pushed.
@@ -37,8 +42,20 @@ local function expect_type(key, allowed)
   return nil
 end
 
+-- Redis checks a script's commands against the user's ACL one by one as they run, and
+-- keeps the writes done before a refusal: ask first (Redis 7+; 6.2 has no way to ask).
+local function expect_allowed(command, key, ...)
+  if redis.acl_check_cmd and not redis.acl_check_cmd(command, key, ...) then
+    return redis.error_reply('KIQBEAT_NOPERM the Redis user may not run ' .. command ..
+      ' on ' .. key .. '; grant +' .. string.lower(command) .. ' and the key pattern')
+  end
+  return nil
+end
+
 -- Pass 1: read and check everything, write nothing.
-local err = expect_type(wm_key, 'hash') or expect_type(seen_key, 'hash')
+local err = expect_allowed('TYPE', wm_key) or expect_allowed('HGET', wm_key, 'f')
+if err then return err end
+err = expect_type(wm_key, 'hash') or expect_type(seen_key, 'hash')
   or expect_type(queues_key, 'set') or expect_type(sched_key, 'zset')
 if err then return err end
 for k = 1, nq do
@@ -46,11 +63,23 @@ for k = 1, nq do
   if err then return err end
 end
 
+err = expect_allowed('HSET', wm_key, 'f', '0') or expect_allowed('HSETNX', seen_key, 'f', '0')
+  or expect_allowed('SADD', queues_key, 'q')
+if err then return err end
+for k = 1, nq do
+  err = expect_allowed('LPUSH', KEYS[4 + k], 'job')
+  if err then return err end
+end
+local zadd_checked = false
+
 local groups = {}
 local i = 3 + nq
 while i <= #ARGV do
-  local g = {name = ARGV[i], mark = tonumber(ARGV[i + 1]), mark_text = ARGV[i + 1],
-             missed = tonumber(ARGV[i + 2]), skipped = tonumber(ARGV[i + 3]), n = tonumber(ARGV[i + 4]), first = i + 5}
+  local mark, missed, skipped, n, target, new =
+    string.match(ARGV[i + 1], '^(%d+) (%d+) (%d+) (%d+) (%d+) ([01])$')
+  local g = {name = ARGV[i], mark = tonumber(mark), mark_text = mark, missed = tonumber(missed),
+             skipped = tonumber(skipped), n = tonumber(n), target = tonumber(target),
+             new = new == '1', first = i + 2}
   local raw = redis.call('HGET', wm_key, g.name)
   if raw then
     g.cur = tonumber(raw)
@@ -60,7 +89,12 @@ while i <= #ARGV do
     end
   end
   groups[#groups + 1] = g
-  i = g.first + 3 * g.n
+  i = g.first + 2 * g.n
+  if not zadd_checked and g.n > 0 and tonumber(ARGV[i - 2]) < 0 then
+    err = expect_allowed('ZADD', sched_key, '0', 'job')
+    if err then return err end
+    zadd_checked = true
+  end
 end
 
 -- Pass 2: write.
@@ -68,22 +102,23 @@ local pushed, already, missed, skipped, new = 0, 0, 0, 0, 0
 local flags = {}
 local used = {}
 for _, g in ipairs(groups) do
-  if not g.cur then
+  if g.new and g.cur then
+    for _ = 1, g.n do flags[#flags + 1] = '0' end
+  elseif not g.cur then
     new = new + 1
     redis.call('HSET', wm_key, g.name, g.mark_text)
     redis.call('HSETNX', seen_key, g.name, now_ms)
     for _ = 1, g.n do flags[#flags + 1] = '0' end
   else
     for j = 0, g.n - 1 do
-      local at = g.first + 3 * j
+      local at = g.first + 2 * j
       local tick = tonumber(ARGV[at])
-      if tick > g.cur then
-        local target = tonumber(ARGV[at + 1])
-        if target == 0 then
-          redis.call('ZADD', sched_key, string.format('%.3f', tick / 1000), ARGV[at + 2])
+      if math.abs(tick) > g.cur then
+        if tick < 0 then
+          redis.call('ZADD', sched_key, string.format('%.3f', -tick / 1000), ARGV[at + 1])
         else
-          redis.call('LPUSH', KEYS[4 + target], ARGV[at + 2])
-          used[target] = true
+          redis.call('LPUSH', KEYS[4 + g.target], ARGV[at + 1])
+          used[g.target] = true
         end
         pushed = pushed + 1
         flags[#flags + 1] = '1'

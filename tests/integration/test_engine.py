@@ -12,9 +12,11 @@ import time_machine
 
 from kiqbeat.connection import connect
 from kiqbeat.cron import fire_times
-from kiqbeat.engine import run
+from kiqbeat.engine import push, run
 from kiqbeat.errors import ConfigError, StateError
 from kiqbeat.payload import jid
+from kiqbeat.plan import plan_ticks
+from kiqbeat.report import Report
 from kiqbeat.server import RedisServer
 
 from .helpers import config, marks, minute_floor, pushed_jobs, redis_now
@@ -270,3 +272,38 @@ def test_wait_replicas_waits_for_a_replica_and_warns_without_one(
                 "kiqbeat:watermarks", "report")
         finally:
             replica_client.close()
+
+
+def test_copies_racing_to_register_a_new_schedule_lose_no_tick(client: redis.Redis) -> None:
+    # Copy B reads the clock 10 ms before a minute boundary and registers the schedule;
+    # copy A read it 10 ms after, planned the schedule as new, and its script runs second.
+    cfg = config(EVERY_MINUTE)
+    boundary = minute_floor(redis_now(client)) - timedelta(hours=1)
+    run(client, cfg, now=boundary - timedelta(milliseconds=10))
+    late_plan = plan_ticks(cfg, {"report": None}, boundary + timedelta(milliseconds=10))
+    report = Report(now=boundary)
+    push(client, late_plan, cfg, report, deadline=time.monotonic() + 10)
+    assert report.new_schedules == 0, "the second registration changes nothing"
+    later = run(client, cfg, now=boundary + timedelta(seconds=30))
+    assert [(j.schedule, j.tick) for j in later.jobs] == [("report", boundary)]
+
+
+def test_a_now_even_slightly_past_the_redis_clock_is_refused(client: redis.Redis) -> None:
+    with pytest.raises(ConfigError, match="later than the Redis clock"):
+        run(client, config(EVERY_MINUTE), now=redis_now(client) + timedelta(seconds=0.5))
+
+
+def test_an_error_after_earlier_chunks_says_what_was_pushed(client: redis.Redis) -> None:
+    cfg = config("""
+missed_jobs_window: 2h
+schedules:
+  a_fast: {cron: "* * * * * *", class: A, queue: first}
+  b_slow: {cron: "* * * * *", class: B, queue: second}
+""")
+    t0 = start(client)
+    run(client, cfg, now=t0)
+    client.set("queue:second", "not a list")
+    with pytest.raises(StateError, match=r"queue:second holds a string.*before this, "
+                                         r"1000 jobs were pushed by 1 earlier calls"):
+        run(client, cfg, now=t0 + timedelta(minutes=20))
+    assert client.llen("queue:first") == 1000
