@@ -12,7 +12,6 @@ import contextlib
 import io
 import json
 import os
-import re
 import tempfile
 from typing import Any
 
@@ -125,18 +124,11 @@ def test_generated_documents_give_config_or_config_error(doc: Any) -> None:
         assert rc == 0 or err.startswith("kiqbeat: "), err
 
 
-# PyYAML's reader refuses these before parsing; kiqbeat lets that error escape (below).
-_NON_PRINTABLE = re.compile("[^\x09\x0A\x0D\x20-\x7E\x85\xA0-\uD7FF\uE000-\uFFFD"
-                            "\U00010000-\U0010ffff]")
-
-
 @settings(max_examples=EXAMPLES, deadline=None)
 @given(text=st.text(max_size=300) | st.binary(max_size=200).map(
     lambda b: b.decode("latin-1")))
 def test_raw_text_gives_config_or_config_error(text: str) -> None:
-    """Arbitrary text (YAML and JSON fragments): a Config or a ConfigError, no crash."""
-    if _NON_PRINTABLE.search(text):
-        return  # the known crash below (JSON that fails falls back to YAML too)
+    """Arbitrary text (YAML and JSON fragments, control characters): no crash."""
     _load(text)
 
 
