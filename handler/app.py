@@ -17,9 +17,8 @@ Environment (template.yaml sets exactly ENVIRONMENT; empty means unset):
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -28,6 +27,7 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
 from kiqbeat import sources
+from kiqbeat.config import duration_s, with_window
 from kiqbeat.connection import connect, scrub
 from kiqbeat.engine import run
 from kiqbeat.errors import ConfigError
@@ -70,20 +70,11 @@ class Settings:
         window = environ.get("KIQBEAT_MISSED_JOBS_WINDOW") or ""
         return cls(
             config_source=source,
-            max_age_s=seconds(max_age, "KIQBEAT_CONFIG_MAX_AGE") if max_age
+            max_age_s=duration_s(max_age, what="KIQBEAT_CONFIG_MAX_AGE") if max_age
             else sources.DEFAULT_MAX_AGE_S,
-            window_s=seconds(window, "KIQBEAT_MISSED_JOBS_WINDOW") if window else None,
+            window_s=duration_s(window, what="KIQBEAT_MISSED_JOBS_WINDOW") if window else None,
             tracing=(environ.get("KIQBEAT_TRACING") or "").strip().lower() == "true",
         )
-
-
-def seconds(text: str, variable: str) -> float:
-    """A duration such as "3600", "90s", "15m", "1h" or "1d" in seconds; ConfigError otherwise."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", text)
-    if not match:
-        raise ConfigError(f"{variable}={text!r} is not a duration: use seconds or a number "
-                          "with s, m, h or d (e.g. 90m)")
-    return float(match.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[match.group(2)]
 
 
 @dataclass(frozen=True)
@@ -149,7 +140,7 @@ def _client(url: str) -> redis.Redis:
 def _config(settings: Settings) -> Config:
     config = sources.load_config(settings.config_source, max_age_s=settings.max_age_s)
     if settings.window_s is not None:
-        config = replace(config, missed_jobs_window_s=settings.window_s)
+        config = with_window(config, settings.window_s, what="KIQBEAT_MISSED_JOBS_WINDOW")
     return config
 
 

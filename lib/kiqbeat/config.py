@@ -12,6 +12,7 @@ import json
 import math
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -186,6 +187,31 @@ def parse_config(doc: object, *, source: str = "") -> Config:
 # ---------------------------------------------------------------------------- values
 
 
+def duration_s(value: object, *, what: str) -> float:
+    """`parse_duration_s` for a value from outside a document; ConfigError names `what`."""
+    try:
+        return parse_duration_s(value)
+    except _Bad as exc:
+        raise ConfigError(f"{what}: {exc}") from None
+
+
+def with_window(config: Config, value: object, *, what: str) -> Config:
+    """The config with its missed-jobs window replaced, checked as the document's own is."""
+    try:
+        window_s = _window_s(value)
+    except _Bad as exc:
+        raise ConfigError(f"{what}: {exc}") from None
+    problems = [f"{what}: {window_s:g} s is shorter than the lookahead of schedule "
+                f"{s.name!r} ({s.lookahead_s:g} s); the lookahead must be at most the window"
+                for s in config.schedules if s.lookahead_s > window_s]
+    if problems:
+        raise ConfigError(problems)
+    warnings = [w for w in config.warnings if not w.startswith("missed_jobs_window is ")]
+    if window_s < MIN_SAFE_WINDOW_S:
+        warnings.append(_short_window_warning(window_s))
+    return replace(config, missed_jobs_window_s=window_s, warnings=tuple(warnings))
+
+
 def parse_duration_s(value: object) -> float:
     """Seconds from 90, '90s', '15m', '1h30m', '2d' or '90'; raises _Bad with a hint."""
     hint = "write e.g. '90s', '15m', '1h30m' or a number of seconds"
@@ -306,10 +332,7 @@ def _config(doc: Mapping[str, Any], out: _Checker) -> Config | None:
         window_s = out.field("field 'missed_jobs_window'",
                              lambda: _window_s(doc["missed_jobs_window"])) or DEFAULT_WINDOW_S
         if window_s < MIN_SAFE_WINDOW_S:
-            out.warnings.append(
-                f"missed_jobs_window is {window_s:g} s, shorter than {MIN_SAFE_WINDOW_S:g} s "
-                "(a minute's trigger period plus slack): a late trigger would find its tick "
-                "outside the window and count it missed")
+            out.warnings.append(_short_window_warning(window_s))
     lookahead_s = 0.0
     if "lookahead" in doc:
         lookahead_s = out.field("field 'lookahead'",
@@ -361,6 +384,12 @@ def _config(doc: Mapping[str, Any], out: _Checker) -> Config | None:
 def _short(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _short_window_warning(window_s: float) -> str:
+    return (f"missed_jobs_window is {window_s:g} s, shorter than {MIN_SAFE_WINDOW_S:g} s "
+            "(a minute's trigger period plus slack): a late trigger would find its tick "
+            "outside the window and count it missed")
 
 
 def _window_s(value: object) -> float:

@@ -9,6 +9,7 @@ pipeline whenever a client meets a new config; `wait_replicas` adds a WAIT per p
 
 from __future__ import annotations
 
+import hashlib
 import time
 import weakref
 from collections.abc import Callable, Sequence
@@ -22,13 +23,16 @@ from redis.commands.core import Script
 
 from kiqbeat import keys
 from kiqbeat.connection import redis_errors, startup_warnings
-from kiqbeat.errors import ConfigError, DeadlineError, KiqbeatError, StateError
+from kiqbeat.errors import ConfigError, DeadlineError, KiqbeatError
 from kiqbeat.neighbours import Neighbours
 from kiqbeat.plan import Group, Plan, TickMemo, from_ms, plan_ticks, shard_of
 from kiqbeat.report import PushedJob, Report
 from kiqbeat.schedule import Config
 
 PUSH_LUA = files("kiqbeat").joinpath("push.lua").read_text()
+PUSH_SHA = hashlib.sha1(PUSH_LUA.encode()).hexdigest()
+READ_LUA = files("kiqbeat").joinpath("read.lua").read_text()
+READ_SHA = hashlib.sha1(READ_LUA.encode()).hexdigest()
 DEFAULT_DEADLINE_S = 40.0
 
 # Per client: the registered script; the tick memo (its presence: startup checks done).
@@ -36,21 +40,6 @@ _scripts: weakref.WeakKeyDictionary[redis.Redis, Script] = weakref.WeakKeyDictio
 _memos: weakref.WeakKeyDictionary[redis.Redis, TickMemo] = weakref.WeakKeyDictionary()
 # Per client: the last config whose neighbours passed the check (checked again on a change).
 _checked: weakref.WeakKeyDictionary[redis.Redis, Config] = weakref.WeakKeyDictionary()
-
-
-def _marks(raw: Sequence[bytes | None], names: Sequence[str], key: str) -> dict[str, int | None]:
-    marks: dict[str, int | None] = {}
-    for name, value in zip(names, raw, strict=True):
-        if value is None:
-            marks[name] = None
-            continue
-        try:
-            marks[name] = int(value)
-        except ValueError:
-            raise StateError(
-                f"watermark of schedule {name!r} in {key} is not a number: {value[:40]!r}; "
-                "nothing was pushed (fix or delete the field)") from None
-    return marks
 
 
 def read_state(
@@ -66,21 +55,26 @@ def read_state(
     """
     key = keys.watermarks(namespace)
     with redis_errors(client, "reading the clock and watermarks"):
-        pipe = client.pipeline(transaction=False)
-        pipe.time()
-        if names:
-            pipe.hmget(key, list(names))
-        if more is not None:
-            more(pipe)
-        replies = pipe.execute(raise_on_error=False)
-        commands = ("TIME", f"HMGET {key}")[:2 if names else 1]
-        for command, reply in zip(commands, replies, strict=False):
-            if isinstance(reply, Exception):
-                raise type(reply)(f"{command}: {reply}")
-    seconds, micros = replies[0]
-    now = datetime.fromtimestamp(seconds, tz=UTC) + timedelta(microseconds=micros)
-    start = 2 if names else 1
-    return now, _marks(replies[1] if names else [], names, key), replies[start:]
+        for attempt in (1, 2):
+            pipe = client.pipeline(transaction=False)
+            # EVALSHA itself, not a Script object: a pipeline asks SCRIPT EXISTS for those
+            # on every call, a round trip more.
+            pipe.evalsha(READ_SHA, 1, key, "\n".join(names))
+            if more is not None:
+                more(pipe)
+            replies = pipe.execute(raise_on_error=False)
+            if not isinstance(replies[0], redis.exceptions.NoScriptError) or attempt == 2:
+                break
+            client.script_load(READ_LUA)  # a new or restarted server: once
+        if isinstance(replies[0], Exception):
+            raise replies[0]
+    seconds, micros, joined = replies[0]
+    now = datetime.fromtimestamp(int(seconds), tz=UTC) + timedelta(microseconds=int(micros))
+    if isinstance(joined, bytes):  # a client may decode replies to str
+        joined = joined.decode()
+    values = joined.split("\n") if names else []
+    marks = {name: int(v) if v else None for name, v in zip(names, values, strict=True)}
+    return now, marks, replies[1:]
 
 
 def _script(client: redis.Redis) -> Script:
@@ -94,20 +88,22 @@ def _push_chunk(
     client: redis.Redis, namespace: str, now_ms: int, chunk: list[Group]
 ) -> tuple[list[Any], str]:
     queue_index: dict[str, int] = {}
-    argv: list[str | int] = []
+    parts: list[bytes] = []  # the groups packed in one argument; push.lua's header says how
     for group in chunk:
         queue = next((job.queue for job in group.jobs if job.queue is not None), None)
         target = 0 if queue is None else queue_index.setdefault(queue, len(queue_index) + 1)
-        argv += [group.name, f"{group.mark_ms} {group.missed} {group.skipped} "
-                             f"{len(group.jobs)} {target} {int(group.new)}"]
+        parts.append(f"{group.name}\n{group.mark_ms} {group.missed} {group.skipped} "
+                     f"{len(group.jobs)} {target} {int(group.new)}\n".encode())
         for job in group.jobs:
-            argv += [job.tick_ms if job.queue is not None else -job.tick_ms, job.payload]
+            payload = job.payload.encode()
+            tick = job.tick_ms if job.queue is not None else -job.tick_ms
+            parts += (b"%d %d\n" % (tick, len(payload)), payload)
     queue_names = list(queue_index)
     script_keys = [keys.watermarks(namespace), keys.first_seen(namespace), keys.queues(namespace),
                    keys.schedule(namespace), *(keys.queue(namespace, q) for q in queue_names)]
     with redis_errors(client, "pushing jobs"):
         reply = _script(client)(keys=script_keys,
-                                args=[now_ms, len(queue_names), *queue_names, *argv],
+                                args=[now_ms, len(queue_names), *queue_names, b"".join(parts)],
                                 client=client)
     counts, flags = reply[:5], reply[5]
     return counts, flags.decode() if isinstance(flags, bytes) else str(flags)

@@ -51,7 +51,8 @@ def run_loop(
     """
     offset_s = 0.0  # Redis clock minus host clock, as last seen
     while not stop.is_set():
+        started = time.time()  # the invocation reads the Redis clock right away
         report = invoke()
         if report is not None:
-            offset_s = report.now.timestamp() - time.time()
+            offset_s = report.now.timestamp() - started
         stop.wait(seconds_to_boundary(time.time() + offset_s, period_s()))

@@ -40,9 +40,14 @@ MAX_JOBS_PER_CALL = 1_000
 MAX_BYTES_PER_CALL = 512 * 1024
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MS = timedelta(milliseconds=1)
+
+
 def to_ms(instant: datetime) -> int:
-    """Epoch milliseconds of an aware datetime."""
-    return round(instant.timestamp() * 1000)
+    """Epoch milliseconds of an aware datetime, rounded down: a mark taken at `now` must
+    never cover a tick that comes after `now`."""
+    return (instant - _EPOCH) // _MS
 
 
 def from_ms(ms: int) -> datetime:

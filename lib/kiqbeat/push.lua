@@ -10,12 +10,14 @@ KEYS[5..4+Q]  queue lists, one per distinct queue in this call
 ARGV[1]  now, epoch ms (recorded as first-seen for new schedules)
 ARGV[2]  Q, number of queue lists
 ARGV[3..2+Q]  queue names, aligned with KEYS[5..]
-then groups, one per schedule, each two arguments and then n jobs of two:
-  name;
-  header "MARK MISSED SKIPPED N TARGET NEW": the watermark to set (epoch ms), ticks beyond
-    the window (counted), ticks passed over by policy (counted), the number of jobs, the
-    queue they go to (k >= 1: queue k), and 1 if the schedule had no watermark when planned;
-  per job: tick (epoch ms; negative: into the schedule set, scored by its instant), payload.
+ARGV[3+Q]  the groups, one per schedule, packed in one string (one argument instead of
+  thousands: packing arguments one by one is what a client spends its time on):
+  "NAME\n" (names hold no control characters);
+  "MARK MISSED SKIPPED N TARGET NEW\n": the watermark to set (epoch ms), ticks beyond the
+    window (counted), ticks passed over by policy (counted), the number of jobs, the queue
+    they go to (k >= 1: queue k), and 1 if the schedule had no watermark when planned;
+  N times "TICK LENGTH\n" and LENGTH bytes of job JSON; TICK is epoch ms, negative for a
+    job into the schedule set (scored by its instant).
 
 Every job whose tick is above the stored watermark is pushed; at or below it, it was
 pushed before (or deliberately passed over) and is counted as already pushed. A schedule
@@ -72,14 +74,30 @@ for k = 1, nq do
 end
 local zadd_checked = false
 
+local body = ARGV[3 + nq]
+local function line(from)
+  local stop = string.find(body, '\n', from, true)
+  return string.sub(body, from, stop - 1), stop + 1
+end
+
 local groups = {}
-local i = 3 + nq
-while i <= #ARGV do
+local pos = 1
+while pos <= #body do
+  local name, header
+  name, pos = line(pos)
+  header, pos = line(pos)
   local mark, missed, skipped, n, target, new =
-    string.match(ARGV[i + 1], '^(%d+) (%d+) (%d+) (%d+) (%d+) ([01])$')
-  local g = {name = ARGV[i], mark = tonumber(mark), mark_text = mark, missed = tonumber(missed),
+    string.match(header, '^(%d+) (%d+) (%d+) (%d+) (%d+) ([01])$')
+  local g = {name = name, mark = tonumber(mark), mark_text = mark, missed = tonumber(missed),
              skipped = tonumber(skipped), n = tonumber(n), target = tonumber(target),
-             new = new == '1', first = i + 2}
+             new = new == '1', ticks = {}, starts = {}, lengths = {}}
+  for j = 1, g.n do
+    local head
+    head, pos = line(pos)
+    local tick, length = string.match(head, '^(-?%d+) (%d+)$')
+    g.ticks[j], g.starts[j], g.lengths[j] = tonumber(tick), pos, tonumber(length)
+    pos = pos + g.lengths[j]
+  end
   local raw = redis.call('HGET', wm_key, g.name)
   if raw then
     g.cur = tonumber(raw)
@@ -89,8 +107,7 @@ while i <= #ARGV do
     end
   end
   groups[#groups + 1] = g
-  i = g.first + 2 * g.n
-  if not zadd_checked and g.n > 0 and tonumber(ARGV[i - 2]) < 0 then
+  if not zadd_checked and g.n > 0 and g.ticks[g.n] < 0 then
     err = expect_allowed('ZADD', sched_key, '0', 'job')
     if err then return err end
     zadd_checked = true
@@ -110,14 +127,14 @@ for _, g in ipairs(groups) do
     redis.call('HSETNX', seen_key, g.name, now_ms)
     for _ = 1, g.n do flags[#flags + 1] = '0' end
   else
-    for j = 0, g.n - 1 do
-      local at = g.first + 2 * j
-      local tick = tonumber(ARGV[at])
+    for j = 1, g.n do
+      local tick = g.ticks[j]
       if math.abs(tick) > g.cur then
+        local job = string.sub(body, g.starts[j], g.starts[j] + g.lengths[j] - 1)
         if tick < 0 then
-          redis.call('ZADD', sched_key, string.format('%.3f', -tick / 1000), ARGV[at + 1])
+          redis.call('ZADD', sched_key, string.format('%.3f', -tick / 1000), job)
         else
-          redis.call('LPUSH', KEYS[4 + g.target], ARGV[at + 1])
+          redis.call('LPUSH', KEYS[4 + g.target], job)
           used[g.target] = true
         end
         pushed = pushed + 1

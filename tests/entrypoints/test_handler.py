@@ -184,8 +184,12 @@ def test_the_missed_jobs_window_variable_overrides_the_document(lambda_env: Path
     assert app._config(app.Settings.from_environ({"KIQBEAT_CONFIG": str(lambda_env),
                                                   "KIQBEAT_MISSED_JOBS_WINDOW": "90m"})
                        ).missed_jobs_window_s == 5400
-    with pytest.raises(ConfigError, match="KIQBEAT_MISSED_JOBS_WINDOW='soon'"):
+    with pytest.raises(ConfigError, match="KIQBEAT_MISSED_JOBS_WINDOW: 'soon' is not a duration"):
         app.Settings.from_environ({"KIQBEAT_CONFIG": "x", "KIQBEAT_MISSED_JOBS_WINDOW": "soon"})
+    zero = app.Settings.from_environ({"KIQBEAT_CONFIG": str(lambda_env),
+                                      "KIQBEAT_MISSED_JOBS_WINDOW": "0"})
+    with pytest.raises(ConfigError, match=r"_WINDOW: 0\.0 must be longer than 0"):
+        app._config(zero)
 
 
 def test_a_bad_source_fails_the_invocation_with_a_logged_error_and_pushes_nothing(

@@ -17,6 +17,7 @@ import redis
 
 from kiqbeat import keys
 from kiqbeat.config import load_config_file
+from kiqbeat.engine import PUSH_SHA
 from tests.integration.helpers import minute_floor, redis_now
 from tests.support.proxy import FaultProxy
 
@@ -37,6 +38,9 @@ schedules:
   quarter: {cron: "*/15 * * * *", class: QuarterJob, queue: reports}
   ahead: {every: 10s, class: AheadJob, lookahead: 30s}
 """
+
+# The push script's call (the read script is an EVALSHA too).
+PUSH_CALL = PUSH_SHA.encode()
 
 
 @pytest.fixture
@@ -70,16 +74,16 @@ def test_lost_and_late_replies_are_retried_without_duplicates(
     for step in range(1, steps + 1):
         fault = rng.choice(("lost", "late"))
         if fault == "lost":
-            proxy.drop_reply_after(b"EVALSHA", times=rng.randint(1, 4))
+            proxy.drop_reply_after(PUSH_CALL, times=rng.randint(1, 4))
         else:
-            proxy.delay_reply_after(b"EVALSHA", 2.5, times=rng.randint(1, 3))
+            proxy.delay_reply_after(PUSH_CALL, 2.5, times=rng.randint(1, 3))
         rc, err, took = _run(path, proxy.url, start + timedelta(minutes=step, seconds=7))
         seconds.append(took)
         if rc:  # redis-py's retries ran out: the command may have run; the message says so
             failed += 1
             assert "unavailable while pushing jobs" in err, err
-    proxy.drop_reply_after(b"EVALSHA", times=0)
-    proxy.delay_reply_after(b"EVALSHA", 0, times=0)
+    proxy.drop_reply_after(PUSH_CALL, times=0)
+    proxy.delay_reply_after(PUSH_CALL, 0, times=0)
     until = start + timedelta(minutes=steps, seconds=7)
     rc, err, _ = _run(path, redis_url, until)  # the next trigger, on a quiet network
     assert rc == 0, err

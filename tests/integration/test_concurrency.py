@@ -17,7 +17,7 @@ import redis
 
 from kiqbeat.connection import connect
 from kiqbeat.cron import fire_times
-from kiqbeat.engine import run
+from kiqbeat.engine import PUSH_SHA, run
 from kiqbeat.payload import jid
 
 from .helpers import config, minute_floor, pushed_jobs, redis_now
@@ -37,6 +37,9 @@ schedules:
     class: QuarterWorker
     catch_up: latest
 """
+
+# The push script's call (the read script is an EVALSHA too).
+PUSH_CALL = PUSH_SHA.encode()
 
 
 def _invoker(url: str, start_s: float, steps: int, seed: int) -> int:
@@ -100,6 +103,12 @@ schedules:
   secondly:
     cron: "* * * * * *"
     class: SecondWorker
+  secondly_b:
+    cron: "* * * * * *"
+    class: SecondWorker
+  secondly_c:
+    cron: "* * * * * *"
+    class: SecondWorker
   minutely:
     cron: "* * * * *"
     class: MinuteWorker
@@ -132,7 +141,9 @@ def test_processes_killed_mid_invocation_lose_and_repeat_nothing(
     jobs = pushed_jobs(client)
     jids = [j["jid"] for j in jobs]
     assert len(jids) == len(set(jids))
-    expected = [jid("secondly", t) for t in fire_times("* * * * * *", after=t0, until=end)]
+    every_second = fire_times("* * * * * *", after=t0, until=end)
+    expected = [jid(name, t) for name in ("secondly", "secondly_b", "secondly_c")
+                for t in every_second]
     expected += [jid("minutely", t) for t in fire_times("* * * * *", after=t0, until=end)]
     assert sorted(jids) == sorted(expected)
     assert killed_mid_way >= 3, "the kills should land during invocations"
@@ -152,7 +163,7 @@ def test_a_lost_reply_after_the_script_ran_is_retried_without_a_duplicate(
         cfg = config(SCHEDULES)
         t0 = minute_floor(redis_now(client)) - timedelta(minutes=30)
         run(client, cfg, now=t0)
-        proxy.drop_reply_after(b"EVALSHA")
+        proxy.drop_reply_after(PUSH_CALL)
         report = run(client, cfg, now=t0 + timedelta(minutes=10))
         assert proxy.dropped == 1
         # The first call pushed the ticks; the retry found them all already pushed.

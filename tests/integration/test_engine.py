@@ -264,9 +264,10 @@ def test_wait_replicas_waits_for_a_replica_and_warns_without_one(
     with RedisServer("--replicaof", "127.0.0.1", str(redis_server.port)) as replica:
         replica_client = redis.Redis(port=replica.port)
         try:
-            while replica_client.info("replication")["master_link_status"] != "up":
+            while "online" not in str(client.info("replication").get("slave0", "")):
                 time.sleep(0.05)
-            backed = run(client, cfg, now=t0 + timedelta(minutes=5))
+            patient = config("wait_replicas: 1\nwait_timeout: 5\n" + EVERY_MINUTE)
+            backed = run(client, patient, now=t0 + timedelta(minutes=5))
             assert backed.pushed == 2 and backed.unreplicated == 0
             assert replica_client.hget("kiqbeat:watermarks", "report") == client.hget(
                 "kiqbeat:watermarks", "report")
