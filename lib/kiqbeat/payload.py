@@ -21,6 +21,7 @@ import re
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from hashlib import blake2b
 from typing import Any
 
@@ -41,8 +42,12 @@ def jid(schedule_name: str, tick: datetime) -> str:
     """The job id of a tick: 24 lowercase hex characters from (schedule name, tick instant)."""
     # Unambiguous: the digits after the last NUL are the instant, everything before is the
     # name (config.py refuses control characters in names anyway).
-    key = f"{schedule_name}\x00{_epoch_ms(tick, 'tick')}".encode()
-    return blake2b(key, digest_size=12).hexdigest()
+    return jid_ms(schedule_name, _epoch_ms(tick, "tick"))
+
+
+def jid_ms(schedule_name: str, tick_ms: int) -> str:
+    """`jid` of a tick given in epoch milliseconds."""
+    return blake2b(f"{schedule_name}\x00{tick_ms}".encode(), digest_size=12).hexdigest()
 
 
 def active_job_id(job_id: str) -> str:
@@ -154,13 +159,18 @@ class JobTemplate:
 
     def render(self, job_id: str, now: datetime) -> str:
         """The job's JSON for jid `job_id` pushed at `now`; equal to `job_json`'s."""
-        stamp = (str(_epoch_ms(now, "now")) if self.timestamp_format == "ms"
-                 else float.__repr__(now.timestamp()))
-        values = {"jid": f'"{job_id}"', "stamp": stamp}
-        out = [self.parts[0]]
-        for slot, part in zip(self.slots, self.parts[1:], strict=True):
-            out += (values[slot], part)
+        jid_text, stamp = f'"{job_id}"', _stamp_text(now, self.timestamp_format)
+        parts = self.parts
+        out = [parts[0]]
+        for k, slot in enumerate(self.slots, 1):
+            out += (jid_text if slot == "jid" else stamp, parts[k])
         return "".join(out)
+
+
+@lru_cache(maxsize=8)
+def _stamp_text(now: datetime, fmt: str) -> str:
+    """A push instant as `job_json` writes it (one invocation renders thousands alike)."""
+    return str(_epoch_ms(now, "now")) if fmt == "ms" else float.__repr__(now.timestamp())
 
 
 def job_template(schedule: Schedule, *, scheduled: bool) -> JobTemplate | None:

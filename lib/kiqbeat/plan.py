@@ -26,7 +26,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from kiqbeat.payload import JobTemplate, jid, job_json, job_template
+from kiqbeat.payload import JobTemplate, jid_ms, job_json, job_template
 from kiqbeat.schedule import Config, Schedule, Timetable
 
 # `catch_up: none` still pushes ticks this fresh: one trigger period, the normal lag.
@@ -93,10 +93,17 @@ class Plan:
     def chunks(
         self, max_jobs: int = MAX_JOBS_PER_CALL, max_bytes: int = MAX_BYTES_PER_CALL
     ) -> Iterator[list[Group]]:
-        """Split into push-script calls; a schedule's jobs may span calls, marks ascending."""
+        """Split into push-script calls; a schedule's jobs may span calls, marks ascending.
+
+        A call also holds at most `max_jobs` groups: registering 100,000 new schedules is
+        100 calls, not one long one.
+        """
         chunk: list[Group] = []
         jobs = size = 0
         for group in self.groups:
+            if len(chunk) >= max_jobs:
+                yield chunk
+                chunk, jobs, size = [], 0, 0
             rest = group
             while True:
                 room_jobs = max_jobs - jobs
@@ -135,7 +142,9 @@ class TickMemo:
     """
 
     def __init__(self) -> None:
-        self._next: dict[str, tuple[datetime, datetime]] = {}
+        # timetable key -> (after, first): epoch ms; `first` is the first tick after any
+        # instant in [after, first).
+        self._next: dict[str, tuple[int, int]] = {}
         # id(schedule) -> (schedule, template into a queue, template into the schedule set)
         self._templates: dict[
             int, tuple[Schedule, JobTemplate | None, JobTemplate | None]] = {}
@@ -160,15 +169,18 @@ class TickMemo:
         if len(self._templates) > size:
             self._templates.clear()
 
+    def next_ms(self, timetable: Timetable, after_ms: int) -> int:
+        """The first fire instant after `after_ms` (epoch ms), mostly without a search."""
+        known = self._next.get(timetable.key)
+        if known is not None and known[0] <= after_ms < known[1]:
+            return known[1]
+        first = to_ms(timetable.next_after(from_ms(after_ms)))
+        self._next[timetable.key] = (after_ms, first)
+        return first
+
     def ticks(self, timetable: Timetable, after: datetime, until: datetime) -> list[datetime]:
         """Every fire instant in (after, until] — `timetable.between`, short-cut when none."""
-        known = self._next.get(timetable.key)
-        if known is not None and known[0] <= after < known[1]:
-            first = known[1]
-        else:
-            first = timetable.next_after(after)
-            self._next[timetable.key] = (after, first)
-        if first > until:
+        if self.next_ms(timetable, to_ms(after)) > to_ms(until):
             return []
         return timetable.between(after, until)
 
@@ -188,11 +200,16 @@ def _plan_schedule(
     now: datetime,
     now_ms: int,
     window: timedelta,
+    window_ms: int,
     memo: TickMemo,
     shared: dict[tuple[str, datetime, datetime], list[datetime]],
 ) -> Group | None:
     if mark_ms is None:
         return Group(schedule.name, now_ms, new=True)
+    if mark_ms >= now_ms - window_ms:  # the common case, in integers: nothing due yet?
+        horizon_ms = now_ms + int(schedule.lookahead_s * 1000) if schedule.enabled else now_ms
+        if memo.next_ms(schedule.timetable, mark_ms) > horizon_ms:
+            return None
     mark = from_ms(mark_ms)
     window_start = now - window
     group = Group(schedule.name, mark_ms)
@@ -222,12 +239,14 @@ def _plan_schedule(
     group.skipped = len(past) - len(keep)
     group.mark_ms = max(group.mark_ms, to_ms(due[-1]))
     for tick in keep:
-        job_id = jid(schedule.name, tick)
-        group.jobs.append(Job(schedule.name, to_ms(tick), schedule.queue, job_id,
+        tick_ms = to_ms(tick)
+        job_id = jid_ms(schedule.name, tick_ms)
+        group.jobs.append(Job(schedule.name, tick_ms, schedule.queue, job_id,
                               memo.payload(schedule, tick, job_id, now, scheduled=False)))
     for tick in future:
-        job_id = jid(schedule.name, tick)
-        group.jobs.append(Job(schedule.name, to_ms(tick), None, job_id,
+        tick_ms = to_ms(tick)
+        job_id = jid_ms(schedule.name, tick_ms)
+        group.jobs.append(Job(schedule.name, tick_ms, None, job_id,
                               memo.payload(schedule, tick, job_id, now, scheduled=True)))
     return group
 
@@ -243,11 +262,12 @@ def plan_ticks(
     memo.forget_beyond(4 * len(config.schedules) + 64)
     now_ms = to_ms(now)
     window = timedelta(seconds=config.missed_jobs_window_s)
+    window_ms = to_ms(_EPOCH + window)
     shared: dict[tuple[str, datetime, datetime], list[datetime]] = {}
     groups = []
     for schedule in config.schedules:
         mark = marks.get(schedule.name)
-        group = _plan_schedule(schedule, mark, now, now_ms, window, memo, shared)
+        group = _plan_schedule(schedule, mark, now, now_ms, window, window_ms, memo, shared)
         if group is not None:
             groups.append(group)
     return Plan(now_ms, groups)

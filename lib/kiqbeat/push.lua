@@ -98,14 +98,6 @@ while pos <= #body do
     g.ticks[j], g.starts[j], g.lengths[j] = tonumber(tick), pos, tonumber(length)
     pos = pos + g.lengths[j]
   end
-  local raw = redis.call('HGET', wm_key, g.name)
-  if raw then
-    g.cur = tonumber(raw)
-    if not g.cur then
-      return redis.error_reply('KIQBEAT_GARBLED watermark of schedule ' .. g.name .. ' in ' .. wm_key ..
-        ' is not a number: ' .. string.sub(raw, 1, 40))
-    end
-  end
   groups[#groups + 1] = g
   if not zadd_checked and g.n > 0 and g.ticks[g.n] < 0 then
     err = expect_allowed('ZADD', sched_key, '0', 'job')
@@ -114,16 +106,43 @@ while pos <= #body do
   end
 end
 
+-- Commands take many fields or values at once: BATCH per call (Lua's unpack has a limit).
+local BATCH = 500
+for first = 1, #groups, BATCH do
+  local last = math.min(first + BATCH - 1, #groups)
+  local names = {}
+  for k = first, last do names[#names + 1] = groups[k].name end
+  local raws = redis.call('HMGET', wm_key, unpack(names))
+  for k = first, last do
+    local g, raw = groups[k], raws[k - first + 1]
+    if raw then
+      g.cur = tonumber(raw)
+      if not g.cur then
+        return redis.error_reply("KIQBEAT_GARBLED watermark of schedule '" .. g.name .. "' in " ..
+          wm_key .. ' is not a number: ' .. string.sub(raw, 1, 40))
+      end
+    end
+  end
+end
+
+local function flush(command, key, values)
+  for first = 1, #values, BATCH do
+    redis.call(command, key, unpack(values, first, math.min(first + BATCH - 1, #values)))
+  end
+end
+
 -- Pass 2: write.
 local pushed, already, missed, skipped, new = 0, 0, 0, 0, 0
 local flags = {}
-local used = {}
+local lists = {}     -- queue k -> jobs, in push order
+local scheduled = {} -- score, job, score, job...
+local marks = {}     -- name, mark, name, mark...
 for _, g in ipairs(groups) do
   if g.new and g.cur then
     for _ = 1, g.n do flags[#flags + 1] = '0' end
   elseif not g.cur then
     new = new + 1
-    redis.call('HSET', wm_key, g.name, g.mark_text)
+    marks[#marks + 1], marks[#marks + 2] = g.name, g.mark_text
     redis.call('HSETNX', seen_key, g.name, now_ms)
     for _ = 1, g.n do flags[#flags + 1] = '0' end
   else
@@ -132,10 +151,15 @@ for _, g in ipairs(groups) do
       if math.abs(tick) > g.cur then
         local job = string.sub(body, g.starts[j], g.starts[j] + g.lengths[j] - 1)
         if tick < 0 then
-          redis.call('ZADD', sched_key, string.format('%.3f', -tick / 1000), job)
+          scheduled[#scheduled + 1] = string.format('%.3f', -tick / 1000)
+          scheduled[#scheduled + 1] = job
         else
-          redis.call('LPUSH', KEYS[4 + g.target], job)
-          used[g.target] = true
+          local list = lists[g.target]
+          if not list then
+            list = {}
+            lists[g.target] = list
+          end
+          list[#list + 1] = job
         end
         pushed = pushed + 1
         flags[#flags + 1] = '1'
@@ -145,13 +169,16 @@ for _, g in ipairs(groups) do
       end
     end
     if g.mark > g.cur then
-      redis.call('HSET', wm_key, g.name, g.mark_text)
+      marks[#marks + 1], marks[#marks + 2] = g.name, g.mark_text
       missed = missed + g.missed
       skipped = skipped + g.skipped
     end
   end
 end
-for k in pairs(used) do
+for k, list in pairs(lists) do
+  flush('LPUSH', KEYS[4 + k], list)
   redis.call('SADD', queues_key, ARGV[2 + k])
 end
+flush('ZADD', sched_key, scheduled)
+flush('HSET', wm_key, marks)
 return {pushed, already, missed, skipped, new, table.concat(flags)}

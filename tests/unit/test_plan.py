@@ -41,3 +41,10 @@ def test_a_schedule_without_a_mark_is_planned_as_new_with_no_jobs() -> None:
     config = load_config_text("schedules: {r: {cron: '* * * * *', class: A}}")
     (group,) = plan_ticks(config, {"r": None}, NOW).groups
     assert (group.new, group.jobs, group.mark_ms) == (True, [], to_ms(NOW))
+
+
+def test_registering_many_new_schedules_is_split_into_bounded_calls() -> None:
+    config = load_config_text("schedules:\n" + "".join(
+        f"  s{i}: {{cron: '* * * * *', class: A}}\n" for i in range(2_500)))
+    chunks = list(plan_ticks(config, {}, NOW).chunks())
+    assert [len(chunk) for chunk in chunks] == [1000, 1000, 500]
