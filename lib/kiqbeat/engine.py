@@ -25,13 +25,14 @@ from kiqbeat import keys
 from kiqbeat.connection import redis_errors, startup_warnings
 from kiqbeat.errors import ConfigError, DeadlineError, KiqbeatError
 from kiqbeat.neighbours import Neighbours
-from kiqbeat.plan import Group, Plan, TickMemo, from_ms, plan_ticks, shard_of
+from kiqbeat.plan import Group, Plan, TickMemo, from_ms, plan_ticks, shard_of, to_ms
 from kiqbeat.report import PushedJob, Report
 from kiqbeat.schedule import Config
 
 PUSH_LUA = files("kiqbeat").joinpath("push.lua").read_text()
 PUSH_SHA = hashlib.sha1(PUSH_LUA.encode()).hexdigest()
 READ_LUA = files("kiqbeat").joinpath("read.lua").read_text()
+PRUNE_LUA = files("kiqbeat").joinpath("prune.lua").read_text()
 READ_SHA = hashlib.sha1(READ_LUA.encode()).hexdigest()
 DEFAULT_DEADLINE_S = 40.0
 
@@ -163,6 +164,23 @@ def push(client: redis.Redis, plan: Plan, config: Config, report: Report, deadli
                 report.lag_s = max(report.lag_s, (now - tick).total_seconds())
 
 
+def _prune(client: redis.Redis, config: Config, now: datetime, report: Report) -> None:
+    """Forget schedules no longer configured whose marks cover nothing still owed.
+
+    Only marks older than the window plus the longest lookahead go: every tick at or below
+    such a mark is outside any future window, so a re-added schedule simply starts as new.
+    A younger mark stays, and a schedule re-added within the window continues from it.
+    """
+    lookahead_s = max((s.lookahead_s for s in config.schedules), default=0.0)
+    threshold = now - timedelta(seconds=config.missed_jobs_window_s + lookahead_s)
+    with redis_errors(client, "forgetting removed schedules"):
+        client.register_script(PRUNE_LUA)(
+            keys=[keys.watermarks(config.namespace), keys.first_seen(config.namespace)],
+            args=[to_ms(threshold), "\n".join(s.name for s in config.schedules)],
+            client=client)
+    report.round_trips += 1
+
+
 def select_shard(config: Config, shard: tuple[int, int] | None) -> Config:
     """The config restricted to shard (index, count); schedules split by a hash of their name."""
     if shard is None:
@@ -198,7 +216,17 @@ def run(
     names = [s.name for s in config.schedules]
     last = _checked.get(client)
     neighbours = Neighbours(config, check=last is not config and last != config)
-    redis_now, marks, more = read_state(client, config.namespace, names, neighbours.queue)
+    # On a new config, also count the stored marks: more than configured means some
+    # schedules left, and their marks may be old enough to forget (bounded state).
+    count_marks = neighbours.check and config.shard is None
+
+    def more_reads(pipe: Any) -> None:
+        neighbours.queue(pipe)
+        if count_marks:
+            pipe.hlen(keys.watermarks(config.namespace))
+
+    redis_now, marks, more = read_state(client, config.namespace, names, more_reads)
+    stored = more.pop() if count_marks else 0
     config = neighbours.apply(more)
     _checked[client] = neighbours.config
     warnings += neighbours.warnings
@@ -212,6 +240,8 @@ def run(
     push(client, plan, config, report, deadline)
     if config.sidekiq_scheduler_ui:
         neighbours.write_tab(client, config, report)
+    if isinstance(stored, int) and stored > len(names):
+        _prune(client, config, now, report)
     report.duration_s = time.monotonic() - started
     return report
 

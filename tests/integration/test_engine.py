@@ -308,3 +308,23 @@ schedules:
                                          r"1000 jobs were pushed by 1 earlier calls"):
         run(client, cfg, now=t0 + timedelta(minutes=20))
     assert client.llen("queue:first") == 1000
+
+
+def test_removed_schedules_are_forgotten_once_their_marks_are_older_than_the_window(
+    client: redis.Redis,
+) -> None:
+    both = config(EVERY_MINUTE + '  gone:\n    cron: "* * * * *"\n    class: Gone\n')
+    t0 = start(client)
+    run(client, both, now=t0)
+    # A new config, as after a deploy: the client checks its state again.
+    run(client, config(EVERY_MINUTE), now=t0 + timedelta(minutes=30))
+    assert client.hget("kiqbeat:watermarks", "gone") is not None, "young marks are kept"
+    # A process starting later (a new client) finds the mark past the window (1 h).
+    run(connect(redis_url_of(client)), config(EVERY_MINUTE), now=t0 + timedelta(minutes=91))
+    assert client.hkeys("kiqbeat:watermarks") == [b"report"]
+    assert client.hkeys("kiqbeat:first_seen") == [b"report"]
+
+
+def redis_url_of(client: redis.Redis) -> str:
+    kwargs = client.connection_pool.connection_kwargs
+    return f"redis://{kwargs['host']}:{kwargs['port']}/{kwargs.get('db', 0)}"
