@@ -38,10 +38,14 @@ def free_port() -> int:
 class RedisServer:
     """A redis-server on a free loopback port, in its own temporary directory, stopped on exit."""
 
-    def __init__(self, *extra_args: str, port: int | None = None) -> None:
+    def __init__(
+        self, *extra_args: str, port: int | None = None, directory: Path | None = None
+    ) -> None:
         self.port = port or free_port()
         self.extra_args = extra_args
-        self.dir = Path(tempfile.mkdtemp(prefix="kiqbeat-redis-"))
+        # A directory given is kept (a restart finds its AOF there); one made here is removed.
+        self._own_dir = directory is None
+        self.dir = directory or Path(tempfile.mkdtemp(prefix="kiqbeat-redis-"))
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -50,7 +54,7 @@ class RedisServer:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self, timeout_s: float = 10.0) -> RedisServer:
-        """Start the server and wait until it accepts connections."""
+        """Start (or, after `kill`, restart) the server and wait until it accepts connections."""
         args = [
             redis_server_path(),
             "--port", str(self.port),
@@ -61,36 +65,29 @@ class RedisServer:
             "--daemonize", "no",
             *self.extra_args,
         ]
-        with open(self.dir / "redis.log", "wb") as log:  # the child keeps its own descriptor
-            self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise KiqbeatError(
-                    f"redis-server exited with {self.process.returncode}: "
-                    f"{(self.dir / 'redis.log').read_text(errors='replace')[-2000:]}"
-                )
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as sock:
-                    sock.sendall(b"PING\r\n")
-                    if sock.recv(64).startswith(b"+PONG"):
-                        return self
-            except OSError:
-                pass
-            time.sleep(0.02)
-        self.stop()
-        raise KiqbeatError(f"redis-server did not start on port {self.port} in {timeout_s} s")
+        log = self.dir / "redis.log"
+        with open(log, "ab") as out:  # the child keeps its own descriptor
+            self.process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            wait_for_pong("127.0.0.1", self.port, self.process, log, timeout_s)
+        except KiqbeatError:
+            self.stop()
+            raise
+        return self
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash: no shutdown, no final fsync. `start` brings it back."""
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()
+            self.process = None
 
     def stop(self) -> None:
-        """Stop the server (SIGTERM, then SIGKILL) and remove its directory."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        """Stop the server (SIGTERM, then SIGKILL) and remove the directory made for it."""
+        terminate(self.process)
+        self.process = None
+        if self._own_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
     def __enter__(self) -> RedisServer:
         return self.start()
@@ -103,3 +100,35 @@ class RedisServer:
     ) -> None:
         self.stop()
 
+
+def wait_for_pong(
+    host: str, port: int, process: subprocess.Popen[bytes], log: Path, timeout_s: float
+) -> None:
+    """Wait until the redis-server `process` answers PING; KiqbeatError with its log if not."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise KiqbeatError(f"redis-server exited with {process.returncode}: "
+                               f"{log.read_text(errors='replace')[-2000:]}")
+        try:
+            with socket.create_connection((host, port), timeout=0.2) as sock:
+                sock.sendall(b"PING\r\n")
+                if sock.recv(64).startswith(b"+PONG"):
+                    return
+        except OSError:
+            pass
+        time.sleep(0.02)
+    raise KiqbeatError(f"redis-server did not answer on {host}:{port} in {timeout_s} s: "
+                       f"{log.read_text(errors='replace')[-2000:]}")
+
+
+def terminate(process: subprocess.Popen[bytes] | None) -> None:
+    """SIGTERM, then SIGKILL after 5 s; reaped either way."""
+    if process is None or process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

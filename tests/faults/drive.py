@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -13,8 +12,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-
-from kiqbeat.server import free_port, redis_server_path
 
 ROOT = Path(__file__).resolve().parents[2]
 KIQBEAT = str(Path(sys.executable).parent / "kiqbeat")
@@ -81,67 +78,6 @@ def stop(proc: subprocess.Popen[str], sig: int = signal.SIGTERM, timeout_s: floa
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-
-
-class OwnRedis:
-    """A redis-server on a fixed port and directory that survives its own SIGKILL and restart.
-
-    `kiqbeat.server.RedisServer` removes its directory on stop; this keeps it (the test's
-    tmp_path), so a restart finds the AOF. The log is kept for failure messages.
-    """
-
-    def __init__(self, directory: Path, *extra_args: str) -> None:
-        self.dir, self.extra_args, self.port = directory, extra_args, free_port()
-        self.process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        """redis:// URL of database 0."""
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self, timeout_s: float = 10) -> OwnRedis:
-        """Start (or restart) on the same port and directory; wait for PONG."""
-        args = [redis_server_path(), "--port", str(self.port), "--bind", "127.0.0.1",
-                "--save", "", "--appendonly", "no", "--dir", str(self.dir),
-                "--daemonize", "no", *self.extra_args]
-        with open(self.dir / "redis.log", "ab") as log:
-            self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            assert self.process.poll() is None, (self.dir / "redis.log").read_text()[-2000:]
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as sock:
-                    sock.sendall(b"PING\r\n")
-                    if sock.recv(64).startswith(b"+PONG"):
-                        return self
-            except OSError:
-                pass
-            time.sleep(0.02)
-        raise AssertionError(f"redis-server did not answer on {self.port}")
-
-    def kill(self) -> None:
-        """SIGKILL: no shutdown, no final fsync, as a crash."""
-        if self.process is not None:
-            self.process.kill()
-            self.process.wait()
-            self.process = None
-
-    def close(self) -> None:
-        """Stop for good (SIGTERM)."""
-        if self.process is not None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-            self.process = None
-
-    def __enter__(self) -> OwnRedis:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def env_without_redis() -> dict[str, str]:

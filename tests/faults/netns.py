@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 from types import TracebackType
 
-from kiqbeat.server import redis_server_path
+from kiqbeat.server import redis_server_path, terminate, wait_for_pong
 
 PORT = 6390
 
@@ -56,17 +54,8 @@ class IsolatedRedis:
                  "--bind", self.address, "--save", "", "--appendonly", "no",
                  "--dir", str(self.dir), "--protected-mode", "no"],
                 stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                with socket.create_connection((self.address, PORT), timeout=0.2) as sock:
-                    sock.sendall(b"PING\r\n")
-                    if sock.recv(64).startswith(b"+PONG"):
-                        return self
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError(f"redis-server in {self.ns} did not answer: "
-                           f"{(self.dir / 'redis.log').read_text(errors='replace')[-500:]}")
+        wait_for_pong(self.address, PORT, self.process, self.dir / "redis.log", 10)
+        return self
 
     def _rule(self, expression: str) -> None:
         self._in_ns("nft", "add", "table", "inet", "fault")
@@ -89,13 +78,7 @@ class IsolatedRedis:
 
     def stop(self) -> None:
         """Stop Redis, delete the namespace (its rules go with it) and the host link."""
-        if self.process is not None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        terminate(self.process)
         for args in (("ip", "link", "del", self.host_if), ("ip", "netns", "del", self.ns)):
             subprocess.run(args, capture_output=True, timeout=10, check=False)
         shutil.rmtree(self.dir, ignore_errors=True)

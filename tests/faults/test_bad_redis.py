@@ -18,10 +18,11 @@ import redis
 from kiqbeat import keys
 from kiqbeat.config import load_config_file
 from kiqbeat.engine import PUSH_SHA
+from kiqbeat.server import RedisServer
 from tests.integration.helpers import minute_floor, redis_now
 from tests.support.proxy import FaultProxy
 
-from .drive import OwnRedis, run_cli
+from .drive import run_cli
 from .harness import (
     LONG,
     assert_bounded_state,
@@ -164,16 +165,16 @@ def test_garbled_watermark_fails_naming_the_schedule_and_pushes_nothing(
 
 
 @pytest.fixture
-def own_redis(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[OwnRedis]:
+def own_redis(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[RedisServer]:
     """A private redis-server with the test's extra arguments (`request.param`)."""
-    with OwnRedis(tmp_path, *getattr(request, "param", ())) as server:
+    with RedisServer(*getattr(request, "param", ()), directory=tmp_path) as server:
         yield server
 
 
 @pytest.mark.parametrize("own_redis", [("--maxmemory", "3mb", "--maxmemory-policy",
                                         "noeviction")], indirect=True)
 def test_out_of_memory_fails_clearly_and_pushes_nothing(
-    own_redis: OwnRedis, config_file: Callable[[str], Path]
+    own_redis: RedisServer, config_file: Callable[[str], Path]
 ) -> None:
     """Redis at maxmemory with noeviction: refused with OOM, nothing half-done."""
     with redis.Redis.from_url(own_redis.url) as admin:
@@ -203,7 +204,7 @@ FULL_ACL = ["on", f">{ACL_PASSWORD}", "~*", "+@all"]
     ("resetkeys ~kiqbeat:* ~queues ~schedule", ("no permissions", "keys", "pushing jobs")),
 ])
 def test_acl_user_lacking_a_permission_fails_clearly_and_pushes_nothing(
-    own_redis: OwnRedis, config_file: Callable[[str], Path], denied: str,
+    own_redis: RedisServer, config_file: Callable[[str], Path], denied: str,
     names: tuple[str, ...],
 ) -> None:
     """A user without EVALSHA, or without the queue keys: refused by name, nothing pushed."""

@@ -19,9 +19,10 @@ import pytest
 import redis
 
 from kiqbeat.config import load_config_file
+from kiqbeat.server import RedisServer
 from tests.integration.helpers import minute_floor, redis_now
 
-from .drive import OwnRedis, run_invokers
+from .drive import run_invokers
 from .harness import (
     LONG,
     WatermarkSampler,
@@ -42,7 +43,7 @@ schedules:
 """
 
 
-def _crash_loop(server: OwnRedis, stop: threading.Event, rng: random.Random,
+def _crash_loop(server: RedisServer, stop: threading.Event, rng: random.Random,
                 crashes: list[int], errors: list[BaseException]) -> None:
     """SIGKILL the server at random instants and restart it on the same dir and port."""
     try:
@@ -63,7 +64,8 @@ def test_aof_always_redis_killed_and_restarted_loses_and_repeats_nothing(
     path = config_file(SCHEDULES)
     rng = random.Random(8)
     steps = 1000 if LONG else 250
-    with OwnRedis(tmp_path, "--appendonly", "yes", "--appendfsync", "always") as server:
+    aof = ("--appendonly", "yes", "--appendfsync", "always")
+    with RedisServer(*aof, directory=tmp_path) as server:
         with redis.Redis.from_url(server.url) as probe:
             start = minute_floor(redis_now(probe)) - timedelta(hours=4)
         end = start + timedelta(hours=3)
@@ -109,7 +111,7 @@ def test_redis_without_persistence_restarted_is_a_bounded_loss_and_never_a_backf
     the crash are gone with the state); what Redis holds afterwards is each tick once.
     """
     path = config_file(SCHEDULES)
-    with OwnRedis(tmp_path) as server:
+    with RedisServer(directory=tmp_path) as server:
         with redis.Redis.from_url(server.url) as probe:
             start = minute_floor(redis_now(probe)) - timedelta(minutes=60)
         before = [start + timedelta(minutes=m, seconds=3) for m in range(0, 21)]
