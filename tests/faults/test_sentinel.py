@@ -117,6 +117,7 @@ def _scenario(group: SentinelGroup, tmp_path: Path, text: str, faults: list[str]
             else:
                 fault_s.append(group.kill_master(LAGGING_S if fault == "kill-lagging" else 0))
             group.wait_settled()
+        settled = time.monotonic()
         time.sleep(1.0)  # invocations on the settled group
         stop.touch()
         per_process = pending.get(timeout=60)
@@ -142,7 +143,8 @@ def _scenario(group: SentinelGroup, tmp_path: Path, text: str, faults: list[str]
             "unreplicated_warnings": sum(1 for e in entries if e.get("unreplicated")),
             "fault_to_new_master_s": [round(s, 2) for s in fault_s],
             "last_error": errors[-1] if errors else None,
-            "recovered": "error" not in entries[-1],
+            # Invocations after the last fault settled reached a master again.
+            "recovered": any("error" not in e for e in entries if e["at"] > settled),
         }
         outcome = check(master, cfg, after=t0, until=end, scenario="", runs=len(entries) + 2,
                         invocation_s=[e["seconds"] for e in entries])
