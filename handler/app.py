@@ -30,7 +30,7 @@ from kiqbeat import sources
 from kiqbeat.config import duration_s, with_window
 from kiqbeat.connection import connect, scrub
 from kiqbeat.engine import run
-from kiqbeat.errors import ConfigError
+from kiqbeat.errors import ConfigError, RedisUnavailableError
 from kiqbeat.report import Report
 from kiqbeat.schedule import Config
 
@@ -176,7 +176,9 @@ def invoke(event: Any, context: Any) -> dict[str, Any]:
         config = _config(settings)
         url = sources.redis_url(os.environ, max_age_s=settings.max_age_s)
         report = run(_client(url), config, deadline_s=_deadline_s(context))
-    except Exception:
+    except Exception as exc:
+        if isinstance(exc, RedisUnavailableError):
+            _forget_client()  # the next invocation connects afresh (see cli's `run`)
         metrics.add_metric(name="InvocationsFailed", unit=MetricUnit.Count, value=1)
         logger.exception("kiqbeat invocation failed",
                          extra={"config_source": os.environ.get("KIQBEAT_CONFIG"),
@@ -210,10 +212,15 @@ def _wrap(function: Callable[[Any, Any], dict[str, Any]]) -> Callable[[Any, Any]
 lambda_handler = _wrap(invoke)
 
 
-def forget_warm() -> None:
-    """Drop what warm invocations reuse (tests; a changed environment)."""
-    client = _warm.get("client")
+def _forget_client() -> None:
+    client = _warm.pop("client", None)
+    _warm.pop("url", None)
     if client is not None:
         client.close()
+
+
+def forget_warm() -> None:
+    """Drop what warm invocations reuse (tests; a changed environment)."""
+    _forget_client()
     _warm.clear()
     sources.forget_cached()

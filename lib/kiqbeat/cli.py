@@ -14,7 +14,7 @@ import redis
 from kiqbeat import sources
 from kiqbeat.connection import connect
 from kiqbeat.engine import run, select_shard, status
-from kiqbeat.errors import ConfigError, KiqbeatError
+from kiqbeat.errors import ConfigError, KiqbeatError, RedisUnavailableError
 from kiqbeat.loop import run_loop, stop_on_signals
 from kiqbeat.report import Report
 from kiqbeat.schedule import Config
@@ -179,12 +179,17 @@ def _cmd_run(args: argparse.Namespace) -> int:
     stop = stop_on_signals()
 
     def invoke() -> Report | None:
-        nonlocal current, warned
+        nonlocal client, current, warned
         try:
             current = select_shard(sources.load_config(args.config), _shard(args.shard))
             report = run(client, current)
         except KiqbeatError as exc:
             print(f"kiqbeat: invocation failed: {exc}", file=sys.stderr, flush=True)
+            if isinstance(exc, RedisUnavailableError):
+                # Start the next invocation from a new client: after repeated Sentinel
+                # failovers a long-lived one was seen to stay stuck while a new one worked.
+                client.close()
+                client, _ = _client_and_config(args)
             return None
         if not warned:
             _print_warnings(report.warnings)

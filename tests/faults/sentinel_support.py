@@ -112,8 +112,8 @@ class SentinelGroup:
                 masters.add(int(state["port"]))
                 healthy = [r for r in replicas if "s_down" not in r["flags"]
                            and r.get("master-link-status") == "ok"]
-                if (state["num-other-sentinels"] != 2 or len(healthy) != 1
-                        or "failover_in_progress" in state["flags"]):
+                down = {"s_down", "o_down", "failover_in_progress"} & set(state["flags"].split(","))
+                if state["num-other-sentinels"] != 2 or len(healthy) != 1 or down:
                     return False
             master = masters.pop() if len(masters) == 1 else None
             return master is not None and _info(master, "replication")["role"] == "master"

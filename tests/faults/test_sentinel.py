@@ -28,7 +28,7 @@ import redis
 
 from kiqbeat.connection import connect
 from kiqbeat.engine import run
-from kiqbeat.errors import KiqbeatError
+from kiqbeat.errors import KiqbeatError, RedisUnavailableError
 from tests.integration.helpers import config, minute_floor, redis_now
 
 from .harness import LONG, Outcome, assert_clean, check, jobs_in_redis, record
@@ -57,7 +57,8 @@ def _invoker(url: str, text: str, t0_s: float, start_s: float, stop: str) -> lis
     t0 = datetime.fromtimestamp(t0_s, tz=UTC)
     records: list[dict[str, Any]] = []
     last_k = -1
-    with connect(url) as client:
+    client = connect(url)
+    try:
         while not Path(stop).exists():
             # Replayed minutes run from a day ago; they stop short of the real clock.
             k = min(int((time.monotonic() - start_s) / PERIOD_S), 24 * 60 - 1)
@@ -71,6 +72,9 @@ def _invoker(url: str, text: str, t0_s: float, start_s: float, stop: str) -> lis
                 report = run(client, cfg, now=t0 + timedelta(minutes=k))
             except KiqbeatError as exc:
                 entry |= {"error": f"{type(exc).__name__}: {exc}"}
+                if isinstance(exc, RedisUnavailableError):  # as `kiqbeat run` does
+                    client.close()
+                    client = connect(url)
             except redis.RedisError as exc:  # would be a bug: kiqbeat should wrap these
                 entry |= {"error": f"raw {type(exc).__name__}: {exc}", "raw": True}
             else:
@@ -78,6 +82,8 @@ def _invoker(url: str, text: str, t0_s: float, start_s: float, stop: str) -> lis
                           "unreplicated": getattr(report, "unreplicated", 0)}
             entry["seconds"] = time.perf_counter() - began
             records.append(entry)
+    finally:
+        client.close()
     return records
 
 
@@ -118,7 +124,9 @@ def _scenario(group: SentinelGroup, tmp_path: Path, text: str, faults: list[str]
                 fault_s.append(group.kill_master(LAGGING_S if fault == "kill-lagging" else 0))
             group.wait_settled()
         settled = time.monotonic()
-        time.sleep(1.0)  # invocations on the settled group
+        # Invocations on the settled group; an invoker may still be inside an invocation
+        # that began before the fault and fails slowly (reconnects, Sentinel discovery).
+        time.sleep(20.0 if LONG else 3.0)
         stop.touch()
         per_process = pending.get(timeout=60)
     entries = sorted((e for records in per_process for e in records), key=lambda e: e["at"])
