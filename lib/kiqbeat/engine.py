@@ -1,9 +1,11 @@
 """One invocation against Redis: read the clock and marks, plan, push atomically, report.
 
-Round trips: one pipeline (TIME + HMGET of every schedule's mark), then one push-script
+Round trips: one pipeline (read.lua: TIME and every schedule's mark), then one push-script
 call per chunk — two for an ordinary minute, one when nothing is due. Extras, each said
-where it happens: the neighbour check (sidekiq-scheduler, sidekiq-cron) rides in the first
-pipeline whenever a client meets a new config; `wait_replicas` adds a WAIT per push call;
+where it happens: the startup checks (one pipelined INFO) and script loads on a new client
+or server; the neighbour check (sidekiq-scheduler, sidekiq-cron) rides in the first
+pipeline whenever a client meets a new config, and forgetting removed schedules takes one
+more then, only when there are any; `wait_replicas` adds a WAIT per push call;
 `sidekiq_scheduler_ui` adds the tab's toggles to the first pipeline and one write after.
 """
 
