@@ -17,7 +17,7 @@ from types import TracebackType
 
 import redis
 
-from kiqbeat.server import RedisServer, free_port
+from kiqbeat.server import RedisServer, free_port, terminate
 
 SERVICE = "mymaster"
 DOWN_AFTER_MS = 1000
@@ -140,7 +140,6 @@ class SentinelGroup:
         """
         old = self.master_port()
         server = self.servers.pop(old)
-        assert server.process is not None
         table = f"kiqbeat_lag_{old}"
         if replica_lag_s:
             with redis.Redis(port=old, socket_timeout=1, decode_responses=True) as master:
@@ -151,8 +150,7 @@ class SentinelGroup:
             time.sleep(replica_lag_s)
         try:
             started = time.monotonic()
-            server.process.kill()
-            server.process.wait()
+            server.kill()
             server.stop()
             _wait("a new master", lambda: self.master_port() != old)
             elapsed = time.monotonic() - started
@@ -167,13 +165,7 @@ class SentinelGroup:
     def stop(self) -> None:
         """Stop sentinels and servers; remove the directory."""
         for process in self.sentinels:
-            process.terminate()
-        for process in self.sentinels:
-            try:
-                process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            terminate(process)
         for server in self.servers.values():
             server.stop()
         shutil.rmtree(self.dir, ignore_errors=True)
