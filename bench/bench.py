@@ -22,12 +22,12 @@ from typing import Any
 
 import redis
 
-from kiqbeat import keys
-from kiqbeat.config import parse_config
-from kiqbeat.connection import connect
+from kiqbeat.core.schedule import Config
+from kiqbeat.demo.server import RedisServer, redis_server_path
+from kiqbeat.document.config import parse_config
 from kiqbeat.engine import run
-from kiqbeat.schedule import Config
-from kiqbeat.server import RedisServer, redis_server_path
+from kiqbeat.redis import keys
+from kiqbeat.redis.connection import connect
 
 
 class CountingConnection(redis.Connection):

@@ -26,13 +26,13 @@ import redis
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from kiqbeat import sources
-from kiqbeat.config import duration_s, with_window
-from kiqbeat.connection import connect, scrub
+from kiqbeat.core.report import Report
+from kiqbeat.core.schedule import Config
+from kiqbeat.document import sources
+from kiqbeat.document.config import duration_s, with_window
 from kiqbeat.engine import run
 from kiqbeat.errors import ConfigError, RedisUnavailableError
-from kiqbeat.report import Report
-from kiqbeat.schedule import Config
+from kiqbeat.redis.connection import connect, scrub
 
 KIQBEAT_VARIABLES = ("KIQBEAT_CONFIG", "KIQBEAT_CONFIG_MAX_AGE", "KIQBEAT_REDIS_URL",
                      "KIQBEAT_REDIS_SECRET", "KIQBEAT_MISSED_JOBS_WINDOW", "KIQBEAT_TRACING")
@@ -115,7 +115,7 @@ def _instant(value: Any) -> datetime | None:
 
 # Kept across warm invocations: the Redis client (rebuilt if the URL changes, e.g. after a
 # secret rotation), the settings, and warnings already logged. The parsed schedule document
-# is cached by kiqbeat.sources.
+# is cached by kiqbeat.document.sources.
 _warm: dict[str, Any] = {}
 
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from kiqbeat.server import RedisServer
+from kiqbeat.demo.server import RedisServer
 
 
 @pytest.fixture(scope="session")

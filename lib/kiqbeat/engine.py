@@ -11,31 +11,25 @@ more then, only when there are any; `wait_replicas` adds a WAIT per push call;
 
 from __future__ import annotations
 
-import hashlib
 import time
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from importlib.resources import files
 from typing import Any
 
 import redis
 from redis.commands.core import Script
 
-from kiqbeat import keys
-from kiqbeat.connection import redis_errors, startup_warnings
+from kiqbeat.core.plan import Group, Plan, TickMemo, from_ms, plan_ticks, shard_of, to_ms
+from kiqbeat.core.report import PushedJob, Report
+from kiqbeat.core.schedule import Config
 from kiqbeat.errors import ConfigError, DeadlineError, KiqbeatError
-from kiqbeat.neighbours import Neighbours
-from kiqbeat.plan import Group, Plan, TickMemo, from_ms, plan_ticks, shard_of, to_ms
-from kiqbeat.report import PushedJob, Report
-from kiqbeat.schedule import Config
+from kiqbeat.redis import keys, scripts
+from kiqbeat.redis.connection import redis_errors, startup_warnings
+from kiqbeat.redis.neighbours import Neighbours
 
-PUSH_LUA = files("kiqbeat").joinpath("push.lua").read_text()
-PUSH_SHA = hashlib.sha1(PUSH_LUA.encode()).hexdigest()
-READ_LUA = files("kiqbeat").joinpath("read.lua").read_text()
-PRUNE_LUA = files("kiqbeat").joinpath("prune.lua").read_text()
-READ_SHA = hashlib.sha1(READ_LUA.encode()).hexdigest()
+PUSH_SHA = scripts.PUSH.sha
 DEFAULT_DEADLINE_S = 40.0
 
 # Per client: the registered script; the tick memo (its presence: startup checks done).
@@ -62,13 +56,13 @@ def read_state(
             pipe = client.pipeline(transaction=False)
             # EVALSHA itself, not a Script object: a pipeline asks SCRIPT EXISTS for those
             # on every call, a round trip more.
-            pipe.evalsha(READ_SHA, 1, key, "\n".join(names))
+            scripts.READ.evalsha(pipe, [key], ["\n".join(names)])
             if more is not None:
                 more(pipe)
             replies = pipe.execute(raise_on_error=False)
             if not isinstance(replies[0], redis.exceptions.NoScriptError) or attempt == 2:
                 break
-            client.script_load(READ_LUA)  # a new or restarted server: once
+            scripts.READ.load(client)  # a new or restarted server: once
         if isinstance(replies[0], Exception):
             raise replies[0]
     seconds, micros, joined = replies[0]
@@ -83,7 +77,7 @@ def read_state(
 def _script(client: redis.Redis) -> Script:
     script = _scripts.get(client)
     if script is None:
-        script = _scripts[client] = client.register_script(PUSH_LUA)
+        script = _scripts[client] = client.register_script(scripts.PUSH.text)
     return script
 
 
@@ -176,10 +170,9 @@ def _prune(client: redis.Redis, config: Config, now: datetime, report: Report) -
     lookahead_s = max((s.lookahead_s for s in config.schedules), default=0.0)
     threshold = now - timedelta(seconds=config.missed_jobs_window_s + lookahead_s)
     with redis_errors(client, "forgetting removed schedules"):
-        client.register_script(PRUNE_LUA)(
-            keys=[keys.watermarks(config.namespace), keys.first_seen(config.namespace)],
-            args=[to_ms(threshold), "\n".join(s.name for s in config.schedules)],
-            client=client)
+        scripts.PRUNE.call(
+            client, [keys.watermarks(config.namespace), keys.first_seen(config.namespace)],
+            [to_ms(threshold), "\n".join(s.name for s in config.schedules)])
     report.round_trips += 1
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from kiqbeat.server import RedisServer, free_port
+from kiqbeat.demo.server import RedisServer, free_port
 
 from .harness import (
     RUBY_DIR,

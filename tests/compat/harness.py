@@ -18,9 +18,9 @@ from typing import Any, TypeVar
 import pytest
 import redis
 
-from kiqbeat.config import load_config_text
+from kiqbeat.core.report import Report
+from kiqbeat.document.config import load_config_text
 from kiqbeat.engine import run
-from kiqbeat.report import Report
 
 RUBY_DIR = Path(__file__).parent / "ruby"
 RUNS_KEY = "kiqbeat-compat:runs"

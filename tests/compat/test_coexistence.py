@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 import redis
 
-from kiqbeat import scheduler_ui as ui
-from kiqbeat.config import load_config_file, load_config_text
+from kiqbeat.core.schedule import Config
+from kiqbeat.document.config import load_config_file, load_config_text
 from kiqbeat.engine import run
 from kiqbeat.errors import ConfigError
-from kiqbeat.schedule import Config
+from kiqbeat.redis import scheduler_ui as ui
 
 from .harness import Sidekiq
 

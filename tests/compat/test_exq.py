@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 
 import redis
 
-from kiqbeat.config import load_config_text
+from kiqbeat.document.config import load_config_text
 from kiqbeat.engine import run
 
 EXQ_JOB_FIELDS = {"class", "args", "jid", "queue", "retry", "retry_count", "enqueued_at",

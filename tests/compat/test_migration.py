@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from kiqbeat.cli import main
-from kiqbeat.config import LEGACY_ACTIVE_JOB_WRAPPER, load_config_file
-from kiqbeat.cron import Cron, Every
+from kiqbeat.core.cron import Cron, Every
+from kiqbeat.document.config import LEGACY_ACTIVE_JOB_WRAPPER, load_config_file
+from kiqbeat.entrypoints.cli import main
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

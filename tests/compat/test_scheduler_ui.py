@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 import redis
 
-from kiqbeat import scheduler_ui as ui
-from kiqbeat.config import load_config_text
+from kiqbeat.core.schedule import Config
+from kiqbeat.document.config import load_config_text
 from kiqbeat.engine import run
-from kiqbeat.schedule import Config
+from kiqbeat.redis import scheduler_ui as ui
 
 from .harness import RUBY_DIR, Sidekiq
 

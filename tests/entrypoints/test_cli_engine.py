@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from kiqbeat.cli import main
+from kiqbeat.entrypoints.cli import main
 
 SCHEDULE = """
 missed_jobs_window: 1h
@@ -37,7 +37,7 @@ def schedule_file(tmp_path: Path) -> Path:
 
 
 def kiqbeat(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kiqbeat.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "kiqbeat", *args], capture_output=True,
                           text=True, timeout=60, env=env)
 
 
@@ -74,7 +74,7 @@ def test_run_once_refuses_a_now_in_the_future(schedule_file: Path, redis_url: st
 
 
 def test_run_once_against_a_dead_redis_fails_fast_and_names_it(schedule_file: Path) -> None:
-    from kiqbeat.server import free_port
+    from kiqbeat.demo.server import free_port
 
     started = time.monotonic()
     done = kiqbeat("run-once", "--config", str(schedule_file),
@@ -111,7 +111,7 @@ def test_status_shows_each_schedule(
 def test_run_loops_each_second_and_stops_on_sigterm(
     schedule_file: Path, redis_url: str, redis_client: redis.Redis
 ) -> None:
-    proc = subprocess.Popen([sys.executable, "-m", "kiqbeat.cli", "run", "--config",
+    proc = subprocess.Popen([sys.executable, "-m", "kiqbeat", "run", "--config",
                              str(schedule_file), "--redis-url", redis_url],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

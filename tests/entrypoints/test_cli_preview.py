@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from kiqbeat.cli import main
+from kiqbeat.entrypoints.cli import main
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-EMBEDDED = Path(__file__).resolve().parents[2] / "lib" / "kiqbeat" / "examples" / "example.yaml"
+EMBEDDED = Path(__file__).resolve().parents[2] / "lib" / "kiqbeat" / "demo" / "example.yaml"
 
 GOOD = """
 time_zone: Europe/Paris
@@ -90,7 +90,7 @@ def test_every_sample_file_validates(path: Path, capsys: pytest.CaptureFixture[s
 
 
 def test_the_embedded_example_shows_pushes_within_seconds() -> None:
-    from kiqbeat.config import load_config_file
+    from kiqbeat.document.config import load_config_file
 
     config = load_config_file(EMBEDDED)
     assert any(s.timetable.has_seconds and s.enabled for s in config.schedules)

@@ -158,7 +158,7 @@ def test_the_first_invocation_of_a_container_records_a_cold_start(
 
 
 def test_warm_invocations_reuse_the_client_and_the_parsed_schedule(lambda_env: Path) -> None:
-    from kiqbeat import sources
+    from kiqbeat.document import sources
 
     app.lambda_handler({}, Context())
     client = app._warm["client"]

@@ -13,7 +13,7 @@ import boto3
 import pytest
 import redis
 
-from kiqbeat import sources
+from kiqbeat.document import sources
 from kiqbeat.errors import ConfigError
 
 # Fixture types (tests/entrypoints/conftest.py); the folder is not a package.
@@ -192,7 +192,7 @@ def test_a_failed_refresh_after_max_age_fails_loudly(aws: Moto) -> None:
 def test_a_bad_document_source_pushes_nothing(
     aws: Moto, redis_url: str, redis_client: redis.Redis, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from kiqbeat.cli import main as cli_main
+    from kiqbeat.entrypoints.cli import main as cli_main
 
     client("ssm").put_parameter(Name="/kiqbeat/schedule", Value=MALFORMED, Type="String")
     for source in ("ssm:/kiqbeat/schedule", "ssm:/kiqbeat/missing"):
@@ -274,7 +274,7 @@ def test_a_secret_is_cached_for_max_age(aws: Moto) -> None:
 def test_file_sources_never_import_boto3(tmp_path: Path) -> None:
     path = tmp_path / "schedule.yaml"
     path.write_text(SCHEDULE)
-    code = ("import sys; from kiqbeat import sources; sources.load_config(sys.argv[1]); "
+    code = ("import sys; from kiqbeat.document import sources; sources.load_config(sys.argv[1]); "
             "sources.redis_url({'KIQBEAT_REDIS_URL': 'redis://h:1'}); "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
             "('boto3', 'botocore', 'aws_lambda_powertools')))")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from kiqbeat.connection import connect
+from kiqbeat.redis.connection import connect
 
 
 @pytest.fixture

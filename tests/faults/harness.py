@@ -28,10 +28,10 @@ from typing import Any
 
 import redis
 
-from kiqbeat import keys
-from kiqbeat.cron import parse_cron
-from kiqbeat.payload import jid
-from kiqbeat.schedule import Config, Timetable
+from kiqbeat.core.cron import parse_cron
+from kiqbeat.core.payload import jid
+from kiqbeat.core.schedule import Config, Timetable
+from kiqbeat.redis import keys
 
 OUT_ENV = "KIQBEAT_RELIABILITY_OUT"
 LONG = os.environ.get("KIQBEAT_LONG") == "1"

@@ -23,7 +23,7 @@ from datetime import timedelta
 def main() -> None:
     """Run the invocations described by argv[1]; report exit codes and wall times."""
     spec = json.loads(sys.argv[1])
-    from kiqbeat.cli import main as cli
+    from kiqbeat.entrypoints.cli import main as cli
 
     travel: contextlib.AbstractContextManager[object] = contextlib.nullcontext()
     if spec.get("skew_s"):

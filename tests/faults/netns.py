@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 from types import TracebackType
 
-from kiqbeat.server import redis_server_path, terminate, wait_for_pong
+from kiqbeat.demo.server import redis_server_path, terminate, wait_for_pong
 
 PORT = 6390
 

@@ -17,7 +17,7 @@ from types import TracebackType
 
 import redis
 
-from kiqbeat.server import RedisServer, free_port, terminate
+from kiqbeat.demo.server import RedisServer, free_port, terminate
 
 SERVICE = "mymaster"
 DOWN_AFTER_MS = 1000

@@ -20,10 +20,10 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kiqbeat.cli import main as cli
-from kiqbeat.config import SCHEDULE_KEYS, TOP_LEVEL_KEYS, load_config_text
+from kiqbeat.core.schedule import Config
+from kiqbeat.document.config import SCHEDULE_KEYS, TOP_LEVEL_KEYS, load_config_text
+from kiqbeat.entrypoints.cli import main as cli
 from kiqbeat.errors import ConfigError
-from kiqbeat.schedule import Config
 
 from .harness import LONG, Outcome, record
 

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 import redis
 
-from kiqbeat import keys
-from kiqbeat.config import load_config_file
+from kiqbeat.demo.server import RedisServer
+from kiqbeat.document.config import load_config_file
 from kiqbeat.engine import PUSH_SHA
-from kiqbeat.server import RedisServer
+from kiqbeat.redis import keys
 from tests.integration.helpers import minute_floor, redis_now
 from tests.support.proxy import FaultProxy
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import redis
 
-from kiqbeat import keys
-from kiqbeat.config import load_config_file
-from kiqbeat.plan import MAX_JOBS_PER_CALL, to_ms
+from kiqbeat.core.plan import MAX_JOBS_PER_CALL, to_ms
+from kiqbeat.document.config import load_config_file
+from kiqbeat.redis import keys
 from tests.integration.helpers import minute_floor, redis_now
 
 from .drive import KIQBEAT, run_cli

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from kiqbeat.config import load_config_file
+from kiqbeat.document.config import load_config_file
 from tests.integration.helpers import redis_now
 
 from .drive import KIQBEAT, ROOT, run_cli, run_invokers, stop
@@ -124,7 +124,7 @@ def _loops(path: Path, url: str, copies: int, seconds: float, sampler_url: str,
 # A child with its host clock shifted by argv[1] seconds, then the real CLI's `main`.
 _SKEWED_RUN = (
     "import sys, datetime, time_machine\n"
-    "from kiqbeat.cli import main\n"
+    "from kiqbeat.entrypoints.cli import main\n"
     "skew = datetime.timedelta(seconds=float(sys.argv[1]))\n"
     "with time_machine.travel(skew, tick=True):\n"
     "    sys.exit(main(sys.argv[2:]))\n"

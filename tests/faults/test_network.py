@@ -17,9 +17,9 @@ from datetime import timedelta
 import pytest
 import redis
 
-from kiqbeat.connection import connect
 from kiqbeat.engine import run
 from kiqbeat.errors import KiqbeatError, RedisUnavailableError
+from kiqbeat.redis.connection import connect
 from tests.integration.helpers import config, minute_floor, redis_now
 
 from .harness import LONG, assert_clean, check, jobs_in_redis, record

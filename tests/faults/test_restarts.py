@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from kiqbeat.config import load_config_file
-from kiqbeat.server import RedisServer
+from kiqbeat.demo.server import RedisServer
+from kiqbeat.document.config import load_config_file
 from tests.integration.helpers import minute_floor, redis_now
 
 from .drive import run_invokers

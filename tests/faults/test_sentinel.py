@@ -26,9 +26,9 @@ from typing import Any
 import pytest
 import redis
 
-from kiqbeat.connection import connect
 from kiqbeat.engine import run
 from kiqbeat.errors import KiqbeatError, RedisUnavailableError
+from kiqbeat.redis.connection import connect
 from tests.integration.helpers import config, minute_floor, redis_now
 
 from .harness import LONG, Outcome, assert_clean, check, jobs_in_redis, record
@@ -201,7 +201,7 @@ def _cli_run_once(group: SentinelGroup, tmp_path: Path) -> Any:
 
     schedule = tmp_path / "schedule.yaml"
     schedule.write_text(SCHEDULES)
-    return subprocess.run([sys.executable, "-m", "kiqbeat.cli", "run-once", "--config",
+    return subprocess.run([sys.executable, "-m", "kiqbeat", "run-once", "--config",
                            str(schedule), "--redis-url", group.url],
                           capture_output=True, text=True, timeout=60, check=False)
 

@@ -98,7 +98,7 @@ def test_the_template_sets_exactly_the_variables_the_code_reads(function: dict[s
     from aws_lambda_powertools.shared import constants
     from handler import app
 
-    from kiqbeat import sources
+    from kiqbeat.document import sources
 
     set_by_template = set(function["Environment"]["Variables"])
     assert set_by_template == set(app.ENVIRONMENT)
@@ -225,4 +225,4 @@ def test_sam_build_works_without_a_container(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert (build / "KiqbeatFunction" / "app.py").exists()
     assert (build / "KiqbeatFunction" / "aws_lambda_powertools").is_dir()
-    assert (build / "KiqbeatLibrary" / "python" / "kiqbeat" / "push.lua").exists()
+    assert (build / "KiqbeatLibrary" / "python" / "kiqbeat" / "redis" / "lua" / "push.lua").exists()

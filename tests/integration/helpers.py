@@ -8,9 +8,9 @@ from typing import Any
 
 import redis
 
-from kiqbeat.config import load_config_text
+from kiqbeat.core.schedule import Config
+from kiqbeat.document.config import load_config_text
 from kiqbeat.engine import read_state
-from kiqbeat.schedule import Config
 
 
 def config(text: str) -> Config:

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import redis
 
-from kiqbeat.connection import connect
-from kiqbeat.cron import fire_times
+from kiqbeat.core.cron import fire_times
+from kiqbeat.core.payload import jid
 from kiqbeat.engine import PUSH_SHA, run
-from kiqbeat.payload import jid
+from kiqbeat.redis.connection import connect
 
 from .helpers import config, minute_floor, pushed_jobs, redis_now
 
@@ -87,8 +87,8 @@ def test_twenty_concurrent_processes_push_every_tick_exactly_once(redis_url: str
 KILLABLE = textwrap.dedent("""
     import sys
     from datetime import UTC, datetime
-    from kiqbeat.config import load_config_text
-    from kiqbeat.connection import connect
+    from kiqbeat.document.config import load_config_text
+    from kiqbeat.redis.connection import connect
     from kiqbeat.engine import run
     cfg = load_config_text(open(sys.argv[2]).read())
     now = datetime.fromtimestamp(float(sys.argv[3]), tz=UTC)
@@ -152,7 +152,7 @@ def test_processes_killed_mid_invocation_lose_and_repeat_nothing(
 def test_a_lost_reply_after_the_script_ran_is_retried_without_a_duplicate(
     redis_url: str, redis_server: object
 ) -> None:
-    from kiqbeat.server import RedisServer
+    from kiqbeat.demo.server import RedisServer
 
     from ..support.proxy import FaultProxy
 

@@ -10,14 +10,14 @@ import pytest
 import redis
 import time_machine
 
-from kiqbeat.connection import connect
-from kiqbeat.cron import fire_times
+from kiqbeat.core.cron import fire_times
+from kiqbeat.core.payload import jid
+from kiqbeat.core.plan import plan_ticks
+from kiqbeat.core.report import Report
+from kiqbeat.demo.server import RedisServer
 from kiqbeat.engine import push, run
 from kiqbeat.errors import ConfigError, StateError
-from kiqbeat.payload import jid
-from kiqbeat.plan import plan_ticks
-from kiqbeat.report import Report
-from kiqbeat.server import RedisServer
+from kiqbeat.redis.connection import connect
 
 from .helpers import config, marks, minute_floor, pushed_jobs, redis_now
 

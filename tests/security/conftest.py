@@ -71,5 +71,5 @@ def kiqbeat_cli(*args: str, env: dict[str, str] | None = None,
     """Run the `kiqbeat` command in a child Python; output captured as text."""
     full_env = {k: v for k, v in os.environ.items()
                 if not k.startswith(("KIQBEAT_", "REDIS_URL"))} | (env or {})
-    return subprocess.run([sys.executable, "-m", "kiqbeat.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "kiqbeat", *args], capture_output=True,
                           text=True, env=full_env, timeout=timeout_s, check=False)

@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 import redis
 
-from kiqbeat.connection import connect
+from kiqbeat.core.report import Report
+from kiqbeat.demo.server import RedisServer
 from kiqbeat.engine import run
 from kiqbeat.errors import RedisRefusedError
-from kiqbeat.report import Report
-from kiqbeat.server import RedisServer
+from kiqbeat.redis.connection import connect
 from tests.faults.harness import assert_clean, check, jobs_in_redis
 from tests.integration.helpers import config, minute_floor, redis_now
 

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from kiqbeat.connection import connect
+from kiqbeat.demo.server import RedisServer, free_port
 from kiqbeat.engine import run, status
 from kiqbeat.errors import KiqbeatError
-from kiqbeat.server import RedisServer, free_port
+from kiqbeat.redis.connection import connect
 from tests.integration.helpers import config
 
 from .conftest import SCHEDULE, kiqbeat_cli
@@ -96,7 +96,7 @@ def test_cli_and_lambda_output_never_show_the_password(
         _assert_no_secret(f"{command} output", done.stdout + done.stderr)
     env = {"KIQBEAT_REDIS_URL": url, "KIQBEAT_CONFIG": str(schedule_file)}
     invoked = subprocess.run(
-        [sys.executable, "-m", "kiqbeat.cli", "invoke", "--event", "events/scheduled.json"],
+        [sys.executable, "-m", "kiqbeat", "invoke", "--event", "events/scheduled.json"],
         capture_output=True, text=True, cwd=ROOT, timeout=60, check=False,
         env={k: v for k, v in os.environ.items() if not k.startswith("KIQBEAT_")} | env)
     assert invoked.returncode != 0
@@ -110,7 +110,7 @@ def test_run_loop_output_never_shows_the_password(
 ) -> None:
     """`kiqbeat run` reports a failed invocation and carries on, without the secret."""
     url = _urls(protected)[case]
-    with subprocess.Popen([sys.executable, "-m", "kiqbeat.cli", "run", "--config",
+    with subprocess.Popen([sys.executable, "-m", "kiqbeat", "run", "--config",
                            str(schedule_file), "--redis-url", url],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as loop:
         assert loop.stderr is not None

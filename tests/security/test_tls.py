@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import redis
 
-from kiqbeat.connection import connect
+from kiqbeat.demo.server import RedisServer, free_port
 from kiqbeat.engine import run
 from kiqbeat.errors import RedisUnavailableError
-from kiqbeat.server import RedisServer, free_port
+from kiqbeat.redis.connection import connect
 from tests.integration.helpers import config, minute_floor, pushed_jobs, redis_now
 
 from .conftest import SCHEDULE, Certs, kiqbeat_cli

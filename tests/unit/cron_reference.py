@@ -1,6 +1,6 @@
-"""A slow, obviously-correct reading of DESIGN §3, to check kiqbeat.cron against.
+"""A slow, obviously-correct reading of DESIGN §3, to check kiqbeat.core.cron against.
 
-It shares no code with kiqbeat.cron: each field item is tested against a value by plain
+It shares no code with kiqbeat.core.cron: each field item is tested against a value by plain
 arithmetic (never expanded into sets), every minute (or second) of local wall time is
 visited one by one, and wall times are mapped to instants with zoneinfo's `fold` and a
 round trip, the gap's end found by stepping minute by minute.

@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from kiqbeat.config import (
+from kiqbeat.core.cron import Cron, Every
+from kiqbeat.core.schedule import Config
+from kiqbeat.document.config import (
     ACTIVE_JOB_WRAPPER,
     LEGACY_ACTIVE_JOB_WRAPPER,
     load_config_file,
     load_config_text,
 )
-from kiqbeat.cron import Cron, Every
 from kiqbeat.errors import ConfigError
-from kiqbeat.schedule import Config
 
 
 def load(text: str) -> Config:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kiqbeat.connection import connect, scrub
 from kiqbeat.errors import ConfigError
+from kiqbeat.redis.connection import connect, scrub
 
 
 @pytest.mark.parametrize(("url", "shown"), [

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from kiqbeat.cron import Cron, Every, fire_times, parse_cron, parse_every, zone
+from kiqbeat.core.cron import Cron, Every, fire_times, parse_cron, parse_every, zone
 from kiqbeat.errors import ConfigError
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)  # a Monday

@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from kiqbeat.cron import fire_times, parse_cron
+from kiqbeat.core.cron import fire_times, parse_cron
 
 
 def z(text: str) -> datetime:

@@ -2,7 +2,7 @@
 
 The central one (STYLE): ticks over (a, b] plus ticks over (b, c] equal ticks over (a, c].
 The strongest: agreement with `cron_reference`, a brute-force reading of DESIGN §3 that
-visits every wall-clock minute (or second) and shares no code with kiqbeat.cron.
+visits every wall-clock minute (or second) and shares no code with kiqbeat.core.cron.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from zoneinfo import ZoneInfo
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from kiqbeat.cron import Cron, parse_cron
+from kiqbeat.core.cron import Cron, parse_cron
 from kiqbeat.errors import ConfigError
 
 from .cron_reference import DAYS, MONTHS, reference_fire_times

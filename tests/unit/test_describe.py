@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import assume, given, settings
 
-from kiqbeat.cron import parse_cron, parse_every
-from kiqbeat.describe import describe_cron, describe_every
+from kiqbeat.core.cron import parse_cron, parse_every
+from kiqbeat.core.describe import describe_cron, describe_every
 from kiqbeat.errors import ConfigError
 
 from .test_cron_properties import crons

@@ -6,11 +6,11 @@ import textwrap
 
 import pytest
 
-from kiqbeat.config import LEGACY_ACTIVE_JOB_WRAPPER, load_config_text
-from kiqbeat.cron import Cron, Every
+from kiqbeat.core.cron import Cron, Every
+from kiqbeat.core.schedule import Config, Schedule
+from kiqbeat.document.config import LEGACY_ACTIVE_JOB_WRAPPER, load_config_text
+from kiqbeat.document.formats import convert, detect_format
 from kiqbeat.errors import ConfigError
-from kiqbeat.formats import convert, detect_format
-from kiqbeat.schedule import Config, Schedule
 
 
 def load(text: str) -> Config:

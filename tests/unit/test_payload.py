@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kiqbeat.cron import parse_cron, parse_every
-from kiqbeat.payload import active_job_id, jid, job_json, job_payload, job_template
-from kiqbeat.schedule import Schedule
+from kiqbeat.core.cron import parse_cron, parse_every
+from kiqbeat.core.payload import active_job_id, jid, job_json, job_payload, job_template
+from kiqbeat.core.schedule import Schedule
 
 TICK = datetime(2026, 3, 8, 7, 0, tzinfo=UTC)
 NOW = TICK + timedelta(seconds=1, microseconds=250_000)

@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from kiqbeat.config import load_config_text
-from kiqbeat.plan import MAX_BYTES_PER_CALL, ON_TIME_S, plan_ticks, to_ms
+from kiqbeat.core.plan import MAX_BYTES_PER_CALL, ON_TIME_S, plan_ticks, to_ms
+from kiqbeat.document.config import load_config_text
 
 NOW = datetime(2026, 5, 1, 9, 0, 5, tzinfo=UTC)
 

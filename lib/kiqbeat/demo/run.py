@@ -15,16 +15,16 @@ from collections.abc import Callable
 from importlib.resources import files
 from typing import Any
 
-from kiqbeat import keys
-from kiqbeat.config import load_config_text
-from kiqbeat.connection import connect
+from kiqbeat.core.report import Report
+from kiqbeat.demo.server import RedisServer
+from kiqbeat.document.config import load_config_text
 from kiqbeat.engine import run
+from kiqbeat.entrypoints.loop import run_loop
 from kiqbeat.errors import KiqbeatError
-from kiqbeat.loop import run_loop
-from kiqbeat.report import Report
-from kiqbeat.server import RedisServer
+from kiqbeat.redis import keys
+from kiqbeat.redis.connection import connect
 
-EXAMPLE = files("kiqbeat").joinpath("examples/example.yaml")
+EXAMPLE = files("kiqbeat.demo").joinpath("example.yaml")
 
 
 def demo(seconds: float, copies: int = 2, out: Callable[[str], None] = print) -> int:

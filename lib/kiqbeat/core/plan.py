@@ -26,8 +26,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from kiqbeat.payload import JobTemplate, jid_ms, job_json, job_template
-from kiqbeat.schedule import Config, Schedule, Timetable
+from kiqbeat.core.payload import JobTemplate, jid_ms, job_json, job_template
+from kiqbeat.core.schedule import Config, Schedule, Timetable
 
 # `catch_up: none` still pushes ticks this fresh: one trigger period, the normal lag.
 ON_TIME_S = 120.0

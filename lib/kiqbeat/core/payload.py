@@ -25,7 +25,7 @@ from functools import lru_cache
 from hashlib import blake2b
 from typing import Any
 
-from kiqbeat.schedule import Schedule
+from kiqbeat.core.schedule import Schedule
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)

@@ -11,19 +11,19 @@ from datetime import UTC, datetime
 
 import redis
 
-from kiqbeat import sources
-from kiqbeat.connection import connect
+from kiqbeat.core.report import Report
+from kiqbeat.core.schedule import Config
+from kiqbeat.document import sources
 from kiqbeat.engine import run, select_shard, status
+from kiqbeat.entrypoints.loop import run_loop, stop_on_signals
 from kiqbeat.errors import ConfigError, KiqbeatError, RedisUnavailableError
-from kiqbeat.loop import run_loop, stop_on_signals
-from kiqbeat.report import Report
-from kiqbeat.schedule import Config
+from kiqbeat.redis.connection import connect
 
 
 def _reading(timetable: object) -> str:
     """The plain-English reading of a timetable (cron or interval)."""
-    from kiqbeat.cron import Cron, Every
-    from kiqbeat.describe import describe_cron, describe_every
+    from kiqbeat.core.cron import Cron, Every
+    from kiqbeat.core.describe import describe_cron, describe_every
 
     if isinstance(timetable, Cron):
         return describe_cron(timetable)
@@ -33,13 +33,13 @@ def _reading(timetable: object) -> str:
 
 
 def _zone_of(timetable: object) -> str:
-    from kiqbeat.cron import Cron
+    from kiqbeat.core.cron import Cron
 
     return timetable.zone_name if isinstance(timetable, Cron) else "UTC"
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    from kiqbeat.config import load_config_file
+    from kiqbeat.document.config import load_config_file
 
     config = load_config_file(args.file)
     count = len(config.schedules)
@@ -58,7 +58,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 def _next_fires(config: Config, after: datetime, count: int) -> list[list[dict[str, str | None]]]:
     """Per schedule, its next `count` fire instants after `after`, in UTC and its own zone."""
-    from kiqbeat.cron import Cron, zone
+    from kiqbeat.core.cron import Cron, zone
 
     previews = []
     for schedule in config.schedules:
@@ -84,10 +84,10 @@ def _next_config(args: argparse.Namespace) -> Config:
     """The schedules `next` previews: from the file (only NAMEs if given), or --cron/--every."""
     from dataclasses import replace
 
-    from kiqbeat.config import load_config_file
-    from kiqbeat.cron import parse_cron, parse_every
+    from kiqbeat.core.cron import parse_cron, parse_every
+    from kiqbeat.core.schedule import Schedule
+    from kiqbeat.document.config import load_config_file
     from kiqbeat.errors import did_you_mean
-    from kiqbeat.schedule import Schedule
 
     if sum(map(bool, (args.file, args.cron, args.every))) != 1:
         raise ConfigError("give one of: a schedule FILE, --cron EXPR or --every DURATION")
@@ -259,7 +259,7 @@ def _cmd_invoke(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from kiqbeat.demo import demo
+    from kiqbeat.demo.run import demo
 
     return demo(args.seconds, copies=args.copies)
 

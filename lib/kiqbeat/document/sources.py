@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from kiqbeat.config import load_config_text
+from kiqbeat.core.schedule import Config
+from kiqbeat.document.config import load_config_text
 from kiqbeat.errors import ConfigError
-from kiqbeat.schedule import Config
 
 DEFAULT_MAX_AGE_S = 60.0
 # AWS calls give up fast, as Redis calls do: the invocation has well under a minute.

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from types import FrameType
 
-from kiqbeat.report import Report
+from kiqbeat.core.report import Report
 
 # Wake this long after the boundary, so the Redis clock has surely passed it.
 WAKE_AFTER_BOUNDARY_S = 0.01

@@ -41,8 +41,8 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from kiqbeat.cron import Cron
-from kiqbeat.schedule import Config, Schedule
+from kiqbeat.core.cron import Cron
+from kiqbeat.core.schedule import Config, Schedule
 
 # Marks a `schedules` entry as written by kiqbeat; sidekiq-scheduler's tab ignores it.
 MARKER = "kiqbeat"

@@ -18,10 +18,10 @@ from typing import Any, TypeVar, cast
 
 import yaml
 
-from kiqbeat import formats
-from kiqbeat.cron import Cron, Every, parse_cron, parse_every, zone
+from kiqbeat.core.cron import Cron, Every, parse_cron, parse_every, zone
+from kiqbeat.core.schedule import CatchUp, Config, Schedule, TimestampFormat, Timetable
+from kiqbeat.document import formats
 from kiqbeat.errors import ConfigError, did_you_mean
-from kiqbeat.schedule import CatchUp, Config, Schedule, TimestampFormat, Timetable
 
 MAX_DOCUMENT_BYTES = 1024 * 1024
 # A window shorter than this is shorter than a minute's trigger period plus its jitter, so a

@@ -14,11 +14,11 @@ from typing import Any
 
 import redis
 
-from kiqbeat import scheduler_ui as ui
-from kiqbeat.connection import redis_errors
+from kiqbeat.core.report import Report
+from kiqbeat.core.schedule import Config
 from kiqbeat.errors import ConfigError, KiqbeatError, StateError
-from kiqbeat.report import Report
-from kiqbeat.schedule import Config
+from kiqbeat.redis import scheduler_ui as ui
+from kiqbeat.redis.connection import redis_errors
 
 
 class Neighbours:

@@ -33,7 +33,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from kiqbeat.cron import parse_cron
+from kiqbeat.core.cron import parse_cron
 from kiqbeat.errors import ConfigError, did_you_mean
 
 KIQBEAT = "kiqbeat"
@@ -147,7 +147,7 @@ def _from_scheduler(name: object, entry: object, out: Converted) -> dict[str, An
         out.problems.append(f"{label}: expected a mapping of fields (cron, class, ...), got "
                             f"{str(entry)[:60]!r}")
         return None
-    from kiqbeat.config import JOB_OPTIONS, SCHEDULE_KEYS
+    from kiqbeat.document.config import JOB_OPTIONS, SCHEDULE_KEYS
 
     timers = [t for t in _SCHEDULER_TIMERS if entry.get(t) not in (None, "", [])]
     converted: dict[str, Any] = {}
