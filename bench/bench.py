@@ -24,7 +24,7 @@ import redis
 
 from kiqbeat.core.schedule import Config
 from kiqbeat.demo.server import RedisServer, redis_server_path
-from kiqbeat.document.config import parse_config
+from kiqbeat.document import parse_config
 from kiqbeat.engine import run
 from kiqbeat.redis import keys
 from kiqbeat.redis.connection import connect

@@ -1,42 +1,49 @@
-"""One invocation against Redis: read the clock and marks, plan, push atomically, report.
+"""The engine: one deployment's invocations against Redis — read, plan, push, report.
+
+An `Engine` is built from `Settings` (and, in tests or libraries, a ready client). It owns
+everything kept from one invocation to the next, so that its meaning is visible here:
+
+- the Redis client, built from the settings' URL (rebuilt when the URL changes, as after a
+  secret rotation) and the startup checks done on it (once per client);
+- the tick memo (the next tick of each timetable: most schedules are not due in a given
+  minute, and a warm process answers that in O(1));
+- the last config whose neighbours (sidekiq-scheduler, sidekiq-cron) passed the check;
+- the warnings already reported: a config or startup warning is reported once per engine,
+  while an invocation's own (a `wait_replicas` shortfall) is reported every time;
+- the document sources and their caches.
 
 Round trips: one pipeline (read.lua: TIME and every schedule's mark), then one push-script
 call per chunk — two for an ordinary minute, one when nothing is due. Extras, each said
 where it happens: the startup checks (one pipelined INFO) and script loads on a new client
-or server; the neighbour check (sidekiq-scheduler, sidekiq-cron) rides in the first
-pipeline whenever a client meets a new config, and forgetting removed schedules takes one
-more then, only when there are any; `wait_replicas` adds a WAIT per push call;
-`sidekiq_scheduler_ui` adds the tab's toggles to the first pipeline and one write after.
+or server; the neighbour check rides in the first pipeline whenever the engine meets a new
+config, and forgetting removed schedules takes one more then, only when there are any;
+`wait_replicas` adds a WAIT per push call; `sidekiq_scheduler_ui` adds the tab's toggles to
+the first pipeline and one write after.
 """
 
 from __future__ import annotations
 
+import os
 import time
-import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import redis
-from redis.commands.core import Script
 
 from kiqbeat.core.plan import Group, Plan, TickMemo, from_ms, plan_ticks, shard_of, to_ms
 from kiqbeat.core.report import PushedJob, Report
 from kiqbeat.core.schedule import Config
-from kiqbeat.errors import ConfigError, DeadlineError, KiqbeatError
+from kiqbeat.document.sources import Sources
+from kiqbeat.document.validate import with_window
+from kiqbeat.errors import ConfigError, DeadlineError, KiqbeatError, RedisUnavailableError
 from kiqbeat.redis import keys, scripts
-from kiqbeat.redis.connection import redis_errors, startup_warnings
+from kiqbeat.redis.connection import connect, redis_errors, startup_warnings
 from kiqbeat.redis.neighbours import Neighbours
+from kiqbeat.settings import DEFAULT_DEADLINE_S, Settings
 
 PUSH_SHA = scripts.PUSH.sha
-DEFAULT_DEADLINE_S = 40.0
-
-# Per client: the registered script; the tick memo (its presence: startup checks done).
-_scripts: weakref.WeakKeyDictionary[redis.Redis, Script] = weakref.WeakKeyDictionary()
-_memos: weakref.WeakKeyDictionary[redis.Redis, TickMemo] = weakref.WeakKeyDictionary()
-# Per client: the last config whose neighbours passed the check (checked again on a change).
-_checked: weakref.WeakKeyDictionary[redis.Redis, Config] = weakref.WeakKeyDictionary()
 
 
 def read_state(
@@ -74,13 +81,6 @@ def read_state(
     return now, marks, replies[1:]
 
 
-def _script(client: redis.Redis) -> Script:
-    script = _scripts.get(client)
-    if script is None:
-        script = _scripts[client] = client.register_script(scripts.PUSH.text)
-    return script
-
-
 def _push_chunk(
     client: redis.Redis, namespace: str, now_ms: int, chunk: list[Group]
 ) -> tuple[list[Any], str]:
@@ -99,9 +99,8 @@ def _push_chunk(
     script_keys = [keys.watermarks(namespace), keys.first_seen(namespace), keys.queues(namespace),
                    keys.schedule(namespace), *(keys.queue(namespace, q) for q in queue_names)]
     with redis_errors(client, "pushing jobs"):
-        reply = _script(client)(keys=script_keys,
-                                args=[now_ms, len(queue_names), *queue_names, b"".join(parts)],
-                                client=client)
+        reply = scripts.PUSH.call(client, script_keys,
+                                  [now_ms, len(queue_names), *queue_names, b"".join(parts)])
     counts, flags = reply[:5], reply[5]
     return counts, flags.decode() if isinstance(flags, bytes) else str(flags)
 
@@ -188,59 +187,6 @@ def select_shard(config: Config, shard: tuple[int, int] | None) -> Config:
     return replace(config, schedules=mine, shard=shard)
 
 
-def run(
-    client: redis.Redis,
-    config: Config,
-    *,
-    now: datetime | None = None,
-    deadline_s: float = DEFAULT_DEADLINE_S,
-) -> Report:
-    """One invocation: push every due tick exactly once and report what happened.
-
-    `now` replays an invocation at an earlier instant (tests, backfills); it may not be
-    later than the Redis clock. Raises KiqbeatError subclasses; anything pushed before an
-    error is pushed with its watermark, anything not pushed is left for the next call.
-    """
-    started = time.monotonic()
-    deadline = started + deadline_s
-    warnings = list(config.warnings)
-    if client not in _memos:
-        with redis_errors(client, "running startup checks"):
-            warnings += startup_warnings(client)
-        _memos[client] = TickMemo()
-    names = [s.name for s in config.schedules]
-    last = _checked.get(client)
-    neighbours = Neighbours(config, check=last is not config and last != config)
-    # On a new config, also count the stored marks: more than configured means some
-    # schedules left, and their marks may be old enough to forget (bounded state).
-    count_marks = neighbours.check and config.shard is None
-
-    def more_reads(pipe: Any) -> None:
-        neighbours.queue(pipe)
-        if count_marks:
-            pipe.hlen(keys.watermarks(config.namespace))
-
-    redis_now, marks, more = read_state(client, config.namespace, names, more_reads)
-    stored = more.pop() if count_marks else 0
-    config = neighbours.apply(more)
-    _checked[client] = neighbours.config
-    warnings += neighbours.warnings
-    if now is None:
-        now = redis_now
-    elif now > redis_now:
-        raise ConfigError(f"--now {now.isoformat()} is later than the Redis clock "
-                          f"{redis_now.isoformat()}: that would push ticks early")
-    report = Report(now=now, schedules=len(names), round_trips=1, warnings=warnings)
-    plan = plan_ticks(config, marks, now, _memos[client])
-    push(client, plan, config, report, deadline)
-    if config.sidekiq_scheduler_ui:
-        neighbours.write_tab(client, config, report)
-    if isinstance(stored, int) and stored > len(names):
-        _prune(client, config, now, report)
-    report.duration_s = time.monotonic() - started
-    return report
-
-
 @dataclass(frozen=True)
 class ScheduleStatus:
     """Where one schedule stands: for `kiqbeat status`."""
@@ -262,7 +208,8 @@ class ScheduleStatus:
                 "next_tick": iso(self.next_tick), "lag_s": round(self.lag_s, 3)}
 
 
-def status(client: redis.Redis, config: Config) -> tuple[datetime, list[ScheduleStatus]]:
+def read_status(client: redis.Redis,
+                config: Config) -> tuple[datetime, list[ScheduleStatus]]:
     """The Redis clock and each schedule's stored state and next tick; read-only."""
     names = [s.name for s in config.schedules]
     now, marks, _ = read_state(client, config.namespace, names)
@@ -283,3 +230,154 @@ def status(client: redis.Redis, config: Config) -> tuple[datetime, list[Schedule
             nxt, max(0.0, (now - nxt).total_seconds())))
     return now, rows
 
+
+
+class Engine:
+    """One deployment's invocations: builds or holds the client, owns what they share."""
+
+    def __init__(self, settings: Settings | None = None, *, client: redis.Redis | None = None,
+                 sources: Sources | None = None) -> None:
+        self.settings = settings or Settings()
+        self.sources = sources or Sources(self.settings.max_age_s)
+        self._given_client = client
+        self._client: redis.Redis | None = client
+        self._url = ""
+        self._checked_client: redis.Redis | None = None  # startup checks done on it
+        self._checked_config: Config | None = None  # neighbours passed with it
+        self._memo = TickMemo()
+        self._reported: set[str] = set()
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str] | None = None,
+                     flags: Mapping[str, str | None] | None = None) -> Engine:
+        """An engine from flags over KIQBEAT_* variables (the process environment by default)."""
+        return cls(Settings.load(os.environ if environ is None else environ, flags))
+
+    def config(self) -> Config:
+        """The document the settings name, with the window override and the shard applied."""
+        config = self.sources.load_config(self.settings.require_config())
+        if self.settings.window_s is not None:
+            config = with_window(config, self.settings.window_s,
+                                 what="KIQBEAT_MISSED_JOBS_WINDOW / --missed-jobs-window")
+        return select_shard(config, self.settings.shard)
+
+    @property
+    def client(self) -> redis.Redis:
+        """The Redis client: the one given, or one built from the settings' current URL."""
+        if self._given_client is not None:
+            return self._given_client
+        url = self.sources.redis_url(self.settings.redis_environ())
+        if self._client is None or url != self._url:
+            self._close_own_client()
+            self._client, self._url = connect(url), url
+        return self._client
+
+    def redis_where(self) -> str:
+        """Where Redis is, without any secret, for log lines ("" before the first connect)."""
+        from kiqbeat.redis.connection import scrub
+
+        return scrub(self._url) if self._url else ""
+
+    def run(self, config: Config | None = None, *, now: datetime | None = None,
+            deadline_s: float | None = None) -> Report:
+        """One invocation: push every due tick exactly once and report what happened.
+
+        `config` defaults to the settings' document; `now` replays an invocation at an
+        earlier instant (tests, backfills) and may not be later than the Redis clock.
+        Raises KiqbeatError subclasses; anything pushed before an error is pushed with its
+        watermark, anything not pushed is left for the next invocation. After Redis was
+        unavailable the next invocation starts from a new connection.
+        """
+        started = time.monotonic()
+        limit_s = self.settings.deadline_s if deadline_s is None else deadline_s
+        deadline = started + limit_s
+        config = self.config() if config is None else config
+        try:
+            report = self._invoke(config, now, deadline)
+        except RedisUnavailableError:
+            self._reconnect()
+            raise
+        report.duration_s = time.monotonic() - started
+        return report
+
+    def status(self, config: Config | None = None) -> tuple[datetime, list[ScheduleStatus]]:
+        """The Redis clock and each schedule's stored state and next tick; read-only."""
+        config = self.config() if config is None else config
+        try:
+            return read_status(self.client, config)
+        except RedisUnavailableError:
+            self._reconnect()
+            raise
+
+    def close(self) -> None:
+        """Close the client this engine built (a given client stays its owner's)."""
+        self._close_own_client()
+
+    def _invoke(self, config: Config, now: datetime | None, deadline: float) -> Report:
+        client = self.client
+        warnings = list(config.warnings)
+        if self._checked_client is not client:
+            with redis_errors(client, "running startup checks"):
+                warnings += startup_warnings(client)
+            self._checked_client, self._checked_config = client, None
+        names = [s.name for s in config.schedules]
+        last = self._checked_config
+        neighbours = Neighbours(config, check=last is not config and last != config)
+        # On a new config, also count the stored marks: more than configured means some
+        # schedules left, and their marks may be old enough to forget (bounded state).
+        count_marks = neighbours.check and config.shard is None
+
+        def more_reads(pipe: Any) -> None:
+            neighbours.queue(pipe)
+            if count_marks:
+                pipe.hlen(keys.watermarks(config.namespace))
+
+        redis_now, marks, more = read_state(client, config.namespace, names, more_reads)
+        stored = more.pop() if count_marks else 0
+        config = neighbours.apply(more)
+        self._checked_config = neighbours.config
+        warnings += neighbours.warnings
+        if now is None:
+            now = redis_now
+        elif now > redis_now:
+            raise ConfigError(f"--now {now.isoformat()} is later than the Redis clock "
+                              f"{redis_now.isoformat()}: that would push ticks early")
+        report = Report(now=now, schedules=len(names), round_trips=1,
+                        warnings=self._not_yet_reported(warnings))
+        plan = plan_ticks(config, marks, now, self._memo)
+        push(client, plan, config, report, deadline)
+        if config.sidekiq_scheduler_ui:
+            neighbours.write_tab(client, config, report)
+        if isinstance(stored, int) and stored > len(names):
+            _prune(client, config, now, report)
+        return report
+
+    def _not_yet_reported(self, warnings: Sequence[str]) -> list[str]:
+        fresh = [w for w in dict.fromkeys(warnings) if w not in self._reported]
+        self._reported.update(fresh)
+        return fresh
+
+    def _reconnect(self) -> None:
+        """Start the next invocation from new connections (a given client keeps its pool)."""
+        if self._given_client is not None:
+            self._given_client.connection_pool.disconnect()
+        else:
+            self._close_own_client()
+
+    def _close_own_client(self) -> None:
+        if self._client is not None and self._given_client is None:
+            self._client.close()
+        if self._given_client is None:
+            self._client = None  # `_url` stays: it names the Redis in a failure's log line
+        self._checked_client = None
+
+
+def run(client: redis.Redis, config: Config, *, now: datetime | None = None,
+        deadline_s: float = DEFAULT_DEADLINE_S) -> Report:
+    """One invocation by a new engine on `client`: as a cold start (scripts, tests)."""
+    return Engine(client=client).run(config, now=now, deadline_s=deadline_s)
+
+
+def status(client: redis.Redis, config: Config) -> tuple[datetime, list[ScheduleStatus]]:
+    """`Engine.status` by a new engine on `client`."""
+    return Engine(client=client).status(config)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import reprlib
 from collections.abc import Iterable
 from difflib import get_close_matches
 
@@ -45,3 +46,16 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """A '; did you mean X?' hint for a misspelt word, or '' when nothing is close."""
     close = get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return f"; did you mean {close[0]!r}?" if close else ""
+
+
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxlist, _REPR.maxdict, _REPR.maxstring, _REPR.maxother = 2, 4, 4, 50, 50
+
+
+def shown(value: object, limit: int = 60) -> str:
+    """A bounded `repr(value)` for messages: a message never carries a whole user value
+    (a YAML alias can make a few bytes into a billion items)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
+        return f"<an integer of {value.bit_length()} bits>"
+    text = _REPR.repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

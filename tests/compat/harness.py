@@ -19,7 +19,7 @@ import pytest
 import redis
 
 from kiqbeat.core.report import Report
-from kiqbeat.document.config import load_config_text
+from kiqbeat.document import load_config_text
 from kiqbeat.engine import run
 
 RUBY_DIR = Path(__file__).parent / "ruby"

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from kiqbeat.core.cron import Cron, Every
-from kiqbeat.document.config import LEGACY_ACTIVE_JOB_WRAPPER, load_config_file
+from kiqbeat.document import load_config_file
+from kiqbeat.document.fields import LEGACY_ACTIVE_JOB_WRAPPER
 from kiqbeat.entrypoints.cli import main
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -16,7 +16,7 @@ import pytest
 import redis
 
 from kiqbeat.core.schedule import Config
-from kiqbeat.document.config import load_config_text
+from kiqbeat.document import load_config_text
 from kiqbeat.engine import run
 from kiqbeat.redis import scheduler_ui as ui
 

@@ -11,7 +11,7 @@ from datetime import timedelta
 
 import pytest
 
-from kiqbeat.document.config import load_config_text
+from kiqbeat.document import load_config_text
 from kiqbeat.engine import run
 
 from .harness import Sidekiq, wait_for

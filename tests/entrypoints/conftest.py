@@ -189,7 +189,7 @@ def aws(
     appconfig_server.documents.clear()
     appconfig_server.calls.clear()
     appconfig_server.deny = False
-    sources.forget_cached()
+    # each test builds its own Sources, with its own caches
     yield moto_server
     moto_server.enforce_iam(False)
-    sources.forget_cached()
+    # each test builds its own Sources, with its own caches

@@ -90,7 +90,7 @@ def test_every_sample_file_validates(path: Path, capsys: pytest.CaptureFixture[s
 
 
 def test_the_embedded_example_shows_pushes_within_seconds() -> None:
-    from kiqbeat.document.config import load_config_file
+    from kiqbeat.document import load_config_file
 
     config = load_config_file(EMBEDDED)
     assert any(s.timetable.has_seconds and s.enabled for s in config.schedules)
@@ -159,7 +159,7 @@ def test_next_with_an_unknown_name_lists_the_valid_ones(
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (["next"], "give one of: a schedule FILE, --cron EXPR or --every DURATION"),
+    (["next"], "no schedule document: name one"),
     (["next", "--cron", "* * * * *", "--every", "5m"], "give one of"),
     (["next", "--cron", "0 9 * * *", "--tz", "Mars/Olympus"], "unknown time zone 'Mars/Olympus'"),
     (["next", "--cron", "0 9 * * *", "--after", "2026-01-01T00:00"], "has no UTC offset"),

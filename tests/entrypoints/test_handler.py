@@ -8,7 +8,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -20,6 +19,7 @@ import pytest
 import redis
 from handler import app
 
+from kiqbeat.engine import Engine
 from kiqbeat.errors import ConfigError, RedisUnavailableError
 
 # Every second, so a second invocation a little over a second later has ticks to push
@@ -100,6 +100,19 @@ def redis_now(redis_url: str) -> datetime:
     return datetime.fromtimestamp(seconds, tz=UTC) + timedelta(microseconds=micros)
 
 
+def rewind_mark(redis_client: redis.Redis, name: str, seconds: float) -> None:
+    """Move a schedule's watermark back, as if the last invocation ran `seconds` ago: the
+    next one then has ticks to push, without waiting on the wall clock."""
+    mark = int(redis_client.hget("kiqbeat:watermarks", name) or 0)
+    redis_client.hset("kiqbeat:watermarks", name, mark - int(seconds * 1000))
+
+
+def distinct_jids(redis_client: redis.Redis, queue: str) -> int:
+    """How many different jids the queue holds (a duplicate push would repeat one)."""
+    jobs = [json.loads(raw) for raw in redis_client.lrange(queue, 0, -1)]
+    return len({job["jid"] for job in jobs})
+
+
 def scheduler_event(scheduled: datetime) -> dict[str, Any]:
     return {"scheduled_time": scheduled.strftime("%Y-%m-%dT%H:%M:%SZ"),
             "execution_id": "exec-42", "attempt": "1"}
@@ -122,13 +135,13 @@ def test_an_invocation_pushes_due_ticks_and_logs_and_measures_them(
 ) -> None:
     first = app.lambda_handler(make_event(redis_now(redis_url)), Context())
     assert first["new_schedules"] == 1 and first["pushed"] == 0
-    time.sleep(1.2)
+    rewind_mark(redis_client, "pulse", 3)
     scheduled = redis_now(redis_url) - timedelta(seconds=5)
     capsys.readouterr()
     result = app.lambda_handler(make_event(scheduled), Context())
 
-    assert result["pushed"] >= 1
-    assert redis_client.llen("queue:pulse") == result["pushed"]
+    assert result["pushed"] >= 3
+    assert distinct_jids(redis_client, "queue:pulse") == result["pushed"]
     assert 4 <= result["trigger_lateness_s"] < 9
     metrics = emf(capsys.readouterr().out)
     assert metrics["TicksPushed"] == result["pushed"]
@@ -157,39 +170,44 @@ def test_the_first_invocation_of_a_container_records_a_cold_start(
     assert "ColdStart" not in emf(capsys.readouterr().out)
 
 
-def test_warm_invocations_reuse_the_client_and_the_parsed_schedule(lambda_env: Path) -> None:
-    from kiqbeat.document import sources
-
+def test_warm_invocations_reuse_the_engine_its_client_and_the_parsed_schedule(
+    lambda_env: Path,
+) -> None:
     app.lambda_handler({}, Context())
-    client = app._warm["client"]
-    config = sources.load_config(str(lambda_env))
+    engine = app._engine
+    assert engine is not None
+    client, config = engine.client, engine.config()
     app.lambda_handler({}, Context())
-    assert app._warm["client"] is client
-    assert sources.load_config(str(lambda_env)) is config
+    assert app._engine is engine
+    assert engine.client is client
+    assert engine.config() is config
 
 
 def test_a_duplicate_delivery_pushes_nothing_twice(
     lambda_env: Path, redis_url: str, redis_client: redis.Redis
 ) -> None:
     app.lambda_handler({}, Context())
-    time.sleep(1.2)
+    rewind_mark(redis_client, "pulse", 3)
     event = scheduler_event(redis_now(redis_url))
     first = app.lambda_handler(event, Context())
     again = app.lambda_handler(event, Context())
+    assert first["pushed"] >= 3
     assert again["pushed"] <= 1  # at most a tick that came due in between
+    # Distinct jids, counted in Redis: a tick pushed twice would show as one jid twice.
+    assert distinct_jids(redis_client, "queue:pulse") == redis_client.llen("queue:pulse")
     assert redis_client.llen("queue:pulse") == first["pushed"] + again["pushed"]
 
 
 def test_the_missed_jobs_window_variable_overrides_the_document(lambda_env: Path) -> None:
-    assert app._config(app.Settings.from_environ({"KIQBEAT_CONFIG": str(lambda_env),
-                                                  "KIQBEAT_MISSED_JOBS_WINDOW": "90m"})
-                       ).missed_jobs_window_s == 5400
+    def engine(window: str) -> Engine:
+        return Engine.from_environ({"KIQBEAT_CONFIG": str(lambda_env),
+                                    "KIQBEAT_MISSED_JOBS_WINDOW": window})
+
+    assert engine("90m").config().missed_jobs_window_s == 5400
     with pytest.raises(ConfigError, match="KIQBEAT_MISSED_JOBS_WINDOW: 'soon' is not a duration"):
-        app.Settings.from_environ({"KIQBEAT_CONFIG": "x", "KIQBEAT_MISSED_JOBS_WINDOW": "soon"})
-    zero = app.Settings.from_environ({"KIQBEAT_CONFIG": str(lambda_env),
-                                      "KIQBEAT_MISSED_JOBS_WINDOW": "0"})
-    with pytest.raises(ConfigError, match=r"_WINDOW: 0\.0 must be longer than 0"):
-        app._config(zero)
+        engine("soon")
+    with pytest.raises(ConfigError, match=r"KIQBEAT_MISSED_JOBS_WINDOW: '0' must be longer"):
+        engine("0")
 
 
 def test_a_bad_source_fails_the_invocation_with_a_logged_error_and_pushes_nothing(
@@ -243,9 +261,10 @@ def test_remote_schedule_and_redis_secret_end_to_end(
     monkeypatch.setenv("KIQBEAT_REDIS_URL", "")
     monkeypatch.setenv("KIQBEAT_REDIS_SECRET", "kiqbeat/redis")
     assert app.lambda_handler({}, Context())["new_schedules"] == 1
-    time.sleep(1.2)
-    assert app.lambda_handler({}, Context())["pushed"] >= 1
-    assert redis_client.llen("queue:pulse") >= 1
+    rewind_mark(redis_client, "pulse", 3)
+    pushed = app.lambda_handler({}, Context())["pushed"]
+    assert pushed >= 3
+    assert distinct_jids(redis_client, "queue:pulse") == pushed
 
 
 @pytest.mark.parametrize("tracing", ["true", ""])

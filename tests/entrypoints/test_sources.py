@@ -13,7 +13,7 @@ import boto3
 import pytest
 import redis
 
-from kiqbeat.document import sources
+from kiqbeat.document.sources import Sources
 from kiqbeat.errors import ConfigError
 
 # Fixture types (tests/entrypoints/conftest.py); the folder is not a package.
@@ -30,6 +30,12 @@ OTHER_SCHEDULE = SCHEDULE.replace("heartbeat", "pulse")
 MALFORMED = "schedules:\n  heartbeat: [unclosed\n"
 
 
+@pytest.fixture
+def sources() -> Sources:
+    """A new Sources (its own caches) for each test."""
+    return Sources()
+
+
 def names(config: Any) -> list[str]:
     return [s.name for s in config.schedules]
 
@@ -38,7 +44,9 @@ def client(service: str) -> Any:
     return boto3.session.Session().client(service)
 
 
-def test_a_file_source_is_parsed_again_only_when_it_changes(tmp_path: Path) -> None:
+def test_a_file_source_is_parsed_again_only_when_it_changes(
+    tmp_path: Path, sources: Sources
+) -> None:
     path = tmp_path / "schedule.yaml"
     path.write_text(SCHEDULE)
     first = sources.load_config(str(path))
@@ -47,19 +55,21 @@ def test_a_file_source_is_parsed_again_only_when_it_changes(tmp_path: Path) -> N
     assert names(sources.load_config(str(path))) == ["pulse"]
 
 
-def test_a_missing_file_is_a_config_error_naming_it(tmp_path: Path) -> None:
+def test_a_missing_file_is_a_config_error_naming_it(tmp_path: Path, sources: Sources) -> None:
     missing = tmp_path / "nope.yaml"
     with pytest.raises(ConfigError, match=r"nope\.yaml: schedule file not found"):
         sources.load_config(str(missing))
 
 
 @pytest.mark.parametrize("source", ["http://example.com/s.yaml", "gs://bucket/key", "vault:x"])
-def test_an_unknown_scheme_is_a_config_error_listing_the_valid_ones(source: str) -> None:
+def test_an_unknown_scheme_is_a_config_error_listing_the_valid_ones(
+    source: str, sources: Sources
+) -> None:
     with pytest.raises(ConfigError, match=r"unsupported schedule source scheme .*s3://BUCKET/KEY"):
         sources.load_config(source)
 
 
-def test_an_ssm_parameter_is_loaded_including_secure_strings(aws: Moto) -> None:
+def test_an_ssm_parameter_is_loaded_including_secure_strings(aws: Moto, sources: Sources) -> None:
     ssm = client("ssm")
     ssm.put_parameter(Name="/kiqbeat/schedule", Value=SCHEDULE, Type="String")
     ssm.put_parameter(Name="/kiqbeat/secure", Value=OTHER_SCHEDULE, Type="SecureString")
@@ -67,7 +77,7 @@ def test_an_ssm_parameter_is_loaded_including_secure_strings(aws: Moto) -> None:
     assert names(sources.load_config("ssm:/kiqbeat/secure")) == ["pulse"]
 
 
-def test_an_s3_object_is_loaded(aws: Moto) -> None:
+def test_an_s3_object_is_loaded(aws: Moto, sources: Sources) -> None:
     s3 = client("s3")
     s3.create_bucket(Bucket="ops-config")
     s3.put_object(Bucket="ops-config", Key="kiqbeat/schedule.yaml", Body=SCHEDULE.encode())
@@ -75,7 +85,7 @@ def test_an_s3_object_is_loaded(aws: Moto) -> None:
 
 
 def test_an_appconfig_profile_is_loaded_and_its_session_reused(
-    aws: Moto, appconfig_server: AppConfigData
+    aws: Moto, appconfig_server: AppConfigData, sources: Sources
 ) -> None:
     appconfig_server.documents[("shop", "prod", "kiqbeat")] = SCHEDULE.encode()
     assert names(sources.load_config("appconfig:shop/prod/kiqbeat", max_age_s=0)) == ["heartbeat"]
@@ -93,7 +103,7 @@ def test_an_appconfig_profile_is_loaded_and_its_session_reused(
     ("appconfig:shop/prod/missing", lambda: None),
 ])
 def test_a_missing_document_is_a_config_error_naming_the_source(
-    aws: Moto, source: str, setup: Callable[[], object]
+    aws: Moto, source: str, setup: Callable[[], object], sources: Sources
 ) -> None:
     setup()
     with pytest.raises(ConfigError, match="not found") as caught:
@@ -103,7 +113,7 @@ def test_a_missing_document_is_a_config_error_naming_the_source(
 
 @pytest.mark.parametrize("store", ["ssm", "s3", "appconfig"])
 def test_a_malformed_document_is_a_config_error_naming_the_source(
-    aws: Moto, appconfig_server: AppConfigData, store: str
+    aws: Moto, appconfig_server: AppConfigData, store: str, sources: Sources
 ) -> None:
     if store == "ssm":
         client("ssm").put_parameter(Name="/kiqbeat/schedule", Value=MALFORMED, Type="String")
@@ -130,7 +140,7 @@ def _restricted_user(policy: dict[str, Any]) -> dict[str, str]:
 
 
 def test_access_denied_by_iam_is_a_config_error_naming_the_source(
-    aws: Moto, monkeypatch: pytest.MonkeyPatch
+    aws: Moto, monkeypatch: pytest.MonkeyPatch, sources: Sources
 ) -> None:
     s3 = client("s3")
     s3.create_bucket(Bucket="ops-config")
@@ -158,14 +168,18 @@ def test_access_denied_by_iam_is_a_config_error_naming_the_source(
         sources.redis_url({"KIQBEAT_REDIS_SECRET": "payments/redis"})
 
 
-def test_missing_credentials_are_a_config_error(aws: Moto, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_credentials_are_a_config_error(
+    aws: Moto, monkeypatch: pytest.MonkeyPatch, sources: Sources
+) -> None:
     monkeypatch.delenv("AWS_ACCESS_KEY_ID")
     monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
     with pytest.raises(ConfigError, match=r"^ssm:/kiqbeat/schedule: no AWS credentials"):
         sources.load_config("ssm:/kiqbeat/schedule")
 
 
-def test_a_remote_document_is_cached_for_max_age_then_refreshed(aws: Moto) -> None:
+def test_a_remote_document_is_cached_for_max_age_then_refreshed(
+    aws: Moto, sources: Sources
+) -> None:
     ssm = client("ssm")
     ssm.put_parameter(Name="/kiqbeat/schedule", Value=SCHEDULE, Type="String")
     first = sources.load_config("ssm:/kiqbeat/schedule", max_age_s=3600)
@@ -174,13 +188,13 @@ def test_a_remote_document_is_cached_for_max_age_then_refreshed(aws: Moto) -> No
     assert names(sources.load_config("ssm:/kiqbeat/schedule", max_age_s=0)) == ["pulse"]
 
 
-def test_an_unchanged_remote_document_is_not_parsed_again(aws: Moto) -> None:
+def test_an_unchanged_remote_document_is_not_parsed_again(aws: Moto, sources: Sources) -> None:
     client("ssm").put_parameter(Name="/kiqbeat/schedule", Value=SCHEDULE, Type="String")
     first = sources.load_config("ssm:/kiqbeat/schedule", max_age_s=0)
     assert sources.load_config("ssm:/kiqbeat/schedule", max_age_s=0) is first
 
 
-def test_a_failed_refresh_after_max_age_fails_loudly(aws: Moto) -> None:
+def test_a_failed_refresh_after_max_age_fails_loudly(aws: Moto, sources: Sources) -> None:
     ssm = client("ssm")
     ssm.put_parameter(Name="/kiqbeat/schedule", Value=SCHEDULE, Type="String")
     sources.load_config("ssm:/kiqbeat/schedule", max_age_s=0)
@@ -206,14 +220,14 @@ def test_a_bad_document_source_pushes_nothing(
 PASSWORD = "s3cr3t/p@ss:word"
 
 
-def test_an_explicit_url_wins_over_redis_url() -> None:
+def test_an_explicit_url_wins_over_redis_url(sources: Sources) -> None:
     env = {"KIQBEAT_REDIS_URL": "redis://a:6379", "REDIS_URL": "redis://b:6379"}
     assert sources.redis_url(env) == "redis://a:6379"
     assert sources.redis_url({"KIQBEAT_REDIS_URL": "", "REDIS_URL": "redis://b:6379"}) == (
         "redis://b:6379")
 
 
-def test_no_url_at_all_is_a_config_error_naming_the_variables() -> None:
+def test_no_url_at_all_is_a_config_error_naming_the_variables(sources: Sources) -> None:
     with pytest.raises(ConfigError, match=r"KIQBEAT_REDIS_URL.*KIQBEAT_REDIS_SECRET"):
         sources.redis_url({})
 
@@ -228,7 +242,9 @@ def test_no_url_at_all_is_a_config_error_naming_the_variables() -> None:
     (json.dumps({"username": "beat", "password": "pw"}), "redis://cache:6379",
      "redis://beat:pw@cache:6379"),
 ])
-def test_a_secret_gives_the_redis_url(aws: Moto, secret: str, base: str, expected: str) -> None:
+def test_a_secret_gives_the_redis_url(
+    aws: Moto, secret: str, base: str, expected: str, sources: Sources
+) -> None:
     client("secretsmanager").create_secret(Name="kiqbeat/redis", SecretString=secret)
     env = {"KIQBEAT_REDIS_SECRET": "kiqbeat/redis", "KIQBEAT_REDIS_URL": base}
     url = sources.redis_url(env)
@@ -247,7 +263,7 @@ def test_a_secret_gives_the_redis_url(aws: Moto, secret: str, base: str, expecte
     (PASSWORD, "redis://u:old@h:1", "already holds a password"),
 ])
 def test_a_bad_secret_is_a_config_error_that_never_shows_it(
-    aws: Moto, secret: str, base: str, message: str
+    aws: Moto, secret: str, base: str, message: str, sources: Sources
 ) -> None:
     client("secretsmanager").create_secret(Name="kiqbeat/redis", SecretString=secret)
     with pytest.raises(ConfigError, match=message) as caught:
@@ -256,12 +272,12 @@ def test_a_bad_secret_is_a_config_error_that_never_shows_it(
     assert PASSWORD not in str(caught.value) and PASSWORD not in repr(caught.value)
 
 
-def test_a_missing_secret_is_a_config_error(aws: Moto) -> None:
+def test_a_missing_secret_is_a_config_error(aws: Moto, sources: Sources) -> None:
     with pytest.raises(ConfigError, match=r"^secret kiqbeat/nope: not found"):
         sources.redis_url({"KIQBEAT_REDIS_SECRET": "kiqbeat/nope"})
 
 
-def test_a_secret_is_cached_for_max_age(aws: Moto) -> None:
+def test_a_secret_is_cached_for_max_age(aws: Moto, sources: Sources) -> None:
     sm = client("secretsmanager")
     sm.create_secret(Name="kiqbeat/redis", SecretString="redis://old:6379")
     env = {"KIQBEAT_REDIS_SECRET": "kiqbeat/redis"}
@@ -271,11 +287,11 @@ def test_a_secret_is_cached_for_max_age(aws: Moto) -> None:
     assert sources.redis_url(env, max_age_s=0) == "redis://new:6379"
 
 
-def test_file_sources_never_import_boto3(tmp_path: Path) -> None:
+def test_file_sources_never_import_boto3(tmp_path: Path, sources: Sources) -> None:
     path = tmp_path / "schedule.yaml"
     path.write_text(SCHEDULE)
-    code = ("import sys; from kiqbeat.document import sources; sources.load_config(sys.argv[1]); "
-            "sources.redis_url({'KIQBEAT_REDIS_URL': 'redis://h:1'}); "
+    code = ("import sys; from kiqbeat.document.sources import Sources; s = Sources(); "
+            "s.load_config(sys.argv[1]); s.redis_url({'KIQBEAT_REDIS_URL': 'redis://h:1'}); "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
             "('boto3', 'botocore', 'aws_lambda_powertools')))")
     out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True,

@@ -21,7 +21,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kiqbeat.core.schedule import Config
-from kiqbeat.document.config import SCHEDULE_KEYS, TOP_LEVEL_KEYS, load_config_text
+from kiqbeat.document import load_config_text
+from kiqbeat.document.fields import SCHEDULE_KEYS, TOP_LEVEL_KEYS
 from kiqbeat.entrypoints.cli import main as cli
 from kiqbeat.errors import ConfigError
 

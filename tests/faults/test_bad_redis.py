@@ -16,7 +16,7 @@ import pytest
 import redis
 
 from kiqbeat.demo.server import RedisServer
-from kiqbeat.document.config import load_config_file
+from kiqbeat.document import load_config_file
 from kiqbeat.engine import PUSH_SHA
 from kiqbeat.redis import keys
 from tests.integration.helpers import minute_floor, redis_now

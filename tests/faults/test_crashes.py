@@ -13,7 +13,7 @@ import pytest
 import redis
 
 from kiqbeat.core.plan import MAX_JOBS_PER_CALL, to_ms
-from kiqbeat.document.config import load_config_file
+from kiqbeat.document import load_config_file
 from kiqbeat.redis import keys
 from tests.integration.helpers import minute_floor, redis_now
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from kiqbeat.document.config import load_config_file
+from kiqbeat.document import load_config_file
 from tests.integration.helpers import redis_now
 
 from .drive import KIQBEAT, ROOT, run_cli, run_invokers, stop

@@ -19,7 +19,7 @@ import pytest
 import redis
 
 from kiqbeat.demo.server import RedisServer
-from kiqbeat.document.config import load_config_file
+from kiqbeat.document import load_config_file
 from tests.integration.helpers import minute_floor, redis_now
 
 from .drive import run_invokers

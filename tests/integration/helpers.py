@@ -9,7 +9,7 @@ from typing import Any
 import redis
 
 from kiqbeat.core.schedule import Config
-from kiqbeat.document.config import load_config_text
+from kiqbeat.document import load_config_text
 from kiqbeat.engine import read_state
 
 

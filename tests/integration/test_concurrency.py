@@ -87,7 +87,7 @@ def test_twenty_concurrent_processes_push_every_tick_exactly_once(redis_url: str
 KILLABLE = textwrap.dedent("""
     import sys
     from datetime import UTC, datetime
-    from kiqbeat.document.config import load_config_text
+    from kiqbeat.document import load_config_text
     from kiqbeat.redis.connection import connect
     from kiqbeat.engine import run
     cfg = load_config_text(open(sys.argv[2]).read())

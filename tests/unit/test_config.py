@@ -9,12 +9,8 @@ import pytest
 
 from kiqbeat.core.cron import Cron, Every
 from kiqbeat.core.schedule import Config
-from kiqbeat.document.config import (
-    ACTIVE_JOB_WRAPPER,
-    LEGACY_ACTIVE_JOB_WRAPPER,
-    load_config_file,
-    load_config_text,
-)
+from kiqbeat.document import load_config_file, load_config_text
+from kiqbeat.document.fields import ACTIVE_JOB_WRAPPER, LEGACY_ACTIVE_JOB_WRAPPER
 from kiqbeat.errors import ConfigError
 
 
@@ -158,7 +154,7 @@ def test_the_message_lists_the_problems_under_the_source() -> None:
     ("catch_up", "lastest", "'lastest' is not one of all, latest, none; did you mean 'latest'?"),
     ("active_job", "maybe", "'maybe' must be true (Sidekiq::ActiveJob::Wrapper), 'legacy'"),
     ("timestamp_format", "us", "'us' is not one of s, ms"),
-    ("retry", "-1", "-1 must be true, false or a whole number of at least 0"),
+    ("retry", "-1", "-1 must be true, false or a whole number from 0 to 1000000"),
     ("tags", "[1]", "[1] must be a list of non-empty strings"),
     ("lookahead", "soon", "'soon' is not a duration"),
     ("every", "5 fortnights", "every '5 fortnights' is not a duration"),
@@ -288,32 +284,77 @@ def test_documents_of_the_wrong_shape_are_refused(text: str, message: str) -> No
     assert any(message in p for p in problems_of(text))
 
 
-def test_documents_over_one_mebibyte_are_refused_naming_the_size(tmp_path: Path) -> None:
-    text = "# " + "é" * (512 * 1024) + "\nschedules: {}\n"  # 2 bytes per character
-    with pytest.raises(ConfigError, match=r"1,048,593 bytes; the limit is 1,048,576"):
+def test_ten_thousand_ordinary_schedules_are_admitted(tmp_path: Path) -> None:
+    # Five short lines each, about 110 bytes: 1.1 MB, which the old 1 MiB limit refused.
+    entry = ("  report_{i:05d}:\n    cron: \"{m} * * * *\"\n    class: SignUpReportWorker\n"
+             "    queue: reports\n    args: [{i}, daily, true]\n")
+    text = "schedules:\n" + "".join(entry.format(i=i, m=i % 60) for i in range(10_000))
+    assert len(text.encode()) > 1024 * 1024
+    path = tmp_path / "big.yaml"
+    path.write_text(text)
+    assert len(load_config_file(path).schedules) == 10_000
+
+
+def test_documents_over_the_size_limit_are_refused_naming_the_size(tmp_path: Path) -> None:
+    text = "# " + "é" * (16 * 1024 * 1024) + "\nschedules: {}\n"  # 2 bytes per character
+    with pytest.raises(ConfigError, match=r"33,554,449 bytes; the limit is 33,554,432"):
         load_config_text(text)
     path = tmp_path / "big.yaml"
     path.write_text(text)
-    with pytest.raises(ConfigError, match=r"the file is 1,048,593 bytes"):
+    with pytest.raises(ConfigError, match=r"the file is 33,554,449 bytes"):
         load_config_file(path)
 
 
-def test_alias_bombs_are_stopped() -> None:
+def test_alias_bombs_are_stopped_before_they_expand() -> None:
     lines = ["x0: &x0 [x, x, x, x, x, x, x, x, x, x]"]
     lines += [f"x{i}: &x{i} [*x{i - 1}, *x{i - 1}, *x{i - 1}, *x{i - 1}, *x{i - 1}]"
               for i in range(1, 9)]
     text = "schedules:\n  b:\n    cron: '* * * * *'\n    class: A\n    payload:\n"
     text += "".join(f"      {line}\n" for line in lines)
-    (found,) = problems_of(text)
+    with pytest.raises(ConfigError, match="expands to more than 5,000,000 values"):
+        load_config_text(text)
+    # A billion values in 500 bytes, through `tags:`: refused at once, not built.
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 10)}]\n"
+        for i in range(8))
+    bomb += "schedules:\n  s:\n    cron: '* * * * *'\n    class: A\n    tags: *i\n"
+    with pytest.raises(ConfigError, match="expands to more than"):
+        load_config_text(bomb)
+
+
+def test_shared_values_within_the_bound_are_kept_and_each_job_is_still_bounded() -> None:
+    schedules = "schedules:\n  s0: &d {class: A, queue: q, cron: '* * * * *'}\n" + "".join(
+        f"  s{i}: {{<<: *d}}\n" for i in range(1, 2000))
+    config = load_config_text(schedules)
+    assert len(config.schedules) == 2000 and config.schedules[-1].queue == "q"
+    (found,) = problems_of("schedules:\n  b:\n    cron: '* * * * *'\n    class: A\n"
+                           "    args: &a [[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]]\n"
+                           "    payload: {a: [" + ", ".join(["*a"] * 1000) + "]}\n")
     assert "more than 10,000 values" in found
 
 
 def test_a_file_that_cannot_be_read_is_a_config_error(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="cannot read the file"):
+    with pytest.raises(ConfigError, match="schedule file not found"):
         load_config_file(tmp_path / "missing.yaml")
+    with pytest.raises(ConfigError, match="cannot read the file"):
+        load_config_file(tmp_path)  # a directory
     (tmp_path / "latin1.yaml").write_bytes(b"schedules: {}\n# caf\xe9\n")
     with pytest.raises(ConfigError, match="not UTF-8"):
         load_config_file(tmp_path / "latin1.yaml")
+
+
+@pytest.mark.parametrize("text", ['{"schedules": {"a": {"cron": "* * * * *", "class": "A"}}}',
+                                  "schedules:\n  a: {cron: '* * * * *', class: A}\n"])
+def test_a_byte_order_mark_is_read_the_same_by_every_source(tmp_path: Path, text: str) -> None:
+    from kiqbeat.document.sources import Sources
+
+    data = b"\xef\xbb\xbf" + text.encode()
+    path = tmp_path / ("bom.json" if text.startswith("{") else "bom.yaml")
+    path.write_bytes(data)
+    assert [s.name for s in load_config_text(data).schedules] == ["a"]
+    assert [s.name for s in load_config_file(path).schedules] == ["a"]
+    assert [s.name for s in Sources().load_config(str(path)).schedules] == ["a"]  # run-once
+    assert [s.name for s in load_config_text(data.decode("utf-8")).schedules] == ["a"]
 
 
 def test_symbol_keys_read_without_their_colon() -> None:

@@ -8,8 +8,9 @@ import pytest
 
 from kiqbeat.core.cron import Cron, Every
 from kiqbeat.core.schedule import Config, Schedule
-from kiqbeat.document.config import LEGACY_ACTIVE_JOB_WRAPPER, load_config_text
-from kiqbeat.document.formats import convert, detect_format
+from kiqbeat.document import load_config_text
+from kiqbeat.document.convert import convert, detect_format
+from kiqbeat.document.fields import LEGACY_ACTIVE_JOB_WRAPPER
 from kiqbeat.errors import ConfigError
 
 

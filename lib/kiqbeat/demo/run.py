@@ -17,7 +17,7 @@ from typing import Any
 
 from kiqbeat.core.report import Report
 from kiqbeat.demo.server import RedisServer
-from kiqbeat.document.config import load_config_text
+from kiqbeat.document import load_config_text
 from kiqbeat.engine import run
 from kiqbeat.entrypoints.loop import run_loop
 from kiqbeat.errors import KiqbeatError

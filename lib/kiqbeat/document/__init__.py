@@ -1,0 +1,52 @@
+"""Schedule documents (DESIGN §5): read → convert → validate, the same for every source.
+
+- `read`: bytes or text into plain values (size, encoding, BOM, YAML aliases, duplicates);
+- `convert`: sidekiq-scheduler and sidekiq-cron files into kiqbeat's form, with warnings
+  where the meaning changes;
+- `validate`: kiqbeat's form into a `Config`, every problem reported at once, driven by the
+  field table in `fields`;
+- `sources`: where documents and Redis URLs come from (files, S3, SSM, AppConfig, Secrets).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from kiqbeat.core.schedule import Config
+from kiqbeat.document.convert import convert
+from kiqbeat.document.read import MAX_DOCUMENT_BYTES, parse
+from kiqbeat.document.validate import validate
+from kiqbeat.errors import ConfigError
+
+
+def load_config_text(data: bytes | str, *, source: str = "") -> Config:
+    """The validated Config of a YAML or JSON document in any supported format."""
+    doc, duplicates = parse(data, source)
+    return parse_config(doc, source=source, problems=duplicates)
+
+
+def load_config_file(path: str | Path) -> Config:
+    """The validated Config of a schedule file."""
+    source = str(path)
+    try:
+        size = Path(path).stat().st_size
+        if size > MAX_DOCUMENT_BYTES:  # before reading it all
+            raise ConfigError(f"the file is {size:,} bytes; the limit is "
+                              f"{MAX_DOCUMENT_BYTES:,} bytes", source=source)
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise ConfigError("schedule file not found", source=source) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read the file: {exc.strerror or exc}", source=source) from exc
+    return load_config_text(data, source=source)
+
+
+def parse_config(doc: object, *, source: str = "", problems: Sequence[str] = ()) -> Config:
+    """The validated Config of an already decoded document in any supported format."""
+    if doc is None:
+        raise ConfigError("the document is empty; expected a mapping with 'schedules:'",
+                          source=source)
+    converted = convert(doc)
+    return validate(converted.document, source=source,
+                    problems=[*problems, *converted.problems], warnings=converted.warnings)

@@ -1,7 +1,8 @@
 """Where the schedule document and the Redis URL come from: files, S3, SSM, AppConfig, Secrets.
 
-Remote values are cached in-process for `max_age_s`, so warm Lambda invocations and the
-`run` loop do not call AWS every minute. Once that age has passed a refresh must succeed:
+A `Sources` object owns what warm Lambda invocations and the `run` loop reuse: remote
+values for `max_age_s`, so they do not call AWS every minute; files until they change;
+the AWS clients. Once that age has passed a refresh must succeed:
 a failed refresh raises ConfigError instead of running on an arbitrarily old document.
 A stale schedule table would keep pushing jobs someone has removed, and would do so
 silently; a failed invocation instead fires the Errors alarm, and the next successful one
@@ -26,7 +27,7 @@ from typing import Any
 from urllib.parse import quote
 
 from kiqbeat.core.schedule import Config
-from kiqbeat.document.config import load_config_text
+from kiqbeat.document import load_config_file, load_config_text
 from kiqbeat.errors import ConfigError
 
 DEFAULT_MAX_AGE_S = 60.0
@@ -45,6 +46,11 @@ _DENIED = {"AccessDenied", "AccessDeniedException", "UnrecognizedClientException
            "InvalidClientTokenId", "ExpiredTokenException", "403", "Forbidden"}
 
 
+def is_remote(source: str) -> bool:
+    """True when `source` names an AWS location rather than a file."""
+    return source.startswith(REMOTE_PREFIXES)
+
+
 @dataclass
 class _Entry:
     fetched_at_s: float  # time.monotonic() of the fetch
@@ -52,90 +58,187 @@ class _Entry:
     value: Any
 
 
-_lock = threading.Lock()
-_documents: dict[str, _Entry] = {}
-_secrets: dict[str, _Entry] = {}
-_files: dict[str, tuple[tuple[int, int], Config]] = {}
-_aws: dict[str, Any] = {}  # boto3 clients and Powertools providers, kept for warm invocations
+class Sources:
+    """Schedule documents and Redis URLs, with the caches warm invocations reuse."""
 
+    def __init__(self, max_age_s: float = DEFAULT_MAX_AGE_S) -> None:
+        self.max_age_s = max_age_s
+        self._lock = threading.Lock()
+        self._documents: dict[str, _Entry] = {}
+        self._secrets: dict[str, _Entry] = {}
+        self._files: dict[str, tuple[tuple[int, int], Config]] = {}
+        self._aws: dict[str, Any] = {}  # boto3 clients and Powertools providers
 
-def forget_cached() -> None:
-    """Drop every cached document, secret and AWS client (tests; a forced reload)."""
-    with _lock:
-        _documents.clear()
-        _secrets.clear()
-        _files.clear()
-        _aws.clear()
+    def forget(self) -> None:
+        """Drop every cached document, secret and AWS client (a forced reload)."""
+        with self._lock:
+            self._documents.clear()
+            self._secrets.clear()
+            self._files.clear()
+            self._aws.clear()
 
+    def load_config(self, source: str, *, max_age_s: float | None = None) -> Config:
+        """The validated document from a file, s3://bucket/key, ssm:NAME or appconfig:A/E/P.
 
-def is_remote(source: str) -> bool:
-    """True when `source` names an AWS location rather than a file."""
-    return source.startswith(REMOTE_PREFIXES)
+        Files are parsed again only when their size or modification time changes; remote
+        documents are fetched again after `max_age_s` seconds (and parsed again only if
+        changed).
+        """
+        source = source.strip()
+        if is_remote(source):
+            return self._remote_config(source, self._age(max_age_s))
+        scheme = re.match(r"([A-Za-z][A-Za-z0-9+.-]*):(//)?", source)
+        if scheme and (scheme.group(2) or len(scheme.group(1)) > 1) and not Path(
+                source).exists():
+            raise ConfigError(f"unsupported schedule source scheme {scheme.group(1)!r}; use a "
+                              "file path, s3://BUCKET/KEY, ssm:/PARAMETER or "
+                              "appconfig:APP/ENV/PROFILE", source=source)
+        return self._file_config(source)
 
+    def _age(self, max_age_s: float | None) -> float:
+        return self.max_age_s if max_age_s is None else max_age_s
 
-def load_config(source: str, *, max_age_s: float = DEFAULT_MAX_AGE_S) -> Config:
-    """The validated schedule document from a file, s3://bucket/key, ssm:NAME or appconfig:A/E/P.
-
-    Files are parsed again only when their size or modification time changes; remote
-    documents are fetched again after `max_age_s` seconds (and parsed again only if changed).
-    """
-    source = source.strip()
-    if is_remote(source):
-        return _remote_config(source, max_age_s)
-    scheme = re.match(r"([A-Za-z][A-Za-z0-9+.-]*):(//)?", source)
-    if scheme and (scheme.group(2) or len(scheme.group(1)) > 1) and not Path(source).exists():
-        raise ConfigError(f"unsupported schedule source scheme {scheme.group(1)!r}; use a file "
-                          "path, s3://BUCKET/KEY, ssm:/PARAMETER or appconfig:APP/ENV/PROFILE",
-                          source=source)
-    return _file_config(source)
-
-
-def _file_config(path: str) -> Config:
-    try:
-        stat = Path(path).stat()
+    def _file_config(self, path: str) -> Config:
+        try:
+            stat = Path(path).stat()
+        except FileNotFoundError:
+            raise ConfigError("schedule file not found", source=path) from None
+        except OSError as exc:
+            raise ConfigError(f"cannot read the schedule file: {exc.strerror or exc}",
+                              source=path) from exc
         stamp = (stat.st_mtime_ns, stat.st_size)
-        with _lock:
-            cached = _files.get(path)
+        with self._lock:
+            cached = self._files.get(path)
         if cached and cached[0] == stamp:
             return cached[1]
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError("schedule file not found", source=path) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read the schedule file: {exc}", source=path) from exc
-    config = load_config_text(text, source=path)
-    with _lock:
-        _files[path] = (stamp, config)
-    return config
+        config = load_config_file(path)
+        with self._lock:
+            self._files[path] = (stamp, config)
+        return config
+
+    def _remote_config(self, source: str, max_age_s: float) -> Config:
+        with self._lock:
+            entry = self._documents.get(source)
+        if entry and time.monotonic() - entry.fetched_at_s < max_age_s:
+            return entry.value  # type: ignore[no-any-return]
+        data = self.fetch_document(source)
+        digest = hashlib.sha256(data).hexdigest()
+        unchanged = entry is not None and entry.digest == digest
+        config: Config = (entry.value if entry and unchanged
+                          else load_config_text(data, source=source))
+        with self._lock:
+            self._documents[source] = _Entry(time.monotonic(), digest, config)
+        return config
+
+    def fetch_document(self, source: str) -> bytes:
+        """The bytes of a remote schedule document, fetched now (no cache); ConfigError."""
+        fetchers: dict[str, Callable[[str], bytes | str]] = {
+            "s3://": self._fetch_s3, "ssm:": self._fetch_ssm,
+            "appconfig:": self._fetch_appconfig}
+        prefix = next(p for p in fetchers if source.startswith(p))
+        with aws_errors(source):
+            raw = fetchers[prefix](source[len(prefix):])
+        # Decoded (BOM, UTF-8) by the document reader, as a file's bytes are.
+        return raw if isinstance(raw, bytes) else raw.encode("utf-8", "surrogatepass")
+
+    def _client(self, name: str, make: Callable[[], Any]) -> Any:
+        with self._lock:
+            if name not in self._aws:
+                self._aws[name] = make()
+            return self._aws[name]
+
+    def _fetch_s3(self, location: str) -> bytes:
+        bucket, _, key = location.partition("/")
+        if not bucket or not key:
+            raise ConfigError("expected s3://BUCKET/KEY", source=f"s3://{location}")
+
+        def make() -> Any:
+            import boto3  # type: ignore[import-untyped, unused-ignore]
+
+            return boto3.session.Session().client("s3", config=_boto_config())
+
+        body = self._client("s3", make).get_object(Bucket=bucket, Key=key)["Body"]
+        return body.read()  # type: ignore[no-any-return]
 
 
-def _remote_config(source: str, max_age_s: float) -> Config:
-    with _lock:
-        entry = _documents.get(source)
-    if entry and time.monotonic() - entry.fetched_at_s < max_age_s:
-        return entry.value  # type: ignore[no-any-return]
-    text = fetch_document(source)
-    digest = hashlib.sha256(text.encode()).hexdigest()
-    unchanged = entry is not None and entry.digest == digest
-    config: Config = entry.value if entry and unchanged else load_config_text(text, source=source)
-    with _lock:
-        _documents[source] = _Entry(time.monotonic(), digest, config)
-    return config
+    def _fetch_ssm(self, name: str) -> str:
+        if not name:
+            raise ConfigError("expected ssm:/PARAMETER/NAME", source="ssm:")
+
+        def make() -> Any:
+            from aws_lambda_powertools.utilities.parameters import SSMProvider
+
+            return SSMProvider(boto_config=_boto_config())
+
+        # force_fetch: kiqbeat keeps its own cache (of the parsed document).
+        return str(self._client("ssm", make).get(name, decrypt=True, force_fetch=True))
 
 
-def fetch_document(source: str) -> str:
-    """The text of a remote schedule document, fetched now (no cache); ConfigError on failure."""
-    fetchers: dict[str, Callable[[str], bytes | str]] = {
-        "s3://": _fetch_s3, "ssm:": _fetch_ssm, "appconfig:": _fetch_appconfig}
-    prefix = next(p for p in fetchers if source.startswith(p))
-    with aws_errors(source):
-        raw = fetchers[prefix](source[len(prefix):])
-    if isinstance(raw, bytes):
+    def _fetch_appconfig(self, location: str) -> bytes:
+        parts = location.split("/")
+        if len(parts) != 3 or not all(parts):
+            raise ConfigError("expected appconfig:APPLICATION/ENVIRONMENT/PROFILE",
+                              source=f"appconfig:{location}")
+        application, environment, profile = parts
+
+        def make() -> Any:
+            from aws_lambda_powertools.utilities.parameters import AppConfigProvider
+
+            return AppConfigProvider(environment=environment, application=application,
+                                     boto_config=_boto_config())
+
+        # The provider holds the AppConfig session token, so it must live across invocations;
+        # after a failure it is dropped, so the next call starts a fresh session.
+        key = f"appconfig:{application}/{environment}"
+        provider = self._client(key, make)
         try:
-            return raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise ConfigError(f"the document is not UTF-8 text ({exc})", source=source) from exc
-    return raw
+            return provider.get(profile, force_fetch=True)  # type: ignore[no-any-return]
+        except Exception:
+            with self._lock:
+                self._aws.pop(key, None)
+            raise
+
+
+    def redis_url(self, environ: Mapping[str, str], *,
+                  max_age_s: float | None = None) -> str:
+        """The Redis URL: KIQBEAT_REDIS_URL, KIQBEAT_REDIS_SECRET (Secrets Manager), REDIS_URL.
+
+        Empty variables count as unset. The secret (SecretString) holds one of:
+        a Redis URL; JSON `{"url": ...}`; JSON `{"host", "port", "username", "password",
+        "tls", "db"}` (tls defaults to true: ElastiCache requires TLS for AUTH); or only a
+        password (plain text, or JSON with `password` and optionally `username`), which is
+        then put into KIQBEAT_REDIS_URL. REDIS_URL is a last resort, since it often names the
+        application's own Redis rather than the one its Sidekiq uses.
+        """
+        url = environ.get("KIQBEAT_REDIS_URL") or ""
+        secret_id = environ.get(SECRET_VARIABLE) or ""
+        if secret_id:
+            return self._url_from_secret(secret_id, url, self._age(max_age_s))
+        url = url or environ.get("REDIS_URL") or ""
+        if not url:
+            raise ConfigError("no Redis URL: set KIQBEAT_REDIS_URL (or REDIS_URL), or name a "
+                              "Secrets Manager secret in KIQBEAT_REDIS_SECRET")
+        return url
+
+
+    def _url_from_secret(self, secret_id: str, base_url: str, max_age_s: float) -> str:
+        source = f"secret {secret_id}"
+        with self._lock:
+            entry = self._secrets.get(secret_id)
+        if entry and time.monotonic() - entry.fetched_at_s < max_age_s:
+            text = str(entry.value)
+        else:
+            def make() -> Any:
+                from aws_lambda_powertools.utilities.parameters import SecretsProvider
+
+                return SecretsProvider(boto_config=_boto_config())
+
+            with aws_errors(source):
+                value = self._client("secretsmanager", make).get(secret_id, force_fetch=True)
+            text = value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+            with self._lock:
+                self._secrets[secret_id] = _Entry(time.monotonic(), "", text)
+        return _secret_to_url(text.strip(), base_url, source)
 
 
 def _boto_config() -> Any:
@@ -143,106 +246,6 @@ def _boto_config() -> Any:
 
     return BotoConfig(connect_timeout=AWS_CONNECT_TIMEOUT_S, read_timeout=AWS_READ_TIMEOUT_S,
                       retries={"total_max_attempts": AWS_MAX_ATTEMPTS, "mode": "standard"})
-
-
-def _client(name: str, make: Callable[[], Any]) -> Any:
-    with _lock:
-        if name not in _aws:
-            _aws[name] = make()
-        return _aws[name]
-
-
-def _fetch_s3(location: str) -> bytes:
-    bucket, _, key = location.partition("/")
-    if not bucket or not key:
-        raise ConfigError("expected s3://BUCKET/KEY", source=f"s3://{location}")
-
-    def make() -> Any:
-        import boto3  # type: ignore[import-untyped, unused-ignore]
-
-        return boto3.session.Session().client("s3", config=_boto_config())
-
-    body = _client("s3", make).get_object(Bucket=bucket, Key=key)["Body"]
-    return body.read()  # type: ignore[no-any-return]
-
-
-def _fetch_ssm(name: str) -> str:
-    if not name:
-        raise ConfigError("expected ssm:/PARAMETER/NAME", source="ssm:")
-
-    def make() -> Any:
-        from aws_lambda_powertools.utilities.parameters import SSMProvider
-
-        return SSMProvider(boto_config=_boto_config())
-
-    # force_fetch: kiqbeat keeps its own cache (of the parsed document).
-    return str(_client("ssm", make).get(name, decrypt=True, force_fetch=True))
-
-
-def _fetch_appconfig(location: str) -> bytes:
-    parts = location.split("/")
-    if len(parts) != 3 or not all(parts):
-        raise ConfigError("expected appconfig:APPLICATION/ENVIRONMENT/PROFILE",
-                          source=f"appconfig:{location}")
-    application, environment, profile = parts
-
-    def make() -> Any:
-        from aws_lambda_powertools.utilities.parameters import AppConfigProvider
-
-        return AppConfigProvider(environment=environment, application=application,
-                                 boto_config=_boto_config())
-
-    # The provider holds the AppConfig session token, so it must live across invocations;
-    # after a failure it is dropped, so the next call starts a fresh session.
-    key = f"appconfig:{application}/{environment}"
-    provider = _client(key, make)
-    try:
-        return provider.get(profile, force_fetch=True)  # type: ignore[no-any-return]
-    except Exception:
-        with _lock:
-            _aws.pop(key, None)
-        raise
-
-
-def redis_url(environ: Mapping[str, str], *, max_age_s: float = DEFAULT_MAX_AGE_S) -> str:
-    """The Redis URL from KIQBEAT_REDIS_URL, KIQBEAT_REDIS_SECRET (Secrets Manager) or REDIS_URL.
-
-    Empty variables count as unset. The secret (SecretString) holds one of:
-    a Redis URL; JSON `{"url": ...}`; JSON `{"host", "port", "username", "password",
-    "tls", "db"}` (tls defaults to true: ElastiCache requires TLS for AUTH); or only a
-    password (plain text, or JSON with `password` and optionally `username`), which is
-    then put into KIQBEAT_REDIS_URL. REDIS_URL is a last resort, since it often names the
-    application's own Redis rather than the one its Sidekiq uses.
-    """
-    url = environ.get("KIQBEAT_REDIS_URL") or ""
-    secret_id = environ.get(SECRET_VARIABLE) or ""
-    if secret_id:
-        return _url_from_secret(secret_id, url, max_age_s)
-    url = url or environ.get("REDIS_URL") or ""
-    if not url:
-        raise ConfigError("no Redis URL: set KIQBEAT_REDIS_URL (or REDIS_URL), or name a "
-                          "Secrets Manager secret in KIQBEAT_REDIS_SECRET")
-    return url
-
-
-def _url_from_secret(secret_id: str, base_url: str, max_age_s: float) -> str:
-    source = f"secret {secret_id}"
-    with _lock:
-        entry = _secrets.get(secret_id)
-    if entry and time.monotonic() - entry.fetched_at_s < max_age_s:
-        text = str(entry.value)
-    else:
-        def make() -> Any:
-            from aws_lambda_powertools.utilities.parameters import SecretsProvider
-
-            return SecretsProvider(boto_config=_boto_config())
-
-        with aws_errors(source):
-            value = _client("secretsmanager", make).get(secret_id, force_fetch=True)
-        text = value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-        with _lock:
-            _secrets[secret_id] = _Entry(time.monotonic(), "", text)
-    return _secret_to_url(text.strip(), base_url, source)
 
 
 def _secret_to_url(text: str, base_url: str, source: str) -> str:

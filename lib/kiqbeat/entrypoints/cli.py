@@ -6,18 +6,17 @@ import argparse
 import json
 import os
 import sys
+import traceback
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-import redis
-
 from kiqbeat.core.report import Report
 from kiqbeat.core.schedule import Config
-from kiqbeat.document import sources
-from kiqbeat.engine import run, select_shard, status
+from kiqbeat.document.sources import Sources
+from kiqbeat.engine import Engine
 from kiqbeat.entrypoints.loop import run_loop, stop_on_signals
-from kiqbeat.errors import ConfigError, KiqbeatError, RedisUnavailableError
-from kiqbeat.redis.connection import connect
+from kiqbeat.errors import ConfigError, KiqbeatError
+from kiqbeat.settings import Settings, add_flags, flags_of
 
 
 def _reading(timetable: object) -> str:
@@ -39,11 +38,10 @@ def _zone_of(timetable: object) -> str:
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    from kiqbeat.document.config import load_config_file
-
-    config = load_config_file(args.file)
+    source = _document_source(args.file)
+    config = Sources().load_config(source)
     count = len(config.schedules)
-    print(f"{args.file}: OK, {count} schedule{'' if count == 1 else 's'}")
+    print(f"{source}: OK, {count} schedule{'' if count == 1 else 's'}")
     rows = [(s.name, s.timing, f"{s.job_class} -> {s.queue}",
              _reading(s.timetable) + ("" if s.enabled else " (disabled)"))
             for s in config.schedules]
@@ -86,10 +84,9 @@ def _next_config(args: argparse.Namespace) -> Config:
 
     from kiqbeat.core.cron import parse_cron, parse_every
     from kiqbeat.core.schedule import Schedule
-    from kiqbeat.document.config import load_config_file
     from kiqbeat.errors import did_you_mean
 
-    if sum(map(bool, (args.file, args.cron, args.every))) != 1:
+    if sum(map(bool, (args.file, args.cron, args.every))) > 1:
         raise ConfigError("give one of: a schedule FILE, --cron EXPR or --every DURATION")
     if args.cron or args.every:
         if args.names:
@@ -99,16 +96,22 @@ def _next_config(args: argparse.Namespace) -> Config:
             return Config((Schedule("", cron, "", timing=f"{cron.expr} ({cron.zone_name})"),))
         every = parse_every(args.every)
         return Config((Schedule("", every, "", timing=f"every {args.every}"),))
-    config = load_config_file(args.file)
+    source = _document_source(args.file)
+    config = Sources().load_config(source)
     by_name = {s.name: s for s in config.schedules}
     unknown = [n for n in args.names if n not in by_name]
     if unknown:
         listed = ", ".join(by_name) or "none"
         raise ConfigError([f"no schedule {n!r}{did_you_mean(n, by_name)}" for n in unknown]
-                          + [f"the file's schedules are: {listed}"], source=args.file)
+                          + [f"the file's schedules are: {listed}"], source=source)
     if args.names:
         return replace(config, schedules=tuple(by_name[n] for n in args.names))
     return config
+
+
+def _document_source(given: str | None) -> str:
+    """The FILE argument, else $KIQBEAT_CONFIG (any source: a file, s3://, ssm:, appconfig:)."""
+    return given or Settings.load(os.environ).require_config()
 
 
 def _cmd_next(args: argparse.Namespace) -> int:
@@ -139,30 +142,19 @@ def _cmd_next(args: argparse.Namespace) -> int:
     return 0
 
 
-def _client_and_config(args: argparse.Namespace) -> tuple[redis.Redis, Config]:
-    config = select_shard(sources.load_config(args.config), _shard(args.shard))
-    url = args.redis_url or sources.redis_url(os.environ)
-    return connect(url), config
-
-
-def _shard(text: str | None) -> tuple[int, int] | None:
-    if not text:
-        return None
-    index, _, count = text.partition("/")
-    if not (index.isdigit() and count.isdigit()):
-        raise ConfigError(f"invalid shard {text!r}: expected INDEX/COUNT, e.g. 0/4")
-    return int(index), int(count)
+def _engine(args: argparse.Namespace) -> Engine:
+    return Engine.from_environ(flags=flags_of(args))
 
 
 def _print_warnings(warnings: Sequence[str]) -> None:
     for warning in warnings:
-        print(f"kiqbeat: warning: {warning}", file=sys.stderr)
+        print(f"kiqbeat: warning: {warning}", file=sys.stderr, flush=True)
 
 
 def _cmd_run_once(args: argparse.Namespace) -> int:
-    client, config = _client_and_config(args)
+    engine = _engine(args)
     now = _parse_instant(args.now, "--now") if args.now else None
-    report = run(client, config, now=now)
+    report = engine.run(now=now)
     _print_warnings(report.warnings)
     if args.json:
         print(json.dumps(report.as_dict() | {"jobs": [
@@ -174,26 +166,23 @@ def _cmd_run_once(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    client, config = _client_and_config(args)
-    current, warned = config, False
+    engine = _engine(args)
+    current = engine.config()  # a broken document stops the command before it loops
     stop = stop_on_signals()
 
     def invoke() -> Report | None:
-        nonlocal client, current, warned
+        nonlocal current
         try:
-            current = select_shard(sources.load_config(args.config), _shard(args.shard))
-            report = run(client, current)
+            current = engine.config()
+            report = engine.run(current)
         except KiqbeatError as exc:
             print(f"kiqbeat: invocation failed: {exc}", file=sys.stderr, flush=True)
-            if isinstance(exc, RedisUnavailableError):
-                # Start the next invocation from a new client: after repeated Sentinel
-                # failovers a long-lived one was seen to stay stuck while a new one worked.
-                client.close()
-                client, _ = _client_and_config(args)
             return None
-        if not warned:
-            _print_warnings(report.warnings)
-            warned = True
+        except Exception:  # a bug must not stop the service: the next invocation catches up
+            print("kiqbeat: invocation failed unexpectedly:\n" + traceback.format_exc(),
+                  file=sys.stderr, flush=True)
+            return None
+        _print_warnings(report.warnings)  # each new one once; an invocation's own each time
         if report.pushed or report.missed or report.new_schedules:
             print(report.summary(), flush=True)
         return report
@@ -201,16 +190,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
     def period_s() -> float:
         return 1.0 if any(s.timetable.has_seconds for s in current.schedules) else 60.0
 
-    print(f"kiqbeat: running {len(config.schedules)} schedules; SIGTERM or Ctrl-C stops",
+    print(f"kiqbeat: running {len(current.schedules)} schedules; SIGTERM or Ctrl-C stops",
           flush=True)
     run_loop(invoke, period_s, stop)
+    engine.close()
     print("kiqbeat: stopped", flush=True)
     return 0
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
-    client, config = _client_and_config(args)
-    now, rows = status(client, config)
+    now, rows = _engine(args).status()
     if args.json:
         document = {"now": now.isoformat(), "schedules": [r.as_dict() for r in rows]}
         print(json.dumps(document, indent=2))
@@ -275,15 +264,6 @@ def _parse_instant(text: str, option: str) -> datetime:
     return instant.astimezone(UTC)
 
 
-def _add_engine_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", required=True, metavar="SOURCE",
-                   help="schedule document: a file, s3://bucket/key, ssm:/name or "
-                        "appconfig:APP/ENV/PROFILE")
-    p.add_argument("--redis-url", help="Redis URL (default: $KIQBEAT_REDIS_URL, then $REDIS_URL)")
-    p.add_argument("--shard", metavar="I/N", default=os.environ.get("KIQBEAT_SHARD"),
-                   help="only schedules of shard I of N (by a hash of their name)")
-
-
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kiqbeat",
@@ -292,12 +272,13 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("validate", help="check a schedule file and list its schedules")
-    p.add_argument("file",
-                   help="schedule file (kiqbeat, sidekiq-scheduler or sidekiq-cron YAML/JSON)")
+    p.add_argument("file", nargs="?",
+                   help="schedule document: a file (kiqbeat, sidekiq-scheduler or sidekiq-cron "
+                        "YAML/JSON) or s3://, ssm:, appconfig: (default: $KIQBEAT_CONFIG)")
     p.set_defaults(func=_cmd_validate)
 
     p = sub.add_parser("next", help="preview upcoming fire times")
-    p.add_argument("file", nargs="?", help="schedule file")
+    p.add_argument("file", nargs="?", help="schedule document (default: $KIQBEAT_CONFIG)")
     p.add_argument("names", nargs="*", metavar="NAME", help="only these schedules")
     p.add_argument("-n", type=int, default=5, help="how many fire times per schedule (default 5)")
     p.add_argument("--after", help="start after this ISO instant (default: now)")
@@ -308,17 +289,17 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_next)
 
     p = sub.add_parser("run-once", help="one invocation: push every due tick once, print a summary")
-    _add_engine_options(p)
+    add_flags(p)
     p.add_argument("--now", help="replay an invocation at this earlier ISO instant")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=_cmd_run_once)
 
     p = sub.add_parser("run", help="invoke at every minute (or second) boundary until SIGTERM")
-    _add_engine_options(p)
+    add_flags(p)
     p.set_defaults(func=_cmd_run)
 
     p = sub.add_parser("status", help="per schedule: zone, last tick covered, next tick, lag")
-    _add_engine_options(p)
+    add_flags(p)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cmd_status)
 

@@ -1,8 +1,9 @@
 """sidekiq-scheduler and sidekiq-cron schedule files, converted to kiqbeat's document form.
 
-`convert` detects the format and rewrites the document; `config` then validates the result
-exactly as it validates its own. Where the other tool's meaning cannot be kept, the
-conversion says so in a warning (or, when jobs would silently change, in a problem):
+The middle step of every document: `convert` detects the format and rewrites the document
+in kiqbeat's form; `validate` then checks the result exactly as it checks kiqbeat's own.
+Where the other tool's meaning cannot be kept, the conversion says so in a warning (or,
+when jobs would silently change, in a problem):
 
 sidekiq-scheduler (`:scheduler: :schedule:`, the older top-level `:schedule:`, or a bare
 hash loaded with `Sidekiq.schedule = YAML.load_file(...)`):
@@ -34,14 +35,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kiqbeat.core.cron import parse_cron
+from kiqbeat.document.fields import JOB_OPTIONS, KIQBEAT_MARKERS, SCHEDULE_KEYS
 from kiqbeat.errors import ConfigError, did_you_mean
 
 KIQBEAT = "kiqbeat"
 SIDEKIQ_SCHEDULER = "sidekiq-scheduler"
 SIDEKIQ_CRON = "sidekiq-cron"
 
-_KIQBEAT_MARKERS = ("schedules", "time_zone", "missed_jobs_window", "namespace", "lookahead",
-                    "timestamp_format", "sidekiq_scheduler_ui")
 _JOB_MARKERS = ("cron", "class", "klass", "every")
 _SCHEDULER_TIMERS = ("cron", "every", "at", "in", "interval")
 # Keys only sidekiq-scheduler entries have: a bare hash holding them is sidekiq-scheduler's.
@@ -71,7 +71,7 @@ def detect_format(doc: object) -> str:
     """Which tool wrote `doc` (decoded YAML/JSON): kiqbeat, sidekiq-scheduler or sidekiq-cron."""
     if isinstance(doc, list):
         return SIDEKIQ_CRON
-    if not isinstance(doc, dict) or any(k in doc for k in _KIQBEAT_MARKERS):
+    if not isinstance(doc, dict) or any(k in doc for k in KIQBEAT_MARKERS):
         return KIQBEAT
     if isinstance(doc.get("scheduler"), dict) or isinstance(doc.get("schedule"), dict):
         return SIDEKIQ_SCHEDULER
@@ -147,8 +147,6 @@ def _from_scheduler(name: object, entry: object, out: Converted) -> dict[str, An
         out.problems.append(f"{label}: expected a mapping of fields (cron, class, ...), got "
                             f"{str(entry)[:60]!r}")
         return None
-    from kiqbeat.document.config import JOB_OPTIONS, SCHEDULE_KEYS
-
     timers = [t for t in _SCHEDULER_TIMERS if entry.get(t) not in (None, "", [])]
     converted: dict[str, Any] = {}
     if timers:

@@ -1,0 +1,210 @@
+"""Every field a kiqbeat document may hold: one table, from which the key lists, the format
+markers, the defaults and the value checks all come (DESIGN §5).
+
+A field is top-level (a document-wide setting), per schedule, or both (a top-level value is
+the default of the schedule's). `check` turns a raw value into the model's value or raises
+ConfigError saying what would be valid; checks that depend on other fields (a lookahead no
+longer than the window, `payload:` against the job options) live in `validate`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kiqbeat.core.cron import zone
+from kiqbeat.core.durations import duration_s
+from kiqbeat.errors import ConfigError, did_you_mean, shown
+
+ACTIVE_JOB_WRAPPER = "Sidekiq::ActiveJob::Wrapper"
+LEGACY_ACTIVE_JOB_WRAPPER = "ActiveJob::QueueAdapters::SidekiqAdapter::JobWrapper"
+CATCH_UP = ("all", "latest", "none")
+TIMESTAMP_FORMATS = ("s", "ms")
+_WORD_OK = re.compile(r"\S+")
+
+
+# ---------------------------------------------------------------------------- value checks
+
+
+def boolean(value: object) -> bool:
+    """true or false, nothing else (YAML's `yes` is already a bool; "yes" is not)."""
+    if not isinstance(value, bool):
+        raise ConfigError(f"{shown(value)} must be true or false")
+    return value
+
+
+def word(example: str) -> Callable[[object], str]:
+    """A non-empty string without spaces: a class, queue or zone name."""
+    def check(value: object) -> str:
+        if not isinstance(value, str) or not _WORD_OK.fullmatch(value):
+            raise ConfigError(f"{shown(value)} must be a non-empty string without spaces, "
+                              f"e.g. {example!r}")
+        return value
+    return check
+
+
+def choice(choices: tuple[str, ...]) -> Callable[[object], str]:
+    """One of `choices`, with a did-you-mean hint."""
+    def check(value: object) -> str:
+        if not isinstance(value, str) or value not in choices:
+            hint = did_you_mean(value, choices) if isinstance(value, str) else ""
+            raise ConfigError(f"{shown(value)} is not one of {', '.join(choices)}{hint}")
+        return value
+    return check
+
+
+def zone_name(value: object) -> str:
+    """An IANA zone name such as 'Europe/Paris'."""
+    return zone(word("Europe/Paris")(value)).key
+
+
+def count_or_bool(value: object) -> bool | int:
+    """Sidekiq's `retry` / `backtrace`: true, false or a whole number >= 0."""
+    if isinstance(value, bool) or (isinstance(value, int) and 0 <= value <= 1_000_000):
+        return value
+    raise ConfigError(f"{shown(value)} must be true, false or a whole number from 0 to 1000000")
+
+
+def positive_duration_s(value: object) -> float:
+    """A duration longer than 0."""
+    seconds = duration_s(value)
+    if seconds <= 0:
+        raise ConfigError(f"{shown(value)} must be longer than 0")
+    return seconds
+
+
+def replicas(value: object) -> int:
+    """How many replicas WAIT waits for."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 16:
+        raise ConfigError(f"{shown(value)} must be a whole number of replicas from 0 to 16")
+    return value
+
+
+def wait_timeout_s(value: object) -> float:
+    """How long one WAIT may block."""
+    seconds = duration_s(value)
+    if not 0 < seconds <= 10:
+        raise ConfigError(f"{shown(value)} must be longer than 0 and at most 10s (each push "
+                          "call waits this long at most, inside the invocation's deadline)")
+    return seconds
+
+
+def namespace(value: object) -> str:
+    """A raw key prefix: '' (Sidekiq 7+), 'exq:', 'myapp:'."""
+    if value is None:
+        return ""
+    if not isinstance(value, str) or not (value == "" or _WORD_OK.fullmatch(value)):
+        raise ConfigError(f"{shown(value)} must be a string without spaces, e.g. '' or 'exq:'")
+    return value
+
+
+def text(value: object) -> str:
+    """Free text (a description); nothing is text."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ConfigError(f"{shown(value)} must be a string")
+    return value
+
+
+def wrapper(value: object) -> str:
+    """`active_job`: the ActiveJob wrapper class name, or '' for a plain Sidekiq job."""
+    if value is True:
+        return ACTIVE_JOB_WRAPPER
+    if value is False or value is None:
+        return ""
+    if value == "legacy":
+        return LEGACY_ACTIVE_JOB_WRAPPER
+    raise ConfigError(f"{shown(value)} must be true ({ACTIVE_JOB_WRAPPER}), 'legacy' "
+                      f"({LEGACY_ACTIVE_JOB_WRAPPER}) or false")
+
+
+def retry_for_s(value: object) -> int:
+    """Sidekiq 7's `retry_for`, whole seconds."""
+    seconds = duration_s(value)
+    if seconds < 1:
+        raise ConfigError(f"{shown(value)} must be at least 1 second")
+    return round(seconds)
+
+
+def tags(value: object) -> list[str]:
+    """Sidekiq's `tags`: a string or a list of non-empty strings."""
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(t, str) and t for t in items):
+        raise ConfigError(f"{shown(value)} must be a list of non-empty strings")
+    return list(items)
+
+
+def anything(value: object) -> object:
+    """Checked elsewhere (args, payload, cron, every: see `validate`)."""
+    return value
+
+
+# ---------------------------------------------------------------------------- the table
+
+
+@dataclass(frozen=True)
+class Field:
+    """One key of a document: where it may stand, its check and its default."""
+
+    name: str
+    check: Callable[[object], Any]
+    default: Any
+    top: bool = False  # a document-wide setting (or the default of the schedule's)
+    schedule: bool = False  # a schedule's own key
+    job_option: bool = False  # Sidekiq's own job option, written into the job hash as is
+    doc: str = ""
+
+
+FIELDS: tuple[Field, ...] = (
+    Field("time_zone", zone_name, "UTC", top=True, doc="default zone of crons"),
+    Field("missed_jobs_window", positive_duration_s, 3600.0, top=True,
+          doc="how far back missed ticks are pushed"),
+    Field("namespace", namespace, "", top=True, doc="key prefix: '' or 'exq:'"),
+    Field("lookahead", duration_s, 0.0, top=True, schedule=True,
+          doc="push ticks this far ahead into the schedule set"),
+    Field("timestamp_format", choice(TIMESTAMP_FORMATS), "s", top=True, schedule=True,
+          doc="s: float seconds; ms: Sidekiq 8's integer milliseconds"),
+    Field("sidekiq_scheduler_ui", boolean, False, top=True,
+          doc="write sidekiq-scheduler's Recurring Jobs tab"),
+    Field("wait_replicas", replicas, 0, top=True, doc="WAIT for replicas after each push"),
+    Field("wait_timeout", wait_timeout_s, 1.0, top=True, doc="how long each WAIT may take"),
+    Field("schedules", anything, None, top=True, doc="name -> schedule"),
+    Field("cron", anything, None, schedule=True, doc="cron expression, optional zone"),
+    Field("every", anything, None, schedule=True, doc="interval from the epoch"),
+    Field("class", word("ReportWorker"), None, schedule=True, doc="worker class"),
+    Field("queue", word("default"), "default", schedule=True, doc="Sidekiq queue"),
+    Field("args", anything, (), schedule=True, doc="job arguments"),
+    Field("tz", zone_name, None, schedule=True, doc="the schedule's zone"),
+    Field("enabled", boolean, True, schedule=True, doc="false: push nothing, keep the mark"),
+    Field("description", text, "", schedule=True, doc="free text"),
+    Field("catch_up", choice(CATCH_UP), "all", schedule=True, doc="all, latest or none"),
+    Field("include_metadata", boolean, False, schedule=True,
+          doc="append {scheduled_at} to args"),
+    Field("active_job", wrapper, "", schedule=True, doc="wrap in the ActiveJob envelope"),
+    Field("payload", anything, None, schedule=True, doc="custom keys for the job hash"),
+    # Sidekiq's own job options (Sidekiq wiki, "Advanced Options"). Client-side options
+    # (`pool`) and middleware options (Enterprise `unique_for`) do nothing when kiqbeat
+    # writes the hash; `payload:` still allows any key.
+    Field("retry", count_or_bool, None, schedule=True, job_option=True),
+    Field("retry_for", retry_for_s, None, schedule=True, job_option=True),
+    Field("retry_queue", word("low"), None, schedule=True, job_option=True),
+    Field("backtrace", count_or_bool, None, schedule=True, job_option=True),
+    Field("dead", boolean, None, schedule=True, job_option=True),
+    Field("tags", tags, None, schedule=True, job_option=True),
+)
+BY_NAME = {f.name: f for f in FIELDS}
+TOP_LEVEL_KEYS = tuple(f.name for f in FIELDS if f.top)
+SCHEDULE_KEYS = tuple(f.name for f in FIELDS if f.schedule)
+JOB_OPTIONS = tuple(f.name for f in FIELDS if f.job_option)
+# A mapping holding any of these is a kiqbeat document (not another tool's file).
+KIQBEAT_MARKERS = TOP_LEVEL_KEYS
+# Keys kiqbeat sets itself, Sidekiq's scheduling key, and the retry bookkeeping only Sidekiq
+# may write (a job carrying them looks like a failed one to the retry set and the Web UI).
+RESERVED_PAYLOAD_KEYS = frozenset({
+    "class", "args", "jid", "queue", "created_at", "enqueued_at", "wrapped", "at",
+    "retry_count", "retried_at", "failed_at", "error_message", "error_class",
+    "error_backtrace",
+})

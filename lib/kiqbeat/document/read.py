@@ -1,0 +1,192 @@
+"""The first step of every document: bytes or text into plain Python values, safely.
+
+Every source (a file, S3, SSM, AppConfig, a packaged file) goes through `parse`, so a BOM, an
+encoding or a size is judged the same way wherever the document came from:
+
+- at most MAX_DOCUMENT_BYTES (32 MiB: 100,000 ordinary schedules are about 11 MB);
+- UTF-8, with or without a byte-order mark; no control characters outside tab and newline
+  (PyYAML's own reader refuses them with an error of its own kind; JSON would let them into
+  class and queue names);
+- YAML through a safe loader (no object tags) that refuses duplicate keys, reads Ruby
+  `:symbol:` keys as plain strings and keeps dates as text; ERB tags are refused;
+- YAML aliases are counted before anything is built: the document *as expanded* may hold at
+  most MAX_EXPANDED_NODES values (5,000,000), so a few hundred bytes of nested aliases (a
+  billion values) are refused at once, while `<<: *defaults` shared by 100,000 schedules is
+  fine. JSON has no aliases: its size bounds it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import yaml
+
+from kiqbeat.errors import ConfigError
+
+MAX_DOCUMENT_BYTES = 32 * 1024 * 1024
+MAX_EXPANDED_NODES = 5_000_000
+_BOM = "\ufeff"
+# What YAML 1.1 calls non-printable (PyYAML's Reader.NON_PRINTABLE), BOM aside.
+_NON_PRINTABLE = re.compile(
+    "[^\x09\x0a\x0d\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]")
+_BASE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available
+
+
+def parse(data: bytes | str, source: str = "") -> tuple[object, list[str]]:
+    """The decoded document and its duplicate-key problems; ConfigError when unreadable."""
+    text = decode(data, source)
+    stripped = text.lstrip()
+    if source.endswith(".json") or stripped.startswith(("{", "[")):
+        try:
+            return _json(text)
+        except json.JSONDecodeError as exc:
+            if source.endswith(".json"):
+                raise ConfigError(f"invalid JSON at line {exc.lineno}, column {exc.colno}: "
+                                  f"{exc.msg}", source=source) from exc
+            # Not JSON after all: flow-style YAML such as `[{name: a, cron: ...}]`.
+    if "<%" in text:
+        raise ConfigError("the document contains ERB tags (<% %>), which kiqbeat does not "
+                          "evaluate; render it to plain YAML first", source=source)
+    return _yaml(text, source)
+
+
+def decode(data: bytes | str, source: str = "") -> str:
+    """UTF-8 text without its byte-order mark, checked for size and control characters."""
+    size = len(data) if isinstance(data, bytes) or len(data) * 4 <= MAX_DOCUMENT_BYTES else (
+        len(data.encode("utf-8", "surrogatepass")))
+    if size > MAX_DOCUMENT_BYTES:
+        raise ConfigError(f"the document is {size:,} bytes; the limit is "
+                          f"{MAX_DOCUMENT_BYTES:,} bytes (32 MiB)", source=source)
+    if isinstance(data, bytes):
+        try:
+            text = data.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"not UTF-8 text (byte {exc.start})", source=source) from exc
+    else:
+        text = data.removeprefix(_BOM)
+    bad = _NON_PRINTABLE.search(text)
+    if bad:
+        line = text.count("\n", 0, bad.start()) + 1
+        column = bad.start() - (text.rfind("\n", 0, bad.start()) + 1) + 1
+        raise ConfigError(f"line {line}, column {column}: the character "
+                          f"U+{ord(bad.group()):04X} is not allowed (control characters, lone "
+                          "surrogates and the like are not text)", source=source)
+    return text
+
+
+def _json(text: str) -> tuple[object, list[str]]:
+    duplicates: list[str] = []
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[object, Any]:
+        out: dict[object, Any] = {}
+        for key, value in items:
+            key2 = strip_symbol(key)
+            if key2 in out:
+                duplicates.append(f"duplicate key {key2!r}")
+            out[key2] = value
+        return out
+
+    return json.loads(text, object_pairs_hook=pairs), duplicates
+
+
+class _Loader(_BASE_LOADER):  # type: ignore[misc]
+    """Safe loader: records duplicate keys, reads `:sym:` keys as `sym`, keeps dates as text."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.duplicates: list[str] = []
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        keep = []
+        for pair in node.value:
+            key_node = pair[0]
+            if key_node.tag != "tag:yaml.org,2002:merge":  # `<<:` may be overridden
+                key = strip_symbol(self.construct_object(key_node, deep=True))
+                line = key_node.start_mark.line + 1
+                try:
+                    if key in seen:
+                        self.duplicates.append(
+                            f"line {line}: duplicate key {key!r} (first at line {seen[key]})")
+                        continue  # the first one is kept and validated
+                    seen[key] = line
+                except TypeError:  # an unhashable key; the constructor reports it below
+                    pass
+            keep.append(pair)
+        node.value = keep
+        mapping = super().construct_mapping(node, deep=deep)
+        return {strip_symbol(k): v for k, v in mapping.items()}
+
+
+# Unquoted dates stay strings, as written: a `date` in args would not survive JSON anyway.
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+def strip_symbol(key: object) -> object:
+    """Ruby symbol keys (`:schedule:`) are plain strings in YAML; read them without the ':'."""
+    return key[1:] if isinstance(key, str) and key.startswith(":") else key
+
+
+def _yaml(text: str, source: str) -> tuple[object, list[str]]:
+    loader = _Loader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None, []
+        expanded = _expanded_size(node)
+        if expanded > MAX_EXPANDED_NODES:
+            raise ConfigError(f"the document expands to more than {MAX_EXPANDED_NODES:,} "
+                              "values through YAML aliases (&anchor / *alias); write the "
+                              "values out, or share less", source=source)
+        return loader.construct_document(node), loader.duplicates
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        what = "; ".join(p for p in (exc.context, exc.problem) if p)
+        raise ConfigError(f"invalid YAML{where}: {what}", source=source) from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"invalid YAML: {exc}", source=source) from exc
+    finally:
+        loader.dispose()
+
+
+def _expanded_size(root: yaml.Node) -> int:
+    """How many values the node graph holds once every alias is written out.
+
+    Aliases share node objects, so the size of each distinct node is computed once
+    (iteratively: deep nesting must not exhaust Python's stack) and a shared node counts
+    once per reference. Stops counting past the limit.
+    """
+    sizes: dict[int, int] = {}
+    open_: set[int] = set()  # nodes whose children are being counted: a path from the root
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        children = _children(node)
+        if children_done:
+            open_.discard(id(node))
+            total = 1 + sum(sizes[id(c)] for c in children)
+            sizes[id(node)] = min(total, MAX_EXPANDED_NODES + 1)
+            continue
+        if id(node) in sizes:
+            continue
+        if id(node) in open_:
+            raise ConfigError("a YAML alias refers to a value that contains it (a recursive "
+                              "structure), which JSON cannot carry")
+        open_.add(id(node))
+        stack.append((node, True))
+        stack.extend((c, False) for c in children if id(c) not in sizes)
+    return sizes[id(root)]
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    return []

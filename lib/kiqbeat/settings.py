@@ -1,0 +1,134 @@
+"""The knobs of every entrypoint, in one table: each is a flag and an environment variable.
+
+The CLI (`kiqbeat run-once`, `run`, `status`), the loop and the Lambda handler all build a
+`Settings` from the same table, so a knob the Lambda has the CLI has too, under the same
+name. A flag wins over its variable; an empty variable counts as unset. Values are checked
+once, here, with messages naming the flag or variable.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kiqbeat.document.validate import setting_duration_s
+from kiqbeat.errors import ConfigError, shown
+
+DEFAULT_MAX_AGE_S = 60.0
+DEFAULT_DEADLINE_S = 40.0
+
+
+def _shard(value: str, what: str) -> tuple[int, int]:
+    index, _, count = value.partition("/")
+    if not (index.isascii() and index.isdigit() and count.isascii() and count.isdigit()):
+        raise ConfigError(f"{what}: invalid shard {shown(value)}: expected INDEX/COUNT, e.g. 0/4")
+    pair = int(index), int(count)
+    if pair[1] < 1 or not 0 <= pair[0] < pair[1]:
+        raise ConfigError(f"{what}: invalid shard {value!r}: expected INDEX/COUNT with "
+                          "0 <= INDEX < COUNT")
+    return pair
+
+
+def _true(value: str, what: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered not in ("true", "false", "1", "0", "yes", "no"):
+        raise ConfigError(f"{what}: {shown(value)} must be true or false")
+    return lowered in ("true", "1", "yes")
+
+
+def _positive_s(value: str, what: str) -> float:
+    seconds = setting_duration_s(value, what=what)
+    if seconds <= 0:
+        raise ConfigError(f"{what}: {shown(value)} must be longer than 0")
+    return seconds
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One setting: its attribute, environment variable, flag and parser."""
+
+    name: str
+    variable: str
+    flag: str
+    parse: Callable[[str, str], Any]
+    metavar: str
+    help: str
+
+
+KNOBS: tuple[Knob, ...] = (
+    Knob("config_source", "KIQBEAT_CONFIG", "--config", lambda v, w: v.strip(), "SOURCE",
+         "schedule document: a file, s3://BUCKET/KEY, ssm:/NAME or appconfig:APP/ENV/PROFILE"),
+    Knob("redis_url", "KIQBEAT_REDIS_URL", "--redis-url", lambda v, w: v, "URL",
+         "Redis URL (then $REDIS_URL); without its password when the secret holds it"),
+    Knob("redis_secret", "KIQBEAT_REDIS_SECRET", "--redis-secret", lambda v, w: v, "SECRET_ID",
+         "Secrets Manager secret holding the Redis URL or password"),
+    Knob("max_age_s", "KIQBEAT_CONFIG_MAX_AGE", "--config-max-age", _positive_s, "DURATION",
+         "how long a remote document or secret is reused (default 60s)"),
+    Knob("window_s", "KIQBEAT_MISSED_JOBS_WINDOW", "--missed-jobs-window", _positive_s,
+         "DURATION", "override the document's missed_jobs_window"),
+    Knob("shard", "KIQBEAT_SHARD", "--shard", _shard, "I/N",
+         "only schedules of shard I of N (by a stable hash of their name)"),
+    Knob("deadline_s", "KIQBEAT_DEADLINE", "--deadline", _positive_s, "DURATION",
+         "stop pushing after this long; the next invocation does the rest (default 40s)"),
+    Knob("tracing", "KIQBEAT_TRACING", "--tracing", _true, "BOOL",
+         "Lambda only: trace with X-Ray through Powertools Tracer"),
+)
+VARIABLES = tuple(k.variable for k in KNOBS)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What an entrypoint was asked to do, validated."""
+
+    config_source: str = ""
+    redis_url: str = ""
+    redis_secret: str = ""
+    max_age_s: float = DEFAULT_MAX_AGE_S
+    window_s: float | None = None
+    shard: tuple[int, int] | None = None
+    deadline_s: float = DEFAULT_DEADLINE_S
+    tracing: bool = False
+    # REDIS_URL, the last resort for the Redis address (often the app's own Redis).
+    fallback_redis_url: str = ""
+
+    @classmethod
+    def load(cls, environ: Mapping[str, str],
+             flags: Mapping[str, str | None] | None = None) -> Settings:
+        """Settings from flags (by attribute name) over environment variables."""
+        values: dict[str, Any] = {}
+        for knob in KNOBS:
+            flag = (flags or {}).get(knob.name)
+            raw, what = (flag, knob.flag) if flag not in (None, "") else (
+                environ.get(knob.variable) or "", knob.variable)
+            if raw:
+                values[knob.name] = knob.parse(str(raw), what)
+        return cls(**values, fallback_redis_url=environ.get("REDIS_URL") or "")
+
+    def require_config(self) -> str:
+        """The document source; ConfigError when neither --config nor KIQBEAT_CONFIG is set."""
+        if not self.config_source:
+            raise ConfigError("no schedule document: name one (--config SOURCE, or the FILE "
+                              "argument of validate and next) or set KIQBEAT_CONFIG (a file, "
+                              "s3://BUCKET/KEY, ssm:/NAME or appconfig:APP/ENV/PROFILE)")
+        return self.config_source
+
+    def redis_environ(self) -> dict[str, str]:
+        """The variables `Sources.redis_url` reads, as these settings give them."""
+        return {"KIQBEAT_REDIS_URL": self.redis_url, "KIQBEAT_REDIS_SECRET": self.redis_secret,
+                "REDIS_URL": self.fallback_redis_url}
+
+
+def add_flags(parser: argparse.ArgumentParser, *, skip: tuple[str, ...] = ()) -> None:
+    """Add every knob's flag to a command's parser (default: its environment variable)."""
+    for knob in KNOBS:
+        if knob.name in skip:
+            continue
+        parser.add_argument(knob.flag, dest=knob.name, metavar=knob.metavar,
+                            help=f"{knob.help} [${knob.variable}]")
+
+
+def flags_of(args: argparse.Namespace) -> dict[str, str | None]:
+    """The knob values a parsed command line holds."""
+    return {k.name: getattr(args, k.name, None) for k in KNOBS}
