@@ -170,7 +170,6 @@ def aws(
     moto_server: Moto, appconfig_server: AppConfigData, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Moto]:
     """Environment pointing boto3 at moto with dummy credentials; a clean moto and cache."""
-    from kiqbeat.document import sources
 
     for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN",
                  "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL_SSM"):

@@ -47,12 +47,15 @@ def test_run_once_pushes_and_reports_json(
     first = kiqbeat("run-once", "--config", str(schedule_file), "--redis-url", redis_url, "--json")
     assert first.returncode == 0, first.stderr
     assert json.loads(first.stdout)["new_schedules"] == 2
-    time.sleep(2.1)
+    # As if the last invocation ran 5 s ago: two or three ticks of */2 are due (no sleeping).
+    mark = int(redis_client.hget("kiqbeat:watermarks", "heartbeat") or 0)
+    redis_client.hset("kiqbeat:watermarks", "heartbeat", mark - 5000)
     second = kiqbeat("run-once", "--config", str(schedule_file), "--redis-url", redis_url, "--json")
     report = json.loads(second.stdout)
-    assert report["pushed"] >= 1
+    assert report["pushed"] >= 2
     assert [j["schedule"] for j in report["jobs"]] == ["heartbeat"] * report["pushed"]
-    assert redis_client.llen("queue:pulse") == report["pushed"]
+    jids = {json.loads(j)["jid"] for j in redis_client.lrange("queue:pulse", 0, -1)}
+    assert jids == {j["jid"] for j in report["jobs"]}
 
 
 def test_run_once_reads_the_redis_url_from_the_environment(
@@ -63,6 +66,55 @@ def test_run_once_reads_the_redis_url_from_the_environment(
     done = kiqbeat("run-once", "--config", str(schedule_file), env=env)
     assert done.returncode == 0, done.stderr
     assert "2 schedules" in done.stdout
+
+
+@pytest.mark.parametrize("command", ["run-once", "status", "validate", "next"])
+def test_every_command_reads_the_document_and_redis_from_the_environment(
+    schedule_file: Path, redis_url: str, command: str
+) -> None:
+    env = {k: v for k, v in os.environ.items() if "REDIS" not in k and "KIQBEAT" not in k}
+    env |= {"KIQBEAT_CONFIG": str(schedule_file), "KIQBEAT_REDIS_URL": redis_url}
+    done = kiqbeat(command, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "heartbeat" in done.stdout or "2 schedules" in done.stdout
+
+
+def test_every_knob_is_a_flag_and_a_variable(schedule_file: Path, redis_url: str) -> None:
+    env = {k: v for k, v in os.environ.items() if "REDIS" not in k and "KIQBEAT" not in k}
+    env |= {"KIQBEAT_CONFIG": str(schedule_file), "KIQBEAT_REDIS_URL": redis_url,
+            "KIQBEAT_SHARD": "0/1", "KIQBEAT_MISSED_JOBS_WINDOW": "90s",
+            "KIQBEAT_DEADLINE": "20s", "KIQBEAT_CONFIG_MAX_AGE": "5m"}
+    by_env = kiqbeat("run-once", env=env)
+    assert by_env.returncode == 0, by_env.stderr
+    assert "missed_jobs_window is 90 s" in by_env.stderr  # the override reached the engine
+    by_flag = kiqbeat("run-once", "--missed-jobs-window", "100s", "--shard", "1/2", env=env)
+    assert by_flag.returncode == 0, by_flag.stderr
+    assert "missed_jobs_window is 100 s" in by_flag.stderr  # a flag wins over its variable
+    bad = kiqbeat("run-once", "--shard", "2/2", env=env)
+    assert bad.returncode == 1 and "--shard: invalid shard '2/2'" in bad.stderr
+    bad = kiqbeat("run-once", env=env | {"KIQBEAT_DEADLINE": "soon"})
+    assert bad.returncode == 1 and "KIQBEAT_DEADLINE: 'soon' is not a duration" in bad.stderr
+
+
+def test_run_prints_every_invocations_own_warnings_and_the_documents_once(
+    tmp_path: Path, redis_url: str, redis_client: redis.Redis
+) -> None:
+    path = tmp_path / "schedule.yaml"
+    path.write_text("missed_jobs_window: 90s\nwait_replicas: 1\nwait_timeout: 0.1s\n"
+                    "schedules:\n  pulse: {cron: '* * * * * *', class: PulseWorker}\n")
+    proc = subprocess.Popen([sys.executable, "-m", "kiqbeat", "run", "--config", str(path),
+                             "--redis-url", redis_url],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 20
+        while redis_client.llen("queue:default") < 3 and time.monotonic() < deadline:
+            time.sleep(0.2)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=10)
+    # No replica exists: every invocation that pushed fell short, and each one says so.
+    assert err.count("replicas acknowledged") >= 3, err
+    assert err.count("missed_jobs_window is 90 s") == 1, err
 
 
 def test_run_once_refuses_a_now_in_the_future(schedule_file: Path, redis_url: str) -> None:

@@ -1,0 +1,71 @@
+"""The package tree is the architecture: the pure core imports nothing from the Redis side,
+the document pipeline or the entrypoints, and no two modules import each other in a circle."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+LIB = Path(__file__).resolve().parents[2] / "lib"
+ROOTS = [LIB / "kiqbeat", LIB.parent / "handler"]
+
+
+def module_name(path: Path) -> str:
+    base = LIB if path.is_relative_to(LIB) else LIB.parent
+    parts = list(path.relative_to(base).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports() -> dict[str, set[str]]:
+    """Module -> the kiqbeat and handler modules it imports (at any depth in the file)."""
+    graph: dict[str, set[str]] = {}
+    for root in ROOTS:
+        for path in root.rglob("*.py"):
+            found: set[str] = set()
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ImportFrom) and node.module:
+                    found |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+                elif isinstance(node, ast.Import):
+                    found |= {a.name for a in node.names}
+            graph[module_name(path)] = found
+    return {m: {i for i in found if i in graph} for m, found in graph.items()}
+
+
+@pytest.mark.parametrize(("layer", "forbidden"), [
+    ("kiqbeat.core", ("kiqbeat.redis", "kiqbeat.document", "kiqbeat.entrypoints",
+                      "kiqbeat.engine", "kiqbeat.settings", "kiqbeat.demo", "handler")),
+    ("kiqbeat.document", ("kiqbeat.redis", "kiqbeat.entrypoints", "kiqbeat.engine",
+                          "kiqbeat.demo", "handler")),
+    ("kiqbeat.redis", ("kiqbeat.document", "kiqbeat.entrypoints", "kiqbeat.engine",
+                       "kiqbeat.demo", "handler")),
+    ("kiqbeat.engine", ("kiqbeat.entrypoints", "kiqbeat.demo", "handler")),
+])
+def test_a_layer_never_imports_the_layers_above_it(layer: str, forbidden: tuple[str, ...]) -> None:
+    bad = sorted(f"{m} imports {i}" for m, found in imports().items()
+                 if m == layer or m.startswith(layer + ".")
+                 for i in found if i.startswith(forbidden))
+    assert bad == []
+
+
+def test_the_import_graph_has_no_cycle() -> None:
+    graph = imports()
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    cycles: list[list[str]] = []
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = 1
+        for target in sorted(graph[module]):
+            if target == module or module.startswith(target + "."):
+                continue  # a package's own __init__ is not a cycle through its module
+            if state.get(target) == 1:
+                cycles.append([*path, target])
+            elif target not in state:
+                visit(target, [*path, target])
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+    assert cycles == []
