@@ -44,6 +44,8 @@ def _item_matcher(item: str, low: int, high: int, names: list[str], dow: bool) -
         a, b = _number(a_text, names, low), _number(b_text, names, low)
     else:
         a = _number(base, names, low)
+        if dow and step_text:
+            raise ValueError(f"day-of-week {item!r}: kiqbeat refuses N/S here")
         b = high if step_text else a
     if dow and a == 7:
         a = 0

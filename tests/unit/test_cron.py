@@ -6,7 +6,15 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from kiqbeat.core.cron import Cron, Every, fire_times, parse_cron, parse_every, zone
+from kiqbeat.core.cron import (
+    Cron,
+    Every,
+    fire_times,
+    fugit_differences,
+    parse_cron,
+    parse_every,
+    zone,
+)
 from kiqbeat.errors import ConfigError
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)  # a Monday
@@ -52,6 +60,12 @@ def test_n_slash_s_means_n_to_max_in_steps_of_s_in_the_hour_field() -> None:
     assert hours_of("0 5/6 * * *") == [5, 11, 17, 23]
 
 
+def test_n_slash_s_means_n_to_max_in_the_day_of_month_and_month_fields() -> None:
+    cron = parse_cron("0 0 20/5 10/1 *")
+    assert sorted(cron.days) == [20, 25, 30]
+    assert sorted(cron.months) == [10, 11, 12]
+
+
 def test_wrapped_hour_range_runs_through_midnight() -> None:
     assert hours_of("0 22-2 * * *") == [0, 1, 2, 22, 23]
 
@@ -69,7 +83,9 @@ def test_wrapped_hour_range_runs_through_midnight() -> None:
         ("0 0 * * sat-sun", [0, 6]),
         ("0 0 * * fri-mon", [0, 1, 5, 6]),
         ("0 0 * * */2", [0, 2, 4, 6]),
-        ("0 0 * * 1/2", [1, 3, 5]),
+        ("0 0 * * 1-5/2", [1, 3, 5]),
+        ("0 0 * * fri-mon/2", [0, 5]),
+        ("0 0 * * 1-7/2", [0, 1, 3, 5]),
     ],
 )
 def test_day_of_week_forms_with_sunday_as_0_or_7(expr: str, days: list[int]) -> None:
@@ -265,6 +281,177 @@ def test_dst_note_is_empty_for_ordinary_instants() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("expr", "message"),
+    [
+        ("¹ * * * *", "minute field '¹' has '¹'"),
+        ("٣ * * * *", "minute field '٣' has '٣'"),
+        ("５ * * * *", "minute field '５' has '５'"),
+        ("0 ５ * * *", "hour field '５' has '５'"),
+        ("0 0 1-٣ * *", "day-of-month field '1-٣' has '٣'"),
+        ("*/٣ * * * *", "minute field '*/٣' has step '٣'"),
+        ("*/¹ * * * *", "minute field '*/¹' has step '¹'"),
+        ("0 0 * ١٢ *", "month field '١٢' has '١٢'"),
+        ("0 0 * * ٣", "day-of-week field '٣' has '٣'"),
+        ("0 0 9 * * ٣", "day-of-week field '٣' has '٣'"),
+        ("٣ 0 9 * * *", "second field '٣' has '٣'"),
+    ],
+)
+def test_only_ascii_digits_are_numbers(expr: str, message: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_cron(expr)
+    assert message in str(caught.value)
+    assert "ASCII digits" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("expr", "weekdays", "months"),
+    [
+        ("0 0 9 * * mon-fri/2", [1, 3, 5], list(range(1, 13))),
+        ("0 0 9 * * sun,wed", [0, 3], list(range(1, 13))),
+        ("0 0 9 * * MON-FRI", [1, 2, 3, 4, 5], list(range(1, 13))),
+        ("0 0 9 * * Sun/1", None, None),  # refused as N/S, but as a day-of-week, not a zone
+        ("0 0 9 * jan-mar/2 mon", [1], [1, 3]),
+        ("0 0 9 * JAN-MAR/2 *", list(range(7)), [1, 3]),
+        ("0 0 9 * * */2 Europe/Paris", [0, 2, 4, 6], list(range(1, 13))),
+    ],
+)
+def test_six_field_day_names_are_read_as_day_of_week_not_as_a_zone(
+    expr: str, weekdays: list[int] | None, months: list[int] | None
+) -> None:
+    if weekdays is None:
+        with pytest.raises(ConfigError, match="day-of-week field 'Sun/1'"):
+            parse_cron(expr)
+        return
+    cron = parse_cron(expr)
+    assert cron.has_seconds
+    assert cron.hours == (9,)
+    assert sorted(cron.weekdays) == weekdays
+    assert sorted(cron.months) == months
+    assert cron.zone_name == ("Europe/Paris" if "Europe" in expr else "UTC")
+
+
+@pytest.mark.parametrize(
+    ("expr", "offset", "fixed"),
+    [
+        ("0 9 * * * +09:00", "'+09:00'", "'Etc/GMT-9'"),
+        ("0 9 * * * UTC+9", "'UTC+9'", "'Etc/GMT-9'"),
+        ("0 9 * * * GMT+2", "'GMT+2'", "'Etc/GMT-2'"),
+        ("0 9 * * * -0500", "'-0500'", "'Etc/GMT+5'"),
+        ("0 9 * * * utc-05:00", "'utc-05:00'", "'Etc/GMT+5'"),
+        ("0 9 * * * +05:30", "'+05:30'", None),
+        ("0 0 9 * * * +0900", "'+0900'", "'Etc/GMT-9'"),
+        ("@daily +09:00", "'+09:00'", "'Etc/GMT-9'"),
+        ("0 9 * * +09:00", "'+09:00'", "'Etc/GMT-9'"),
+    ],
+)
+def test_a_utc_offset_in_the_zone_position_is_refused_as_not_an_iana_name(
+    expr: str, offset: str, fixed: str | None
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_cron(expr)
+    message = str(caught.value)
+    assert f"time zone {offset} is a UTC offset" in message
+    assert "zones are IANA names such as 'Asia/Tokyo', not UTC offsets" in message
+    assert "day-of-week" not in message
+    if fixed:
+        assert fixed in message
+
+
+def test_etc_gmt_zones_are_iana_names_and_keep_working() -> None:
+    cron = parse_cron("0 9 * * * Etc/GMT-9")
+    assert cron.zone_name == "Etc/GMT-9"
+    assert cron.next_after(T0) == datetime(2024, 1, 2, 0, tzinfo=UTC)  # 09:00 at UTC+9
+    assert parse_cron("0 0 9 * * * Etc/GMT+5").zone_name == "Etc/GMT+5"
+    assert parse_cron("@daily GMT+0").zone_name == "GMT+0"
+
+
+@pytest.mark.parametrize(
+    ("expr", "item", "instead"),
+    [
+        ("0 0 * * 3/2", "'3/2'", ["'3-6/2'", "'*/2'"]),
+        ("0 0 * * wed/2", "'wed/2'", ["'wed-sat/2'", "'*/2'"]),
+        ("0 0 * * 1,3/2", "'3/2'", ["'3-6/2'"]),
+        ("0 0 9 * * 0/3", "'0/3'", ["'0-6/3'", "'*/3'"]),
+        ("0 0 * * 7/2", "'7/2'", ["'0-6/2'", "'*/2'"]),
+    ],
+)
+def test_day_of_week_n_slash_s_is_refused_saying_what_to_write(
+    expr: str, item: str, instead: list[str]
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_cron(expr)
+    message = str(caught.value)
+    assert f"day-of-week field {expr.split()[-1]!r} has {item}" in message
+    assert "fugit" in message
+    assert all(f"write {w}" in message or f"or {w}" in message for w in instead), message
+
+
+@pytest.mark.parametrize(
+    ("expr", "message"),
+    [
+        ("1,,2 * * * *", "minute field '1,,2' has an empty list item"),
+        (",5 * * * *", "minute field ',5' has an empty list item"),
+        ("- * * * *", "minute field '-' has range '-' with no start"),
+        ("1- * * * *", "minute field '1-' has range '1-' with no end"),
+        ("-5 * * * *", "minute field '-5' has range '-5' with no start"),
+        ("1-2-3 * * * *", "minute field '1-2-3' has range '1-2-3' with more than one '-'"),
+        ("/5 * * * *", "minute field '/5' has nothing before '/' in '/5'; write '*/5'"),
+        ("*/ * * * *", "minute field '*/' has step ''"),
+        ("1/2/3 * * * *", "minute field '1/2/3' has step '2/3'"),
+        ("*-5 * * * *", "minute field '*-5' has '*' where a number 0-59 was expected"),
+        ("é * * * *", "minute field 'é' has 'é' where a number 0-59 was expected"),
+        ("\x00 * * * *", "minute field '\\x00' has '\\x00' where"),
+        ("0 \x7f * * *", "hour field '\\x7f' has"),
+        ("0 0 * * ǅ", "day-of-week field 'ǅ' has unknown day name 'ǅ'"),
+        ("0 0 * ⅻ *", "month field 'ⅻ' has 'ⅻ'"),
+        ("99999999999999999999 * * * *", "minute field '99999999999999999999' is out of range"),
+        ("0\xa09 * * * *", "minute field '0\\xa09' has '0\\xa09'"),
+        ("0 9 * * *\u3000Asia/Tokyo", "day-of-week field '*\\u3000Asia/Tokyo'"),
+        ("@daily Asia/Tokyo extra", "'@daily' may be followed only by a time zone"),
+        ("@daily 5", "unknown time zone '5'"),
+    ],
+)
+def test_malformed_fields_are_config_errors_naming_field_and_value(expr: str, message: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_cron(expr)
+    assert message in str(caught.value)
+
+
+def test_leading_zeros_do_not_change_a_number() -> None:
+    assert parse_cron("0 0 * * 00000000000000000000005").weekdays == frozenset({5})
+    assert parse_cron("*/000000000000000000000000015 * * * *").minutes == (0, 15, 30, 45)
+
+
+def test_huge_steps_select_only_the_first_value() -> None:
+    assert parse_cron("*/99999999999999999999 * * * *").minutes == (0,)
+    assert parse_cron(f"5/{'9' * 5000} * * * *").minutes == (5,)
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        f"{'9' * 5000} * * * *",
+        f"*/{'٣' * 5000} * * * *",
+        f"0 0 * {'x' * 5000} *",
+        f"0 0 * * {'mon' * 3000}",
+        f"0 0 * * {'1,' * 3000}99",
+        f"{'1-' * 3000}5 * * * *",
+        f"0 9 * * * {'Europe/' * 1000}",
+        f"0 9 * * * +{'0' * 5000}",
+        f"@{'d' * 5000}",
+        f"0 9 * * * {'x ' * 3000}",
+        f"0 0 {chr(0) * 5000} * *",
+    ],
+)
+def test_messages_never_repeat_a_huge_value_in_full(expr: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_cron(expr)
+    message = str(caught.value)
+    assert len(message) < 400, message
+    assert "..." in message
+
+
 # ---------------------------------------------------------------- intervals
 
 
@@ -320,3 +507,88 @@ def test_every_is_anchored_to_the_unix_epoch() -> None:
 def test_every_constructor_refuses_non_positive_intervals() -> None:
     with pytest.raises(ConfigError):
         Every(0)
+
+
+# ---------------------------------------------------------------- fugit
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "* * * * *",
+        "*/15 9-17 * * 1-5",
+        "0 0 1,15 * *",
+        "0 0 13 * 5",  # both restricted: OR in kiqbeat, Vixie and fugit
+        "0 0 * * */2",  # day-of-month '*': both read only the day-of-week
+        "0 0 */2 * *",
+        "0 0 */1 * 1",  # fugit reads '*/1' as '*', so it ANDs like kiqbeat
+        "0 0 * * 1-5/2",
+        "0 0 * * fri-mon",
+        "0 0 1-31 * 0-6",  # every day either way
+        "0 5/15 * * * *",
+        "@weekly Europe/Paris",
+    ],
+)
+def test_fugit_reads_these_the_same(expr: str) -> None:
+    assert fugit_differences(expr) == []
+
+
+def test_fugit_ors_the_day_fields_when_one_starts_with_star_and_has_a_step() -> None:
+    # fugit issue #75 is this very expression: fugit fires on every even day too.
+    (warning,) = fugit_differences("0 0 */2 * 1-5")
+    assert warning == (
+        "day-of-month '*/2' and day-of-week '1-5': kiqbeat, like Vixie cron, fires only on"
+        " days matching both, because '*/2' starts with '*'; fugit (sidekiq-cron,"
+        " sidekiq-scheduler) fires on days matching either one, as it does unless it reads"
+        " one of them as '*'"
+    )
+    (warning,) = fugit_differences("0 0 9 1 * */2 Asia/Tokyo")
+    assert "because '*/2' starts with '*'" in warning
+    assert "fires on days matching either one" in warning
+    (warning,) = fugit_differences("0 0 1 * */1")
+    assert "because '*/1' starts with '*'" in warning
+    # A list of every weekday is restricted to fugit: it fires every day, kiqbeat on odd days.
+    (warning,) = fugit_differences("0 0 */2 * 0,1,2,3,4,5,6")
+    assert "because '*/2' starts with '*'" in warning
+    (warning,) = fugit_differences("0 0 */2 * */3")
+    assert "because '*/2' and '*/3' start with '*'" in warning
+
+
+def test_fugit_reads_a_full_day_of_month_range_as_star() -> None:
+    (warning,) = fugit_differences("0 0 1-31 * 1")
+    assert warning == (
+        "day-of-month '1-31' and day-of-week '1': kiqbeat, like Vixie cron, fires on days"
+        " matching either one, because neither starts with '*' (here: every day); fugit"
+        " (sidekiq-cron, sidekiq-scheduler) reads day-of-month '1-31' as '*' and fires only"
+        " on days matching day-of-week '1'"
+    )
+    assert fugit_differences("0 0 1/1 * mon") != []
+
+
+def test_fugit_ignores_a_star_inside_a_day_of_week_list() -> None:
+    (warning,) = fugit_differences("0 0 * * *,1")
+    assert warning == (
+        "day-of-week '*,1': fugit (sidekiq-cron, sidekiq-scheduler) skips a '*' inside a"
+        " day-of-week list and reads '*,1' as '1'; kiqbeat reads it as every day"
+    )
+
+
+def test_fugit_reads_a_wrapped_day_of_week_range_with_a_step_as_no_day() -> None:
+    (warning,) = fugit_differences("0 0 * * fri-mon/2")
+    assert warning == (
+        "day-of-week 'fri-mon/2': fugit (sidekiq-cron, sidekiq-scheduler) reads a range"
+        " with a step whose start is after its end ('fri-mon/2') as no day at all; kiqbeat"
+        " reads it as 0,5; write '0,5' to mean the same in both"
+    )
+    warnings = fugit_differences("0 0 1 * 5-1/2")
+    assert any("'5-1/2') as no day at all" in w for w in warnings)
+    assert any("fires only on days matching day-of-month '1'" in w for w in warnings)
+    assert any(
+        "'7-2/2') as no day at all; kiqbeat reads it as 0,2" in w
+        for w in fugit_differences("0 0 * * 7-2/2")
+    )
+
+
+def test_fugit_differences_refuses_what_kiqbeat_refuses() -> None:
+    with pytest.raises(ConfigError, match="day-of-week field '3/2'"):
+        fugit_differences("0 0 * * 3/2")

@@ -11,7 +11,25 @@ time to its real instants is arithmetic (DESIGN §3):
   a wall time that does not exist fires once, at the instant the gap ends.
 
 The field grammar is checked and expanded here rather than by croniter, whose `expand`
-reads `5-5` as `*` (firing every minute) and whose search gets DST wrong.
+reads `5-5` as `*` (firing every minute) and whose search gets DST wrong. Its decisions:
+
+- Only ASCII digits are numbers: `str.isdigit` also takes '٣' and '５' (read as 3 and 5)
+  and '¹' (which int() then refuses), so a copy-pasted digit would change the schedule.
+- Fields are split on ASCII blanks only, as cron splits them; a no-break space stays in its
+  field and is refused there, shown escaped, rather than read as a separator.
+- Every problem is a ConfigError naming the field and the value; a value shown is cut to
+  40 characters (the expression to 60), and numbers past 6 digits are never converted
+  (int() refuses 4300+), since they are out of every range anyway.
+- Six tokens are six fields unless the last is a zone: a zone is a name no field could be,
+  so `mon-fri/2` or `sun,wed` stays a day-of-week.
+- A UTC offset where a zone goes (`+09:00`, `UTC+9`) is refused as such: zones are IANA
+  names, which follow daylight saving; `Etc/GMT-9` is one and works.
+- Day-of-week `N/S` is refused: Vixie cron and cronie refuse it, fugit (sidekiq-cron,
+  sidekiq-scheduler) reads it as N alone, older kiqbeat as N-6/S; no reading is safe.
+  `*/S` and `A-B/S` mean the same everywhere. In other fields N/S stays N-max/S, as fugit
+  reads it (cronie refuses N/S in every field).
+- `fugit_differences` warns where fugit fires a valid expression on other days, so an
+  importer can say which sidekiq-cron or sidekiq-scheduler schedules change meaning.
 """
 
 from __future__ import annotations
@@ -68,7 +86,7 @@ _MINUTE_F = _FieldSpec("minute", 0, 59)
 _HOUR_F = _FieldSpec("hour", 0, 23)
 _DOM_F = _FieldSpec("day-of-month", 1, 31)
 _MONTH_F = _FieldSpec("month", 1, 12, _MONTHS)
-# 0-7 are accepted (7 is Sunday again); N/S and wrapped ranges run over 0-6.
+# 0-7 are accepted (7 is Sunday again); * and wrapped ranges run over 0-6.
 _DOW_F = _FieldSpec("day-of-week", 0, 7, _DAYS)
 _UNSUPPORTED = {
     "l": "'L' (last)",
@@ -90,7 +108,8 @@ def _zone_names() -> frozenset[str]:
 def zone(name: str) -> zoneinfo.ZoneInfo:
     """The IANA time zone `name`; ConfigError (with a did-you-mean hint) when unknown."""
     if name not in _zone_names():
-        raise ConfigError(f"unknown time zone {name!r}{did_you_mean(name, _zone_names())}")
+        hint = did_you_mean(name, _zone_names()) if len(name) <= _CLIP else ""
+        raise ConfigError(f"unknown time zone {_clip(name)}{hint}")
     return zoneinfo.ZoneInfo(name)
 
 
@@ -185,75 +204,143 @@ def _segments(zone_name: str, lo_s: int, hi_s: int) -> _Segments:
 
 # ---------------------------------------------------------------------------- parsing
 
+# Fields are split on ASCII blanks only, as cron splits them; any other space or control
+# character stays inside its field and is refused there, shown escaped.
+_BLANKS = " \t\r\n\f\v"
+_SPLIT = re.compile("[ \t\r\n\f\v]+")
+# Messages cut a value they show to this many characters, and the expression to _EXPR_CLIP.
+_CLIP = 40
+_EXPR_CLIP = 60
+# A number with more significant digits than this is out of every range and larger than
+# every field's span, so it is not converted (int() refuses strings of 4300+ digits).
+_MAX_DIGITS = 6
+_HUGE = 10**_MAX_DIGITS
+# Words a day-of-week field may hold; a last token made of them is a field, not a zone.
+_FIELD_WORDS = frozenset((*_DAYS, *_MONTHS, "l", "w"))
+_OFFSET = re.compile(r"(utc|gmt)?([+\-\u2212])([0-9]{1,2})(:?([0-9]{2}))?", re.IGNORECASE)
 
-def _value(text: str, spec: _FieldSpec, expr: str, field_text: str) -> int:
-    if field_text.lower() == text:
-        text = field_text  # show the value as written
+
+def _clip(text: str, limit: int = _CLIP) -> str:
+    """repr(text) for a message, cut after `limit` characters: never a whole huge value."""
+    head = repr(text[:limit])
+    if len(text) <= limit and len(head) <= limit + 2:
+        return head
+    return head[: limit + 1] + "..."
+
+
+def _number(text: str) -> int | None:
+    """The number `text` writes in ASCII digits (any huge one as _HUGE), or None."""
+    if not (text.isascii() and text.isdigit()):
+        return None
+    significant = text.lstrip("0")
+    return _HUGE if len(significant) > _MAX_DIGITS else int(significant or "0")
+
+
+def _value(text: str, spec: _FieldSpec, where: str, written: str) -> int:
+    """The number or month/day name `text`, in the field's range; `where` opens messages."""
+    number = _number(text)
     lowered = text.lower()
-    if text.isdigit():
-        number = int(text)
-    elif spec.names and lowered in spec.names:
+    if number is None and lowered in spec.names:
         number = spec.low + spec.names.index(lowered)
-    else:
+    if number is None:
         if spec.names and text.isalpha():
-            hint = did_you_mean(lowered, spec.names)
             what = "month" if spec is _MONTH_F else "day"
-            raise ConfigError(
-                f"cron {expr!r}: {spec.name} field {field_text!r} has unknown {what} name "
-                f"{text!r}{hint}"
-            )
+            hint = did_you_mean(lowered, spec.names) if len(text) <= _CLIP else ""
+            raise ConfigError(f"{where} has unknown {what} name {_clip(text)}{hint}")
+        foreign = any(not c.isascii() and c.isnumeric() for c in text)
         raise ConfigError(
-            f"cron {expr!r}: {spec.name} field {field_text!r} has {text!r} where a number"
-            f" {spec.low}-{spec.high} was expected"
+            f"{where} has {_clip(text)} where a number {spec.low}-{spec.high} was expected"
+            + ("; only ASCII digits 0-9 are numbers" if foreign else "")
         )
     if not spec.low <= number <= spec.high:
-        what = f"{spec.name} field {field_text!r}"
-        if text != field_text:
-            what += f": {text!r}"
-        raise ConfigError(f"cron {expr!r}: {what} is out of range {spec.low}-{spec.high}")
+        shown = f": {_clip(text)}" if text != written else ""
+        raise ConfigError(f"{where}{shown} is out of range {spec.low}-{spec.high}")
     return number
 
 
-def _expand(written: str, spec: _FieldSpec, expr: str) -> tuple[int, ...]:
-    """The sorted values a field allows (day-of-week 7 folded to 0)."""
-    field_text = written.lower()
+def _step(text: str, where: str) -> int:
+    step = _number(text)
+    if not step:
+        raise ConfigError(
+            f"{where} has step {_clip(text)}; a step must be a whole number of at least 1,"
+            " in ASCII digits"
+        )
+    return step
+
+
+def _dow_n_slash_s(item: str, base: str, first: int, step: int, where: str) -> ConfigError:
+    """The refusal of day-of-week N/S, saying what to write instead."""
+    named = base.isalpha()
+    start = ("sun" if named else "0") if first in (0, 7) else (base.lower() if named else first)
+    end = "sat" if named else "6"
+    return ConfigError(
+        f"{where} has {_clip(item)}, N/S in day-of-week, which crons read differently (Vixie"
+        f" cron and cronie refuse it, fugit reads it as {_clip(base)} alone), so kiqbeat refuses"
+        f" it too; write '{start}-{end}/{step}' ({start} through {end} in steps of {step})"
+        f" or '*/{step}' (Sunday through Saturday in steps of {step})"
+    )
+
+
+def _item(item: str, spec: _FieldSpec, where: str, written: str) -> tuple[int, int, int]:
+    """(first, last, step) of one list item; last < first for a wrapped range like 22-2."""
+    if not item:
+        raise ConfigError(f"{where} has an empty list item")
+    base, slash, step_text = item.partition("/")
+    step = _step(step_text, where) if slash else 1
+    top = 6 if spec is _DOW_F else spec.high  # the cycle wrapped ranges run over
+    if base == "*":
+        return spec.low, top, step
+    if not base:
+        raise ConfigError(
+            f"{where} has nothing before '/' in {_clip(item)}; write '*/{step}' (a step needs"
+            " a '*', a value or a range before it)"
+        )
+    if "-" in base:
+        left, _, right = base.partition("-")
+        if not left or not right or "-" in right:
+            problem = "no start" if not left else "no end" if not right else "more than one '-'"
+            raise ConfigError(f"{where} has range {_clip(base)} with {problem}")
+        first = _value(left, spec, where, written)
+        last = _value(right, spec, where, written)
+        if spec is _DOW_F and first == 7:  # 7-7 is Sunday, 7-2 is Sunday-Tuesday
+            first, last = 0, 0 if last == 7 else last
+        return first, last, step
+    first = _value(base, spec, where, written)
+    if not slash:
+        return first, first, 1
+    if spec is _DOW_F:
+        raise _dow_n_slash_s(item, base, first, step, where)
+    return first, top, step  # N/S means N-max/S, as fugit (sidekiq-cron) reads it
+
+
+def _run(first: int, last: int, spec: _FieldSpec) -> list[int]:
+    """first..last, wrapping past the field's top (day-of-week: 6) when last < first."""
+    if first <= last:
+        return list(range(first, last + 1))
+    top = 6 if spec is _DOW_F else spec.high
+    return list(range(first, top + 1)) + list(range(spec.low, last + 1))
+
+
+def _where(shown: str, spec: _FieldSpec, written: str) -> str:
+    return f"cron {shown}: {spec.name} field {_clip(written)}"
+
+
+def _expand(written: str, spec: _FieldSpec, shown: str) -> tuple[int, ...]:
+    """The sorted values a field allows (day-of-week 7 folded to 0); `shown` is the cron."""
+    where = _where(shown, spec, written)
+    lowered = written.lower()
     for char, what in _UNSUPPORTED.items():
-        if char in field_text and not (
-            char in "lw" and spec.names and field_text.isascii() and _only_names(field_text, spec)
+        if char in lowered and not (
+            char in "lw" and spec.names and lowered.isascii() and _only_names(lowered, spec)
         ):
             raise ConfigError(
-                f"cron {expr!r}: {spec.name} field {written!r} uses {what}, which kiqbeat"
-                " does not support (use numbers, names, *, ranges a-b, steps /n and lists a,b)"
+                f"{where} uses {what}, which kiqbeat does not support (use numbers, names, *,"
+                " ranges a-b, steps /n and lists a,b)"
             )
-    top = 6 if spec is _DOW_F else spec.high  # the cycle N/S and wrapped ranges run over
     values: set[int] = set()
-    for item in field_text.split(","):
-        base, slash, step_text = item.partition("/")
-        step = 1
-        if slash:
-            if not step_text.isdigit() or int(step_text) == 0:
-                raise ConfigError(
-                    f"cron {expr!r}: {spec.name} field {written!r} has step {step_text!r};"
-                    " a step must be a whole number of at least 1"
-                )
-            step = int(step_text)
-        if base == "*":
-            first, last = spec.low, top
-        elif "-" in base:
-            left, _, right = base.partition("-")
-            first = _value(left, spec, expr, written)
-            last = _value(right, spec, expr, written)
-            if spec is _DOW_F and first == 7:  # 7-7 is Sunday, 7-2 is Sunday-Tuesday
-                first, last = 0, 0 if last == 7 else last
-        else:
-            first = _value(base, spec, expr, written)
-            # N/S means N-max/S (Vixie, sidekiq-cron); a bare N is just N.
-            last = top if slash else first
-        if first <= last:
-            seq = list(range(first, last + 1))
-        else:  # a wrapped range such as 22-2 or fri-mon
-            seq = list(range(first, top + 1)) + list(range(spec.low, last + 1))
-        values.update(seq[::step])
+    for item in written.split(","):
+        first, last, step = _item(item, spec, where, written)
+        values.update(_run(first, last, spec)[::step])
     if spec is _DOW_F and 7 in values:
         values.discard(7)
         values.add(0)
@@ -267,20 +354,49 @@ def _only_names(field_text: str, spec: _FieldSpec) -> bool:
 
 
 def _looks_like_zone(token: str) -> bool:
-    if "/" in token and any(c.isalpha() for c in token.split("/")[0][:1]):
-        return True
-    if not token[:1].isalpha():
+    """True for an IANA-style name; False for a field, even one written with names."""
+    if not (token.isascii() and token[:1].isalpha()):
         return False
-    words = re.findall(r"[a-z]+", token.lower())
-    return not all(w in _DAYS for w in words)
+    return not all(w in _FIELD_WORDS for w in re.findall(r"[a-z]+", token.lower()))
 
 
-def _split_zone(tokens: list[str], tz: str) -> tuple[list[str], str]:
+def _offset_problem(token: str) -> str:
+    """For a token written as a UTC offset (+09:00, UTC+9, -0500), why it is refused; else ''."""
+    match = _OFFSET.fullmatch(token)
+    # A bare -5 is left to the day-of-week field: it reads as a range with no start.
+    if match is None or not (match[1] or match[2] != "-" or match[4]):
+        return ""
+    east = match[2] == "+"
+    hours, minutes = int(match[3]), int(match[5] or 0)
+    fixed = ""
+    if minutes == 0 and hours <= (14 if east else 12):
+        name = "UTC" if hours == 0 else f"Etc/GMT{'-' if east else '+'}{hours}"
+        fixed = f"; for a fixed offset that never changes, write {name!r} (POSIX signs: inverted)"
+    return (
+        f"time zone {_clip(token)} is a UTC offset: zones are IANA names such as 'Asia/Tokyo',"
+        f" not UTC offsets, so that daylight saving is followed{fixed}"
+    )
+
+
+def _split_zone(tokens: list[str], tz: str, shown: str) -> tuple[list[str], str]:
+    """The field tokens and the zone: a trailing zone name in the expression wins over `tz`."""
     last = tokens[-1]
-    if len(tokens) >= 2 and (
-        last in _zone_names() or (_looks_like_zone(last) and len(tokens) in (2, 6, 7))
+    if len(tokens) < 2:
+        return tokens, tz
+    if last in _zone_names():
+        return tokens[:-1], last
+    problem = _offset_problem(last)
+    if problem:
+        raise ConfigError(f"cron {shown}: {problem}")
+    # 6 tokens are 6 fields or 5 fields and a zone: a zone is a name that no field could be.
+    if (tokens[0].startswith("@") and len(tokens) == 2) or (
+        len(tokens) in (6, 7) and _looks_like_zone(last)
     ):
-        return tokens[:-1], tokens[-1]
+        try:
+            zone(last)
+        except ConfigError as exc:
+            raise ConfigError(f"cron {shown}: {exc}") from exc
+        return tokens[:-1], last
     return tokens, tz
 
 
@@ -304,28 +420,31 @@ def _never_fires(months: tuple[int, ...], doms: tuple[int, ...]) -> bool:
 @lru_cache(maxsize=65_536)
 def parse_cron(expr: str, tz: str = "UTC") -> Cron:
     """The Cron for `expr` in zone `tz` (a trailing zone name in `expr` wins); ConfigError."""
-    tokens = expr.split()
-    if not tokens:
+    stripped = expr.strip(_BLANKS)
+    if not stripped:
         raise ConfigError("cron expression is empty")
-    tokens, zone_name = _split_zone(tokens, tz)
+    shown = _clip(stripped, _EXPR_CLIP)
+    tokens, zone_name = _split_zone(_SPLIT.split(stripped), tz, shown)
     zone(zone_name)
-    text = " ".join(tokens)
-    shown = expr.strip()
     if tokens[0].startswith("@"):
         macro = tokens[0].lower()
         if macro == "@reboot":
-            raise ConfigError(f"cron {shown!r}: @reboot is not supported (kiqbeat has no boot)")
-        if macro not in _MACROS or len(tokens) != 1:
-            hint = did_you_mean(macro, _MACROS) if macro not in _MACROS else ""
+            raise ConfigError(f"cron {shown}: @reboot is not supported (kiqbeat has no boot)")
+        if macro not in _MACROS:
+            hint = did_you_mean(macro, _MACROS) if len(macro) <= _CLIP else ""
             raise ConfigError(
-                f"cron {shown!r}: unknown shortcut {tokens[0]!r}{hint}; expected one of "
+                f"cron {shown}: unknown shortcut {_clip(tokens[0])}{hint}; expected one of "
                 + ", ".join(_MACROS)
+            )
+        if len(tokens) != 1:
+            raise ConfigError(
+                f"cron {shown}: {tokens[0]!r} may be followed only by a time zone name"
             )
         tokens = _MACROS[macro].split()
     if len(tokens) not in (5, 6):
         raise ConfigError(
-            f"cron {text!r} has {len(tokens)} fields; expected 5 (min hour dom month dow)"
-            " or 6 (sec min hour dom month dow)"
+            f"cron {_clip(' '.join(tokens), _EXPR_CLIP)} has {len(tokens)} fields; expected 5"
+            " (min hour dom month dow) or 6 (sec min hour dom month dow)"
         )
     has_seconds = len(tokens) == 6
     written = tokens if has_seconds else ["0", *tokens]
@@ -335,7 +454,7 @@ def parse_cron(expr: str, tz: str = "UTC") -> Cron:
     dom_star, dow_star = fields[3].startswith("*"), fields[5].startswith("*")
     if (dom_star or dow_star) and _never_fires(sets[4], sets[3]):
         raise ConfigError(
-            f"cron {shown!r} never fires: none of its months has day {_compact(sets[3])}"
+            f"cron {shown} never fires: none of its months has day {_compact(sets[3])}"
         )
     norm = " ".join(fields if has_seconds else fields[1:])
     is_fixed = not (fields[1].startswith("*") or fields[2].startswith("*"))
@@ -355,6 +474,95 @@ def parse_cron(expr: str, tz: str = "UTC") -> Cron:
         weekdays=frozenset(sets[5]),
         days_or=not (dom_star or dow_star),
     )
+
+
+# ---------------------------------------------------------------------------- fugit
+
+_FUGIT = "fugit (sidekiq-cron, sidekiq-scheduler)"
+
+
+def _fugit_weekdays(dow: str, where: str) -> tuple[frozenset[int] | None, list[str]]:
+    """fugit's days for a day-of-week field kiqbeat accepts (None: '*'), and the items it
+    reads differently from kiqbeat, each with a note (fugit's `determine_weekdays`)."""
+    days: set[int] = set()
+    notes: list[str] = []
+    star_noted = False
+    items = dow.split(",")
+    for item in items:
+        base, slash, step_text = item.partition("/")
+        step = _step(step_text, where) if slash else 1
+        if base == "*":
+            if slash:
+                days.update(range(0, 7, step))
+            elif len(items) > 1 and not star_noted:  # a bare '*' adds no day in fugit
+                star_noted = True
+                rest = ",".join(i for i in items if i != "*")
+                notes.append(
+                    f"day-of-week {dow!r}: {_FUGIT} skips a '*' inside a day-of-week list"
+                    f" and reads {dow!r} as {rest!r}; kiqbeat reads it as every day"
+                )
+            continue
+        left, dash, right = base.partition("-")
+        first = _value(left, _DOW_F, where, dow)  # 7 stays 7 here, as in fugit
+        last = _value(right, _DOW_F, where, dow) if dash else first
+        if slash and first > last:  # Ruby's (first..last).step(n) is empty
+            ours = _compact(_expand(item, _DOW_F, where))
+            notes.append(
+                f"day-of-week {dow!r}: {_FUGIT} reads a range with a step whose start is"
+                f" after its end ({item!r}) as no day at all; kiqbeat reads it as {ours};"
+                f" write {ours!r} to mean the same in both"
+            )
+        elif slash:
+            days.update(range(first, last + 1, step))
+        else:  # a wrapped range runs on past Saturday: fri-mon is 5..8
+            days.update(range(first, last + 1 if first <= last else last + 8))
+    return (frozenset(d % 7 for d in days) or None), notes
+
+
+def fugit_differences(expr: str) -> list[str]:
+    """Warnings where fugit, the cron reader of sidekiq-cron and sidekiq-scheduler, fires a
+    valid kiqbeat `expr` on other days ([] when both read it alike); ConfigError if invalid."""
+    cron = parse_cron(expr)
+    fields = cron.expr.split()
+    dom, dow = fields[-3], fields[-1]
+    where = _where(_clip(cron.expr, _EXPR_CLIP), _DOW_F, dow)
+    # fugit reads a day-of-month item covering 1-31 in steps of 1 (*, */1, 1-31, 1/1) as '*'.
+    full = any(_item(i, _DOM_F, where, dom) == (1, 31, 1) for i in dom.split(","))
+    fugit_doms = None if full else cron.days
+    fugit_dows, notes = _fugit_weekdays(dow, where)
+    # Like Vixie, fugit ORs the day fields when both are restricted, but "restricted" means
+    # "not read as '*'" rather than "not starting with '*'" (its `day_match?`).
+    fugit_or = fugit_doms is not None and fugit_dows is not None
+
+    def fugit_fits(d: int, w: int) -> bool:
+        dom_ok = fugit_doms is None or d in fugit_doms
+        dow_ok = fugit_dows is None or w in fugit_dows
+        return (dom_ok or dow_ok) if fugit_or else (dom_ok and dow_ok)
+
+    longest = max(_MONTH_DAYS[m - 1] for m in cron.months)
+    pairs = [(d, w) for d in range(1, longest + 1) for w in range(7)]
+    if all(cron._day_fits(d, w) == fugit_fits(d, w) for d, w in pairs):
+        return []
+    both = f"day-of-month {dom!r} and day-of-week {dow!r}"
+    if fugit_or and not cron.days_or:
+        stars = [t for t in (dom, dow) if t.startswith("*")]
+        starts = " and ".join(map(repr, stars)) + (" start" if len(stars) > 1 else " starts")
+        notes.insert(
+            0,
+            f"{both}: kiqbeat, like Vixie cron, fires only on days matching both, because"
+            f" {starts} with '*'; {_FUGIT} fires on days matching either one, as it does"
+            " unless it reads one of them as '*'",
+        )
+    elif cron.days_or and not fugit_or:
+        star, other = (("day-of-month", dom), ("day-of-week", dow))[:: 1 if full else -1]
+        every = " (here: every day)" if all(cron._day_fits(d, w) for d, w in pairs) else ""
+        notes.insert(
+            0,
+            f"{both}: kiqbeat, like Vixie cron, fires on days matching either one, because"
+            f" neither starts with '*'{every}; {_FUGIT} reads {star[0]} {star[1]!r} as '*'"
+            f" and fires only on days matching {other[0]} {other[1]!r}",
+        )
+    return notes
 
 
 # ---------------------------------------------------------------------------- instants
@@ -393,10 +601,14 @@ class Cron:
     weekdays: frozenset[int] = field(repr=False)  # 0 = Sunday
     days_or: bool = field(repr=False)  # both day fields restricted: either may match
 
-    def _day_matches(self, day: date) -> bool:
-        dom_ok = day.day in self.days
-        dow_ok = (day.weekday() + 1) % 7 in self.weekdays
+    def _day_fits(self, dom: int, weekday: int) -> bool:
+        """True when a day numbered `dom` in its month, on `weekday` (0 = Sunday), matches."""
+        dom_ok = dom in self.days
+        dow_ok = weekday in self.weekdays
         return (dom_ok or dow_ok) if self.days_or else (dom_ok and dow_ok)
+
+    def _day_matches(self, day: date) -> bool:
+        return self._day_fits(day.day, (day.weekday() + 1) % 7)
 
     def _times(self, start: int, end: int) -> Iterator[int]:
         """Matching seconds-of-day in [start, end], ascending."""
