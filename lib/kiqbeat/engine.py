@@ -339,6 +339,9 @@ class Engine:
         warnings += neighbours.warnings
         if now is None:
             now = redis_now
+        elif now.timestamp() < 0:
+            raise ConfigError(f"--now {now.isoformat()} is before 1970: the Redis clock, the "
+                              "watermarks and Sidekiq's timestamps count from 1970")
         elif now > redis_now:
             raise ConfigError(f"--now {now.isoformat()} is later than the Redis clock "
                               f"{redis_now.isoformat()}: that would push ticks early")

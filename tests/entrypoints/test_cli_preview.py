@@ -177,3 +177,40 @@ def test_next_defaults_to_the_system_clock(capsys: pytest.CaptureFixture[str]) -
     with time_machine.travel("2026-03-06T10:00:00Z", tick=False):
         assert main(["next", "--cron", "0 * * * *", "-n", "1"]) == 0
     assert capsys.readouterr().out.splitlines()[0] == "after 2026-03-06T10:00:00Z:"
+
+
+def test_validate_jobs_prints_each_schedules_job_exactly_as_pushed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text("schedules:\n  nightly: {cron: '0 3 * * *', class: Nightly::Worker, "
+                    "queue: low, args: [1, é], retry: 3}\n")
+    assert main(["validate", "--jobs", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("nightly at "))
+    job = json.loads(lines[header + 1])
+    assert (job["class"], job["queue"], job["args"], job["retry"]) == (
+        "Nightly::Worker", "low", [1, "é"], 3)
+    assert len(job["jid"]) == 24
+
+
+def test_validate_refuses_a_hostile_document_cleanly(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "bomb.yaml"
+    path.write_text("a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 10)}]\n"
+        for i in range(8)) + "schedules:\n  s: {cron: '* * * * *', class: A, tags: *i}\n")
+    assert main(["validate", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert "expands to more than" in err and "Traceback" not in err and len(err) < 1000
+
+
+def test_now_before_1970_is_refused_with_a_clear_message(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text("schedules:\n  s: {cron: '* * * * *', class: A}\n")
+    assert main(["run-once", "--config", str(path), "--redis-url", "redis://127.0.0.1:1",
+                 "--now", "1969-12-31T23:59:00Z"]) == 1
+    assert "is before 1970" in capsys.readouterr().err

@@ -36,7 +36,7 @@ from typing import Any
 
 from kiqbeat.core.cron import parse_cron
 from kiqbeat.document.fields import JOB_OPTIONS, KIQBEAT_MARKERS, SCHEDULE_KEYS
-from kiqbeat.errors import ConfigError, did_you_mean
+from kiqbeat.errors import ConfigError, did_you_mean, shown
 
 KIQBEAT = "kiqbeat"
 SIDEKIQ_SCHEDULER = "sidekiq-scheduler"
@@ -89,7 +89,7 @@ def convert(doc: object) -> Converted:
         if isinstance(doc, dict):
             return Converted(fmt, doc)
         return Converted(fmt, {}, problems=[
-            f"the document is a {type(doc).__name__} ({str(doc)[:40]!r}), not a mapping; "
+            f"the document is a {type(doc).__name__} ({shown(doc)}), not a mapping; "
             "expected 'schedules:' (kiqbeat), ':scheduler: :schedule:' (sidekiq-scheduler) or "
             "a hash or list of jobs (sidekiq-cron)"])
     out = Converted(fmt, {}, warnings=[f"read as a {fmt} file and converted to kiqbeat's form"])
@@ -142,10 +142,10 @@ def _timer(value: object) -> tuple[object, dict[Any, Any]]:
 
 
 def _from_scheduler(name: object, entry: object, out: Converted) -> dict[str, Any] | None:
-    label = f"schedule {name!r}"
+    label = f"schedule {shown(name)}"
     if not isinstance(entry, dict):
         out.problems.append(f"{label}: expected a mapping of fields (cron, class, ...), got "
-                            f"{str(entry)[:60]!r}")
+                            f"{shown(entry)}")
         return None
     timers = [t for t in _SCHEDULER_TIMERS if entry.get(t) not in (None, "", [])]
     converted: dict[str, Any] = {}
@@ -174,12 +174,12 @@ def _from_scheduler(name: object, entry: object, out: Converted) -> dict[str, An
         if key in _SCHEDULER_TIMERS or key == "class":
             continue
         if key == "rails_env":
-            out.warnings.append(f"{label}: rails_env {value!r} ignored: kiqbeat schedules it in "
-                                "every environment that loads this file")
+            out.warnings.append(f"{label}: rails_env {shown(value)} ignored: kiqbeat schedules "
+                                "it in every environment that loads this file")
         elif key in _SCHEDULER_KEYS or key in SCHEDULE_KEYS or key in JOB_OPTIONS:
             converted[key] = value
         elif isinstance(key, str) and did_you_mean(key, _SCHEDULER_KEYS):
-            out.problems.append(f"{label}: unknown key {key!r}"
+            out.problems.append(f"{label}: unknown key {shown(key)}"
                                 f"{did_you_mean(key, _SCHEDULER_KEYS)}")
         else:
             payload[key] = value
@@ -203,11 +203,11 @@ def _cron_entries(doc: dict[Any, Any] | list[Any], out: Converted) -> dict[Any, 
         name = entry.get("name") if isinstance(entry, dict) else None
         if not isinstance(entry, dict):
             out.problems.append(f"entry {i + 1}: expected a mapping with name, cron and "
-                                f"class, got {str(entry)[:60]!r}")
+                                f"class, got {shown(entry)}")
         elif not isinstance(name, str) or not name:
             out.problems.append(f"entry {i + 1}: missing 'name' (each job in a list needs one)")
         elif name in entries:
-            out.problems.append(f"entry {i + 1}: duplicate name {name!r}")
+            out.problems.append(f"entry {i + 1}: duplicate name {shown(name)}")
         else:
             entries[name] = {k: v for k, v in entry.items() if k != "name"}
     return entries
@@ -226,15 +226,18 @@ def _cron_args(value: object) -> list[Any]:
             parsed = json.loads(value)
         except ValueError:
             return [value]
+        except RecursionError:
+            raise ConfigError("args is a JSON string nested too deep to read (Sidekiq's "
+                              "parser stops at 100 levels)") from None
         return parsed if isinstance(parsed, list) else [parsed]
     return value if isinstance(value, list) else [value]
 
 
 def _from_cron(name: object, entry: object, out: Converted) -> dict[str, Any] | None:
-    label = f"schedule {name!r}"
+    label = f"schedule {shown(name)}"
     if not isinstance(entry, dict):
         out.problems.append(f"{label}: expected a mapping of fields (cron, class, ...), got "
-                            f"{str(entry)[:60]!r}")
+                            f"{shown(entry)}")
         return None
     converted: dict[str, Any] = {}
     active_job = _truthy(entry.get("active_job", False))
@@ -246,10 +249,13 @@ def _from_cron(name: object, entry: object, out: Converted) -> dict[str, Any] | 
         elif key == "class":
             converted["class"] = value
         elif key == "args":
-            converted["args"] = _cron_args(value)
+            try:
+                converted["args"] = _cron_args(value)
+            except ConfigError as exc:
+                out.problems.append(f"{label} (field 'args'): {exc}")
         elif key == "status":
             if value not in ("enabled", "disabled"):
-                out.problems.append(f"{label} (field 'status'): {value!r} must be 'enabled' "
+                out.problems.append(f"{label} (field 'status'): {shown(value)} must be 'enabled' "
                                     "or 'disabled'")
             converted["enabled"] = value != "disabled"
         elif key == "active_job":
@@ -267,7 +273,7 @@ def _from_cron(name: object, entry: object, out: Converted) -> dict[str, Any] | 
                 out.warnings.append(f"{label}: symbolize_args ignored: JSON arguments reach "
                                     "the worker with string keys")
         elif key == "namespace":
-            out.warnings.append(f"{label}: sidekiq-cron namespace {value!r} ignored")
+            out.warnings.append(f"{label}: sidekiq-cron namespace {shown(value)} ignored")
         elif key == "message":
             out.problems.append(f"{label} (field 'message'): a raw job message is not "
                                 "supported; use class, args, queue and payload")

@@ -10,6 +10,7 @@ longer than the window, `payload:` against the job options) live in `validate`.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +24,28 @@ LEGACY_ACTIVE_JOB_WRAPPER = "ActiveJob::QueueAdapters::SidekiqAdapter::JobWrappe
 CATCH_UP = ("all", "latest", "none")
 TIMESTAMP_FORMATS = ("s", "ms")
 _WORD_OK = re.compile(r"\S+")
+# Worker classes as each ecosystem names them: a Ruby constant path (Reports::DailyWorker),
+# an Elixir module (MyApp.DailyWorker, Elixir.MyApp.DailyWorker) or a dotted Python path.
+_CLASS_OK = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:(?:::|\.)[A-Za-z_][A-Za-z0-9_]*)*", re.ASCII)
+# Unicode categories no name, class or queue may hold: controls (C0 and C1), format
+# characters (bidi overrides, zero-width spaces: a queue no worker reads looks like one that
+# does), surrogates, private use, unassigned, and line/paragraph separators.
+_INVISIBLE = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+MAX_NAME_CHARS = 1000
+
+
+def visible_text(value: str, *, spaces: bool) -> str | None:
+    """What is wrong with the characters of a name (None when nothing is)."""
+    if value.isascii() and value.isprintable():
+        return None  # the common case, without a look at each character
+    for char in value:
+        category = unicodedata.category(char)
+        if category in _INVISIBLE or (not spaces and category.startswith("Z")):
+            name = unicodedata.name(char, "")
+            return (f"holds the character U+{ord(char):04X}{f' ({name})' if name else ''}, "
+                    f"which is invisible or not text; only {'' if spaces else 'non-space '}"
+                    "printable characters are allowed")
+    return None
 
 
 # ---------------------------------------------------------------------------- value checks
@@ -36,13 +59,28 @@ def boolean(value: object) -> bool:
 
 
 def word(example: str) -> Callable[[object], str]:
-    """A non-empty string without spaces: a class, queue or zone name."""
+    """A non-empty string of visible characters without spaces: a queue or zone name."""
     def check(value: object) -> str:
         if not isinstance(value, str) or not _WORD_OK.fullmatch(value):
             raise ConfigError(f"{shown(value)} must be a non-empty string without spaces, "
                               f"e.g. {example!r}")
+        wrong = visible_text(value, spaces=False) or (
+            f"is {len(value):,} characters long; at most {MAX_NAME_CHARS:,}"
+            if len(value) > MAX_NAME_CHARS else None)
+        if wrong:
+            raise ConfigError(f"{shown(value)} {wrong}")
         return value
     return check
+
+
+def class_name(value: object) -> str:
+    """A worker class: a Ruby constant, an Elixir module or a dotted Python path."""
+    word("ReportWorker")(value)
+    if not _CLASS_OK.fullmatch(str(value)):
+        raise ConfigError(f"{shown(value)} does not look like a worker class: write a Ruby "
+                          "class (Reports::DailyWorker), an Elixir module (MyApp.DailyWorker) "
+                          "or a Python path (app.workers.DailyWorker)")
+    return str(value)
 
 
 def choice(choices: tuple[str, ...]) -> Callable[[object], str]:
@@ -106,6 +144,9 @@ def text(value: object) -> str:
         return ""
     if not isinstance(value, str):
         raise ConfigError(f"{shown(value)} must be a string")
+    wrong = visible_text(value.replace("\n", " ").replace("\t", " "), spaces=True)
+    if wrong:
+        raise ConfigError(f"{shown(value)} {wrong}")
     return value
 
 
@@ -174,7 +215,7 @@ FIELDS: tuple[Field, ...] = (
     Field("schedules", anything, None, top=True, doc="name -> schedule"),
     Field("cron", anything, None, schedule=True, doc="cron expression, optional zone"),
     Field("every", anything, None, schedule=True, doc="interval from the epoch"),
-    Field("class", word("ReportWorker"), None, schedule=True, doc="worker class"),
+    Field("class", class_name, None, schedule=True, doc="worker class"),
     Field("queue", word("default"), "default", schedule=True, doc="Sidekiq queue"),
     Field("args", anything, (), schedule=True, doc="job arguments"),
     Field("tz", zone_name, None, schedule=True, doc="the schedule's zone"),

@@ -46,6 +46,9 @@ def parse(data: bytes | str, source: str = "") -> tuple[object, list[str]]:
                 raise ConfigError(f"invalid JSON at line {exc.lineno}, column {exc.colno}: "
                                   f"{exc.msg}", source=source) from exc
             # Not JSON after all: flow-style YAML such as `[{name: a, cron: ...}]`.
+        except (ValueError, RecursionError) as exc:  # an integer of 5,000 digits, 3,000 [[[
+            raise ConfigError(f"the JSON cannot be read safely: {_unreadable(exc)}",
+                              source=source) from None
     if "<%" in text:
         raise ConfigError("the document contains ERB tags (<% %>), which kiqbeat does not "
                           "evaluate; render it to plain YAML first", source=source)
@@ -151,8 +154,17 @@ def _yaml(text: str, source: str) -> tuple[object, list[str]]:
         raise ConfigError(f"invalid YAML{where}: {what}", source=source) from exc
     except yaml.YAMLError as exc:
         raise ConfigError(f"invalid YAML: {exc}", source=source) from exc
+    except (ValueError, RecursionError) as exc:  # an integer of 5,000 digits, 3,000 [[[
+        raise ConfigError(f"the YAML cannot be read safely: {_unreadable(exc)}",
+                          source=source) from None
     finally:
         loader.dispose()
+
+
+def _unreadable(exc: BaseException) -> str:
+    if isinstance(exc, RecursionError):
+        return "values nest too deep (Sidekiq's JSON parser stops at 100 levels)"
+    return f"{type(exc).__name__}: {str(exc)[:120]}"
 
 
 def _expanded_size(root: yaml.Node) -> int:

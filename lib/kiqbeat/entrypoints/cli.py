@@ -51,7 +51,23 @@ def _cmd_validate(args: argparse.Namespace) -> int:
               + "  " + row[3])
     for warning in config.warnings:
         print(f"warning: {warning}")
+    if args.jobs:
+        _print_jobs(config)
     return 0
+
+
+def _print_jobs(config: Config) -> None:
+    """Each schedule's next job, byte for byte as it would be pushed (stamps: now)."""
+    from kiqbeat.core.payload import job_json
+
+    now = datetime.now(UTC)
+    for schedule in config.schedules:
+        try:
+            tick = schedule.timetable.next_after(now)
+        except ValueError:  # does not fire again
+            continue
+        print(f"{schedule.name} at {tick.isoformat()}:")
+        print("  " + job_json(schedule, tick, pushed_at=now))
 
 
 def _next_fires(config: Config, after: datetime, count: int) -> list[list[dict[str, str | None]]]:
@@ -261,7 +277,11 @@ def _parse_instant(text: str, option: str) -> datetime:
                           "(e.g. 2026-03-08T07:00:00Z)") from exc
     if instant.tzinfo is None:
         raise ConfigError(f"{option} {text!r} has no UTC offset; add Z or +hh:mm")
-    return instant.astimezone(UTC)
+    instant = instant.astimezone(UTC)
+    if instant.year < 1970:
+        raise ConfigError(f"{option} {text!r} is before 1970: Redis's clock, the watermarks "
+                          "and Sidekiq's timestamps count from 1970-01-01T00:00:00Z")
+    return instant
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -275,6 +295,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("file", nargs="?",
                    help="schedule document: a file (kiqbeat, sidekiq-scheduler or sidekiq-cron "
                         "YAML/JSON) or s3://, ssm:, appconfig: (default: $KIQBEAT_CONFIG)")
+    p.add_argument("--jobs", action="store_true",
+                   help="also print each schedule's next job, exactly as it would be pushed")
     p.set_defaults(func=_cmd_validate)
 
     p = sub.add_parser("next", help="preview upcoming fire times")
