@@ -17,7 +17,7 @@ import pytest
 import redis
 
 from kiqbeat.core.schedule import Config
-from kiqbeat.document.config import load_config_file, load_config_text
+from kiqbeat.document import load_config_file, load_config_text
 from kiqbeat.engine import run
 from kiqbeat.errors import ConfigError
 from kiqbeat.redis import scheduler_ui as ui
@@ -142,3 +142,59 @@ schedules:
     (problem,) = found(redis_client, config)
     assert "sidekiq_scheduler_ui" in problem and "'cleanup'" in problem
     assert "DEL schedules schedules_changed" in problem
+
+
+def exq_scheduler_persisted(client: redis.Redis, name: str, spec: dict[str, object]) -> None:
+    """What exq-scheduler's Storage.persist_schedule writes at start for each configured job
+    (activesphere/exq-scheduler lib/exq_scheduler/storage.ex): HSET `<exq ns>:schedules` and
+    `<exq ns>:sidekiq-scheduler:states`, the keys sidekiq-scheduler's tab reads."""
+    client.hset("exq:schedules", name, json.dumps(spec | {"name": name, "enabled": True,
+                                                          "include_metadata": False}))
+    client.hset("exq:sidekiq-scheduler:states", name, json.dumps({"enabled": True}))
+
+
+def test_a_job_exq_scheduler_also_runs_is_refused_naming_exq_scheduler(
+    redis_client: redis.Redis,
+) -> None:
+    config = load_config_text("""
+namespace: "exq:"
+schedules:
+  report: {cron: "0 * * * *", class: MyApp.ReportWorker}
+  digest: {cron: "0 8 * * *", class: MyApp.DigestWorker}
+""")
+    exq_scheduler_persisted(redis_client, "cleanup", {"cron": "0 3 * * *",
+                                                      "class": "MyApp.CleanupWorker"})
+    assert found(redis_client, config) == []  # its other jobs are no concern
+    exq_scheduler_persisted(redis_client, "report", {"cron": "0 * * * *",
+                                                     "class": "MyApp.ReportWorker"})
+    (problem,) = found(redis_client, config)
+    assert "'report'" in problem and "exq-scheduler" in problem
+    assert "sidekiq-scheduler" not in problem.replace("sidekiq-scheduler:", "")
+    assert "HDEL exq:schedules report" in problem
+
+
+def test_the_tab_mode_beside_exq_scheduler_names_exq_scheduler(redis_client: redis.Redis) -> None:
+    config = load_config_text("""
+namespace: "exq:"
+sidekiq_scheduler_ui: true
+schedules:
+  report: {cron: "0 * * * *", class: MyApp.ReportWorker}
+""")
+    exq_scheduler_persisted(redis_client, "cleanup", {"cron": "0 3 * * *",
+                                                      "class": "MyApp.CleanupWorker"})
+    (problem,) = found(redis_client, config)
+    assert "'cleanup'" in problem and "exq-scheduler" in problem
+    assert "sidekiq-scheduler" not in problem.replace("sidekiq-scheduler:", "")
+    assert "DEL exq:schedules" in problem and "schedules_changed" not in problem
+
+
+def test_outside_exqs_namespace_the_refusal_still_names_sidekiq_scheduler() -> None:
+    config = load_config_text("""
+namespace: "myapp:"
+schedules:
+  report: {cron: "0 * * * *", class: ReportWorker}
+""")
+    (problem,) = ui.coexistence_problems(
+        config, specs={"report": json.dumps({"class": "ReportWorker"})}, pushed_recently={})
+    assert "sidekiq-scheduler's schedule" in problem and "exq-scheduler" not in problem
+    assert "HDEL myapp:schedules report" in problem

@@ -26,45 +26,46 @@ def schedule(**fields: object) -> Schedule:
 
 
 def test_an_immediate_push_has_sidekiqs_keys_with_float_second_stamps() -> None:
-    job = job_payload(schedule(args=(1, "two")), TICK, enqueued_at=NOW)
+    job = job_payload(schedule(args=(1, "two")), TICK, pushed_at=NOW)
     assert job == {"class": "ReportWorker", "args": [1, "two"], "queue": "default",
                    "jid": jid("report", TICK), "retry": True,
                    "created_at": NOW.timestamp(), "enqueued_at": NOW.timestamp()}
     assert isinstance(job["created_at"], float)
 
 
-def test_a_scheduled_push_has_no_enqueued_at_and_is_created_at_the_push() -> None:
-    job = job_payload(schedule(), TICK, enqueued_at=None, created_at=NOW)
-    assert "enqueued_at" not in job
-    assert job["created_at"] == NOW.timestamp()
-
-
-def test_a_scheduled_push_needs_its_push_instant() -> None:
-    with pytest.raises(ValueError, match="created_at"):
-        job_payload(schedule(), TICK, enqueued_at=None)
+@pytest.mark.parametrize(("fmt", "unit"), [("s", 1.0), ("ms", 1000)])
+def test_a_scheduled_push_is_enqueued_at_its_tick_and_created_at_the_push(
+    fmt: str, unit: float
+) -> None:
+    # Exq moves a schedule-set job to its queue unchanged and its Telemetry middleware needs
+    # `enqueued_at`; Exq's own enqueue_at writes the scheduled instant there.
+    job = job_payload(schedule(timestamp_format=fmt), TICK, pushed_at=NOW, scheduled=True)
+    assert job["enqueued_at"] == round(TICK.timestamp() * unit, 3)
+    assert job["created_at"] == round(NOW.timestamp() * unit, 3)
+    assert type(job["enqueued_at"]) is type(job["created_at"]) is (float if fmt == "s" else int)
 
 
 def test_ms_format_writes_sidekiq_8_integer_milliseconds() -> None:
-    job = job_payload(schedule(timestamp_format="ms"), TICK, enqueued_at=NOW)
+    job = job_payload(schedule(timestamp_format="ms"), TICK, pushed_at=NOW)
     assert job["created_at"] == job["enqueued_at"] == 1_772_953_201_250
     assert isinstance(job["enqueued_at"], int)
 
 
 def test_the_payload_never_carries_retry_bookkeeping() -> None:
-    job = job_payload(schedule(extra={"retry": 3, "backtrace": True}), TICK, enqueued_at=NOW)
+    job = job_payload(schedule(extra={"retry": 3, "backtrace": True}), TICK, pushed_at=NOW)
     assert job["retry"] == 3 and job["backtrace"] is True
     assert not {"retry_count", "failed_at", "error_message", "error_class"} & job.keys()
 
 
 def test_include_metadata_appends_the_tick_not_the_push_time() -> None:
-    job = job_payload(schedule(args=("a",), include_metadata=True), TICK, enqueued_at=NOW)
+    job = job_payload(schedule(args=("a",), include_metadata=True), TICK, pushed_at=NOW)
     assert job["args"] == ["a", {"scheduled_at": TICK.timestamp()}]
 
 
 def test_active_job_wraps_the_serialized_job_as_the_only_argument() -> None:
     s = schedule(job_class="InvoiceJob", active_job_wrapper="Sidekiq::ActiveJob::Wrapper",
                  args=(7,), queue="billing")
-    job = job_payload(s, TICK, enqueued_at=NOW)
+    job = job_payload(s, TICK, pushed_at=NOW)
     assert (job["class"], job["wrapped"], job["queue"]) == (
         "Sidekiq::ActiveJob::Wrapper", "InvoiceJob", "billing")
     (inner,) = job["args"]
@@ -85,8 +86,8 @@ def test_jid_is_24_hex_from_name_and_instant_only() -> None:
     assert jid("report", same_instant) == a
     assert jid("report", TICK + timedelta(seconds=1)) != a
     assert jid("reports", TICK) != a
-    one = job_payload(schedule(args=(1,)), TICK, enqueued_at=NOW)["jid"]
-    other = job_payload(schedule(args=(2,), queue="x"), TICK, enqueued_at=NOW)["jid"]
+    one = job_payload(schedule(args=(1,)), TICK, pushed_at=NOW)["jid"]
+    other = job_payload(schedule(args=(2,), queue="x"), TICK, pushed_at=NOW)["jid"]
     assert one == other == a
 
 
@@ -104,9 +105,9 @@ def test_naive_datetimes_are_refused() -> None:
 
 def test_job_json_is_compact_and_round_trips() -> None:
     s = schedule(args=("é", {"k": [1.5, None]}), timetable=parse_every("15m"))
-    text = job_json(s, TICK, enqueued_at=NOW)
+    text = job_json(s, TICK, pushed_at=NOW)
     assert " " not in text and "é" in text
-    assert json.loads(text) == job_payload(s, TICK, enqueued_at=NOW)
+    assert json.loads(text) == job_payload(s, TICK, pushed_at=NOW)
 
 
 JSON_VALUES = st.recursive(
@@ -118,16 +119,18 @@ JSON_VALUES = st.recursive(
 @given(args=st.lists(JSON_VALUES, max_size=3), extra=st.sampled_from(
            [{}, {"retry": 5}, {"backtrace": True, "tags": ["a"]}, {"custom": "\x00é"}]),
        fmt=st.sampled_from(["s", "ms"]), scheduled=st.booleans(),
-       offset_us=st.integers(0, 10**12))
+       offset_us=st.integers(0, 10**12), tick_s=st.integers(0, 4_000_000_000))
 def test_a_template_renders_exactly_what_job_json_builds(
-    args: list[object], extra: dict[str, object], fmt: str, scheduled: bool, offset_us: int
+    args: list[object], extra: dict[str, object], fmt: str, scheduled: bool, offset_us: int,
+    tick_s: int,
 ) -> None:
     s = schedule(args=tuple(args), extra=extra, timestamp_format=fmt)
     now = NOW + timedelta(microseconds=offset_us)
+    tick = datetime.fromtimestamp(tick_s, UTC)
     template = job_template(s, scheduled=scheduled)
     assert template is not None
-    expected = job_json(s, TICK, enqueued_at=None if scheduled else now, created_at=now)
-    assert template.render(jid(s.name, TICK), now) == expected
+    expected = job_json(s, tick, pushed_at=now, scheduled=scheduled)
+    assert template.render(jid(s.name, tick), now, tick) == expected
 
 
 def test_tick_dependent_jobs_have_no_template() -> None:

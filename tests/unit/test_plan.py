@@ -6,8 +6,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from kiqbeat.core.plan import MAX_BYTES_PER_CALL, ON_TIME_S, plan_ticks, to_ms
-from kiqbeat.document.config import load_config_text
+from kiqbeat.core.plan import (
+    MAX_BYTES_PER_CALL,
+    MAX_JOBS_PER_CALL,
+    ON_TIME_S,
+    plan_ticks,
+    to_ms,
+)
+from kiqbeat.document import load_config_text
 
 NOW = datetime(2026, 5, 1, 9, 0, 5, tzinfo=UTC)
 
@@ -48,3 +54,55 @@ def test_registering_many_new_schedules_is_split_into_bounded_calls() -> None:
         f"  s{i}: {{cron: '* * * * *', class: A}}\n" for i in range(2_500)))
     chunks = list(plan_ticks(config, {}, NOW).chunks())
     assert [len(chunk) for chunk in chunks] == [1000, 1000, 500]
+
+
+LOOKAHEAD = """
+schedules:
+  fast: {cron: "*/10 * * * * *", class: A, lookahead: 60s}
+"""
+
+
+def test_a_new_lookahead_schedule_plans_its_ticks_after_now_into_the_schedule_set() -> None:
+    config = load_config_text(LOOKAHEAD)
+    (group,) = plan_ticks(config, {"fast": None}, NOW).groups
+    ticks = [NOW.replace(second=10) + timedelta(seconds=10 * k) for k in range(6)]
+    assert group.new
+    assert [(j.tick_ms, j.queue) for j in group.jobs] == [(to_ms(t), None) for t in ticks]
+    assert group.mark_ms == to_ms(ticks[-1])  # the mark covers them
+
+
+def test_a_new_schedules_tick_at_now_itself_is_not_planned() -> None:
+    # First-seen is `now`: a tick at that very instant is pre-history (strictly after only).
+    config = load_config_text(LOOKAHEAD)
+    on_tick = NOW.replace(second=10)
+    (group,) = plan_ticks(config, {"fast": None}, on_tick).groups
+    assert min(j.tick_ms for j in group.jobs) == to_ms(on_tick) + 10_000
+
+
+def test_a_new_disabled_schedule_plans_no_jobs_even_with_lookahead() -> None:
+    config = load_config_text("""
+schedules:
+  fast: {cron: "*/10 * * * * *", class: A, lookahead: 60s, enabled: false}
+""")
+    (group,) = plan_ticks(config, {"fast": None}, NOW).groups
+    assert (group.new, group.jobs, group.mark_ms) == (True, [], to_ms(NOW))
+
+
+def test_a_new_schedules_jobs_fit_one_call_and_are_never_split() -> None:
+    config = load_config_text("""
+missed_jobs_window: 2h
+schedules:
+  busy: {every: 1s, class: A, queue: busy}
+  second: {every: 1s, class: B, lookahead: 1h}
+""")
+    busy_mark = to_ms(NOW - timedelta(seconds=600))
+    plan = plan_ticks(config, {"busy": busy_mark, "second": None}, NOW)
+    busy, new = plan.groups
+    assert len(busy.jobs) == 600
+    # 3,600 ticks ahead: one call's worth now, the rest (15 min and more away) next time.
+    assert len(new.jobs) == MAX_JOBS_PER_CALL
+    assert new.mark_ms == new.jobs[-1].tick_ms
+    parts = [g for chunk in plan.chunks() for g in chunk if g.name == "second"]
+    assert len(parts) == 1 and parts[0] is new  # not split, though 600 jobs came before
+    for chunk in plan.chunks(max_jobs=100):
+        assert all(g.jobs == new.jobs for g in chunk if g.name == "second")

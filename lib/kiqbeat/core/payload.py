@@ -1,14 +1,25 @@
 """Sidekiq job hashes for a schedule's tick (DESIGN §4): the exact JSON kiqbeat pushes.
 
-Pure: the tick and the push instant are arguments. The layout follows Sidekiq's own client:
+Pure: the tick and the push instant are arguments. Every job carries the fields that
+Sidekiq's client writes and Exq's middlewares read: `class`, `args`, `queue`, `jid`,
+`retry`, `created_at` and `enqueued_at`.
 
 - `created_at` is when the job was pushed (Sidekiq's `normalize_item` sets it at push time,
-  for scheduled jobs too); `enqueued_at` is present only when the job goes straight into a
-  queue, as Sidekiq's `atomic_push` drops it from jobs it adds to the `schedule` set and its
-  poller sets it when it moves them into their queue;
-- `retry` defaults to true, as Sidekiq's `default_job_options` do;
-- timestamps are float epoch seconds (Sidekiq 6/7, Exq) or, with `timestamp_format: ms`,
-  integer epoch milliseconds (Sidekiq 8).
+  for scheduled jobs too).
+- `enqueued_at` is the push instant for a job that goes straight into its queue (Sidekiq's
+  `atomic_push`, Exq's `to_job_serialized`). A job pushed ahead into the `schedule` set
+  carries its tick instead, the instant it becomes due. Exq needs one there: its scheduler
+  (`script.ex` `scheduler_dequeue`) moves the job to its queue unchanged, and
+  `Exq.Middleware.Telemetry` computes `round(enqueued_at * 1000)` for every job it runs (a
+  job without it crashes the worker and stays parked in Exq's backup queue). The tick is what
+  Exq's own `enqueue_at` writes (`Time.unix_seconds(time)`, the scheduled instant), so Exq's
+  latency figures mean the same for kiqbeat's jobs as for its own, and no job ever claims to
+  have been enqueued before its tick. Sidekiq ignores the value: its poller pushes the job
+  again through `Client#push`, whose `atomic_push` overwrites `enqueued_at` with the
+  release instant (Sidekiq 7's client even drops it from jobs it schedules itself).
+- `retry` defaults to true, as Sidekiq's `default_job_options` do.
+- Timestamps are float epoch seconds (Sidekiq 6/7, Exq) or, with `timestamp_format: ms`,
+  integer epoch milliseconds (Sidekiq 8 only: Exq's Telemetry reads seconds).
 
 The `jid` depends on the schedule name and the tick instant only, never on the payload, so
 copies whose configs briefly differ during a deploy still agree on it.
@@ -76,20 +87,10 @@ def _arguments(schedule: Schedule, tick: datetime) -> list[Any]:
 
 
 def job_payload(
-    schedule: Schedule,
-    tick: datetime,
-    *,
-    enqueued_at: datetime | None,
-    created_at: datetime | None = None,
+    schedule: Schedule, tick: datetime, *, pushed_at: datetime, scheduled: bool = False,
 ) -> dict[str, Any]:
-    """The Sidekiq job hash for one tick; `enqueued_at` None means it goes to the `schedule` set.
-
-    `created_at` is the push instant; it defaults to `enqueued_at` and must be given for
-    jobs pushed into the `schedule` set.
-    """
-    created = created_at if created_at is not None else enqueued_at
-    if created is None:
-        raise ValueError("created_at is required when enqueued_at is None (a scheduled job)")
+    """The Sidekiq job hash for one tick pushed at `pushed_at`, into its queue or, if
+    `scheduled`, into the `schedule` set (then `enqueued_at` is the tick: module docstring)."""
     job_id = jid(schedule.name, tick)
     fmt = schedule.timestamp_format
     if schedule.active_job_wrapper:
@@ -106,8 +107,8 @@ def job_payload(
             "exception_executions": {},
             "locale": "en",
             "timezone": "UTC",
-            "enqueued_at": _iso9(created),
-            "scheduled_at": None if enqueued_at is not None else _iso9(tick),
+            "enqueued_at": _iso9(pushed_at),
+            "scheduled_at": _iso9(tick) if scheduled else None,
         }]
         job: dict[str, Any] = {
             "class": schedule.active_job_wrapper,
@@ -119,23 +120,18 @@ def job_payload(
     job["queue"] = schedule.queue
     job["jid"] = job_id
     job["retry"] = True
-    job["created_at"] = _stamp(created, fmt)
-    if enqueued_at is not None:
-        job["enqueued_at"] = _stamp(enqueued_at, fmt)
-    # Validation (config.py) keeps `extra` away from the keys set above, except `retry`.
+    job["created_at"] = _stamp(pushed_at, fmt)
+    job["enqueued_at"] = _stamp(tick if scheduled else pushed_at, fmt)
+    # Validation keeps `extra` away from the keys set above, except `retry`.
     job.update(schedule.extra)
     return job
 
 
 def job_json(
-    schedule: Schedule,
-    tick: datetime,
-    *,
-    enqueued_at: datetime | None,
-    created_at: datetime | None = None,
+    schedule: Schedule, tick: datetime, *, pushed_at: datetime, scheduled: bool = False,
 ) -> str:
     """The compact JSON of `job_payload`: the exact bytes pushed to Redis."""
-    return _encode(job_payload(schedule, tick, enqueued_at=enqueued_at, created_at=created_at))
+    return _encode(job_payload(schedule, tick, pushed_at=pushed_at, scheduled=scheduled))
 
 
 # Stand-ins for the per-tick parts of a job; control characters keep them out of real values,
@@ -154,23 +150,31 @@ class JobTemplate:
     """
 
     parts: tuple[str, ...]  # the JSON around the open slots
-    slots: tuple[str, ...]  # which value fills each slot: "jid" or "stamp"
+    # which value fills each slot: "jid", "pushed" (the push instant) or "tick"
+    slots: tuple[str, ...]
     timestamp_format: str
 
-    def render(self, job_id: str, now: datetime) -> str:
-        """The job's JSON for jid `job_id` pushed at `now`; equal to `job_json`'s."""
-        jid_text, stamp = f'"{job_id}"', _stamp_text(now, self.timestamp_format)
+    def render(self, job_id: str, pushed_at: datetime, tick: datetime) -> str:
+        """The JSON of tick `tick` (jid `job_id`) pushed at `pushed_at`; equal to `job_json`'s."""
+        fmt = self.timestamp_format
+        values = {"jid": f'"{job_id}"', "pushed": _pushed_text(pushed_at, fmt)}
+        if "tick" in self.slots:
+            values["tick"] = _stamp_text(tick, fmt)
         parts = self.parts
         out = [parts[0]]
         for k, slot in enumerate(self.slots, 1):
-            out += (jid_text if slot == "jid" else stamp, parts[k])
+            out += (values[slot], parts[k])
         return "".join(out)
 
 
-@lru_cache(maxsize=8)
-def _stamp_text(now: datetime, fmt: str) -> str:
-    """A push instant as `job_json` writes it (one invocation renders thousands alike)."""
-    return str(_epoch_ms(now, "now")) if fmt == "ms" else float.__repr__(now.timestamp())
+def _stamp_text(instant: datetime, fmt: str) -> str:
+    """An instant as `job_json` writes it."""
+    return str(_epoch_ms(instant, "timestamp")) if fmt == "ms" else float.__repr__(
+        instant.timestamp())
+
+
+# One invocation renders thousands of jobs pushed at the same instant.
+_pushed_text = lru_cache(maxsize=8)(_stamp_text)
 
 
 def job_template(schedule: Schedule, *, scheduled: bool) -> JobTemplate | None:
@@ -181,13 +185,10 @@ def job_template(schedule: Schedule, *, scheduled: bool) -> JobTemplate | None:
     """
     if schedule.include_metadata or schedule.active_job_wrapper:
         return None
-    probe = job_payload(schedule, _EPOCH, enqueued_at=None if scheduled else _EPOCH,
-                        created_at=_EPOCH)
-    probe["jid"], probe["created_at"] = _JID, _CREATED
-    tokens = {_encode(_JID): "jid", _encode(_CREATED): "stamp"}
-    if not scheduled:
-        probe["enqueued_at"] = _ENQUEUED
-        tokens[_encode(_ENQUEUED)] = "stamp"
+    probe = job_payload(schedule, _EPOCH, pushed_at=_EPOCH, scheduled=scheduled)
+    probe["jid"], probe["created_at"], probe["enqueued_at"] = _JID, _CREATED, _ENQUEUED
+    tokens = {_encode(_JID): "jid", _encode(_CREATED): "pushed",
+              _encode(_ENQUEUED): "tick" if scheduled else "pushed"}
     text = _encode(probe)
     if any(text.count(token) != 1 for token in tokens):
         return None

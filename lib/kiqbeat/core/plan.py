@@ -2,7 +2,9 @@
 
 The promise (DESIGN §1–2), per schedule, with `wm` its stored watermark:
 
-- no watermark: the schedule is new; it gets `now` as its mark and no ticks (no backfill);
+- no watermark: the schedule is new; `now` becomes its first-seen and nothing before it is
+  pushed (no backfill); with `lookahead`, its ticks in (now, now + lookahead] go to the
+  `schedule` set at once and the mark covers them, so its first ticks are on time too;
 - ticks in (wm, now - window] are *missed*: counted, never pushed, covered by the mark;
 - ticks in (max(wm, now - window), now] are *due*, and with `lookahead` so are those up to
   now + lookahead (they go to the `schedule` set, scored by their instant);
@@ -16,7 +18,12 @@ The promise (DESIGN §1–2), per schedule, with `wm` its stored watermark:
 The mark sent with a group covers everything the group decided about; the push script
 applies it only above the stored one, which is what makes concurrent plans safe. A group
 planned for a new schedule says so: if another copy registered the schedule first, the
-script leaves it alone (its mark would otherwise jump over ticks the other copy owes).
+script leaves it alone, jobs included (its mark would otherwise jump over ticks the other
+copy owes, and its ticks between the two copies' `now` would come from before first-seen).
+Such a group is therefore never split across calls: a later part would meet the first
+part's watermark, or the winner's, and could not tell them apart. Its jobs are capped to
+what one call carries (1,000 jobs, 512 KiB); ticks beyond the cap go with the next
+invocation, like any tick beyond the lookahead.
 """
 
 from __future__ import annotations
@@ -80,7 +87,9 @@ class Group:
     missed: int = 0
     skipped: int = 0
     jobs: list[Job] = field(default_factory=list)
-    new: bool = False  # no stored mark when planned: register it, push nothing
+    # No stored mark when planned: register the schedule (first-seen = the plan's now) and
+    # push its jobs, all after that now; or, if a mark is found, do nothing at all.
+    new: bool = False
 
 
 @dataclass
@@ -96,7 +105,8 @@ class Plan:
         """Split into push-script calls; a schedule's jobs may span calls, marks ascending.
 
         A call also holds at most `max_jobs` groups: registering 100,000 new schedules is
-        100 calls, not one long one.
+        100 calls, not one long one. A new schedule's group is never split (module
+        docstring): it starts a call of its own when it does not fit in the current one.
         """
         chunk: list[Group] = []
         jobs = size = 0
@@ -117,12 +127,12 @@ class Plan:
                         break
                     take += 1
                     taken_bytes += len(job.payload)
-                if take == len(rest.jobs):
+                if take == len(rest.jobs) or (rest.new and not chunk):
                     chunk.append(rest)
-                    jobs += take
-                    size += taken_bytes
+                    jobs += len(rest.jobs)
+                    size += sum(len(job.payload) for job in rest.jobs)
                     break
-                if take:
+                if take and not rest.new:
                     head = Group(rest.name, rest.jobs[take - 1].tick_ms, rest.missed,
                                  rest.skipped, rest.jobs[:take])
                     chunk.append(head)
@@ -159,10 +169,8 @@ class TickMemo:
                 job_template(schedule, scheduled=True))
         template = entry[2] if scheduled else entry[1]
         if template is not None:
-            return template.render(job_id, now)
-        if scheduled:
-            return job_json(schedule, tick, enqueued_at=None, created_at=now)
-        return job_json(schedule, tick, enqueued_at=now)
+            return template.render(job_id, now, tick)
+        return job_json(schedule, tick, pushed_at=now, scheduled=scheduled)
 
     def forget_beyond(self, size: int) -> None:
         """Drop cached templates once they outnumber `size` (configs come and go)."""
@@ -194,6 +202,32 @@ def _count_missed(timetable: Timetable, after: datetime, until: datetime) -> int
     return count
 
 
+def _plan_new(schedule: Schedule, now: datetime, now_ms: int, memo: TickMemo) -> Group:
+    """A schedule without a mark: register it at `now`; with `lookahead`, its next ticks too.
+
+    Only ticks strictly after `now` (its first-seen): no pre-history. They are all in the
+    future, so they all go to the `schedule` set and no catch-up policy applies. Capped to
+    one call's jobs and bytes, since the group may not be split.
+    """
+    group = Group(schedule.name, now_ms, new=True)
+    if not schedule.enabled or schedule.lookahead_s <= 0:
+        return group
+    horizon = now + timedelta(seconds=schedule.lookahead_s)
+    size = 0
+    for tick in memo.ticks(schedule.timetable, now, horizon):
+        tick_ms = to_ms(tick)
+        job_id = jid_ms(schedule.name, tick_ms)
+        payload = memo.payload(schedule, tick, job_id, now, scheduled=True)
+        if group.jobs and (len(group.jobs) >= MAX_JOBS_PER_CALL
+                           or size + len(payload) > MAX_BYTES_PER_CALL):
+            break
+        group.jobs.append(Job(schedule.name, tick_ms, None, job_id, payload))
+        size += len(payload)
+    if group.jobs:
+        group.mark_ms = max(now_ms, group.jobs[-1].tick_ms)
+    return group
+
+
 def _plan_schedule(
     schedule: Schedule,
     mark_ms: int | None,
@@ -205,7 +239,7 @@ def _plan_schedule(
     shared: dict[tuple[str, datetime, datetime], list[datetime]],
 ) -> Group | None:
     if mark_ms is None:
-        return Group(schedule.name, now_ms, new=True)
+        return _plan_new(schedule, now, now_ms, memo)
     if mark_ms >= now_ms - window_ms:  # the common case, in integers: nothing due yet?
         horizon_ms = now_ms + int(schedule.lookahead_s * 1000) if schedule.enabled else now_ms
         if memo.next_ms(schedule.timetable, mark_ms) > horizon_ms:

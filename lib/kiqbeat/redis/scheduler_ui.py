@@ -31,6 +31,18 @@ Keys a *live* sidekiq-scheduler leaves, used by `coexistence_problems`:
 `sidekiq-scheduler:pushed:<name>` (sorted set of pushed instants, re-expired 24 h after each
 push: it exists iff sidekiq-scheduler pushed that job in the last 24 h), its own entries in
 `schedules`, and `schedules_changed` (sorted set of edits, never expires).
+
+In Exq's namespace the `schedules` hash is exq-scheduler's (github.com/activesphere/
+exq-scheduler, `lib/exq_scheduler/storage.ex`, `Storage.persist_schedule`, read in its
+storage module's versions since 2018): at every start it HSETs each configured job into
+`<exq ns>:schedules` (JSON of description, queue, class, name, cron, args,
+include_metadata, enabled, retry) and its toggle into `<exq ns>:sidekiq-scheduler:states`
+(older versions: `<its own ns>:states`); it also keeps `last_times`, `next_times`,
+`first_runs`, `last_runs` hashes there and takes one `<exq ns>:enqueued_jobs:<md5>:<time>`
+lock per push. It never writes `sidekiq-scheduler:pushed:*` nor `schedules_changed`, and it
+runs only the jobs of its own config (`Scheduler.Server.update_schedules`), never other
+entries of the hash. So an entry kiqbeat did not write is exq-scheduler's there, and
+sidekiq-scheduler's anywhere else.
 """
 
 from __future__ import annotations
@@ -47,10 +59,19 @@ from kiqbeat.core.schedule import Config, Schedule
 # Marks a `schedules` entry as written by kiqbeat; sidekiq-scheduler's tab ignores it.
 MARKER = "kiqbeat"
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S +0000"
+# Exq's default namespace `exq`, as Exq's `full_key` joins it ("exq:queue:default"): the
+# namespace where `schedules` belongs to exq-scheduler (module docstring).
+EXQ_NAMESPACE = "exq:"
+
+
+def schedules_owner(ns: str) -> str:
+    """The tool whose `schedules` entries those are under namespace `ns`, when not kiqbeat's."""
+    return "exq-scheduler" if ns == EXQ_NAMESPACE else "sidekiq-scheduler"
 
 
 def schedules_key(ns: str) -> str:
-    """Hash: name -> JSON spec; sidekiq-scheduler's schedule, the tab's list of jobs."""
+    """Hash: name -> JSON spec; sidekiq-scheduler's (or exq-scheduler's) schedule, the tab's
+    list of jobs."""
     return f"{ns}schedules"
 
 
@@ -201,7 +222,10 @@ def coexistence_problems(
     pushed_recently: Mapping[str, bool],
     cron_jobs: Mapping[str, bool] | None = None,
 ) -> list[str]:
-    """Why kiqbeat must not run beside what it found from sidekiq-scheduler / sidekiq-cron.
+    """Why kiqbeat must not run beside what it found of another scheduler running its jobs.
+
+    A `schedules` entry kiqbeat did not write is `schedules_owner`'s (sidekiq-scheduler's or
+    exq-scheduler's); a `cron_job:<name>` hash is sidekiq-cron's.
 
     Inputs, all read in the engine's first round trip:
     - `specs`: `schedules` values: HMGET of the config's names, or HGETALL when
@@ -213,6 +237,9 @@ def coexistence_problems(
     Schedules under different names in the two tools cannot be detected; docs say so.
     """
     ns = config.namespace
+    owner = schedules_owner(ns)
+    where = ("config (`config :exq_scheduler, :schedules`) and restart it"
+             if owner == "exq-scheduler" else "schedule")
     problems: list[str] = []
     names = [s.name for s in config.schedules]
     for name in names:
@@ -225,9 +252,9 @@ def coexistence_problems(
         spec = specs.get(name)
         if spec is not None and not _is_kiqbeat(spec):
             problems.append(
-                f"schedule {name!r}: sidekiq-scheduler's schedule has a job of that name "
+                f"schedule {name!r}: {owner}'s schedule has a job of that name "
                 f"(field of {schedules_key(ns)}); running both would push it twice. Remove it "
-                f"from sidekiq-scheduler's schedule, then `HDEL {schedules_key(ns)} {name}`")
+                f"from {owner}'s {where}, then `HDEL {schedules_key(ns)} {name}`")
         if cron_jobs and cron_jobs.get(name):
             problems.append(
                 f"schedule {name!r}: sidekiq-cron has a job of that name "
@@ -239,12 +266,18 @@ def coexistence_problems(
                          if v is not None and n not in names and not _is_kiqbeat(v))
         if foreign:
             shown = ", ".join(map(repr, foreign[:5])) + (", ..." if len(foreign) > 5 else "")
+            if owner == "exq-scheduler":
+                why = ("exq-scheduler rewrites its entries there at every start, and the tab "
+                       "would list and toggle both tools' jobs as one")
+                cleanup = schedules_key(ns)
+            else:
+                why = ("a running sidekiq-scheduler deletes entries it did not write and, "
+                       "with dynamic: true, would load kiqbeat's entries and push them too")
+                cleanup = f"{schedules_key(ns)} {schedules_changed_key(ns)}"
             problems.append(
-                f"sidekiq_scheduler_ui: {schedules_key(ns)} holds sidekiq-scheduler's own "
-                f"jobs ({shown}): a running sidekiq-scheduler deletes entries it did not "
-                "write and, with dynamic: true, would load kiqbeat's entries and push them too. "
-                "Use the tab with kiqbeat only once sidekiq-scheduler is gone: remove it, then "
-                f"`DEL {schedules_key(ns)} {schedules_changed_key(ns)}`")
+                f"sidekiq_scheduler_ui: {schedules_key(ns)} holds {owner}'s own jobs "
+                f"({shown}): {why}. Use the tab with kiqbeat only once {owner} is gone: "
+                f"remove it, then `DEL {cleanup}`")
     return problems
 
 

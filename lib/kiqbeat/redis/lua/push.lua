@@ -20,16 +20,25 @@ ARGV[3+Q]  the groups, one per schedule, packed in one string (one argument inst
     job into the schedule set (scored by its instant).
 
 Every job whose tick is above the stored watermark is pushed; at or below it, it was
-pushed before (or deliberately passed over) and is counted as already pushed. A schedule
-without a watermark is new: it gets first-seen and the mark, and none of its jobs (no
-backfill). A group planned as new that finds a watermark lost a race to another copy and
-is left alone: moving the mark from the other copy's `now` to its own could jump over a
-tick between the two. All checks run before the first write: Redis does not roll a script
-back, and it refuses a script for lack of memory only at its first write, so once the first
-write is done the rest complete.
+pushed before (or deliberately passed over) and is counted as already pushed.
+
+A schedule without a watermark is new. A group planned as new (NEW 1) registers it: first-seen
+= ARGV[1], the mark, and its jobs, which are the ticks in (now, now + lookahead] going to the
+schedule set; only jobs whose tick is above now are pushed, so nothing from before
+first-seen ever is (no pre-history). A group planned as new that finds a watermark lost a
+race to another copy and is left alone entirely, jobs included: moving the mark from the
+other copy's `now` to its own could jump over a tick between the two, and its ticks between
+the two `now`s would predate the other copy's first-seen. (The planner never splits a new
+group across calls, so a watermark found here is never one this invocation wrote.) A group
+planned with a watermark that has since gone (the schedule was forgotten meanwhile) is
+registered the same way but pushes none of its jobs (no backfill).
+
+All checks run before the first write: Redis does not roll a script back, and it refuses a
+script for lack of memory only at its first write, so once the first write is done the rest
+complete.
 
 Returns {pushed, already, missed, skipped, new, flags} where flags holds one character
-per job in argument order: "1" pushed, "0" already pushed.
+per job in argument order: "1" pushed, "0" not pushed (already pushed, or left alone).
 ]]
 
 local wm_key, seen_key, queues_key, sched_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
@@ -137,6 +146,33 @@ local flags = {}
 local lists = {}     -- queue k -> jobs, in push order
 local scheduled = {} -- score, job, score, job...
 local marks = {}     -- name, mark, name, mark...
+
+-- Queue every job of g whose tick is above floor (epoch ms); count the others as already.
+local function push_above(g, floor)
+  for j = 1, g.n do
+    local tick = g.ticks[j]
+    if math.abs(tick) > floor then
+      local job = string.sub(body, g.starts[j], g.starts[j] + g.lengths[j] - 1)
+      if tick < 0 then
+        scheduled[#scheduled + 1] = string.format('%.3f', -tick / 1000)
+        scheduled[#scheduled + 1] = job
+      else
+        local list = lists[g.target]
+        if not list then
+          list = {}
+          lists[g.target] = list
+        end
+        list[#list + 1] = job
+      end
+      pushed = pushed + 1
+      flags[#flags + 1] = '1'
+    else
+      already = already + 1
+      flags[#flags + 1] = '0'
+    end
+  end
+end
+
 for _, g in ipairs(groups) do
   if g.new and g.cur then
     for _ = 1, g.n do flags[#flags + 1] = '0' end
@@ -144,30 +180,13 @@ for _, g in ipairs(groups) do
     new = new + 1
     marks[#marks + 1], marks[#marks + 2] = g.name, g.mark_text
     redis.call('HSETNX', seen_key, g.name, now_ms)
-    for _ = 1, g.n do flags[#flags + 1] = '0' end
-  else
-    for j = 1, g.n do
-      local tick = g.ticks[j]
-      if math.abs(tick) > g.cur then
-        local job = string.sub(body, g.starts[j], g.starts[j] + g.lengths[j] - 1)
-        if tick < 0 then
-          scheduled[#scheduled + 1] = string.format('%.3f', -tick / 1000)
-          scheduled[#scheduled + 1] = job
-        else
-          local list = lists[g.target]
-          if not list then
-            list = {}
-            lists[g.target] = list
-          end
-          list[#list + 1] = job
-        end
-        pushed = pushed + 1
-        flags[#flags + 1] = '1'
-      else
-        already = already + 1
-        flags[#flags + 1] = '0'
-      end
+    if g.new then
+      push_above(g, tonumber(now_ms))
+    else
+      for _ = 1, g.n do flags[#flags + 1] = '0' end
     end
+  else
+    push_above(g, g.cur)
     if g.mark > g.cur then
       marks[#marks + 1], marks[#marks + 2] = g.name, g.mark_text
       missed = missed + g.missed
