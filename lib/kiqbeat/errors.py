@@ -55,6 +55,11 @@ _REPR.maxlevel, _REPR.maxlist, _REPR.maxdict, _REPR.maxstring, _REPR.maxother = 
 def shown(value: object, limit: int = 60) -> str:
     """A bounded `repr(value)` for messages: a message never carries a whole user value
     (a YAML alias can make a few bytes into a billion items)."""
+    if isinstance(value, str):
+        head = repr(value[:limit])
+        if len(value) <= limit and len(head) <= limit + 2:
+            return head
+        return head[: limit + 1] + "..."
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
         return f"<an integer of {value.bit_length()} bits>"
     text = _REPR.repr(value)

@@ -6,15 +6,9 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from kiqbeat.core.cron import (
-    Cron,
-    Every,
-    fire_times,
-    fugit_differences,
-    parse_cron,
-    parse_every,
-    zone,
-)
+from kiqbeat.core.cron import Cron, Every, fire_times, parse_cron, parse_every
+from kiqbeat.core.fugit import fugit_differences
+from kiqbeat.core.zones import zone
 from kiqbeat.errors import ConfigError
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)  # a Monday
@@ -477,14 +471,15 @@ def test_every_reads_rufus_style_durations(text: str, seconds: int) -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("0", "must be at least 1 second"),
-        ("0m", "must be at least 1 second"),
+        ("0", "must be a whole number of seconds, at least 1"),
+        ("0m", "must be a whole number of seconds, at least 1"),
         ("soon", "is not a duration"),
         ("15x", "is not a duration"),
         ("", "is not a duration"),
         ("-5m", "is not a duration"),
         ("1M", "months and years have no fixed length"),
-        ("1.5h", "is not a duration"),
+        ("1.5s", "must be a whole number of seconds"),
+        ("٣m", "is not a duration"),
     ],
 )
 def test_every_rejects_nonsense(text: str, message: str) -> None:

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kiqbeat.core.cron import zone
 from kiqbeat.core.durations import duration_s
+from kiqbeat.core.zones import zone
 from kiqbeat.errors import ConfigError, did_you_mean, shown
 
 ACTIVE_JOB_WRAPPER = "Sidekiq::ActiveJob::Wrapper"

@@ -72,7 +72,8 @@ def _print_jobs(config: Config) -> None:
 
 def _next_fires(config: Config, after: datetime, count: int) -> list[list[dict[str, str | None]]]:
     """Per schedule, its next `count` fire instants after `after`, in UTC and its own zone."""
-    from kiqbeat.core.cron import Cron, zone
+    from kiqbeat.core.cron import Cron
+    from kiqbeat.core.zones import zone
 
     previews = []
     for schedule in config.schedules:

@@ -1,0 +1,341 @@
+"""The cron field grammar of DESIGN §3: expressions into the values each field allows.
+
+The field grammar is checked and expanded here rather than by croniter, whose `expand`
+reads `5-5` as `*` (firing every minute) and whose search gets DST wrong. Its decisions:
+
+- Only ASCII digits are numbers: `str.isdigit` also takes '٣' and '５' (read as 3 and 5)
+  and '¹' (which int() then refuses), so a copy-pasted digit would change the schedule.
+- Fields are split on ASCII blanks only, as cron splits them; a no-break space stays in its
+  field and is refused there, shown escaped, rather than read as a separator.
+- Every problem is a ConfigError naming the field and the value; a value shown is cut to
+  40 characters (the expression to 60), and numbers past 6 digits are never converted
+  (int() refuses 4300+), since they are out of every range anyway.
+- Six tokens are six fields unless the last is a zone: a zone is a name no field could be,
+  so `mon-fri/2` or `sun,wed` stays a day-of-week.
+- A UTC offset where a zone goes (`+09:00`, `UTC+9`) is refused as such: zones are IANA
+  names, which follow daylight saving; `Etc/GMT-9` is one and works.
+- Day-of-week `N/S` is refused: Vixie cron and cronie refuse it, fugit (sidekiq-cron,
+  sidekiq-scheduler) reads it as N alone, older kiqbeat as N-6/S; no reading is safe.
+  `*/S` and `A-B/S` mean the same everywhere. In other fields N/S stays N-max/S, as fugit
+  reads it (cronie refuses N/S in every field).
+- `fugit_differences` warns where fugit fires a valid expression on other days, so an
+  importer can say which sidekiq-cron or sidekiq-scheduler schedules change meaning.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from kiqbeat.core.zones import _zone_names, zone
+from kiqbeat.errors import ConfigError, did_you_mean, shown
+
+_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+_DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
+_MACROS = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+# Longest day of each month, February counted in a leap year.
+_MONTH_DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+
+
+@dataclass(frozen=True)
+class _FieldSpec:
+    name: str
+    low: int
+    high: int
+    names: tuple[str, ...] = ()  # names[i] is the value low + i
+
+
+_SECOND_F = _FieldSpec("second", 0, 59)
+_MINUTE_F = _FieldSpec("minute", 0, 59)
+_HOUR_F = _FieldSpec("hour", 0, 23)
+_DOM_F = _FieldSpec("day-of-month", 1, 31)
+_MONTH_F = _FieldSpec("month", 1, 12, _MONTHS)
+# 0-7 are accepted (7 is Sunday again); * and wrapped ranges run over 0-6.
+_DOW_F = _FieldSpec("day-of-week", 0, 7, _DAYS)
+_UNSUPPORTED = {
+    "l": "'L' (last)",
+    "w": "'W' (nearest weekday)",
+    "#": "'#' (nth weekday)",
+    "?": "'?'",
+}
+
+
+
+# Fields are split on ASCII blanks only, as cron splits them; any other space or control
+# character stays inside its field and is refused there, shown escaped.
+_BLANKS = " \t\r\n\f\v"
+_SPLIT = re.compile("[ \t\r\n\f\v]+")
+# Messages cut a value they show to this many characters, and the expression to _EXPR_CLIP.
+_CLIP = 40
+_EXPR_CLIP = 60
+# A number with more significant digits than this is out of every range and larger than
+# every field's span, so it is not converted (int() refuses strings of 4300+ digits).
+_MAX_DIGITS = 6
+_HUGE = 10**_MAX_DIGITS
+# Words a day-of-week field may hold; a last token made of them is a field, not a zone.
+_FIELD_WORDS = frozenset((*_DAYS, *_MONTHS, "l", "w"))
+_OFFSET = re.compile(r"(utc|gmt)?([+\-\u2212])([0-9]{1,2})(:?([0-9]{2}))?", re.IGNORECASE)
+
+
+def _clip(text: str, limit: int = _CLIP) -> str:
+    """A value for a message, cut after `limit` characters: never a whole huge value."""
+    return shown(text, limit)
+
+
+def _number(text: str) -> int | None:
+    """The number `text` writes in ASCII digits (any huge one as _HUGE), or None."""
+    if not (text.isascii() and text.isdigit()):
+        return None
+    significant = text.lstrip("0")
+    return _HUGE if len(significant) > _MAX_DIGITS else int(significant or "0")
+
+
+def _value(text: str, spec: _FieldSpec, where: str, written: str) -> int:
+    """The number or month/day name `text`, in the field's range; `where` opens messages."""
+    number = _number(text)
+    lowered = text.lower()
+    if number is None and lowered in spec.names:
+        number = spec.low + spec.names.index(lowered)
+    if number is None:
+        if spec.names and text.isalpha():
+            what = "month" if spec is _MONTH_F else "day"
+            hint = did_you_mean(lowered, spec.names) if len(text) <= _CLIP else ""
+            raise ConfigError(f"{where} has unknown {what} name {_clip(text)}{hint}")
+        foreign = any(not c.isascii() and c.isnumeric() for c in text)
+        raise ConfigError(
+            f"{where} has {_clip(text)} where a number {spec.low}-{spec.high} was expected"
+            + ("; only ASCII digits 0-9 are numbers" if foreign else "")
+        )
+    if not spec.low <= number <= spec.high:
+        shown = f": {_clip(text)}" if text != written else ""
+        raise ConfigError(f"{where}{shown} is out of range {spec.low}-{spec.high}")
+    return number
+
+
+def _step(text: str, where: str) -> int:
+    step = _number(text)
+    if not step:
+        raise ConfigError(
+            f"{where} has step {_clip(text)}; a step must be a whole number of at least 1,"
+            " in ASCII digits"
+        )
+    return step
+
+
+def _dow_n_slash_s(item: str, base: str, first: int, step: int, where: str) -> ConfigError:
+    """The refusal of day-of-week N/S, saying what to write instead."""
+    named = base.isalpha()
+    start = ("sun" if named else "0") if first in (0, 7) else (base.lower() if named else first)
+    end = "sat" if named else "6"
+    return ConfigError(
+        f"{where} has {_clip(item)}, N/S in day-of-week, which crons read differently (Vixie"
+        f" cron and cronie refuse it, fugit reads it as {_clip(base)} alone), so kiqbeat refuses"
+        f" it too; write '{start}-{end}/{step}' ({start} through {end} in steps of {step})"
+        f" or '*/{step}' (Sunday through Saturday in steps of {step})"
+    )
+
+
+def _item(item: str, spec: _FieldSpec, where: str, written: str) -> tuple[int, int, int]:
+    """(first, last, step) of one list item; last < first for a wrapped range like 22-2."""
+    if not item:
+        raise ConfigError(f"{where} has an empty list item")
+    base, slash, step_text = item.partition("/")
+    step = _step(step_text, where) if slash else 1
+    top = 6 if spec is _DOW_F else spec.high  # the cycle wrapped ranges run over
+    if base == "*":
+        return spec.low, top, step
+    if not base:
+        raise ConfigError(
+            f"{where} has nothing before '/' in {_clip(item)}; write '*/{step}' (a step needs"
+            " a '*', a value or a range before it)"
+        )
+    if "-" in base:
+        left, _, right = base.partition("-")
+        if not left or not right or "-" in right:
+            problem = "no start" if not left else "no end" if not right else "more than one '-'"
+            raise ConfigError(f"{where} has range {_clip(base)} with {problem}")
+        first = _value(left, spec, where, written)
+        last = _value(right, spec, where, written)
+        if spec is _DOW_F and first == 7:  # 7-7 is Sunday, 7-2 is Sunday-Tuesday
+            first, last = 0, 0 if last == 7 else last
+        return first, last, step
+    first = _value(base, spec, where, written)
+    if not slash:
+        return first, first, 1
+    if spec is _DOW_F:
+        raise _dow_n_slash_s(item, base, first, step, where)
+    return first, top, step  # N/S means N-max/S, as fugit (sidekiq-cron) reads it
+
+
+def _run(first: int, last: int, spec: _FieldSpec) -> list[int]:
+    """first..last, wrapping past the field's top (day-of-week: 6) when last < first."""
+    if first <= last:
+        return list(range(first, last + 1))
+    top = 6 if spec is _DOW_F else spec.high
+    return list(range(first, top + 1)) + list(range(spec.low, last + 1))
+
+
+def _where(shown: str, spec: _FieldSpec, written: str) -> str:
+    return f"cron {shown}: {spec.name} field {_clip(written)}"
+
+
+def _expand(written: str, spec: _FieldSpec, shown: str) -> tuple[int, ...]:
+    """The sorted values a field allows (day-of-week 7 folded to 0); `shown` is the cron."""
+    where = _where(shown, spec, written)
+    lowered = written.lower()
+    for char, what in _UNSUPPORTED.items():
+        if char in lowered and not (
+            char in "lw" and spec.names and lowered.isascii() and _only_names(lowered, spec)
+        ):
+            raise ConfigError(
+                f"{where} uses {what}, which kiqbeat does not support (use numbers, names, *,"
+                " ranges a-b, steps /n and lists a,b)"
+            )
+    values: set[int] = set()
+    for item in written.split(","):
+        first, last, step = _item(item, spec, where, written)
+        values.update(_run(first, last, spec)[::step])
+    if spec is _DOW_F and 7 in values:
+        values.discard(7)
+        values.add(0)
+    return tuple(sorted(values))
+
+
+def _only_names(field_text: str, spec: _FieldSpec) -> bool:
+    """True when every letter in the field belongs to a month/day name (e.g. 'wed', 'jul')."""
+    words = re.findall(r"[a-z]+", field_text)
+    return all(w in spec.names for w in words)
+
+
+def _looks_like_zone(token: str) -> bool:
+    """True for an IANA-style name; False for a field, even one written with names."""
+    if not (token.isascii() and token[:1].isalpha()):
+        return False
+    return not all(w in _FIELD_WORDS for w in re.findall(r"[a-z]+", token.lower()))
+
+
+def _offset_problem(token: str) -> str:
+    """For a token written as a UTC offset (+09:00, UTC+9, -0500), why it is refused; else ''."""
+    match = _OFFSET.fullmatch(token)
+    # A bare -5 is left to the day-of-week field: it reads as a range with no start.
+    if match is None or not (match[1] or match[2] != "-" or match[4]):
+        return ""
+    east = match[2] == "+"
+    hours, minutes = int(match[3]), int(match[5] or 0)
+    fixed = ""
+    if minutes == 0 and hours <= (14 if east else 12):
+        name = "UTC" if hours == 0 else f"Etc/GMT{'-' if east else '+'}{hours}"
+        fixed = f"; for a fixed offset that never changes, write {name!r} (POSIX signs: inverted)"
+    return (
+        f"time zone {_clip(token)} is a UTC offset: zones are IANA names such as 'Asia/Tokyo',"
+        f" not UTC offsets, so that daylight saving is followed{fixed}"
+    )
+
+
+def _split_zone(tokens: list[str], tz: str, shown: str) -> tuple[list[str], str]:
+    """The field tokens and the zone: a trailing zone name in the expression wins over `tz`."""
+    last = tokens[-1]
+    if len(tokens) < 2:
+        return tokens, tz
+    if last in _zone_names():
+        return tokens[:-1], last
+    problem = _offset_problem(last)
+    if problem:
+        raise ConfigError(f"cron {shown}: {problem}")
+    # 6 tokens are 6 fields or 5 fields and a zone: a zone is a name that no field could be.
+    if (tokens[0].startswith("@") and len(tokens) == 2) or (
+        len(tokens) in (6, 7) and _looks_like_zone(last)
+    ):
+        try:
+            zone(last)
+        except ConfigError as exc:
+            raise ConfigError(f"cron {shown}: {exc}") from exc
+        return tokens[:-1], last
+    return tokens, tz
+
+
+def _compact(values: tuple[int, ...]) -> str:
+    """'1-5,7' for (1, 2, 3, 4, 5, 7)."""
+    runs: list[str] = []
+    i = 0
+    while i < len(values):
+        j = i
+        while j + 1 < len(values) and values[j + 1] == values[j] + 1:
+            j += 1
+        runs.append(str(values[i]) if i == j else f"{values[i]}-{values[j]}")
+        i = j + 1
+    return ",".join(runs)
+
+
+def _never_fires(months: tuple[int, ...], doms: tuple[int, ...]) -> bool:
+    return not any(d <= _MONTH_DAYS[m - 1] for m in months for d in doms)
+
+
+@dataclass(frozen=True)
+class CronFields:
+    """A valid expression, read: what `Cron` is built from."""
+
+    expr: str  # normalised: lower case, single spaces, without the zone
+    zone_name: str
+    has_seconds: bool
+    is_fixed_time: bool
+    key: str  # equal for expressions that fire at the same instants
+    sets: tuple[tuple[int, ...], ...]  # seconds, minutes, hours, days, months, weekdays
+    days_or: bool  # Vixie: OR the day fields when neither starts with '*'
+
+
+def read_fields(expr: str, tz: str = "UTC") -> CronFields:
+    """`expr` in zone `tz` read field by field (a trailing zone wins); ConfigError naming
+    the field and the value."""
+    stripped = expr.strip(_BLANKS)
+    if not stripped:
+        raise ConfigError("cron expression is empty")
+    shown = _clip(stripped, _EXPR_CLIP)
+    tokens, zone_name = _split_zone(_SPLIT.split(stripped), tz, shown)
+    zone(zone_name)
+    if tokens[0].startswith("@"):
+        macro = tokens[0].lower()
+        if macro == "@reboot":
+            raise ConfigError(f"cron {shown}: @reboot is not supported (kiqbeat has no boot)")
+        if macro not in _MACROS:
+            hint = did_you_mean(macro, _MACROS) if len(macro) <= _CLIP else ""
+            raise ConfigError(
+                f"cron {shown}: unknown shortcut {_clip(tokens[0])}{hint}; expected one of "
+                + ", ".join(_MACROS)
+            )
+        if len(tokens) != 1:
+            raise ConfigError(
+                f"cron {shown}: {tokens[0]!r} may be followed only by a time zone name"
+            )
+        tokens = _MACROS[macro].split()
+    if len(tokens) not in (5, 6):
+        raise ConfigError(
+            f"cron {_clip(' '.join(tokens), _EXPR_CLIP)} has {len(tokens)} fields; expected 5"
+            " (min hour dom month dow) or 6 (sec min hour dom month dow)"
+        )
+    has_seconds = len(tokens) == 6
+    written = tokens if has_seconds else ["0", *tokens]
+    fields = [t.lower() for t in written]
+    specs = (_SECOND_F, _MINUTE_F, _HOUR_F, _DOM_F, _MONTH_F, _DOW_F)
+    sets = [_expand(f, s, shown) for f, s in zip(written, specs, strict=True)]
+    dom_star, dow_star = fields[3].startswith("*"), fields[5].startswith("*")
+    if (dom_star or dow_star) and _never_fires(sets[4], sets[3]):
+        raise ConfigError(
+            f"cron {shown} never fires: none of its months has day {_compact(sets[3])}"
+        )
+    norm = " ".join(fields if has_seconds else fields[1:])
+    is_fixed = not (fields[1].startswith("*") or fields[2].startswith("*"))
+    canon = " ".join(_compact(s) for s in sets)
+    flags = ("fixed" if is_fixed else "wild") + ("" if dom_star or dow_star else " or")
+    return CronFields(norm, zone_name, has_seconds, is_fixed,
+                      f"cron:{canon} {flags} {zone_name}", tuple(sets),
+                      not (dom_star or dow_star))
+
