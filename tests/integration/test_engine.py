@@ -163,13 +163,13 @@ schedules:
     lookahead: 60s
 """)
     t0 = start(client)
-    run(client, cfg, now=t0)
-    report = run(client, cfg, now=t0 + timedelta(seconds=1))
-    assert report.pushed == 6
+    first = run(client, cfg, now=t0)
+    assert (first.new_schedules, first.pushed) == (1, 6), "a new schedule's first ticks too"
+    assert run(client, cfg, now=t0 + timedelta(seconds=1)).pushed == 0
     scored = client.zrange("schedule", 0, -1, withscores=True)
-    instants = fire_times("*/10 * * * * *", after=t0, until=t0 + timedelta(seconds=61))
+    instants = fire_times("*/10 * * * * *", after=t0, until=t0 + timedelta(seconds=60))
     assert [score for _, score in scored] == [t.timestamp() for t in instants]
-    assert all("enqueued_at" not in json.loads(raw) for raw, _ in scored)
+    assert all(json.loads(raw)["enqueued_at"] == score for raw, score in scored)
     again = run(client, cfg, now=t0 + timedelta(seconds=30))
     assert again.pushed == 3, "only ticks beyond the first lookahead horizon are new"
 

@@ -360,3 +360,9 @@ def test_a_byte_order_mark_is_read_the_same_by_every_source(tmp_path: Path, text
 def test_symbol_keys_read_without_their_colon() -> None:
     (s,) = load("schedules:\n  :a:\n    :cron: '* * * * *'\n    :class: A\n").schedules
     assert (s.name, s.job_class) == ("a", "A")
+
+
+def test_millisecond_stamps_for_exq_are_warned_about() -> None:
+    config = load_config_text("namespace: 'exq:'\ntimestamp_format: ms\n"
+                              "schedules:\n  s: {cron: '* * * * *', class: MyApp.Worker}\n")
+    assert any("Telemetry middleware crashes" in w for w in config.warnings)

@@ -202,3 +202,19 @@ def test_a_queue_prefix_without_active_job_is_ignored_with_a_warning() -> None:
     config = load("a: {cron: '* * * * *', class: A, queue: q, queue_name_prefix: p}")
     assert config.schedules[0].queue == "q"
     assert any("queue_name_prefix ignored" in w for w in config.warnings)
+
+
+@pytest.mark.parametrize("text", [
+    "report:\n  cron: '0 0 */2 * 1-5'\n  class: ReportWorker\n",  # sidekiq-cron hash form
+    ":scheduler:\n  :schedule:\n    report:\n      cron: '0 0 */2 * 1-5'\n"
+    "      class: ReportWorker\n",
+])
+def test_an_import_warns_where_fugit_reads_the_cron_differently(text: str) -> None:
+    config = load_config_text(text)
+    (warning,) = [w for w in config.warnings if "read this cron differently" in w]
+    assert "schedule 'report'" in warning and "fires on days matching either one" in warning
+
+
+def test_an_import_says_nothing_when_fugit_reads_the_cron_alike() -> None:
+    config = load_config_text("report:\n  cron: '0 9 * * 1-5'\n  class: ReportWorker\n")
+    assert not [w for w in config.warnings if "read this cron differently" in w]

@@ -25,7 +25,9 @@ sidekiq-cron (hash form or list form with `name:`):
     `{"scheduled_at": <tick, float seconds>}` instead of a bare float of the push time.
 
 Both tools read a cron without a zone in the Sidekiq server's local time; kiqbeat reads it
-in UTC, which a warning points out.
+in UTC, which a warning points out. Both read crons with fugit, which differs from Vixie
+cron (and kiqbeat) on some day fields: `0 0 */2 * 1-5` ORs the two day fields in fugit and
+ANDs them in Vixie, and day-of-week steps can differ; each such schedule gets a warning.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kiqbeat.core.cron import parse_cron
+from kiqbeat.core.fugit import fugit_differences
 from kiqbeat.document.fields import JOB_OPTIONS, KIQBEAT_MARKERS, SCHEDULE_KEYS
 from kiqbeat.errors import ConfigError, did_you_mean, shown
 
@@ -105,8 +108,23 @@ def convert(doc: object) -> Converted:
             if converted is not None:
                 schedules[name] = converted
     _warn_local_zones(schedules, fmt, out)
+    _warn_fugit_readings(schedules, fmt, out)
     out.document = {"schedules": schedules}
     return out
+
+
+def _warn_fugit_readings(schedules: dict[str, Any], fmt: str, out: Converted) -> None:
+    """Warn per schedule where fugit, which both tools use, fired the cron on other days."""
+    for name, entry in schedules.items():
+        expr = entry.get("cron")
+        if not isinstance(expr, str):
+            continue
+        try:
+            differences = fugit_differences(expr)
+        except ConfigError:
+            continue  # reported when the document is validated
+        out.warnings.extend(f"schedule {shown(name)}: {fmt} read this cron differently: {d}"
+                            for d in differences)
 
 
 # ---------------------------------------------------------------------------- sidekiq-scheduler

@@ -156,6 +156,12 @@ def _config(doc: Mapping[str, Any], out: _Checker) -> Config | None:
             schedule = _schedule(name, raw, top, out, shapes)
             if schedule is not None:
                 schedules.append(schedule)
+    in_ms = [s.name for s in schedules if s.timestamp_format == "ms"]
+    if ns.startswith("exq") and in_ms:
+        out.warnings.append(
+            f"timestamp_format ms for {', '.join(map(repr, in_ms[:5]))} with namespace "
+            f"{ns!r}: Exq reads float seconds, and its Telemetry middleware crashes on "
+            "millisecond stamps; keep 's' for Exq")
     if out.problems:
         return None
     return Config(schedules=tuple(schedules), time_zone=top["time_zone"],
