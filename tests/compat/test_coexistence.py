@@ -20,6 +20,7 @@ from kiqbeat.core.schedule import Config
 from kiqbeat.document import load_config_file, load_config_text
 from kiqbeat.engine import run
 from kiqbeat.errors import ConfigError
+from kiqbeat.redis import keys
 from kiqbeat.redis import scheduler_ui as ui
 
 from .harness import Sidekiq
@@ -133,7 +134,7 @@ schedules:
   report: {cron: "0 * * * *", class: ReportWorker}
 """)
     assert found(redis_client, config) == []  # the engine writes its entries for the tab
-    assert "report" in redis_client.hgetall(ui.schedules_key(""))
+    assert "report" in redis_client.hgetall(keys.schedules_key(""))
     # Its own entries, even of schedules since removed, are not someone else's.
     redis_client.hset("schedules", "old_kiqbeat_job", json.dumps({"class": "X", "kiqbeat": True}))
     assert found(redis_client, config) == []

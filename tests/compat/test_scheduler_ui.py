@@ -18,6 +18,7 @@ import redis
 from kiqbeat.core.schedule import Config
 from kiqbeat.document import load_config_text
 from kiqbeat.engine import run
+from kiqbeat.redis import keys
 from kiqbeat.redis import scheduler_ui as ui
 
 from .harness import RUBY_DIR, Sidekiq
@@ -54,9 +55,9 @@ def write(client: redis.Redis, config: Config, fields: ui.UiFields) -> None:
     """What the engine's push step will do with the fields (HSET, one pipeline)."""
     ns = config.namespace
     pipe = client.pipeline()
-    for key, values in ((ui.schedules_key(ns), fields.schedules),
-                        (ui.last_times_key(ns), fields.last_times),
-                        (ui.next_times_key(ns), fields.next_times)):
+    for key, values in ((keys.schedules_key(ns), fields.schedules),
+                        (keys.last_times_key(ns), fields.last_times),
+                        (keys.next_times_key(ns), fields.next_times)):
         if values:
             pipe.hset(key, mapping=values)
     pipe.execute()
@@ -64,7 +65,7 @@ def write(client: redis.Redis, config: Config, fields: ui.UiFields) -> None:
 
 def toggles(client: redis.Redis, config: Config) -> dict[str, bool]:
     names = [s.name for s in config.schedules]
-    raw = client.hmget(ui.states_key(config.namespace), names)
+    raw = client.hmget(keys.states_key(config.namespace), names)
     found, warnings = ui.read_toggles(dict(zip(names, raw, strict=True)))
     assert warnings == []
     return found

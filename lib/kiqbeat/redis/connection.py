@@ -14,7 +14,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 
 import redis
-from redis.backoff import ExponentialBackoff
+from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.retry import Retry
 from redis.sentinel import Sentinel
 
@@ -105,7 +105,13 @@ def connect(
         tls = _tls_options(query)
         if parts.scheme.startswith("rediss"):
             tls["ssl"] = True
-        sentinel_kwargs = {"socket_timeout": timeout_s, "socket_connect_timeout": timeout_s}
+        # The Sentinel clients get nothing from `common` (sentinel_kwargs replaces it), so
+        # without a retry of their own they take redis-py's default, 10 retries with backoff
+        # per Sentinel: three refusing Sentinels made one command fail after 36 s. No retry
+        # here: discovery already moves on to the next Sentinel, and the master pool's retry
+        # asks them all again.
+        sentinel_kwargs = {"socket_timeout": timeout_s, "socket_connect_timeout": timeout_s,
+                           "retry": Retry(NoBackoff(), 0)} | _NO_SETINFO
         sentinel = Sentinel(  # type: ignore[no-untyped-call]
             hosts, sentinel_kwargs=sentinel_kwargs, **common)
         master: redis.Redis = sentinel.master_for(  # type: ignore[no-untyped-call]

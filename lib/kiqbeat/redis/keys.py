@@ -39,3 +39,45 @@ def queues(ns: str) -> str:
 def schedule(ns: str) -> str:
     """Sorted set: jobs to run later, scored by epoch seconds; the worker's poller moves them."""
     return f"{ns}schedule"
+
+
+# ---------------------------------------------------------------------------- neighbours'
+# Keys of sidekiq-scheduler (and exq-scheduler) and sidekiq-cron: kiqbeat reads them to
+# refuse a job both would run, and writes the Recurring Jobs tab's (scheduler_ui.py says
+# what the tab reads in each).
+
+
+def schedules_key(ns: str) -> str:
+    """Hash: name -> JSON spec; sidekiq-scheduler's (or exq-scheduler's) schedule, the tab's
+    list of jobs."""
+    return f"{ns}schedules"
+
+
+def states_key(ns: str) -> str:
+    """Hash: name -> JSON {"enabled": bool}; written only by the tab's toggle button."""
+    return f"{ns}sidekiq-scheduler:states"
+
+
+def last_times_key(ns: str) -> str:
+    """Hash: name -> time string of the last push (the tab's "Last run")."""
+    return f"{ns}sidekiq-scheduler:last_times"
+
+
+def next_times_key(ns: str) -> str:
+    """Hash: name -> time string of the next push (the tab's "Next run")."""
+    return f"{ns}sidekiq-scheduler:next_times"
+
+
+def pushed_key(ns: str, name: str) -> str:
+    """Sorted set sidekiq-scheduler adds each push of `name` to; expires 24 h after the last."""
+    return f"{ns}sidekiq-scheduler:pushed:{name}"
+
+
+def cron_job_key(ns: str, name: str) -> str:
+    """Hash: sidekiq-cron's job of that name (its poller enqueues every such job)."""
+    return f"{ns}cron_job:{name}"
+
+
+def schedules_changed_key(ns: str) -> str:
+    """Sorted set of edited names that a dynamic sidekiq-scheduler reloads; never written here."""
+    return f"{ns}schedules_changed"

@@ -17,6 +17,7 @@ import redis
 from kiqbeat.core.report import Report
 from kiqbeat.core.schedule import Config
 from kiqbeat.errors import ConfigError, KiqbeatError, StateError
+from kiqbeat.redis import keys
 from kiqbeat.redis import scheduler_ui as ui
 from kiqbeat.redis.connection import redis_errors
 
@@ -39,15 +40,15 @@ class Neighbours:
         ns, names = self.config.namespace, self.names
         if self.check:
             if self.config.sidekiq_scheduler_ui:
-                pipe.hgetall(ui.schedules_key(ns))
+                pipe.hgetall(keys.schedules_key(ns))
             elif names:
-                pipe.hmget(ui.schedules_key(ns), names)
+                pipe.hmget(keys.schedules_key(ns), names)
             for name in names:
-                pipe.exists(ui.pushed_key(ns, name))
+                pipe.exists(keys.pushed_key(ns, name))
             for name in names:
-                pipe.exists(ui.cron_job_key(ns, name))
+                pipe.exists(keys.cron_job_key(ns, name))
         if self.config.sidekiq_scheduler_ui and names:
-            pipe.hmget(ui.states_key(ns), names)
+            pipe.hmget(keys.states_key(ns), names)
 
     def apply(self, replies: list[Any]) -> Config:
         """The config with the tab's toggles applied; raises ConfigError on a conflict."""
@@ -76,7 +77,7 @@ class Neighbours:
         if config.sidekiq_scheduler_ui and names:
             states = replies[0]
             if isinstance(states, Exception):
-                raise StateError(f"reading {ui.states_key(config.namespace)}: {states}")
+                raise StateError(f"reading {keys.states_key(config.namespace)}: {states}")
             toggles, warnings = ui.read_toggles(dict(zip(names, states, strict=True)))
             self.warnings += warnings
             config = ui.with_toggles(config, toggles)
@@ -94,13 +95,13 @@ class Neighbours:
         ns = config.namespace
         pipe: Any = client.pipeline(transaction=False)
         if self.check and fields.schedules:
-            pipe.hset(ui.schedules_key(ns), mapping=fields.schedules)
+            pipe.hset(keys.schedules_key(ns), mapping=fields.schedules)
         if self.stale:
-            pipe.hdel(ui.schedules_key(ns), *self.stale)
-            pipe.hdel(ui.last_times_key(ns), *self.stale)
-            pipe.hdel(ui.next_times_key(ns), *self.stale)
-        for key, values in ((ui.last_times_key(ns), fields.last_times),
-                            (ui.next_times_key(ns), fields.next_times)):
+            pipe.hdel(keys.schedules_key(ns), *self.stale)
+            pipe.hdel(keys.last_times_key(ns), *self.stale)
+            pipe.hdel(keys.next_times_key(ns), *self.stale)
+        for key, values in ((keys.last_times_key(ns), fields.last_times),
+                            (keys.next_times_key(ns), fields.next_times)):
             if values:
                 pipe.hset(key, mapping=values)
         try:

@@ -55,6 +55,7 @@ from typing import Any
 
 from kiqbeat.core.cron import Cron
 from kiqbeat.core.schedule import Config, Schedule
+from kiqbeat.redis import keys
 
 # Marks a `schedules` entry as written by kiqbeat; sidekiq-scheduler's tab ignores it.
 MARKER = "kiqbeat"
@@ -67,42 +68,6 @@ EXQ_NAMESPACE = "exq:"
 def schedules_owner(ns: str) -> str:
     """The tool whose `schedules` entries those are under namespace `ns`, when not kiqbeat's."""
     return "exq-scheduler" if ns == EXQ_NAMESPACE else "sidekiq-scheduler"
-
-
-def schedules_key(ns: str) -> str:
-    """Hash: name -> JSON spec; sidekiq-scheduler's (or exq-scheduler's) schedule, the tab's
-    list of jobs."""
-    return f"{ns}schedules"
-
-
-def states_key(ns: str) -> str:
-    """Hash: name -> JSON {"enabled": bool}; written only by the tab's toggle button."""
-    return f"{ns}sidekiq-scheduler:states"
-
-
-def last_times_key(ns: str) -> str:
-    """Hash: name -> time string of the last push (the tab's "Last run")."""
-    return f"{ns}sidekiq-scheduler:last_times"
-
-
-def next_times_key(ns: str) -> str:
-    """Hash: name -> time string of the next push (the tab's "Next run")."""
-    return f"{ns}sidekiq-scheduler:next_times"
-
-
-def pushed_key(ns: str, name: str) -> str:
-    """Sorted set sidekiq-scheduler adds each push of `name` to; expires 24 h after the last."""
-    return f"{ns}sidekiq-scheduler:pushed:{name}"
-
-
-def cron_job_key(ns: str, name: str) -> str:
-    """Hash: sidekiq-cron's job of that name (its poller enqueues every such job)."""
-    return f"{ns}cron_job:{name}"
-
-
-def schedules_changed_key(ns: str) -> str:
-    """Sorted set of edited names that a dynamic sidekiq-scheduler reloads; never written here."""
-    return f"{ns}schedules_changed"
 
 
 def time_text(instant: datetime) -> str:
@@ -246,19 +211,19 @@ def coexistence_problems(
         if pushed_recently.get(name):
             problems.append(
                 f"schedule {name!r}: sidekiq-scheduler pushed it within the last 24 h "
-                f"({pushed_key(ns, name)} exists), so it may still be running and would push "
+                f"({keys.pushed_key(ns, name)} exists), so it may still be running and would push "
                 "every tick a second time. Remove the job from sidekiq-scheduler's schedule "
-                f"and restart it (or stop it), then `DEL {pushed_key(ns, name)}`")
+                f"and restart it (or stop it), then `DEL {keys.pushed_key(ns, name)}`")
         spec = specs.get(name)
         if spec is not None and not _is_kiqbeat(spec):
             problems.append(
                 f"schedule {name!r}: {owner}'s schedule has a job of that name "
-                f"(field of {schedules_key(ns)}); running both would push it twice. Remove it "
-                f"from {owner}'s {where}, then `HDEL {schedules_key(ns)} {name}`")
+                f"(field of {keys.schedules_key(ns)}); running both would push it twice. Remove it "
+                f"from {owner}'s {where}, then `HDEL {keys.schedules_key(ns)} {name}`")
         if cron_jobs and cron_jobs.get(name):
             problems.append(
                 f"schedule {name!r}: sidekiq-cron has a job of that name "
-                f"({cron_job_key(ns, name)}); "
+                f"({keys.cron_job_key(ns, name)}); "
                 "its poller would push it as well. Remove it from sidekiq-cron "
                 f"(Sidekiq::Cron::Job.destroy({name!r})) before kiqbeat schedules it")
     if config.sidekiq_scheduler_ui:
@@ -269,13 +234,13 @@ def coexistence_problems(
             if owner == "exq-scheduler":
                 why = ("exq-scheduler rewrites its entries there at every start, and the tab "
                        "would list and toggle both tools' jobs as one")
-                cleanup = schedules_key(ns)
+                cleanup = keys.schedules_key(ns)
             else:
                 why = ("a running sidekiq-scheduler deletes entries it did not write and, "
                        "with dynamic: true, would load kiqbeat's entries and push them too")
-                cleanup = f"{schedules_key(ns)} {schedules_changed_key(ns)}"
+                cleanup = f"{keys.schedules_key(ns)} {keys.schedules_changed_key(ns)}"
             problems.append(
-                f"sidekiq_scheduler_ui: {schedules_key(ns)} holds {owner}'s own jobs "
+                f"sidekiq_scheduler_ui: {keys.schedules_key(ns)} holds {owner}'s own jobs "
                 f"({shown}): {why}. Use the tab with kiqbeat only once {owner} is gone: "
                 f"remove it, then `DEL {cleanup}`")
     return problems
