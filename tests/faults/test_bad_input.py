@@ -129,8 +129,15 @@ def test_generated_documents_give_config_or_config_error(doc: Any) -> None:
 @given(text=st.text(max_size=300) | st.binary(max_size=200).map(
     lambda b: b.decode("latin-1")))
 def test_raw_text_gives_config_or_config_error(text: str) -> None:
-    """Arbitrary text (YAML and JSON fragments, control characters): no crash."""
-    _load(text)
+    """Arbitrary text (YAML and JSON fragments, control characters): a Config or a short
+    ConfigError, and `kiqbeat validate` on the same text as a file says the same."""
+    result = _load(text)
+    if isinstance(result, ConfigError):
+        assert len(str(result)) < 2_000  # never the whole text repeated back
+    else:
+        assert isinstance(result, Config)
+    rc, err = _validate_file(text)
+    assert rc == (1 if isinstance(result, ConfigError) else 0), err
 
 
 @pytest.mark.parametrize("text", ["\x1f", "a: \x07", "\ufffe", "schedules: {}\x00"])
@@ -148,6 +155,7 @@ def test_validate_command_refuses_non_printable_characters_without_a_traceback()
 
 def test_fuzzing_tally_is_recorded() -> None:
     """Records how many generated documents went through (runs after the two above)."""
+    assert _tally["documents"] > 0, "the generated-documents test did not run first"
     record(Outcome(scenario="Hypothesis schedule documents", runs=_tally["documents"],
                    expected=0, pushed=0, duplicates=0, missed=0, early=0, group="input",
                    notes=f"{_tally['refused']} refused with ConfigError, the rest valid; "
