@@ -51,6 +51,7 @@ def read_state(
     namespace: str,
     names: Sequence[str],
     more: Callable[[Any], None] | None = None,
+    lua: scripts.Caller = scripts.SCRIPTS,
 ) -> tuple[datetime, dict[str, int | None], list[Any]]:
     """The Redis clock, every schedule's stored mark and `more`'s replies, in one round trip.
 
@@ -61,17 +62,15 @@ def read_state(
     with redis_errors(client, "reading the clock and watermarks"):
         for attempt in (1, 2):
             pipe = client.pipeline(transaction=False)
-            # EVALSHA itself, not a Script object: a pipeline asks SCRIPT EXISTS for those
-            # on every call, a round trip more.
-            scripts.READ.evalsha(pipe, [key], ["\n".join(names)])
+            lua.queue(scripts.READ, pipe, [key], ["\n".join(names)])
             if more is not None:
                 more(pipe)
             replies = pipe.execute(raise_on_error=False)
-            if not isinstance(replies[0], redis.exceptions.NoScriptError) or attempt == 2:
+            if not lua.needs_reload(replies[0]) or attempt == 2:
                 break
-            scripts.READ.load(client)  # a new or restarted server: once
+            lua.reload(scripts.READ, client)  # a new or restarted server: once
         if isinstance(replies[0], Exception):
-            raise replies[0]
+            raise lua.explained(replies[0])
     seconds, micros, joined = replies[0]
     now = datetime.fromtimestamp(int(seconds), tz=UTC) + timedelta(microseconds=int(micros))
     if isinstance(joined, bytes):  # a client may decode replies to str
@@ -82,7 +81,7 @@ def read_state(
 
 
 def _push_chunk(
-    client: redis.Redis, namespace: str, now_ms: int, chunk: list[Group]
+    client: redis.Redis, namespace: str, now_ms: int, chunk: list[Group], lua: scripts.Caller
 ) -> tuple[list[Any], str]:
     queue_index: dict[str, int] = {}
     parts: list[bytes] = []  # the groups packed in one argument; push.lua's header says how
@@ -99,8 +98,8 @@ def _push_chunk(
     script_keys = [keys.watermarks(namespace), keys.first_seen(namespace), keys.queues(namespace),
                    keys.schedule(namespace), *(keys.queue(namespace, q) for q in queue_names)]
     with redis_errors(client, "pushing jobs"):
-        reply = scripts.PUSH.call(client, script_keys,
-                                  [now_ms, len(queue_names), *queue_names, b"".join(parts)])
+        reply = lua.call(scripts.PUSH, client, script_keys,
+                         [now_ms, len(queue_names), *queue_names, b"".join(parts)])
     counts, flags = reply[:5], reply[5]
     return counts, flags.decode() if isinstance(flags, bytes) else str(flags)
 
@@ -123,7 +122,8 @@ def _wait_for_replicas(client: redis.Redis, config: Config, pushed: int, report:
             f"within {config.wait_timeout_s:g} s; a failover now could push them again")
 
 
-def push(client: redis.Redis, plan: Plan, config: Config, report: Report, deadline: float) -> None:
+def push(client: redis.Redis, plan: Plan, config: Config, report: Report, deadline: float,
+         lua: scripts.Caller = scripts.SCRIPTS) -> None:
     """Carry out a plan, one atomic script call per chunk, filling in the report."""
     namespace = config.namespace
     now = from_ms(plan.now_ms)
@@ -133,7 +133,7 @@ def push(client: redis.Redis, plan: Plan, config: Config, report: Report, deadli
                 f"invocation deadline passed after {report.chunks} push calls "
                 f"({report.pushed} jobs pushed); the next invocation pushes the rest")
         try:
-            counts, flags = _push_chunk(client, namespace, plan.now_ms, chunk)
+            counts, flags = _push_chunk(client, namespace, plan.now_ms, chunk, lua)
         except KiqbeatError as exc:
             if not report.pushed:
                 raise
@@ -159,7 +159,8 @@ def push(client: redis.Redis, plan: Plan, config: Config, report: Report, deadli
                 report.lag_s = max(report.lag_s, (now - tick).total_seconds())
 
 
-def _prune(client: redis.Redis, config: Config, now: datetime, report: Report) -> None:
+def _prune(client: redis.Redis, config: Config, now: datetime, report: Report,
+           lua: scripts.Caller) -> None:
     """Forget schedules no longer configured whose marks cover nothing still owed.
 
     Only marks older than the window plus the longest lookahead go: every tick at or below
@@ -168,11 +169,15 @@ def _prune(client: redis.Redis, config: Config, now: datetime, report: Report) -
     """
     lookahead_s = max((s.lookahead_s for s in config.schedules), default=0.0)
     threshold = now - timedelta(seconds=config.missed_jobs_window_s + lookahead_s)
-    with redis_errors(client, "forgetting removed schedules"):
-        scripts.PRUNE.call(
-            client, [keys.watermarks(config.namespace), keys.first_seen(config.namespace)],
-            [to_ms(threshold), "\n".join(s.name for s in config.schedules)])
     report.round_trips += 1
+    try:
+        with redis_errors(client, "forgetting removed schedules"):
+            lua.call(scripts.PRUNE, client,
+                     [keys.watermarks(config.namespace), keys.first_seen(config.namespace)],
+                     [to_ms(threshold), "\n".join(s.name for s in config.schedules)])
+    except KiqbeatError as exc:  # the jobs are pushed; only the bound on state is at stake
+        report.warnings.append(f"removed schedules are not forgotten, so kiqbeat's state "
+                               f"keeps growing: {exc} (grant +hgetall +hdel)")
 
 
 def select_shard(config: Config, shard: tuple[int, int] | None) -> Config:
@@ -208,11 +213,11 @@ class ScheduleStatus:
                 "next_tick": iso(self.next_tick), "lag_s": round(self.lag_s, 3)}
 
 
-def read_status(client: redis.Redis,
-                config: Config) -> tuple[datetime, list[ScheduleStatus]]:
+def read_status(client: redis.Redis, config: Config,
+                lua: scripts.Caller = scripts.SCRIPTS) -> tuple[datetime, list[ScheduleStatus]]:
     """The Redis clock and each schedule's stored state and next tick; read-only."""
     names = [s.name for s in config.schedules]
-    now, marks, _ = read_state(client, config.namespace, names)
+    now, marks, _ = read_state(client, config.namespace, names, lua=lua)
     seen: list[bytes | str | None] = []
     if names:
         with redis_errors(client, "reading first-seen marks"):
@@ -246,6 +251,7 @@ class Engine:
         self._checked_config: Config | None = None  # neighbours passed with it
         self._memo = TickMemo()
         self._reported: set[str] = set()
+        self._lua = scripts.Caller(functions=self.settings.redis_functions)
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None,
@@ -304,10 +310,16 @@ class Engine:
         """The Redis clock and each schedule's stored state and next tick; read-only."""
         config = self.config() if config is None else config
         try:
-            return read_status(self.client, config)
+            return read_status(self.client, config, self._lua)
         except RedisUnavailableError:
             self._reconnect()
             raise
+
+    def load_functions(self) -> str:
+        """Load (replace) kiqbeat's function library into Redis: an administrator's step."""
+        client = self.client
+        with redis_errors(client, "loading kiqbeat's function library"):
+            return str(client.function_load(scripts.library(), replace=True))
 
     def close(self) -> None:
         """Close the client this engine built (a given client stays its owner's)."""
@@ -332,8 +344,13 @@ class Engine:
             if count_marks:
                 pipe.hlen(keys.watermarks(config.namespace))
 
-        redis_now, marks, more = read_state(client, config.namespace, names, more_reads)
+        redis_now, marks, more = read_state(client, config.namespace, names, more_reads,
+                                            self._lua)
         stored = more.pop() if count_marks else 0
+        if isinstance(stored, Exception):
+            warnings.append(f"removed schedules are not forgotten, so kiqbeat's state keeps "
+                            f"growing: counting the stored marks was refused ({stored}); "
+                            "grant +hlen +hgetall +hdel")
         config = neighbours.apply(more)
         self._checked_config = neighbours.config
         warnings += neighbours.warnings
@@ -348,11 +365,11 @@ class Engine:
         report = Report(now=now, schedules=len(names), round_trips=1,
                         warnings=self._not_yet_reported(warnings))
         plan = plan_ticks(config, marks, now, self._memo)
-        push(client, plan, config, report, deadline)
+        push(client, plan, config, report, deadline, self._lua)
         if config.sidekiq_scheduler_ui:
             neighbours.write_tab(client, config, report)
         if isinstance(stored, int) and stored > len(names):
-            _prune(client, config, now, report)
+            _prune(client, config, now, report, self._lua)
         return report
 
     def _not_yet_reported(self, warnings: Sequence[str]) -> list[str]:

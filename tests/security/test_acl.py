@@ -1,11 +1,16 @@
-"""A least-privilege Redis ACL user: enough for run-once and status, and nothing is spare.
+"""The least-privilege Redis ACL users of docs/deploy.md: enough for every code path, and
+nothing is spare — for both ways of running kiqbeat's Lua.
 
-kiqbeat's commands: TIME and HMGET (clock, watermarks), EVALSHA of push.lua (SCRIPT LOAD
-after a restart or SCRIPT FLUSH; redis-py's Script never sends EVAL), and the commands the
-script runs, which Redis checks against the same user (TYPE, HGET, HSET, HSETNX, LPUSH,
-SADD, ZADD). push.lua touches only keys passed in KEYS, so key patterns are checked before
-the script starts. Optional: INFO (startup warnings) and EXISTS/HMGET on sidekiq-scheduler's
-and sidekiq-cron's keys (the same-name check); without them kiqbeat warns and carries on.
+- scripts (Redis 6.2+): EVALSHA, and SCRIPT LOAD after a restart or SCRIPT FLUSH;
+- functions (Redis 7): FCALL of the library an administrator loaded; no script permission,
+  so the user cannot run Lua of its own (a busy loop would block every Sidekiq client).
+
+Both need the commands the Lua runs, which Redis checks against the same user (TYPE, HGET,
+HSET, HSETNX, LPUSH, SADD, ZADD; HGETALL and HDEL when removed schedules are forgotten) and
+HLEN (counting stored marks on a new config). The Lua touches only keys passed in KEYS, so
+key patterns are checked before it starts. Optional: INFO (startup warnings) and EXISTS/HMGET
+on sidekiq-scheduler's and sidekiq-cron's keys (the same-name check); without them kiqbeat
+warns and carries on.
 """
 
 from __future__ import annotations
@@ -18,10 +23,13 @@ import pytest
 import redis
 
 from kiqbeat.core.report import Report
+from kiqbeat.core.schedule import Config
 from kiqbeat.demo.server import RedisServer
-from kiqbeat.engine import run
+from kiqbeat.engine import Engine
 from kiqbeat.errors import RedisRefusedError
+from kiqbeat.redis import scripts
 from kiqbeat.redis.connection import connect
+from kiqbeat.settings import Settings
 from tests.faults.harness import assert_clean, check, jobs_in_redis
 from tests.integration.helpers import config, minute_floor, redis_now
 
@@ -30,27 +38,44 @@ from .conftest import kiqbeat_cli
 # The line this suite verifies (Redis 7: %R~ grants read-only access to the neighbours' keys).
 KEY_PATTERNS = ("~kiqbeat:*", "~queue:*", "~queues", "~schedule")
 NEIGHBOUR_PATTERNS = ("%R~schedules", "%R~sidekiq-scheduler:pushed:*", "%R~cron_job:*")
-REQUIRED = ("+time", "+hmget", "+evalsha", "+script|load",
-            "+type", "+hget", "+hset", "+hsetnx", "+lpush", "+sadd", "+zadd")
+LUA = {"scripts": ("+evalsha", "+script|load"), "functions": ("+fcall",)}
+REQUIRED = ("+time", "+hmget", "+type", "+hget", "+hset", "+hsetnx", "+lpush", "+sadd",
+            "+zadd")
+# Forgetting removed schedules (bounded state): without these kiqbeat pushes but warns.
+FOR_PRUNING = ("+hlen", "+hgetall", "+hdel")
 OPTIONAL = ("+exists", "+info")
+MODES = tuple(LUA)
 
 
-def acl_rules(without: str | None = None) -> list[str]:
-    """The least-privilege rules, optionally without one of them."""
+def acl_rules(mode: str = "scripts", without: str | None = None) -> list[str]:
+    """The least-privilege rules of one mode, optionally without one of them."""
     rules = ["on", ">PASSWORD", "resetkeys", "resetchannels", *KEY_PATTERNS,
-             *NEIGHBOUR_PATTERNS, "-@all", *REQUIRED, *OPTIONAL]
+             *NEIGHBOUR_PATTERNS, "-@all", *LUA[mode], *REQUIRED, *FOR_PRUNING, *OPTIONAL]
     return [r for r in rules if r != without]
 
 
-LEAST_PRIVILEGE = " ".join(acl_rules())
 DEPLOY_DOC = Path(__file__).resolve().parents[2] / "docs" / "deploy.md"
 
 
-def test_the_documented_acl_is_the_one_tested_here() -> None:
-    """docs/deploy.md's `ACL SETUSER` line grants exactly what this suite verifies."""
-    text = DEPLOY_DOC.read_text()
-    block = text.split("ACL SETUSER kiqbeat ", 1)[1].split("```", 1)[0]
-    assert sorted(block.split()) == sorted(acl_rules())
+def test_the_documented_acls_are_the_ones_tested_here() -> None:
+    """docs/deploy.md's two `ACL SETUSER` lines grant exactly what this suite verifies."""
+    blocks = [b.split("```", 1)[0] for b in DEPLOY_DOC.read_text().split(
+        "ACL SETUSER kiqbeat ")[1:]]
+    assert [sorted(b.split()) for b in blocks[:2]] == [
+        sorted(acl_rules("functions")), sorted(acl_rules("scripts"))]
+
+
+@pytest.fixture(params=MODES)
+def mode(request: pytest.FixtureRequest, admin: redis.Redis) -> str:
+    """Each test runs with scripts and with the function library (loaded by the admin)."""
+    if request.param == "functions":
+        admin.function_load(scripts.library(), replace=True)
+    return str(request.param)
+
+
+def run(client: redis.Redis, cfg: Config, *, now: datetime, mode: str = "scripts") -> Report:
+    """One invocation as a new engine in `mode`."""
+    return Engine(Settings(redis_functions=mode == "functions"), client=client).run(cfg, now=now)
 PASSWORD = "acl-test-pw"
 
 SCHEDULES = """
@@ -79,6 +104,7 @@ def admin(acl_server: RedisServer) -> Iterator[redis.Redis]:
     with redis.Redis.from_url(acl_server.url, decode_responses=True) as client:
         client.flushall()
         client.script_flush()
+        client.function_flush()
         client.acl_deluser("kiqbeat")
         yield client
 
@@ -105,14 +131,14 @@ def _instants(admin: redis.Redis) -> tuple[datetime, datetime]:
 
 
 def test_least_privilege_user_runs_once_and_reads_status(
-    acl_server: RedisServer, admin: redis.Redis, tmp_path: Path
+    acl_server: RedisServer, admin: redis.Redis, tmp_path: Path, mode: str
 ) -> None:
     """With exactly the documented ACL, invocations push every tick, with no warning."""
-    _set_user(admin, acl_rules())
+    _set_user(admin, acl_rules(mode))
     cfg = config(SCHEDULES)
     t0, t1 = _instants(admin)
     with connect(_user_url(acl_server)) as client:
-        reports = [run(client, cfg, now=t0), run(client, cfg, now=t1)]
+        reports = [run(client, cfg, now=t0, mode=mode), run(client, cfg, now=t1, mode=mode)]
     assert [r.warnings for r in reports] == [[], []]
     assert reports[1].pushed > 0
     assert_clean(check(admin, cfg, after=t0, until=t1, scenario="least-privilege ACL", runs=2))
@@ -120,63 +146,131 @@ def test_least_privilege_user_runs_once_and_reads_status(
     schedule.write_text(SCHEDULES)
     for command in ("status", "run-once"):
         done = kiqbeat_cli(command, "--config", str(schedule), "--redis-url",
-                           _user_url(acl_server))
+                           _user_url(acl_server), "--redis-functions", str(mode == "functions"))
         assert done.returncode == 0, f"{command}: {done.stderr}"
         assert "warning" not in done.stderr, done.stderr
 
 
+def test_the_functions_user_cannot_run_lua_of_its_own(
+    acl_server: RedisServer, admin: redis.Redis
+) -> None:
+    """Scripts' +evalsha +script|load let a user run any Lua (a busy loop blocks Redis for
+    every Sidekiq client); the functions user has neither."""
+    _set_user(admin, acl_rules("functions"))
+    with connect(_user_url(acl_server)) as client:
+        for attempt in (lambda: client.script_load("while true do end"),
+                        lambda: client.eval("while true do end", 0),
+                        lambda: client.function_load("#!lua name=x\nredis.register_function("
+                                                     "'x', function() end)")):
+            with pytest.raises(redis.exceptions.NoPermissionError):
+                attempt()
+
+
+def test_removed_schedules_are_forgotten_under_the_documented_acl(
+    acl_server: RedisServer, admin: redis.Redis, mode: str
+) -> None:
+    """Bounded state holds under the ACL: a schedule gone from the document, with a mark
+    older than the window, is forgotten by the next invocation on a new config."""
+    _set_user(admin, acl_rules(mode))
+    admin.hset("kiqbeat:watermarks", "gone", 1)
+    admin.hset("kiqbeat:first_seen", "gone", 1)
+    t0, t1 = _instants(admin)
+    with connect(_user_url(acl_server)) as client:
+        # The first registers the configured schedules; the second sees a mark too many.
+        reports = [run(client, config(SCHEDULES), now=t, mode=mode) for t in (t0, t1)]
+    assert [r.warnings for r in reports] == [[], []]
+    assert not admin.hexists("kiqbeat:watermarks", "gone")
+    assert not admin.hexists("kiqbeat:first_seen", "gone")
+
+
+@pytest.mark.parametrize("permission", FOR_PRUNING)
+def test_without_a_pruning_permission_kiqbeat_pushes_and_warns_that_state_grows(
+    acl_server: RedisServer, admin: redis.Redis, mode: str, permission: str
+) -> None:
+    _set_user(admin, acl_rules(mode, without=permission))
+    admin.hset("kiqbeat:watermarks", "gone", 1)
+    t0, t1 = _instants(admin)
+    cfg = config(SCHEDULES)
+    with connect(_user_url(acl_server)) as client:
+        reports = [run(client, cfg, now=t0, mode=mode), run(client, cfg, now=t1, mode=mode)]
+    warnings = [w for r in reports for w in r.warnings]
+    assert any("removed schedules are not forgotten" in w for w in warnings), warnings
+    assert admin.hexists("kiqbeat:watermarks", "gone")
+    assert_clean(check(admin, cfg, after=t0, until=t1, scenario="ACL without pruning", runs=2))
+
+
+def test_wait_and_the_scheduler_tab_work_with_their_documented_grants(
+    acl_server: RedisServer, admin: redis.Redis, mode: str
+) -> None:
+    """`wait_replicas` needs +wait; `sidekiq_scheduler_ui` needs its keys and +hgetall +hdel."""
+    rules = acl_rules(mode) + ["+wait", "~schedules", "~sidekiq-scheduler:*"]
+    _set_user(admin, rules)
+    cfg = config("sidekiq_scheduler_ui: true\nwait_replicas: 1\nwait_timeout: 0.1s\n"
+                 + SCHEDULES.replace("missed_jobs_window: 1d\n", "missed_jobs_window: 1d\n"))
+    t0, t1 = _instants(admin)
+    with connect(_user_url(acl_server)) as client:
+        reports = [run(client, cfg, now=t0, mode=mode), run(client, cfg, now=t1, mode=mode)]
+    warnings = [w for r in reports for w in r.warnings]
+    # No replica exists: WAIT ran (it was allowed) and fell short; nothing else went wrong.
+    assert warnings and all("replicas acknowledged" in w for w in warnings), warnings
+    assert admin.hexists("sidekiq-scheduler:last_times", "minutely")
+    assert admin.hexists("schedules", "minutely")
+
+
 @pytest.mark.parametrize("optional", [*OPTIONAL, *NEIGHBOUR_PATTERNS])
 def test_without_an_optional_permission_kiqbeat_warns_and_pushes(
-    acl_server: RedisServer, admin: redis.Redis, optional: str
+    acl_server: RedisServer, admin: redis.Redis, optional: str, mode: str
 ) -> None:
     """INFO and the neighbours' keys only feed warnings: without them kiqbeat says so and works."""
-    _set_user(admin, acl_rules(without=optional))
+    _set_user(admin, acl_rules(mode, without=optional))
     cfg = config(SCHEDULES)
     t0, t1 = _instants(admin)
     with connect(_user_url(acl_server)) as client:
-        reports = [run(client, cfg, now=t0), run(client, cfg, now=t1)]
+        reports = [run(client, cfg, now=t0, mode=mode), run(client, cfg, now=t1, mode=mode)]
     warnings = [w for r in reports for w in r.warnings]
     assert any("skipped" in w for w in warnings), warnings
     assert_clean(check(admin, cfg, after=t0, until=t1, scenario="optional ACL", runs=2))
 
 
 def _invoke_until_refused(
-    client: redis.Redis, admin: redis.Redis, instants: tuple[datetime, ...]
+    client: redis.Redis, admin: redis.Redis, instants: tuple[datetime, ...], mode: str
 ) -> tuple[RedisRefusedError, dict[str, bytes | None], dict[str, bytes | None]]:
     """Invoke at each instant until one is refused; Redis's keys before and after that one."""
     cfg = config(SCHEDULES)
     for now in instants:
         before = _snapshot(admin)
         try:
-            report: Report = run(client, cfg, now=now)
+            report: Report = run(client, cfg, now=now, mode=mode)
         except RedisRefusedError as exc:
             return exc, before, _snapshot(admin)
         assert report.warnings == [], report.warnings
     raise AssertionError("every invocation succeeded without a required permission")
 
 
-@pytest.mark.parametrize("permission", [*REQUIRED, *KEY_PATTERNS])
+@pytest.mark.parametrize("permission", [*REQUIRED, *KEY_PATTERNS, "+evalsha", "+fcall"])
 def test_each_required_permission_is_needed_and_its_absence_pushes_nothing(
-    acl_server: RedisServer, admin: redis.Redis, permission: str
+    acl_server: RedisServer, admin: redis.Redis, permission: str, mode: str
 ) -> None:
     """Without any one required permission, an invocation fails clearly and changes nothing.
 
     After the permission is granted again, the next invocation catches up exactly once.
     """
-    _set_user(admin, acl_rules(without=permission))
+    if permission in LUA["scripts"] + LUA["functions"] and permission not in LUA[mode]:
+        pytest.skip(f"{permission} is not part of the {mode} ACL")
+    _set_user(admin, acl_rules(mode, without=permission))
     t0, t1 = _instants(admin)
     with connect(_user_url(acl_server)) as client:
-        refused, before, after = _invoke_until_refused(client, admin, (t0, t1))
+        refused, before, after = _invoke_until_refused(client, admin, (t0, t1), mode)
     message = str(refused)
     print(f"without {permission}: {message}")
     assert f"127.0.0.1:{acl_server.port}" in message and "refused" in message
     assert any(text in message for text in ("no permissions", "can't run", "may not run"))
     assert after == before, "the refused invocation changed Redis"
-    _set_user(admin, acl_rules())
+    _set_user(admin, acl_rules(mode))
     cfg = config(SCHEDULES)
     with connect(_user_url(acl_server)) as client:
-        run(client, cfg, now=t0)  # no-op if already seen; first-seen otherwise
-        run(client, cfg, now=t1)
+        run(client, cfg, now=t0, mode=mode)  # no-op if already seen; first-seen otherwise
+        run(client, cfg, now=t1, mode=mode)
     outcome = check(admin, cfg, after=t0, until=t1, scenario=f"ACL without {permission}", runs=3)
     assert_clean(outcome)
     assert len(jobs_in_redis(admin)) == outcome.pushed

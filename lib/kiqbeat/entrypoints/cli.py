@@ -264,6 +264,21 @@ def _cmd_invoke(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_functions(args: argparse.Namespace) -> int:
+    """Print kiqbeat's Redis 7 function library, or load it (as an administrator)."""
+    from kiqbeat.redis import scripts
+
+    if not args.load:
+        print(scripts.library(), end="")
+        return 0
+    engine = _engine(args)
+    name = engine.load_functions()
+    print(f"kiqbeat: function library {name!r} loaded into {engine.redis_where()}; give "
+          "kiqbeat's user +fcall instead of +evalsha +script|load, and set "
+          "KIQBEAT_REDIS_FUNCTIONS=true")
+    return 0
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from kiqbeat.demo.run import demo
 
@@ -325,6 +340,13 @@ def _parser() -> argparse.ArgumentParser:
     add_flags(p)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cmd_status)
+
+    p = sub.add_parser("functions", help="print kiqbeat's Redis 7 function library, or --load "
+                                         "it (an administrator's step, once per upgrade)")
+    p.add_argument("--load", action="store_true",
+                   help="FUNCTION LOAD REPLACE it into the Redis of --redis-url (an admin user)")
+    add_flags(p)
+    p.set_defaults(func=_cmd_functions)
 
     p = sub.add_parser("invoke", help="run the Lambda handler here on a sample event (no Docker)")
     p.add_argument("--event", required=True, metavar="FILE",

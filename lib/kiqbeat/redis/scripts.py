@@ -1,9 +1,18 @@
-"""kiqbeat's Lua scripts: read from the package once, each called by its SHA1.
+"""kiqbeat's Lua: read from the package once, run as scripts or as a Redis 7 function library.
 
-The one way kiqbeat runs Lua: `Lua.call` sends EVALSHA and, on NOSCRIPT (a new, restarted
-or failed-over server), loads the script and sends it again, once. Pipelines queue
-`Lua.evalsha` directly, since redis-py's `Script` objects ask SCRIPT EXISTS on every
-pipelined call, a round trip more. Each script's header states its KEYS, ARGV and reply.
+Two ways to run the same code, chosen by the `redis_functions` setting:
+
+- scripts (default; Redis 6.2 and later): EVALSHA, and on NOSCRIPT (a new, restarted or
+  failed-over server) SCRIPT LOAD and EVALSHA again, once. The ACL must then grant
+  `+evalsha +script|load`, which lets the user run *any* Lua it writes;
+- functions (Redis 7): an administrator loads the `kiqbeat` library once (`kiqbeat
+  functions --load`, or `FUNCTION LOAD REPLACE` with the text `kiqbeat functions` prints),
+  and kiqbeat only FCALLs it; its user needs `+fcall` and no script permission at all.
+  Each function's name carries its script's SHA1, so a library older than the kiqbeat
+  calling it is reported as such instead of running old code.
+
+Pipelines queue the call directly (redis-py's `Script` objects ask SCRIPT EXISTS on every
+pipelined call, a round trip more). Each script's header states its KEYS, ARGV and reply.
 """
 
 from __future__ import annotations
@@ -17,11 +26,12 @@ from typing import Any
 import redis
 
 Arg = str | bytes | int | float
+LIBRARY = "kiqbeat"
 
 
 @dataclass(frozen=True)
 class Lua:
-    """One script of `redis/lua/`: its text and SHA1."""
+    """One script of `redis/lua/`: its text, SHA1 and function name in the library."""
 
     name: str
     text: str = field(repr=False)
@@ -33,28 +43,67 @@ class Lua:
         text = files("kiqbeat.redis").joinpath(f"lua/{name}.lua").read_text()
         return cls(name, text, hashlib.sha1(text.encode()).hexdigest())
 
-    def evalsha(self, pipe: Any, keys: Sequence[str], args: Sequence[Arg]) -> None:
-        """Queue a call on a pipeline; the caller reloads on NOSCRIPT (`is_noscript`)."""
-        pipe.evalsha(self.sha, len(keys), *keys, *args)
+    @property
+    def function(self) -> str:
+        """Its name in the function library: changes whenever the script does."""
+        return f"kiqbeat_{self.name}_{self.sha[:12]}"
 
-    def call(self, client: redis.Redis, keys: Sequence[str], args: Sequence[Arg]) -> Any:
-        """Run the script now; loads it first when the server does not know it."""
+
+@dataclass(frozen=True)
+class Caller:
+    """Runs kiqbeat's Lua one way: as scripts, or as functions of the loaded library."""
+
+    functions: bool = False
+
+    def queue(self, lua: Lua, pipe: Any, keys: Sequence[str], args: Sequence[Arg]) -> None:
+        """Queue a call on a pipeline; after a NOSCRIPT reply the caller runs `reload`."""
+        if self.functions:
+            pipe.fcall(lua.function, len(keys), *keys, *args)
+        else:
+            pipe.evalsha(lua.sha, len(keys), *keys, *args)
+
+    def call(self, lua: Lua, client: redis.Redis, keys: Sequence[str],
+             args: Sequence[Arg]) -> Any:
+        """Run it now (loading the script first when the server does not know it)."""
+        if self.functions:
+            try:
+                return client.fcall(lua.function, len(keys), *keys, *args)
+            except redis.ResponseError as exc:
+                raise self.explained(exc) from exc
         try:
-            return client.evalsha(self.sha, len(keys), *keys, *args)
+            return client.evalsha(lua.sha, len(keys), *keys, *args)
         except redis.exceptions.NoScriptError:
-            client.script_load(self.text)
-            return client.evalsha(self.sha, len(keys), *keys, *args)
+            client.script_load(lua.text)
+            return client.evalsha(lua.sha, len(keys), *keys, *args)
 
-    def load(self, client: redis.Redis) -> None:
-        """Make the server know the script (after a NOSCRIPT in a pipeline)."""
-        client.script_load(self.text)
+    def explained(self, exc: Exception) -> Exception:
+        """`exc`, saying what to do when the function library is missing or out of date."""
+        if self.functions and "function not found" in str(exc).lower():
+            return redis.ResponseError(
+                f"{exc}: kiqbeat's function library is not loaded, or is older than this "
+                "kiqbeat; load it with `kiqbeat functions --load` (FUNCTION LOAD REPLACE)")
+        return exc
 
+    def needs_reload(self, reply: object) -> bool:
+        """True when a pipelined reply says the server did not know the script."""
+        return not self.functions and isinstance(reply, redis.exceptions.NoScriptError)
 
-def is_noscript(reply: object) -> bool:
-    """True when a pipelined reply says the server did not know the script."""
-    return isinstance(reply, redis.exceptions.NoScriptError)
+    def reload(self, lua: Lua, client: redis.Redis) -> None:
+        """Make the server know the script again."""
+        client.script_load(lua.text)
 
 
 READ = Lua.named("read")
 PUSH = Lua.named("push")
 PRUNE = Lua.named("prune")
+SCRIPTS = Caller(functions=False)
+
+
+def library() -> str:
+    """The Redis 7 function library of every script, for `FUNCTION LOAD REPLACE`."""
+    parts = [f"#!lua name={LIBRARY}", "-- kiqbeat's scripts as Redis functions: load with "
+             "FUNCTION LOAD REPLACE (kiqbeat functions --load)."]
+    for lua in (READ, PUSH, PRUNE):
+        parts.append(f"redis.register_function('{lua.function}', function(KEYS, ARGV)\n"
+                     f"{lua.text}\nend)")
+    return "\n\n".join(parts) + "\n"
