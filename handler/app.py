@@ -13,6 +13,7 @@ across warm invocations: client, caches, warnings already logged.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -84,12 +85,10 @@ def _warm_engine() -> Engine:
     return _engine
 
 
-def _deadline_s(engine: Engine, context: Any) -> float:
+def _lambda_left_s(context: Any) -> float | None:
+    """Seconds this invocation may still use, keeping the margin; None outside Lambda."""
     remaining = getattr(context, "get_remaining_time_in_millis", None)
-    if remaining is None:
-        return engine.settings.deadline_s
-    return max(1.0, min(engine.settings.deadline_s,
-                        float(remaining()) / 1000 - DEADLINE_MARGIN_S))
+    return None if remaining is None else float(remaining()) / 1000 - DEADLINE_MARGIN_S
 
 
 def _record(report: Report, lateness_s: float | None) -> None:
@@ -105,6 +104,10 @@ def _record(report: Report, lateness_s: float | None) -> None:
 
 def invoke(event: Any, context: Any) -> dict[str, Any]:
     """One invocation: build settings, client and schedule (reused when warm), run, report."""
+    # The deadline counts from here: fetching the document and the Redis secret spends it
+    # as pushing does, and each AWS call is bounded by what is left of it.
+    started = time.monotonic()
+    lambda_left_s = _lambda_left_s(context)
     fired = trigger(event)
     if fired.correlation_id:
         logger.set_correlation_id(fired.correlation_id)
@@ -114,7 +117,13 @@ def invoke(event: Any, context: Any) -> dict[str, Any]:
     engine = None
     try:
         engine = _warm_engine()
-        report = engine.run(deadline_s=_deadline_s(engine, context))
+        budget_s = engine.settings.deadline_s
+        if lambda_left_s is not None:
+            budget_s = min(budget_s, lambda_left_s)
+        deadline = started + budget_s
+        with engine.sources.until(deadline):
+            config = engine.config()
+            report = engine.run(config, deadline_s=max(0.0, deadline - time.monotonic()))
     except Exception:
         metrics.add_metric(name="InvocationsFailed", unit=MetricUnit.Count, value=1)
         logger.exception("kiqbeat invocation failed",

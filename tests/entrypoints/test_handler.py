@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -19,8 +20,10 @@ import pytest
 import redis
 from handler import app
 
+from kiqbeat.document.sources import Sources
 from kiqbeat.engine import Engine
 from kiqbeat.errors import ConfigError, RedisUnavailableError
+from tests.entrypoints.test_sources import hanging_endpoint
 
 # Every second, so a second invocation a little over a second later has ticks to push
 # (a schedule's first invocation only marks it first-seen: no backfill).
@@ -41,11 +44,13 @@ class Context:
     memory_limit_in_mb = 512
     invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:kiqbeat-test"
 
-    def __init__(self) -> None:
+    def __init__(self, timeout_ms: int = 30_000) -> None:
         self.aws_request_id = str(uuid.uuid4())
+        # Lambda's clock: the invocation is killed when this reaches 0.
+        self.ends_at = time.monotonic() + timeout_ms / 1000
 
     def get_remaining_time_in_millis(self) -> int:
-        return 30_000
+        return int((self.ends_at - time.monotonic()) * 1000)
 
 
 @pytest.fixture
@@ -276,3 +281,67 @@ def test_the_tracer_is_imported_only_when_switched_on(tracing: str) -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60, env=env, cwd=Path(__file__).parents[2], check=True)
     assert done.stdout.split() == [str(tracing == "true"), "False"]
+
+
+# --- the invocation ends before Lambda's timeout, with its failure logged and counted ------
+
+def test_a_hanging_document_fetch_fails_the_invocation_before_lambda_times_out(
+    aws: Any, lambda_env: Path, logs: io.StringIO, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("KIQBEAT_CONFIG", "ssm:/kiqbeat/schedule")
+    context = Context(timeout_ms=5_500)  # 2.5 s to use, after the handler's 3 s margin
+    with hanging_endpoint() as url:
+        monkeypatch.setenv("AWS_ENDPOINT_URL_SSM", url)
+        with pytest.raises(ConfigError, match="ssm:/kiqbeat/schedule: AWS unreachable"):
+            app.lambda_handler(scheduler_event(datetime.now(UTC)), context)
+    # Lambda would have killed it at 0, losing the log line and the metrics below.
+    assert context.get_remaining_time_in_millis() > 2_000
+    assert log_lines(logs)[-1]["message"] == "kiqbeat invocation failed"
+    assert emf(capsys.readouterr().out)["InvocationsFailed"] == 1
+
+
+def test_a_slow_document_leaves_the_secret_fetch_only_the_time_left(
+    aws: Any, lambda_env: Path, logs: io.StringIO, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fetched: list[str] = []
+
+    def slow_fetch(self: Sources, source: str) -> bytes:  # a slow but working source
+        fetched.append(source)
+        time.sleep(2.0)
+        return SCHEDULE.encode()
+
+    monkeypatch.setattr(Sources, "fetch_document", slow_fetch)
+    monkeypatch.setenv("KIQBEAT_CONFIG", "ssm:/kiqbeat/schedule")
+    monkeypatch.setenv("KIQBEAT_REDIS_URL", "")
+    monkeypatch.setenv("KIQBEAT_REDIS_SECRET", "kiqbeat/redis")
+    context = Context(timeout_ms=6_000)  # 3 s to use: 2 s go to the document
+    with hanging_endpoint() as url:
+        monkeypatch.setenv("AWS_ENDPOINT_URL_SECRETS_MANAGER", url)
+        with pytest.raises(ConfigError, match=r"^secret kiqbeat/redis: not calling AWS with "
+                                              r"[01]\.\d s left before the invocation deadline"):
+            app.lambda_handler({}, context)
+    assert fetched == ["ssm:/kiqbeat/schedule"]
+    assert context.get_remaining_time_in_millis() > 2_000
+    assert log_lines(logs)[-1]["message"] == "kiqbeat invocation failed"
+    assert emf(capsys.readouterr().out)["InvocationsFailed"] == 1
+
+
+def test_pushing_stops_at_a_deadline_counted_from_the_start_of_the_invocation(
+    lambda_env: Path, redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from kiqbeat.errors import DeadlineError
+
+    app.lambda_handler({}, Context())
+    rewind_mark(redis_client, "pulse", 5)  # ticks are due
+    load_config = Sources.load_config
+
+    def slow_load(self: Sources, source: str, **kwargs: Any) -> Any:
+        time.sleep(1.5)
+        return load_config(self, source, **kwargs)
+
+    monkeypatch.setattr(Sources, "load_config", slow_load)
+    with pytest.raises(DeadlineError):
+        app.lambda_handler({}, Context(timeout_ms=4_000))  # 1 s to use, 1.5 s spent loading
+    assert redis_client.llen("queue:pulse") == 0

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +16,7 @@ import boto3
 import pytest
 import redis
 
-from kiqbeat.document.sources import Sources
+from kiqbeat.document.sources import DEFAULT_LIMITS, Sources, call_limits
 from kiqbeat.errors import ConfigError
 
 # Fixture types (tests/entrypoints/conftest.py); the folder is not a package.
@@ -158,7 +161,8 @@ def test_access_denied_by_iam_is_a_config_error_naming_the_source(
 
     # The same user, policy and server: the granted object loads, the rest is refused.
     assert names(sources.load_config("s3://ops-config/kiqbeat/schedule.yaml")) == ["heartbeat"]
-    with pytest.raises(ConfigError, match=r"^s3://ops-config/payments/schedule.yaml: access denied"
+    with pytest.raises(ConfigError,
+                       match=r"^s3://ops-config/payments/schedule.yaml: missing or access denied"
                        ) as caught:
         sources.load_config("s3://ops-config/payments/schedule.yaml")
     assert "docs/deploy.md" in str(caught.value)
@@ -166,6 +170,28 @@ def test_access_denied_by_iam_is_a_config_error_naming_the_source(
         sources.load_config("ssm:/kiqbeat/schedule")
     with pytest.raises(ConfigError, match=r"^secret payments/redis: access denied"):
         sources.redis_url({"KIQBEAT_REDIS_SECRET": "payments/redis"})
+
+
+def test_an_s3_403_says_the_object_may_be_missing_and_how_to_tell(
+    aws: Moto, monkeypatch: pytest.MonkeyPatch, sources: Sources
+) -> None:
+    # Without s3:ListBucket, S3 answers a missing key with 403 AccessDenied, exactly as it
+    # answers a key the role may not read (moto answers 404 either way, so the 403 here
+    # comes from a key outside the grant): the message must not claim which one it is.
+    s3 = client("s3")
+    s3.create_bucket(Bucket="ops-config")
+    s3.put_object(Bucket="ops-config", Key="other/schedule.yaml", Body=SCHEDULE.encode())
+    keys = _restricted_user({"Version": "2012-10-17", "Statement": [
+        {"Effect": "Allow", "Action": "s3:GetObject",
+         "Resource": "arn:aws:s3:::ops-config/kiqbeat/schedule.yaml"}]})
+    for name, value in keys.items():
+        monkeypatch.setenv(name, value)
+    aws.enforce_iam(True)
+    with pytest.raises(ConfigError) as caught:
+        sources.load_config("s3://ops-config/other/schedule.yaml")
+    message = str(caught.value)
+    assert message.startswith("s3://ops-config/other/schedule.yaml: missing or access denied")
+    assert "s3:ListBucket" in message and "s3:GetObject" in message
 
 
 def test_missing_credentials_are_a_config_error(
@@ -297,3 +323,62 @@ def test_file_sources_never_import_boto3(tmp_path: Path, sources: Sources) -> No
     out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True,
                          timeout=60, check=True)
     assert out.stdout.strip() == "[]"
+
+
+# --- AWS calls end before the invocation's deadline --------------------------------------
+
+
+@contextmanager
+def hanging_endpoint() -> Iterator[str]:
+    """An endpoint URL whose server accepts connections and never answers (a slow source)."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(64)  # the kernel completes the handshakes; nobody reads or replies
+        yield f"http://127.0.0.1:{server.getsockname()[1]}"
+
+
+@pytest.mark.parametrize("left_s", [None, 40.0, 20.0, 19.9, 12.0, 7.0, 6.5, 3.0, 2.0, 1.99, 0.0,
+                                    -5.0])
+@pytest.mark.parametrize("calls", [1, 2])
+def test_aws_calls_get_limits_that_end_before_the_deadline(left_s: float | None,
+                                                           calls: int) -> None:
+    limits = call_limits(left_s, calls)
+    if left_s is None:
+        assert limits == DEFAULT_LIMITS
+    elif left_s / calls < 2.0:
+        assert limits is None  # no call is started
+    else:
+        assert limits is not None
+        assert calls * limits.worst_s <= left_s
+        assert limits.connect_s >= 1 and limits.read_s >= 1
+        if left_s >= calls * DEFAULT_LIMITS.worst_s:
+            assert limits == DEFAULT_LIMITS  # plenty of time: retries and the usual timeouts
+
+
+@pytest.mark.parametrize("store", ["ssm", "secret"])
+def test_a_hanging_aws_endpoint_is_given_up_before_the_deadline(
+    aws: Moto, store: str, sources: Sources, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with hanging_endpoint() as url:
+        monkeypatch.setenv("AWS_ENDPOINT_URL_SSM" if store == "ssm"
+                           else "AWS_ENDPOINT_URL_SECRETS_MANAGER", url)
+        started = time.monotonic()
+        with pytest.raises(ConfigError, match="AWS unreachable"), sources.until(started + 3.5):
+            if store == "ssm":
+                sources.load_config("ssm:/kiqbeat/schedule")
+            else:
+                sources.redis_url({"KIQBEAT_REDIS_SECRET": "kiqbeat/redis"})
+        assert time.monotonic() - started < 3.5
+
+
+def test_no_aws_call_starts_when_the_deadline_is_too_close(
+    aws: Moto, sources: Sources
+) -> None:
+    client("ssm").put_parameter(Name="/kiqbeat/schedule", Value=SCHEDULE, Type="String")
+    with sources.until(time.monotonic() + 1.0), pytest.raises(
+            ConfigError, match=r"^ssm:/kiqbeat/schedule: not calling AWS with 1\.0 s left"):
+        sources.load_config("ssm:/kiqbeat/schedule")
+    # Outside the deadline the same source loads, and a fresh cached document needs no call.
+    assert names(sources.load_config("ssm:/kiqbeat/schedule")) == ["heartbeat"]
+    with sources.until(time.monotonic()):
+        assert names(sources.load_config("ssm:/kiqbeat/schedule")) == ["heartbeat"]

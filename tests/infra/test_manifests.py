@@ -105,9 +105,23 @@ def _exec_form(text: str) -> list[str]:
     return [str(p) for p in parsed]
 
 
+def test_the_image_is_python313_slim_pinned_by_digest() -> None:
+    text = DOCKERFILE.read_text()
+    recipe = _dockerfile()
+    bases = [base.split()[0] for base in recipe["FROM"]]
+    # Every stage on one base, by digest; the digest is a build argument declared before the
+    # first FROM with no default, so a build without it stops instead of floating.
+    assert bases == ["python:3.13-slim@${PYTHON_DIGEST}"] * 2
+    assert "PYTHON_DIGEST" in recipe["ARG"]
+    assert text.index("ARG PYTHON_DIGEST\n") < text.index("FROM ")
+    # How to get one is written down next to it.
+    assert re.search(r"#\s+(docker buildx imagetools inspect|crane digest) python:3\.13-slim",
+                     text)
+
+
 def test_the_image_is_slim_non_root_and_writes_no_bytecode() -> None:
     recipe = _dockerfile()
-    assert all(base.startswith("python:3.11-slim") for base in recipe["FROM"])
+    assert all(base.startswith("python:3.13-slim@") for base in recipe["FROM"])
     user = recipe["USER"][-1].split(":")[0]
     assert user.isdigit() and int(user) != 0
     assert any("PYTHONDONTWRITEBYTECODE=1" in env for env in recipe["ENV"])

@@ -8,12 +8,13 @@ import re
 import subprocess
 import sys
 import tomllib
-from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+
+from tests.infra.cfn import Stack, actions, statements, translate
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "template.yaml"
@@ -155,75 +156,364 @@ def test_the_trigger_is_an_every_minute_cron_schedule_that_gives_up_fast(
     assert invoke["DestinationConfig"]["OnFailure"]["Type"] == "SQS"
 
 
-def test_the_function_is_arm64_python311_and_times_out_well_under_a_minute(
-    function: dict[str, Any],
+def test_the_function_is_arm64_python313_and_times_out_well_under_a_minute(
+    template: dict[str, Any], function: dict[str, Any],
 ) -> None:
-    assert function["Runtime"] == "python3.11"
+    from cfnlint.schema import PROVIDER_SCHEMA_MANAGER
+
+    # python3.13 runs on Amazon Linux 2023; python3.11 ran on Amazon Linux 2.
+    assert function["Runtime"] == "python3.13"
+    runtimes = PROVIDER_SCHEMA_MANAGER.get_resource_schema(
+        "us-east-1", "AWS::Lambda::Function").schema["properties"]["Runtime"]["enum"]
+    assert function["Runtime"] in runtimes
+    layer = template["Resources"]["KiqbeatLibrary"]
+    assert layer["Properties"]["CompatibleRuntimes"] == [function["Runtime"]]
+    assert layer["Metadata"]["BuildMethod"] == function["Runtime"]
     assert function["Architectures"] == ["arm64"]
+    assert layer["Properties"]["CompatibleArchitectures"] == function["Architectures"]
     assert function["Timeout"] <= 30
 
 
-def _statements(node: Any) -> Iterator[dict[str, Any]]:
-    if isinstance(node, Mapping):
-        if "Effect" in node and "Action" in node:
-            yield dict(node)
-        for value in node.values():
-            yield from _statements(value)
-    elif isinstance(node, list):
-        for value in node:
-            yield from _statements(value)
+# --- the template as CloudFormation receives it, for given parameters -------------------------
+
+@pytest.fixture(scope="module")
+def translated() -> dict[str, Any]:
+    """template.yaml after SAM's transform (what `sam deploy` submits)."""
+    return translate(TEMPLATE.read_text())
 
 
-def test_the_role_reads_only_named_resources(template: dict[str, Any]) -> None:
-    role = template["Resources"]["FunctionRole"]["Properties"]
-    statements = list(_statements(role["Policies"]))
-    assert {s["Sid"] for s in statements} >= {
-        "ReadScheduleParameter", "ReadScheduleObject", "ReadScheduleProfile", "ReadRedisSecret"}
-    for statement in statements:
-        actions = statement["Action"] if isinstance(statement["Action"], list) else [
-            statement["Action"]]
-        assert all("*" not in a for a in actions), statement
-        assert not any(re.search(r":(Put|Delete|Create|Update)", a) for a in actions
-                       if not a.startswith(("logs:", "xray:", "sqs:"))), statement
-        # Only X-Ray's write calls have no resource-level permissions.
-        assert statement["Resource"] != "*" or statement["Sid"] == "WriteTraces", statement
+def _registry_schema(resource_type: str) -> dict[str, Any]:
+    """CloudFormation's own schema of a resource type (as shipped with cfn-lint)."""
+    from cfnlint.schema import PROVIDER_SCHEMA_MANAGER
+
+    schema: dict[str, Any] = PROVIDER_SCHEMA_MANAGER.get_resource_schema(
+        "us-east-1", resource_type).schema
+    return schema
 
 
-def test_the_alarms_watch_errors_and_missed_ticks(template: dict[str, Any]) -> None:
+def _only(resources: dict[str, dict[str, Any]], resource_type: str) -> dict[str, Any]:
+    (found,) = [r["Properties"] for r in resources.values() if r["Type"] == resource_type]
+    return found
+
+
+@pytest.mark.parametrize("level", ["DEBUG", "INFO", "WARNING", "ERROR"])
+def test_lambda_and_powertools_both_log_at_the_level_the_parameter_names(
+    translated: dict[str, Any], level: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import logging
+
+    from aws_lambda_powertools import Logger
+    from aws_lambda_powertools.shared import constants
+
+    assert level in translated["Parameters"]["LogLevel"]["AllowedValues"]
+    function = _only(Stack(translated, {"LogLevel": level}).resources(),
+                     "AWS::Lambda::Function")
+    # With JSON logs Lambda filters application logs at ApplicationLogLevel (INFO if unset),
+    # and passes it to the code as AWS_LAMBDA_LOG_LEVEL.
+    lambda_level = function["LoggingConfig"]["ApplicationLogLevel"]
+    allowed = _registry_schema("AWS::Lambda::Function")["definitions"]["LoggingConfig"][
+        "properties"]["ApplicationLogLevel"]["enum"]
+    assert lambda_level in allowed
+    powertools_level = function["Environment"]["Variables"]["POWERTOOLS_LOG_LEVEL"]
+    assert powertools_level == level
+    assert constants.LAMBDA_ADVANCED_LOGGING_LEVELS[lambda_level] == level
+
+    # Powertools under that environment: the named level, and no warning that the two
+    # disagree (warnings are errors in this suite).
+    monkeypatch.setenv("AWS_LAMBDA_LOG_LEVEL", lambda_level)
+    monkeypatch.setenv("POWERTOOLS_LOG_LEVEL", powertools_level)
+    logger = Logger(service=f"level-probe-{level.lower()}")
+    assert logger.log_level == logging.getLevelName(level)
+
+
+@pytest.mark.parametrize("stack_name", ["k", "kiqbeat-prod", "a" * 52, "A" + "-x1" * 42 + "b"])
+def test_the_schedule_name_fits_eventbridge_scheduler_for_any_stack_name(
+    translated: dict[str, Any], stack_name: str,
+) -> None:
+    assert 1 <= len(stack_name) <= 128  # CloudFormation's limit on stack names
+    stack = Stack(translated, stack_name=stack_name)
+    schedule = _only(stack.resources(), "AWS::Scheduler::Schedule")
+    rule = _registry_schema("AWS::Scheduler::Schedule")["properties"]["Name"]
+    assert rule["maxLength"] == 64
+    assert len(schedule["Name"]) <= rule["maxLength"]
+    assert re.fullmatch(rule["pattern"], schedule["Name"])
+    assert stack_name in schedule["Description"]  # where to find it from the console
+    # Two stacks (two shards) never collide, whatever their names.
+    other = Stack(translated, stack_name=stack_name, stack_id=stack.stack_id.replace(
+        "6a1ce3d0", "0b2f94e1"))
+    assert _only(other.resources(), "AWS::Scheduler::Schedule")["Name"] != schedule["Name"]
+
+
+SECRET_ARN = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:kiqbeat/redis-AbCdEf"
+
+
+@pytest.mark.parametrize(("parameters", "refused"), [
+    ({}, None),
+    ({"SubnetIds": "subnet-0a1b2c3d,subnet-4e5f6a7b", "SecurityGroupIds": "sg-0123abcd"}, None),
+    ({"SubnetIds": "subnet-0a1b2c3d"}, "SubnetIds needs SecurityGroupIds"),
+    ({"SubnetIds": "subnet-0a1b2c3d,", "SecurityGroupIds": "sg-0123abcd"}, "empty entry"),
+    ({"SecurityGroupIds": "sg-0123abcd"}, "without SubnetIds"),
+    ({"AppConfigApplicationId": "abc1234", "AppConfigEnvironmentId": "def5678",
+      "AppConfigProfileId": "ghi9012"}, None),
+    ({"AppConfigProfileId": "ghi9012"}, "needs AppConfigApplicationId, AppConfigEnvironmentId"),
+    ({"AppConfigApplicationId": "abc1234", "AppConfigProfileId": "ghi9012"}, "AppConfig"),
+    ({"AppConfigApplicationId": "abc1234", "AppConfigEnvironmentId": "def5678"}, "AppConfig"),
+    ({"ScheduleS3Bucket": "ops-config", "ScheduleS3Key": "kiqbeat/schedule.yaml"}, None),
+    ({"ScheduleS3Bucket": "ops-config"}, "go together"),
+    ({"ScheduleS3Key": "kiqbeat/schedule.yaml"}, "go together"),
+    ({"ScheduleSsmParameter": "/kiqbeat/schedule", "ScheduleS3Bucket": "ops-config",
+      "ScheduleS3Key": "s.yaml"}, "at most one"),
+    ({"ScheduleSsmParameter": "/kiqbeat/schedule", "AppConfigApplicationId": "abc1234",
+      "AppConfigEnvironmentId": "def5678", "AppConfigProfileId": "ghi9012"}, "at most one"),
+])
+def test_rules_refuse_parameter_combinations_that_would_deploy_and_then_fail(
+    translated: dict[str, Any], parameters: dict[str, str], refused: str | None,
+) -> None:
+    failures = Stack(translated, parameters).rule_failures()
+    if refused is None:
+        assert failures == []
+    else:
+        assert any(refused in f for f in failures), failures
+
+
+@pytest.mark.parametrize(("parameter", "value", "accepted"), [
+    ("RedisSecretArn", "", True),
+    ("RedisSecretArn", SECRET_ARN, True),
+    ("RedisSecretArn", "arn:aws-cn:secretsmanager:cn-north-1:123456789012:secret:r-AbCdEf", True),
+    ("RedisSecretArn", "kiqbeat/redis", False),  # a name: the role's grant would not match
+    ("RedisSecretArn", SECRET_ARN[:-7], False),  # a partial ARN, without the 6 characters
+    ("RedisSecretArn", "arn:aws:ssm:eu-west-1:123456789012:parameter/kiqbeat", False),
+    ("SubnetIds", "subnet-0a1b2c3d", True),
+    ("SubnetIds", "subnet-0a1b2c3d4e5f6a7b8,subnet-4e5f6a7b", True),
+    ("SubnetIds", "subnet-0a1b2c3d, subnet-4e5f6a7b", False),  # a space in a value
+    ("SubnetIds", "sg-0123abcd", False),
+    ("SecurityGroupIds", "sg-0123abcd", True),
+    ("SecurityGroupIds", "default", False),
+    ("AppConfigProfileId", "ghi9012", True),
+    ("AppConfigProfileId", "Schedule Profile", False),  # a name: the IAM ARN needs the ID
+    ("ScheduleS3Bucket", "ops-config", True),
+    ("ScheduleS3Bucket", "Ops_Config", False),
+    ("ScheduleS3Bucket", "ops-config/kiqbeat", False),
+    ("ScheduleS3Key", "kiqbeat/schedule.yaml", True),
+    ("ScheduleS3Key", "kiqbeat/*", False),  # would widen s3:GetObject to every key
+    ("ScheduleS3Key", "${aws:username}.yaml", False),  # an IAM policy variable
+    ("ScheduleSsmParameter", "/kiqbeat/schedule", True),
+    ("ScheduleSsmParameter", "kiqbeat/schedule", False),
+    ("PowertoolsLayerArn", "arn:aws-cn:lambda:cn-north-1:498634801083:layer:P:25", True),
+    ("PowertoolsLayerArn", "AWSLambdaPowertoolsPythonV3-python313-arm64", False),
+])
+def test_allowed_patterns_accept_good_values_and_refuse_bad_ones(
+    translated: dict[str, Any], parameter: str, value: str, accepted: bool,
+) -> None:
+    assert "AllowedPattern" in translated["Parameters"][parameter]
+    failures = Stack(translated, {parameter: value}).pattern_failures()
+    assert (failures == []) is accepted, failures
+
+
+VPC = {"SubnetIds": "subnet-0a1b2c3d,subnet-4e5f6a7b", "SecurityGroupIds": "sg-0123abcd"}
+EVERY_SOURCE = [{"ScheduleSsmParameter": "/kiqbeat/schedule"},
+                {"ScheduleS3Bucket": "ops-config", "ScheduleS3Key": "kiqbeat/schedule.yaml"},
+                {"AppConfigApplicationId": "abc1234", "AppConfigEnvironmentId": "def5678",
+                 "AppConfigProfileId": "ghi9012"}]
+
+
+@pytest.mark.parametrize("source", EVERY_SOURCE, ids=["ssm", "s3", "appconfig"])
+@pytest.mark.parametrize("vpc", [{}, VPC], ids=["no-vpc", "vpc"])
+def test_the_role_reads_only_named_resources(
+    translated: dict[str, Any], source: dict[str, str], vpc: dict[str, str],
+) -> None:
+    parameters = source | vpc | {"RedisSecretArn": SECRET_ARN, "EnableTracing": "true"}
+    stack = Stack(translated, parameters)
+    assert stack.rule_failures() == [] and stack.pattern_failures() == []
+    roles = {n: r for n, r in stack.resources().items() if r["Type"] == "AWS::IAM::Role"}
+    role = roles["FunctionRole"]
+    assert "ManagedPolicyArns" not in role["Properties"]  # no AWS-managed logs:* on *
+    found = statements(role)
+    by_sid = {s["Sid"]: s for s in found}
+    assert len(by_sid) == len(found)
+    assert by_sid["ReadRedisSecret"]["Resource"] == SECRET_ARN
+    for statement in found:
+        assert statement["Effect"] == "Allow"
+        assert all("*" not in a for a in actions(statement)), statement
+        writes = [a for a in actions(statement) if re.search(r":(Put|Delete|Create|Update|Assign|"
+                                                               r"Unassign)", a)]
+        assert set(writes) <= {"logs:CreateLogStream", "logs:PutLogEvents",
+                               "xray:PutTraceSegments", "xray:PutTelemetryRecords",
+                               "ec2:CreateNetworkInterface", "ec2:DeleteNetworkInterface",
+                               "ec2:AssignPrivateIpAddresses", "ec2:UnassignPrivateIpAddresses"}
+        if statement["Resource"] == "*":
+            # Only calls without resource-level permissions: X-Ray writes, EC2 describes.
+            assert statement["Sid"] in ("WriteTraces", "DescribeVpcNetwork"), statement
+            assert all(a.startswith(("xray:", "ec2:Describe")) for a in actions(statement))
+    logs = [s for s in found if any(a.startswith("logs:") for a in actions(s))]
+    assert [s["Resource"] for s in logs] == ["<FunctionLogGroup.Arn>"]
+    assert {a for s in found for a in actions(s) if a.startswith("logs:")} == {
+        "logs:CreateLogStream", "logs:PutLogEvents"}
+
+
+def test_in_a_vpc_the_role_manages_only_network_interfaces(translated: dict[str, Any]) -> None:
+    # The actions Lambda documents for VPC access (those of AWSLambdaVPCAccessExecutionRole
+    # v3 without its logs:*), and nothing of EC2 outside a VPC.
+    wanted = {"ec2:CreateNetworkInterface", "ec2:DescribeNetworkInterfaces",
+              "ec2:DescribeSubnets", "ec2:DeleteNetworkInterface",
+              "ec2:AssignPrivateIpAddresses", "ec2:UnassignPrivateIpAddresses"}
+    role = Stack(translated, VPC).resources()["FunctionRole"]
+    ec2 = [s for s in statements(role) if actions(s)[0].startswith("ec2:")]
+    assert {a for s in ec2 for a in actions(s)} == wanted
+    eni = "arn:aws:ec2:us-east-1:123456789012:network-interface/*"
+    for statement in ec2:
+        resources = statement["Resource"] if isinstance(statement["Resource"], list) else [
+            statement["Resource"]]
+        if statement["Sid"] != "DescribeVpcNetwork":
+            assert eni in resources
+            assert all(r.startswith("arn:aws:ec2:us-east-1:") for r in resources)
+    no_vpc = Stack(translated).resources()["FunctionRole"]
+    assert not [s for s in statements(no_vpc) if actions(s)[0].startswith("ec2:")]
+    function = _only(Stack(translated, VPC).resources(), "AWS::Lambda::Function")
+    assert function["VpcConfig"] == {"SubnetIds": ["subnet-0a1b2c3d", "subnet-4e5f6a7b"],
+                                     "SecurityGroupIds": ["sg-0123abcd"]}
+
+
+def test_the_s3_source_may_tell_a_missing_key_and_list_nothing_else(
+    translated: dict[str, Any],
+) -> None:
+    stack = Stack(translated, EVERY_SOURCE[1])
+    function = _only(stack.resources(), "AWS::Lambda::Function")
+    assert function["Environment"]["Variables"]["KIQBEAT_CONFIG"] == (
+        "s3://ops-config/kiqbeat/schedule.yaml")
+    by_sid = {s["Sid"]: s for s in statements(stack.resources()["FunctionRole"])}
+    assert by_sid["ReadScheduleObject"]["Action"] == "s3:GetObject"
+    assert by_sid["ReadScheduleObject"]["Resource"] == (
+        "arn:aws:s3:::ops-config/kiqbeat/schedule.yaml")
+    # S3 answers a missing key with 404 only to whoever may list the bucket; with 403 else.
+    listing = by_sid["TellMissingScheduleObject"]
+    assert listing["Action"] == "s3:ListBucket"
+    assert listing["Resource"] == "arn:aws:s3:::ops-config"
+    assert listing["Condition"] == {"StringEquals": {"s3:prefix": "kiqbeat/schedule.yaml"}}
+
+
+def test_the_alarms_watch_errors_missed_ticks_and_the_failure_queue(
+    translated: dict[str, Any],
+) -> None:
     alarms = {r["Properties"]["MetricName"]: r["Properties"]
-              for r in template["Resources"].values() if r["Type"] == "AWS::CloudWatch::Alarm"}
+              for r in Stack(translated).resources().values()
+              if r["Type"] == "AWS::CloudWatch::Alarm"}
     assert alarms["Errors"]["Namespace"] == "AWS/Lambda"
-    assert alarms["TicksMissed"]["Namespace"] == {"Ref": "MetricsNamespace"}
-    assert alarms["TicksMissed"]["Dimensions"] == [{"Name": "service",
-                                                   "Value": {"Ref": "ServiceName"}}]
+    assert alarms["TicksMissed"]["Namespace"] == "Kiqbeat"
+    assert alarms["TicksMissed"]["Dimensions"] == [{"Name": "service", "Value": "kiqbeat"}]
+    # Anything in the failure queue: a delivery Scheduler gave up on, or a failed invocation.
+    depth = alarms["ApproximateNumberOfMessagesVisible"]
+    assert depth["Namespace"] == "AWS/SQS"
+    assert depth["Dimensions"] == [{"Name": "QueueName", "Value": "<FailureQueue.QueueName>"}]
+    assert (depth["Threshold"], depth["ComparisonOperator"]) == (
+        1, "GreaterThanOrEqualToThreshold")
+    # Lambda could not even write to that queue.
+    delivery = alarms["DestinationDeliveryFailures"]
+    assert delivery["Namespace"] == "AWS/Lambda"
+    assert delivery["Dimensions"] == [{"Name": "FunctionName", "Value": "<KiqbeatFunction>"}]
+    assert (delivery["Statistic"], delivery["Threshold"]) == ("Sum", 1)
+    for alarm in (depth, delivery):
+        assert alarm["TreatMissingData"] == "notBreaching"
+    topic = "arn:aws:sns:us-east-1:123456789012:ops"
+    with_topic = Stack(translated, {"AlarmTopicArn": topic}).resources()
+    assert all(r["Properties"]["AlarmActions"] == [topic] for r in with_topic.values()
+               if r["Type"] == "AWS::CloudWatch::Alarm")
 
 
-def _requirement_names(lines: list[str]) -> set[str]:
-    names = set()
-    for line in lines:
+# --- what the function ships ----------------------------------------------------------------
+
+# The AWS SDK and what only it needs: the Lambda runtime provides them, in versions that
+# match each other; a packaged copy of any one would sit beside the runtime's boto3.
+RUNTIME_SDK = {"boto3", "botocore", "s3transfer", "urllib3", "python-dateutil", "jmespath",
+               "six"}
+
+
+def _requirements() -> dict[str, tuple[str, list[str]]]:
+    """handler/requirements.txt: name -> (exact version, hashes)."""
+    text = (ROOT / "handler" / "requirements.txt").read_text().replace("\\\n", " ")
+    found = {}
+    for line in text.splitlines():
         line = line.split("#", 1)[0].strip()
-        if line:
-            names.add(re.split(r"[\[<>=~! ;]", line, maxsplit=1)[0].lower().replace("_", "-"))
-    return names
+        if not line:
+            continue
+        match = re.fullmatch(r"([A-Za-z0-9_.-]+)==([0-9][0-9A-Za-z.+!-]*)((\s+--hash=sha256:"
+                             r"[0-9a-f]{64})+)", line)
+        assert match, f"not pinned with hashes: {line!r}"
+        found[match.group(1).lower().replace("_", "-")] = (
+            match.group(2), re.findall(r"sha256:([0-9a-f]{64})", match.group(3)))
+    return found
 
 
-def test_the_function_requirements_match_pyproject() -> None:
+def test_the_function_requirements_are_pyprojects_pinned_with_hashes() -> None:
+    from packaging.requirements import Requirement
+
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    wanted = _requirement_names(project["dependencies"] + project["optional-dependencies"]["aws"])
-    shipped = _requirement_names((ROOT / "handler" / "requirements.txt").read_text().splitlines())
-    # boto3 is left out on purpose: the Lambda Python runtime ships it.
-    assert shipped == wanted - {"boto3"}
+    shipped = _requirements()
+    wanted = {Requirement(r).name.lower(): Requirement(r) for r in project["dependencies"]}
+    assert set(shipped) == set(wanted)
+    for name, (version, hashes) in shipped.items():
+        assert version in wanted[name].specifier
+        assert len(set(hashes)) == len(hashes) >= 1
+    # The [aws] extra comes from elsewhere: Powertools from its layer, boto3 from the runtime.
+    aws = {Requirement(r).name.lower() for r in project["optional-dependencies"]["aws"]}
+    assert aws == {"aws-lambda-powertools", "boto3"}
+    assert not aws & set(shipped)
+    assert not RUNTIME_SDK & set(shipped)
+
+
+def test_powertools_comes_from_its_public_layer_for_this_runtime_and_architecture(
+    translated: dict[str, Any],
+) -> None:
+    function = _only(Stack(translated).resources(), "AWS::Lambda::Function")
+    arns = [layer for layer in function["Layers"] if layer.startswith("arn:")]
+    runtime = function["Runtime"].replace(".", "")  # python3.13 -> python313
+    (architecture,) = function["Architectures"]
+    assert arns == [f"arn:aws:lambda:us-east-1:017000801446:layer:"
+                    f"AWSLambdaPowertoolsPythonV3-{runtime}-{architecture}:25"]
+    other = "arn:aws-cn:lambda:cn-north-1:498634801083:layer:Powertools:25"
+    overridden = _only(Stack(translated, {"PowertoolsLayerArn": other}).resources(),
+                       "AWS::Lambda::Function")
+    assert [layer for layer in overridden["Layers"] if layer.startswith("arn:")] == [other]
+
+
+def python313() -> str | None:
+    """A directory holding a python3.13 that runs (sam build looks for one on PATH)."""
+    import shutil
+
+    candidates = [shutil.which("python3.13")]
+    pyenv = shutil.which("pyenv")
+    if pyenv:  # a pyenv shim runs only for selected versions; the interpreter itself does
+        root = subprocess.run([pyenv, "root"], capture_output=True, text=True, timeout=30)
+        candidates += sorted(str(p) for p in Path(root.stdout.strip()).glob(
+            "versions/3.13*/bin/python3.13"))
+    for candidate in candidates:
+        if candidate and subprocess.run([candidate, "-c", "import sys; assert sys.version_info"
+                                         "[:2] == (3, 13)"], capture_output=True,
+                                        timeout=30).returncode == 0:
+            return str(Path(candidate).parent)
+    return None
 
 
 @pytest.mark.skipif(os.environ.get("KIQBEAT_SKIP_SAM_BUILD") == "1",
                     reason="KIQBEAT_SKIP_SAM_BUILD=1 (sam build needs PyPI)")
 def test_sam_build_works_without_a_container(tmp_path: Path) -> None:
+    interpreter = python313()
+    if interpreter is None:
+        pytest.skip("sam build for the python3.13 runtime needs a python3.13 on PATH (Debian 12 "
+                    "has none: install one with pyenv, uv or from python.org)")
     build = tmp_path / "build"
+    env = sam_env(tmp_path)
+    env["PATH"] = f"{interpreter}{os.pathsep}{env['PATH']}"
     done = subprocess.run([str(SAM), "build", "--template-file", str(TEMPLATE), "--build-dir",
                            str(build), "--cache-dir", str(tmp_path / "cache")],
-                          capture_output=True, text=True, timeout=540, env=sam_env(tmp_path),
-                          cwd=ROOT)
+                          capture_output=True, text=True, timeout=540, env=env, cwd=ROOT)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert (build / "KiqbeatFunction" / "app.py").exists()
-    assert (build / "KiqbeatFunction" / "aws_lambda_powertools").is_dir()
+    function = build / "KiqbeatFunction"
+    assert (function / "app.py").exists()
+    assert (function / "redis").is_dir() and (function / "yaml").is_dir()
+    # Built for the runtime's Python and architecture.
+    assert list(function.glob("yaml/_yaml.cpython-313-aarch64-linux-gnu.so"))
+    packaged = {p.name.lower() for p in function.iterdir()}
+    assert not packaged & {"boto3", "botocore", "urllib3", "dateutil", "s3transfer",
+                           "aws_lambda_powertools", "aws_xray_sdk"}
     assert (build / "KiqbeatLibrary" / "python" / "kiqbeat" / "redis" / "lua" / "push.lua").exists()

@@ -10,12 +10,17 @@ catches up every tick inside `missed_jobs_window`, so failing loudly loses nothi
 
 boto3 and Powertools Parameters cost ~280 ms to import, so they are imported only when a
 remote source is in use: a file source and a plain Redis URL never load them.
+
+Every AWS call is bounded. Inside `Sources.until(deadline)` (the Lambda handler's invocation
+deadline) a call gets botocore timeouts and attempts small enough to end by the deadline,
+or is not started at all; outside, the defaults below apply.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import threading
 import time
@@ -30,11 +35,19 @@ from kiqbeat.core.schedule import Config
 from kiqbeat.document import load_config_file, load_config_text
 from kiqbeat.errors import ConfigError
 
+# botocore.config.Config: botocore is imported only when an AWS source is used.
+BotoConfig = Any
+
 DEFAULT_MAX_AGE_S = 60.0
 # AWS calls give up fast, as Redis calls do: the invocation has well under a minute.
 AWS_CONNECT_TIMEOUT_S = 2.0
 AWS_READ_TIMEOUT_S = 5.0
 AWS_MAX_ATTEMPTS = 2
+# The longest botocore's standard retry mode waits before a second attempt: a jittered
+# backoff of at most 1 s, plus up to 5 s more when the service sends x-amz-retry-after.
+AWS_RETRY_WAIT_S = 6.0
+# With less time than this per call before the deadline, no AWS call is started.
+AWS_MIN_CALL_S = 2.0
 
 URL_VARIABLES = ("KIQBEAT_REDIS_URL", "REDIS_URL")
 SECRET_VARIABLE = "KIQBEAT_REDIS_SECRET"
@@ -49,6 +62,42 @@ _DENIED = {"AccessDenied", "AccessDeniedException", "UnrecognizedClientException
 def is_remote(source: str) -> bool:
     """True when `source` names an AWS location rather than a file."""
     return source.startswith(REMOTE_PREFIXES)
+
+
+@dataclass(frozen=True)
+class CallLimits:
+    """botocore's timeouts and attempts for one AWS call, and the longest it can then take."""
+
+    connect_s: float
+    read_s: float
+    attempts: int
+
+    @property
+    def worst_s(self) -> float:
+        """Every attempt timing out on connect and on read, with the longest retry wait."""
+        return (self.attempts * (self.connect_s + self.read_s)
+                + (self.attempts - 1) * AWS_RETRY_WAIT_S)
+
+
+DEFAULT_LIMITS = CallLimits(AWS_CONNECT_TIMEOUT_S, AWS_READ_TIMEOUT_S, AWS_MAX_ATTEMPTS)
+
+
+def call_limits(left_s: float | None, calls: int = 1) -> CallLimits | None:
+    """Limits under which `calls` AWS calls in a row end within `left_s` seconds.
+
+    None when that leaves less than AWS_MIN_CALL_S per call. Tighter limits are whole
+    seconds with one attempt, so warm processes reuse a handful of clients at most.
+    """
+    if left_s is None:
+        return DEFAULT_LIMITS
+    per_call_s = left_s / calls
+    if DEFAULT_LIMITS.worst_s <= per_call_s:
+        return DEFAULT_LIMITS
+    if per_call_s < AWS_MIN_CALL_S:
+        return None
+    whole_s = math.floor(per_call_s)
+    connect_s = min(AWS_CONNECT_TIMEOUT_S, float(whole_s // 2))
+    return CallLimits(connect_s, min(AWS_READ_TIMEOUT_S, whole_s - connect_s), 1)
 
 
 @dataclass
@@ -67,7 +116,30 @@ class Sources:
         self._documents: dict[str, _Entry] = {}
         self._secrets: dict[str, _Entry] = {}
         self._files: dict[str, tuple[tuple[int, int], Config]] = {}
-        self._aws: dict[str, Any] = {}  # boto3 clients and Powertools providers
+        self._aws: dict[tuple[str, CallLimits], Any] = {}  # boto3 clients, Powertools providers
+        self._deadline: float | None = None  # time.monotonic() instant AWS calls must end by
+
+    @contextmanager
+    def until(self, deadline: float | None) -> Iterator[None]:
+        """AWS calls made inside end by `deadline` (a time.monotonic() instant) or do not start.
+
+        A call that cannot start raises ConfigError naming the source, as a failed one does.
+        """
+        previous, self._deadline = self._deadline, deadline
+        try:
+            yield
+        finally:
+            self._deadline = previous
+
+    def _limits(self, source: str, calls: int = 1) -> CallLimits:
+        """The limits for the next `calls` AWS calls, given the deadline."""
+        left_s = None if self._deadline is None else self._deadline - time.monotonic()
+        limits = call_limits(left_s, calls)
+        if limits is None:
+            raise ConfigError(f"not calling AWS with {max(0.0, left_s or 0.0):.1f} s left before "
+                              "the invocation deadline; the next invocation tries again",
+                              source=source)
+        return limits
 
     def forget(self) -> None:
         """Drop every cached document, secret and AWS client (a forced reload)."""
@@ -132,72 +204,72 @@ class Sources:
 
     def fetch_document(self, source: str) -> bytes:
         """The bytes of a remote schedule document, fetched now (no cache); ConfigError."""
-        fetchers: dict[str, Callable[[str], bytes | str]] = {
+        fetchers: dict[str, Callable[[str, CallLimits], bytes | str]] = {
             "s3://": self._fetch_s3, "ssm:": self._fetch_ssm,
             "appconfig:": self._fetch_appconfig}
         prefix = next(p for p in fetchers if source.startswith(p))
+        # AppConfig may take two calls: a new session, then the configuration.
+        limits = self._limits(source, calls=2 if prefix == "appconfig:" else 1)
         with aws_errors(source):
-            raw = fetchers[prefix](source[len(prefix):])
+            raw = fetchers[prefix](source[len(prefix):], limits)
         # Decoded (BOM, UTF-8) by the document reader, as a file's bytes are.
         return raw if isinstance(raw, bytes) else raw.encode("utf-8", "surrogatepass")
 
-    def _client(self, name: str, make: Callable[[], Any]) -> Any:
+    def _client(self, name: str, limits: CallLimits, make: Callable[[BotoConfig], Any]) -> Any:
+        """The client or provider `make` builds for these limits, built once and kept."""
         with self._lock:
-            if name not in self._aws:
-                self._aws[name] = make()
-            return self._aws[name]
+            if (name, limits) not in self._aws:
+                self._aws[name, limits] = make(_boto_config(limits))
+            return self._aws[name, limits]
 
-    def _fetch_s3(self, location: str) -> bytes:
+    def _fetch_s3(self, location: str, limits: CallLimits) -> bytes:
         bucket, _, key = location.partition("/")
         if not bucket or not key:
             raise ConfigError("expected s3://BUCKET/KEY", source=f"s3://{location}")
 
-        def make() -> Any:
+        def make(config: BotoConfig) -> Any:
             import boto3  # type: ignore[import-untyped, unused-ignore]
 
-            return boto3.session.Session().client("s3", config=_boto_config())
+            return boto3.session.Session().client("s3", config=config)
 
-        body = self._client("s3", make).get_object(Bucket=bucket, Key=key)["Body"]
+        body = self._client("s3", limits, make).get_object(Bucket=bucket, Key=key)["Body"]
         return body.read()  # type: ignore[no-any-return]
 
-
-    def _fetch_ssm(self, name: str) -> str:
+    def _fetch_ssm(self, name: str, limits: CallLimits) -> str:
         if not name:
             raise ConfigError("expected ssm:/PARAMETER/NAME", source="ssm:")
 
-        def make() -> Any:
+        def make(config: BotoConfig) -> Any:
             from aws_lambda_powertools.utilities.parameters import SSMProvider
 
-            return SSMProvider(boto_config=_boto_config())
+            return SSMProvider(boto_config=config)
 
         # force_fetch: kiqbeat keeps its own cache (of the parsed document).
-        return str(self._client("ssm", make).get(name, decrypt=True, force_fetch=True))
+        return str(self._client("ssm", limits, make).get(name, decrypt=True, force_fetch=True))
 
-
-    def _fetch_appconfig(self, location: str) -> bytes:
+    def _fetch_appconfig(self, location: str, limits: CallLimits) -> bytes:
         parts = location.split("/")
         if len(parts) != 3 or not all(parts):
             raise ConfigError("expected appconfig:APPLICATION/ENVIRONMENT/PROFILE",
                               source=f"appconfig:{location}")
         application, environment, profile = parts
 
-        def make() -> Any:
+        def make(config: BotoConfig) -> Any:
             from aws_lambda_powertools.utilities.parameters import AppConfigProvider
 
             return AppConfigProvider(environment=environment, application=application,
-                                     boto_config=_boto_config())
+                                     boto_config=config)
 
         # The provider holds the AppConfig session token, so it must live across invocations;
         # after a failure it is dropped, so the next call starts a fresh session.
         key = f"appconfig:{application}/{environment}"
-        provider = self._client(key, make)
+        provider = self._client(key, limits, make)
         try:
             return provider.get(profile, force_fetch=True)  # type: ignore[no-any-return]
         except Exception:
             with self._lock:
-                self._aws.pop(key, None)
+                self._aws.pop((key, limits), None)
             raise
-
 
     def redis_url(self, environ: Mapping[str, str], *,
                   max_age_s: float | None = None) -> str:
@@ -220,7 +292,6 @@ class Sources:
                               "Secrets Manager secret in KIQBEAT_REDIS_SECRET")
         return url
 
-
     def _url_from_secret(self, secret_id: str, base_url: str, max_age_s: float) -> str:
         source = f"secret {secret_id}"
         with self._lock:
@@ -228,24 +299,26 @@ class Sources:
         if entry and time.monotonic() - entry.fetched_at_s < max_age_s:
             text = str(entry.value)
         else:
-            def make() -> Any:
+            def make(config: BotoConfig) -> Any:
                 from aws_lambda_powertools.utilities.parameters import SecretsProvider
 
-                return SecretsProvider(boto_config=_boto_config())
+                return SecretsProvider(boto_config=config)
 
+            limits = self._limits(source)
             with aws_errors(source):
-                value = self._client("secretsmanager", make).get(secret_id, force_fetch=True)
+                value = self._client("secretsmanager", limits, make).get(secret_id,
+                                                                         force_fetch=True)
             text = value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
             with self._lock:
                 self._secrets[secret_id] = _Entry(time.monotonic(), "", text)
         return _secret_to_url(text.strip(), base_url, source)
 
 
-def _boto_config() -> Any:
-    from botocore.config import Config as BotoConfig  # type: ignore[import-untyped, unused-ignore]
+def _boto_config(limits: CallLimits) -> BotoConfig:
+    from botocore.config import Config  # type: ignore[import-untyped, unused-ignore]
 
-    return BotoConfig(connect_timeout=AWS_CONNECT_TIMEOUT_S, read_timeout=AWS_READ_TIMEOUT_S,
-                      retries={"total_max_attempts": AWS_MAX_ATTEMPTS, "mode": "standard"})
+    return Config(connect_timeout=limits.connect_s, read_timeout=limits.read_s,
+                  retries={"total_max_attempts": limits.attempts, "mode": "standard"})
 
 
 def _secret_to_url(text: str, base_url: str, source: str) -> str:
@@ -319,10 +392,10 @@ def aws_errors(source: str) -> Iterator[None]:
     except ConfigError:
         raise
     except Exception as exc:
-        raise ConfigError(_describe(exc), source=source) from exc
+        raise ConfigError(_describe(exc, s3=source.startswith("s3://")), source=source) from exc
 
 
-def _describe(exc: BaseException) -> str:
+def _describe(exc: BaseException, *, s3: bool = False) -> str:
     # Powertools wraps the boto3 error in GetParameterError, chained implicitly.
     cause: BaseException | None = exc
     while cause is not None:
@@ -337,6 +410,13 @@ def _describe(exc: BaseException) -> str:
             code = inner_code.group(1) if inner_code and code.isdigit() else code
             if code in _NOT_FOUND:
                 return f"not found ({code}: {message})"
+            if code in _DENIED and s3:
+                # S3 answers 403, not 404, for a missing key to whoever may not list the
+                # bucket: the two cannot be told apart here.
+                return (f"missing or access denied ({code}: {message}); check that the object "
+                        "exists, and grant the function's role s3:GetObject on it (and "
+                        "s3:ListBucket on its bucket for a plain 'not found' when it is "
+                        "missing; docs/deploy.md lists the permissions)")
             if code in _DENIED:
                 return (f"access denied ({code}: {message}); grant the function's role read "
                         "access to exactly this resource (docs/deploy.md lists the permissions)")
