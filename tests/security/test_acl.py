@@ -203,7 +203,7 @@ def test_wait_and_the_scheduler_tab_work_with_their_documented_grants(
     acl_server: RedisServer, admin: redis.Redis, mode: str
 ) -> None:
     """`wait_replicas` needs +wait; `sidekiq_scheduler_ui` needs its keys and +hgetall +hdel."""
-    rules = acl_rules(mode) + ["+wait", "~schedules", "~sidekiq-scheduler:*"]
+    rules = [*acl_rules(mode), "+wait", "~schedules", "~sidekiq-scheduler:*"]
     _set_user(admin, rules)
     cfg = config("sidekiq_scheduler_ui: true\nwait_replicas: 1\nwait_timeout: 0.1s\n"
                  + SCHEDULES.replace("missed_jobs_window: 1d\n", "missed_jobs_window: 1d\n"))
