@@ -20,8 +20,17 @@ import redis
 from kiqbeat.demo.server import RedisServer, free_port, terminate
 
 SERVICE = "mymaster"
-DOWN_AFTER_MS = 1000
+# Above Sentinel's 1 s ping period. At 1000 ms a Sentinel flagged a master it had just
+# switched to s_down 1.0 s after +switch-master, before that link's first PONG; its peers'
+# down votes were still set from the failover just finished, so it reached o_down at once
+# and failed over again, to the old master restarted empty a second earlier (its full sync
+# still waiting): the group lost its data and the harness timed out waiting for the sync.
+DOWN_AFTER_MS = 2000
 FAILOVER_TIMEOUT_MS = 5000
+# Every server may become a master. Redis 7.0 holds a replica's full sync 5 s by default
+# (repl-diskless-sync-delay), which made each kill 5 s longer and left the restarted old
+# master empty all that time.
+SERVER_ARGS = ("--repl-diskless-sync-delay", "0")
 
 
 def _wait(what: str, ready: object, timeout_s: float = 30.0) -> None:
@@ -76,7 +85,8 @@ class SentinelGroup:
         return next(p for p in self.servers if p != self.master_port())
 
     def _replica(self, master: int, port: int | None = None) -> RedisServer:
-        server = RedisServer("--replicaof", "127.0.0.1", str(master), port=port).start()
+        server = RedisServer(*SERVER_ARGS, "--replicaof", "127.0.0.1", str(master),
+                             port=port).start()
         self.servers[server.port] = server
         _wait(f"replica {server.port} in sync with {master}",
               lambda: _info(server.port, "replication").get("master_link_status") == "up")
@@ -84,7 +94,7 @@ class SentinelGroup:
 
     def start(self) -> SentinelGroup:
         """Start everything and wait until each Sentinel knows the replica and the others."""
-        master = RedisServer().start()
+        master = RedisServer(*SERVER_ARGS).start()
         self.servers[master.port] = master
         self._replica(master.port)
         for k, port in enumerate(self.sentinel_ports):
