@@ -41,6 +41,7 @@ from kiqbeat.errors import ConfigError, DeadlineError, KiqbeatError
 from kiqbeat.redis import keys, scripts
 from kiqbeat.redis.connection import connect, redis_errors, startup_warnings
 from kiqbeat.redis.neighbours import Neighbours
+from kiqbeat.redis.urls import describe, parse_url
 from kiqbeat.settings import DEFAULT_DEADLINE_S, Settings
 
 PUSH_SHA = scripts.PUSH.sha
@@ -275,14 +276,13 @@ class Engine:
         url = self.sources.redis_url(self.settings.redis_environ())
         if self._client is None or url != self._url:
             self._close_own_client()
-            self._client, self._url = connect(url), url
+            insecure = self.settings.redis_insecure_tls
+            self._client, self._url = connect(url, insecure_tls=insecure), url
         return self._client
 
     def redis_where(self) -> str:
         """Where Redis is, without any secret, for log lines ("" before the first connect)."""
-        from kiqbeat.redis.connection import scrub
-
-        return scrub(self._url) if self._url else ""
+        return describe(self._url) if self._url else ""
 
     def run(self, config: Config | None = None, *, now: datetime | None = None,
             deadline_s: float | None = None) -> Report:
@@ -358,6 +358,10 @@ class Engine:
                               f"{redis_now.isoformat()}: that would push ticks early")
         report = Report(now=now, schedules=len(names), round_trips=1,
                         warnings=self._not_yet_reported(warnings))
+        if self._url and parse_url(self._url).insecure:  # said every time, on purpose
+            report.warnings.append(f"TLS to Redis at {describe(self._url)} is not verified "
+                                   "(KIQBEAT_REDIS_INSECURE_TLS): anyone on the path can read "
+                                   "the password and push jobs")
         plan = plan_ticks(config, marks, now, self._memo)
         push(client, plan, config, report, deadline, self._lua)
         if config.sidekiq_scheduler_ui:

@@ -72,6 +72,8 @@ KNOBS: tuple[Knob, ...] = (
          "only schedules of shard I of N (by a stable hash of their name)"),
     Knob("deadline_s", "KIQBEAT_DEADLINE", "--deadline", _positive_s, "DURATION",
          "stop pushing after this long; the next invocation does the rest (default 40s)"),
+    Knob("redis_insecure_tls", "KIQBEAT_REDIS_INSECURE_TLS", "--redis-insecure-tls", _true,
+         "BOOL", "accept a rediss:// URL that turns verification off (warned about each time)"),
     Knob("redis_functions", "KIQBEAT_REDIS_FUNCTIONS", "--redis-functions", _true, "BOOL",
          "call kiqbeat's Redis 7 function library (FCALL) instead of scripts (EVALSHA)"),
     Knob("tracing", "KIQBEAT_TRACING", "--tracing", _true, "BOOL",
@@ -91,6 +93,7 @@ class Settings:
     window_s: float | None = None
     shard: tuple[int, int] | None = None
     deadline_s: float = DEFAULT_DEADLINE_S
+    redis_insecure_tls: bool = False
     redis_functions: bool = False
     tracing: bool = False
     # REDIS_URL, the last resort for the Redis address (often the app's own Redis).

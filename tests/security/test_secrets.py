@@ -14,6 +14,7 @@ import sys
 import traceback
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -49,15 +50,24 @@ def _urls(server: RedisServer) -> dict[str, str]:
         "TLS to a plain port": f"rediss://kiqbeat:{SECRET}@127.0.0.1:{server.port}/0",
         "dead sentinels": f"redis+sentinel://kiqbeat:{SECRET}@127.0.0.1:{dead}/mymaster",
         "malformed port": f"redis://kiqbeat:{SECRET}@127.0.0.1:port/0",
+        "? in the password": f"redis://kiqbeat:{SECRET}?x@127.0.0.1:{server.port}/0",
+        "no scheme": f"kiqbeat:{SECRET}@127.0.0.1:{server.port}",
+        "one slash": f"redis:/kiqbeat:{SECRET}@127.0.0.1:{server.port}",
+        "no slash": f"redis:kiqbeat:{SECRET}@127.0.0.1:{server.port}",
+        "@ and / in the password": f"redis://kiqbeat:{SECRET[:5]}@{SECRET[5:]}/x@127.0.0.1/0",
+        "unix socket": f"unix://kiqbeat:{SECRET}@/nonexistent/kiqbeat.sock?db=0",
+        "in the query": f"redis://127.0.0.1:{dead}/0?password={SECRET}",
     }
 
 
 CASES = ["wrong password", "password only", "dead host", "TLS to a plain port", "dead sentinels",
-         "malformed port"]
+         "malformed port", "? in the password", "no scheme", "one slash", "no slash",
+         "@ and / in the password", "unix socket", "in the query"]
 
 
 def _assert_no_secret(where: str, text: str) -> None:
-    assert SECRET not in text, f"the password appears in {where}:\n{text}"
+    for part in (SECRET, SECRET[:5], SECRET[5:]):  # nor a piece split at an unencoded @
+        assert part not in text, f"the password appears in {where}:\n{text}"
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -66,7 +76,7 @@ def test_errors_and_reprs_never_show_the_password(protected: RedisServer, case: 
     url = _urls(protected)[case]
     cfg = config(SCHEDULE)
     # Short timeouts: the failure paths are the same, the test is quicker.
-    with pytest.raises(KiqbeatError) as caught, connect(url, timeout_s=0.5, retries=0) as client:
+    with pytest.raises(KiqbeatError) as caught, _client(url) as client:
         _assert_no_secret("repr(client)", repr(client))
         try:
             run(client, cfg)
@@ -80,10 +90,32 @@ def test_errors_and_reprs_never_show_the_password(protected: RedisServer, case: 
     _assert_no_secret("the error", shown)
 
 
+class _Refused:
+    """Stands in for a client when the URL itself is refused (the error is the test's)."""
+
+    def __init__(self, error: KiqbeatError) -> None:
+        self.error = error
+
+    def __enter__(self) -> object:
+        raise self.error
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def _client(url: str) -> Any:
+    try:
+        return connect(url, timeout_s=0.5, retries=0)
+    except KiqbeatError as exc:
+        return _Refused(exc)
+
+
 # The CLI uses the default 2 s timeouts and 2 retries: the TLS and Sentinel cases take
 # 6-12 s per command there, and their messages are covered by the library test above.
 @pytest.mark.parametrize("case", ["wrong password", "password only", "dead host",
-                                  "malformed port"])
+                                  "malformed port", "? in the password", "no scheme",
+                                  "one slash", "no slash", "@ and / in the password",
+                                  "unix socket", "in the query"])
 def test_cli_and_lambda_output_never_show_the_password(
     protected: RedisServer, case: str, schedule_file: Path
 ) -> None:

@@ -52,9 +52,10 @@ def test_verified_tls_connection_pushes_jobs(tls_redis: TlsRedis, certs: Certs) 
         t0 = minute_floor(redis_now(client)) - timedelta(minutes=10)
         run(client, cfg, now=t0)
         report = run(client, cfg, now=t0 + timedelta(minutes=3))
-        # rediss:// means an SSLConnection, whose default is CERT_REQUIRED with hostname checks.
+        # rediss:// means an SSLConnection, asked explicitly for CERT_REQUIRED and host names.
         assert client.connection_pool.connection_class is redis.SSLConnection
-        assert "ssl_cert_reqs" not in client.connection_pool.connection_kwargs
+        kwargs = client.connection_pool.connection_kwargs
+        assert (kwargs["ssl_cert_reqs"], kwargs["ssl_check_hostname"]) == ("required", True)
     assert report.pushed == 3
     with _inspect(tls_redis) as admin:
         assert {j["jid"] for j in pushed_jobs(admin)} == {j.jid for j in report.jobs}
@@ -90,3 +91,33 @@ def test_unverifiable_server_is_refused_and_nothing_is_pushed(
         assert f":{tls_redis.tls_port}" in message
         assert pushed_jobs(admin) == []
         assert admin.hgetall("kiqbeat:watermarks") == before
+
+
+def test_verification_turned_off_needs_the_insecure_setting_and_warns_every_time(
+    tls_redis: TlsRedis, certs: Certs
+) -> None:
+    """`?ssl_cert_reqs=none` is refused unless KIQBEAT_REDIS_INSECURE_TLS says so, and
+    then every invocation says the connection is not verified."""
+    from kiqbeat.engine import Engine
+    from kiqbeat.errors import ConfigError
+    from kiqbeat.settings import Settings
+
+    url = tls_redis.url(host="localhost", ca=certs.wrong_ca) + "&ssl_cert_reqs=none"
+    with pytest.raises(ConfigError, match="turns TLS verification off"):
+        Engine(Settings(redis_url=url)).run(config(SCHEDULE))
+    engine = Engine(Settings(redis_url=url, redis_insecure_tls=True))
+    reports = [engine.run(config(SCHEDULE)) for _ in range(2)]
+    for report in reports:
+        assert any("is not verified" in w for w in report.warnings), report.warnings
+    engine.close()
+
+
+def test_the_required_redis_py_checks_tls_host_names() -> None:
+    """redis-py 5.x accepted a certificate for another host; the floor must be 6.0."""
+    import re
+    import tomllib
+
+    project = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    (floor,) = [re.search(r">=\s*([0-9]+)", d) for d in project["project"]["dependencies"]
+                if d.startswith("redis")]
+    assert floor is not None and int(floor.group(1)) >= 6

@@ -11,14 +11,14 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 
 import redis
 from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.retry import Retry
 from redis.sentinel import Sentinel
 
-from kiqbeat.errors import ConfigError, RedisRefusedError, RedisUnavailableError, StateError
+from kiqbeat.errors import RedisRefusedError, RedisUnavailableError, StateError
+from kiqbeat.redis.urls import parse_url
 
 DEFAULT_TIMEOUT_S = 2.0
 DEFAULT_RETRIES = 2
@@ -33,92 +33,39 @@ except ImportError:
     _NO_SETINFO = {"lib_name": None, "lib_version": None}
 
 
-def scrub(url: str) -> str:
-    """The URL with any password replaced by ***, safe for logs and error messages.
-
-    Everything between `//` and the last `@` before the query is credentials, whatever
-    characters the password holds; a `password=` query parameter is masked too.
-    """
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        return url
-    base, qmark, query = rest.partition("?")
-    if "@" in base:
-        userinfo, host = base.rsplit("@", 1)
-        user, colon, _ = userinfo.partition(":")
-        base = f"{user}:***@{host}" if colon else f"***@{host}"
-    query = re.sub(r"(^|&)(password=)[^&]*", r"\1\2***", query)
-    return f"{scheme}://{base}{qmark}{query}"
-
-
-_TLS_PARAMS = ("ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "ssl_cert_reqs")
-
-
-def _tls_options(query: dict[str, list[str]]) -> dict[str, Any]:
-    return {name: query[name][-1] for name in _TLS_PARAMS if name in query}
-
-
 def connect(
-    url: str, *, timeout_s: float = DEFAULT_TIMEOUT_S, retries: int = DEFAULT_RETRIES
+    url: str, *, timeout_s: float = DEFAULT_TIMEOUT_S, retries: int = DEFAULT_RETRIES,
+    insecure_tls: bool = False,
 ) -> redis.Redis:
-    """A client for `redis://`, `rediss://` (TLS, verified) or `redis+sentinel://` URLs.
-
-    Sentinel form: `redis+sentinel://[user:password@]host:port[,host:port...]/service[/db]`
-    (`rediss+sentinel://` for TLS to the master). TLS files go in the query string:
-    `?ssl_ca_certs=/path/ca.pem`.
-    """
+    """A client for a `redis://`, `rediss://` (TLS: verified, host name checked), `unix://`
+    or `redis[s]+sentinel://` URL, read strictly by `urls.parse_url` (ConfigError)."""
+    parsed = parse_url(url)
+    tls: dict[str, Any] = parsed.tls_options(insecure_tls=insecure_tls)
+    auth: dict[str, Any] = {"username": parsed.username, "password": parsed.password}
     common: dict[str, Any] = {
         "socket_timeout": timeout_s,
         "socket_connect_timeout": timeout_s,
         "retry": Retry(ExponentialBackoff(cap=0.5, base=0.05), retries),
         "retry_on_error": [redis.ConnectionError, redis.TimeoutError],
     } | _NO_SETINFO
-    parts = urlsplit(url)
-    query = parse_qs(parts.query)
-    if parts.scheme in ("redis", "rediss", "unix"):
-        # redis-py reads db, username, password... from the query; the TLS files go as
-        # arguments (its URL parser would pass them as strings it does not expect).
-        rest = urlencode([(k, v) for k, vs in query.items() if k not in _TLS_PARAMS for v in vs])
-        base = url.split("?", 1)[0] + (f"?{rest}" if rest else "")
-        try:
-            return redis.Redis.from_url(base, **common, **_tls_options(query))
-        except ValueError:
-            # redis-py's message can quote the password (e.g. as a port): not shown.
-            raise ConfigError(f"invalid Redis URL {scrub(url)!r}: expected "
-                              "redis[s]://[user:password@]host[:port][/db], with special "
-                              "characters in the password percent-encoded") from None
-    if parts.scheme in ("redis+sentinel", "rediss+sentinel"):
-        path = [p for p in parts.path.split("/") if p]
-        if not path:
-            raise ConfigError(f"Redis Sentinel URL {scrub(url)!r} lacks the service name: "
-                              "redis+sentinel://host:port/SERVICE[/DB]")
-        hosts = []
-        for hostport in parts.netloc.rsplit("@", 1)[-1].split(","):
-            host, _, port = hostport.rpartition(":")
-            if not host or not port.isdigit():
-                raise ConfigError(f"Redis Sentinel URL {scrub(url)!r}: expected host:port, "
-                                  f"got {hostport!r}")
-            hosts.append((host, int(port)))
-        auth = {"username": unquote(parts.username) if parts.username else None,
-                "password": unquote(parts.password) if parts.password else None}
-        db = int(path[1]) if len(path) > 1 and path[1].isdigit() else 0
-        tls = _tls_options(query)
-        if parts.scheme.startswith("rediss"):
-            tls["ssl"] = True
-        # The Sentinel clients get nothing from `common` (sentinel_kwargs replaces it), so
-        # without a retry of their own they take redis-py's default, 10 retries with backoff
-        # per Sentinel: three refusing Sentinels made one command fail after 36 s. No retry
-        # here: discovery already moves on to the next Sentinel, and the master pool's retry
-        # asks them all again.
-        sentinel_kwargs = {"socket_timeout": timeout_s, "socket_connect_timeout": timeout_s,
-                           "retry": Retry(NoBackoff(), 0)} | _NO_SETINFO
-        sentinel = Sentinel(  # type: ignore[no-untyped-call]
-            hosts, sentinel_kwargs=sentinel_kwargs, **common)
-        master: redis.Redis = sentinel.master_for(  # type: ignore[no-untyped-call]
-            path[0], db=db, **auth, **tls)
-        return master
-    raise ConfigError(f"unsupported Redis URL scheme {parts.scheme!r} in {scrub(url)!r}; "
-                      "use redis://, rediss:// or redis+sentinel://")
+    if parsed.scheme == "unix":
+        return redis.Redis(unix_socket_path=parsed.path, db=parsed.db, **auth, **common)
+    if not parsed.service:
+        (host, port), = parsed.hosts
+        return redis.Redis(host=host, port=port, db=parsed.db, ssl=parsed.tls, **tls, **auth,
+                           **common)
+    # The Sentinel clients get nothing from `common` (sentinel_kwargs replaces it), so
+    # without a retry of their own they take redis-py's default, 10 retries with backoff
+    # per Sentinel: three refusing Sentinels made one command fail after 36 s. No retry
+    # here: discovery already moves on to the next Sentinel, and the master pool's retry
+    # asks them all again.
+    sentinel_kwargs = {"socket_timeout": timeout_s, "socket_connect_timeout": timeout_s,
+                       "retry": Retry(NoBackoff(), 0)} | _NO_SETINFO
+    sentinel = Sentinel(  # type: ignore[no-untyped-call]
+        list(parsed.hosts), sentinel_kwargs=sentinel_kwargs, **common)
+    master: redis.Redis = sentinel.master_for(  # type: ignore[no-untyped-call]
+        parsed.service, db=parsed.db, ssl=parsed.tls, **tls, **auth)
+    return master
 
 
 def startup_warnings(client: redis.Redis) -> list[str]:
@@ -150,10 +97,28 @@ def startup_warnings(client: redis.Redis) -> list[str]:
 
 
 def _where(client: redis.Redis) -> str:
-    kwargs = client.connection_pool.connection_kwargs
+    """Host, port and db (or socket, or Sentinel service) from the client: never its repr,
+    which holds the password in some redis-py versions."""
+    pool = client.connection_pool
+    kwargs = pool.connection_kwargs
     if "host" in kwargs:
         return f"{kwargs.get('host')}:{kwargs.get('port')}/{kwargs.get('db', 0)}"
-    return scrub(repr(client.connection_pool))
+    if "path" in kwargs:
+        return f"unix:{kwargs.get('path')}/{kwargs.get('db', 0)}"
+    service = getattr(pool, "service_name", None)
+    return f"Sentinel service {service}/{kwargs.get('db', 0)}" if service else "Redis"
+
+
+def _secrets(client: redis.Redis) -> list[str]:
+    kwargs = client.connection_pool.connection_kwargs
+    return [str(v) for k in ("password", "username") if (v := kwargs.get(k))]
+
+
+def _clean(text: str, client: redis.Redis) -> str:
+    """`text` with the client's password and user name masked (redis-py's messages)."""
+    for secret in _secrets(client):
+        text = text.replace(secret, "***")
+    return text
 
 
 @contextmanager
@@ -162,8 +127,10 @@ def redis_errors(client: redis.Redis, doing: str) -> Iterator[None]:
     try:
         yield
     except (redis.ConnectionError, redis.TimeoutError) as exc:
-        raise RedisUnavailableError(f"Redis at {_where(client)} unavailable while {doing}: "
-                                    f"{scrub(str(exc))}") from exc
+        error = RedisUnavailableError(f"Redis at {_where(client)} unavailable while {doing}: "
+                                      f"{_clean(str(exc), client)}")
+        # The cause stays chained unless its text holds a secret.
+        raise error from (None if _clean(str(exc), client) != str(exc) else exc)
     except redis.ResponseError as exc:
         text = str(exc)
         if "KIQBEAT_NOPERM " in text:
