@@ -45,6 +45,10 @@ from kiqbeat.redis.urls import describe, parse_url
 from kiqbeat.settings import DEFAULT_DEADLINE_S, Settings
 
 PUSH_SHA = scripts.PUSH.sha
+# Job bytes one invocation sends at most: a catch-up of big jobs goes on in the next
+# invocations (its watermarks only move with what was pushed), and neither kiqbeat's memory
+# nor Redis's takes a surprise of gigabytes in one go.
+MAX_BYTES_PER_INVOCATION = 64 * 1024 * 1024
 
 
 def read_state(
@@ -128,7 +132,14 @@ def push(client: redis.Redis, plan: Plan, config: Config, report: Report, deadli
     """Carry out a plan, one atomic script call per chunk, filling in the report."""
     namespace = config.namespace
     now = from_ms(plan.now_ms)
+    sent = 0
     for chunk in plan.chunks():
+        if sent >= MAX_BYTES_PER_INVOCATION:
+            report.warnings.append(
+                f"this invocation sent {sent:,} bytes of jobs, the most one may; the next "
+                "invocation pushes the rest (within the missed-jobs window)")
+            return
+        sent += sum(len(job.payload) for group in chunk for job in group.jobs)
         if time.monotonic() > deadline:
             raise DeadlineError(
                 f"invocation deadline passed after {report.chunks} push calls "

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
+import pytest
 import redis
 
 from kiqbeat.engine import Engine
@@ -70,3 +72,23 @@ def test_an_engine_reads_its_document_and_redis_from_settings(
     assert engine.run().new_schedules == 1
     assert redis_client.hexists("kiqbeat:watermarks", "pulse")
     engine.close()
+
+
+def test_one_invocation_sends_a_bounded_number_of_bytes_and_the_next_goes_on(
+    redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from kiqbeat import engine as engine_module
+
+    monkeypatch.setattr(engine_module, "MAX_BYTES_PER_INVOCATION", 300_000)
+    cfg = config("missed_jobs_window: 1h\nschedules:\n  big:\n    cron: '* * * * * *'\n"
+                 "    class: BigWorker\n    args: ['" + "x" * 100_000 + "']\n")
+    engine = Engine(client=redis_client)
+    engine.run(cfg)
+    seed_mark(redis_client, "big", 10)  # ten ticks of 100 KB are due
+    first = engine.run(cfg)
+    assert 3 <= first.pushed < 10
+    assert any("the most one may" in w for w in first.warnings)
+    second = engine.run(cfg)
+    assert first.pushed + second.pushed >= 10
+    jids = [json.loads(raw)["jid"] for raw in redis_client.lrange("queue:default", 0, -1)]
+    assert len(jids) == len(set(jids)) == first.pushed + second.pushed
