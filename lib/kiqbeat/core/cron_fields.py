@@ -25,6 +25,7 @@ reads `5-5` as `*` (firing every minute) and whose search gets DST wrong. Its de
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kiqbeat.core.zones import _zone_names, zone
@@ -262,17 +263,20 @@ def _split_zone(tokens: list[str], tz: str, shown: str) -> tuple[list[str], str]
     return tokens, tz
 
 
+def runs(values: Iterable[int]) -> list[tuple[int, int]]:
+    """The runs of consecutive values, as (first, last): [(1, 5), (7, 7)] for 1-5,7."""
+    found: list[tuple[int, int]] = []
+    for value in values:
+        if found and value == found[-1][1] + 1:
+            found[-1] = (found[-1][0], value)
+        else:
+            found.append((value, value))
+    return found
+
+
 def _compact(values: tuple[int, ...]) -> str:
     """'1-5,7' for (1, 2, 3, 4, 5, 7)."""
-    runs: list[str] = []
-    i = 0
-    while i < len(values):
-        j = i
-        while j + 1 < len(values) and values[j + 1] == values[j] + 1:
-            j += 1
-        runs.append(str(values[i]) if i == j else f"{values[i]}-{values[j]}")
-        i = j + 1
-    return ",".join(runs)
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs(values))
 
 
 def _never_fires(months: tuple[int, ...], doms: tuple[int, ...]) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from kiqbeat.core.cron import Cron, Every
+from kiqbeat.core.cron_fields import runs
 
 _DAY_NAMES = ("Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday")
 _MONTH_NAMES = (
@@ -28,18 +29,12 @@ def _join(words: list[str]) -> str:
 
 def _listing(values: Iterable[int], name: Callable[[int], str] = str) -> str:
     """'1 through 5, 7 and 9': runs of three or more consecutive values become ranges."""
-    ordered = list(values)
     words: list[str] = []
-    i = 0
-    while i < len(ordered):
-        j = i
-        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
-            j += 1
-        if j - i >= 2:
-            words.append(f"{name(ordered[i])} through {name(ordered[j])}")
+    for first, last in runs(values):
+        if last - first >= 2:
+            words.append(f"{name(first)} through {name(last)}")
         else:
-            words.extend(name(v) for v in ordered[i : j + 1])
-        i = j + 1
+            words.extend(name(v) for v in range(first, last + 1))
     return _join(words)
 
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from kiqbeat.core.cron import parse_cron
 from kiqbeat.core.fugit import fugit_differences
@@ -159,11 +159,17 @@ def _timer(value: object) -> tuple[object, dict[Any, Any]]:
     return value, {}
 
 
-def _from_scheduler(name: object, entry: object, out: Converted) -> dict[str, Any] | None:
-    label = f"schedule {shown(name)}"
+def _is_entry(entry: object, label: str, out: Converted) -> TypeGuard[dict[Any, Any]]:
+    """True when a job entry is a mapping; a problem naming it otherwise."""
     if not isinstance(entry, dict):
         out.problems.append(f"{label}: expected a mapping of fields (cron, class, ...), got "
                             f"{shown(entry)}")
+    return isinstance(entry, dict)
+
+
+def _from_scheduler(name: object, entry: object, out: Converted) -> dict[str, Any] | None:
+    label = f"schedule {shown(name)}"
+    if not _is_entry(entry, label, out):
         return None
     timers = [t for t in _SCHEDULER_TIMERS if entry.get(t) not in (None, "", [])]
     converted: dict[str, Any] = {}
@@ -253,9 +259,7 @@ def _cron_args(value: object) -> list[Any]:
 
 def _from_cron(name: object, entry: object, out: Converted) -> dict[str, Any] | None:
     label = f"schedule {shown(name)}"
-    if not isinstance(entry, dict):
-        out.problems.append(f"{label}: expected a mapping of fields (cron, class, ...), got "
-                            f"{shown(entry)}")
+    if not _is_entry(entry, label, out):
         return None
     converted: dict[str, Any] = {}
     active_job = _truthy(entry.get("active_job", False))
