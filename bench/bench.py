@@ -25,7 +25,7 @@ import redis
 from kiqbeat.core.schedule import Config
 from kiqbeat.demo.server import RedisServer, redis_server_path
 from kiqbeat.document import parse_config
-from kiqbeat.engine import run
+from kiqbeat.engine import Engine
 from kiqbeat.redis import keys
 from kiqbeat.redis.connection import connect
 
@@ -71,14 +71,15 @@ def redis_benchmark_lpush(port: int, requests: int) -> float:
 def bench_push_rate(url: str, port: int, n: int) -> None:
     client = connect(url)
     client.flushall()
+    engine = Engine(client=client)  # one long-lived engine, as `kiqbeat run` keeps
     cfg = build(n, lambda i: "* * * * *")
     t0 = redis_now(client).replace(second=0, microsecond=0) - timedelta(minutes=30)
-    run(client, cfg, now=t0)  # first seen
-    run(client, cfg, now=t0 + timedelta(minutes=1))  # warm: caches, script loaded
+    engine.run(cfg, now=t0)  # first seen
+    engine.run(cfg, now=t0 + timedelta(minutes=1))  # warm: caches, script loaded
     rates = []
     for minute in range(2, 5):
         started = time.perf_counter()
-        report = run(client, cfg, now=t0 + timedelta(minutes=minute))
+        report = engine.run(cfg, now=t0 + timedelta(minutes=minute))
         elapsed = time.perf_counter() - started
         assert report.pushed == n
         rates.append(n / elapsed)
@@ -94,15 +95,16 @@ def bench_round_trips(url: str, sizes: list[int]) -> None:
     for n in sizes:
         client = counting_client(url)
         client.flushall()
+        engine = Engine(client=client)
         cfg = build(n, lambda i: "* * * * *")
         t0 = redis_now(client).replace(second=0, microsecond=0) - timedelta(minutes=30)
-        run(client, cfg, now=t0)
-        run(client, cfg, now=t0 + timedelta(minutes=1))
+        engine.run(cfg, now=t0)
+        engine.run(cfg, now=t0 + timedelta(minutes=1))
         CountingConnection.sends = 0
-        report = run(client, cfg, now=t0 + timedelta(minutes=2))
+        report = engine.run(cfg, now=t0 + timedelta(minutes=2))
         idle_before = CountingConnection.sends
         CountingConnection.sends = 0
-        run(client, cfg, now=t0 + timedelta(minutes=2, seconds=30))
+        engine.run(cfg, now=t0 + timedelta(minutes=2, seconds=30))
         print(f"round trips, {n:,} schedules: {idle_before} with all due "
               f"({report.chunks} push chunks; target 2 + 1 per extra chunk = {1 + report.chunks}); "
               f"{CountingConnection.sends} when nothing is due")
@@ -111,18 +113,19 @@ def bench_round_trips(url: str, sizes: list[int]) -> None:
 def bench_sparse(url: str, n: int) -> None:
     client = connect(url)
     client.flushall()
+    engine = Engine(client=client)  # one long-lived engine, as `kiqbeat run` keeps
     zones = ["UTC", "Asia/Kolkata", "Europe/Paris", "America/New_York", "Australia/Sydney"]
     rng = random.Random(1)
     # Every 2 hours at a random minute: 1/120 of the schedules (0.83 %) are due each minute.
     cfg = build(n, lambda i: f"{rng.randrange(60)} {i % 2}-23/2 * * * {zones[i % 5]}")
     t0 = redis_now(client).replace(second=0, microsecond=0) - timedelta(hours=3)
     started = time.perf_counter()
-    run(client, cfg, now=t0)
+    engine.run(cfg, now=t0)
     cold = time.perf_counter() - started
     times, pushed = [], []
     for minute in range(1, 31):
         started = time.perf_counter()
-        report = run(client, cfg, now=t0 + timedelta(minutes=minute, seconds=1))
+        report = engine.run(cfg, now=t0 + timedelta(minutes=minute, seconds=1))
         times.append(time.perf_counter() - started)
         pushed.append(report.pushed)
     print(f"{n:,} schedules, ~1 % due per minute: first invocation (registers all) {cold:.2f} s; "
@@ -133,14 +136,15 @@ def bench_sparse(url: str, n: int) -> None:
 def bench_catch_up(url: str, ticks: int) -> None:
     client = connect(url)
     client.flushall()
+    engine = Engine(client=client)  # one long-lived engine, as `kiqbeat run` keeps
     cfg = build(1, lambda i: "* * * * * *", window="24h")
     t0 = redis_now(client).replace(microsecond=0) - timedelta(seconds=ticks + 60)
-    run(client, cfg, now=t0)
+    engine.run(cfg, now=t0)
     client.config_set("slowlog-log-slower-than", 0)
     client.config_set("slowlog-max-len", 10_000)
     client.slowlog_reset()
     started = time.perf_counter()
-    report = run(client, cfg, now=t0 + timedelta(seconds=ticks))
+    report = engine.run(cfg, now=t0 + timedelta(seconds=ticks))
     total = time.perf_counter() - started
     calls = [e["duration"] for e in client.slowlog_get(10_000)
              if e["command"].upper().startswith((b"EVALSHA", b"EVAL"))]
@@ -154,6 +158,7 @@ def bench_catch_up(url: str, ticks: int) -> None:
 def bench_state_bytes(url: str, n: int, invocations: int) -> None:
     client = connect(url)
     client.flushall()
+    engine = Engine(client=client)  # one long-lived engine, as `kiqbeat run` keeps
     cfg = build(n, lambda i: "* * * * *")
     t0 = redis_now(client).replace(second=0, microsecond=0) - timedelta(minutes=invocations + 5)
 
@@ -162,10 +167,10 @@ def bench_state_bytes(url: str, n: int, invocations: int) -> None:
         return sum(client.memory_usage(k, samples=0) or 0
                    for k in (keys.watermarks(ns), keys.first_seen(ns)))
 
-    run(client, cfg, now=t0)
+    engine.run(cfg, now=t0)
     before = state_bytes()
     for minute in range(1, invocations + 1):
-        run(client, cfg, now=t0 + timedelta(minutes=minute))
+        engine.run(cfg, now=t0 + timedelta(minutes=minute))
         if minute % 50 == 0:
             for q in range(8):
                 client.delete(keys.queue(cfg.namespace, f"q{q}"))  # keep memory flat; not state
