@@ -185,3 +185,37 @@ def test_demo_runs_on_a_private_redis_without_duplicates() -> None:
     assert done.returncode == 0, done.stderr
     assert "pushed" in done.stdout
     assert ", 0 duplicates" in done.stdout
+
+
+def test_run_survives_an_unexpected_error_and_keeps_invoking(
+    schedule_file: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A bug (not a KiqbeatError) in one invocation is reported and the loop goes on."""
+    import threading
+
+    from kiqbeat.engine import Engine
+    from kiqbeat.entrypoints import loop
+
+    calls: list[int] = []
+
+    def broken(self: Engine, *args: object, **kwargs: object) -> None:
+        calls.append(1)
+        if len(calls) >= 2:
+            os.kill(os.getpid(), signal.SIGTERM)  # the second call shows the loop went on
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(Engine, "run", broken)
+    monkeypatch.setattr(loop, "seconds_to_boundary", lambda now_s, period_s: 0.01)
+    old = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    watchdog = threading.Timer(20, lambda: os.kill(os.getpid(), signal.SIGTERM))
+    watchdog.start()
+    try:
+        assert main(["run", "--config", str(schedule_file), "--redis-url", redis_url]) == 0
+    finally:
+        watchdog.cancel()
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+    err = capsys.readouterr().err
+    assert len(calls) >= 2
+    assert err.count("invocation failed unexpectedly") >= 2 and "RuntimeError: a bug" in err
