@@ -24,7 +24,8 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from kiqbeat.core.report import Report
 from kiqbeat.engine import Engine
-from kiqbeat.settings import VARIABLES
+from kiqbeat.errors import ConfigError
+from kiqbeat.settings import VARIABLES, Settings
 
 POWERTOOLS_VARIABLES = ("POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE",
                         "POWERTOOLS_LOG_LEVEL")
@@ -145,7 +146,11 @@ def invoke(event: Any, context: Any) -> dict[str, Any]:
 def _wrap(function: Callable[[Any, Any], dict[str, Any]]) -> Callable[[Any, Any], dict[str, Any]]:
     wrapped: Callable[[Any, Any], dict[str, Any]] = metrics.log_metrics(
         capture_cold_start_metric=True)(logger.inject_lambda_context(clear_state=True)(function))
-    if (os.environ.get("KIQBEAT_TRACING") or "").strip().lower() == "true":
+    try:  # read as every KIQBEAT_* setting is (true/false/1/0/yes/no)
+        tracing = Settings.load({"KIQBEAT_TRACING": os.environ.get("KIQBEAT_TRACING", "")}).tracing
+    except ConfigError:
+        tracing = False  # the first invocation's settings report the bad value
+    if tracing:
         # Imported only when switched on: the X-Ray SDK costs cold-start time.
         from aws_lambda_powertools import Tracer
 

@@ -32,7 +32,16 @@ from typing import Any
 
 import redis
 
-from kiqbeat.core.plan import Group, Plan, TickMemo, from_ms, plan_ticks, shard_of, to_ms
+from kiqbeat.core.plan import (
+    Group,
+    Plan,
+    TickMemo,
+    check_shard,
+    from_ms,
+    plan_ticks,
+    shard_of,
+    to_ms,
+)
 from kiqbeat.core.report import PushedJob, Report
 from kiqbeat.core.schedule import Config
 from kiqbeat.document.sources import Sources
@@ -134,12 +143,13 @@ def push(client: redis.Redis, plan: Plan, config: Config, report: Report, deadli
     now = from_ms(plan.now_ms)
     sent = 0
     for chunk in plan.chunks():
-        if sent >= MAX_BYTES_PER_INVOCATION:
+        size = sum(len(job.payload) for group in chunk for job in group.jobs)
+        if sent and sent + size > MAX_BYTES_PER_INVOCATION:
             report.warnings.append(
                 f"this invocation sent {sent:,} bytes of jobs, the most one may; the next "
                 "invocation pushes the rest (within the missed-jobs window)")
             return
-        sent += sum(len(job.payload) for group in chunk for job in group.jobs)
+        sent += size
         if time.monotonic() > deadline:
             raise DeadlineError(
                 f"invocation deadline passed after {report.chunks} push calls "
@@ -196,10 +206,7 @@ def select_shard(config: Config, shard: tuple[int, int] | None) -> Config:
     """The config restricted to shard (index, count); schedules split by a hash of their name."""
     if shard is None:
         return config
-    index, count = shard
-    if count < 1 or not 0 <= index < count:
-        raise ConfigError(f"invalid shard {index}/{count}: "
-                          "expected INDEX/COUNT with 0 <= INDEX < COUNT")
+    index, count = check_shard(*shard)
     mine = tuple(s for s in config.schedules if shard_of(s.name, count) == index)
     return replace(config, schedules=mine, shard=shard)
 
@@ -240,7 +247,7 @@ def read_status(client: redis.Redis, config: Config,
         mark = from_ms(mark_ms) if mark_ms is not None else None
         after = max(mark, now - timedelta(seconds=config.missed_jobs_window_s)) if mark else now
         nxt = schedule.timetable.next_after(after)
-        zone = getattr(schedule.timetable, "zone_name", "UTC")
+        zone = schedule.timetable.zone_name
         rows.append(ScheduleStatus(
             schedule.name, zone, schedule.enabled, mark,
             from_ms(int(first)) if first is not None and first.isdigit() else None,
@@ -307,6 +314,9 @@ class Engine:
         the master on every new connection (a kept client reaches a new master 0.01-0.3 s
         after a failover settles, measured in tests/faults/test_sentinel_client.py).
         """
+        if now is not None and now.timestamp() < 0:
+            raise ConfigError(f"--now {now.isoformat()} is before 1970: the Redis clock, the "
+                              "watermarks and Sidekiq's timestamps count from 1970")
         started = time.monotonic()
         limit_s = self.settings.deadline_s if deadline_s is None else deadline_s
         deadline = started + limit_s
@@ -324,7 +334,8 @@ class Engine:
         """Load (replace) kiqbeat's function library into Redis: an administrator's step."""
         client = self.client
         with redis_errors(client, "loading kiqbeat's function library"):
-            return str(client.function_load(scripts.library(), replace=True))
+            name = client.function_load(scripts.library(), replace=True)
+        return name.decode() if isinstance(name, bytes) else str(name)
 
     def close(self) -> None:
         """Close the client this engine built (a given client stays its owner's)."""
@@ -361,9 +372,6 @@ class Engine:
         warnings += neighbours.warnings
         if now is None:
             now = redis_now
-        elif now.timestamp() < 0:
-            raise ConfigError(f"--now {now.isoformat()} is before 1970: the Redis clock, the "
-                              "watermarks and Sidekiq's timestamps count from 1970")
         elif now > redis_now:
             raise ConfigError(f"--now {now.isoformat()} is later than the Redis clock "
                               f"{redis_now.isoformat()}: that would push ticks early")

@@ -13,10 +13,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kiqbeat.core.plan import check_shard
+from kiqbeat.document.fields import positive_duration_s
+from kiqbeat.document.sources import DEFAULT_MAX_AGE_S
 from kiqbeat.document.validate import setting_duration_s
 from kiqbeat.errors import ConfigError, shown
 
-DEFAULT_MAX_AGE_S = 60.0
 DEFAULT_DEADLINE_S = 40.0
 
 
@@ -24,11 +26,10 @@ def _shard(value: str, what: str) -> tuple[int, int]:
     index, _, count = value.partition("/")
     if not (index.isascii() and index.isdigit() and count.isascii() and count.isdigit()):
         raise ConfigError(f"{what}: invalid shard {shown(value)}: expected INDEX/COUNT, e.g. 0/4")
-    pair = int(index), int(count)
-    if pair[1] < 1 or not 0 <= pair[0] < pair[1]:
-        raise ConfigError(f"{what}: invalid shard {value!r}: expected INDEX/COUNT with "
-                          "0 <= INDEX < COUNT")
-    return pair
+    try:
+        return check_shard(int(index), int(count))
+    except ConfigError as exc:
+        raise ConfigError(f"{what}: {exc}") from None
 
 
 def _true(value: str, what: str) -> bool:
@@ -38,11 +39,16 @@ def _true(value: str, what: str) -> bool:
     return lowered in ("true", "1", "yes")
 
 
+def setting_duration_s_named(value: str, what: str) -> float:
+    """A duration of 0 or more."""
+    return setting_duration_s(value, what=what)
+
+
 def _positive_s(value: str, what: str) -> float:
-    seconds = setting_duration_s(value, what=what)
-    if seconds <= 0:
-        raise ConfigError(f"{what}: {shown(value)} must be longer than 0")
-    return seconds
+    try:
+        return positive_duration_s(value)
+    except ConfigError as exc:
+        raise ConfigError(f"{what}: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -64,8 +70,9 @@ KNOBS: tuple[Knob, ...] = (
          "Redis URL (then $REDIS_URL); without its password when the secret holds it"),
     Knob("redis_secret", "KIQBEAT_REDIS_SECRET", "--redis-secret", lambda v, w: v, "SECRET_ID",
          "Secrets Manager secret holding the Redis URL or password"),
-    Knob("max_age_s", "KIQBEAT_CONFIG_MAX_AGE", "--config-max-age", _positive_s, "DURATION",
-         "how long a remote document or secret is reused (default 60s)"),
+    Knob("max_age_s", "KIQBEAT_CONFIG_MAX_AGE", "--config-max-age", setting_duration_s_named,
+         "DURATION", "how long a remote document or secret is reused (default 60s; 0: "
+         "fetched every invocation)"),
     Knob("window_s", "KIQBEAT_MISSED_JOBS_WINDOW", "--missed-jobs-window", _positive_s,
          "DURATION", "override the document's missed_jobs_window"),
     Knob("shard", "KIQBEAT_SHARD", "--shard", _shard, "I/N",
@@ -77,7 +84,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob("redis_functions", "KIQBEAT_REDIS_FUNCTIONS", "--redis-functions", _true, "BOOL",
          "call kiqbeat's Redis 7 function library (FCALL) instead of scripts (EVALSHA)"),
     Knob("tracing", "KIQBEAT_TRACING", "--tracing", _true, "BOOL",
-         "Lambda only: trace with X-Ray through Powertools Tracer"),
+         "Lambda only (no command flag): trace with X-Ray through Powertools Tracer"),
 )
 VARIABLES = tuple(k.variable for k in KNOBS)
 
@@ -126,8 +133,9 @@ class Settings:
                 "REDIS_URL": self.fallback_redis_url}
 
 
-def add_flags(parser: argparse.ArgumentParser, *, skip: tuple[str, ...] = ()) -> None:
-    """Add every knob's flag to a command's parser (default: its environment variable)."""
+def add_flags(parser: argparse.ArgumentParser, *, skip: tuple[str, ...] = ("tracing",)) -> None:
+    """Add the knobs' flags to a command's parser (default: its environment variable);
+    tracing is the Lambda's alone, so commands skip it."""
     for knob in KNOBS:
         if knob.name in skip:
             continue

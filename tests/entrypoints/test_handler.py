@@ -345,3 +345,12 @@ def test_pushing_stops_at_a_deadline_counted_from_the_start_of_the_invocation(
     with pytest.raises(DeadlineError):
         app.lambda_handler({}, Context(timeout_ms=4_000))  # 1 s to use, 1.5 s spent loading
     assert redis_client.llen("queue:pulse") == 0
+
+
+def test_a_config_max_age_of_zero_fetches_every_time_and_works(lambda_env: Path,
+                                                               monkeypatch: pytest.MonkeyPatch
+                                                               ) -> None:
+    """template.yaml allows ConfigMaxAge 0 (fetch every invocation): it must not fail."""
+    monkeypatch.setenv("KIQBEAT_CONFIG_MAX_AGE", "0")
+    app.forget_warm()
+    assert app.lambda_handler({}, Context())["new_schedules"] == 1

@@ -119,6 +119,13 @@ def test_the_image_is_python313_slim_pinned_by_digest() -> None:
                      text)
 
 
+def test_the_image_installs_the_dependencies_pinned_with_hashes() -> None:
+    text = DOCKERFILE.read_text().replace("\\\n", " ")
+    assert "pip install --require-hashes -r requirements.txt" in text
+    assert "pip install --no-deps ." in text
+    assert "COPY handler/requirements.txt" in text
+
+
 def test_the_image_is_slim_non_root_and_writes_no_bytecode() -> None:
     recipe = _dockerfile()
     assert all(base.startswith("python:3.13-slim@") for base in recipe["FROM"])

@@ -57,12 +57,15 @@ def _urls(server: RedisServer) -> dict[str, str]:
         "@ and / in the password": f"redis://kiqbeat:{SECRET[:5]}@{SECRET[5:]}/x@127.0.0.1/0",
         "unix socket": f"unix://kiqbeat:{SECRET}@/nonexistent/kiqbeat.sock?db=0",
         "in the query": f"redis://127.0.0.1:{dead}/0?password={SECRET}",
+        "& and = in a query password": f"redis://127.0.0.1:{dead}/0?password={SECRET[:5]}&"
+                                       f"{SECRET[5:]}=1",
     }
 
 
 CASES = ["wrong password", "password only", "dead host", "TLS to a plain port", "dead sentinels",
          "malformed port", "? in the password", "no scheme", "one slash", "no slash",
-         "@ and / in the password", "unix socket", "in the query"]
+         "@ and / in the password", "unix socket", "in the query",
+         "& and = in a query password"]
 
 
 def _assert_no_secret(where: str, text: str) -> None:

@@ -221,6 +221,11 @@ class Every:
             raise ConfigError(f"interval must be at least 1 second, got {self.seconds}")
 
     @property
+    def zone_name(self) -> str:
+        """Intervals count in UTC."""
+        return "UTC"
+
+    @property
     def key(self) -> str:
         """Equal for intervals of the same length."""
         return f"every:{self.seconds}"

@@ -35,6 +35,7 @@ from datetime import UTC, datetime, timedelta
 
 from kiqbeat.core.payload import JobTemplate, jid_ms, job_json, job_template
 from kiqbeat.core.schedule import Config, Schedule, Timetable
+from kiqbeat.errors import ConfigError
 
 # `catch_up: none` still pushes ticks this fresh: one trigger period, the normal lag.
 ON_TIME_S = 120.0
@@ -60,6 +61,14 @@ def to_ms(instant: datetime) -> int:
 def from_ms(ms: int) -> datetime:
     """Aware UTC datetime of epoch milliseconds."""
     return datetime.fromtimestamp(ms / 1000, tz=UTC)
+
+
+def check_shard(index: int, count: int) -> tuple[int, int]:
+    """(index, count) when it names a shard; ConfigError otherwise."""
+    if count < 1 or not 0 <= index < count:
+        raise ConfigError(f"invalid shard {index}/{count}: expected INDEX/COUNT with "
+                          "0 <= INDEX < COUNT")
+    return index, count
 
 
 def shard_of(name: str, count: int) -> int:

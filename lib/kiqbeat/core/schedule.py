@@ -20,6 +20,11 @@ class Timetable(Protocol):
         ...
 
     @property
+    def zone_name(self) -> str:
+        """The IANA zone its wall times are read in ("UTC" for intervals)."""
+        ...
+
+    @property
     def has_seconds(self) -> bool:
         """True when the timetable can fire between minute boundaries."""
         ...

@@ -154,6 +154,8 @@ def _yaml(text: str, source: str) -> tuple[object, list[str]]:
         raise ConfigError(f"invalid YAML{where}: {what}", source=source) from exc
     except yaml.YAMLError as exc:
         raise ConfigError(f"invalid YAML: {exc}", source=source) from exc
+    except ConfigError:
+        raise
     except (ValueError, RecursionError) as exc:  # an integer of 5,000 digits, 3,000 [[[
         raise ConfigError(f"the YAML cannot be read safely: {_unreadable(exc)}",
                           source=source) from None

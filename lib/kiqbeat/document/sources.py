@@ -33,6 +33,7 @@ from urllib.parse import quote
 
 from kiqbeat.core.schedule import Config
 from kiqbeat.document import load_config_file, load_config_text
+from kiqbeat.document.read import MAX_DOCUMENT_BYTES
 from kiqbeat.errors import ConfigError
 
 # botocore.config.Config: botocore is imported only when an AWS source is used.
@@ -49,7 +50,6 @@ AWS_RETRY_WAIT_S = 6.0
 # With less time than this per call before the deadline, no AWS call is started.
 AWS_MIN_CALL_S = 2.0
 
-URL_VARIABLES = ("KIQBEAT_REDIS_URL", "REDIS_URL")
 SECRET_VARIABLE = "KIQBEAT_REDIS_SECRET"
 REMOTE_PREFIXES = ("s3://", "ssm:", "appconfig:")
 _REDIS_SCHEMES = ("redis://", "rediss://", "redis+sentinel://", "rediss+sentinel://", "unix://")
@@ -233,7 +233,9 @@ class Sources:
             return boto3.session.Session().client("s3", config=config)
 
         body = self._client("s3", limits, make).get_object(Bucket=bucket, Key=key)["Body"]
-        return body.read()  # type: ignore[no-any-return]
+        # At most one byte past the limit: the reader refuses it by size, and a huge object
+        # never fills the function's memory.
+        return body.read(MAX_DOCUMENT_BYTES + 1)  # type: ignore[no-any-return]
 
     def _fetch_ssm(self, name: str, limits: CallLimits) -> str:
         if not name:

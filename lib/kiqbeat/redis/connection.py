@@ -115,10 +115,11 @@ def _secrets(client: redis.Redis) -> list[str]:
 
 
 def _clean(text: str, client: redis.Redis) -> str:
-    """`text` with the client's password and user name masked (redis-py's messages)."""
+    """`text` with the client's password and user name masked, cut to 300 characters
+    (redis-py's Sentinel errors carry the repr of every Sentinel client)."""
     for secret in _secrets(client):
         text = text.replace(secret, "***")
-    return text
+    return text if len(text) <= 300 else text[:297] + "..."
 
 
 @contextmanager

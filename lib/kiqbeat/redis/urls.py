@@ -135,15 +135,17 @@ def _parse(url: str) -> RedisUrl:
         username, password = (unquote(user) or None), (unquote(secret) if colon else None)
     path, _, query_text = tail.partition("?")
     query = tuple(parse_qsl(query_text, keep_blank_values=True, strict_parsing=bool(query_text)))
-    unknown = [k for k, _ in query if k not in _SETTINGS]
-    if unknown:
-        raise ConfigError(f"unknown URL setting(s) {', '.join(sorted(set(unknown)))}; known: "
-                          f"{', '.join(_SETTINGS)}")
+    if any(k not in _SETTINGS for k, _ in query):
+        # Not named: with an unencoded & or = in a password, a "setting" is part of it.
+        raise ConfigError(f"the URL has a query setting kiqbeat does not take; it takes "
+                          f"{', '.join(_SETTINGS)} (others of redis-py's are not passed on)")
     settings = dict(query)
     username = settings.pop("username", None) or username
     password = settings.pop("password", None) or password
     query = tuple((k, v) for k, v in query if k not in ("username", "password"))
     db_text = dict(query).get("db")
+    if db_text is not None:
+        _db(db_text)
     if scheme == "unix":
         if hostpart or not path.startswith("/"):
             raise ConfigError(_FORMAT)
