@@ -196,10 +196,15 @@ def _prune(client: redis.Redis, config: Config, now: datetime, report: Report,
         with redis_errors(client, "forgetting removed schedules"):
             lua.call(scripts.PRUNE, client,
                      [keys.watermarks(config.namespace), keys.first_seen(config.namespace)],
-                     [to_ms(threshold), "\n".join(s.name for s in config.schedules)])
+                     [to_ms(threshold), "\n".join(_document_names(config))])
     except KiqbeatError as exc:  # the jobs are pushed; only the bound on state is at stake
         report.warnings.append(f"removed schedules are not forgotten, so kiqbeat's state "
                                f"keeps growing: {exc} (grant +hgetall +hdel)")
+
+
+def _document_names(config: Config) -> tuple[str, ...]:
+    """Every schedule of the document, this shard's and the others'."""
+    return config.document_names or tuple(s.name for s in config.schedules)
 
 
 def select_shard(config: Config, shard: tuple[int, int] | None) -> Config:
@@ -208,7 +213,8 @@ def select_shard(config: Config, shard: tuple[int, int] | None) -> Config:
         return config
     index, count = check_shard(*shard)
     mine = tuple(s for s in config.schedules if shard_of(s.name, count) == index)
-    return replace(config, schedules=mine, shard=shard)
+    return replace(config, schedules=mine, shard=shard,
+                   document_names=tuple(s.name for s in config.schedules))
 
 
 @dataclass(frozen=True)
@@ -351,9 +357,10 @@ class Engine:
         names = [s.name for s in config.schedules]
         last = self._checked_config
         neighbours = Neighbours(config, check=last is not config and last != config)
-        # On a new config, also count the stored marks: more than configured means some
-        # schedules left, and their marks may be old enough to forget (bounded state).
-        count_marks = neighbours.check and config.shard is None
+        # On a new config, also count the stored marks: more than the document has means
+        # some schedules left, and their marks may be old enough to forget (bounded state).
+        # A shard counts against the whole document, and forgets for every shard.
+        count_marks = neighbours.check
 
         def more_reads(pipe: Any) -> None:
             neighbours.queue(pipe)
@@ -385,7 +392,7 @@ class Engine:
         push(client, plan, config, report, deadline, self._lua)
         if config.sidekiq_scheduler_ui:
             neighbours.write_tab(client, config, report)
-        if isinstance(stored, int) and stored > len(names):
+        if isinstance(stored, int) and stored > len(_document_names(config)):
             _prune(client, config, now, report, self._lua)
         return report
 

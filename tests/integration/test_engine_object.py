@@ -92,3 +92,26 @@ def test_one_invocation_sends_a_bounded_number_of_bytes_and_the_next_goes_on(
     assert first.pushed + second.pushed >= 10
     jids = [json.loads(raw)["jid"] for raw in redis_client.lrange("queue:default", 0, -1)]
     assert len(jids) == len(set(jids)) == first.pushed + second.pushed
+
+
+def test_a_shard_forgets_removed_schedules_and_keeps_the_other_shards(
+    redis_client: redis.Redis,
+) -> None:
+    """Bounded state holds when sharded: a schedule gone from the document is forgotten by
+    whichever shard meets the new document, and no other shard's schedule is."""
+    from kiqbeat.engine import select_shard
+
+    names = [f"s{i}" for i in range(12)]
+    doc = "missed_jobs_window: 1h\nschedules:\n" + "".join(
+        f"  {n}: {{cron: '* * * * *', class: A}}\n" for n in names)
+    full = config(doc)
+    engines = [Engine(client=redis_client) for _ in range(3)]
+    for i, engine in enumerate(engines):
+        engine.run(select_shard(full, (i, 3)))
+    assert set(redis_client.hkeys("kiqbeat:watermarks")) == set(names)
+    redis_client.hset("kiqbeat:watermarks", "removed", 1)  # gone from the document long ago
+    redis_client.hset("kiqbeat:first_seen", "removed", 1)
+    fresh = Engine(client=redis_client)  # a shard meeting the document anew
+    fresh.run(select_shard(full, (1, 3)))
+    assert set(redis_client.hkeys("kiqbeat:watermarks")) == set(names)
+    assert not redis_client.hexists("kiqbeat:first_seen", "removed")

@@ -73,7 +73,10 @@ class Config:
     # Durability: after each push call, wait until this many replicas hold it (Redis WAIT).
     wait_replicas: int = 0
     wait_timeout_s: float = 1.0
-    # (index, count) when this is one shard's part of a document (`engine.select_shard`).
+    # (index, count) when this is one shard's part of a document (`engine.select_shard`),
+    # and then the names of the whole document: forgetting removed schedules must keep the
+    # other shards' ones.
     shard: tuple[int, int] | None = None
+    document_names: tuple[str, ...] = ()
     # Valid but risky or meaning-changing settings, shown by `validate` and logged once.
     warnings: tuple[str, ...] = ()
