@@ -154,8 +154,11 @@ def test_status_shows_each_schedule(
     assert main(["run-once", "--config", str(schedule_file), "--redis-url", redis_url]) == 0
     capsys.readouterr()
     assert main(["status", "--config", str(schedule_file), "--redis-url", redis_url, "--json"]) == 0
-    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)["schedules"]}
+    document = json.loads(capsys.readouterr().out)
+    rows = {r["name"]: r for r in document["schedules"]}
     assert set(rows) == {"heartbeat", "report"}
+    assert document["summary"] == {"schedules": 2, "enabled": 2, "disabled": 0,
+                                   "never_seen": 0, "overdue": 0}
     assert rows["report"]["next_tick"].endswith(":00:00+00:00")
     assert rows["heartbeat"]["covered_through"] is not None
 
@@ -219,3 +222,29 @@ def test_run_survives_an_unexpected_error_and_keeps_invoking(
     err = capsys.readouterr().err
     assert len(calls) >= 2
     assert err.count("invocation failed unexpectedly") >= 2 and "RuntimeError: a bug" in err
+
+
+def test_status_pages_most_overdue_first_and_filters_by_name(
+    tmp_path: Path, redis_url: str, redis_client: redis.Redis,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    path = tmp_path / "many.yaml"
+    path.write_text("schedules:\n" + "".join(
+        f"  s{i:02d}: {{cron: '* * * * *', class: A}}\n" for i in range(30)))
+    common = ["--config", str(path), "--redis-url", redis_url]
+    assert main(["run-once", *common]) == 0
+    seconds, _ = redis_client.time()
+    late = datetime.fromtimestamp(seconds, UTC) - timedelta(minutes=10)
+    redis_client.hset("kiqbeat:watermarks", "s17", int(late.timestamp() * 1000))
+    capsys.readouterr()
+    assert main(["status", *common, "--limit", "5", "--json"]) == 0
+    page = json.loads(capsys.readouterr().out)
+    assert (page["total"], len(page["schedules"])) == (30, 5)
+    assert page["schedules"][0]["name"] == "s17" and page["summary"]["overdue"] == 1
+    assert main(["status", *common, "--limit", "5", "--offset", "28"]) == 0
+    text = capsys.readouterr().out
+    assert "30 schedules" in text and text.count("covered through") == 2
+    assert main(["status", *common, "s03", "s04", "--json"]) == 0
+    assert [r["name"] for r in json.loads(capsys.readouterr().out)["schedules"]] == ["s03", "s04"]
+    assert main(["status", *common, "s3"]) == 1
+    assert "no schedule 's3'" in capsys.readouterr().err

@@ -8,12 +8,13 @@ import os
 import sys
 import traceback
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from kiqbeat.core.report import Report
 from kiqbeat.core.schedule import Config
 from kiqbeat.document.sources import Sources
-from kiqbeat.engine import Engine
+from kiqbeat.engine import Engine, ScheduleStatus
 from kiqbeat.entrypoints.loop import run_loop, stop_on_signals
 from kiqbeat.errors import ConfigError, KiqbeatError
 from kiqbeat.settings import Settings, add_flags, flags_of
@@ -91,8 +92,6 @@ def _next_fires(config: Config, after: datetime, count: int) -> list[list[dict[s
 
 def _next_config(args: argparse.Namespace) -> Config:
     """The schedules `next` previews: from the file (only NAMEs if given), or --cron/--every."""
-    from dataclasses import replace
-
     from kiqbeat.core.cron import parse_cron, parse_every
     from kiqbeat.core.schedule import Schedule
     from kiqbeat.errors import did_you_mean
@@ -211,20 +210,51 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
-    now, rows = _engine(args).status()
+    from kiqbeat.errors import did_you_mean
+
+    if args.limit < 1 or args.offset < 0:
+        raise ConfigError("--limit must be at least 1 and --offset at least 0")
+    engine = _engine(args)
+    config = engine.config()
+    if args.names:
+        by_name = {s.name: s for s in config.schedules}
+        unknown = [n for n in args.names if n not in by_name]
+        if unknown:
+            raise ConfigError([f"no schedule {n!r}{did_you_mean(n, by_name)}" for n in unknown])
+        config = replace(config, schedules=tuple(by_name[n] for n in args.names))
+    now, rows = engine.status(config)
+    summary = _status_summary(rows)
+    # The most overdue first, then by name: what an operator looks at first.
+    rows = sorted(rows, key=lambda r: (-r.lag_s, r.name))
+    page = rows[args.offset:args.offset + args.limit]
     if args.json:
-        document = {"now": now.isoformat(), "schedules": [r.as_dict() for r in rows]}
+        document = {"now": now.isoformat(), "summary": summary, "total": len(rows),
+                    "offset": args.offset, "limit": args.limit,
+                    "schedules": [r.as_dict() for r in page]}
         print(json.dumps(document, indent=2))
         return 0
-    print(f"Redis clock: {now.isoformat(timespec='seconds')}")
-    for r in rows:
+    print(f"Redis clock: {now.isoformat(timespec='seconds')}; {summary['schedules']} schedules: "
+          f"{summary['enabled']} enabled, {summary['disabled']} disabled, "
+          f"{summary['never_seen']} never seen, {summary['overdue']} overdue")
+    for r in page:
         covered = (r.covered_through.isoformat(timespec="seconds") if r.covered_through
                    else "never seen")
         flags = "" if r.enabled else " (disabled)"
         late = f", {r.lag_s:.0f} s overdue" if r.lag_s > 0 else ""
         print(f"{r.name}{flags}: zone {r.zone}; covered through {covered}; "
               f"next {r.next_tick.isoformat(timespec='seconds')}{late}")
+    rest = len(rows) - args.offset - len(page)
+    if rest > 0:
+        print(f"... {rest} more (--offset {args.offset + len(page)})")
     return 0
+
+
+def _status_summary(rows: Sequence[ScheduleStatus]) -> dict[str, int]:
+    """Counts by state, for `status` at any size."""
+    return {"schedules": len(rows), "enabled": sum(r.enabled for r in rows),
+            "disabled": sum(not r.enabled for r in rows),
+            "never_seen": sum(r.covered_through is None for r in rows),
+            "overdue": sum(r.lag_s > 0 for r in rows)}
 
 
 def _cmd_invoke(args: argparse.Namespace) -> int:
@@ -327,8 +357,12 @@ def _parser() -> argparse.ArgumentParser:
     add_flags(p)
     p.set_defaults(func=_cmd_run)
 
-    p = sub.add_parser("status", help="per schedule: zone, last tick covered, next tick, lag")
+    p = sub.add_parser("status", help="counts by state, then per schedule (most overdue first): "
+                                      "zone, last tick covered, next tick, lag")
+    p.add_argument("names", nargs="*", metavar="NAME", help="only these schedules")
     add_flags(p)
+    p.add_argument("--limit", type=int, default=50, help="schedules shown (default 50)")
+    p.add_argument("--offset", type=int, default=0, help="skip this many first (paging)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cmd_status)
 
