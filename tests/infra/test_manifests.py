@@ -67,6 +67,41 @@ def test_the_cronjob_runs_every_minute_overlapping_and_never_retries() -> None:
     assert job["template"]["spec"]["restartPolicy"] == "Never"
 
 
+@pytest.mark.parametrize("shards", [1, 4])
+def test_the_cronjob_runs_one_pod_per_shard_each_with_its_own_shard(
+    shards: int, tmp_path: Path
+) -> None:
+    """An Indexed Job: pod I gets KIQBEAT_SHARD=I/N, which kiqbeat reads; N set in the
+    places marked SHARDS gives N disjoint shards covering every schedule."""
+    from kiqbeat.core.plan import shard_of
+    from kiqbeat.settings import Settings
+
+    text = (K8S / "cronjob.yaml").read_text()
+    assert text.count("# SHARDS") == 3
+    text = text.replace("completions: 1  # SHARDS", f"completions: {shards}  # SHARDS")
+    text = text.replace("parallelism: 1  # SHARDS", f"parallelism: {shards}  # SHARDS")
+    text = text.replace('"$(KIQBEAT_SHARD_INDEX)/1"', f'"$(KIQBEAT_SHARD_INDEX)/{shards}"')
+    changed = tmp_path / "cronjob.yaml"
+    changed.write_text(text)
+    done = subprocess.run([validator(), "--strict", str(changed)],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    job = yaml.safe_load(text)["spec"]["jobTemplate"]["spec"]
+    assert job["completionMode"] == "Indexed"
+    assert job["completions"] == job["parallelism"] == shards
+    env = {e["name"]: e for e in job["template"]["spec"]["containers"][0]["env"]}
+    assert env["KIQBEAT_SHARD_INDEX"]["valueFrom"]["fieldRef"]["fieldPath"] == (
+        "metadata.annotations['batch.kubernetes.io/job-completion-index']")
+    names = [f"schedule-{i}" for i in range(200)]
+    covered: list[str] = []
+    for index in range(shards):  # what Kubernetes expands $(KIQBEAT_SHARD_INDEX) to
+        value = env["KIQBEAT_SHARD"]["value"].replace("$(KIQBEAT_SHARD_INDEX)", str(index))
+        shard = Settings.load({"KIQBEAT_SHARD": value}).shard
+        assert shard == (index, shards)
+        covered += [n for n in names if shard_of(n, shards) == index]
+    assert sorted(covered) == sorted(names)
+
+
 @pytest.mark.parametrize("manifest", ["cronjob.yaml", "deployment.yaml"])
 def test_pods_run_non_root_on_a_read_only_root_with_redis_from_a_secret(manifest: str) -> None:
     spec = pod_spec(manifest)
