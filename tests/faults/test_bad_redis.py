@@ -17,8 +17,8 @@ import redis
 
 from kiqbeat.demo.server import RedisServer
 from kiqbeat.document import load_config_file
-from kiqbeat.engine import PUSH_SHA
 from kiqbeat.redis import keys
+from kiqbeat.redis.state import PUSH_SHA
 from tests.integration.helpers import minute_floor, redis_now
 from tests.support.proxy import FaultProxy
 

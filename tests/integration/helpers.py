@@ -10,7 +10,7 @@ import redis
 
 from kiqbeat.core.schedule import Config
 from kiqbeat.document import load_config_text
-from kiqbeat.engine import read_state
+from kiqbeat.redis.state import read_state
 
 
 def config(text: str) -> Config:

@@ -15,9 +15,10 @@ from kiqbeat.core.payload import jid
 from kiqbeat.core.plan import plan_ticks
 from kiqbeat.core.report import Report
 from kiqbeat.demo.server import RedisServer
-from kiqbeat.engine import push, run
+from kiqbeat.engine import run
 from kiqbeat.errors import ConfigError, StateError
 from kiqbeat.redis.connection import connect
+from kiqbeat.redis.state import push
 
 from .helpers import config, marks, minute_floor, pushed_jobs, redis_now
 

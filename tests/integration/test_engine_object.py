@@ -77,9 +77,9 @@ def test_an_engine_reads_its_document_and_redis_from_settings(
 def test_one_invocation_sends_a_bounded_number_of_bytes_and_the_next_goes_on(
     redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from kiqbeat import engine as engine_module
+    from kiqbeat.redis import state
 
-    monkeypatch.setattr(engine_module, "MAX_BYTES_PER_INVOCATION", 300_000)
+    monkeypatch.setattr(state, "MAX_BYTES_PER_INVOCATION", 300_000)
     cfg = config("missed_jobs_window: 1h\nschedules:\n  big:\n    cron: '* * * * * *'\n"
                  "    class: BigWorker\n    args: ['" + "x" * 100_000 + "']\n")
     engine = Engine(client=redis_client)

@@ -20,8 +20,9 @@ import redis
 from kiqbeat.core.payload import jid
 from kiqbeat.core.plan import MAX_JOBS_PER_CALL, plan_ticks, to_ms
 from kiqbeat.core.report import Report
-from kiqbeat.engine import push, run
+from kiqbeat.engine import run
 from kiqbeat.redis.connection import connect
+from kiqbeat.redis.state import push
 
 from .helpers import config, marks, minute_floor, redis_now
 

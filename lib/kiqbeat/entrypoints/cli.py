@@ -14,9 +14,10 @@ from datetime import UTC, datetime
 from kiqbeat.core.report import Report
 from kiqbeat.core.schedule import Config
 from kiqbeat.document.sources import Sources
-from kiqbeat.engine import Engine, ScheduleStatus
+from kiqbeat.engine import Engine
 from kiqbeat.entrypoints.loop import run_loop, stop_on_signals
 from kiqbeat.errors import ConfigError, KiqbeatError
+from kiqbeat.redis.state import ScheduleStatus
 from kiqbeat.settings import Settings, add_flags, flags_of
 
 
