@@ -4,7 +4,7 @@
 - `convert`: sidekiq-scheduler and sidekiq-cron files into kiqbeat's form, with warnings
   where the meaning changes;
 - `validate`: kiqbeat's form into a `Config`, every problem reported at once, driven by the
-  field table in `fields`;
+  field table in `fields`, each job checked by `jobs` as it will be pushed;
 - `sources`: where documents and Redis URLs come from (files, S3, SSM, AppConfig, Secrets).
 """
 
