@@ -16,7 +16,8 @@ import boto3
 import pytest
 import redis
 
-from kiqbeat.document.sources import DEFAULT_LIMITS, Sources, call_limits
+from kiqbeat.document.aws import DEFAULT_LIMITS, call_limits
+from kiqbeat.document.sources import Sources
 from kiqbeat.errors import ConfigError
 
 # Fixture types (tests/entrypoints/conftest.py); the folder is not a package.
