@@ -68,7 +68,6 @@ def select_shard(config: Config, shard: tuple[int, int] | None) -> Config:
                    document_names=tuple(s.name for s in config.schedules))
 
 
-
 class Engine:
     """One deployment's invocations: builds or holds the client, owns what they share."""
 
@@ -77,8 +76,9 @@ class Engine:
         self.settings = settings or Settings()
         self.sources = sources or Sources(self.settings.max_age_s)
         self._given_client = client
-        self._client: redis.Redis | None = client
+        self._client: redis.Redis | None = None  # built from the URL, when none was given
         self._url = ""
+        self._unverified_tls = False  # the URL turns TLS verification off (allowed)
         self._checked_client: redis.Redis | None = None  # startup checks done on it
         self._checked_config: Config | None = None  # neighbours passed with it
         self._memo = TickMemo()
@@ -109,6 +109,7 @@ class Engine:
             self._close_own_client()
             insecure = self.settings.redis_insecure_tls
             self._client, self._url = connect(url, insecure_tls=insecure), url
+            self._unverified_tls = parse_url(url).insecure
         return self._client
 
     def redis_where(self) -> str:
@@ -164,19 +165,17 @@ class Engine:
         names = [s.name for s in config.schedules]
         last = self._checked_config
         neighbours = Neighbours(config, check=last is not config and last != config)
-        # On a new config, also count the stored marks: more than the document has means
-        # some schedules left, and their marks may be old enough to forget (bounded state).
-        # A shard counts against the whole document, and forgets for every shard.
-        count_marks = neighbours.check
-
         def more_reads(pipe: Any) -> None:
             neighbours.queue(pipe)
-            if count_marks:
+            # On a new config, also count the stored marks: more than the document has means
+            # some schedules left, whose marks may be old enough to forget (bounded state).
+            # A shard counts against the whole document, and forgets for every shard.
+            if neighbours.check:
                 pipe.hlen(keys.watermarks(config.namespace))
 
         redis_now, marks, more = read_state(client, config.namespace, names, more_reads,
                                             self._lua)
-        stored = more.pop() if count_marks else 0
+        stored = more.pop() if neighbours.check else 0
         if isinstance(stored, Exception):
             warnings.append(f"removed schedules are not forgotten, so kiqbeat's state keeps "
                             f"growing: counting the stored marks was refused ({stored}); "
@@ -191,7 +190,7 @@ class Engine:
                               f"{redis_now.isoformat()}: that would push ticks early")
         report = Report(now=now, schedules=len(names), round_trips=1,
                         warnings=self._not_yet_reported(warnings))
-        if self._url and parse_url(self._url).insecure:  # said every time, on purpose
+        if self._unverified_tls:  # said every time, on purpose
             report.warnings.append(f"TLS to Redis at {describe(self._url)} is not verified "
                                    "(KIQBEAT_REDIS_INSECURE_TLS): anyone on the path can read "
                                    "the password and push jobs")
@@ -209,9 +208,8 @@ class Engine:
         return fresh
 
     def _close_own_client(self) -> None:
-        if self._client is not None and self._given_client is None:
+        if self._client is not None:
             self._client.close()
-        if self._given_client is None:
             self._client = None  # `_url` stays: it names the Redis in a failure's log line
         self._checked_client = None
 

@@ -13,42 +13,27 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kiqbeat.core.durations import duration_s
 from kiqbeat.core.plan import check_shard
 from kiqbeat.document.fields import positive_duration_s
 from kiqbeat.document.sources import DEFAULT_MAX_AGE_S
-from kiqbeat.document.validate import setting_duration_s
 from kiqbeat.errors import ConfigError, shown
 
 DEFAULT_DEADLINE_S = 40.0
 
 
-def _shard(value: str, what: str) -> tuple[int, int]:
+def _shard(value: str) -> tuple[int, int]:
     index, _, count = value.partition("/")
     if not (index.isascii() and index.isdigit() and count.isascii() and count.isdigit()):
-        raise ConfigError(f"{what}: invalid shard {shown(value)}: expected INDEX/COUNT, e.g. 0/4")
-    try:
-        return check_shard(int(index), int(count))
-    except ConfigError as exc:
-        raise ConfigError(f"{what}: {exc}") from None
+        raise ConfigError(f"invalid shard {shown(value)}: expected INDEX/COUNT, e.g. 0/4")
+    return check_shard(int(index), int(count))
 
 
-def _true(value: str, what: str) -> bool:
+def _true(value: str) -> bool:
     lowered = value.strip().lower()
     if lowered not in ("true", "false", "1", "0", "yes", "no"):
-        raise ConfigError(f"{what}: {shown(value)} must be true or false")
+        raise ConfigError(f"{shown(value)} must be true or false")
     return lowered in ("true", "1", "yes")
-
-
-def setting_duration_s_named(value: str, what: str) -> float:
-    """A duration of 0 or more."""
-    return setting_duration_s(value, what=what)
-
-
-def _positive_s(value: str, what: str) -> float:
-    try:
-        return positive_duration_s(value)
-    except ConfigError as exc:
-        raise ConfigError(f"{what}: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -58,26 +43,26 @@ class Knob:
     name: str
     variable: str
     flag: str
-    parse: Callable[[str, str], Any]
+    parse: Callable[[str], Any]  # ConfigError; the flag or variable is named by `load`
     metavar: str
     help: str
 
 
 KNOBS: tuple[Knob, ...] = (
-    Knob("config_source", "KIQBEAT_CONFIG", "--config", lambda v, w: v.strip(), "SOURCE",
+    Knob("config_source", "KIQBEAT_CONFIG", "--config", str.strip, "SOURCE",
          "schedule document: a file, s3://BUCKET/KEY, ssm:/NAME or appconfig:APP/ENV/PROFILE"),
-    Knob("redis_url", "KIQBEAT_REDIS_URL", "--redis-url", lambda v, w: v, "URL",
+    Knob("redis_url", "KIQBEAT_REDIS_URL", "--redis-url", str, "URL",
          "Redis URL (then $REDIS_URL); without its password when the secret holds it"),
-    Knob("redis_secret", "KIQBEAT_REDIS_SECRET", "--redis-secret", lambda v, w: v, "SECRET_ID",
+    Knob("redis_secret", "KIQBEAT_REDIS_SECRET", "--redis-secret", str, "SECRET_ID",
          "Secrets Manager secret holding the Redis URL or password"),
-    Knob("max_age_s", "KIQBEAT_CONFIG_MAX_AGE", "--config-max-age", setting_duration_s_named,
+    Knob("max_age_s", "KIQBEAT_CONFIG_MAX_AGE", "--config-max-age", duration_s,
          "DURATION", "how long a remote document or secret is reused (default 60s; 0: "
          "fetched every invocation)"),
-    Knob("window_s", "KIQBEAT_MISSED_JOBS_WINDOW", "--missed-jobs-window", _positive_s,
+    Knob("window_s", "KIQBEAT_MISSED_JOBS_WINDOW", "--missed-jobs-window", positive_duration_s,
          "DURATION", "override the document's missed_jobs_window"),
     Knob("shard", "KIQBEAT_SHARD", "--shard", _shard, "I/N",
          "only schedules of shard I of N (by a stable hash of their name)"),
-    Knob("deadline_s", "KIQBEAT_DEADLINE", "--deadline", _positive_s, "DURATION",
+    Knob("deadline_s", "KIQBEAT_DEADLINE", "--deadline", positive_duration_s, "DURATION",
          "stop pushing after this long; the next invocation does the rest (default 40s)"),
     Knob("redis_insecure_tls", "KIQBEAT_REDIS_INSECURE_TLS", "--redis-insecure-tls", _true,
          "BOOL", "accept a rediss:// URL that turns verification off (warned about each time)"),
@@ -116,7 +101,10 @@ class Settings:
             raw, what = (flag, knob.flag) if flag not in (None, "") else (
                 environ.get(knob.variable) or "", knob.variable)
             if raw:
-                values[knob.name] = knob.parse(str(raw), what)
+                try:
+                    values[knob.name] = knob.parse(str(raw))
+                except ConfigError as exc:
+                    raise ConfigError(f"{what}: {exc}") from None
         return cls(**values, fallback_redis_url=environ.get("REDIS_URL") or "")
 
     def require_config(self) -> str:

@@ -15,7 +15,6 @@ from functools import partial
 from typing import Any, TypeVar, cast
 
 from kiqbeat.core.cron import Cron, Every, parse_cron, parse_every
-from kiqbeat.core.durations import duration_s
 from kiqbeat.core.schedule import CatchUp, Config, Schedule, TimestampFormat, Timetable
 from kiqbeat.document.fields import (
     BY_NAME,
@@ -271,11 +270,3 @@ def _args(value: object) -> tuple[Any, ...]:
     if isinstance(value, list):
         return tuple(value)
     return (value,)
-
-
-def setting_duration_s(value: object, *, what: str) -> float:
-    """A duration from outside a document (a flag, an environment variable), named `what`."""
-    try:
-        return duration_s(value)
-    except ConfigError as exc:
-        raise ConfigError(f"{what}: {exc}") from None
