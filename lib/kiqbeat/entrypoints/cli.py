@@ -8,12 +8,11 @@ import os
 import sys
 import traceback
 from collections.abc import Sequence
-from dataclasses import replace
 
 from kiqbeat.core.report import Report
 from kiqbeat.engine import Engine
 from kiqbeat.entrypoints.loop import run_loop, stop_on_signals
-from kiqbeat.entrypoints.preview import cmd_next, cmd_validate, parse_instant
+from kiqbeat.entrypoints.preview import cmd_next, cmd_validate, only_named, parse_instant
 from kiqbeat.errors import ConfigError, KiqbeatError
 from kiqbeat.redis.state import ScheduleStatus
 from kiqbeat.settings import add_flags, flags_of
@@ -76,19 +75,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
-    from kiqbeat.errors import did_you_mean
-
     if args.limit < 1 or args.offset < 0:
         raise ConfigError("--limit must be at least 1 and --offset at least 0")
     engine = _engine(args)
-    config = engine.config()
-    if args.names:
-        by_name = {s.name: s for s in config.schedules}
-        unknown = [n for n in args.names if n not in by_name]
-        if unknown:
-            raise ConfigError([f"no schedule {n!r}{did_you_mean(n, by_name)}" for n in unknown])
-        config = replace(config, schedules=tuple(by_name[n] for n in args.names))
-    now, rows = engine.status(config)
+    now, rows = engine.status(only_named(engine.config(), args.names))
     summary = _status_summary(rows)
     # The most overdue first, then by name: what an operator looks at first.
     rows = sorted(rows, key=lambda r: (-r.lag_s, r.name))

@@ -10,12 +10,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 
 from kiqbeat.core.schedule import Config
 from kiqbeat.document.sources import Sources
-from kiqbeat.errors import ConfigError
+from kiqbeat.errors import ConfigError, did_you_mean
 from kiqbeat.settings import Settings
 
 
@@ -93,7 +94,6 @@ def _next_config(args: argparse.Namespace) -> Config:
     """The schedules `next` previews: from the file (only NAMEs if given), or --cron/--every."""
     from kiqbeat.core.cron import parse_cron, parse_every
     from kiqbeat.core.schedule import Schedule
-    from kiqbeat.errors import did_you_mean
 
     if sum(map(bool, (args.file, args.cron, args.every))) > 1:
         raise ConfigError("give one of: a schedule FILE, --cron EXPR or --every DURATION")
@@ -107,15 +107,21 @@ def _next_config(args: argparse.Namespace) -> Config:
         return Config((Schedule("", every, "", timing=f"every {args.every}"),))
     source = _document_source(args.file)
     config = Sources().load_config(source)
+    return only_named(config, args.names, source=source)
+
+
+def only_named(config: Config, names: Sequence[str], *, source: str = "") -> Config:
+    """The config with only the schedules `names` (all when none); ConfigError naming the
+    unknown ones, with a did-you-mean hint and the document's names."""
+    if not names:
+        return config
     by_name = {s.name: s for s in config.schedules}
-    unknown = [n for n in args.names if n not in by_name]
+    unknown = [n for n in names if n not in by_name]
     if unknown:
         listed = ", ".join(by_name) or "none"
         raise ConfigError([f"no schedule {n!r}{did_you_mean(n, by_name)}" for n in unknown]
                           + [f"the file's schedules are: {listed}"], source=source)
-    if args.names:
-        return replace(config, schedules=tuple(by_name[n] for n in args.names))
-    return config
+    return replace(config, schedules=tuple(by_name[n] for n in names))
 
 
 def _document_source(given: str | None) -> str:

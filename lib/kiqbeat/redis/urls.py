@@ -74,13 +74,11 @@ class RedisUrl:
                 raise ConfigError(f"Redis URL for {self.where}: TLS settings on a plain "
                                   "redis:// URL; use rediss://")
             return {}
-        reqs = (self.setting("ssl_cert_reqs") or "required").lower()
-        check = (self.setting("ssl_check_hostname") or "true").lower()
+        reqs, check = self._verification()
         if reqs not in ("required", "optional", "none") or check not in ("true", "false"):
             raise ConfigError(f"Redis URL for {self.where}: ssl_cert_reqs must be required "
                               "(or none/optional) and ssl_check_hostname true (or false)")
-        insecure = reqs != "required" or check != "true"
-        if insecure and not insecure_tls:
+        if self.insecure and not insecure_tls:
             raise ConfigError(
                 f"Redis URL for {self.where} turns TLS verification off (ssl_cert_reqs="
                 f"{reqs}, ssl_check_hostname={check}); anyone on the path could read the "
@@ -94,8 +92,12 @@ class RedisUrl:
     @property
     def insecure(self) -> bool:
         """True when the URL turns TLS verification off (only with `insecure_tls`)."""
-        return self.tls and ((self.setting("ssl_cert_reqs") or "required").lower() != "required"
-                             or (self.setting("ssl_check_hostname") or "true").lower() != "true")
+        return self.tls and self._verification() != ("required", "true")
+
+    def _verification(self) -> tuple[str, str]:
+        """The URL's ssl_cert_reqs and ssl_check_hostname, lower case, defaults filled in."""
+        return ((self.setting("ssl_cert_reqs") or "required").lower(),
+                (self.setting("ssl_check_hostname") or "true").lower())
 
 
 def parse_url(url: str) -> RedisUrl:
