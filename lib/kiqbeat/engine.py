@@ -1,24 +1,28 @@
-"""The engine: one deployment's invocations against Redis — read, plan, push, report.
+"""The engine: one deployment's invocations against the schedule store — read, plan, push.
 
 An `Engine` is built from `Settings` (and, in tests or libraries, a ready client). It owns
 everything kept from one invocation to the next, so that its meaning is visible here:
 
 - the Redis client, built from the settings' URL (rebuilt when the URL changes, as after a
   secret rotation) and the startup checks done on it (once per client);
-- the tick memo (the next tick of each timetable: most schedules are not due in a given
-  minute, and a warm process answers that in O(1));
-- the last config whose neighbours (sidekiq-scheduler, sidekiq-cron) passed the check;
+- the tick memo (the next tick of each timetable) and the parsed definitions (stored bytes
+  to a checked Schedule, bounded), so a warm process plans a due schedule without parsing;
+- the last config whose neighbours (sidekiq-scheduler, sidekiq-cron) passed the check, and
+  the digest of its definitions, compared with the one the store records;
 - the warnings already reported: a config or startup warning is reported once per engine,
   while an invocation's own (a `wait_replicas` shortfall) is reported every time;
 - the document sources and their caches.
 
-Round trips: one pipeline (read.lua: TIME and every schedule's mark), then one push-script
-call per chunk — two for an ordinary minute, one when nothing is due. Extras, each said
-where it happens: the startup checks (one pipelined INFO) and script loads on a new client
-or server; the neighbour check rides in the first pipeline whenever the engine meets a new
-config, and forgetting removed schedules takes one more then, only when there are any;
-`wait_replicas` adds a WAIT per push call; `sidekiq_scheduler_ui` adds the tab's toggles to
-the first pipeline and one write after.
+An invocation (DESIGN §1, §7): one pipeline reads the Redis clock, the first batch of due
+index entries (definition and watermark of each) and the digest of the document as last
+applied; a changed document is applied as a diff first (then the batch is read again);
+each batch is planned and pushed by the push script, which moves each schedule's index
+entry in the same step; the next batch is read until one comes back short. Round trips:
+one when nothing is due, two for an ordinary minute. Extras, each said where it happens:
+the startup checks (one pipelined INFO) and script loads on a new client or server; the
+neighbour check rides in the first pipeline whenever the engine meets a new config;
+setting aside invalid definitions takes one write; `wait_replicas` adds a WAIT per push
+call; `sidekiq_scheduler_ui` adds the tab's toggles to the first pipeline and one write.
 """
 
 from __future__ import annotations
@@ -26,46 +30,58 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 import redis
 
-from kiqbeat.core.plan import (
-    TickMemo,
-    check_shard,
-    plan_ticks,
-    shard_of,
-)
+from kiqbeat.core.plan import Entry, TickMemo, plan_due, to_ms
 from kiqbeat.core.report import Report
-from kiqbeat.core.schedule import Config
+from kiqbeat.core.schedule import Config, Schedule
 from kiqbeat.document.sources import Sources
-from kiqbeat.document.validate import with_window
-from kiqbeat.errors import ConfigError
+from kiqbeat.document.validate import encode_definition, read_definition, with_window
+from kiqbeat.errors import ConfigError, DeadlineError
 from kiqbeat.redis import keys, scripts
 from kiqbeat.redis.connection import connect, redis_errors, startup_warnings
 from kiqbeat.redis.neighbours import Neighbours
-from kiqbeat.redis.state import (
-    ScheduleStatus,
-    document_names,
-    prune,
-    push,
-    read_state,
-    read_status,
+from kiqbeat.redis.state import push
+from kiqbeat.redis.store import (
+    BATCH,
+    Due,
+    Op,
+    apply_document,
+    definition_sha,
+    document_digest,
+    read_due,
+    write,
 )
 from kiqbeat.redis.urls import describe, parse_url
 from kiqbeat.settings import DEFAULT_DEADLINE_S, Settings
 
+# Parsed definitions kept by a warm engine (about 2 KB each).
+MAX_PARSED = 20_000
+# The source a document without a location is stored as (a Config built in a test).
+UNNAMED_DOCUMENT = "document"
 
-def select_shard(config: Config, shard: tuple[int, int] | None) -> Config:
-    """The config restricted to shard (index, count); schedules split by a hash of their name."""
-    if shard is None:
-        return config
-    index, count = check_shard(*shard)
-    mine = tuple(s for s in config.schedules if shard_of(s.name, count) == index)
-    return replace(config, schedules=mine, shard=shard,
-                   document_names=tuple(s.name for s in config.schedules))
+
+@dataclass(frozen=True)
+class Document:
+    """A config's schedules in their stored form, and the digest of them all."""
+
+    source: str
+    definitions: dict[str, bytes]
+    digest: str
+    schedules: dict[str, Schedule]
+
+    @classmethod
+    def of(cls, config: Config) -> Document:
+        """The document form of a config (computed once per config by the engine)."""
+        source = config.source or UNNAMED_DOCUMENT
+        definitions = {s.name: encode_definition(s.definition, source)
+                       for s in config.schedules}
+        return cls(source, definitions, document_digest(definitions),
+                   {s.name: s for s in config.schedules})
 
 
 class Engine:
@@ -81,6 +97,8 @@ class Engine:
         self._unverified_tls = False  # the URL turns TLS verification off (allowed)
         self._checked_client: redis.Redis | None = None  # startup checks done on it
         self._checked_config: Config | None = None  # neighbours passed with it
+        self._document: tuple[Config, Document] | None = None
+        self._parsed: dict[tuple[str, bytes], Schedule | str] = {}
         self._memo = TickMemo()
         self._reported: set[str] = set()
         self._lua = scripts.Caller(functions=self.settings.redis_functions)
@@ -92,12 +110,27 @@ class Engine:
         return cls(Settings.load(os.environ if environ is None else environ, flags))
 
     def config(self) -> Config:
-        """The document the settings name, with the window override and the shard applied."""
-        config = self.sources.load_config(self.settings.require_config())
+        """The settings' document with the window and namespace overrides applied; without
+        a document, the store's settings alone (a deployment whose schedules are all written
+        at runtime)."""
+        source = self.settings.config_source
+        config = self.sources.load_config(source) if source else Config(schedules=())
         if self.settings.window_s is not None:
             config = with_window(config, self.settings.window_s,
                                  what="KIQBEAT_MISSED_JOBS_WINDOW / --missed-jobs-window")
-        return select_shard(config, self.settings.shard)
+        namespace = self.settings.namespace
+        if namespace is not None and namespace != config.namespace:
+            if source and config.namespace:
+                raise ConfigError(f"KIQBEAT_NAMESPACE / --namespace {namespace!r} differs from "
+                                  f"the document's namespace {config.namespace!r}",
+                                  source=source)
+            config = replace(config, namespace=namespace)
+        return config
+
+    @property
+    def shards(self) -> int:
+        """How many shards the store is split into (1: not split)."""
+        return self.settings.shard[1] if self.settings.shard else 1
 
     @property
     def client(self) -> redis.Redis:
@@ -118,7 +151,8 @@ class Engine:
 
     def run(self, config: Config | None = None, *, now: datetime | None = None,
             deadline_s: float | None = None) -> Report:
-        """One invocation: push every due tick exactly once and report what happened.
+        """One invocation: apply the document if it changed, push every due tick exactly
+        once, and report what happened.
 
         `config` defaults to the settings' document; `now` replays an invocation at an
         earlier instant (tests, backfills) and may not be later than the Redis clock.
@@ -139,10 +173,13 @@ class Engine:
         report.duration_s = time.monotonic() - started
         return report
 
-    def status(self, config: Config | None = None) -> tuple[datetime, list[ScheduleStatus]]:
-        """The Redis clock and each schedule's stored state and next tick; read-only."""
+    def store(self, config: Config | None = None) -> Any:
+        """The schedule store API (`kiqbeat.store.Store`) on this engine's client, with the
+        namespace, window and shard count of its settings."""
+        from kiqbeat.store import Store
         config = self.config() if config is None else config
-        return read_status(self.client, config, self._lua)
+        return Store(self.client, namespace=config.namespace, shards=self.shards,
+                     window_s=config.missed_jobs_window_s, lua=self._lua)
 
     def load_functions(self) -> str:
         """Load (replace) kiqbeat's function library into Redis: an administrator's step."""
@@ -155,6 +192,15 @@ class Engine:
         """Close the client this engine built (a given client stays its owner's)."""
         self._close_own_client()
 
+    def _document_of(self, config: Config) -> Document | None:
+        """The config's document form (None when there is no document), cached per config."""
+        if not config.source and not config.schedules:
+            return None
+        if self._document is None or self._document[0] is not config:
+            self._document = (config, Document.of(config))
+            self._parsed.clear()  # the window may have changed, and lookaheads with it
+        return self._document[1]
+
     def _invoke(self, config: Config, now: datetime | None, deadline: float) -> Report:
         client = self.client
         warnings = list(config.warnings)
@@ -162,24 +208,21 @@ class Engine:
             with redis_errors(client, "running startup checks"):
                 warnings += startup_warnings(client)
             self._checked_client, self._checked_config = client, None
-        names = [s.name for s in config.schedules]
+        namespace, shard = config.namespace, self.settings.shard
+        document = self._document_of(config)
         last = self._checked_config
         neighbours = Neighbours(config, check=last is not config and last != config)
+
         def more_reads(pipe: Any) -> None:
             neighbours.queue(pipe)
-            # On a new config, also count the stored marks: more than the document has means
-            # some schedules left, whose marks may be old enough to forget (bounded state).
-            # A shard counts against the whole document, and forgets for every shard.
-            if neighbours.check:
-                pipe.hlen(keys.watermarks(config.namespace))
+            if document is not None:
+                pipe.hget(keys.documents(namespace), document.source)
 
-        redis_now, marks, more = read_state(client, config.namespace, names, more_reads,
-                                            self._lua)
-        stored = more.pop() if neighbours.check else 0
-        if isinstance(stored, Exception):
-            warnings.append(f"removed schedules are not forgotten, so kiqbeat's state keeps "
-                            f"growing: counting the stored marks was refused ({stored}); "
-                            "grant +hlen +hgetall +hdel")
+        upto_ms = None if now is None else to_ms(now)
+        redis_now, first, more = read_due(client, namespace, shard, upto_ms=upto_ms,
+                                          more=more_reads, lua=self._lua)
+        batch: list[Due] | None = first
+        applied = more.pop() if document is not None else None
         config = neighbours.apply(more)
         self._checked_config = neighbours.config
         warnings += neighbours.warnings
@@ -188,19 +231,109 @@ class Engine:
         elif now > redis_now:
             raise ConfigError(f"--now {now.isoformat()} is later than the Redis clock "
                               f"{redis_now.isoformat()}: that would push ticks early")
-        report = Report(now=now, schedules=len(names), round_trips=1,
-                        warnings=self._not_yet_reported(warnings))
+        report = Report(now=now, round_trips=1)
+        if isinstance(applied, Exception):
+            raise ConfigError(f"reading {keys.documents(namespace)}: {applied}")
+        if document is not None and _text(applied) != document.digest:
+            warnings += self._apply(document, namespace, report)
+            batch = None
+        report.warnings = self._not_yet_reported(warnings)
         if self._unverified_tls:  # said every time, on purpose
             report.warnings.append(f"TLS to Redis at {describe(self._url)} is not verified "
                                    "(KIQBEAT_REDIS_INSECURE_TLS): anyone on the path can read "
                                    "the password and push jobs")
-        plan = plan_ticks(config, marks, now, self._memo)
-        push(client, plan, config, report, deadline, self._lua)
+        self._push_due(client, config, batch, report, deadline)
         if config.sidekiq_scheduler_ui:
             neighbours.write_tab(client, config, report)
-        if isinstance(stored, int) and stored > len(document_names(config)):
-            prune(client, config, now, report, self._lua)
         return report
+
+    def _apply(self, document: Document, namespace: str, report: Report) -> list[str]:
+        """Apply a changed document to the store; warnings for what it may not change."""
+        change = apply_document(self.client, namespace, self.shards, document.source,
+                                document.definitions, document.digest, self._lua)
+        report.round_trips += change.round_trips
+        report.documents_applied += 1
+        return [f"schedule {name!r} of the document was not applied: the store's schedule of "
+                f"that name belongs to {owner or 'the API'}; remove it there, or rename this one"
+                for name, owner in change.refused]
+
+    def _push_due(self, client: redis.Redis, config: Config, batch: list[Due] | None,
+                  report: Report, deadline: float) -> None:
+        """Plan and push the due entries, a batch at a time, until a batch comes back short.
+
+        Entries met again in a later batch (their index entry did not move: another copy
+        planned further, or a definition changed meanwhile) are left for the next invocation.
+        """
+        namespace, shard = config.namespace, self.settings.shard
+        upto_ms = to_ms(report.now)
+        due_key = keys.due(namespace, shard)
+        seen: set[str] = set()
+        offset = sent = 0
+        # The document's schedules as this invocation runs them (the tab's toggles applied).
+        own = {s.name: s for s in config.schedules}
+        while True:
+            if batch is None:
+                if time.monotonic() > deadline:
+                    raise DeadlineError(f"invocation deadline passed after {report.pushed} "
+                                        "jobs pushed; the next invocation pushes the rest")
+                _, batch, _ = read_due(client, namespace, shard, upto_ms=upto_ms,
+                                       offset=offset, lua=self._lua)
+                report.round_trips += 1
+            fresh = [due for due in batch if due.name not in seen]
+            offset += len(batch) - len(fresh)
+            seen.update(due.name for due in fresh)
+            entries = self._entries(fresh, config, own, report)
+            report.schedules += len(fresh)
+            plan = plan_due(entries, report.now, config.missed_jobs_window_s, self._memo)
+            sent = push(client, plan, config, report, deadline, self._lua, due_key=due_key,
+                        sent=sent)
+            if sent < 0 or len(batch) < BATCH:
+                return
+            batch = None
+
+    def _entries(self, batch: Sequence[Due], config: Config, own: Mapping[str, Schedule],
+                 report: Report) -> list[Entry]:
+        """The batch's schedules to plan; invalid definitions are set aside (one write)."""
+        entries: list[Entry] = []
+        aside: list[Op] = []
+        for due in batch:
+            if due.definition is None:  # removed by a plain HDEL: forget the rest
+                aside.append(Op("reject", due.name))
+                continue
+            sha = definition_sha(due.definition)
+            parsed = self._parse(due.name, due.definition, config, own)
+            if isinstance(parsed, str):
+                aside.append(Op("reject", due.name, parsed.encode(), expect=sha))
+            else:
+                entries.append(Entry(parsed, due.mark_ms, sha))
+        if aside:
+            results = write(self.client, config.namespace, self.shards, aside, self._lua)
+            report.round_trips += 1
+            for op, (code, _) in zip(aside, results, strict=True):
+                if code == "+" and op.definition:
+                    report.set_aside += 1
+                    report.warnings.append(f"schedule {op.name!r} set aside (fix its definition "
+                                           f"to run it again): {op.definition.decode()}")
+        return entries
+
+    def _parse(self, name: str, definition: bytes, config: Config,
+               own: Mapping[str, Schedule]) -> Schedule | str:
+        """The checked schedule of a stored definition, or why it is refused."""
+        document = self._document[1] if self._document else None
+        if document is not None and document.definitions.get(name) == definition:
+            return own[name]  # the document's own: checked already
+        key = (name, definition)
+        parsed = self._parsed.get(key)
+        if parsed is None:
+            if len(self._parsed) >= MAX_PARSED:
+                self._parsed.clear()
+            try:
+                parsed = read_definition(name, definition,
+                                         window_s=config.missed_jobs_window_s)
+            except ConfigError as exc:
+                parsed = "; ".join(exc.problems)[:2000]
+            self._parsed[key] = parsed
+        return parsed
 
     def _not_yet_reported(self, warnings: Sequence[str]) -> list[str]:
         fresh = [w for w in dict.fromkeys(warnings) if w not in self._reported]
@@ -214,12 +347,11 @@ class Engine:
         self._checked_client = None
 
 
+def _text(value: Any) -> str | None:
+    return value.decode() if isinstance(value, bytes) else value
+
+
 def run(client: redis.Redis, config: Config, *, now: datetime | None = None,
         deadline_s: float = DEFAULT_DEADLINE_S) -> Report:
     """One invocation by a new engine on `client`: as a cold start (scripts, tests)."""
     return Engine(client=client).run(config, now=now, deadline_s=deadline_s)
-
-
-def status(client: redis.Redis, config: Config) -> tuple[datetime, list[ScheduleStatus]]:
-    """`Engine.status` by a new engine on `client`."""
-    return Engine(client=client).status(config)

@@ -15,7 +15,7 @@ from typing import Any
 
 from kiqbeat.core.durations import duration_s
 from kiqbeat.core.plan import check_shard
-from kiqbeat.document.fields import positive_duration_s
+from kiqbeat.document.fields import namespace, positive_duration_s
 from kiqbeat.document.sources import DEFAULT_MAX_AGE_S
 from kiqbeat.errors import ConfigError, shown
 
@@ -27,6 +27,10 @@ def _shard(value: str) -> tuple[int, int]:
     if not (index.isascii() and index.isdigit() and count.isascii() and count.isdigit()):
         raise ConfigError(f"invalid shard {shown(value)}: expected INDEX/COUNT, e.g. 0/4")
     return check_shard(int(index), int(count))
+
+
+def _namespace(value: str) -> str:
+    return namespace(value.strip())
 
 
 def _true(value: str) -> bool:
@@ -60,6 +64,9 @@ KNOBS: tuple[Knob, ...] = (
          "fetched every invocation)"),
     Knob("window_s", "KIQBEAT_MISSED_JOBS_WINDOW", "--missed-jobs-window", positive_duration_s,
          "DURATION", "override the document's missed_jobs_window"),
+    Knob("namespace", "KIQBEAT_NAMESPACE", "--namespace", _namespace, "PREFIX",
+         "key prefix of the store and the queues without a document ('exq:' for Exq); "
+         "with one, it must agree with the document's"),
     Knob("shard", "KIQBEAT_SHARD", "--shard", _shard, "I/N",
          "only schedules of shard I of N (by a stable hash of their name)"),
     Knob("deadline_s", "KIQBEAT_DEADLINE", "--deadline", positive_duration_s, "DURATION",
@@ -83,6 +90,7 @@ class Settings:
     redis_secret: str = ""
     max_age_s: float = DEFAULT_MAX_AGE_S
     window_s: float | None = None
+    namespace: str | None = None
     shard: tuple[int, int] | None = None
     deadline_s: float = DEFAULT_DEADLINE_S
     redis_insecure_tls: bool = False

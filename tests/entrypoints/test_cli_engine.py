@@ -50,6 +50,7 @@ def test_run_once_pushes_and_reports_json(
     # As if the last invocation ran 5 s ago: two or three ticks of */2 are due (no sleeping).
     mark = int(redis_client.hget("kiqbeat:watermarks", "heartbeat") or 0)
     redis_client.hset("kiqbeat:watermarks", "heartbeat", mark - 5000)
+    redis_client.zadd("kiqbeat:due", {"heartbeat": 0})
     second = kiqbeat("run-once", "--config", str(schedule_file), "--redis-url", redis_url, "--json")
     report = json.loads(second.stdout)
     assert report["pushed"] >= 2

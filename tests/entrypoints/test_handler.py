@@ -110,6 +110,7 @@ def rewind_mark(redis_client: redis.Redis, name: str, seconds: float) -> None:
     next one then has ticks to push, without waiting on the wall clock."""
     mark = int(redis_client.hget("kiqbeat:watermarks", name) or 0)
     redis_client.hset("kiqbeat:watermarks", name, mark - int(seconds * 1000))
+    redis_client.zadd("kiqbeat:due", {name: 0})
 
 
 def distinct_jids(redis_client: redis.Redis, queue: str) -> int:

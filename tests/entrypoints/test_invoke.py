@@ -46,6 +46,7 @@ def test_invoke_runs_the_handler_on_a_sample_event_and_pushes_ticks(
     # As if the first invocation ran 3 s ago: ticks are due, without waiting for them.
     mark = int(redis_client.hget("kiqbeat:watermarks", "pulse") or 0)
     redis_client.hset("kiqbeat:watermarks", "pulse", mark - 3000)
+    redis_client.zadd("kiqbeat:due", {"pulse": 0})
     second = invoke("--event", event, env=env)
     assert second.returncode == 0, second.stderr
     result = json.loads(second.stdout)  # stdout holds only the handler's result

@@ -8,9 +8,11 @@ from typing import Any
 
 import redis
 
+from kiqbeat.core.plan import Entry, Plan, plan_due
 from kiqbeat.core.schedule import Config
 from kiqbeat.document import load_config_text
-from kiqbeat.redis.state import read_state
+from kiqbeat.engine import Document
+from kiqbeat.redis.store import apply_document, definition_sha
 
 
 def config(text: str) -> Config:
@@ -42,4 +44,23 @@ def pushed_jobs(client: redis.Redis, namespace: str = "") -> list[dict[str, Any]
 
 def marks(client: redis.Redis, cfg: Config) -> dict[str, int | None]:
     """Stored watermarks by schedule name."""
-    return read_state(client, cfg.namespace, [s.name for s in cfg.schedules])[1]
+    names = [s.name for s in cfg.schedules]
+    values = client.hmget(f"{cfg.namespace}kiqbeat:watermarks", names) if names else []
+    return {name: int(v) if v is not None else None
+            for name, v in zip(names, values, strict=True)}
+
+
+def store(client: redis.Redis, cfg: Config) -> dict[str, str]:
+    """Apply the document to the store, as an invocation meeting it does; each schedule's
+    definition SHA1 (what a plan made from the store carries)."""
+    doc = Document.of(cfg)
+    apply_document(client, cfg.namespace, 1, doc.source, doc.definitions, doc.digest)
+    return {name: definition_sha(d) for name, d in doc.definitions.items()}
+
+
+def plan_stored(client: redis.Redis, cfg: Config, marks: dict[str, int | None],
+                now: datetime) -> Plan:
+    """What one invocation reading these marks at `now` would push (the document stored)."""
+    shas = store(client, cfg)
+    entries = [Entry(s, marks.get(s.name), shas[s.name]) for s in cfg.schedules]
+    return plan_due(entries, now, cfg.missed_jobs_window_s, reindex=False)

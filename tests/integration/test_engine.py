@@ -12,7 +12,6 @@ import time_machine
 
 from kiqbeat.core.cron import fire_times
 from kiqbeat.core.payload import jid
-from kiqbeat.core.plan import plan_ticks
 from kiqbeat.core.report import Report
 from kiqbeat.demo.server import RedisServer
 from kiqbeat.engine import run
@@ -20,7 +19,7 @@ from kiqbeat.errors import ConfigError, StateError
 from kiqbeat.redis.connection import connect
 from kiqbeat.redis.state import push
 
-from .helpers import config, marks, minute_floor, pushed_jobs, redis_now
+from .helpers import config, marks, minute_floor, plan_stored, pushed_jobs, redis_now
 
 EVERY_MINUTE = """
 missed_jobs_window: 1h
@@ -213,7 +212,9 @@ def test_namespace_prefixes_every_key(client: redis.Redis) -> None:
     run(client, cfg, now=t0)
     run(client, cfg, now=t0 + timedelta(minutes=2))
     assert sorted(k.decode() for k in client.keys("*")) == [
-        "exq:kiqbeat:first_seen", "exq:kiqbeat:watermarks", "exq:queue:default", "exq:queues"]
+        "exq:kiqbeat:document:test", "exq:kiqbeat:documents", "exq:kiqbeat:due",
+        "exq:kiqbeat:first_seen", "exq:kiqbeat:schedules", "exq:kiqbeat:watermarks",
+        "exq:queue:default", "exq:queues"]
 
 
 def test_schedules_sharing_a_cron_each_get_their_own_jobs(client: redis.Redis) -> None:
@@ -282,7 +283,8 @@ def test_copies_racing_to_register_a_new_schedule_lose_no_tick(client: redis.Red
     cfg = config(EVERY_MINUTE)
     boundary = minute_floor(redis_now(client)) - timedelta(hours=1)
     run(client, cfg, now=boundary - timedelta(milliseconds=10))
-    late_plan = plan_ticks(cfg, {"report": None}, boundary + timedelta(milliseconds=10))
+    late_plan = plan_stored(client, cfg, {"report": None},
+                            boundary + timedelta(milliseconds=10))
     report = Report(now=boundary)
     push(client, late_plan, cfg, report, deadline=time.monotonic() + 10)
     assert report.new_schedules == 0, "the second registration changes nothing"
@@ -311,19 +313,19 @@ schedules:
     assert client.llen("queue:first") == 1000
 
 
-def test_removed_schedules_are_forgotten_once_their_marks_are_older_than_the_window(
+def test_a_schedule_removed_from_the_document_is_forgotten_at_once(
     client: redis.Redis,
 ) -> None:
+    """DESIGN §7: removal forgets the state — definition, index entry, watermark, first-seen
+    — so nothing of it stays behind; the document's other schedules keep theirs."""
     both = config(EVERY_MINUTE + '  gone:\n    cron: "* * * * *"\n    class: Gone\n')
     t0 = start(client)
     run(client, both, now=t0)
-    # A new config, as after a deploy: the client checks its state again.
-    run(client, config(EVERY_MINUTE), now=t0 + timedelta(minutes=30))
-    assert client.hget("kiqbeat:watermarks", "gone") is not None, "young marks are kept"
-    # A process starting later (a new client) finds the mark past the window (1 h).
-    run(connect(redis_url_of(client)), config(EVERY_MINUTE), now=t0 + timedelta(minutes=91))
-    assert client.hkeys("kiqbeat:watermarks") == [b"report"]
-    assert client.hkeys("kiqbeat:first_seen") == [b"report"]
+    report = run(client, config(EVERY_MINUTE), now=t0 + timedelta(minutes=2))
+    assert report.pushed == 2 and {j.schedule for j in report.jobs} == {"report"}
+    for key in ("kiqbeat:watermarks", "kiqbeat:first_seen", "kiqbeat:schedules"):
+        assert client.hkeys(key) == [b"report"], key
+    assert client.zrange("kiqbeat:due", 0, -1) == [b"report"]
 
 
 def redis_url_of(client: redis.Redis) -> str:

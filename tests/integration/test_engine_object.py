@@ -27,6 +27,7 @@ def seed_mark(client: redis.Redis, name: str, seconds_ago: float) -> None:
     """A watermark as if the last invocation ran `seconds_ago` (no sleeping)."""
     mark = redis_now(client) - timedelta(seconds=seconds_ago)
     client.hset("kiqbeat:watermarks", name, int(mark.timestamp() * 1000))
+    client.zadd("kiqbeat:due", {name: 0})  # and "plan me", as its index entry would say
 
 
 def test_each_invocations_own_warnings_are_reported_every_time_config_warnings_once(
@@ -94,24 +95,25 @@ def test_one_invocation_sends_a_bounded_number_of_bytes_and_the_next_goes_on(
     assert len(jids) == len(set(jids)) == first.pushed + second.pushed
 
 
-def test_a_shard_forgets_removed_schedules_and_keeps_the_other_shards(
+def test_shards_split_the_store_and_never_plan_the_same_schedule(
     redis_client: redis.Redis,
 ) -> None:
-    """Bounded state holds when sharded: a schedule gone from the document is forgotten by
-    whichever shard meets the new document, and no other shard's schedule is."""
-    from kiqbeat.engine import select_shard
+    """With N shards, each schedule's index entry lives in one shard's index, so shards
+    plan disjoint sets whose union is the whole store; a document removal is seen by all."""
+    from kiqbeat.settings import Settings
 
     names = [f"s{i}" for i in range(12)]
     doc = "missed_jobs_window: 1h\nschedules:\n" + "".join(
         f"  {n}: {{cron: '* * * * *', class: A}}\n" for n in names)
     full = config(doc)
-    engines = [Engine(client=redis_client) for _ in range(3)]
-    for i, engine in enumerate(engines):
-        engine.run(select_shard(full, (i, 3)))
+    planned = []
+    for i in range(3):
+        engine = Engine(Settings(shard=(i, 3)), client=redis_client)
+        planned.append(engine.run(full).new_schedules)
+    assert sum(planned) == len(names) and all(planned), planned
     assert set(redis_client.hkeys("kiqbeat:watermarks")) == set(names)
-    redis_client.hset("kiqbeat:watermarks", "removed", 1)  # gone from the document long ago
-    redis_client.hset("kiqbeat:first_seen", "removed", 1)
-    fresh = Engine(client=redis_client)  # a shard meeting the document anew
-    fresh.run(select_shard(full, (1, 3)))
-    assert set(redis_client.hkeys("kiqbeat:watermarks")) == set(names)
-    assert not redis_client.hexists("kiqbeat:first_seen", "removed")
+    assert sum(redis_client.zcard(f"kiqbeat:due:{i}/3") for i in range(3)) == len(names)
+    fewer = config(doc.replace("  s0: {cron: '* * * * *', class: A}\n", ""))
+    Engine(Settings(shard=(1, 3)), client=redis_client).run(fewer)
+    assert not redis_client.hexists("kiqbeat:watermarks", "s0")
+    assert sum(redis_client.zcard(f"kiqbeat:due:{i}/3") for i in range(3)) == len(names) - 1

@@ -18,13 +18,13 @@ import pytest
 import redis
 
 from kiqbeat.core.payload import jid
-from kiqbeat.core.plan import MAX_JOBS_PER_CALL, plan_ticks, to_ms
+from kiqbeat.core.plan import MAX_JOBS_PER_CALL, to_ms
 from kiqbeat.core.report import Report
 from kiqbeat.engine import run
 from kiqbeat.redis.connection import connect
 from kiqbeat.redis.state import push
 
-from .helpers import config, marks, minute_floor, redis_now
+from .helpers import config, marks, minute_floor, plan_stored, redis_now
 
 FAST = """
 schedules:
@@ -111,7 +111,7 @@ def test_copies_racing_to_register_a_lookahead_schedule_push_each_tick_once(
     cfg = config(FAST)
     early = start(client)
     late = early + timedelta(seconds=25)
-    plans = {t: plan_ticks(cfg, {"fast": None}, t) for t in (early, late)}
+    plans = {t: plan_stored(client, cfg, {"fast": None}, t) for t in (early, late)}
     assert all(len(p.groups[0].jobs) == 6 for p in plans.values())
     winner, loser = (early, late) if winner_first else (late, early)
 

@@ -29,8 +29,8 @@ invocation, like any tick beyond the lookahead.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 from kiqbeat.core.payload import JobTemplate, jid_ms, job_json, job_template
@@ -99,6 +99,10 @@ class Group:
     # No stored mark when planned: register the schedule (first-seen = the plan's now) and
     # push its jobs, all after that now; or, if a mark is found, do nothing at all.
     new: bool = False
+    # The due index entry that goes with mark_ms (epoch ms it next needs planning; 0: at
+    # once), and the SHA1 of the stored definition it was planned from.
+    next_due_ms: int = 0
+    sha: str = ""
 
 
 @dataclass
@@ -142,10 +146,11 @@ class Plan:
                     size += sum(len(job.payload) for job in rest.jobs)
                     break
                 if take and not rest.new:
-                    head = Group(rest.name, rest.jobs[take - 1].tick_ms, rest.missed,
-                                 rest.skipped, rest.jobs[:take])
+                    # The head's index entry says "due": the rest is, if this call is the last.
+                    head = replace(rest, mark_ms=rest.jobs[take - 1].tick_ms,
+                                   jobs=rest.jobs[:take], next_due_ms=0)
                     chunk.append(head)
-                    rest = Group(rest.name, rest.mark_ms, 0, 0, rest.jobs[take:])
+                    rest = replace(rest, missed=0, skipped=0, jobs=rest.jobs[take:])
                 yield chunk
                 chunk, jobs, size = [], 0, 0
         if chunk:
@@ -294,23 +299,56 @@ def _plan_schedule(
     return group
 
 
+def next_due_ms(schedule: Schedule, mark_ms: int, memo: TickMemo) -> int:
+    """When a schedule whose mark is `mark_ms` next needs planning: its next tick, less its
+    lookahead (a paused schedule's ticks are only passed over, when they come)."""
+    lookahead_ms = int(schedule.lookahead_s * 1000) if schedule.enabled else 0
+    return max(0, memo.next_ms(schedule.timetable, mark_ms) - lookahead_ms)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A schedule read from the store to plan: its mark (None: new) and definition's SHA1."""
+
+    schedule: Schedule
+    mark_ms: int | None
+    sha: str = ""
+
+
+def plan_due(entries: Sequence[Entry], now: datetime, window_s: float,
+             memo: TickMemo | None = None, *, reindex: bool = True) -> Plan:
+    """Decide every push for these schedules from their stored marks and `now`.
+
+    With `reindex`, every entry gets a group, one with nothing to push included: it carries
+    the schedule's next index entry (it was read because its entry was due, or changed).
+    """
+    memo = memo or TickMemo()
+    memo.forget_beyond(4 * len(entries) + 4096)
+    now_ms = to_ms(now)
+    window = timedelta(seconds=window_s)
+    window_ms = to_ms(_EPOCH + window)
+    shared: dict[tuple[str, datetime, datetime], list[datetime]] = {}
+    groups = []
+    for entry in entries:
+        schedule, mark = entry.schedule, entry.mark_ms
+        group = _plan_schedule(schedule, mark, now, now_ms, window, window_ms, memo, shared)
+        if group is None:
+            if not reindex or mark is None:
+                continue
+            group = Group(schedule.name, mark)
+        group.sha = entry.sha
+        group.next_due_ms = next_due_ms(schedule, group.mark_ms, memo)
+        groups.append(group)
+    return Plan(now_ms, groups)
+
+
 def plan_ticks(
     config: Config,
     marks: Mapping[str, int | None],
     now: datetime,
     memo: TickMemo | None = None,
 ) -> Plan:
-    """Decide every push of one invocation from the stored marks (epoch ms) and `now`."""
-    memo = memo or TickMemo()
-    memo.forget_beyond(4 * len(config.schedules) + 64)
-    now_ms = to_ms(now)
-    window = timedelta(seconds=config.missed_jobs_window_s)
-    window_ms = to_ms(_EPOCH + window)
-    shared: dict[tuple[str, datetime, datetime], list[datetime]] = {}
-    groups = []
-    for schedule in config.schedules:
-        mark = marks.get(schedule.name)
-        group = _plan_schedule(schedule, mark, now, now_ms, window, window_ms, memo, shared)
-        if group is not None:
-            groups.append(group)
-    return Plan(now_ms, groups)
+    """Decide every push of a whole document from the stored marks (epoch ms) and `now`:
+    only the schedules with something to do get a group."""
+    entries = [Entry(s, marks.get(s.name)) for s in config.schedules]
+    return plan_due(entries, now, config.missed_jobs_window_s, memo, reindex=False)

@@ -31,6 +31,9 @@ class Report:
     lag_s: float = 0.0  # largest (push time - tick instant) among ticks pushed into a queue
     chunks: int = 0
     unreplicated: int = 0  # pushed jobs that fewer than `wait_replicas` replicas acknowledged
+    stale: int = 0  # schedules left alone: their definition changed between read and push
+    set_aside: int = 0  # stored definitions refused (invalid) and set aside
+    documents_applied: int = 0  # changed documents applied to the store as a diff
     round_trips: int = 0
     duration_s: float = 0.0
     warnings: list[str] = field(default_factory=list)
@@ -49,6 +52,9 @@ class Report:
             "lag_s": round(self.lag_s, 3),
             "chunks": self.chunks,
             "unreplicated": self.unreplicated,
+            "stale": self.stale,
+            "set_aside": self.set_aside,
+            "documents_applied": self.documents_applied,
             "round_trips": self.round_trips,
             "duration_s": round(self.duration_s, 4),
             "warnings": list(self.warnings),
@@ -57,7 +63,7 @@ class Report:
     def summary(self) -> str:
         """One human-readable line."""
         return (
-            f"{self.now.isoformat(timespec='seconds')}: {self.schedules} schedules, "
+            f"{self.now.isoformat(timespec='seconds')}: {self.schedules} schedules due, "
             f"{self.pushed} pushed, {self.already_pushed} already pushed, "
             f"{self.missed} missed beyond the window, {self.skipped} skipped, "
             f"largest lag {self.lag_s:.1f} s ({self.round_trips} round trips, "

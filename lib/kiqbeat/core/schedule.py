@@ -59,6 +59,9 @@ class Schedule:
     timestamp_format: TimestampFormat = "s"
     # Human-readable source of the timetable ("0 * * * * Asia/Kolkata", "every 15m").
     timing: str = ""
+    # The schedule's stored form (DESIGN §7): its document fields with the document-wide
+    # defaults it relies on written in, so that it means the same on its own.
+    definition: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -73,10 +76,7 @@ class Config:
     # Durability: after each push call, wait until this many replicas hold it (Redis WAIT).
     wait_replicas: int = 0
     wait_timeout_s: float = 1.0
-    # (index, count) when this is one shard's part of a document (`engine.select_shard`),
-    # and then the names of the whole document: forgetting removed schedules must keep the
-    # other shards' ones.
-    shard: tuple[int, int] | None = None
-    document_names: tuple[str, ...] = ()
+    # Where the document came from: its schedules are stored as this source's (DESIGN §7).
+    source: str = ""
     # Valid but risky or meaning-changing settings, shown by `validate` and logged once.
     warnings: tuple[str, ...] = ()

@@ -9,6 +9,7 @@ the value (cut short) and what would be valid.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from functools import partial
@@ -68,7 +69,46 @@ def validate(doc: Mapping[str, Any], *, source: str = "", problems: list[str] | 
     config = _config(doc, out)
     if config is None or out.problems:
         raise ConfigError(out.problems, source=source)
-    return config
+    return replace(config, source=source)
+
+
+def encode_definition(definition: Mapping[str, Any], source: str = "") -> bytes:
+    """A schedule's stored form: its definition as compact JSON (keys sorted, so equal
+    definitions are equal bytes), with `"source"` when a document wrote it."""
+    fields = {**definition, "source": source} if source else definition
+    try:
+        return json.dumps(fields, sort_keys=True, separators=(",", ":"),
+                          ensure_ascii=False).encode()
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"the definition cannot be stored as JSON: {exc}") from None
+
+
+def read_definition(name: str, data: bytes, *, window_s: float = 3600.0) -> Schedule:
+    """A stored definition (JSON, in a document's schedule form) as a Schedule, checked as a
+    document's schedule is and with the same messages; ConfigError listing every problem.
+
+    Document-wide settings take their defaults, except the missed-jobs window (`window_s`,
+    the deployment's), against which a lookahead is checked.
+    """
+    try:
+        raw = json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        raise ConfigError(f"schedule {shown(name)}: the stored definition is not JSON "
+                          f"({str(exc)[:120]})") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"schedule {shown(name)}: the stored definition must be a JSON "
+                          f"object of fields (cron, class, ...), got {shown(raw)}")
+    source = raw.pop("source", "")
+    out = _Checker()
+    if not isinstance(source, str):
+        out.problems.append(f"schedule {shown(name)}: 'source' must be a string, got "
+                            f"{shown(source)}")
+    top = {key: BY_NAME[key].default for key in TOP_LEVEL_KEYS}
+    top["missed_jobs_window"] = window_s
+    schedule = _schedule(name, raw, top, out, Shapes())
+    if schedule is None or out.problems:
+        raise ConfigError(out.problems)
+    return schedule
 
 
 def with_window(config: Config, value: object, *, what: str) -> Config:
@@ -227,8 +267,15 @@ def _schedule(name: object, raw: object, top: Mapping[str, Any], out: _Checker,
             "(e.g. 60s) or use `kiqbeat run`")
     timing = (f"{timetable.expr} ({timetable.zone_name})" if isinstance(timetable, Cron)
               else f"every {str(raw['every']).strip()}")
+    definition = dict(raw)  # with the document-wide values it relies on written in
+    for key in ("lookahead", "timestamp_format"):
+        if key not in raw and top[key] != BY_NAME[key].default:
+            definition[key] = f"{top[key]:g}s" if key == "lookahead" else top[key]
+    if isinstance(timetable, Cron) and "tz" not in raw and timetable.zone_name != "UTC":
+        definition["tz"] = timetable.zone_name
     schedule = Schedule(
-        name=name, timetable=timetable, job_class=values["class"], queue=values["queue"],
+        name=name, timetable=timetable, definition=definition, job_class=values["class"],
+        queue=values["queue"],
         args=args, enabled=values["enabled"], description=values["description"],
         catch_up=cast(CatchUp, values["catch_up"]), include_metadata=values["include_metadata"],
         active_job_wrapper=values["active_job"], extra=extra, lookahead_s=lookahead_s,

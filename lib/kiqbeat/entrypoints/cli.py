@@ -8,13 +8,13 @@ import os
 import sys
 import traceback
 from collections.abc import Sequence
+from dataclasses import asdict
 
 from kiqbeat.core.report import Report
 from kiqbeat.engine import Engine
 from kiqbeat.entrypoints.loop import run_loop, stop_on_signals
-from kiqbeat.entrypoints.preview import cmd_next, cmd_validate, only_named, parse_instant
+from kiqbeat.entrypoints.preview import cmd_next, cmd_validate, parse_instant
 from kiqbeat.errors import ConfigError, KiqbeatError
-from kiqbeat.redis.state import ScheduleStatus
 from kiqbeat.settings import add_flags, flags_of
 
 
@@ -78,39 +78,36 @@ def _cmd_status(args: argparse.Namespace) -> int:
     if args.limit < 1 or args.offset < 0:
         raise ConfigError("--limit must be at least 1 and --offset at least 0")
     engine = _engine(args)
-    now, rows = engine.status(only_named(engine.config(), args.names))
-    summary = _status_summary(rows)
-    # The most overdue first, then by name: what an operator looks at first.
-    rows = sorted(rows, key=lambda r: (-r.lag_s, r.name))
-    page = rows[args.offset:args.offset + args.limit]
+    status = engine.store().status(args.names, shard=engine.settings.shard,
+                                   offset=args.offset, limit=args.limit)
+    counts = status.counts
     if args.json:
-        document = {"now": now.isoformat(), "summary": summary, "total": len(rows),
+        document = {"now": status.now.isoformat(), "summary": asdict(counts),
                     "offset": args.offset, "limit": args.limit,
-                    "schedules": [r.as_dict() for r in page]}
+                    "schedules": [r.as_dict() for r in status.schedules],
+                    "set_aside": [{"name": n, "why": why} for n, why in status.set_aside]}
         print(json.dumps(document, indent=2))
         return 0
-    print(f"Redis clock: {now.isoformat(timespec='seconds')}; {summary['schedules']} schedules: "
-          f"{summary['enabled']} enabled, {summary['disabled']} disabled, "
-          f"{summary['never_seen']} never seen, {summary['overdue']} overdue")
-    for r in page:
+    print(f"Redis clock: {status.now.isoformat(timespec='seconds')}; {counts.schedules} "
+          f"schedules stored, {counts.indexed} indexed, {counts.overdue} due now, "
+          f"{counts.set_aside} set aside")
+    for r in status.schedules:
         covered = (r.covered_through.isoformat(timespec="seconds") if r.covered_through
                    else "never seen")
-        flags = "" if r.enabled else " (disabled)"
+        flags = "" if r.enabled else " (paused)"
+        if r.next_tick is None:
+            print(f"{r.name}: set aside: {r.set_aside}")
+            continue
         late = f", {r.lag_s:.0f} s overdue" if r.lag_s > 0 else ""
-        print(f"{r.name}{flags}: zone {r.zone}; covered through {covered}; "
-              f"next {r.next_tick.isoformat(timespec='seconds')}{late}")
-    rest = len(rows) - args.offset - len(page)
-    if rest > 0:
-        print(f"... {rest} more (--offset {args.offset + len(page)})")
+        print(f"{r.name}{flags}: {r.timing}; last tick covered {covered}; "
+              f"next {r.next_tick.isoformat(timespec='seconds')}{late}"
+              + (f"; from {r.source}" if r.source else ""))
+    shown_rows = args.offset + len(status.schedules)
+    if not args.names and shown_rows < counts.indexed:
+        print(f"... {counts.indexed - shown_rows} more (--offset {shown_rows})")
+    for name, why in status.set_aside:
+        print(f"set aside: {name}: {why}")
     return 0
-
-
-def _status_summary(rows: Sequence[ScheduleStatus]) -> dict[str, int]:
-    """Counts by state, for `status` at any size."""
-    return {"schedules": len(rows), "enabled": sum(r.enabled for r in rows),
-            "disabled": sum(not r.enabled for r in rows),
-            "never_seen": sum(r.covered_through is None for r in rows),
-            "overdue": sum(r.lag_s > 0 for r in rows)}
 
 
 def _cmd_invoke(args: argparse.Namespace) -> int:

@@ -26,6 +26,49 @@ def first_seen(ns: str) -> str:
     return f"{ns}kiqbeat:first_seen"
 
 
+def definitions(ns: str) -> str:
+    """Hash: schedule name -> its definition, a JSON object in a document's schedule form.
+
+    The schedule store (DESIGN §7): every schedule kiqbeat runs is here, whoever wrote it.
+    A definition written by a document carries `"source"` (the document's location); one
+    without it belongs to the API or to another language's writer.
+    """
+    return f"{ns}kiqbeat:schedules"
+
+
+def due(ns: str, shard: tuple[int, int] | None = None) -> str:
+    """Sorted set: schedule name -> epoch ms at which it next needs planning.
+
+    Its next tick after the watermark, less its lookahead; 0 means "plan me" (new or
+    changed). Invocations read only the entries at or below now. With N shards, each shard
+    has its own index, and a name's entry lives in shard `crc32(name) % N` (`shard_of`).
+    """
+    if shard is None or shard[1] == 1:
+        return f"{ns}kiqbeat:due"
+    index, count = shard
+    return f"{ns}kiqbeat:due:{index}/{count}"
+
+
+def rejected(ns: str) -> str:
+    """Hash: schedule name -> why its stored definition was set aside (invalid).
+
+    Written by an invocation that met the definition; cleared when the definition is
+    written again. A set-aside schedule has no index entry until then.
+    """
+    return f"{ns}kiqbeat:rejected"
+
+
+def documents(ns: str) -> str:
+    """Hash: document location -> SHA-256 of the definitions it last applied."""
+    return f"{ns}kiqbeat:documents"
+
+
+def document_index(ns: str, source: str) -> str:
+    """String: the names and definition digests a document last applied (zlib-compressed
+    "NAME\tDIGEST" lines), from which the next change of that document is a diff."""
+    return f"{ns}kiqbeat:document:{source}"
+
+
 def queue(ns: str, name: str) -> str:
     """List: a Sidekiq queue; workers BRPOP it, so pushing is LPUSH."""
     return f"{ns}queue:{name}"

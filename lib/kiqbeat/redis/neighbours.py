@@ -72,7 +72,7 @@ class Neighbours:
                     cron_jobs=dict(zip(names, rest[len(names):], strict=True)))
                 if problems:
                     raise ConfigError(problems, source="beside other schedulers")
-                if config.sidekiq_scheduler_ui and config.shard is None:
+                if config.sidekiq_scheduler_ui:
                     self.stale = ui.stale_names(specs, config)
         if config.sidekiq_scheduler_ui and names:
             states = replies[0]

@@ -93,9 +93,9 @@ class Caller:
         client.script_load(lua.text)
 
 
-READ = Lua.named("read")
+DUE = Lua.named("due")
 PUSH = Lua.named("push")
-PRUNE = Lua.named("prune")
+WRITE = Lua.named("write")
 SCRIPTS = Caller(functions=False)
 
 
@@ -103,7 +103,7 @@ def library() -> str:
     """The Redis 7 function library of every script, for `FUNCTION LOAD REPLACE`."""
     parts = [f"#!lua name={LIBRARY}", "-- kiqbeat's scripts as Redis functions: load with "
              "FUNCTION LOAD REPLACE (kiqbeat functions --load)."]
-    for lua in (READ, PUSH, PRUNE):
+    for lua in (DUE, PUSH, WRITE):
         parts.append(f"redis.register_function('{lua.function}', function(KEYS, ARGV)\n"
                      f"{lua.text}\nend)")
     return "\n\n".join(parts) + "\n"

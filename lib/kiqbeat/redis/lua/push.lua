@@ -5,19 +5,29 @@ KEYS[1]  watermarks hash (schedule name -> covered-through epoch ms)
 KEYS[2]  first-seen hash (schedule name -> epoch ms)
 KEYS[3]  queues set (queue names, for Sidekiq's API and web UI)
 KEYS[4]  schedule sorted set (score = epoch seconds) for lookahead jobs
-KEYS[5..4+Q]  queue lists, one per distinct queue in this call
+KEYS[5]  due index (sorted set: name -> epoch ms the schedule next needs planning)
+KEYS[6]  definitions hash (name -> definition JSON)
+KEYS[7..6+Q]  queue lists, one per distinct queue in this call
 
 ARGV[1]  now, epoch ms (recorded as first-seen for new schedules)
 ARGV[2]  Q, number of queue lists
-ARGV[3..2+Q]  queue names, aligned with KEYS[5..]
+ARGV[3..2+Q]  queue names, aligned with KEYS[7..]
 ARGV[3+Q]  the groups, one per schedule, packed in one string (one argument instead of
   thousands: packing arguments one by one is what a client spends its time on):
   "NAME\n" (names hold no control characters);
-  "MARK MISSED SKIPPED N TARGET NEW\n": the watermark to set (epoch ms), ticks beyond the
-    window (counted), ticks passed over by policy (counted), the number of jobs, the queue
-    they go to (k >= 1: queue k), and 1 if the schedule had no watermark when planned;
+  "MARK MISSED SKIPPED N TARGET NEW NEXT SHA\n": the watermark to set (epoch ms), ticks
+    beyond the window (counted), ticks passed over by policy (counted), the number of jobs,
+    the queue they go to (k >= 1: queue k), 1 if the schedule had no watermark when
+    planned, the index entry that goes with MARK (epoch ms the schedule next needs
+    planning), and the SHA1 of the definition it was planned from;
   N times "TICK LENGTH\n" and LENGTH bytes of job JSON; TICK is epoch ms, negative for a
     job into the schedule set (scored by its instant).
+
+A group whose definition has changed or gone since it was read is left alone entirely (its
+index entry says "plan me" again, or it was removed): the next invocation plans it afresh.
+Whenever a group's mark is applied, or equals the stored one (a re-plan that found nothing
+to push), its index entry is set to NEXT in the same step; a stored mark beyond the group's
+was set by a copy that planned further, and that copy set the index.
 
 Every job whose tick is above the stored watermark is pushed; at or below it, it was
 pushed before (or deliberately passed over) and is counted as already pushed.
@@ -37,11 +47,14 @@ All checks run before the first write: Redis does not roll a script back, and it
 script for lack of memory only at its first write, so once the first write is done the rest
 complete.
 
-Returns {pushed, already, missed, skipped, new, flags} where flags holds one character
-per job in argument order: "1" pushed, "0" not pushed (already pushed, or left alone).
+Returns {pushed, already, missed, skipped, new, stale, flags}: stale counts the groups left
+alone for a changed definition, and flags holds one character per job in argument order:
+"1" pushed, "0" not pushed (already pushed, or left alone).
 ]]
 
 local wm_key, seen_key, queues_key, sched_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local due_key, defs_key = KEYS[5], KEYS[6]
+local FIRST_QUEUE = 6
 local now_ms = ARGV[1]
 local nq = tonumber(ARGV[2])
 
@@ -68,17 +81,19 @@ local err = expect_allowed('TYPE', wm_key) or expect_allowed('HGET', wm_key, 'f'
 if err then return err end
 err = expect_type(wm_key, 'hash') or expect_type(seen_key, 'hash')
   or expect_type(queues_key, 'set') or expect_type(sched_key, 'zset')
+  or expect_type(due_key, 'zset') or expect_type(defs_key, 'hash')
 if err then return err end
 for k = 1, nq do
-  err = expect_type(KEYS[4 + k], 'list')
+  err = expect_type(KEYS[FIRST_QUEUE + k], 'list')
   if err then return err end
 end
 
 err = expect_allowed('HSET', wm_key, 'f', '0') or expect_allowed('HSETNX', seen_key, 'f', '0')
-  or expect_allowed('SADD', queues_key, 'q')
+  or expect_allowed('SADD', queues_key, 'q') or expect_allowed('ZADD', due_key, '0', 'n')
+  or expect_allowed('HMGET', defs_key, 'f')
 if err then return err end
 for k = 1, nq do
-  err = expect_allowed('LPUSH', KEYS[4 + k], 'job')
+  err = expect_allowed('LPUSH', KEYS[FIRST_QUEUE + k], 'job')
   if err then return err end
 end
 local zadd_checked = false
@@ -95,11 +110,12 @@ while pos <= #body do
   local name, header
   name, pos = line(pos)
   header, pos = line(pos)
-  local mark, missed, skipped, n, target, new =
-    string.match(header, '^(%d+) (%d+) (%d+) (%d+) (%d+) ([01])$')
+  local mark, missed, skipped, n, target, new, next_due, sha =
+    string.match(header, '^(%d+) (%d+) (%d+) (%d+) (%d+) ([01]) (%d+) (%x+)$')
   local g = {name = name, mark = tonumber(mark), mark_text = mark, missed = tonumber(missed),
              skipped = tonumber(skipped), n = tonumber(n), target = tonumber(target),
-             new = new == '1', ticks = {}, starts = {}, lengths = {}}
+             new = new == '1', next_due = next_due, sha = sha, ticks = {}, starts = {},
+             lengths = {}}
   for j = 1, g.n do
     local head
     head, pos = line(pos)
@@ -122,8 +138,10 @@ for first = 1, #groups, BATCH do
   local names = {}
   for k = first, last do names[#names + 1] = groups[k].name end
   local raws = redis.call('HMGET', wm_key, unpack(names))
+  local defs = redis.call('HMGET', defs_key, unpack(names))
   for k = first, last do
-    local g, raw = groups[k], raws[k - first + 1]
+    local g, raw, def = groups[k], raws[k - first + 1], defs[k - first + 1]
+    g.stale = not def or redis.sha1hex(def) ~= g.sha
     if raw then
       g.cur = tonumber(raw)
       if not g.cur then
@@ -141,11 +159,12 @@ local function flush(command, key, values)
 end
 
 -- Pass 2: write.
-local pushed, already, missed, skipped, new = 0, 0, 0, 0, 0
+local pushed, already, missed, skipped, new, stale = 0, 0, 0, 0, 0, 0
 local flags = {}
 local lists = {}     -- queue k -> jobs, in push order
 local scheduled = {} -- score, job, score, job...
 local marks = {}     -- name, mark, name, mark...
+local index = {}     -- next due, name, next due, name...
 
 -- Queue every job of g whose tick is above floor (epoch ms); count the others as already.
 local function push_above(g, floor)
@@ -173,12 +192,20 @@ local function push_above(g, floor)
   end
 end
 
+local function reindex(g)
+  index[#index + 1], index[#index + 2] = g.next_due, g.name
+end
+
 for _, g in ipairs(groups) do
-  if g.new and g.cur then
+  if g.stale then
+    stale = stale + 1
+    for _ = 1, g.n do flags[#flags + 1] = '0' end
+  elseif g.new and g.cur then
     for _ = 1, g.n do flags[#flags + 1] = '0' end
   elseif not g.cur then
     new = new + 1
     marks[#marks + 1], marks[#marks + 2] = g.name, g.mark_text
+    reindex(g)
     redis.call('HSETNX', seen_key, g.name, now_ms)
     if g.new then
       push_above(g, tonumber(now_ms))
@@ -191,13 +218,17 @@ for _, g in ipairs(groups) do
       marks[#marks + 1], marks[#marks + 2] = g.name, g.mark_text
       missed = missed + g.missed
       skipped = skipped + g.skipped
+      reindex(g)
+    elseif g.mark == g.cur then
+      reindex(g)
     end
   end
 end
 for k, list in pairs(lists) do
-  flush('LPUSH', KEYS[4 + k], list)
+  flush('LPUSH', KEYS[FIRST_QUEUE + k], list)
   redis.call('SADD', queues_key, ARGV[2 + k])
 end
 flush('ZADD', sched_key, scheduled)
 flush('HSET', wm_key, marks)
-return {pushed, already, missed, skipped, new, table.concat(flags)}
+flush('ZADD', due_key, index)
+return {pushed, already, missed, skipped, new, stale, table.concat(flags)}

@@ -1,0 +1,45 @@
+--[[
+kiqbeat due script: the Redis clock and one batch of the schedules due for planning.
+
+KEYS[1]  due index (sorted set: name -> epoch ms it next needs planning; 0 = "plan me")
+KEYS[2]  definitions hash (name -> definition JSON)
+KEYS[3]  watermarks hash (name -> covered-through epoch ms)
+ARGV[1]  plan up to this instant, epoch ms; "" for the Redis clock
+ARGV[2]  offset into the due entries   ARGV[3]  at most this many (a batch)
+
+Returns {seconds, microseconds, names, definitions, marks}: TIME's two numbers, then, for the
+entries scored at or below the instant (lowest first), their names, their definitions (nil
+when gone) and their marks ("" when none). Cost: one range read and two HMGETs of one batch,
+whatever the size of the store. A mark that is not a whole number is refused, naming the
+schedule.
+]]
+
+local clock = redis.call('TIME')
+local kinds = {{KEYS[1], 'zset'}, {KEYS[2], 'hash'}, {KEYS[3], 'hash'}}
+for _, pair in ipairs(kinds) do
+  local kind = redis.call('TYPE', pair[1])['ok']
+  if kind ~= 'none' and kind ~= pair[2] then
+    return redis.error_reply('KIQBEAT_WRONGTYPE key ' .. pair[1] .. ' holds a ' .. kind ..
+      ', expected a ' .. pair[2])
+  end
+end
+local upto = ARGV[1]
+if upto == '' then
+  upto = string.format('%d', clock[1] * 1000 + math.floor(clock[2] / 1000))
+end
+local names = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', upto, 'LIMIT', ARGV[2], ARGV[3])
+if #names == 0 then
+  return {clock[1], clock[2], {}, {}, {}}
+end
+local defs = redis.call('HMGET', KEYS[2], unpack(names))
+local raw = redis.call('HMGET', KEYS[3], unpack(names))
+local marks = {}
+for j = 1, #names do
+  local value = raw[j]
+  if value and not string.match(value, '^%d+$') then
+    return redis.error_reply("KIQBEAT_GARBLED watermark of schedule '" .. names[j] .. "' in " ..
+      KEYS[3] .. ' is not a number: ' .. string.sub(value, 1, 40))
+  end
+  marks[j] = value or ''
+end
+return {clock[1], clock[2], names, defs, marks}

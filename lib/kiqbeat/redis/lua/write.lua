@@ -1,0 +1,108 @@
+--[[
+kiqbeat write script: change schedule definitions and their index entries, atomically.
+
+KEYS[1]  definitions hash    KEYS[2]  watermarks hash    KEYS[3]  first-seen hash
+KEYS[4]  rejected hash (name -> why its definition was set aside)
+KEYS[5..]  due indexes (one per shard an operation names)
+ARGV[1]  the operations, packed in one string: per operation a line
+  "OP K SOURCE_LENGTH EXPECT NAME_LENGTH DEF_LENGTH\n" then SOURCE, NAME and DEF, where
+  OP is one of
+    put    add or replace; refused when the definition belongs to another source
+    add    add; refused when the name exists
+    update replace; refused when missing or another source's
+    set    replace whatever its source, only if its SHA1 is EXPECT (pause, resume)
+    del    remove and forget its state; refused when another source's
+    reject set the definition aside with the reason DEF, only if its SHA1 is EXPECT, or,
+           with EXPECT "-", forget a name whose definition is gone
+  K the due index (KEYS[4 + K]), SOURCE the writer ("" for the API and other languages,
+  a document's location for a document), EXPECT a SHA1 or "-".
+
+A definition's source is its JSON's "source" field ("" when absent). Writing a definition
+sets its index entry to 0 ("plan me") and clears a set-aside reason; writing the same bytes
+again changes nothing. Removing forgets the watermark and first-seen too.
+
+Returns {codes, owners}: one character per operation, "+" done, "=" already so, "E" exists,
+"M" missing, "O" another source's, "S" changed since read; and the owning source of each
+"O", in order.
+]]
+
+local defs_key, wm_key, seen_key, rejected_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local body = ARGV[1]
+
+local function owner(def)
+  local ok, value = pcall(cjson.decode, def)
+  if ok and type(value) == 'table' and type(value.source) == 'string' then
+    return value.source
+  end
+  return ''
+end
+
+local codes, owners = {}, {}
+local pos = 1
+while pos <= #body do
+  local stop = string.find(body, '\n', pos, true)
+  local op, k, source_length, expect, name_length, def_length =
+    string.match(string.sub(body, pos, stop - 1), '^(%a+) (%d+) (%d+) (%S+) (%d+) (%d+)$')
+  pos = stop + 1
+  local source = string.sub(body, pos, pos + source_length - 1)
+  pos = pos + source_length
+  local name = string.sub(body, pos, pos + name_length - 1)
+  pos = pos + name_length
+  local def = string.sub(body, pos, pos + def_length - 1)
+  pos = pos + def_length
+  local due_key = KEYS[4 + tonumber(k)]
+  local current = redis.call('HGET', defs_key, name)
+  local code = '+'
+  if op == 'reject' then
+    if expect == '-' then
+      if current then
+        code = 'S'
+      else
+        redis.call('ZREM', due_key, name)
+        redis.call('HDEL', wm_key, name)
+        redis.call('HDEL', seen_key, name)
+        redis.call('HDEL', rejected_key, name)
+      end
+    elseif not current or redis.sha1hex(current) ~= expect then
+      code = 'S'
+    else
+      redis.call('HSET', rejected_key, name, def)
+      redis.call('ZREM', due_key, name)
+    end
+  elseif op == 'del' then
+    if not current then
+      code = 'M'
+    elseif owner(current) ~= source then
+      code = 'O'
+      owners[#owners + 1] = owner(current)
+    else
+      redis.call('HDEL', defs_key, name)
+      redis.call('ZREM', due_key, name)
+      redis.call('HDEL', wm_key, name)
+      redis.call('HDEL', seen_key, name)
+      redis.call('HDEL', rejected_key, name)
+    end
+  else
+    if op == 'add' and current then
+      code = 'E'
+    elseif (op == 'update' or op == 'set') and not current then
+      code = 'M'
+    elseif op == 'set' and redis.sha1hex(current) ~= expect then
+      code = 'S'
+    elseif op ~= 'set' and current and owner(current) ~= source then
+      code = 'O'
+      owners[#owners + 1] = owner(current)
+    elseif current == def then
+      code = '='
+      if redis.call('HEXISTS', rejected_key, name) == 0 then
+        redis.call('ZADD', due_key, 'NX', 0, name)  -- an index entry lost is planned again
+      end
+    else
+      redis.call('HSET', defs_key, name, def)
+      redis.call('ZADD', due_key, 0, name)
+      redis.call('HDEL', rejected_key, name)
+    end
+  end
+  codes[#codes + 1] = code
+end
+return {table.concat(codes), owners}

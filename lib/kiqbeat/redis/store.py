@@ -1,0 +1,316 @@
+"""The schedule store in Redis (DESIGN §7): definitions, the due index, documents' diffs.
+
+Every schedule kiqbeat runs is a definition in one hash (`keys.definitions`), with an entry
+in a due index (`keys.due`) scored by when it next needs planning. Invocations read only the
+entries due (`read_due`, one bounded batch per round trip); writers — documents, the Python
+API, any other language — change definitions with `write` (one atomic script per batch)
+or with the plain commands docs/store.md gives. Nothing here validates: definitions are
+bytes, and the caller (the engine, `kiqbeat.store`) decides what they mean.
+
+Bounds: a batch is at most `BATCH` names and one write call at most `BATCH` operations and
+`MAX_WRITE_BYTES`, so no script holds Redis for more than a few milliseconds.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import redis
+
+from kiqbeat.core.plan import shard_of
+from kiqbeat.redis import keys, scripts
+from kiqbeat.redis.connection import redis_errors
+
+BATCH = 1_000
+MAX_WRITE_BYTES = 1024 * 1024
+WRITE_CODES = {"+": "done", "=": "unchanged", "E": "exists", "M": "missing",
+               "O": "belongs to another source", "S": "changed since it was read"}
+
+
+def definition_sha(definition: bytes) -> str:
+    """SHA1 of a stored definition, as the scripts compute it (redis.sha1hex)."""
+    return hashlib.sha1(definition).hexdigest()
+
+
+def due_key(namespace: str, name: str, shards: int) -> str:
+    """The due index that holds `name` when the store is split into `shards`."""
+    return keys.due(namespace, (shard_of(name, shards), shards) if shards > 1 else None)
+
+
+@dataclass(frozen=True)
+class Due:
+    """One due index entry as read: its name, definition (None if gone) and mark."""
+
+    name: str
+    definition: bytes | None
+    mark_ms: int | None
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _bytes(value: bytes | str | None) -> bytes | None:
+    return value.encode() if isinstance(value, str) else value
+
+
+def read_due(
+    client: redis.Redis, namespace: str, shard: tuple[int, int] | None, *,
+    upto_ms: int | None = None, offset: int = 0, limit: int = BATCH,
+    more: Callable[[Any], None] | None = None, lua: scripts.Caller = scripts.SCRIPTS,
+) -> tuple[datetime, list[Due], list[Any]]:
+    """The Redis clock, up to `limit` due entries (lowest score first) and `more`'s replies,
+    in one round trip. Entries are due when scored at or below `upto_ms` (default: the
+    Redis clock). `more` queues further reads on the same pipeline; their replies come back
+    as they are, an error reply as an exception object.
+    """
+    script_keys = [keys.due(namespace, shard), keys.definitions(namespace),
+                   keys.watermarks(namespace)]
+    args = ["" if upto_ms is None else upto_ms, offset, limit]
+    with redis_errors(client, "reading the due schedules"):
+        for attempt in (1, 2):
+            pipe = client.pipeline(transaction=False)
+            lua.queue(scripts.DUE, pipe, script_keys, args)
+            if more is not None:
+                more(pipe)
+            replies = pipe.execute(raise_on_error=False)
+            if not lua.needs_reload(replies[0]) or attempt == 2:
+                break
+            lua.reload(scripts.DUE, client)  # a new or restarted server: once
+        if isinstance(replies[0], Exception):
+            raise lua.explained(replies[0])
+    seconds, micros, names, definitions, marks = replies[0]
+    now = datetime.fromtimestamp(int(seconds), tz=UTC) + timedelta(microseconds=int(micros))
+    due = [Due(_text(name), _bytes(definition), int(mark) if mark else None)
+           for name, definition, mark in zip(names, definitions, marks, strict=True)]
+    return now, due, replies[1:]
+
+
+@dataclass(frozen=True)
+class Op:
+    """One change to the store: `op` is put, add, update, set, del or reject (write.lua)."""
+
+    op: str
+    name: str
+    definition: bytes = b""
+    source: str = ""
+    expect: str = "-"
+
+
+def _pack(ops: Sequence[Op], index: Mapping[str, int], namespace: str, shards: int) -> bytes:
+    parts: list[bytes] = []
+    for op in ops:
+        source, name = op.source.encode(), op.name.encode()
+        k = index[due_key(namespace, op.name, shards)]
+        parts += (b"%s %d %d %s %d %d\n" % (op.op.encode(), k, len(source), op.expect.encode(),
+                                            len(name), len(op.definition)),
+                  source, name, op.definition)
+    return b"".join(parts)
+
+
+def _batches(ops: Sequence[Op]) -> Iterator[Sequence[Op]]:
+    start = size = 0
+    for end, op in enumerate(ops):
+        size += len(op.definition) + len(op.name) + 64
+        if end > start and (end - start >= BATCH or size > MAX_WRITE_BYTES):
+            yield ops[start:end]
+            start, size = end, len(op.definition) + len(op.name) + 64
+    if start < len(ops):
+        yield ops[start:]
+
+
+def write(client: redis.Redis, namespace: str, shards: int, ops: Sequence[Op],
+          lua: scripts.Caller = scripts.SCRIPTS) -> list[tuple[str, str]]:
+    """Apply `ops` in order, atomically per batch; each op's (code, owner) as write.lua
+    says: code "+" done, "=" already so, "E", "M", "O" (owner then set), "S"."""
+    results: list[tuple[str, str]] = []
+    for batch in _batches(ops):
+        due_keys = list(dict.fromkeys(due_key(namespace, op.name, shards) for op in batch))
+        index = {key: k for k, key in enumerate(due_keys, start=1)}
+        script_keys = [keys.definitions(namespace), keys.watermarks(namespace),
+                       keys.first_seen(namespace), keys.rejected(namespace), *due_keys]
+        with redis_errors(client, "writing schedule definitions"):
+            codes, owners = lua.call(scripts.WRITE, client, script_keys,
+                                     [_pack(batch, index, namespace, shards)])
+        owner_of = iter(_text(o) for o in owners)
+        results += [(code, next(owner_of) if code == "O" else "") for code in _text(codes)]
+    return results
+
+
+# ---------------------------------------------------------------------------- documents
+
+
+def definition_digest(definition: bytes) -> str:
+    """A short digest of one definition, kept per name in a document's index."""
+    return hashlib.blake2b(definition, digest_size=8).hexdigest()
+
+
+def document_digest(definitions: Mapping[str, bytes]) -> str:
+    """SHA-256 of a whole document's definitions: equal exactly when nothing changed."""
+    digest = hashlib.sha256()
+    for name in sorted(definitions):
+        digest.update(name.encode() + b"\0" + definitions[name] + b"\0")
+    return digest.hexdigest()
+
+
+def _read_index(blob: bytes | None) -> dict[str, str]:
+    if not blob:
+        return {}
+    try:
+        lines = zlib.decompress(base64.b64decode(blob)).decode().split("\n")
+    except (ValueError, zlib.error):  # garbled: re-apply everything (idempotent)
+        return {}
+    return dict(line.split("\t", 1) for line in lines if "\t" in line)
+
+
+@dataclass
+class DocumentChange:
+    """What applying a changed document did."""
+
+    added: int = 0
+    changed: int = 0
+    removed: int = 0
+    refused: list[tuple[str, str]] = field(default_factory=list)  # (name, its source)
+    round_trips: int = 0
+
+
+def apply_document(client: redis.Redis, namespace: str, shards: int, source: str,
+                   definitions: Mapping[str, bytes], digest: str,
+                   lua: scripts.Caller = scripts.SCRIPTS) -> DocumentChange:
+    """Apply a document as a diff against the names and digests it last applied.
+
+    Added and changed definitions are written, names it no longer has are removed (each
+    only if it is still this document's), in bounded batches; then the document's index
+    and digest are recorded, so an unchanged document costs nothing again. A run cut off
+    half-way is repeated by the next invocation: every step is idempotent.
+    """
+    change = DocumentChange(round_trips=2)
+    with redis_errors(client, f"reading the last applied state of document {source}"):
+        old = _read_index(_bytes(client.get(keys.document_index(namespace, source))))
+    new = {name: definition_digest(d) for name, d in definitions.items()}
+    ops = [Op("put", name, definitions[name], source) for name, d in new.items()
+           if old.get(name) != d]
+    ops += [Op("del", name, source=source) for name in old if name not in new]
+    results = write(client, namespace, shards, ops, lua)
+    change.round_trips += len(list(_batches(ops)))
+    applied = dict(new)
+    for op, (code, owner) in zip(ops, results, strict=True):
+        if code == "O":
+            change.refused.append((op.name, owner))
+            applied.pop(op.name, None)
+        elif code == "+" and op.op == "del":
+            change.removed += 1
+        elif code == "+":
+            change.added += op.name not in old
+            change.changed += op.name in old
+    # Text (base64), so that a client decoding replies reads it too.
+    blob = base64.b64encode(zlib.compress(
+        "\n".join(f"{n}\t{d}" for n, d in applied.items()).encode(), 1))
+    with redis_errors(client, f"recording the applied state of document {source}"):
+        pipe = client.pipeline(transaction=True)
+        pipe.set(keys.document_index(namespace, source), blob)
+        pipe.hset(keys.documents(namespace), source, digest)
+        pipe.execute()
+    return change
+
+
+# ---------------------------------------------------------------------------- reading
+
+
+@dataclass(frozen=True)
+class Stored:
+    """One schedule as stored: definition, state and index entry (None where absent)."""
+
+    name: str
+    definition: bytes | None
+    mark_ms: int | None
+    first_seen_ms: int | None
+    due_ms: int | None
+    rejected: str | None
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def read_stored(client: redis.Redis, namespace: str, shards: int,
+                names: Sequence[str]) -> list[Stored]:
+    """The stored state of `names`, in one pipelined round trip per `BATCH` names."""
+    out: list[Stored] = []
+    for first in range(0, len(names), BATCH):
+        batch = list(names[first:first + BATCH])
+        with redis_errors(client, "reading stored schedules"):
+            pipe = client.pipeline(transaction=False)
+            pipe.hmget(keys.definitions(namespace), batch)
+            pipe.hmget(keys.watermarks(namespace), batch)
+            pipe.hmget(keys.first_seen(namespace), batch)
+            pipe.hmget(keys.rejected(namespace), batch)
+            for name in batch:
+                pipe.zscore(due_key(namespace, name, shards), name)
+            defs, marks, seen, rejected, *scores = pipe.execute()
+        out += [Stored(name, _bytes(d), _int(m), _int(s), None if z is None else int(z),
+                       None if r is None else _text(r))
+                for name, d, m, s, r, z in zip(batch, defs, marks, seen, rejected, scores,
+                                               strict=True)]
+    return out
+
+
+@dataclass(frozen=True)
+class Counts:
+    """The store at a glance, for `kiqbeat status`."""
+
+    schedules: int  # definitions stored
+    indexed: int  # with an entry in this shard's due index
+    overdue: int  # entries at or below now: planned by the next invocation
+    set_aside: int  # definitions refused, waiting for a fix
+
+
+def read_counts(client: redis.Redis, namespace: str, shard: tuple[int, int] | None,
+                now_ms: int) -> Counts:
+    """Counts of the store, in one round trip."""
+    with redis_errors(client, "counting stored schedules"):
+        pipe = client.pipeline(transaction=False)
+        pipe.hlen(keys.definitions(namespace))
+        pipe.zcard(keys.due(namespace, shard))
+        pipe.zcount(keys.due(namespace, shard), "-inf", now_ms)
+        pipe.hlen(keys.rejected(namespace))
+        return Counts(*(int(v) for v in pipe.execute()))
+
+
+def read_order(client: redis.Redis, namespace: str, shard: tuple[int, int] | None,
+               offset: int, limit: int) -> list[str]:
+    """Names in due order (most overdue first), a page of them."""
+    with redis_errors(client, "reading the due index"):
+        names: list[Any] = client.zrange(keys.due(namespace, shard), offset, offset + limit - 1)
+    return [_text(n) for n in names]
+
+
+def scan_names(client: redis.Redis, key: str, cursor: int = 0,
+               count: int = BATCH) -> tuple[int, list[str]]:
+    """One HSCAN page of a hash's field names: (next cursor, 0 when done; names)."""
+    with redis_errors(client, "listing stored schedules"):
+        cursor, page = client.hscan(key, cursor, count=count)
+    return int(cursor), [_text(n) for n in page]
+
+
+def scan_items(client: redis.Redis, key: str, count: int = BATCH
+               ) -> Iterable[tuple[str, bytes]]:
+    """Every field and value of a hash, one HSCAN page per round trip."""
+    cursor = 0
+    while True:
+        with redis_errors(client, "reading stored schedules"):
+            cursor, page = client.hscan(key, cursor, count=count)
+        assert isinstance(page, dict)
+        for name, value in page.items():
+            yield _text(name), _bytes(value) or b""
+        if not int(cursor):
+            return

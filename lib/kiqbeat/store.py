@@ -1,0 +1,308 @@
+"""The schedule store's Python API (DESIGN §7): schedules written at runtime, one or in bulk.
+
+    from kiqbeat.store import Store
+    store = Store(redis.Redis.from_url(url))
+    store.put("digest:42", {"cron": "0 9 * * *", "tz": "Asia/Kolkata",
+                            "class": "DigestWorker", "args": [42]})
+    store.pause("digest:42"); store.resume("digest:42"); store.remove("digest:42")
+
+A definition is a mapping in a document's schedule form (README, "Configuration"): it is
+checked as a document's schedule is, with the same messages, before anything is written,
+and the next invocation plans it ("plan me" in the due index). The promises of DESIGN §2
+hold through every change: a changed cron or zone applies to ticks after the watermark;
+a paused schedule's watermark keeps moving, so resuming it pushes nothing from the pause;
+removing forgets its state, so a schedule of the same name added later starts afresh.
+
+Schedules written here belong to the API; a document's schedules belong to the document
+(`Engine` applies documents). Each may pause and resume the other's, but not change or
+remove them. Every method raises ConfigError (bad definition, unknown name, ownership)
+or a StateError / RedisUnavailable from Redis.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import redis
+
+from kiqbeat.core.plan import from_ms, to_ms
+from kiqbeat.document.validate import encode_definition, read_definition
+from kiqbeat.errors import ConfigError, shown
+from kiqbeat.redis import keys, scripts
+from kiqbeat.redis.connection import redis_errors
+from kiqbeat.redis.store import (
+    BATCH,
+    WRITE_CODES,
+    Counts,
+    Op,
+    Stored,
+    definition_sha,
+    read_counts,
+    read_order,
+    read_stored,
+    scan_items,
+    scan_names,
+    write,
+)
+
+
+@dataclass(frozen=True)
+class ScheduleStatus:
+    """Where one stored schedule stands: for `kiqbeat status` and `Store.get`."""
+
+    name: str
+    definition: Mapping[str, Any] | None  # as stored, without its source
+    source: str  # "" for the API (or another language), else the document's location
+    enabled: bool
+    zone: str
+    timing: str
+    covered_through: datetime | None  # every tick up to here was pushed or passed over
+    first_seen: datetime | None
+    next_tick: datetime | None  # None when set aside
+    lag_s: float  # how overdue the next tick is (0 when it is in the future)
+    set_aside: str | None  # why its definition was refused, when it was
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        def iso(t: datetime | None) -> str | None:
+            return t.isoformat() if t else None
+        return {"name": self.name, "source": self.source, "enabled": self.enabled,
+                "zone": self.zone, "timing": self.timing,
+                "covered_through": iso(self.covered_through),
+                "first_seen": iso(self.first_seen), "next_tick": iso(self.next_tick),
+                "lag_s": round(self.lag_s, 3), "set_aside": self.set_aside,
+                "definition": self.definition}
+
+
+@dataclass(frozen=True)
+class Status:
+    """The store at a glance and one page of schedules, most overdue first."""
+
+    now: datetime
+    counts: Counts
+    schedules: list[ScheduleStatus]
+    set_aside: list[tuple[str, str]]  # (name, why), at most one page
+
+
+@dataclass
+class ImportResult:
+    """What a bulk import did."""
+
+    written: int = 0
+    unchanged: int = 0
+    invalid: list[tuple[str, str]] = field(default_factory=list)  # (name, why): not written
+    refused: list[tuple[str, str]] = field(default_factory=list)  # (name, why): not written
+
+
+class Store:
+    """The schedules in one Redis under one key prefix, read and written."""
+
+    def __init__(self, client: redis.Redis, *, namespace: str = "", shards: int = 1,
+                 window_s: float = 3600.0, lua: scripts.Caller = scripts.SCRIPTS) -> None:
+        self.client, self.namespace, self.shards = client, namespace, shards
+        self.window_s, self._lua = window_s, lua
+
+    # ------------------------------------------------------------------------ writing
+
+    def check(self, name: str, definition: Mapping[str, Any]) -> bytes:
+        """The stored form of a definition; ConfigError with a document's messages."""
+        if not isinstance(definition, Mapping):
+            raise ConfigError(f"schedule {shown(name)}: a definition is a mapping of fields "
+                              f"(cron, class, ...), got {shown(definition)}")
+        if "source" in definition:
+            raise ConfigError(f"schedule {shown(name)}: 'source' is kiqbeat's (who wrote the "
+                              "schedule), not a field to set")
+        data = encode_definition(dict(definition))
+        read_definition(name, data, window_s=self.window_s)
+        return data
+
+    def add(self, name: str, definition: Mapping[str, Any]) -> None:
+        """Add a schedule; ConfigError when one of that name exists."""
+        self._one(Op("add", name, self.check(name, definition)))
+
+    def put(self, name: str, definition: Mapping[str, Any]) -> bool:
+        """Add or replace a schedule; False when it was stored exactly so already."""
+        return self._one(Op("put", name, self.check(name, definition))) == "+"
+
+    def update(self, name: str, definition: Mapping[str, Any]) -> bool:
+        """Replace a schedule; ConfigError when there is none of that name."""
+        return self._one(Op("update", name, self.check(name, definition))) == "+"
+
+    def remove(self, name: str) -> bool:
+        """Remove a schedule and forget its state; False when there was none."""
+        code, owner = write(self.client, self.namespace, self.shards, [Op("del", name)],
+                            self._lua)[0]
+        if code == "O":
+            raise ConfigError(f"schedule {name!r} belongs to {owner}; remove it there")
+        return code == "+"
+
+    def pause(self, name: str) -> bool:
+        """Push nothing for it until resumed (its ticks are passed over); False if it was."""
+        return self._set_enabled(name, False)
+
+    def resume(self, name: str) -> bool:
+        """Push its ticks again, from the next one on; False if it was not paused."""
+        return self._set_enabled(name, True)
+
+    def import_definitions(
+        self, items: Iterable[tuple[str, Mapping[str, Any]]], *, replace: bool = True,
+        progress: Callable[[int], None] | None = None,
+    ) -> ImportResult:
+        """Write many schedules, `BATCH` per atomic call; invalid ones are listed, not written.
+
+        With `replace` False, existing schedules are left as they are (and listed as refused).
+        `progress` is called with the number of schedules handled after each batch.
+        """
+        result = ImportResult()
+        ops: builtins.list[Op] = []
+
+        def flush() -> None:
+            codes = write(self.client, self.namespace, self.shards, ops, self._lua)
+            for op, (code, owner) in zip(ops, codes, strict=True):
+                if code == "+":
+                    result.written += 1
+                elif code == "=":
+                    result.unchanged += 1
+                else:
+                    why = f"belongs to {owner}" if code == "O" else WRITE_CODES[code]
+                    result.refused.append((op.name, why))
+            if progress is not None:
+                progress(len(ops))
+            ops.clear()
+
+        for name, definition in items:
+            try:
+                ops.append(Op("put" if replace else "add", name, self.check(name, definition)))
+            except ConfigError as exc:
+                result.invalid.append((name, "; ".join(exc.problems)))
+                if progress is not None:
+                    progress(1)
+            if len(ops) >= BATCH:
+                flush()
+        if ops:
+            flush()
+        return result
+
+    def _one(self, op: Op) -> str:
+        code, owner = write(self.client, self.namespace, self.shards, [op], self._lua)[0]
+        if code in "+=":
+            return code
+        if code == "O":
+            raise ConfigError(f"schedule {op.name!r} belongs to {owner}; change it there")
+        if code == "E":
+            raise ConfigError(f"schedule {op.name!r} exists; update or put it instead")
+        raise ConfigError(f"no schedule {op.name!r} in the store")
+
+    def _set_enabled(self, name: str, enabled: bool) -> bool:
+        for _ in range(10):  # another writer between the read and the write: read again
+            with redis_errors(self.client, f"reading schedule {name!r}"):
+                data = _bytes(self.client.hget(keys.definitions(self.namespace), name))
+            if data is None:
+                raise ConfigError(f"no schedule {name!r} in the store")
+            current = _definition(data)
+            if current is None:
+                raise ConfigError(f"schedule {name!r} has a definition that is not a JSON "
+                                  "object; write it again")
+            if current.get("enabled", True) is enabled:
+                return False
+            source = current.pop("source", "")
+            new = encode_definition({**current, "enabled": enabled}, str(source))
+            code, _ = write(self.client, self.namespace, self.shards,
+                            [Op("set", name, new, expect=definition_sha(data))], self._lua)[0]
+            if code in "+=":
+                return True
+            if code == "M":
+                raise ConfigError(f"no schedule {name!r} in the store")
+        raise ConfigError(f"schedule {name!r} kept changing while being paused or resumed")
+
+    # ------------------------------------------------------------------------ reading
+
+    def get(self, name: str) -> ScheduleStatus | None:
+        """One schedule's definition and state; None when there is none of that name."""
+        now = self._now()
+        rows = self._rows([name], now)
+        return rows[0] if rows else None
+
+    def list(self, cursor: int = 0, count: int = 100) -> tuple[int, builtins.list[ScheduleStatus]]:
+        """One page of schedules in no particular order: (next cursor, 0 at the end; rows).
+
+        Pages come from HSCAN, so a schedule added or removed meanwhile may or may not
+        appear; none present throughout is missed.
+        """
+        cursor, names = scan_names(self.client, keys.definitions(self.namespace), cursor, count)
+        return cursor, self._rows(names, self._now())
+
+    def export(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Every stored definition (without its source), one HSCAN page per round trip."""
+        for name, data in scan_items(self.client, keys.definitions(self.namespace)):
+            definition = _definition(data)
+            if definition is not None:
+                definition.pop("source", None)
+                yield name, definition
+
+    def status(self, names: Sequence[str] = (), *, shard: tuple[int, int] | None = None,
+               offset: int = 0, limit: int = 50) -> Status:
+        """Counts, then `names` (or a page of the due index, most overdue first) and a page
+        of set-aside definitions."""
+        now = self._now()
+        counts = read_counts(self.client, self.namespace, shard, to_ms(now))
+        if names:
+            rows = self._rows(names, now)
+            unknown = sorted(set(names) - {r.name for r in rows})
+            if unknown:
+                raise ConfigError([f"no schedule {n!r} in the store" for n in unknown])
+        else:
+            rows = self._rows(read_order(self.client, self.namespace, shard, offset, limit), now)
+        aside = []
+        if counts.set_aside:
+            for name, why in scan_items(self.client, keys.rejected(self.namespace)):
+                aside.append((name, why.decode(errors="replace")))
+                if len(aside) >= limit:
+                    break
+        return Status(now, counts, rows, aside)
+
+    def _now(self) -> datetime:
+        with redis_errors(self.client, "reading the clock"):
+            seconds, micros = self.client.time()
+        return datetime.fromtimestamp(int(seconds), tz=UTC) + timedelta(microseconds=int(micros))
+
+    def _rows(self, names: Sequence[str], now: datetime) -> builtins.list[ScheduleStatus]:
+        return [row for stored in read_stored(self.client, self.namespace, self.shards, names)
+                if (row := self._row(stored, now)) is not None]
+
+    def _row(self, stored: Stored, now: datetime) -> ScheduleStatus | None:
+        if stored.definition is None:
+            return None
+        raw = _definition(stored.definition)
+        source = str(raw.pop("source", "")) if raw is not None else ""
+        mark = from_ms(stored.mark_ms) if stored.mark_ms is not None else None
+        seen = from_ms(stored.first_seen_ms) if stored.first_seen_ms is not None else None
+        try:
+            schedule = read_definition(stored.name, stored.definition, window_s=self.window_s)
+        except ConfigError as exc:
+            why = stored.rejected or "; ".join(exc.problems)
+            return ScheduleStatus(stored.name, raw, source, False, "", "", mark, seen, None,
+                                  0.0, why)
+        window_start = now - timedelta(seconds=self.window_s)
+        after = max(mark, window_start) if mark else now
+        nxt = schedule.timetable.next_after(after)
+        return ScheduleStatus(stored.name, raw, source, schedule.enabled,
+                              schedule.timetable.zone_name, schedule.timing, mark, seen, nxt,
+                              max(0.0, (now - nxt).total_seconds()), stored.rejected)
+
+
+def _bytes(value: Any) -> bytes | None:
+    return value.encode() if isinstance(value, str) else value
+
+
+def _definition(data: bytes) -> dict[str, Any] | None:
+    try:
+        value = json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
