@@ -58,6 +58,7 @@ from kiqbeat.redis.store import (
 )
 from kiqbeat.redis.urls import describe, parse_url
 from kiqbeat.settings import DEFAULT_DEADLINE_S, Settings
+from kiqbeat.store import Status, Store
 
 # Parsed definitions kept by a warm engine (about 2 KB each).
 MAX_PARSED = 20_000
@@ -173,13 +174,19 @@ class Engine:
         report.duration_s = time.monotonic() - started
         return report
 
-    def store(self, config: Config | None = None) -> Any:
-        """The schedule store API (`kiqbeat.store.Store`) on this engine's client, with the
-        namespace, window and shard count of its settings."""
-        from kiqbeat.store import Store
+    def store(self, config: Config | None = None) -> Store:
+        """The schedule store API on this engine's client, with the namespace, window and
+        shard count of its settings."""
         config = self.config() if config is None else config
         return Store(self.client, namespace=config.namespace, shards=self.shards,
                      window_s=config.missed_jobs_window_s, lua=self._lua)
+
+    def status(self, names: Sequence[str] = (), *, offset: int = 0, limit: int = 50
+               ) -> Status:
+        """The store at a glance and a page of schedules (`Store.status`), for
+        this engine's shard; read-only."""
+        return self.store().status(names, shard=self.settings.shard, offset=offset,
+                                   limit=limit)
 
     def load_functions(self) -> str:
         """Load (replace) kiqbeat's function library into Redis: an administrator's step."""
@@ -233,7 +240,8 @@ class Engine:
                               f"{redis_now.isoformat()}: that would push ticks early")
         report = Report(now=now, round_trips=1)
         if isinstance(applied, Exception):
-            raise ConfigError(f"reading {keys.documents(namespace)}: {applied}")
+            with redis_errors(client, f"reading {keys.documents(namespace)}"):
+                raise applied
         if document is not None and _text(applied) != document.digest:
             warnings += self._apply(document, namespace, report)
             batch = None
@@ -355,3 +363,8 @@ def run(client: redis.Redis, config: Config, *, now: datetime | None = None,
         deadline_s: float = DEFAULT_DEADLINE_S) -> Report:
     """One invocation by a new engine on `client`: as a cold start (scripts, tests)."""
     return Engine(client=client).run(config, now=now, deadline_s=deadline_s)
+
+
+def status(client: redis.Redis, config: Config) -> Status:
+    """`Engine.status` by a new engine on `client`, with the config's namespace and window."""
+    return Engine(client=client).store(config).status()

@@ -78,8 +78,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
     if args.limit < 1 or args.offset < 0:
         raise ConfigError("--limit must be at least 1 and --offset at least 0")
     engine = _engine(args)
-    status = engine.store().status(args.names, shard=engine.settings.shard,
-                                   offset=args.offset, limit=args.limit)
+    status = engine.status(args.names, offset=args.offset, limit=args.limit)
     counts = status.counts
     if args.json:
         document = {"now": status.now.isoformat(), "summary": asdict(counts),

@@ -125,19 +125,39 @@ def _batches(ops: Sequence[Op]) -> Iterator[Sequence[Op]]:
         yield ops[start:]
 
 
+@dataclass(frozen=True)
+class Record:
+    """A document to record as applied, with the last write of its diff."""
+
+    source: str
+    digest: str
+    index: bytes
+
+
 def write(client: redis.Redis, namespace: str, shards: int, ops: Sequence[Op],
-          lua: scripts.Caller = scripts.SCRIPTS) -> list[tuple[str, str]]:
+          lua: scripts.Caller = scripts.SCRIPTS, *, record: Record | None = None,
+          ) -> list[tuple[str, str]]:
     """Apply `ops` in order, atomically per batch; each op's (code, owner) as write.lua
-    says: code "+" done, "=" already so, "E", "M", "O" (owner then set), "S"."""
+    says: code "+" done, "=" already so, "E", "M", "O" (owner then set), "S". `record` goes
+    with the last batch (alone when there are no ops); write.lua skips it if that batch
+    refused an op."""
     results: list[tuple[str, str]] = []
-    for batch in _batches(ops):
+    batches = list(_batches(ops)) or [[]]
+    for number, batch in enumerate(batches, start=1):
         due_keys = list(dict.fromkeys(due_key(namespace, op.name, shards) for op in batch))
         index = {key: k for k, key in enumerate(due_keys, start=1)}
+        last = record if number == len(batches) else None
         script_keys = [keys.definitions(namespace), keys.watermarks(namespace),
-                       keys.first_seen(namespace), keys.rejected(namespace), *due_keys]
+                       keys.first_seen(namespace), keys.rejected(namespace),
+                       keys.documents(namespace),
+                       keys.document_index(namespace, last.source if last else ""), *due_keys]
+        args: list[scripts.Arg] = [_pack(batch, index, namespace, shards)]
+        if last is not None:
+            args += ["1", last.source, last.digest, last.index]
+        else:
+            args.append("")
         with redis_errors(client, "writing schedule definitions"):
-            codes, owners = lua.call(scripts.WRITE, client, script_keys,
-                                     [_pack(batch, index, namespace, shards)])
+            codes, owners = lua.call(scripts.WRITE, client, script_keys, args)
         owner_of = iter(_text(o) for o in owners)
         results += [(code, next(owner_of) if code == "O" else "") for code in _text(codes)]
     return results
@@ -190,17 +210,20 @@ def apply_document(client: redis.Redis, namespace: str, shards: int, source: str
     and digest are recorded, so an unchanged document costs nothing again. A run cut off
     half-way is repeated by the next invocation: every step is idempotent.
     """
-    change = DocumentChange(round_trips=2)
+    change = DocumentChange(round_trips=1)
     with redis_errors(client, f"reading the last applied state of document {source}"):
         old = _read_index(_bytes(client.get(keys.document_index(namespace, source))))
     new = {name: definition_digest(d) for name, d in definitions.items()}
     ops = [Op("put", name, definitions[name], source) for name, d in new.items()
            if old.get(name) != d]
     ops += [Op("del", name, source=source) for name in old if name not in new]
-    results = write(client, namespace, shards, ops, lua)
-    change.round_trips += len(list(_batches(ops)))
+    record = Record(source, digest, _document_index(new))
+    results = write(client, namespace, shards, ops, lua, record=record)
+    change.round_trips += max(1, len(list(_batches(ops))))
     applied = dict(new)
     for op, (code, owner) in zip(ops, results, strict=True):
+        if code == "O" and op.op == "del":  # another document has taken it over
+            continue
         if code == "O":
             change.refused.append((op.name, owner))
             applied.pop(op.name, None)
@@ -209,15 +232,17 @@ def apply_document(client: redis.Redis, namespace: str, shards: int, source: str
         elif code == "+":
             change.added += op.name not in old
             change.changed += op.name in old
-    # Text (base64), so that a client decoding replies reads it too.
-    blob = base64.b64encode(zlib.compress(
-        "\n".join(f"{n}\t{d}" for n, d in applied.items()).encode(), 1))
-    with redis_errors(client, f"recording the applied state of document {source}"):
-        pipe = client.pipeline(transaction=True)
-        pipe.set(keys.document_index(namespace, source), blob)
-        pipe.hset(keys.documents(namespace), source, digest)
-        pipe.execute()
+    if change.refused:  # recorded without the refused, which are tried again next change
+        write(client, namespace, shards, [], lua,
+              record=Record(source, digest, _document_index(applied)))
+        change.round_trips += 1
     return change
+
+
+def _document_index(digests: Mapping[str, str]) -> bytes:
+    # Text (base64), so that a client decoding replies reads it too.
+    return base64.b64encode(zlib.compress(
+        "\n".join(f"{n}\t{d}" for n, d in digests.items()).encode(), 1))
 
 
 # ---------------------------------------------------------------------------- reading

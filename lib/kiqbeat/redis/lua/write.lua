@@ -3,19 +3,23 @@ kiqbeat write script: change schedule definitions and their index entries, atomi
 
 KEYS[1]  definitions hash    KEYS[2]  watermarks hash    KEYS[3]  first-seen hash
 KEYS[4]  rejected hash (name -> why its definition was set aside)
-KEYS[5..]  due indexes (one per shard an operation names)
+KEYS[5]  documents hash (location -> digest applied)   KEYS[6]  that document's index
+KEYS[7..]  due indexes (one per shard an operation names)
 ARGV[1]  the operations, packed in one string: per operation a line
   "OP K SOURCE_LENGTH EXPECT NAME_LENGTH DEF_LENGTH\n" then SOURCE, NAME and DEF, where
   OP is one of
-    put    add or replace; refused when the definition belongs to another source
+    put    add or replace; refused when the definition belongs to another source, unless
+           both are documents (a document that moved, e.g. from a file to S3, takes over)
     add    add; refused when the name exists
     update replace; refused when missing or another source's
     set    replace whatever its source, only if its SHA1 is EXPECT (pause, resume)
     del    remove and forget its state; refused when another source's
     reject set the definition aside with the reason DEF, only if its SHA1 is EXPECT, or,
            with EXPECT "-", forget a name whose definition is gone
-  K the due index (KEYS[4 + K]), SOURCE the writer ("" for the API and other languages,
+  K the due index (KEYS[6 + K]), SOURCE the writer ("" for the API and other languages,
   a document's location for a document), EXPECT a SHA1 or "-".
+ARGV[2]  "1" to record a document as applied after the operations (its last call) unless
+  one was refused: ARGV[3] its location, ARGV[4] its digest, ARGV[5] its index; else "".
 
 A definition's source is its JSON's "source" field ("" when absent). Writing a definition
 sets its index entry to 0 ("plan me") and clears a set-aside reason; writing the same bytes
@@ -27,7 +31,50 @@ Returns {codes, owners}: one character per operation, "+" done, "=" already so, 
 ]]
 
 local defs_key, wm_key, seen_key, rejected_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local body = ARGV[1]
+local documents_key, document_key = KEYS[5], KEYS[6]
+local FIRST_DUE = 6
+local body, record = ARGV[1], ARGV[2] == '1'
+
+-- Check every key's type and (Redis 7) every permission before the first write: Redis does
+-- not roll a script back, so a refusal half-way would leave the batch half-done.
+local function expect_type(key, allowed)
+  local t = redis.call('TYPE', key)['ok']
+  if t ~= 'none' and t ~= allowed then
+    return redis.error_reply('KIQBEAT_WRONGTYPE key ' .. key .. ' holds a ' .. t .. ', expected a ' .. allowed)
+  end
+  return nil
+end
+local function expect_allowed(command, key, ...)
+  if redis.acl_check_cmd and not redis.acl_check_cmd(command, key, ...) then
+    return redis.error_reply('KIQBEAT_NOPERM the Redis user may not run ' .. command ..
+      ' on ' .. key .. '; grant +' .. string.lower(command) .. ' and the key pattern')
+  end
+  return nil
+end
+local err = expect_type(defs_key, 'hash') or expect_type(wm_key, 'hash')
+  or expect_type(seen_key, 'hash') or expect_type(rejected_key, 'hash')
+if err then return err end
+for k = FIRST_DUE + 1, #KEYS do
+  err = expect_type(KEYS[k], 'zset')
+  if err then return err end
+end
+local checks = {{'HGET', defs_key, 'n'}, {'HSET', defs_key, 'n', 'v'}, {'HDEL', defs_key, 'n'},
+  {'HDEL', wm_key, 'n'}, {'HDEL', seen_key, 'n'}, {'HSET', rejected_key, 'n', 'v'},
+  {'HDEL', rejected_key, 'n'}, {'HEXISTS', rejected_key, 'n'}}
+for k = FIRST_DUE + 1, #KEYS do
+  checks[#checks + 1] = {'ZADD', KEYS[k], '0', 'n'}
+  checks[#checks + 1] = {'ZREM', KEYS[k], 'n'}
+end
+if record then
+  err = expect_type(documents_key, 'hash') or expect_type(document_key, 'string')
+  if err then return err end
+  checks[#checks + 1] = {'SET', document_key, 'v'}
+  checks[#checks + 1] = {'HSET', documents_key, 'n', 'v'}
+end
+for _, c in ipairs(checks) do
+  err = expect_allowed(unpack(c))
+  if err then return err end
+end
 
 local function owner(def)
   local ok, value = pcall(cjson.decode, def)
@@ -50,7 +97,7 @@ while pos <= #body do
   pos = pos + name_length
   local def = string.sub(body, pos, pos + def_length - 1)
   pos = pos + def_length
-  local due_key = KEYS[4 + tonumber(k)]
+  local due_key = KEYS[FIRST_DUE + tonumber(k)]
   local current = redis.call('HGET', defs_key, name)
   local code = '+'
   if op == 'reject' then
@@ -89,7 +136,8 @@ while pos <= #body do
       code = 'M'
     elseif op == 'set' and redis.sha1hex(current) ~= expect then
       code = 'S'
-    elseif op ~= 'set' and current and owner(current) ~= source then
+    elseif op ~= 'set' and current and owner(current) ~= source
+        and not (op == 'put' and source ~= '' and owner(current) ~= '') then
       code = 'O'
       owners[#owners + 1] = owner(current)
     elseif current == def then
@@ -104,5 +152,9 @@ while pos <= #body do
     end
   end
   codes[#codes + 1] = code
+end
+if record and #owners == 0 then  -- with a refusal, the caller records what was applied
+  redis.call('SET', document_key, ARGV[5])
+  redis.call('HSET', documents_key, ARGV[3], ARGV[4])
 end
 return {table.concat(codes), owners}
