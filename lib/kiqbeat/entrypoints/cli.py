@@ -14,6 +14,7 @@ from kiqbeat.core.report import Report
 from kiqbeat.engine import Engine
 from kiqbeat.entrypoints.loop import run_loop, stop_on_signals
 from kiqbeat.entrypoints.preview import cmd_next, cmd_validate, parse_instant
+from kiqbeat.entrypoints.schedules import add_parser as add_schedules_parser
 from kiqbeat.errors import ConfigError, KiqbeatError
 from kiqbeat.settings import add_flags, flags_of
 
@@ -206,6 +207,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--offset", type=int, default=0, help="skip this many first (paging)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cmd_status)
+    add_schedules_parser(sub)
 
     p = sub.add_parser("functions", help="print kiqbeat's Redis 7 function library, or --load "
                                          "it (an administrator's step, once per upgrade)")

@@ -1,0 +1,438 @@
+"""`kiqbeat schedules`: the schedule store (DESIGN §7) from the shell, over `kiqbeat.store`.
+
+One schedule at a time: `add`, `put`, `update` (a definition in a document's schedule form,
+from --json-definition or a YAML/JSON --file), `pause`, `resume`, `remove`, `get`, `list`.
+In bulk: `import` and `export`, in either of two forms:
+
+- a document (YAML or JSON; kiqbeat's, sidekiq-scheduler's or sidekiq-cron's), read and
+  checked exactly as `kiqbeat validate` reads it, so a file that validates imports, and a
+  file with a problem imports nothing and lists every problem at once;
+- JSON Lines, one `{"name": ..., "definition": {...}}` a line (`--jsonl`, or a .jsonl or
+  .ndjson file): read a line at a time, so a million schedules take no more memory than a
+  batch, and a bad line is listed while the good ones are written. A document is limited
+  to 32 MiB (about 300,000 schedules) and is read whole; JSON Lines is the form for
+  generated tables and for moving a store from one Redis to another.
+
+Every command takes the engine's flags (the store's Redis, namespace and shard count) and
+`--json`. Messages are the document's: a definition is checked as a document's schedule is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import textwrap
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import ExitStack, contextmanager
+from typing import IO, Any
+
+import yaml
+
+from kiqbeat.document import load_config_text
+from kiqbeat.document.fields import BY_NAME
+from kiqbeat.document.jobs import MAX_JOB_BYTES
+from kiqbeat.document.read import MAX_DOCUMENT_BYTES, parse
+from kiqbeat.engine import Engine
+from kiqbeat.errors import ConfigError, shown
+from kiqbeat.settings import add_flags, flags_of
+from kiqbeat.store import ImportResult, ScheduleStatus, Store
+
+# A JSON line holds one definition, whose job is at most MAX_JOB_BYTES; twice that leaves
+# room for escapes, and bounds what one bad line can make the command hold.
+MAX_LINE_BYTES = 2 * MAX_JOB_BYTES
+STDIN = "-"
+# Document-wide settings that belong to a deployment, not to any one schedule.
+_DEPLOYMENT_KEYS = ("missed_jobs_window", "sidekiq_scheduler_ui", "wait_replicas",
+                    "wait_timeout")
+_DEPLOYMENT_ATTRIBUTES = ("missed_jobs_window_s", "sidekiq_scheduler_ui", "wait_replicas",
+                          "wait_timeout_s")
+_SHOWN_PROBLEMS = 20  # listed by the plain summary; --json lists every one
+
+
+@contextmanager
+def _engine(args: argparse.Namespace) -> Iterator[Engine]:
+    engine = Engine.from_environ(flags=flags_of(args))
+    try:
+        yield engine
+    finally:
+        engine.close()
+
+
+def _done(args: argparse.Namespace, document: dict[str, Any], text: str) -> int:
+    print(json.dumps(document, indent=2, ensure_ascii=False) if args.json else text)
+    return 0
+
+
+def _warn(warnings: Iterable[str]) -> None:
+    for warning in warnings:
+        print(f"kiqbeat: warning: {warning}", file=sys.stderr, flush=True)
+
+
+@contextmanager
+def _opened(path: str) -> Iterator[IO[bytes]]:
+    """A file (or stdin, for '-') to read bytes from."""
+    if path == STDIN:
+        with open(sys.stdin.fileno(), "rb", closefd=False) as stream:
+            yield stream
+        return
+    try:
+        stream = open(path, "rb")  # noqa: SIM115 (closed below; errors named first)
+    except FileNotFoundError:
+        raise ConfigError("file not found", source=path) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read the file: {exc.strerror or exc}", source=path) from exc
+    with stream:
+        yield stream
+
+
+def _read_bytes(path: str) -> bytes:
+    """A file's bytes (or stdin's), at most one past the document limit."""
+    with _opened(path) as stream:
+        return stream.read(MAX_DOCUMENT_BYTES + 1)
+
+
+def _json_value(data: bytes | str, where: str) -> object:
+    """JSON, read as documents are (encoding, control characters, duplicate keys), never
+    as YAML: malformed JSON is reported as such, not read with YAML's other meanings."""
+    try:
+        json.loads(data)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}",
+                          source=where) from None
+    except (ValueError, RecursionError):
+        pass  # not UTF-8, too deep, a huge integer: `parse` says which
+    return _value(data, where)
+
+
+def _value(data: bytes | str, where: str) -> object:
+    value, duplicates = parse(data, where)
+    if duplicates:
+        raise ConfigError(duplicates, source=where)
+    return value
+
+
+def _definition(args: argparse.Namespace) -> Any:
+    if args.json_definition is not None:
+        return _json_value(args.json_definition, "--json-definition")
+    return _value(_read_bytes(args.file), args.file)
+
+
+# ---------------------------------------------------------------------------- one at a time
+
+
+def _cmd_write(args: argparse.Namespace) -> int:
+    definition = _definition(args)
+    with _engine(args) as engine:
+        store = engine.store()
+        if args.action == "add":
+            store.add(args.name, definition)
+            changed = True
+        elif args.action == "put":
+            changed = store.put(args.name, definition)
+        else:
+            changed = store.update(args.name, definition)
+    verb = {"add": "added", "put": "stored", "update": "updated"}[args.action]
+    text = (f"{verb} {args.name!r}; the next invocation plans it" if changed
+            else f"{args.name!r} was stored exactly so already; nothing changed")
+    return _done(args, {"name": args.name, "action": args.action, "changed": changed}, text)
+
+
+def _cmd_remove(args: argparse.Namespace) -> int:
+    with _engine(args) as engine:
+        removed = engine.store().remove(args.name)
+    text = (f"removed {args.name!r} and forgot its state" if removed
+            else f"no schedule {args.name!r} in the store; nothing removed")
+    return _done(args, {"name": args.name, "action": "remove", "changed": removed}, text)
+
+
+def _cmd_pause(args: argparse.Namespace) -> int:
+    with _engine(args) as engine:
+        store = engine.store()
+        pausing = args.action == "pause"
+        changed = store.pause(args.name) if pausing else store.resume(args.name)
+    if changed:
+        text = (f"paused {args.name!r}: its ticks pass without jobs until resumed" if pausing
+                else f"resumed {args.name!r}: its next tick is pushed")
+    else:
+        text = f"{args.name!r} was {'paused' if pausing else 'running'} already"
+    return _done(args, {"name": args.name, "action": args.action, "changed": changed}, text)
+
+
+def _iso(row: ScheduleStatus, attribute: str) -> str:
+    value = getattr(row, attribute)
+    return value.isoformat(timespec="seconds") if value else "never"
+
+
+def _line(row: ScheduleStatus) -> str:
+    """One schedule in a line, for `list`."""
+    if row.next_tick is None:
+        return f"{row.name}: set aside: {row.set_aside}"
+    late = f" ({row.lag_s:.0f} s overdue)" if row.lag_s > 0 else ""
+    return (f"{row.name}{'' if row.enabled else ' (paused)'}: {row.timing}; next "
+            f"{_iso(row, 'next_tick')}{late}" + (f"; from {row.source}" if row.source else ""))
+
+
+def _cmd_get(args: argparse.Namespace) -> int:
+    with _engine(args) as engine:
+        row = engine.store().get(args.name)
+    if row is None:
+        raise ConfigError(f"no schedule {args.name!r} in the store")
+    lines = [f"{row.name}{'' if row.enabled else ' (paused)'}",
+             f"  source: {row.source or 'the API (or another language)'}"]
+    if row.next_tick is None:
+        lines.append(f"  set aside: {row.set_aside}")
+    else:
+        lines += [f"  timing: {row.timing}",
+                  f"  next tick: {_iso(row, 'next_tick')}"
+                  + (f" ({row.lag_s:.0f} s overdue)" if row.lag_s > 0 else ""),
+                  f"  last tick covered: {_iso(row, 'covered_through')}",
+                  f"  first seen: {_iso(row, 'first_seen')}"]
+    lines.append("  definition: " + json.dumps(row.definition, ensure_ascii=False))
+    return _done(args, row.as_dict(), "\n".join(lines))
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    if args.count < 1 or args.cursor < 0:
+        raise ConfigError("--count must be at least 1 and --cursor at least 0")
+    with _engine(args) as engine:
+        cursor, rows = engine.store().list(args.cursor, args.count)
+    lines = [_line(r) for r in rows]
+    lines.append(f"... more: --cursor {cursor}" if cursor else "(end of the store)")
+    return _done(args, {"cursor": cursor, "schedules": [r.as_dict() for r in rows]},
+                 "\n".join(lines))
+
+
+# ---------------------------------------------------------------------------- in bulk
+
+
+def _is_jsonl(args: argparse.Namespace) -> bool:
+    return bool(args.jsonl) or args.file.endswith((".jsonl", ".ndjson"))
+
+
+def _lines(stream: IO[bytes]) -> Iterator[bytes | None]:
+    """The stream's lines, each None when longer than MAX_LINE_BYTES (skipped to its end)."""
+    while line := stream.readline(MAX_LINE_BYTES + 1):
+        if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
+            while (rest := stream.readline(MAX_LINE_BYTES)) and not rest.endswith(b"\n"):
+                pass
+            yield None
+        else:
+            yield line
+
+
+def _entry(line: bytes | None, where: str) -> tuple[str, Any]:
+    """The name and definition a JSON line holds; ConfigError saying what is wrong."""
+    if line is None:
+        raise ConfigError(f"longer than {MAX_LINE_BYTES:,} bytes", source=where)
+    value = _json_value(line, where)
+    if not isinstance(value, dict) or set(value) != {"name", "definition"}:
+        raise ConfigError('expected an object {"name": ..., "definition": {...}}, got '
+                          f"{json.dumps(value, ensure_ascii=False)[:80]}", source=where)
+    name = value["name"]
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"'name' must be a non-empty string, got {shown(name)}", source=where)
+    return name, value["definition"]
+
+
+def _jsonl_items(stream: IO[bytes], invalid: list[tuple[str, str]],
+                 skipped: Callable[[int], None]) -> Iterator[tuple[str, Any]]:
+    """The schedules of a JSON Lines stream; bad lines go to `invalid`, blank ones are passed.
+
+    A name given twice keeps its first line, as a document keeps the first of a duplicate
+    key, and the later ones are listed.
+    """
+    seen: set[str] = set()  # about 100 bytes a name: 100 MB for a million
+    for number, line in enumerate(_lines(stream), start=1):
+        where = f"line {number}"
+        if line is not None and not line.strip():
+            skipped(1)
+            continue
+        try:
+            name, definition = _entry(line, where)
+        except ConfigError as exc:
+            invalid.append((where, f"{where}: " + "; ".join(exc.problems)))
+            skipped(1)
+            continue
+        if name in seen:
+            invalid.append((name, f"{where}: schedule {shown(name)} is on an earlier line "
+                                  "too; the first is kept"))
+            skipped(1)
+            continue
+        seen.add(name)
+        yield name, definition
+
+
+def _count_lines(path: str) -> int | None:
+    """How many lines a file holds (a progress bar's total); None for stdin."""
+    if path == STDIN:
+        return None
+    count, last = 0, b"\n"
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            count, last = count + chunk.count(b"\n"), chunk[-1:]
+    return count + (last != b"\n")
+
+
+def _document_items(engine: Engine, store: Store, path: str) -> list[tuple[str, Any]]:
+    """The schedules of a document, checked as `kiqbeat validate` checks it."""
+    if path == STDIN:
+        config = load_config_text(_read_bytes(path), source="<stdin>")
+    else:
+        config = engine.sources.load_config(path)
+    if config.namespace and config.namespace != store.namespace:
+        raise ConfigError(f"the document's namespace {config.namespace!r} is not the store's "
+                          f"{store.namespace!r}; pass --namespace {config.namespace!r} to "
+                          "import into that one", source=path)
+    _warn(config.warnings)
+    ignored = [key for key, attribute in zip(_DEPLOYMENT_KEYS, _DEPLOYMENT_ATTRIBUTES,
+                                             strict=True)
+               if getattr(config, attribute) != BY_NAME[key].default]
+    if ignored:
+        _warn([f"{path}: {', '.join(ignored)} not imported: settings of a deployment (its "
+               "document or KIQBEAT_* variables), not of a schedule"])
+    return [(s.name, s.definition) for s in config.schedules]
+
+
+@contextmanager
+def _progress(show: bool, total: Callable[[], int | None]) -> Iterator[Callable[[int], None]]:
+    """A progress bar's `update` on stderr (a no-op when not shown)."""
+    if not show:
+        yield lambda n: None
+        return
+    # Imported here, not at the top: only this command draws a bar, and neither the Lambda
+    # nor any other command should pay for loading it.
+    from tqdm import tqdm  # type: ignore[import-untyped]
+
+    # A terminal that gives no size (`script`, some CI runners) would hide the bar.
+    sized = min(os.get_terminal_size(sys.stderr.fileno())) > 0
+    with tqdm(total=total(), unit=" schedules", file=sys.stderr, dynamic_ncols=sized,
+              ncols=None if sized else 80, nrows=None if sized else 24) as bar:
+        yield bar.update
+
+
+def _cmd_import(args: argparse.Namespace) -> int:
+    show = not (args.json or args.no_progress) and sys.stderr.isatty()
+    invalid_lines: list[tuple[str, str]] = []
+    with _engine(args) as engine, ExitStack() as stack:
+        store = engine.store()
+        if _is_jsonl(args):
+            stream = stack.enter_context(_opened(args.file))
+            progress = stack.enter_context(_progress(show, lambda: _count_lines(args.file)))
+            items: Iterable[tuple[str, Any]] = _jsonl_items(stream, invalid_lines, progress)
+        else:
+            documents = _document_items(engine, store, args.file)
+            progress = stack.enter_context(_progress(show, lambda: len(documents)))
+            items = documents
+        result = store.import_definitions(items, replace=not args.no_replace,
+                                          progress=progress)
+    result.invalid[:0] = invalid_lines
+    return _import_summary(args, result)
+
+
+def _import_summary(args: argparse.Namespace, result: ImportResult) -> int:
+    # Under --no-replace, a schedule that exists is kept by request, not refused.
+    kept = [n for n, why in result.refused if args.no_replace and why == "exists"]
+    refused = [(n, why) for n, why in result.refused if not (args.no_replace and why == "exists")]
+    failed = len(result.invalid) + len(refused)
+    if args.json:
+        print(json.dumps({
+            "file": args.file, "written": result.written, "unchanged": result.unchanged,
+            "kept": len(kept),
+            "invalid": [{"name": n, "why": why} for n, why in result.invalid],
+            "refused": [{"name": n, "why": why} for n, why in refused]},
+            indent=2, ensure_ascii=False))
+    else:
+        print(f"{args.file}: {result.written:,} written, {result.unchanged:,} unchanged, "
+              + (f"{len(kept):,} kept (they exist; --no-replace), " if args.no_replace else "")
+              + f"{len(result.invalid):,} invalid, {len(refused):,} refused")
+        for label, rows in (("invalid", result.invalid), ("refused", refused)):
+            for name, why in rows[:_SHOWN_PROBLEMS]:
+                print(f"{label}: {name}: {why}" if label == "refused" else f"{label}: {why}")
+            if len(rows) > _SHOWN_PROBLEMS:
+                print(f"... {len(rows) - _SHOWN_PROBLEMS:,} more {label} (--json lists all)")
+    if failed:
+        print(f"kiqbeat: {failed:,} schedules not imported (invalid or refused); the others "
+              "were", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    out = sys.stdout
+    dumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml when available
+    with _engine(args) as engine:
+        first = True
+        if not args.jsonl:
+            out.write('{"schedules": {' if args.json else "schedules:")
+        for name, definition in engine.store().export():
+            if args.jsonl:
+                out.write(json.dumps({"name": name, "definition": definition},
+                                     ensure_ascii=False) + "\n")
+            elif args.json:
+                out.write(("\n  " if first else ",\n  ") + json.dumps(name, ensure_ascii=False)
+                          + ": " + json.dumps(definition, ensure_ascii=False))
+            else:
+                out.write("\n" if first else "")
+                out.write(textwrap.indent(yaml.dump({name: definition}, Dumper=dumper,
+                                                    sort_keys=False, allow_unicode=True,
+                                                    width=1 << 20), "  "))
+            first = False
+        if args.json and not args.jsonl:
+            out.write("\n}}\n" if not first else "}}\n")
+        elif not args.jsonl and first:
+            out.write(" {}\n")
+    return 0
+
+
+# ---------------------------------------------------------------------------- the parser
+
+
+def add_parser(sub: Any) -> None:
+    """Register `kiqbeat schedules ACTION` on the command's subparsers."""
+    p = sub.add_parser("schedules", help="add, change, pause, resume, remove, list, import "
+                                         "and export the schedules in the store")
+    actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+    def action(name: str, help: str, func: Callable[[argparse.Namespace], int],
+               named: bool = True) -> argparse.ArgumentParser:
+        q: argparse.ArgumentParser = actions.add_parser(name, help=help)
+        if named:
+            q.add_argument("name", metavar="NAME", help="the schedule's name")
+        add_flags(q)
+        q.add_argument("--json", action="store_true", help="print JSON")
+        q.set_defaults(func=func)
+        return q
+
+    for name, help in (("add", "add a schedule (refused when one of that name exists)"),
+                       ("put", "add a schedule or replace the one of that name"),
+                       ("update", "replace a schedule (refused when there is none)")):
+        q = action(name, help, _cmd_write)
+        given = q.add_mutually_exclusive_group(required=True)
+        given.add_argument("--json-definition", metavar="JSON",
+                           help='the definition, e.g. \'{"cron": "0 9 * * *", "class": '
+                                '"DigestWorker", "args": [42]}\'')
+        given.add_argument("--file", metavar="FILE",
+                           help="a YAML or JSON file holding the definition ('-': stdin)")
+    action("remove", "remove a schedule and forget its state", _cmd_remove)
+    action("pause", "push nothing for a schedule until resumed", _cmd_pause)
+    action("resume", "push a paused schedule's ticks again, from its next one", _cmd_pause)
+    action("get", "a schedule's definition and state", _cmd_get)
+    q = action("list", "one page of schedules (HSCAN order)", _cmd_list, named=False)
+    q.add_argument("--cursor", type=int, default=0, help="where the page starts (default 0)")
+    q.add_argument("--count", type=int, default=100, help="about how many (default 100)")
+    q = action("import", "write many schedules: a document, or JSON Lines", _cmd_import,
+               named=False)
+    q.add_argument("file", metavar="FILE",
+                   help="a YAML/JSON document (kiqbeat, sidekiq-scheduler or sidekiq-cron), "
+                        'or JSON Lines of {"name": ..., "definition": {...}} (\'-\': stdin)')
+    q.add_argument("--jsonl", action="store_true",
+                   help="FILE is JSON Lines (the default for .jsonl and .ndjson files)")
+    q.add_argument("--no-replace", action="store_true",
+                   help="keep schedules that exist as they are (default: replace them)")
+    q.add_argument("--no-progress", action="store_true",
+                   help="draw no progress bar (none is drawn with --json or off a terminal)")
+    q = action("export", "print every stored definition: a kiqbeat document (YAML, or JSON "
+                         "with --json) or JSON Lines", _cmd_export, named=False)
+    q.add_argument("--jsonl", action="store_true", help="JSON Lines, as import reads them")

@@ -1,0 +1,451 @@
+"""`kiqbeat schedules ...`: the real command against a real Redis, read back from Redis itself."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import pty
+import struct
+import subprocess
+import sys
+import termios
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+import yaml
+
+from kiqbeat.entrypoints.cli import main
+from tests.integration.helpers import redis_now
+
+ROOT = Path(__file__).resolve().parents[2]
+DIGEST = {"cron": "0 9 * * *", "tz": "Asia/Kolkata", "class": "DigestWorker", "args": [42]}
+
+
+@dataclass(frozen=True)
+class Ran:
+    """What one in-process command printed and returned."""
+
+    code: int
+    out: str
+    err: str
+
+    def json(self) -> Any:
+        return json.loads(self.out)
+
+
+Kiqbeat = Callable[..., Ran]
+
+
+@pytest.fixture
+def kiqbeat(redis_url: str, monkeypatch: pytest.MonkeyPatch,
+            capsys: pytest.CaptureFixture[str]) -> Kiqbeat:
+    """`kiqbeat ARGS...` run in this process, on the test's Redis (from the environment)."""
+    for name in list(os.environ):
+        if name.startswith("KIQBEAT_") or name == "REDIS_URL":
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("KIQBEAT_REDIS_URL", redis_url)
+
+    def run(*args: str) -> Ran:
+        capsys.readouterr()
+        code = main(list(args))
+        out, err = capsys.readouterr()
+        return Ran(code, out, err)
+
+    return run
+
+
+def definitions(client: redis.Redis, namespace: str = "") -> dict[str, Any]:
+    """The store's definitions, straight from its hash."""
+    return {name: json.loads(data)
+            for name, data in client.hgetall(f"{namespace}kiqbeat:schedules").items()}
+
+
+def many(count: int) -> dict[str, dict[str, Any]]:
+    """`count` distinct definitions using most fields a definition may hold."""
+    zones = ("UTC", "Asia/Kolkata", "Europe/Paris", "America/New_York")
+    out: dict[str, dict[str, Any]] = {}
+    for i in range(count):
+        if i % 5 == 0:
+            definition: dict[str, Any] = {"every": f"{i % 50 + 1}m", "class": "PollWorker"}
+        else:
+            definition = {"cron": f"{i % 60} {i % 24} * * {i % 7}", "class": "ReportWorker",
+                          "tz": zones[i % 4], "args": [i, f"customer-{i}", {"n": i}]}
+        if i % 3 == 0:
+            definition["queue"] = f"q{i % 4}"
+        if i % 11 == 0:
+            definition["enabled"] = False
+        if i % 13 == 0:
+            definition["catch_up"] = "latest"
+        out[f"tenant:{i}:report"] = definition
+    return out
+
+
+def export_of(kiqbeat: Kiqbeat) -> dict[str, Any]:
+    done = kiqbeat("schedules", "export", "--jsonl")
+    assert done.code == 0, done.err
+    rows = [json.loads(line) for line in done.out.splitlines()]
+    assert len(rows) == len({r["name"] for r in rows})  # each schedule once
+    return {r["name"]: r["definition"] for r in rows}
+
+
+# ---------------------------------------------------------------------------- one at a time
+
+
+def test_an_added_schedule_is_stored_and_shown_by_get_and_status(
+    kiqbeat: Kiqbeat, redis_client: redis.Redis
+) -> None:
+    added = kiqbeat("schedules", "add", "digest:42", "--json-definition", json.dumps(DIGEST))
+    assert added.code == 0, added.err
+    assert definitions(redis_client) == {"digest:42": DIGEST}
+    assert redis_client.zscore("kiqbeat:due", "digest:42") == 0  # "plan me"
+    got = kiqbeat("schedules", "get", "digest:42", "--json").json()
+    assert (got["definition"], got["source"], got["enabled"]) == (DIGEST, "", True)
+    assert got["next_tick"].endswith("03:30:00+00:00")  # 09:00 in Kolkata
+    status = kiqbeat("status", "--json").json()
+    assert [row["name"] for row in status["schedules"]] == ["digest:42"]
+    again = kiqbeat("schedules", "add", "digest:42", "--json-definition", json.dumps(DIGEST))
+    assert again.code == 1 and "'digest:42' exists; update or put it instead" in again.err
+
+
+def test_put_and_update_from_a_yaml_file(
+    kiqbeat: Kiqbeat, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    path = tmp_path / "digest.yaml"
+    path.write_text("cron: '0 9 * * *'\ntz: Asia/Kolkata\nclass: DigestWorker\nargs: [42]\n")
+    missing = kiqbeat("schedules", "update", "digest", "--file", str(path))
+    assert missing.code == 1 and "no schedule 'digest' in the store" in missing.err
+    assert kiqbeat("schedules", "put", "digest", "--file", str(path), "--json").json()[
+        "changed"] is True
+    assert kiqbeat("schedules", "put", "digest", "--file", str(path), "--json").json()[
+        "changed"] is False
+    path.write_text("cron: '0 10 * * *'\nclass: DigestWorker\n")
+    assert kiqbeat("schedules", "update", "digest", "--file", str(path)).code == 0
+    assert definitions(redis_client) == {"digest": {"cron": "0 10 * * *", "class": "DigestWorker"}}
+
+
+def test_a_bad_cron_is_refused_with_the_message_and_exit_code_a_document_gets(
+    kiqbeat: Kiqbeat, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    bad = {"cron": "61 9 * * *", "class": "DigestWorker", "queue": "default"}
+    path = tmp_path / "schedule.yaml"
+    path.write_text(yaml.safe_dump({"schedules": {"digest": bad}}))
+    validated = kiqbeat("validate", str(path))
+    added = kiqbeat("schedules", "add", "digest", "--json-definition", json.dumps(bad))
+    assert added.code == validated.code != 0
+    problem = validated.err.removeprefix(f"kiqbeat: {path}: ")
+    assert problem != validated.err and "minute field '61'" in problem
+    assert added.err == f"kiqbeat: {problem}"
+    assert definitions(redis_client) == {}  # nothing written
+    not_json = kiqbeat("schedules", "add", "digest", "--json-definition", "{cron: '* * * * *'}")
+    assert not_json.code == 1
+    assert "--json-definition: invalid JSON at line 1, column 2" in not_json.err
+
+
+def test_pause_and_resume_change_only_enabled(
+    kiqbeat: Kiqbeat, redis_client: redis.Redis
+) -> None:
+    kiqbeat("schedules", "add", "digest", "--json-definition", json.dumps(DIGEST))
+    paused = kiqbeat("schedules", "pause", "digest", "--json").json()
+    assert paused == {"name": "digest", "action": "pause", "changed": True}
+    assert definitions(redis_client)["digest"] == {**DIGEST, "enabled": False}
+    assert kiqbeat("schedules", "get", "digest", "--json").json()["enabled"] is False
+    assert "'digest' was paused already" in kiqbeat("schedules", "pause", "digest").out
+    assert kiqbeat("schedules", "resume", "digest").code == 0
+    assert definitions(redis_client)["digest"] == {**DIGEST, "enabled": True}
+    unknown = kiqbeat("schedules", "pause", "nothing")
+    assert unknown.code == 1 and "no schedule 'nothing' in the store" in unknown.err
+
+
+def test_remove_forgets_the_watermark_and_first_seen(
+    kiqbeat: Kiqbeat, redis_client: redis.Redis
+) -> None:
+    kiqbeat("schedules", "add", "pulse", "--json-definition",
+            json.dumps({"cron": "* * * * *", "class": "PulseWorker"}))
+    assert kiqbeat("run-once").code == 0
+    for key in ("kiqbeat:watermarks", "kiqbeat:first_seen", "kiqbeat:schedules"):
+        assert redis_client.hexists(key, "pulse"), key
+    removed = kiqbeat("schedules", "remove", "pulse")
+    assert removed.code == 0 and "removed 'pulse'" in removed.out
+    for key in ("kiqbeat:watermarks", "kiqbeat:first_seen", "kiqbeat:schedules"):
+        assert not redis_client.hexists(key, "pulse"), key
+    assert redis_client.zscore("kiqbeat:due", "pulse") is None
+    again = kiqbeat("schedules", "remove", "pulse", "--json")
+    assert again.code == 0 and again.json()["changed"] is False
+    assert kiqbeat("schedules", "get", "pulse").code == 1
+
+
+def test_a_documents_schedule_may_be_paused_but_not_changed_or_removed(
+    kiqbeat: Kiqbeat, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    path = tmp_path / "schedule.yaml"
+    path.write_text("schedules:\n  nightly: {cron: '0 2 * * *', class: NightlyWorker}\n")
+    assert kiqbeat("run-once", "--config", str(path)).code == 0  # applies the document
+    changed = kiqbeat("schedules", "put", "nightly", "--json-definition", json.dumps(DIGEST))
+    assert changed.code == 1 and f"'nightly' belongs to {path}" in changed.err
+    assert kiqbeat("schedules", "remove", "nightly").code == 1
+    assert kiqbeat("schedules", "pause", "nightly").code == 0
+    assert definitions(redis_client)["nightly"]["enabled"] is False
+    assert kiqbeat("schedules", "get", "nightly", "--json").json()["source"] == str(path)
+
+
+def test_list_pages_through_every_schedule(kiqbeat: Kiqbeat, tmp_path: Path) -> None:
+    path = tmp_path / "some.jsonl"
+    path.write_text("".join(json.dumps({"name": n, "definition": d}) + "\n"
+                            for n, d in many(250).items()))
+    assert kiqbeat("schedules", "import", str(path)).code == 0
+    seen: list[str] = []
+    cursor = "0"
+    while True:
+        page = kiqbeat("schedules", "list", "--cursor", cursor, "--count", "40", "--json").json()
+        seen += [row["name"] for row in page["schedules"]]
+        if page["cursor"] == 0:
+            break
+        cursor = str(page["cursor"])
+    assert sorted(set(seen)) == sorted(many(250))
+
+
+def test_every_command_writes_under_the_namespace_it_is_given(
+    kiqbeat: Kiqbeat, redis_client: redis.Redis
+) -> None:
+    done = kiqbeat("schedules", "add", "digest", "--namespace", "exq:",
+                   "--json-definition", json.dumps(DIGEST))
+    assert done.code == 0, done.err
+    assert definitions(redis_client, "exq:") == {"digest": DIGEST}
+    assert definitions(redis_client) == {}
+    assert kiqbeat("schedules", "get", "digest").code == 1
+    assert kiqbeat("schedules", "get", "digest", "--namespace", "exq:").code == 0
+
+
+# ---------------------------------------------------------------------------- invocations
+
+
+def test_run_once_pushes_the_schedules_the_command_added(
+    kiqbeat: Kiqbeat, redis_client: redis.Redis
+) -> None:
+    kiqbeat("schedules", "add", "tick", "--json-definition",
+            json.dumps({"cron": "* * * * *", "class": "TickWorker", "args": [7]}))
+    started = redis_now(redis_client) - timedelta(minutes=10)
+    first = kiqbeat("run-once", "--now", started.isoformat(), "--json")
+    assert first.code == 0, first.err
+    assert first.json()["new_schedules"] == 1 and first.json()["pushed"] == 0
+    second = kiqbeat("run-once", "--json")
+    assert second.code == 0, second.err
+    now = datetime.fromisoformat(second.json()["now"])
+    # Every minute in (started, now], counted from the two instants, not from the report.
+    ticks = int(now.timestamp() // 60) - int(started.timestamp() // 60)
+    jobs = [json.loads(raw) for raw in redis_client.lrange("queue:default", 0, -1)]
+    assert len({j["jid"] for j in jobs}) == len(jobs) == ticks >= 10
+    assert {j["class"] for j in jobs} == {"TickWorker"}
+    assert all(j["args"] == [7] for j in jobs)
+
+
+# ---------------------------------------------------------------------------- in bulk
+
+
+def test_five_thousand_json_lines_import_then_export_unchanged(
+    kiqbeat: Kiqbeat, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    table = many(5000)
+    path = tmp_path / "schedules.jsonl"
+    path.write_text("".join(json.dumps({"name": n, "definition": d}) + "\n"
+                            for n, d in table.items()))
+    done = kiqbeat("schedules", "import", str(path), "--json")
+    assert done.code == 0, done.err
+    assert done.json() == {"file": str(path), "written": 5000, "unchanged": 0, "kept": 0,
+                           "invalid": [], "refused": []}
+    assert definitions(redis_client) == table
+    assert redis_client.zcard("kiqbeat:due") == 5000
+    assert export_of(kiqbeat) == table
+    again = kiqbeat("schedules", "import", str(path), "--json").json()
+    assert (again["written"], again["unchanged"]) == (0, 5000)
+
+
+def test_five_thousand_in_a_yaml_document_import_then_export_as_yaml_round_trips(
+    kiqbeat: Kiqbeat, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    table = many(5000)
+    path = tmp_path / "schedules.yaml"
+    path.write_text(yaml.dump({"schedules": table}, Dumper=yaml.CSafeDumper))
+    done = kiqbeat("schedules", "import", str(path))
+    assert done.code == 0, done.err
+    assert done.out.startswith(f"{path}: 5,000 written, 0 unchanged, 0 invalid, 0 refused")
+    assert definitions(redis_client) == table
+    exported = kiqbeat("schedules", "export")
+    assert yaml.load(exported.out, Loader=yaml.CSafeLoader) == {"schedules": table}
+    back = tmp_path / "exported.yaml"
+    back.write_text(exported.out)
+    again = kiqbeat("schedules", "import", str(back), "--json").json()  # read as validate reads
+    assert (again["written"], again["unchanged"]) == (0, 5000)
+    as_json = kiqbeat("schedules", "export", "--json")
+    assert json.loads(as_json.out) == {"schedules": table}
+
+
+def test_a_sidekiq_cron_file_imports_converted(
+    kiqbeat: Kiqbeat, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    path = tmp_path / "schedule.yml"
+    path.write_text("- name: hourly\n  cron: '0 * * * *'\n  klass: HourlyWorker\n"
+                    "  args: '[1, 2]'\n  status: disabled\n")
+    done = kiqbeat("schedules", "import", str(path))
+    assert done.code == 0, done.err
+    assert "read as a sidekiq-cron file" in done.err
+    assert definitions(redis_client) == {
+        "hourly": {"cron": "0 * * * *", "class": "HourlyWorker", "args": [1, 2],
+                   "enabled": False}}
+
+
+def test_a_document_with_a_problem_imports_nothing_and_lists_every_problem(
+    kiqbeat: Kiqbeat, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    path = tmp_path / "schedules.yaml"
+    path.write_text("schedules:\n  a: {cron: '61 * * * *', class: A}\n"
+                    "  b: {cron: '* * * * *', class: B, quue: x}\n"
+                    "  c: {cron: '* * * * *', class: C}\n")
+    done = kiqbeat("schedules", "import", str(path))
+    assert done.code == 1
+    assert "minute field '61'" in done.err and "did you mean 'queue'" in done.err
+    assert definitions(redis_client) == {}
+
+
+def test_an_import_lists_bad_lines_and_refusals_and_writes_the_rest(
+    kiqbeat: Kiqbeat, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    document = tmp_path / "schedule.yaml"
+    document.write_text("schedules:\n  nightly: {cron: '0 2 * * *', class: NightlyWorker}\n")
+    assert kiqbeat("run-once", "--config", str(document)).code == 0
+    good = {"cron": "*/5 * * * *", "class": "GoodWorker"}
+    path = tmp_path / "mixed.jsonl"
+    path.write_text("\n".join([
+        json.dumps({"name": "good", "definition": good}),
+        "",
+        json.dumps({"name": "bad", "definition": {"cron": "61 * * * *", "class": "B"}}),
+        "{not json",
+        json.dumps({"name": "good", "definition": {**good, "args": [1]}}),
+        json.dumps({"definition": good}),
+        json.dumps({"name": "nightly", "definition": good}),
+        json.dumps({"name": "dup", "definition": good, "name ": 1})[:-1] + ', "name": "x"}',
+    ]) + "\n")
+    done = kiqbeat("schedules", "import", str(path), "--json")
+    assert done.code == 1 and "schedules not imported" in done.err
+    result = done.json()
+    assert result["written"] == 1
+    whys = [row["why"] for row in result["invalid"]]
+    assert any(w.startswith("schedule 'bad' (field 'cron'):") for w in whys), whys
+    assert "line 4: invalid JSON at line 1, column 2" in whys[0]
+    assert any(w.startswith("line 5: schedule 'good' is on an earlier line") for w in whys)
+    assert any(w.startswith('line 6: expected an object {"name"') for w in whys)
+    assert any(w.startswith("line 8: duplicate key 'name'") for w in whys), whys
+    assert len(whys) == 5
+    assert result["refused"] == [{"name": "nightly", "why": f"belongs to {document}"}]
+    stored = definitions(redis_client)
+    assert stored["good"] == good and "bad" not in stored
+    assert stored["nightly"]["class"] == "NightlyWorker"  # the document's, untouched
+
+
+def test_no_replace_keeps_what_exists(
+    kiqbeat: Kiqbeat, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    kiqbeat("schedules", "add", "digest", "--json-definition", json.dumps(DIGEST))
+    path = tmp_path / "new.jsonl"
+    path.write_text(json.dumps({"name": "digest", "definition": {**DIGEST, "args": [1]}}) + "\n"
+                    + json.dumps({"name": "other", "definition": DIGEST}) + "\n")
+    done = kiqbeat("schedules", "import", str(path), "--no-replace")
+    assert done.code == 0, done.err
+    assert "1 written, 0 unchanged, 1 kept" in done.out
+    assert definitions(redis_client) == {"digest": DIGEST, "other": DIGEST}
+
+
+def _run_on_a_terminal(args: list[str], env: dict[str, str],
+                       size: tuple[int, int]) -> tuple[int, str, str]:
+    """Run a command with stderr on a pseudo-terminal of `size` (rows, columns; a new one
+    is 0 by 0); its exit code, stdout and what reached the terminal."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", *size, 0, 0))
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=slave, env=env, cwd=ROOT)
+    os.close(slave)
+    chunks: list[bytes] = []
+
+    def drain() -> None:
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: every writer closed the terminal
+                return
+            if not chunk:
+                return
+            chunks.append(chunk)
+
+    reader = threading.Thread(target=drain)
+    reader.start()
+    out, _ = proc.communicate(timeout=120)
+    reader.join(timeout=10)
+    os.close(master)
+    return proc.returncode, out.decode(), b"".join(chunks).decode(errors="replace")
+
+
+@pytest.mark.parametrize("size", [(24, 100), (0, 0)], ids=["sized", "unsized"])
+def test_import_draws_a_bar_on_a_terminal_unless_told_not_to(
+    redis_url: str, redis_client: redis.Redis, tmp_path: Path, size: tuple[int, int]
+) -> None:
+    path = tmp_path / "schedules.jsonl"
+    path.write_text("".join(json.dumps({"name": n, "definition": d}) + "\n"
+                            for n, d in many(5000).items()))
+    env = {k: v for k, v in os.environ.items() if "REDIS" not in k and "KIQBEAT" not in k}
+    env |= {"KIQBEAT_REDIS_URL": redis_url}
+    command = [sys.executable, "-m", "kiqbeat", "schedules", "import", str(path)]
+    code, out, terminal = _run_on_a_terminal([*command, "--no-progress"], env, size)
+    assert code == 0, terminal
+    assert out.startswith(f"{path}: 5,000 written")
+    assert terminal == ""  # forced off: nothing on the terminal at all
+    assert redis_client.hlen("kiqbeat:schedules") == 5000
+    redis_client.flushall()
+    code, out, terminal = _run_on_a_terminal(command, env, size)
+    assert code == 0, terminal
+    assert "5000/5000" in terminal and "schedules/s" in terminal
+    assert redis_client.hlen("kiqbeat:schedules") == 5000
+
+
+def test_the_engine_the_handler_and_other_commands_never_load_tqdm(redis_url: str) -> None:
+    code = (
+        "import sys\n"
+        "def loaded(): return sorted(m for m in sys.modules if m.partition('.')[0] == 'tqdm')\n"
+        "import kiqbeat.engine, handler.app\n"
+        "from kiqbeat.entrypoints.cli import main\n"
+        "assert main(['schedules', 'list', '--json']) == 0\n"
+        "print('before', loaded())\n"
+        "import tqdm\n"
+        "print('after', bool(loaded()))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if "REDIS" not in k and "KIQBEAT" not in k}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=ROOT, env=env | {"KIQBEAT_REDIS_URL": redis_url}, timeout=60)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[-2:] == ["before []", "after True"]  # the check can see tqdm when it is there
+
+
+def test_definitions_and_imports_read_from_stdin(redis_url: str,
+                                                 redis_client: redis.Redis) -> None:
+    env = {k: v for k, v in os.environ.items() if "REDIS" not in k and "KIQBEAT" not in k}
+    env |= {"KIQBEAT_REDIS_URL": redis_url}
+
+    def kiqbeat(*args: str, given: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "kiqbeat", *args], input=given,
+                              capture_output=True, text=True, env=env, cwd=ROOT, timeout=60)
+
+    done = kiqbeat("schedules", "add", "digest", "--file", "-", given=yaml.safe_dump(DIGEST))
+    assert done.returncode == 0, done.stderr
+    lines = json.dumps({"name": "other", "definition": DIGEST}) + "\n"
+    done = kiqbeat("schedules", "import", "-", "--jsonl", given=lines)
+    assert done.returncode == 0, done.stderr
+    done = kiqbeat("schedules", "import", "-", given="schedules:\n  third: {every: 1h, class: T}\n")
+    assert done.returncode == 0, done.stderr
+    assert definitions(redis_client) == {"digest": DIGEST, "other": DIGEST,
+                                         "third": {"every": "1h", "class": "T"}}
