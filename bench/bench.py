@@ -2,7 +2,8 @@
 
 Run: .venv/bin/python bench/bench.py [--quick]
 
-Each figure names its target from issue 3. Absolute rates drift ±30 % on shared
+Each figure names its target from issue 3; bench/store.py measures the schedule store
+(issue 11) at up to 1,000,000 schedules. Absolute rates drift ±30 % on shared
 machines, so the push rate is also printed as a ratio to redis-benchmark's pipelined
 LPUSH of job-sized values, measured in the same run on the same server.
 """
@@ -28,6 +29,7 @@ from kiqbeat.document import parse_config
 from kiqbeat.engine import Engine
 from kiqbeat.redis import keys
 from kiqbeat.redis.connection import connect
+from kiqbeat.redis.store import BATCH
 
 
 class CountingConnection(redis.Connection):
@@ -37,7 +39,7 @@ class CountingConnection(redis.Connection):
 
     def send_packed_command(self, command: Any, check_health: bool = True) -> None:
         CountingConnection.sends += 1
-        super().send_packed_command(command, check_health)
+        super().send_packed_command(command, check_health)  # type: ignore[no-untyped-call]
 
 
 def counting_client(url: str) -> redis.Redis:
@@ -105,9 +107,14 @@ def bench_round_trips(url: str, sizes: list[int]) -> None:
         idle_before = CountingConnection.sends
         CountingConnection.sends = 0
         engine.run(cfg, now=t0 + timedelta(minutes=2, seconds=30))
+        # The store reads due entries in batches of BATCH: one read and one push per batch,
+        # and one more read when the last batch came back full (it cannot tell it was last).
+        batches = -(-n // BATCH)
+        expected = 2 * batches + (n % BATCH == 0)
         print(f"round trips, {n:,} schedules: {idle_before} with all due "
-              f"({report.chunks} push chunks; target 2 + 1 per extra chunk = {1 + report.chunks}); "
-              f"{CountingConnection.sends} when nothing is due")
+              f"({report.chunks} push chunks; expected 1 read + 1 push per batch of {BATCH:,}, "
+              f"+1 read after a full last batch = {expected}); "
+              f"{CountingConnection.sends} when nothing is due (target 1)")
 
 
 def bench_sparse(url: str, n: int) -> None:
@@ -162,13 +169,15 @@ def bench_state_bytes(url: str, n: int, invocations: int) -> None:
     cfg = build(n, lambda i: "* * * * *")
     t0 = redis_now(client).replace(second=0, microsecond=0) - timedelta(minutes=invocations + 5)
 
-    def state_bytes() -> int:
-        ns = cfg.namespace
-        return sum(client.memory_usage(k, samples=0) or 0
-                   for k in (keys.watermarks(ns), keys.first_seen(ns)))
+    ns = cfg.namespace
+
+    def state_bytes(names: tuple[str, ...] = (keys.watermarks(ns), keys.first_seen(ns))) -> int:
+        return sum(client.memory_usage(k, samples=0) or 0 for k in names)
 
     engine.run(cfg, now=t0)
     before = state_bytes()
+    # The store (DESIGN §7) also keeps each definition and a due index entry.
+    store = state_bytes((keys.definitions(ns), keys.due(ns), keys.document_index(ns, "bench")))
     for minute in range(1, invocations + 1):
         engine.run(cfg, now=t0 + timedelta(minutes=minute))
         if minute % 50 == 0:
@@ -176,7 +185,8 @@ def bench_state_bytes(url: str, n: int, invocations: int) -> None:
                 client.delete(keys.queue(cfg.namespace, f"q{q}"))  # keep memory flat; not state
     after = state_bytes()
     print(f"kiqbeat state, {n:,} schedules: {before / n:.0f} bytes/schedule at start, "
-          f"{after / n:.0f} after {invocations:,} invocations (target <= 200, unchanged)")
+          f"{after / n:.0f} after {invocations:,} invocations (target <= 200, unchanged); "
+          f"the store's definitions, due index and document index add {store / n:.0f}")
 
 
 def main() -> None:
