@@ -11,6 +11,7 @@ import subprocess
 import sys
 import termios
 import threading
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -221,6 +222,19 @@ def test_every_command_writes_under_the_namespace_it_is_given(
     assert definitions(redis_client) == {}
     assert kiqbeat("schedules", "get", "digest").code == 1
     assert kiqbeat("schedules", "get", "digest", "--namespace", "exq:").code == 0
+    assert kiqbeat("schedules", "export").out == "schedules: {}\n"  # the other store: empty
+    assert json.loads(kiqbeat("schedules", "export", "--json").out) == {"schedules": {}}
+
+
+def test_a_sharded_store_indexes_each_name_in_its_shard(
+    kiqbeat: Kiqbeat, redis_client: redis.Redis
+) -> None:
+    for name in ("a", "b", "c", "d", "e"):
+        done = kiqbeat("schedules", "add", name, "--shard", "0/4",
+                       "--json-definition", json.dumps(DIGEST))
+        assert done.code == 0, done.err
+        assert redis_client.zscore(f"kiqbeat:due:{zlib.crc32(name.encode()) % 4}/4", name) == 0
+    assert not redis_client.exists("kiqbeat:due")
 
 
 # ---------------------------------------------------------------------------- invocations

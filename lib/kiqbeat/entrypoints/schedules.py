@@ -8,10 +8,11 @@ In bulk: `import` and `export`, in either of two forms:
   checked exactly as `kiqbeat validate` reads it, so a file that validates imports, and a
   file with a problem imports nothing and lists every problem at once;
 - JSON Lines, one `{"name": ..., "definition": {...}}` a line (`--jsonl`, or a .jsonl or
-  .ndjson file): read a line at a time, so a million schedules take no more memory than a
-  batch, and a bad line is listed while the good ones are written. A document is limited
-  to 32 MiB (about 300,000 schedules) and is read whole; JSON Lines is the form for
-  generated tables and for moving a store from one Redis to another.
+  .ndjson file): read a line at a time, written a batch at a time, so memory grows only
+  with the names kept to catch one given twice (about 100 bytes each); a bad line is
+  listed while the good ones are written. A document is limited to 32 MiB (about 300,000
+  schedules) and is read whole; JSON Lines is the form for generated tables and for
+  moving a store from one Redis to another (`export --jsonl` writes it).
 
 Every command takes the engine's flags (the store's Redis, namespace and shard count) and
 `--json`. Messages are the document's: a definition is checked as a document's schedule is.
@@ -20,10 +21,10 @@ Every command takes the engine's flags (the store's Redis, namespace and shard c
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import sys
-import textwrap
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from typing import IO, Any
@@ -49,6 +50,8 @@ _DEPLOYMENT_KEYS = ("missed_jobs_window", "sidekiq_scheduler_ui", "wait_replicas
 _DEPLOYMENT_ATTRIBUTES = ("missed_jobs_window_s", "sidekiq_scheduler_ui", "wait_replicas",
                           "wait_timeout_s")
 _SHOWN_PROBLEMS = 20  # listed by the plain summary; --json lists every one
+EXPORT_PAGE = 1000  # schedules per YAML dump call
+_DUMPER: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml when available
 
 
 @contextmanager
@@ -359,30 +362,35 @@ def _import_summary(args: argparse.Namespace, result: ImportResult) -> int:
     return 0
 
 
+def _compact(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
 def _cmd_export(args: argparse.Namespace) -> int:
-    out = sys.stdout
-    dumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml when available
+    write = sys.stdout.write
     with _engine(args) as engine:
-        first = True
-        if not args.jsonl:
-            out.write('{"schedules": {' if args.json else "schedules:")
-        for name, definition in engine.store().export():
-            if args.jsonl:
-                out.write(json.dumps({"name": name, "definition": definition},
-                                     ensure_ascii=False) + "\n")
-            elif args.json:
-                out.write(("\n  " if first else ",\n  ") + json.dumps(name, ensure_ascii=False)
-                          + ": " + json.dumps(definition, ensure_ascii=False))
-            else:
-                out.write("\n" if first else "")
-                out.write(textwrap.indent(yaml.dump({name: definition}, Dumper=dumper,
-                                                    sort_keys=False, allow_unicode=True,
-                                                    width=1 << 20), "  "))
-            first = False
-        if args.json and not args.jsonl:
-            out.write("\n}}\n" if not first else "}}\n")
-        elif not args.jsonl and first:
-            out.write(" {}\n")
+        items = engine.store().export()  # one HSCAN page at a time: memory stays bounded
+        if args.jsonl:
+            for name, definition in items:
+                write(_compact({"name": name, "definition": definition}) + "\n")
+        elif args.json:
+            write('{"schedules": {')
+            separator = "\n  "
+            for name, definition in items:
+                write(f"{separator}{_compact(name)}: {_compact(definition)}")
+                separator = ",\n  "
+            write("}}\n" if separator == "\n  " else "\n}}\n")
+        else:
+            # libyaml pays a set-up cost per call: dump a page of schedules at a time, each
+            # page a `schedules:` document whose first line is written once.
+            write("schedules:")
+            empty = True
+            while page := dict(itertools.islice(items, EXPORT_PAGE)):
+                text = yaml.dump({"schedules": page}, Dumper=_DUMPER, sort_keys=False,
+                                 allow_unicode=True, width=1 << 20)
+                write(text.removeprefix("schedules:" if empty else "schedules:\n"))
+                empty = False
+            write(" {}\n" if empty else "")
     return 0
 
 
