@@ -1,0 +1,828 @@
+"""The schedule store's promises (DESIGN §7) against a real redis-server.
+
+Cost follows the due work, not the store's size; changes made through the store apply to
+ticks after the watermark; racing writers, invokers, documents and shards never push a tick
+twice; an upgrade from the layout of the previous release (watermarks and first-seen only)
+loses and repeats nothing; an invalid definition written by another language is set aside
+without sinking the invocation; the API and documents keep to their own schedules.
+
+Expected ticks come from `kiqbeat.fire_times` (or epoch arithmetic for `every`), expected
+jids from (name, tick); invocations replay earlier instants with `now=`, never the wall
+clock. Duplicates are found by counting distinct jids in Redis, not by reading reports.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import threading
+import time
+import zlib
+from collections.abc import Callable, Iterator, Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+import redis
+
+from kiqbeat import fire_times
+from kiqbeat.core.payload import jid
+from kiqbeat.core.plan import Entry, plan_due, to_ms
+from kiqbeat.core.report import Report
+from kiqbeat.core.schedule import Config
+from kiqbeat.document import load_config_text
+from kiqbeat.document.validate import read_definition
+from kiqbeat.engine import Document, Engine, run
+from kiqbeat.errors import ConfigError
+from kiqbeat.redis.connection import connect
+from kiqbeat.redis.state import push
+from kiqbeat.redis.store import definition_sha, read_due
+from kiqbeat.settings import Settings
+from kiqbeat.store import Store
+
+from .helpers import minute_floor, pushed_jobs, redis_now
+
+# A deployment without a document: the engine runs the store alone.
+STORE_ONLY = Config(schedules=())
+MINUTELY: dict[str, Any] = {"cron": "* * * * *", "class": "MinuteWorker"}
+
+SCHEDULES = "kiqbeat:schedules"
+DUE = "kiqbeat:due"
+WATERMARKS = "kiqbeat:watermarks"
+FIRST_SEEN = "kiqbeat:first_seen"
+REJECTED = "kiqbeat:rejected"
+DOCUMENTS = "kiqbeat:documents"
+
+
+@pytest.fixture
+def client(redis_url: str) -> Iterator[redis.Redis]:
+    c = connect(redis_url)
+    yield c
+    c.close()
+
+
+def start(client: redis.Redis) -> datetime:
+    """A replay instant three hours before the Redis clock, 5 s past a minute."""
+    return minute_floor(redis_now(client)) - timedelta(hours=3) + timedelta(seconds=5)
+
+
+def ms(instant: datetime) -> int:
+    return to_ms(instant)
+
+
+def jids(client: redis.Redis) -> list[str]:
+    """The jid of every job in Redis (queues and the schedule set), duplicates kept."""
+    return [job["jid"] for job in pushed_jobs(client)]
+
+
+def jids_of_class(client: redis.Redis, job_class: str) -> list[str]:
+    """The jids of the jobs of one worker class, in push order."""
+    return [job["jid"] for job in pushed_jobs(client) if job["class"] == job_class]
+
+
+def cron_jids(name: str, cron: str, after: datetime, until: datetime,
+              tz: str = "UTC") -> list[str]:
+    """The jids of `cron`'s ticks in (after, until], by the reference `fire_times`."""
+    return [jid(name, t) for t in fire_times(cron, tz=tz, after=after, until=until)]
+
+
+def every_ticks(seconds: int, after: datetime, until: datetime) -> list[datetime]:
+    """Multiples of `seconds` since the epoch in (after, until]: what `every` promises."""
+    first = int(after.timestamp()) // seconds * seconds + seconds
+    last = int(until.timestamp())
+    return [datetime.fromtimestamp(s, tz=UTC) for s in range(first, last + 1, seconds)]
+
+
+def text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def stored(client: redis.Redis, name: str) -> dict[str, Any]:
+    """The stored definition of `name`, decoded."""
+    raw = client.hget(SCHEDULES, name)
+    assert raw is not None, f"no definition of {name!r}"
+    value: dict[str, Any] = json.loads(raw)
+    return value
+
+
+def forgotten(client: redis.Redis, name: str) -> bool:
+    """Nothing of `name` left: definition, watermark, first-seen, set-aside reason, index."""
+    return (not any(client.hexists(key, name)
+                    for key in (SCHEDULES, WATERMARKS, FIRST_SEEN, REJECTED))
+            and client.zscore(DUE, name) is None)
+
+
+class Failures:
+    """Exceptions raised in worker threads, re-raised in the test."""
+
+    def __init__(self) -> None:
+        self.errors: list[BaseException] = []
+        self._lock = threading.Lock()
+
+    def thread(self, target: Callable[[], None]) -> threading.Thread:
+        def body() -> None:
+            try:
+                target()
+            except BaseException as exc:
+                with self._lock:
+                    self.errors.append(exc)
+        return threading.Thread(target=body, daemon=True)
+
+    def check(self) -> None:
+        if self.errors:
+            raise self.errors[0]
+
+
+def run_all(threads: list[threading.Thread], failures: Failures) -> None:
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+        assert not t.is_alive(), "a thread hung"
+    failures.check()
+
+
+# ---------------------------------------------------------------------------- cost
+
+
+def counting_client(url: str) -> tuple[redis.Redis, list[int]]:
+    """A client that counts what it sends: one send is one round trip (a pipeline sends all
+    its commands at once). The count is the client's own, independent of the report's."""
+    sends = [0]
+
+    class Counting(redis.Connection):
+        def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+            sends[0] += 1
+            super().send_packed_command(command, check_health)  # type: ignore[no-untyped-call]
+
+    return redis.Redis.from_url(url, connection_class=Counting), sends
+
+
+def test_nothing_due_is_one_round_trip_among_twenty_thousand_and_only_due_ones_are_read(
+    redis_url: str,
+) -> None:
+    client, sends = counting_client(redis_url)
+    store = Store(client)
+    t0 = start(client)
+    # Yearly, half a year away: not due anywhere near the replayed hours.
+    yearly = f"0 3 1 {(t0.month + 5) % 12 + 1} *"
+    assert fire_times(yearly, after=t0 - timedelta(days=1), until=t0 + timedelta(days=1)) == []
+    idle = store.import_definitions(
+        (f"idle:{i}", {"cron": yearly, "class": "IdleWorker", "args": [i]})
+        for i in range(20_000))
+    busy = store.import_definitions((f"busy:{i}", MINUTELY) for i in range(5))
+    assert (idle.written, busy.written) == (20_000, 5)
+    engine = Engine(client=client)
+    first = engine.run(STORE_ONLY, now=t0)
+    assert (first.new_schedules, first.pushed) == (20_005, 0)
+
+    before = sends[0]
+    quiet = engine.run(STORE_ONLY, now=t0 + timedelta(seconds=40))
+    assert (quiet.round_trips, sends[0] - before) == (1, 1)
+    assert (quiet.schedules, quiet.pushed) == (0, 0)
+
+    before = sends[0]
+    due = engine.run(STORE_ONLY, now=t0 + timedelta(minutes=5, seconds=10))
+    assert due.schedules == 5, "only the five due schedules are read"
+    assert (due.round_trips, sends[0] - before) == (2, 2)
+    expected = sorted(j for i in range(5) for j in cron_jids(
+        f"busy:{i}", "* * * * *", t0, t0 + timedelta(minutes=5, seconds=10)))
+    assert sorted(jids(client)) == expected
+    client.close()
+
+
+def test_more_than_a_batch_of_due_schedules_has_each_due_tick_pushed_once(
+    client: redis.Redis,
+) -> None:
+    crons = {n: ("* * * * *" if n % 2 else "*/2 * * * *") for n in range(2_500)}
+    store = Store(client)
+    store.import_definitions((f"m{n}", {"cron": c, "class": "M"}) for n, c in crons.items())
+    t0 = start(client)
+    run(client, STORE_ONLY, now=t0)
+    until = t0 + timedelta(minutes=3)
+    report = run(client, STORE_ONLY, now=until)
+    assert report.schedules == 2_500
+    again = run(client, STORE_ONLY, now=until + timedelta(seconds=20))
+    assert (again.schedules, again.pushed) == (0, 0)
+    expected = sorted(j for n, c in crons.items() for j in cron_jids(f"m{n}", c, t0, until))
+    assert len(expected) >= 5_000
+    assert sorted(jids(client)) == expected
+
+
+# ---------------------------------------------------------------------------- changes
+
+
+def test_a_changed_cron_applies_after_the_watermark_without_repeat_or_backfill(
+    client: redis.Redis,
+) -> None:
+    store = Store(client)
+    store.put("x", {"cron": "0 * * * *", "class": "X"})
+    t0 = start(client)
+    run(client, STORE_ONLY, now=t0)
+    top = fire_times("0 * * * *", after=t0, until=t0 + timedelta(hours=1))[0]
+    assert run(client, STORE_ONLY, now=top + timedelta(seconds=10)).pushed == 1
+    assert store.put("x", {"cron": "*/15 * * * *", "class": "X"}) is True
+    assert store.put("x", {"cron": "*/15 * * * *", "class": "X"}) is False
+    until = top + timedelta(minutes=31)
+    run(client, STORE_ONLY, now=until)
+    # `top` is a */15 tick too: pushing it again would repeat its jid; the */15 ticks
+    # between first-seen and `top` are below the watermark and stay unpushed.
+    assert jids(client) == [jid("x", top), *cron_jids("x", "*/15 * * * *", top, until)]
+
+
+def test_a_changed_zone_applies_after_the_watermark(client: redis.Redis) -> None:
+    store = Store(client)
+    store.put("z", {"cron": "30 * * * *", "tz": "UTC", "class": "Z"})
+    t0 = start(client)
+    run(client, STORE_ONLY, now=t0)
+    first = fire_times("30 * * * *", after=t0, until=t0 + timedelta(hours=1))[0]
+    run(client, STORE_ONLY, now=first + timedelta(minutes=1))
+    store.put("z", {"cron": "30 * * * *", "tz": "Asia/Kolkata", "class": "Z"})  # +05:30
+    until = first + timedelta(minutes=75)
+    run(client, STORE_ONLY, now=until)
+    kolkata = cron_jids("z", "30 * * * *", first, until, tz="Asia/Kolkata")
+    assert len(kolkata) == 1  # the top of the next UTC hour, not the next :30
+    assert jids(client) == [jid("z", first), *kolkata]
+
+
+def test_a_paused_schedule_keeps_its_watermark_moving_and_resuming_pushes_only_later_ticks(
+    client: redis.Redis,
+) -> None:
+    store = Store(client)
+    store.put("x", MINUTELY)
+    t0 = start(client)
+    run(client, STORE_ONLY, now=t0)
+    assert run(client, STORE_ONLY, now=t0 + timedelta(minutes=1)).pushed == 1
+    assert store.pause("x") is True
+    assert store.pause("x") is False
+    for minute in (2, 3, 4):
+        paused = run(client, STORE_ONLY, now=t0 + timedelta(minutes=minute))
+        assert (paused.pushed, paused.skipped) == (0, 1)
+    assert store.resume("x") is True
+    assert run(client, STORE_ONLY, now=t0 + timedelta(minutes=4, seconds=30)).pushed == 0
+    assert run(client, STORE_ONLY, now=t0 + timedelta(minutes=5)).pushed == 1
+    base = t0 - timedelta(seconds=5)
+    assert jids(client) == [jid("x", base + timedelta(minutes=1)),
+                            jid("x", base + timedelta(minutes=5))]
+
+
+def test_removal_forgets_the_state_and_a_re_added_schedule_starts_afresh(
+    client: redis.Redis,
+) -> None:
+    store = Store(client)
+    store.put("x", MINUTELY)
+    t0 = start(client)
+    run(client, STORE_ONLY, now=t0)
+    run(client, STORE_ONLY, now=t0 + timedelta(minutes=2))
+    assert store.remove("x") is True
+    assert forgotten(client, "x")
+    assert store.get("x") is None
+    assert store.remove("x") is False
+    assert run(client, STORE_ONLY, now=t0 + timedelta(minutes=3)).schedules == 0
+
+    store.put("x", MINUTELY)
+    again = t0 + timedelta(minutes=10)
+    assert run(client, STORE_ONLY, now=again).new_schedules == 1
+    assert client.hget(FIRST_SEEN, "x") == str(ms(again)).encode()
+    run(client, STORE_ONLY, now=again + timedelta(minutes=3))
+    # Nothing from between the removal and the new first-seen.
+    assert jids(client) == [*cron_jids("x", "* * * * *", t0, t0 + timedelta(minutes=2)),
+                            *cron_jids("x", "* * * * *", again, again + timedelta(minutes=3))]
+
+
+def test_plain_commands_remove_and_re_add_a_schedule(client: redis.Redis) -> None:
+    """The protocol for other languages: HDEL + ZADD 0 removes, HSET + ZADD 0 adds."""
+    client.hset(SCHEDULES, "x", json.dumps(MINUTELY))
+    client.zadd(DUE, {"x": 0})
+    t0 = start(client)
+    assert run(client, STORE_ONLY, now=t0).new_schedules == 1
+    run(client, STORE_ONLY, now=t0 + timedelta(minutes=2))
+    client.hdel(SCHEDULES, "x")
+    client.zadd(DUE, {"x": 0})
+    gone = run(client, STORE_ONLY, now=t0 + timedelta(minutes=3))
+    assert gone.pushed == 0
+    assert forgotten(client, "x")
+    client.hset(SCHEDULES, "x", json.dumps(MINUTELY))
+    client.zadd(DUE, {"x": 0})
+    again = t0 + timedelta(minutes=10)
+    assert run(client, STORE_ONLY, now=again).new_schedules == 1
+    run(client, STORE_ONLY, now=again + timedelta(minutes=2))
+    assert jids(client) == [*cron_jids("x", "* * * * *", t0, t0 + timedelta(minutes=2)),
+                            *cron_jids("x", "* * * * *", again, again + timedelta(minutes=2))]
+
+
+# ---------------------------------------------------------------------------- races
+
+
+def test_racing_writers_and_invokers_push_each_tick_at_most_once_and_a_steady_stretch_once(
+    redis_url: str,
+) -> None:
+    """Writers change `x` and `y` while three engines replay an hour. In the first half
+    hour one writer pauses and resumes `x` while the others flip its cron; in the second
+    they only change its args. `y`'s args change all along (each change leaves a group
+    planned from the old definition stale). `y`, and `x` in the second half hour, never
+    paused and their cron unchanged, get each tick exactly once; nothing gets one twice."""
+    client = connect(redis_url)
+    window = Config(schedules=(), missed_jobs_window_s=7200.0)
+    store = Store(client, window_s=7200.0)
+    x: dict[str, Any] = {**MINUTELY, "class": "XWorker"}
+    y: dict[str, Any] = {**MINUTELY, "class": "YWorker"}
+    store.put("x", x)
+    store.put("y", y)
+    t0 = start(client)
+    base = t0 - timedelta(seconds=5)
+    run(client, window, now=t0)
+    failures = Failures()
+
+    def invoker(seed: int, minutes: range) -> Callable[[], None]:
+        def body() -> None:
+            rng = random.Random(seed)
+            own = connect(redis_url)
+            engine = Engine(client=own)
+            for minute in minutes:
+                for _ in range(3):
+                    at = base + timedelta(minutes=minute, seconds=rng.uniform(0, 40))
+                    assert engine.run(window, now=at).missed == 0
+                    time.sleep(0.001)  # let the writers in
+            own.close()
+        return body
+
+    def writer(stop: threading.Event, seed: int, pausing: bool, flip_cron: bool
+               ) -> Callable[[], None]:
+        def body() -> None:
+            rng = random.Random(seed)
+            own = Store(connect(redis_url), window_s=7200.0)
+            n = 0
+            while not stop.is_set():
+                n += 1
+                own.put("y", {**y, "args": [seed, n]})
+                if pausing:
+                    try:
+                        (own.pause if n % 2 else own.resume)("x")
+                    except ConfigError as exc:  # the other writers kept winning: allowed
+                        assert "kept changing" in str(exc)
+                else:
+                    flip = flip_cron and rng.random() < 0.5
+                    own.put("x", {**x, "cron": "*/2 * * * *" if flip else x["cron"],
+                                  "args": [seed, n]})
+                own.put("y", {**y, "args": [seed, n]})  # the same again: no change
+                time.sleep(rng.uniform(0, 0.003))
+            own.client.close()
+        return body
+
+    for half, minutes in ((1, range(1, 31)), (2, range(31, 61))):
+        stop = threading.Event()
+        writers = [failures.thread(writer(stop, 10 * half + k, pausing=half == 1 and k == 0,
+                                          flip_cron=half == 1)) for k in range(3)]
+        for w in writers:
+            w.start()
+        run_all([failures.thread(invoker(100 * half + k, minutes)) for k in range(3)],
+                failures)
+        stop.set()
+        for w in writers:
+            w.join(timeout=30)
+        failures.check()
+        store.put("x", x)  # resumed, its cron back to every minute
+    end = base + timedelta(minutes=60, seconds=50)
+    run(client, window, now=end)  # picks up any group left stale by the last writes
+
+    jobs = pushed_jobs(client)
+    pushed = [j["jid"] for j in jobs]
+    assert len(pushed) == len(set(pushed)), "a tick was pushed twice"
+    x_jids = {j["jid"] for j in jobs if j["class"] == "XWorker"}
+    y_jids = [j["jid"] for j in jobs if j["class"] == "YWorker"]
+    assert len(x_jids) + len(y_jids) == len(jobs)
+    assert sorted(y_jids) == sorted(cron_jids("y", "* * * * *", t0, end))
+    assert x_jids <= set(cron_jids("x", "* * * * *", t0, end))
+    steady = cron_jids("x", "* * * * *", base + timedelta(minutes=30, seconds=59), end)
+    assert set(steady) <= x_jids, "a tick of x's steady half hour was lost"
+    client.close()
+
+
+def test_a_document_change_racing_an_api_pause_leaves_the_documents_definition_paused(
+    redis_url: str,
+) -> None:
+    """The pause reads `x`, the document changes `x`'s cron, then the pause writes: it must
+    not write the old cron back (the document would believe its change applied)."""
+    client = connect(redis_url)
+    source = "s3://bucket/schedules.yaml"
+
+    def doc(cron: str) -> Config:
+        return load_config_text(json.dumps(
+            {"schedules": {"x": {"cron": cron, "class": "X"}}}), source=source)
+
+    v1, v2 = doc("* * * * *"), doc("*/2 * * * *")
+    t0 = start(client)
+    run(client, v1, now=t0)
+    run(client, v1, now=t0 + timedelta(minutes=2))
+
+    class ChangeAfterFirstRead(redis.Redis):
+        """A client on which the document changes right after the pause's first read."""
+
+        hook: Callable[[], Any] | None = None
+
+        def hget(self, name: Any, key: Any) -> Any:
+            value = super().hget(name, key)
+            hook, ChangeAfterFirstRead.hook = ChangeAfterFirstRead.hook, None
+            if hook is not None:
+                hook()
+            return value
+
+    hooked = ChangeAfterFirstRead.from_url(redis_url)
+    ChangeAfterFirstRead.hook = lambda: run(client, v2, now=t0 + timedelta(minutes=3))
+    assert Store(hooked).pause("x") is True
+    assert ChangeAfterFirstRead.hook is None, "the document change did run in between"
+    definition = stored(client, "x")
+    assert (definition["cron"], definition["source"], definition["enabled"]) == \
+        ("*/2 * * * *", source, False)
+    assert client.hget(DOCUMENTS, source) == Document.of(v2).digest.encode()
+
+    assert run(client, v2, now=t0 + timedelta(minutes=6)).pushed == 0
+    assert Store(client).resume("x") is True
+    until = t0 + timedelta(minutes=10)
+    run(client, v2, now=until)
+    pushed = jids(client)
+    assert pushed == [*cron_jids("x", "* * * * *", t0, t0 + timedelta(minutes=2)),
+                      *cron_jids("x", "*/2 * * * *", t0 + timedelta(minutes=2),
+                                 t0 + timedelta(minutes=3)),
+                      *cron_jids("x", "*/2 * * * *", t0 + timedelta(minutes=6), until)]
+    hooked.close()
+    client.close()
+
+
+def test_document_changes_racing_api_pauses_stay_consistent_without_duplicates(
+    redis_url: str,
+) -> None:
+    """Each step, a document changes `x`'s cron while the API pauses or resumes it, started
+    together, the API after a random delay of about one document application."""
+    client = connect(redis_url)
+    source = "file:///etc/kiqbeat/schedules.yaml"
+    crons = ["* * * * *", "*/2 * * * *", "*/3 * * * *"]
+
+    def doc(cron: str) -> Config:
+        return load_config_text(json.dumps(
+            {"schedules": {"x": {"cron": cron, "class": "X"}}}), source=source)
+
+    t0 = start(client)
+    engine = Engine(client=client)
+    engine.run(doc(crons[0]), now=t0)
+    api = Store(connect(redis_url))
+    rng = random.Random(5)
+    failures = Failures()
+    steps = 60
+    for step in range(1, steps + 1):
+        cfg = doc(crons[step % len(crons)])
+        gate = threading.Barrier(2)
+        delay_s = rng.uniform(0, 0.003)
+
+        def apply_document(cfg: Config = cfg, step: int = step,
+                           gate: threading.Barrier = gate) -> None:
+            gate.wait()
+            engine.run(cfg, now=t0 + timedelta(minutes=step))
+
+        def toggle(step: int = step, gate: threading.Barrier = gate,
+                   delay_s: float = delay_s) -> None:
+            gate.wait()
+            time.sleep(delay_s)
+            (api.pause if step % 2 else api.resume)("x")
+
+        run_all([failures.thread(apply_document), failures.thread(toggle)], failures)
+        definition = stored(client, "x")
+        # The document's cron, whichever write came last; never the one it replaced.
+        assert (definition["cron"], definition["source"]) == (crons[step % len(crons)], source)
+        assert client.hget(DOCUMENTS, source) == Document.of(cfg).digest.encode()
+    api.resume("x")
+    end = t0 + timedelta(minutes=steps + 5)
+    engine.run(doc(crons[steps % len(crons)]), now=end)
+    pushed = jids(client)
+    assert len(pushed) == len(set(pushed)), "a tick was pushed twice"
+    assert set(pushed) <= set(cron_jids("x", "* * * * *", t0, end))
+    api.client.close()
+    client.close()
+
+
+def test_a_definition_changed_between_read_and_push_is_left_alone_and_planned_afresh(
+    client: redis.Redis,
+) -> None:
+    store = Store(client)
+    store.put("x", MINUTELY)
+    store.put("y", {**MINUTELY, "class": "Other"})
+    t0 = start(client)
+    run(client, STORE_ONLY, now=t0)
+    now = t0 + timedelta(minutes=3)
+    _, batch, _ = read_due(client, "", None, upto_ms=ms(now))
+    assert sorted(due.name for due in batch) == ["x", "y"]
+    entries = [Entry(read_definition(due.name, due.definition), due.mark_ms,
+                     definition_sha(due.definition))
+               for due in batch if due.definition is not None]
+    plan = plan_due(entries, now, STORE_ONLY.missed_jobs_window_s)
+
+    store.put("x", {"cron": "*/2 * * * *", "class": "NewWorker"})  # between read and push
+    report = Report(now=now)
+    push(client, plan, STORE_ONLY, report, time.monotonic() + 30)
+    assert (report.stale, report.pushed) == (1, 3)
+    assert {job.schedule for job in report.jobs} == {"y"}
+    assert client.zscore(DUE, "x") == 0, "x's index entry still says 'plan me'"
+    assert client.hget(WATERMARKS, "x") == str(ms(t0)).encode()
+
+    again = run(client, STORE_ONLY, now=now)
+    assert again.schedules == 1
+    x_jobs = [j for j in pushed_jobs(client) if j["class"] != "Other"]
+    assert [j["jid"] for j in x_jobs] == cron_jids("x", "*/2 * * * *", t0, now)
+    assert {j["class"] for j in x_jobs} == {"NewWorker"}
+
+
+# ---------------------------------------------------------------------------- upgrade
+
+OLD_DOCUMENT = """
+missed_jobs_window: 1h
+time_zone: Europe/Paris
+schedules:
+  minutely: {cron: "* * * * *", class: A}
+  kolkata: {cron: "*/5 * * * *", tz: Asia/Kolkata, class: B}
+  st_johns: {cron: "30 * * * * America/St_Johns", class: C}
+  paris: {cron: "7,22,37,52 * * * *", class: D}
+  seven: {every: 7m, class: E}
+  fast: {cron: "*/10 * * * * *", class: F, lookahead: 60s}
+  early: {cron: "* * * * *", class: G, lookahead: 90s}
+"""
+
+# What each schedule of OLD_DOCUMENT fires, independently of the engine: (after, until] ->
+# instants; and its lookahead.
+REFERENCE: dict[str, tuple[Callable[[datetime, datetime], list[datetime]], timedelta]] = {
+    "minutely": (lambda a, b: fire_times("* * * * *", after=a, until=b), timedelta(0)),
+    "kolkata": (lambda a, b: fire_times("*/5 * * * *", tz="Asia/Kolkata", after=a, until=b),
+                timedelta(0)),
+    "st_johns": (lambda a, b: fire_times("30 * * * *", tz="America/St_Johns", after=a,
+                                         until=b), timedelta(0)),
+    "paris": (lambda a, b: fire_times("7,22,37,52 * * * *", tz="Europe/Paris", after=a,
+                                      until=b), timedelta(0)),
+    "seven": (lambda a, b: every_ticks(7 * 60, a, b), timedelta(0)),
+    "fast": (lambda a, b: fire_times("*/10 * * * * *", after=a, until=b), timedelta(seconds=60)),
+    "early": (lambda a, b: fire_times("* * * * *", after=a, until=b), timedelta(seconds=90)),
+}
+
+
+@pytest.mark.parametrize("later", [timedelta(seconds=30), timedelta(minutes=17, seconds=41)])
+def test_an_upgrade_from_the_old_layout_keeps_every_watermark(
+    client: redis.Redis, later: timedelta,
+) -> None:
+    """The previous release left only watermarks and first-seen; the new engine meeting
+    the same document pushes exactly the ticks after each old watermark, once."""
+    cfg = load_config_text(OLD_DOCUMENT, source="schedules.yaml")
+    assert {s.name for s in cfg.schedules} == set(REFERENCE)
+    t = start(client) + timedelta(seconds=12)
+    old_marks = {}
+    for name, (ticks, lookahead) in REFERENCE.items():
+        # After an invocation at t, the old release's mark was the last tick it covered.
+        old_marks[name] = ticks(t - timedelta(hours=2), t + lookahead)[-1]
+    client.hset(WATERMARKS, mapping={n: ms(m) for n, m in old_marks.items()})
+    client.hset(FIRST_SEEN, mapping={n: ms(t - timedelta(days=1)) for n in REFERENCE})
+    seen_before = client.hgetall(FIRST_SEEN)
+    assert old_marks["fast"] > t and old_marks["early"] > t, "lookahead marks in the future"
+
+    now = t + later
+    report = run(client, cfg, now=now)
+    assert (report.new_schedules, report.missed, report.documents_applied) == (0, 0, 1)
+    expected = sorted(jid(n, tick) for n, (ticks, look) in REFERENCE.items()
+                      for tick in ticks(old_marks[n], now + look))
+    assert sorted(jids(client)) == expected
+    assert client.hgetall(FIRST_SEEN) == seen_before
+
+    then = now + timedelta(seconds=50)
+    run(client, cfg, now=then)
+    expected = sorted(jid(n, tick) for n, (ticks, look) in REFERENCE.items()
+                      for tick in ticks(old_marks[n], then + look))
+    assert sorted(jids(client)) == expected
+    assert client.hgetall(FIRST_SEEN) == seen_before
+
+
+# ---------------------------------------------------------------------------- set aside
+
+BAD_DEFINITIONS = {
+    "bad_cron": (json.dumps({"cron": "61 * * * *", "class": "A"}), "minute field '61'"),
+    "not_json": ("{nope", "not JSON"),
+    "array": ("[1, 2]", "must be a JSON object"),
+    "deep": ("[" * 100_000 + "]" * 100_000, "not JSON"),
+}
+
+
+def test_an_invalid_definition_written_with_plain_commands_is_set_aside_and_the_rest_run(
+    client: redis.Redis,
+) -> None:
+    store = Store(client)
+    store.put("good", MINUTELY)
+    t0 = start(client)
+    run(client, STORE_ONLY, now=t0)
+    for name, (raw, _) in BAD_DEFINITIONS.items():
+        client.hset(SCHEDULES, name, raw)
+        client.zadd(DUE, {name: 0})
+    report = run(client, STORE_ONLY, now=t0 + timedelta(minutes=5))
+    assert (report.pushed, report.set_aside) == (5, len(BAD_DEFINITIONS))
+    rejected = {text(k): text(v) for k, v in client.hgetall(REJECTED).items()}
+    assert set(rejected) == set(BAD_DEFINITIONS)
+    for name, (_, why) in BAD_DEFINITIONS.items():
+        assert why in rejected[name] and repr(name) in rejected[name]
+        assert any(repr(name) in w and "set aside" in w for w in report.warnings)
+        assert client.zscore(DUE, name) is None
+    later = run(client, STORE_ONLY, now=t0 + timedelta(minutes=6))
+    assert (later.pushed, later.set_aside, later.warnings) == (1, 0, [])
+
+    store.put("bad_cron", {"cron": "*/2 * * * *", "class": "A"})  # fixed through the API
+    client.hset(SCHEDULES, "not_json", json.dumps(MINUTELY))  # fixed with plain commands
+    client.zadd(DUE, {"not_json": 0})
+    fixed_at = t0 + timedelta(minutes=7)
+    assert run(client, STORE_ONLY, now=fixed_at).new_schedules == 2
+    until = t0 + timedelta(minutes=12)
+    run(client, STORE_ONLY, now=until)
+    pushed = jids(client)
+    assert sorted(pushed) == sorted([
+        *cron_jids("good", "* * * * *", t0, until),
+        *cron_jids("bad_cron", "*/2 * * * *", fixed_at, until),
+        *cron_jids("not_json", "* * * * *", fixed_at, until)])
+    assert not client.hexists(REJECTED, "bad_cron")
+
+
+@pytest.mark.xfail(strict=True, reason="a definition fixed with plain HSET + ZADD keeps its "
+                   "set-aside reason in kiqbeat:rejected (only write.lua clears it)")
+def test_a_definition_fixed_with_plain_commands_is_no_longer_set_aside(
+    client: redis.Redis,
+) -> None:
+    client.hset(SCHEDULES, "x", "{nope")
+    client.zadd(DUE, {"x": 0})
+    t0 = start(client)
+    assert run(client, STORE_ONLY, now=t0).set_aside == 1
+    client.hset(SCHEDULES, "x", json.dumps(MINUTELY))
+    client.zadd(DUE, {"x": 0})
+    assert run(client, STORE_ONLY, now=t0 + timedelta(minutes=1)).new_schedules == 1
+    status = Store(client).status()
+    assert (status.counts.set_aside, status.set_aside) == (0, [])
+    assert not client.hexists(REJECTED, "x")
+
+
+# ---------------------------------------------------------------------------- shards
+
+
+def shard_names(names: list[str], index: int, count: int) -> set[str]:
+    """The names of shard `index` of `count`, by the documented hash."""
+    return {n for n in names if zlib.crc32(n.encode()) % count == index}
+
+
+def test_three_shards_plan_disjoint_sets_whose_union_is_the_store(client: redis.Redis) -> None:
+    names = [f"tenant:{i}" for i in range(30)]
+    engines = [Engine(Settings(shard=(i, 3)), client=client) for i in range(3)]
+    store = engines[0].store(STORE_ONLY)
+    assert store.import_definitions((n, MINUTELY) for n in names).written == len(names)
+    t0 = start(client)
+    registered: set[str] = set()
+    for i, engine in enumerate(engines):
+        assert engine.run(STORE_ONLY, now=t0).new_schedules == len(shard_names(names, i, 3))
+        now_known = {text(k) for k in client.hkeys(WATERMARKS)}
+        assert now_known - registered == shard_names(names, i, 3)
+        registered = now_known
+    until = t0 + timedelta(minutes=3)
+    for i, engine in enumerate(engines):
+        report = engine.run(STORE_ONLY, now=until)
+        assert {job.schedule for job in report.jobs} == shard_names(names, i, 3)
+    assert sorted(jids(client)) == sorted(j for n in names
+                                          for j in cron_jids(n, "* * * * *", t0, until))
+
+
+def test_racing_shard_engines_push_each_tick_once(redis_url: str) -> None:
+    """Three engines per shard, all first meeting the store at the same instant, replay a
+    quarter of an hour together: each pushes only its shard's schedules, and between
+    them every tick of every schedule is pushed once."""
+    client = connect(redis_url)
+    crons = {f"tenant:{i}": "*/2 * * * *" if i % 3 else "* * * * *" for i in range(40)}
+    names = list(crons)
+    Store(client, shards=3).import_definitions(
+        (n, {"cron": c, "class": "T"}) for n, c in crons.items())
+    t0 = start(client)
+    base = t0 - timedelta(seconds=5)
+    failures = Failures()
+    pushed_by: dict[int, set[str]] = {0: set(), 1: set(), 2: set()}
+    lock = threading.Lock()
+
+    def engine(index: int, seed: int) -> Callable[[], None]:
+        def body() -> None:
+            rng = random.Random(seed)
+            own = connect(redis_url)
+            eng = Engine(Settings(shard=(index, 3)), client=own)
+            instants = [t0] + [base + timedelta(minutes=m, seconds=rng.uniform(0, 50))
+                               for m in range(1, 16) for _ in range(2)]
+            for at in instants:
+                report = eng.run(STORE_ONLY, now=at)
+                with lock:
+                    pushed_by[index].update(job.schedule for job in report.jobs)
+            own.close()
+        return body
+
+    run_all([failures.thread(engine(i, 7 * i + k)) for i in range(3) for k in range(3)],
+            failures)
+    until = base + timedelta(minutes=15, seconds=50)
+    for i in range(3):
+        Engine(Settings(shard=(i, 3)), client=client).run(STORE_ONLY, now=until)
+    for i in range(3):
+        assert pushed_by[i] == shard_names(names, i, 3)
+    assert {text(v) for v in client.hvals(FIRST_SEEN)} == {str(ms(t0))}
+    pushed = jids(client)
+    assert len(pushed) == len(set(pushed)), "a tick was pushed twice"
+    assert set(pushed) == {j for n, c in crons.items() for j in cron_jids(n, c, t0, until)}
+    client.close()
+
+
+# ---------------------------------------------------------------------------- ownership
+
+OWNED = """
+schedules:
+  x: {cron: "* * * * *", class: DocX}
+  y: {cron: "* * * * *", class: DocY, args: [document]}
+"""
+
+
+def test_the_api_may_pause_but_not_change_or_remove_a_documents_schedule(
+    client: redis.Redis,
+) -> None:
+    source = "s3://bucket/schedules.yaml"
+    cfg = load_config_text(OWNED, source=source)
+    t0 = start(client)
+    run(client, cfg, now=t0)
+    store = Store(client)
+    attempts: list[Callable[[], object]] = [
+        lambda: store.update("x", {**MINUTELY, "class": "Api"}),
+        lambda: store.put("x", {**MINUTELY, "class": "Api"}),
+        lambda: store.remove("x")]
+    for attempt in attempts:
+        with pytest.raises(ConfigError, match=re.escape(f"belongs to {source}")):
+            attempt()
+    assert stored(client, "x")["class"] == "DocX"
+    assert store.pause("x") is True
+    # The unchanged document, met again, leaves the pause alone.
+    paused = run(client, cfg, now=t0 + timedelta(minutes=2))
+    assert paused.documents_applied == 0 and stored(client, "x")["enabled"] is False
+    assert {job.schedule for job in paused.jobs} == {"y"}
+    assert store.resume("x") is True
+    until = t0 + timedelta(minutes=3)
+    run(client, cfg, now=until)
+    assert jids_of_class(client, "DocX") == cron_jids(
+        "x", "* * * * *", t0 + timedelta(minutes=2), until), "none while paused"
+
+
+def test_a_document_cannot_take_over_or_remove_an_api_schedule_of_the_same_name(
+    client: redis.Redis,
+) -> None:
+    store = Store(client)
+    store.put("y", {**MINUTELY, "class": "ApiWorker", "args": ["api"]})
+    cfg = load_config_text(OWNED, source="schedules.yaml")
+    t0 = start(client)
+    report = run(client, cfg, now=t0)
+    assert [w for w in report.warnings if "'y'" in w and "not applied" in w], report.warnings
+    assert "source" not in stored(client, "y")
+    assert stored(client, "y")["class"] == "ApiWorker"
+    run(client, cfg, now=t0 + timedelta(minutes=2))
+    without_y = load_config_text(OWNED.replace(
+        "  y: {cron: \"* * * * *\", class: DocY, args: [document]}\n", ""),
+        source="schedules.yaml")
+    assert {s.name for s in without_y.schedules} == {"x"}
+    removed = run(client, without_y, now=t0 + timedelta(minutes=3))
+    assert removed.documents_applied == 1
+    assert stored(client, "y")["class"] == "ApiWorker"
+    until = t0 + timedelta(minutes=5)
+    run(client, without_y, now=until)
+    assert jids_of_class(client, "DocY") == []
+    assert jids_of_class(client, "ApiWorker") == cron_jids("y", "* * * * *", t0, until)
+    assert {tuple(j["args"]) for j in pushed_jobs(client) if j["class"] == "ApiWorker"} \
+        == {("api",)}
+
+
+# ---------------------------------------------------------------------------- validation
+
+BAD_SCHEDULES: list[Mapping[str, Any]] = [
+    {"cron": "61 * * * *", "class": "A"},
+    {"cron": "* * * * *", "class": "A", "quue": "critical"},
+    {"cron": "* * * * *"},
+    {"every": "0s", "class": "A"},
+    {"cron": "0 9 * * *", "tz": "Mars/Olympus", "class": "A"},
+    {"cron": "* * * * *", "every": "5m", "class": "A"},
+    {"cron": "* * * * *", "class": "A", "queue": "", "retry": "maybe"},
+    {"cron": "* * * * *", "class": "A", "payload": {"jid": "mine"}},
+    {"cron": "* * * * *", "class": "A", "catch_up": "sometimes", "args": "one"},
+    {"cron": "* * * * *", "class": "A", "lookahead": "2h"},
+]
+
+
+@pytest.mark.parametrize("definition", BAD_SCHEDULES, ids=lambda d: json.dumps(d)[:40])
+def test_the_store_api_refuses_a_bad_schedule_with_a_documents_messages(
+    client: redis.Redis, definition: Mapping[str, Any],
+) -> None:
+    with pytest.raises(ConfigError) as from_document:
+        load_config_text(json.dumps({"schedules": {"report": definition}}))
+    store = Store(client)
+    for write in (store.check, store.add, store.put):
+        with pytest.raises(ConfigError) as from_api:
+            write("report", definition)
+        assert from_api.value.problems == from_document.value.problems
+    result = store.import_definitions([("report", definition)])
+    assert result.invalid == [("report", "; ".join(from_document.value.problems))]
+    assert client.exists(SCHEDULES, DUE) == 0, "nothing written"
