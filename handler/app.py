@@ -99,6 +99,7 @@ def _record(report: Report, lateness_s: float | None) -> None:
     metrics.add_metric(name="TicksMissed", unit=count, value=report.missed)
     metrics.add_metric(name="LargestLag", unit=seconds_, value=report.lag_s)
     metrics.add_metric(name="Schedules", unit=count, value=report.schedules)
+    metrics.add_metric(name="DefinitionsSetAside", unit=count, value=report.set_aside)
     if lateness_s is not None:
         metrics.add_metric(name="TriggerLateness", unit=seconds_, value=lateness_s)
 

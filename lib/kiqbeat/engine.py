@@ -188,6 +188,18 @@ class Engine:
         return self.store().status(names, shard=self.settings.shard, offset=offset,
                                    limit=limit)
 
+    def document_applied(self, config: Config | None = None) -> tuple[Document, bool] | None:
+        """The settings' document (None without one), and whether the store holds it as it
+        is now (False: the next invocation applies its changes); one round trip."""
+        config = self.config() if config is None else config
+        document = self._document_of(config)
+        if document is None:
+            return None
+        client = self.client
+        with redis_errors(client, f"reading {keys.documents(config.namespace)}"):
+            applied = client.hget(keys.documents(config.namespace), document.source)
+        return document, _text(applied) == document.digest
+
     def load_functions(self) -> str:
         """Load (replace) kiqbeat's function library into Redis: an administrator's step."""
         client = self.client

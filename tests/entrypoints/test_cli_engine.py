@@ -158,10 +158,12 @@ def test_status_shows_each_schedule(
     document = json.loads(capsys.readouterr().out)
     rows = {r["name"]: r for r in document["schedules"]}
     assert set(rows) == {"heartbeat", "report"}
-    assert document["summary"] == {"schedules": 2, "enabled": 2, "disabled": 0,
-                                   "never_seen": 0, "overdue": 0}
+    assert document["summary"] == {"schedules": 2, "indexed": 2, "overdue": 0, "set_aside": 0}
+    assert document["document"] == {"source": str(schedule_file), "schedules": 2,
+                                     "applied": True}
     assert rows["report"]["next_tick"].endswith(":00:00+00:00")
     assert rows["heartbeat"]["covered_through"] is not None
+    assert {r["source"] for r in rows.values()} == {str(schedule_file)}
 
 
 def test_run_loops_each_second_and_stops_on_sigterm(
@@ -236,15 +238,18 @@ def test_status_pages_most_overdue_first_and_filters_by_name(
     assert main(["run-once", *common]) == 0
     seconds, _ = redis_client.time()
     late = datetime.fromtimestamp(seconds, UTC) - timedelta(minutes=10)
+    # As the store holds it after ten minutes without an invocation for s17 alone:
     redis_client.hset("kiqbeat:watermarks", "s17", int(late.timestamp() * 1000))
+    redis_client.zadd("kiqbeat:due", {"s17": int(late.timestamp() * 1000) + 60_000})
     capsys.readouterr()
     assert main(["status", *common, "--limit", "5", "--json"]) == 0
     page = json.loads(capsys.readouterr().out)
-    assert (page["total"], len(page["schedules"])) == (30, 5)
+    assert (page["summary"]["indexed"], len(page["schedules"])) == (30, 5)
     assert page["schedules"][0]["name"] == "s17" and page["summary"]["overdue"] == 1
+    assert page["schedules"][0]["lag_s"] >= 500
     assert main(["status", *common, "--limit", "5", "--offset", "28"]) == 0
     text = capsys.readouterr().out
-    assert "30 schedules" in text and text.count("covered through") == 2
+    assert "30 schedules stored" in text and text.count("last tick covered") == 2
     assert main(["status", *common, "s03", "s04", "--json"]) == 0
     assert [r["name"] for r in json.loads(capsys.readouterr().out)["schedules"]] == ["s03", "s04"]
     assert main(["status", *common, "s3"]) == 1

@@ -81,8 +81,12 @@ def _cmd_status(args: argparse.Namespace) -> int:
     engine = _engine(args)
     status = engine.status(args.names, offset=args.offset, limit=args.limit)
     counts = status.counts
+    doc = engine.document_applied() if engine.settings.config_source else None
+    doc_json = doc and {"source": doc[0].source, "schedules": len(doc[0].definitions),
+                        "applied": doc[1]}
     if args.json:
         document = {"now": status.now.isoformat(), "summary": asdict(counts),
+                    "document": doc_json,
                     "offset": args.offset, "limit": args.limit,
                     "schedules": [r.as_dict() for r in status.schedules],
                     "set_aside": [{"name": n, "why": why} for n, why in status.set_aside]}
@@ -91,6 +95,10 @@ def _cmd_status(args: argparse.Namespace) -> int:
     print(f"Redis clock: {status.now.isoformat(timespec='seconds')}; {counts.schedules} "
           f"schedules stored, {counts.indexed} indexed, {counts.overdue} due now, "
           f"{counts.set_aside} set aside")
+    if doc_json:
+        print(f"document {doc_json['source']}: {doc_json['schedules']} schedules, "
+              + ("applied" if doc_json["applied"] else
+                 "changed since it was last applied (the next invocation applies it)"))
     for r in status.schedules:
         covered = (r.covered_through.isoformat(timespec="seconds") if r.covered_through
                    else "never seen")
