@@ -644,8 +644,6 @@ def test_an_invalid_definition_written_with_plain_commands_is_set_aside_and_the_
     assert not client.hexists(REJECTED, "bad_cron")
 
 
-@pytest.mark.xfail(strict=True, reason="a definition fixed with plain HSET + ZADD keeps its "
-                   "set-aside reason in kiqbeat:rejected (only write.lua clears it)")
 def test_a_definition_fixed_with_plain_commands_is_no_longer_set_aside(
     client: redis.Redis,
 ) -> None:

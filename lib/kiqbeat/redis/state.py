@@ -46,6 +46,7 @@ def _push_chunk(
     queue_names = list(queue_index)
     script_keys = [keys.watermarks(namespace), keys.first_seen(namespace), keys.queues(namespace),
                    keys.schedule(namespace), due_key, keys.definitions(namespace),
+                   keys.rejected(namespace),
                    *(keys.queue(namespace, q) for q in queue_names)]
     with redis_errors(client, "pushing jobs"):
         reply = lua.call(scripts.PUSH, client, script_keys,

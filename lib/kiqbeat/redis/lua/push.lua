@@ -7,11 +7,12 @@ KEYS[3]  queues set (queue names, for Sidekiq's API and web UI)
 KEYS[4]  schedule sorted set (score = epoch seconds) for lookahead jobs
 KEYS[5]  due index (sorted set: name -> epoch ms the schedule next needs planning)
 KEYS[6]  definitions hash (name -> definition JSON)
-KEYS[7..6+Q]  queue lists, one per distinct queue in this call
+KEYS[7]  rejected hash (name -> why a definition was set aside)
+KEYS[8..7+Q]  queue lists, one per distinct queue in this call
 
 ARGV[1]  now, epoch ms (recorded as first-seen for new schedules)
 ARGV[2]  Q, number of queue lists
-ARGV[3..2+Q]  queue names, aligned with KEYS[7..]
+ARGV[3..2+Q]  queue names, aligned with KEYS[8..]
 ARGV[3+Q]  the groups, one per schedule, packed in one string (one argument instead of
   thousands: packing arguments one by one is what a client spends its time on):
   "NAME\n" (names hold no control characters);
@@ -26,7 +27,8 @@ ARGV[3+Q]  the groups, one per schedule, packed in one string (one argument inst
 A group whose definition has changed or gone since it was read is left alone entirely (its
 index entry says "plan me" again, or it was removed): the next invocation plans it afresh.
 Whenever a group's mark is applied, or equals the stored one (a re-plan that found nothing
-to push), its index entry is set to NEXT in the same step; a stored mark beyond the group's
+to push), its index entry is set to NEXT in the same step (and a set-aside reason left from
+an earlier definition is cleared: this one was read and planned); a stored mark beyond the group's
 was set by a copy that planned further, and that copy set the index.
 
 Every job whose tick is above the stored watermark is pushed; at or below it, it was
@@ -53,8 +55,8 @@ alone for a changed definition, and flags holds one character per job in argumen
 ]]
 
 local wm_key, seen_key, queues_key, sched_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local due_key, defs_key = KEYS[5], KEYS[6]
-local FIRST_QUEUE = 6
+local due_key, defs_key, rejected_key = KEYS[5], KEYS[6], KEYS[7]
+local FIRST_QUEUE = 7
 local now_ms = ARGV[1]
 local nq = tonumber(ARGV[2])
 
@@ -82,6 +84,7 @@ if err then return err end
 err = expect_type(wm_key, 'hash') or expect_type(seen_key, 'hash')
   or expect_type(queues_key, 'set') or expect_type(sched_key, 'zset')
   or expect_type(due_key, 'zset') or expect_type(defs_key, 'hash')
+  or expect_type(rejected_key, 'hash')
 if err then return err end
 for k = 1, nq do
   err = expect_type(KEYS[FIRST_QUEUE + k], 'list')
@@ -90,7 +93,7 @@ end
 
 err = expect_allowed('HSET', wm_key, 'f', '0') or expect_allowed('HSETNX', seen_key, 'f', '0')
   or expect_allowed('SADD', queues_key, 'q') or expect_allowed('ZADD', due_key, '0', 'n')
-  or expect_allowed('HMGET', defs_key, 'f')
+  or expect_allowed('HMGET', defs_key, 'f') or expect_allowed('HDEL', rejected_key, 'f')
 if err then return err end
 for k = 1, nq do
   err = expect_allowed('LPUSH', KEYS[FIRST_QUEUE + k], 'job')
@@ -165,6 +168,7 @@ local lists = {}     -- queue k -> jobs, in push order
 local scheduled = {} -- score, job, score, job...
 local marks = {}     -- name, mark, name, mark...
 local index = {}     -- next due, name, next due, name...
+local planned = {}   -- names whose index entry is set
 
 -- Queue every job of g whose tick is above floor (epoch ms); count the others as already.
 local function push_above(g, floor)
@@ -194,6 +198,7 @@ end
 
 local function reindex(g)
   index[#index + 1], index[#index + 2] = g.next_due, g.name
+  planned[#planned + 1] = g.name
 end
 
 for _, g in ipairs(groups) do
@@ -231,4 +236,5 @@ end
 flush('ZADD', sched_key, scheduled)
 flush('HSET', wm_key, marks)
 flush('ZADD', due_key, index)
+flush('HDEL', rejected_key, planned)
 return {pushed, already, missed, skipped, new, stale, table.concat(flags)}
