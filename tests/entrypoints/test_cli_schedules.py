@@ -426,6 +426,24 @@ def test_import_draws_a_bar_on_a_terminal_unless_told_not_to(
     assert redis_client.hlen("kiqbeat:schedules") == 5000
 
 
+def test_import_without_tqdm_installed_imports_without_a_bar(
+    redis_url: str, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    # As in the container image, which installs the function's pinned requirements only.
+    path = tmp_path / "schedules.jsonl"
+    path.write_text("".join(json.dumps({"name": n, "definition": d}) + "\n"
+                            for n, d in many(100).items()))
+    env = {k: v for k, v in os.environ.items() if "REDIS" not in k and "KIQBEAT" not in k}
+    env |= {"KIQBEAT_REDIS_URL": redis_url}
+    code = ("import sys; sys.modules['tqdm'] = None  # `import tqdm` raises ImportError\n"
+            "from kiqbeat.entrypoints.cli import main\n"
+            f"sys.exit(main(['schedules', 'import', {str(path)!r}]))\n")
+    status, out, terminal = _run_on_a_terminal([sys.executable, "-c", code], env, (24, 100))
+    assert status == 0, terminal
+    assert out.startswith(f"{path}: 100 written") and terminal == ""
+    assert redis_client.hlen("kiqbeat:schedules") == 100
+
+
 def test_the_engine_the_handler_and_other_commands_never_load_tqdm(redis_url: str) -> None:
     code = (
         "import sys\n"

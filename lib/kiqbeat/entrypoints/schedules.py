@@ -305,9 +305,13 @@ def _progress(show: bool, total: Callable[[], int | None]) -> Iterator[Callable[
         yield lambda n: None
         return
     # Imported here, not at the top: only this command draws a bar, and neither the Lambda
-    # nor any other command should pay for loading it.
-    from tqdm import tqdm  # type: ignore[import-untyped]
-
+    # nor any other command should pay for loading it. An install from the function's
+    # pinned requirements (the container image) has no tqdm: then there is no bar.
+    try:
+        from tqdm import tqdm  # type: ignore[import-untyped]
+    except ImportError:
+        yield lambda n: None
+        return
     # A terminal that gives no size (`script`, some CI runners) would hide the bar.
     sized = min(os.get_terminal_size(sys.stderr.fileno())) > 0
     with tqdm(total=total(), unit=" schedules", file=sys.stderr, dynamic_ncols=sized,
