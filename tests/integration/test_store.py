@@ -67,10 +67,6 @@ def start(client: redis.Redis) -> datetime:
     return minute_floor(redis_now(client)) - timedelta(hours=3) + timedelta(seconds=5)
 
 
-def ms(instant: datetime) -> int:
-    return to_ms(instant)
-
-
 def jids(client: redis.Redis) -> list[str]:
     """The jid of every job in Redis (queues and the schedule set), duplicates kept."""
     return [job["jid"] for job in pushed_jobs(client)]
@@ -135,6 +131,7 @@ class Failures:
 
 
 def run_all(threads: list[threading.Thread], failures: Failures) -> None:
+    """Start the threads, wait for them all, re-raise the first failure."""
     for t in threads:
         t.start()
     for t in threads:
@@ -284,7 +281,7 @@ def test_removal_forgets_the_state_and_a_re_added_schedule_starts_afresh(
     store.put("x", MINUTELY)
     again = t0 + timedelta(minutes=10)
     assert run(client, STORE_ONLY, now=again).new_schedules == 1
-    assert client.hget(FIRST_SEEN, "x") == str(ms(again)).encode()
+    assert client.hget(FIRST_SEEN, "x") == str(to_ms(again)).encode()
     run(client, STORE_ONLY, now=again + timedelta(minutes=3))
     # Nothing from between the removal and the new first-seen.
     assert jids(client) == [*cron_jids("x", "* * * * *", t0, t0 + timedelta(minutes=2)),
@@ -310,6 +307,26 @@ def test_plain_commands_remove_and_re_add_a_schedule(client: redis.Redis) -> Non
     run(client, STORE_ONLY, now=again + timedelta(minutes=2))
     assert jids(client) == [*cron_jids("x", "* * * * *", t0, t0 + timedelta(minutes=2)),
                             *cron_jids("x", "* * * * *", again, again + timedelta(minutes=2))]
+
+
+def test_plain_commands_removing_and_re_adding_before_an_invocation_only_change_it(
+    client: redis.Redis,
+) -> None:
+    """Removed and written again before any invocation saw it gone: merely changed."""
+    client.hset(SCHEDULES, "x", json.dumps(MINUTELY))
+    client.zadd(DUE, {"x": 0})
+    t0 = start(client)
+    run(client, STORE_ONLY, now=t0)
+    run(client, STORE_ONLY, now=t0 + timedelta(minutes=2))
+    client.hdel(SCHEDULES, "x")
+    client.zadd(DUE, {"x": 0})
+    client.hset(SCHEDULES, "x", json.dumps({**MINUTELY, "args": ["back"]}))
+    client.zadd(DUE, {"x": 0})
+    until = t0 + timedelta(minutes=5)
+    report = run(client, STORE_ONLY, now=until)
+    assert report.new_schedules == 0
+    assert client.hget(FIRST_SEEN, "x") == str(to_ms(t0)).encode()
+    assert jids(client) == cron_jids("x", "* * * * *", t0, until)
 
 
 # ---------------------------------------------------------------------------- races
@@ -511,7 +528,7 @@ def test_a_definition_changed_between_read_and_push_is_left_alone_and_planned_af
     t0 = start(client)
     run(client, STORE_ONLY, now=t0)
     now = t0 + timedelta(minutes=3)
-    _, batch, _ = read_due(client, "", None, upto_ms=ms(now))
+    _, batch, _ = read_due(client, "", None, upto_ms=to_ms(now))
     assert sorted(due.name for due in batch) == ["x", "y"]
     entries = [Entry(read_definition(due.name, due.definition), due.mark_ms,
                      definition_sha(due.definition))
@@ -524,13 +541,34 @@ def test_a_definition_changed_between_read_and_push_is_left_alone_and_planned_af
     assert (report.stale, report.pushed) == (1, 3)
     assert {job.schedule for job in report.jobs} == {"y"}
     assert client.zscore(DUE, "x") == 0, "x's index entry still says 'plan me'"
-    assert client.hget(WATERMARKS, "x") == str(ms(t0)).encode()
+    assert client.hget(WATERMARKS, "x") == str(to_ms(t0)).encode()
 
     again = run(client, STORE_ONLY, now=now)
     assert again.schedules == 1
     x_jobs = [j for j in pushed_jobs(client) if j["class"] != "Other"]
     assert [j["jid"] for j in x_jobs] == cron_jids("x", "*/2 * * * *", t0, now)
     assert {j["class"] for j in x_jobs} == {"NewWorker"}
+
+
+def test_a_schedule_removed_between_read_and_push_is_not_pushed_nor_brought_back(
+    client: redis.Redis,
+) -> None:
+    store = Store(client)
+    store.put("x", MINUTELY)
+    t0 = start(client)
+    run(client, STORE_ONLY, now=t0)
+    now = t0 + timedelta(minutes=3)
+    _, batch, _ = read_due(client, "", None, upto_ms=to_ms(now))
+    entries = [Entry(read_definition(due.name, due.definition), due.mark_ms,
+                     definition_sha(due.definition))
+               for due in batch if due.definition is not None]
+    plan = plan_due(entries, now, STORE_ONLY.missed_jobs_window_s)
+    assert store.remove("x") is True  # between read and push
+    report = Report(now=now)
+    push(client, plan, STORE_ONLY, report, time.monotonic() + 30)
+    assert (report.stale, report.pushed) == (1, 0)
+    assert pushed_jobs(client) == []
+    assert forgotten(client, "x")
 
 
 # ---------------------------------------------------------------------------- upgrade
@@ -577,8 +615,8 @@ def test_an_upgrade_from_the_old_layout_keeps_every_watermark(
     for name, (ticks, lookahead) in REFERENCE.items():
         # After an invocation at t, the old release's mark was the last tick it covered.
         old_marks[name] = ticks(t - timedelta(hours=2), t + lookahead)[-1]
-    client.hset(WATERMARKS, mapping={n: ms(m) for n, m in old_marks.items()})
-    client.hset(FIRST_SEEN, mapping={n: ms(t - timedelta(days=1)) for n in REFERENCE})
+    client.hset(WATERMARKS, mapping={n: to_ms(m) for n, m in old_marks.items()})
+    client.hset(FIRST_SEEN, mapping={n: to_ms(t - timedelta(days=1)) for n in REFERENCE})
     seen_before = client.hgetall(FIRST_SEEN)
     assert old_marks["fast"] > t and old_marks["early"] > t, "lookahead marks in the future"
 
@@ -659,6 +697,32 @@ def test_a_definition_fixed_with_plain_commands_is_no_longer_set_aside(
     assert not client.hexists(REJECTED, "x")
 
 
+def test_a_schedule_set_aside_keeps_its_watermark_and_once_fixed_catches_up(
+    client: redis.Redis,
+) -> None:
+    """Broken by a plain write, it is set aside; fixed five minutes later, it catches up
+    the ticks of the meantime, as after downtime."""
+    client.hset(SCHEDULES, "x", json.dumps(MINUTELY))
+    client.zadd(DUE, {"x": 0})
+    t0 = start(client)
+    run(client, STORE_ONLY, now=t0)
+    run(client, STORE_ONLY, now=t0 + timedelta(minutes=1))
+    client.hset(SCHEDULES, "x", json.dumps({**MINUTELY, "quue": "critical"}))
+    client.zadd(DUE, {"x": 0})
+    broken = run(client, STORE_ONLY, now=t0 + timedelta(minutes=2))
+    assert (broken.set_aside, broken.pushed) == (1, 0)
+    assert "did you mean 'queue'" in text(client.hget(REJECTED, "x") or b"")
+    assert run(client, STORE_ONLY, now=t0 + timedelta(minutes=4)).schedules == 0
+    client.hset(SCHEDULES, "x", json.dumps({**MINUTELY, "queue": "critical"}))
+    client.hdel(REJECTED, "x")
+    client.zadd(DUE, {"x": 0})
+    until = t0 + timedelta(minutes=6)
+    fixed = run(client, STORE_ONLY, now=until)
+    assert (fixed.new_schedules, fixed.pushed) == (0, 5)
+    assert sorted(jids(client)) == sorted(cron_jids("x", "* * * * *", t0, until))
+    assert sorted(j["queue"] for j in pushed_jobs(client)) == ["critical"] * 5 + ["default"]
+
+
 # ---------------------------------------------------------------------------- shards
 
 
@@ -723,7 +787,7 @@ def test_racing_shard_engines_push_each_tick_once(redis_url: str) -> None:
         Engine(Settings(shard=(i, 3)), client=client).run(STORE_ONLY, now=until)
     for i in range(3):
         assert pushed_by[i] == shard_names(names, i, 3)
-    assert {text(v) for v in client.hvals(FIRST_SEEN)} == {str(ms(t0))}
+    assert {text(v) for v in client.hvals(FIRST_SEEN)} == {str(to_ms(t0))}
     pushed = jids(client)
     assert len(pushed) == len(set(pushed)), "a tick was pushed twice"
     assert set(pushed) == {j for n, c in crons.items() for j in cron_jids(n, c, t0, until)}
@@ -792,6 +856,27 @@ def test_a_document_cannot_take_over_or_remove_an_api_schedule_of_the_same_name(
     assert jids_of_class(client, "ApiWorker") == cron_jids("y", "* * * * *", t0, until)
     assert {tuple(j["args"]) for j in pushed_jobs(client) if j["class"] == "ApiWorker"} \
         == {("api",)}
+
+
+def test_a_documents_schedule_written_over_by_hand_becomes_the_apis(
+    client: redis.Redis,
+) -> None:
+    """A plain write without `source` takes the name from the document; the document's next
+    change to it is refused with a warning naming it."""
+    cfg = load_config_text(OWNED, source="schedules.yaml")
+    t0 = start(client)
+    run(client, cfg, now=t0)
+    client.hset(SCHEDULES, "x", json.dumps({**MINUTELY, "class": "HandX"}))
+    client.zadd(DUE, {"x": 0})
+    run(client, cfg, now=t0 + timedelta(minutes=1))
+    changed = load_config_text(OWNED.replace("class: DocX", "class: DocX2"),
+                               source="schedules.yaml")
+    report = run(client, changed, now=t0 + timedelta(minutes=2))
+    assert [w for w in report.warnings if "'x'" in w and "not applied" in w], report.warnings
+    assert stored(client, "x")["class"] == "HandX"
+    assert jids_of_class(client, "DocX2") == []
+    assert jids_of_class(client, "HandX") == cron_jids("x", "* * * * *", t0,
+                                                       t0 + timedelta(minutes=2))
 
 
 # ---------------------------------------------------------------------------- validation
