@@ -1,13 +1,17 @@
 """AWS Lambda entrypoint: EventBridge invokes it about once a minute; it runs one invocation.
 
 Which ticks are due comes from the Redis clock and kiqbeat's watermarks, never from the
-event: a late, retried or doubled delivery pushes nothing twice. The event only supplies
-a correlation id and the time it was meant to fire, logged as trigger lateness.
+event: a late, retried or doubled delivery pushes nothing twice. The event supplies a
+correlation id and the time it was meant to fire, logged as trigger lateness, and may
+name the shard to run ("shard": "I/N", as KIQBEAT_SHARD; it wins over that variable).
+template.yaml runs N shards with N schedules, each naming its own.
 
 Settings come from the KIQBEAT_* variables of `kiqbeat.settings` (the same knobs as the
-CLI's flags; template.yaml sets ENVIRONMENT, empty means unset), plus POWERTOOLS_SERVICE_NAME,
-POWERTOOLS_METRICS_NAMESPACE and POWERTOOLS_LOG_LEVEL, read by Powertools. One `Engine` lives
-across warm invocations: client, caches, warnings already logged.
+CLI's flags; template.yaml sets ENVIRONMENT, empty means unset), plus KIQBEAT_SHARD_COUNT,
+the handler's own (the N every invocation's shard must have), and POWERTOOLS_SERVICE_NAME,
+POWERTOOLS_METRICS_NAMESPACE and POWERTOOLS_LOG_LEVEL, read by Powertools. One `Engine` per
+shard lives across warm invocations (client, caches, warnings already logged); they share
+the fetched document and secret.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -23,13 +27,19 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
 from kiqbeat.core.report import Report
+from kiqbeat.document.sources import Sources
 from kiqbeat.engine import Engine
-from kiqbeat.errors import ConfigError
-from kiqbeat.settings import VARIABLES, Settings
+from kiqbeat.errors import ConfigError, shown
+from kiqbeat.settings import KNOBS, VARIABLES, Settings
 
+SHARD_COUNT = "KIQBEAT_SHARD_COUNT"
+HANDLER_VARIABLES = (SHARD_COUNT,)
 POWERTOOLS_VARIABLES = ("POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE",
                         "POWERTOOLS_LOG_LEVEL")
-ENVIRONMENT = VARIABLES + POWERTOOLS_VARIABLES
+ENVIRONMENT = VARIABLES + HANDLER_VARIABLES + POWERTOOLS_VARIABLES
+# The event's shard is read exactly as KIQBEAT_SHARD is.
+_parse_shard = next(k.parse for k in KNOBS if k.variable == "KIQBEAT_SHARD")
+Shard = tuple[int, int] | None  # None: the whole store (as is any I/1)
 # Stop pushing this long before Lambda's own timeout, so the invocation ends with a report.
 DEADLINE_MARGIN_S = 3.0
 
@@ -76,14 +86,82 @@ def _instant(value: Any) -> datetime | None:
     return instant.astimezone(UTC) if instant.tzinfo else None
 
 
-_engine: Engine | None = None  # kept across warm invocations; built on the first
+def event_shard(event: Any) -> Shard:
+    """The shard an event names ("shard": "I/N"); None when it names none. ConfigError
+    for anything but a valid I/N string."""
+    if not isinstance(event, Mapping) or "shard" not in event:
+        return None
+    value = event["shard"]
+    try:
+        if not isinstance(value, str):
+            raise ConfigError(f"invalid shard {shown(value)}: expected a string INDEX/COUNT, "
+                              "e.g. \"0/4\"")
+        shard: tuple[int, int] = _parse_shard(value)
+    except ConfigError as exc:
+        raise ConfigError(f"the event's \"shard\": {exc}") from None
+    return shard
 
 
-def _warm_engine() -> Engine:
-    global _engine
-    if _engine is None:
-        _engine = Engine.from_environ(os.environ)
-    return _engine
+def shard_count(environ: Mapping[str, str]) -> int | None:
+    """KIQBEAT_SHARD_COUNT: how many shards the deployment runs (None when unset: any)."""
+    raw = (environ.get(SHARD_COUNT) or "").strip()
+    if not raw:
+        return None
+    if not (raw.isascii() and raw.isdigit() and int(raw) >= 1):
+        raise ConfigError(f"{SHARD_COUNT}: {shown(raw)} must be a whole number of shards, 1 "
+                          "or more")
+    return int(raw)
+
+
+def shard_to_run(event: Any, settings: Settings, count: int | None) -> Shard:
+    """The event's shard, else KIQBEAT_SHARD's; refused unless it is one of `count` shards.
+
+    The shard count decides which index a changed document is written to: an invocation
+    under another count would file its schedules where this deployment never looks.
+    """
+    named = event_shard(event)
+    shard = named if named is not None else settings.shard
+    if count is not None and (shard[1] if shard else 1) != count:
+        if shard is None:
+            raise ConfigError(f"this function runs {count} shards ({SHARD_COUNT}): name one "
+                              f"in the event, e.g. {{\"shard\": \"0/{count}\"}}")
+        where = "the event's shard" if named is not None else "KIQBEAT_SHARD"
+        raise ConfigError(f"{where} {shard[0]}/{shard[1]} is not one of this function's "
+                          f"{count} shards ({SHARD_COUNT}); expected I/{count}")
+    return shard if shard and shard[1] > 1 else None
+
+
+class _Warm:
+    """What warm invocations keep: the settings, the sources they share (document, secret),
+    and one Engine per shard run so far, each with its client and caches."""
+
+    def __init__(self, environ: Mapping[str, str]) -> None:
+        self.settings = Settings.load(environ)
+        self.shard_count = shard_count(environ)
+        self.sources = Sources(self.settings.max_age_s)
+        self.engines: dict[Shard, Engine] = {}
+
+    def engine(self, shard: Shard) -> Engine:
+        engine = self.engines.get(shard)
+        if engine is None:
+            engine = Engine(replace(self.settings, shard=shard), sources=self.sources)
+            self.engines[shard] = engine
+        return engine
+
+    def close(self) -> None:
+        for engine in self.engines.values():
+            engine.close()
+        self.engines.clear()
+
+
+_warm: _Warm | None = None  # kept across warm invocations; built on the first
+
+
+def _warm_state() -> _Warm:
+    global _warm
+    if _warm is None:
+        _warm = _Warm(os.environ)
+    return _warm
 
 
 def _lambda_left_s(context: Any) -> float | None:
@@ -118,7 +196,11 @@ def invoke(event: Any, context: Any) -> dict[str, Any]:
                        else None)
     engine = None
     try:
-        engine = _warm_engine()
+        warm = _warm_state()
+        shard = shard_to_run(event, warm.settings, warm.shard_count)
+        shard_name = f"{shard[0]}/{shard[1]}" if shard else None  # None: the whole store
+        logger.append_keys(shard=shard_name)
+        engine = warm.engine(shard)
         budget_s = engine.settings.deadline_s
         if lambda_left_s is not None:
             budget_s = min(budget_s, lambda_left_s)
@@ -138,8 +220,9 @@ def invoke(event: Any, context: Any) -> dict[str, Any]:
     _record(report, lateness_s)
     for warning in report.warnings:  # each new one once; an invocation's own each time
         logger.warning(warning)
-    summary = report.as_dict() | {"trigger_lateness_s":
-                                  round(lateness_s, 3) if lateness_s is not None else None}
+    summary = report.as_dict() | {
+        "shard": shard_name,
+        "trigger_lateness_s": round(lateness_s, 3) if lateness_s is not None else None}
     logger.info(report.summary(), extra={"report": summary})
     return summary
 
@@ -163,8 +246,8 @@ lambda_handler = _wrap(invoke)
 
 
 def forget_warm() -> None:
-    """Drop the warm engine (tests; a changed environment)."""
-    global _engine
-    if _engine is not None:
-        _engine.close()
-    _engine = None
+    """Drop the warm engines and settings (tests; a changed environment)."""
+    global _warm
+    if _warm is not None:
+        _warm.close()
+    _warm = None

@@ -20,9 +20,11 @@ import pytest
 import redis
 from handler import app
 
+from kiqbeat.core.plan import shard_of
 from kiqbeat.document.sources import Sources
 from kiqbeat.engine import Engine
 from kiqbeat.errors import ConfigError, RedisUnavailableError
+from kiqbeat.redis import keys
 from tests.entrypoints.test_sources import hanging_endpoint
 
 # Every second, so a second invocation a little over a second later has ticks to push
@@ -105,12 +107,13 @@ def redis_now(redis_url: str) -> datetime:
     return datetime.fromtimestamp(seconds, tz=UTC) + timedelta(microseconds=micros)
 
 
-def rewind_mark(redis_client: redis.Redis, name: str, seconds: float) -> None:
+def rewind_mark(redis_client: redis.Redis, name: str, seconds: float,
+                shard: tuple[int, int] | None = None) -> None:
     """Move a schedule's watermark back, as if the last invocation ran `seconds` ago: the
     next one then has ticks to push, without waiting on the wall clock."""
     mark = int(redis_client.hget("kiqbeat:watermarks", name) or 0)
     redis_client.hset("kiqbeat:watermarks", name, mark - int(seconds * 1000))
-    redis_client.zadd("kiqbeat:due", {name: 0})
+    redis_client.zadd(keys.due("", shard), {name: 0})
 
 
 def distinct_jids(redis_client: redis.Redis, queue: str) -> int:
@@ -180,11 +183,11 @@ def test_warm_invocations_reuse_the_engine_its_client_and_the_parsed_schedule(
     lambda_env: Path,
 ) -> None:
     app.lambda_handler({}, Context())
-    engine = app._engine
-    assert engine is not None
+    assert app._warm is not None
+    (engine,) = app._warm.engines.values()
     client, config = engine.client, engine.config()
     app.lambda_handler({}, Context())
-    assert app._engine is engine
+    assert list(app._warm.engines.values()) == [engine]
     assert engine.client is client
     assert engine.config() is config
 
@@ -355,3 +358,125 @@ def test_a_config_max_age_of_zero_fetches_every_time_and_works(lambda_env: Path,
     monkeypatch.setenv("KIQBEAT_CONFIG_MAX_AGE", "0")
     app.forget_warm()
     assert app.lambda_handler({}, Context())["new_schedules"] == 1
+
+
+# --- one function, N shards: each schedule's event names its shard ---------------------------
+
+NAMES = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot")
+SHARDED = "missed_jobs_window: 1h\nschedules:\n" + "".join(
+    f"  {name}: {{cron: '* * * * * *', class: PulseWorker, queue: {name}}}\n" for name in NAMES)
+
+
+@pytest.fixture
+def three_shards(lambda_env: Path, monkeypatch: pytest.MonkeyPatch) -> dict[int, list[str]]:
+    """A function deployed with ShardCount=3 over six every-second schedules, one queue
+    each: which names each shard holds."""
+    lambda_env.write_text(SHARDED)
+    monkeypatch.setenv("KIQBEAT_SHARD_COUNT", "3")
+    by_shard = {i: [n for n in NAMES if shard_of(n, 3) == i] for i in range(3)}
+    assert all(by_shard.values())  # every shard has schedules, or the test proves nothing
+    return by_shard
+
+
+def sharded_event(shard: str) -> dict[str, Any]:
+    """What template.yaml's schedule of that shard sends."""
+    return scheduler_event(datetime.now(UTC)) | {"shard": shard}
+
+
+def queued(redis_client: redis.Redis) -> set[str]:
+    return {name for name in NAMES if redis_client.llen(f"queue:{name}")}
+
+
+def test_each_shard_named_in_the_event_pushes_only_its_own_schedules(
+    three_shards: dict[int, list[str]], redis_client: redis.Redis, logs: io.StringIO,
+) -> None:
+    for index in range(3):  # the first minute: each shard marks its schedules first-seen
+        assert app.lambda_handler(sharded_event(f"{index}/3"), Context())["new_schedules"] == (
+            len(three_shards[index]))
+    for name in NAMES:  # every schedule now has ticks to push, in its own shard's index
+        rewind_mark(redis_client, name, 3, (shard_of(name, 3), 3))
+
+    result = app.lambda_handler(sharded_event("1/3"), Context())
+    assert result["shard"] == "1/3"
+    assert queued(redis_client) == set(three_shards[1])
+    assert result["pushed"] == sum(redis_client.llen(f"queue:{n}") for n in three_shards[1])
+    assert log_lines(logs)[-1]["shard"] == "1/3"
+
+    app.lambda_handler(sharded_event("0/3"), Context())
+    assert queued(redis_client) == set(three_shards[0] + three_shards[1])
+    app.lambda_handler(sharded_event("2/3"), Context())
+    assert queued(redis_client) == set(NAMES)
+    # One warm engine per shard, kept; the document and secret fetched once for all.
+    assert app._warm is not None
+    engines = app._warm.engines
+    assert set(engines) == {(0, 3), (1, 3), (2, 3)}
+    assert {e.settings.shard for e in engines.values()} == set(engines)
+    assert all(e.sources is app._warm.sources for e in engines.values())
+    before = dict(engines)
+    app.lambda_handler(sharded_event("1/3"), Context())
+    assert app._warm.engines == before
+
+
+def test_the_events_shard_wins_over_kiqbeat_shard_which_serves_events_without_one(
+    lambda_env: Path, redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    lambda_env.write_text(SHARDED)
+    monkeypatch.setenv("KIQBEAT_SHARD", "0/3")  # no KIQBEAT_SHARD_COUNT: nothing to check
+    assert app.lambda_handler({}, Context())["shard"] == "0/3"
+    assert app.lambda_handler(sharded_event("2/3"), Context())["shard"] == "2/3"
+    for name in NAMES:
+        rewind_mark(redis_client, name, 3, (shard_of(name, 3), 3))
+    app.lambda_handler(sharded_event("2/3"), Context())
+    assert queued(redis_client) == {n for n in NAMES if shard_of(n, 3) == 2}
+    app.lambda_handler({}, Context())
+    assert queued(redis_client) == {n for n in NAMES if shard_of(n, 3) in (0, 2)}
+
+
+@pytest.mark.parametrize(("event", "refused"), [
+    ({"shard": "1/x"}, r"the event's \"shard\": invalid shard '1/x': expected INDEX/COUNT"),
+    ({"shard": "3/3"}, r"the event's \"shard\": invalid shard 3/3: expected INDEX/COUNT with "
+                       r"0 <= INDEX < COUNT"),
+    ({"shard": 1}, r"the event's \"shard\": invalid shard 1: expected a string INDEX/COUNT"),
+    ({"shard": ""}, r"the event's \"shard\": invalid shard ''"),
+    ({"shard": None}, r"the event's \"shard\": invalid shard None"),
+    # Valid shards, but not of this function's 3: a changed document would be filed in
+    # indexes no schedule of this deployment reads.
+    ({"shard": "1/4"}, r"the event's shard 1/4 is not one of this function's 3 shards "
+                       r"\(KIQBEAT_SHARD_COUNT\); expected I/3"),
+    ({"shard": "0/1"}, r"the event's shard 0/1 is not one of this function's 3 shards"),
+    ({}, r"this function runs 3 shards \(KIQBEAT_SHARD_COUNT\): name one in the event, e.g. "
+         r"\{\"shard\": \"0/3\"\}"),
+], ids=["not-a-shard", "index-too-large", "a-number", "empty", "null", "other-count",
+        "whole-store", "none"])
+def test_a_bad_or_foreign_shard_fails_the_invocation_and_touches_nothing(
+    three_shards: dict[int, list[str]], redis_client: redis.Redis, logs: io.StringIO,
+    capsys: pytest.CaptureFixture[str], event: dict[str, Any], refused: str,
+) -> None:
+    with pytest.raises(ConfigError, match=refused):
+        app.lambda_handler(scheduler_event(datetime.now(UTC)) | event, Context())
+    line = log_lines(logs)[-1]
+    assert line["level"] == "ERROR"
+    assert line["message"] == "kiqbeat invocation failed"
+    assert emf(capsys.readouterr().out)["InvocationsFailed"] == 1
+    assert redis_client.dbsize() == 0  # not even the document applied
+
+
+@pytest.mark.parametrize("count", ["0", "three", "-1"])
+def test_a_bad_shard_count_fails_every_invocation(
+    lambda_env: Path, monkeypatch: pytest.MonkeyPatch, count: str,
+) -> None:
+    monkeypatch.setenv("KIQBEAT_SHARD_COUNT", count)
+    with pytest.raises(ConfigError, match=f"KIQBEAT_SHARD_COUNT: '{count}' must be a whole "
+                                          "number of shards, 1 or more"):
+        app.lambda_handler({"shard": "0/1"}, Context())
+
+
+def test_with_one_shard_the_schedules_0_of_1_is_the_whole_store(
+    lambda_env: Path, redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # template.yaml's default, ShardCount=1: its one schedule sends "0/1".
+    monkeypatch.setenv("KIQBEAT_SHARD_COUNT", "1")
+    assert app.lambda_handler(sharded_event("0/1"), Context())["shard"] is None
+    rewind_mark(redis_client, "pulse", 3)  # in the unsharded index, kiqbeat:due
+    assert app.lambda_handler({}, Context())["pushed"] >= 3  # by hand, with no shard
+    assert app._warm is not None and list(app._warm.engines) == [None]

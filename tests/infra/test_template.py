@@ -123,37 +123,22 @@ def test_the_template_sets_exactly_the_variables_the_code_reads(function: dict[s
     engine.sources.redis_url(engine.settings.redis_environ())
     assert set(app.VARIABLES) <= environ.read
     assert environ.read - set(app.VARIABLES) == {"REDIS_URL"}  # the last-resort address
+    # The handler's own: the shard count every invocation's shard must have.
+    environ.read.clear()
+    app.shard_count(environ)
+    assert environ.read == set(app.HANDLER_VARIABLES)
     # The rest are Powertools' own names, read by Powertools itself.
     assert {constants.SERVICE_NAME_ENV, constants.METRICS_NAMESPACE_ENV,
             constants.POWERTOOLS_LOG_LEVEL_ENV} == set(app.POWERTOOLS_VARIABLES)
 
 
-def test_the_trigger_is_an_every_minute_cron_schedule_that_gives_up_fast(
-    function: dict[str, Any],
-) -> None:
-    from handler import app
-
-    (event,) = function["Events"].values()
-    props = event["Properties"]
-    assert event["Type"] == "ScheduleV2"
-    assert props["ScheduleExpression"] == "cron(* * * * ? *)"
-    assert props["ScheduleExpressionTimezone"] == "UTC"
-    assert props["FlexibleTimeWindow"] == {"Mode": "OFF"}
-    assert props["RetryPolicy"]["MaximumRetryAttempts"] <= 1
-    assert props["RetryPolicy"]["MaximumEventAgeInSeconds"] == 60
-    assert "DeadLetterConfig" in props
-    # The Input the handler receives, once Scheduler fills in its placeholders.
-    filled = (props["Input"].replace("<aws.scheduler.scheduled-time>", "2026-03-08T07:00:00Z")
-              .replace("<aws.scheduler.execution-id>", "e-1")
-              .replace("<aws.scheduler.attempt-number>", "2"))
-    fired = app.trigger(json.loads(filled))
-    assert (fired.kind, fired.correlation_id, fired.attempt) == ("scheduler", "e-1", 2)
-    assert fired.scheduled_time is not None and fired.scheduled_time.minute == 0
-
+def test_the_function_gives_up_fast_on_failed_invocations(function: dict[str, Any]) -> None:
+    # Scheduler already retries once; a late retry is pointless (the next minute catches up).
     invoke = function["EventInvokeConfig"]
     assert invoke["MaximumRetryAttempts"] == 0
     assert invoke["MaximumEventAgeInSeconds"] == 60
     assert invoke["DestinationConfig"]["OnFailure"]["Type"] == "SQS"
+    assert "Events" not in function  # the schedules are the template's own resources
 
 
 def test_the_function_is_arm64_python313_and_times_out_well_under_a_minute(
@@ -238,10 +223,115 @@ def test_the_schedule_name_fits_eventbridge_scheduler_for_any_stack_name(
     assert len(schedule["Name"]) <= rule["maxLength"]
     assert re.fullmatch(rule["pattern"], schedule["Name"])
     assert stack_name in schedule["Description"]  # where to find it from the console
-    # Two stacks (two shards) never collide, whatever their names.
+    # Two stacks never collide, whatever their names; nor do the shards of one.
     other = Stack(translated, stack_name=stack_name, stack_id=stack.stack_id.replace(
         "6a1ce3d0", "0b2f94e1"))
     assert _only(other.resources(), "AWS::Scheduler::Schedule")["Name"] != schedule["Name"]
+    eight = _schedules(Stack(translated, {"ShardCount": "8"}, stack_name=stack_name))
+    assert len({s["Name"] for s in eight.values()}) == 8
+    assert all(len(s["Name"]) <= rule["maxLength"] and re.fullmatch(rule["pattern"], s["Name"])
+               for s in eight.values())
+    # Not the name of the one schedule SAM made before (kiqbeat-UUID): CloudFormation
+    # creates the new schedules before it deletes that one.
+    assert schedule["Name"] != "kiqbeat-" + stack.stack_id.rsplit("/", 1)[1]
+
+
+def _schedules(stack: Stack) -> dict[str, dict[str, Any]]:
+    return {name: r["Properties"] for name, r in stack.resources().items()
+            if r["Type"] == "AWS::Scheduler::Schedule"}
+
+
+def _fired(schedule: dict[str, Any]) -> Any:
+    """The event the handler receives from a schedule, once Scheduler fills in its Input."""
+    filled = (schedule["Target"]["Input"]
+              .replace("<aws.scheduler.scheduled-time>", "2026-03-08T07:00:00Z")
+              .replace("<aws.scheduler.execution-id>", "e-1")
+              .replace("<aws.scheduler.attempt-number>", "2"))
+    return json.loads(filled)
+
+
+@pytest.mark.parametrize("count", range(1, 9))
+def test_shard_count_n_makes_n_every_minute_schedules_each_naming_its_shard(
+    translated: dict[str, Any], count: int,
+) -> None:
+    from handler import app
+
+    from kiqbeat.settings import Settings
+
+    stack = Stack(translated, {"ShardCount": str(count)})
+    schedules = _schedules(stack)
+    assert len(schedules) == count
+    events = [_fired(s) for s in schedules.values()]
+    assert sorted(e["shard"] for e in events) == [f"{i}/{count}" for i in range(count)]
+    # What the handler then runs: each shard once, and all of them under the function's N.
+    variables = _only(stack.resources(), "AWS::Lambda::Function")["Environment"]["Variables"]
+    assert app.shard_count(variables) == count
+    settings = Settings.load(variables)
+    shards = {app.shard_to_run(e, settings, count) for e in events}
+    assert shards == ({None} if count == 1 else {(i, count) for i in range(count)})
+    for event in events:
+        fired = app.trigger(event)
+        assert (fired.kind, fired.correlation_id, fired.attempt) == ("scheduler", "e-1", 2)
+        assert fired.scheduled_time is not None and fired.scheduled_time.minute == 0
+    names = [s["Name"] for s in schedules.values()]
+    assert len(set(names)) == count
+
+
+def test_three_shards_are_three_schedules_for_0_1_and_2_of_3(translated: dict[str, Any]) -> None:
+    schedules = _schedules(Stack(translated, {"ShardCount": "3"}))
+    assert {name: _fired(s)["shard"] for name, s in schedules.items()} == {
+        "Shard0Schedule": "0/3", "Shard1Schedule": "1/3", "Shard2Schedule": "2/3"}
+    assert [s["Name"][-2:] for s in schedules.values()] == ["-0", "-1", "-2"]
+
+
+def test_every_schedule_fires_each_minute_in_utc_and_gives_up_fast(
+    translated: dict[str, Any],
+) -> None:
+    schedules = list(_schedules(Stack(translated, {"ShardCount": "8"})).values())
+    first = schedules[0]
+    assert first["ScheduleExpression"] == "cron(* * * * ? *)"  # not rate(): its phase drifts
+    assert first["ScheduleExpressionTimezone"] == "UTC"
+    assert first["FlexibleTimeWindow"] == {"Mode": "OFF"}
+    assert first["State"] == "ENABLED"
+    target = first["Target"]
+    assert target["Arn"] == "<KiqbeatFunction.Arn>"
+    assert target["RoleArn"] == "<SchedulerRole.Arn>"
+    assert target["RetryPolicy"] == {"MaximumRetryAttempts": 1, "MaximumEventAgeInSeconds": 60}
+    assert target["DeadLetterConfig"] == {"Arn": "<FailureQueue.Arn>"}
+    # The others are the same schedule but for the shard in their input, name, description.
+    for index, schedule in enumerate(schedules):
+        expected = json.loads(json.dumps(first).replace('"0/8', f'"{index}/8')
+                              .replace("shard 0 of", f"shard {index} of"))
+        expected["Name"] = first["Name"].removesuffix("-0") + f"-{index}"
+        assert schedule == expected
+
+
+def test_the_schedules_role_may_only_invoke_the_function_and_fill_the_failure_queue(
+    translated: dict[str, Any],
+) -> None:
+    resources = Stack(translated, {"ShardCount": "3"}).resources()
+    role = resources["SchedulerRole"]["Properties"]
+    (trust,) = role["AssumeRolePolicyDocument"]["Statement"]
+    assert trust["Principal"] == {"Service": "scheduler.amazonaws.com"}
+    assert trust["Action"] == "sts:AssumeRole"
+    assert trust["Condition"] == {"StringEquals": {"aws:SourceAccount": "123456789012"}}
+    granted = {(a, s["Resource"]) for s in statements(resources["SchedulerRole"])
+               for a in actions(s) if s["Effect"] == "Allow"}
+    assert granted == {("lambda:InvokeFunction", "<KiqbeatFunction.Arn>"),
+                       ("sqs:SendMessage", "<FailureQueue.Arn>")}
+    assert "ManagedPolicyArns" not in role
+    assert {r["Type"] for r in resources.values()} >= {"AWS::Scheduler::Schedule"}
+    roles = [n for n, r in resources.items() if r["Type"] == "AWS::IAM::Role"]
+    assert sorted(roles) == ["FunctionRole", "SchedulerRole"]  # none left behind by SAM
+
+
+def test_shard_count_takes_only_1_to_8_written_plainly(translated: dict[str, Any]) -> None:
+    # Listed, not a range: the conditions compare the value as text, and "03" (in range)
+    # would make 8 schedules of shards I/03.
+    spec = translated["Parameters"]["ShardCount"]
+    assert spec["Type"] == "Number"
+    assert [str(v) for v in spec["AllowedValues"]] == [str(n) for n in range(1, 9)]
+    assert str(spec["Default"]) == "1"
 
 
 SECRET_ARN = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:kiqbeat/redis-AbCdEf"
@@ -414,6 +504,18 @@ def test_the_alarms_watch_errors_missed_ticks_and_the_failure_queue(
     assert (delivery["Statistic"], delivery["Threshold"]) == ("Sum", 1)
     for alarm in (depth, delivery):
         assert alarm["TreatMissingData"] == "notBreaching"
+    # Silence: fewer invocations a minute than there are schedules, for 5 minutes in a row;
+    # with 3 shards one silent shard leaves 2 a minute, which the alarm sees.
+    for count in ("1", "3"):
+        silence = {r["Properties"]["MetricName"]: r["Properties"]
+                   for r in Stack(translated, {"ShardCount": count}).resources().values()
+                   if r["Type"] == "AWS::CloudWatch::Alarm"}["Invocations"]
+        assert silence["Dimensions"] == [{"Name": "FunctionName", "Value": "<KiqbeatFunction>"}]
+        assert (silence["Statistic"], silence["Period"]) == ("Sum", 60)
+        assert (silence["Threshold"], silence["ComparisonOperator"]) == (
+            count, "LessThanThreshold")
+        assert silence["EvaluationPeriods"] == 5
+        assert silence["TreatMissingData"] == "breaching"
     topic = "arn:aws:sns:us-east-1:123456789012:ops"
     with_topic = Stack(translated, {"AlarmTopicArn": topic}).resources()
     assert all(r["Properties"]["AlarmActions"] == [topic] for r in with_topic.values()
