@@ -28,7 +28,7 @@ import redis
 
 from kiqbeat import fire_times
 from kiqbeat.core.payload import jid
-from kiqbeat.core.plan import Entry, plan_due, to_ms
+from kiqbeat.core.plan import Entry, from_ms, plan_due, to_ms
 from kiqbeat.core.report import Report
 from kiqbeat.core.schedule import Config
 from kiqbeat.document import load_config_text
@@ -210,37 +210,54 @@ def test_more_than_a_batch_of_due_schedules_has_each_due_tick_pushed_once(
 # ---------------------------------------------------------------------------- changes
 
 
-def test_a_changed_cron_applies_after_the_watermark_without_repeat_or_backfill(
-    client: redis.Redis,
-) -> None:
+def test_a_changed_cron_applies_after_the_change_without_backfill(client: redis.Redis) -> None:
+    """A schedule registered hours ago whose old cron has not fired since: changed now to
+    every 15 minutes, it owes nothing of the new cron before the change — only its ticks
+    after it (pushed ahead here, by its lookahead)."""
+    store = Store(client)
+    store.put("x", {"cron": "0 0 1 1 *", "class": "X"})  # next tick: next New Year
+    t0 = start(client)
+    run(client, STORE_ONLY, now=t0)
+    changed_at = redis_now(client)
+    assert store.put("x", {"cron": "*/15 * * * *", "lookahead": "20m", "class": "X"}) is True
+    assert store.put("x", {"cron": "*/15 * * * *", "lookahead": "20m", "class": "X"}) is False
+    report = run(client, STORE_ONLY)
+    expected = cron_jids("x", "*/15 * * * *", changed_at, report.now + timedelta(minutes=20))
+    assert expected and sorted(jids(client)) == sorted(expected)
+    backfill = set(cron_jids("x", "*/15 * * * *", t0, changed_at - timedelta(seconds=1)))
+    assert backfill and not backfill & set(jids(client)), "nothing before the change"
+
+
+def test_a_change_never_drops_a_tick_the_old_cron_still_owed(client: redis.Redis) -> None:
+    """The old cron's tick that was due but not yet pushed when the change came is owed
+    under the new definition (the watermark stops just before it), and is pushed once."""
     store = Store(client)
     store.put("x", {"cron": "0 * * * *", "class": "X"})
     t0 = start(client)
     run(client, STORE_ONLY, now=t0)
     top = fire_times("0 * * * *", after=t0, until=t0 + timedelta(hours=1))[0]
     assert run(client, STORE_ONLY, now=top + timedelta(seconds=10)).pushed == 1
-    assert store.put("x", {"cron": "*/15 * * * *", "class": "X"}) is True
-    assert store.put("x", {"cron": "*/15 * * * *", "class": "X"}) is False
-    until = top + timedelta(minutes=31)
+    store.put("x", {"cron": "*/15 * * * *", "class": "X"})  # the next top came and went
+    mark = int(client.hget(WATERMARKS, "x") or 0)
+    assert mark == to_ms(top + timedelta(hours=1)) - 1
+    until = top + timedelta(hours=1, minutes=31)
     run(client, STORE_ONLY, now=until)
-    # `top` is a */15 tick too: pushing it again would repeat its jid; the */15 ticks
-    # between first-seen and `top` are below the watermark and stay unpushed.
-    assert jids(client) == [jid("x", top), *cron_jids("x", "*/15 * * * *", top, until)]
+    assert jids(client) == [jid("x", top), *cron_jids("x", "*/15 * * * *",
+                                                       top + timedelta(minutes=59), until)]
 
 
-def test_a_changed_zone_applies_after_the_watermark(client: redis.Redis) -> None:
+def test_a_changed_zone_applies_after_the_change(client: redis.Redis) -> None:
     store = Store(client)
-    store.put("z", {"cron": "30 * * * *", "tz": "UTC", "class": "Z"})
-    t0 = start(client)
-    run(client, STORE_ONLY, now=t0)
-    first = fire_times("30 * * * *", after=t0, until=t0 + timedelta(hours=1))[0]
-    run(client, STORE_ONLY, now=first + timedelta(minutes=1))
-    store.put("z", {"cron": "30 * * * *", "tz": "Asia/Kolkata", "class": "Z"})  # +05:30
-    until = first + timedelta(minutes=75)
-    run(client, STORE_ONLY, now=until)
-    kolkata = cron_jids("z", "30 * * * *", first, until, tz="Asia/Kolkata")
-    assert len(kolkata) == 1  # the top of the next UTC hour, not the next :30
-    assert jids(client) == [jid("z", first), *kolkata]
+    store.put("z", {"cron": "0 9 * * *", "tz": "UTC", "class": "Z"})
+    run(client, STORE_ONLY)
+    changed_at = redis_now(client)
+    store.put("z", {"cron": "0 9 * * *", "tz": "Asia/Kolkata", "class": "Z"})  # 03:30 UTC
+    assert run(client, STORE_ONLY).pushed == 0
+    kolkata = fire_times("0 9 * * *", tz="Asia/Kolkata", after=changed_at,
+                         until=changed_at + timedelta(days=1))[0]
+    got = store.get("z")
+    assert got is not None and got.next_tick == kolkata
+    assert client.zscore(DUE, "z") == to_ms(kolkata)
 
 
 def test_a_paused_schedule_keeps_its_watermark_moving_and_resuming_pushes_only_later_ticks(
@@ -401,6 +418,8 @@ def test_racing_writers_and_invokers_push_each_tick_at_most_once_and_a_steady_st
             w.join(timeout=30)
         failures.check()
         store.put("x", x)  # resumed, its cron back to every minute
+        if half == 1:  # the change owes ticks after the old cron's next one (no backfill)
+            steady_after = from_ms(int(client.hget(WATERMARKS, "x") or 0))
     end = base + timedelta(minutes=60, seconds=50)
     run(client, window, now=end)  # picks up any group left stale by the last writes
 
@@ -412,7 +431,8 @@ def test_racing_writers_and_invokers_push_each_tick_at_most_once_and_a_steady_st
     assert len(x_jids) + len(y_jids) == len(jobs)
     assert sorted(y_jids) == sorted(cron_jids("y", "* * * * *", t0, end))
     assert x_jids <= set(cron_jids("x", "* * * * *", t0, end))
-    steady = cron_jids("x", "* * * * *", base + timedelta(minutes=30, seconds=59), end)
+    steady = cron_jids("x", "* * * * *",
+                       max(base + timedelta(minutes=30, seconds=59), steady_after), end)
     assert set(steady) <= x_jids, "a tick of x's steady half hour was lost"
     client.close()
 
@@ -541,7 +561,9 @@ def test_a_definition_changed_between_read_and_push_is_left_alone_and_planned_af
     assert (report.stale, report.pushed) == (1, 3)
     assert {job.schedule for job in report.jobs} == {"y"}
     assert client.zscore(DUE, "x") == 0, "x's index entry still says 'plan me'"
-    assert client.hget(WATERMARKS, "x") == str(to_ms(t0)).encode()
+    # Changing it moved the mark up to just before the old cron's next (unpushed) tick.
+    next_tick = minute_floor(t0) + timedelta(minutes=1)
+    assert client.hget(WATERMARKS, "x") == str(to_ms(next_tick) - 1).encode()
 
     again = run(client, STORE_ONLY, now=now)
     assert again.schedules == 1

@@ -40,9 +40,9 @@ KEY_PATTERNS = ("~kiqbeat:*", "~queue:*", "~queues", "~schedule")
 NEIGHBOUR_PATTERNS = ("%R~schedules", "%R~sidekiq-scheduler:pushed:*", "%R~cron_job:*")
 LUA = {"scripts": ("+evalsha", "+script|load"), "functions": ("+fcall",)}
 REQUIRED = ("+time", "+hmget", "+type", "+hget", "+hset", "+hsetnx", "+hdel", "+hexists",
-            "+lpush", "+sadd", "+zadd", "+zrem", "+zrangebyscore", "+get", "+set")
+            "+lpush", "+sadd", "+zadd", "+zrem", "+zscore", "+zrangebyscore", "+get", "+set")
 # `kiqbeat status` (and the store API's reads) besides.
-FOR_STATUS = ("+hlen", "+zcard", "+zcount", "+zrange", "+zscore", "+hscan")
+FOR_STATUS = ("+hlen", "+zcard", "+zcount", "+zrange", "+hscan")
 OPTIONAL = ("+exists", "+info")
 MODES = tuple(LUA)
 

@@ -271,7 +271,8 @@ def _schedule(name: object, raw: object, top: Mapping[str, Any], out: _Checker,
     for key in ("lookahead", "timestamp_format"):
         if key not in raw and top[key] != BY_NAME[key].default:
             definition[key] = f"{top[key]:g}s" if key == "lookahead" else top[key]
-    if isinstance(timetable, Cron) and "tz" not in raw and timetable.zone_name != "UTC":
+    if (isinstance(timetable, Cron) and "tz" not in raw and timetable.zone_name != "UTC"
+            and timetable.zone_name == top["time_zone"]):  # the document's zone, not the cron's
         definition["tz"] = timetable.zone_name
     schedule = Schedule(
         name=name, timetable=timetable, definition=definition, job_class=values["class"],

@@ -25,6 +25,10 @@ A definition's source is its JSON's "source" field ("" when absent). Writing a d
 sets its index entry to 0 ("plan me") and clears a set-aside reason; writing the same bytes
 again changes nothing. Removing forgets the watermark and first-seen too.
 
+Changing a planned definition also moves its watermark up to the change (never past the
+old definition's next tick, which its index entry gives): the new definition applies to
+ticks after the change, and none of the old one's is lost — no backfill, no gap.
+
 Returns {codes, owners}: one character per operation, "+" done, "=" already so, "E" exists,
 "M" missing, "O" another source's, "S" changed since read; and the owning source of each
 "O", in order.
@@ -59,10 +63,11 @@ for k = FIRST_DUE + 1, #KEYS do
   if err then return err end
 end
 local checks = {{'HGET', defs_key, 'n'}, {'HSET', defs_key, 'n', 'v'}, {'HDEL', defs_key, 'n'},
-  {'HDEL', wm_key, 'n'}, {'HDEL', seen_key, 'n'}, {'HSET', rejected_key, 'n', 'v'},
+  {'HDEL', wm_key, 'n'}, {'HGET', wm_key, 'n'}, {'HSET', wm_key, 'n', '0'}, {'HDEL', seen_key, 'n'}, {'HSET', rejected_key, 'n', 'v'},
   {'HDEL', rejected_key, 'n'}, {'HEXISTS', rejected_key, 'n'}}
 for k = FIRST_DUE + 1, #KEYS do
   checks[#checks + 1] = {'ZADD', KEYS[k], '0', 'n'}
+  checks[#checks + 1] = {'ZSCORE', KEYS[k], 'n'}
   checks[#checks + 1] = {'ZREM', KEYS[k], 'n'}
 end
 if record then
@@ -82,6 +87,22 @@ local function owner(def)
     return value.source
   end
   return ''
+end
+
+local clock = redis.call('TIME')
+local now_ms = clock[1] * 1000 + math.floor(clock[2] / 1000)
+
+-- Up to the change, the old definition's ticks were all dealt with (its next one is at
+-- or after its index entry's score): the new definition owes nothing before it.
+local function cut_mark(name, due_key)
+  local score = tonumber(redis.call('ZSCORE', due_key, name))
+  local mark = tonumber(redis.call('HGET', wm_key, name))
+  if score and score > 0 and mark then
+    local cut = math.min(now_ms, score) - 1
+    if cut > mark then
+      redis.call('HSET', wm_key, name, string.format('%d', cut))
+    end
+  end
 end
 
 local codes, owners = {}, {}
@@ -146,6 +167,9 @@ while pos <= #body do
         redis.call('ZADD', due_key, 'NX', 0, name)  -- an index entry lost is planned again
       end
     else
+      if current then
+        cut_mark(name, due_key)
+      end
       redis.call('HSET', defs_key, name, def)
       redis.call('ZADD', due_key, 0, name)
       redis.call('HDEL', rejected_key, name)
