@@ -234,6 +234,8 @@ class Engine:
 
         def more_reads(pipe: Any) -> None:
             neighbours.queue(pipe)
+            pipe.set(keys.shards(namespace), self.shards, nx=True)
+            pipe.get(keys.shards(namespace))
             if document is not None:
                 pipe.hget(keys.documents(namespace), document.source)
 
@@ -242,6 +244,8 @@ class Engine:
                                           more=more_reads, lua=self._lua)
         batch: list[Due] | None = first
         applied = more.pop() if document is not None else None
+        indexed_for = more.pop()
+        more.pop()
         config = neighbours.apply(more)
         self._checked_config = neighbours.config
         warnings += neighbours.warnings
@@ -258,6 +262,12 @@ class Engine:
             warnings += self._apply(document, namespace, report)
             batch = None
         report.warnings = self._not_yet_reported(warnings)
+        if not isinstance(indexed_for, Exception) and _text(indexed_for) != str(self.shards):
+            report.warnings.append(  # every time: schedules may not be planned at all
+                f"the store's due index is split into {_text(indexed_for)} shard(s) but this "
+                f"invocation runs with {self.shards}: schedules indexed the other way are not "
+                f"planned. After changing the shard count, run `kiqbeat schedules reindex "
+                f"--shard 0/{self.shards}` once (docs/store.md)")
         if self._unverified_tls:  # said every time, on purpose
             report.warnings.append(f"TLS to Redis at {describe(self._url)} is not verified "
                                    "(KIQBEAT_REDIS_INSECURE_TLS): anyone on the path can read "

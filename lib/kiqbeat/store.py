@@ -45,6 +45,7 @@ from kiqbeat.redis.store import (
     read_counts,
     read_order,
     read_stored,
+    reindex,
     scan_items,
     scan_names,
     write,
@@ -148,6 +149,13 @@ class Store:
     def resume(self, name: str) -> bool:
         """Push its ticks again, from the next one on; False if it was not paused."""
         return self._set_enabled(name, True)
+
+    def reindex(self, progress: Callable[[int], None] | None = None) -> int:
+        """Rebuild the due index for this store's shard count (`shards`), after changing it;
+        returns the entries indexed. Safe while invocations run (no tick twice); until it
+        is done, invocations of the new count miss the entries not yet moved (late, within
+        the window, not lost)."""
+        return reindex(self.client, self.namespace, self.shards, progress)
 
     def import_definitions(
         self, items: Iterable[tuple[str, Mapping[str, Any]]], *, replace: bool = True,

@@ -231,7 +231,8 @@ def assert_bounded_state(client: redis.Redis, schedules: int, namespace: str = "
     in any of them (the store: DESIGN §7)."""
     sizes = kiqbeat_state_size(client, namespace)
     fixed = {keys.watermarks(namespace), keys.first_seen(namespace),
-             keys.definitions(namespace), keys.rejected(namespace), keys.documents(namespace)}
+             keys.definitions(namespace), keys.rejected(namespace), keys.documents(namespace),
+             keys.shards(namespace)}
     shaped = (keys.due(namespace), keys.document_index(namespace, ""))
     assert all(k in fixed or k.startswith(shaped) for k in sizes), sizes
     assert all(size <= schedules for size in sizes.values()), sizes

@@ -142,16 +142,20 @@ def test_a_removed_schedule_stops_and_others_go_on(client: redis.Redis) -> None:
 
 
 def test_a_changed_cron_takes_effect_without_repeating_a_tick(client: redis.Redis) -> None:
-    hourly = config(EVERY_MINUTE.replace('"* * * * *"', '"0 * * * *"'))
-    quarter = config(EVERY_MINUTE.replace('"* * * * *"', '"*/15 * * * *"'))
+    """Hourly, then every 15 minutes from a document change that came after the next top of
+    the hour had gone unpushed: that top is owed under the new cron (the mark stops just
+    before it), the top already pushed is not repeated, and nothing earlier is backfilled."""
+    text = EVERY_MINUTE.replace("missed_jobs_window: 1h", "missed_jobs_window: 4h")
+    hourly = config(text.replace('"* * * * *"', '"0 * * * *"'))
+    quarter = config(text.replace('"* * * * *"', '"*/15 * * * *"'))
     t0 = start(client)
     run(client, hourly, now=t0)
     top = t0.replace(minute=0, second=0) + timedelta(hours=1)
     run(client, hourly, now=top + timedelta(seconds=10))
-    run(client, quarter, now=top + timedelta(minutes=31))
+    report = run(client, quarter)  # now, two hours later
     ticks = [j["jid"] for j in pushed_jobs(client)]
-    expected = [top, top + timedelta(minutes=15), top + timedelta(minutes=30)]
-    assert ticks == [jid("report", t) for t in expected]
+    owed = fire_times("*/15 * * * *", after=top + timedelta(minutes=59), until=report.now)
+    assert ticks == [jid("report", t) for t in [top, *owed]]
 
 
 def test_lookahead_puts_ticks_in_the_schedule_set_at_their_instant(client: redis.Redis) -> None:
@@ -213,7 +217,8 @@ def test_namespace_prefixes_every_key(client: redis.Redis) -> None:
     run(client, cfg, now=t0 + timedelta(minutes=2))
     assert sorted(k.decode() for k in client.keys("*")) == [
         "exq:kiqbeat:document:test", "exq:kiqbeat:documents", "exq:kiqbeat:due",
-        "exq:kiqbeat:first_seen", "exq:kiqbeat:schedules", "exq:kiqbeat:watermarks",
+        "exq:kiqbeat:first_seen", "exq:kiqbeat:schedules", "exq:kiqbeat:shards",
+        "exq:kiqbeat:watermarks",
         "exq:queue:default", "exq:queues"]
 
 

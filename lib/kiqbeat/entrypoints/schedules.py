@@ -401,6 +401,14 @@ def _cmd_export(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------- the parser
 
 
+def _cmd_reindex(args: argparse.Namespace) -> int:
+    with _engine(args) as engine:
+        moved = engine.store().reindex()
+        shards = engine.shards
+    return _done(args, {"action": "reindex", "shards": shards, "indexed": moved},
+                 f"the due index is split into {shards} shard(s): {moved} entries")
+
+
 def add_parser(sub: Any) -> None:
     """Register `kiqbeat schedules ACTION` on the command's subparsers."""
     p = sub.add_parser("schedules", help="add, change, pause, resume, remove, list, import "
@@ -434,6 +442,8 @@ def add_parser(sub: Any) -> None:
     q = action("list", "one page of schedules (HSCAN order)", _cmd_list, named=False)
     q.add_argument("--cursor", type=int, default=0, help="where the page starts (default 0)")
     q.add_argument("--count", type=int, default=100, help="about how many (default 100)")
+    action("reindex", "after changing the shard count (--shard I/N, any I): move every index "
+                      "entry to its shard of N", _cmd_reindex, named=False)
     q = action("import", "write many schedules: a document, or JSON Lines", _cmd_import,
                named=False)
     q.add_argument("file", metavar="FILE",

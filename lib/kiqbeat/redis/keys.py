@@ -49,6 +49,14 @@ def due(ns: str, shard: tuple[int, int] | None = None) -> str:
     return f"{ns}kiqbeat:due:{index}/{count}"
 
 
+def shards(ns: str) -> str:
+    """String: how many shards the due index is split into (absent: as the first invocation
+    found it). Set once by an invocation (SET NX) and by `kiqbeat schedules reindex`; an
+    invocation run with another count warns, since the index it reads is then not the one
+    writers fill."""
+    return f"{ns}kiqbeat:shards"
+
+
 def rejected(ns: str) -> str:
     """Hash: schedule name -> why its stored definition was set aside (invalid).
 

@@ -245,6 +245,47 @@ def _document_index(digests: Mapping[str, str]) -> bytes:
         "\n".join(f"{n}\t{d}" for n, d in digests.items()).encode(), 1))
 
 
+def reindex(client: redis.Redis, namespace: str, shards: int,
+            progress: Callable[[int], None] | None = None) -> int:
+    """Move every index entry into the due index of its shard of `shards`, keeping its score,
+    delete the other layouts' indexes and record the count; returns the entries moved.
+
+    Safe while invocations run: an entry in either layout is planned from its watermark, so
+    nothing is pushed twice; a schedule whose index had no entry is planned at once ("plan
+    me"). One page of `BATCH` names per two round trips.
+    """
+    with redis_errors(client, "reindexing the due index"):
+        old = int(_text(client.get(keys.shards(namespace)) or "1"))
+        cursor, moved = 0, 0
+        while True:
+            cursor, page = client.hscan(keys.definitions(namespace), cursor, count=BATCH)
+            names = [_text(n) for n in page]
+            if names:
+                pipe = client.pipeline(transaction=False)
+                pipe.hmget(keys.rejected(namespace), names)
+                for name in names:
+                    pipe.zscore(due_key(namespace, name, old), name)
+                rejected, *scores = pipe.execute()
+                pipe = client.pipeline(transaction=False)
+                for name, why, score in zip(names, rejected, scores, strict=True):
+                    if why is None:
+                        pipe.zadd(due_key(namespace, name, shards),
+                                  {name: 0 if score is None else score}, nx=True)
+                        moved += 1
+                pipe.execute()
+                if progress is not None:
+                    progress(len(names))
+            if not int(cursor):
+                break
+        keep = {keys.due(namespace, (i, shards)) for i in range(shards)}
+        stale = [k for k in (_text(k) for k in client.scan_iter(
+            match=f"{keys.due(namespace)}*", count=BATCH)) if k not in keep]
+        if stale:
+            client.delete(*stale)
+        client.set(keys.shards(namespace), shards)
+    return moved
+
+
 # ---------------------------------------------------------------------------- reading
 
 
