@@ -11,7 +11,8 @@ no maxmemory) gives every figure, then a table saying which target is met:
    the document already applied, and the one-time costs of applying it and a 1 % change.
 3. `--size` schedules (default 1,000,000; 5 zones; 60 % hourly `M * * * *`, 40 % daily
    `M H * * *`, M and H spread, so ~1.03 % fire each minute): bulk import through
-   `kiqbeat schedules import --jsonl` (a new process; then flushed) and through
+   `kiqbeat schedules import --jsonl` (a new process, at most 200,000 schedules; then
+   flushed) and through
    `Store.import_definitions`, registering them all (the invocations right after the
    import: every schedule is "plan me", and each invocation stops at its deadline and the
    next goes on), `--minutes` invocations a simulated minute apart, Redis memory per
@@ -75,6 +76,9 @@ QUEUES = 8
 SCRIPT_NAMES = {scripts.DUE.sha: "due.lua", scripts.PUSH.sha: "push.lua",
                 scripts.WRITE.sha: "write.lua"}
 IDLE_REPEATS = 20
+# The CLI import is timed on at most this many (its rate is per schedule; a million more
+# would add six minutes to the run).
+CLI_IMPORT_MAX = 200_000
 
 
 # ---------------------------------------------------------------------------- measuring
@@ -462,10 +466,13 @@ def bench_document(server: RedisServer, admin: redis.Redis, slowlog: SlowLog, n:
     diff_apply_s = diff.split.get("apply document", 0.0)
     after = [invoke(engine, slowlog, t0 + timedelta(minutes=k + j, seconds=1), config2)
              for j in (1, 2)]
+    k += 2
     if profile:
-        k += 3
+        k += 1
         profiled(f"one warm invocation, document of {n:,}, ~1 % due", True,
                  lambda: engine.run(config2, now=t0 + timedelta(minutes=k, seconds=1)))
+    idle_runs = idle(engine, slowlog, t0 + timedelta(minutes=k, seconds=30), config2)
+    idle_times = [r.seconds for r in idle_runs]
     print(f"  parse_config of the document (read + validate {n:,} schedules): {parsed_s:.2f} s "
           f"(again after the change: {parsed2_s:.2f} s)")
     print(f"  first invocation: {first.seconds:.2f} s in {first.invocations} invocation(s) "
@@ -491,6 +498,12 @@ def bench_document(server: RedisServer, admin: redis.Redis, slowlog: SlowLog, n:
         f"{apply_s:.2f} s to apply; {first.seconds:.2f} s the whole first invocation")
     row(f"document of {n:,}: a 1 % change (diff)",
         f"{diff_apply_s:.2f} s to apply; {diff.seconds:.2f} s the whole invocation")
+    print(f"  nothing due, document of {n:,}, {len(idle_runs)} invocations: round trips "
+          f"{max(r.report.round_trips for r in idle_runs)}, time median "
+          f"{ms(statistics.median(idle_times))}, max {ms(max(idle_times))}")
+    row(f"document of {n:,}: nothing due (median of {len(idle_runs)})",
+        f"{ms(statistics.median(idle_times))}, "
+        f"{max(r.report.round_trips for r in idle_runs)} round trip(s)")
     client.close()
 
 
@@ -529,7 +542,7 @@ def bench_import_cli(server: RedisServer, admin: redis.Redis, n: int) -> None:
 def bench_store(server: RedisServer, admin: redis.Redis, slowlog: SlowLog, n: int,
                 minutes: int, profile: bool) -> None:
     print(f"\n== {n:,} schedules in the store (5 zones; 60 % hourly, 40 % daily)")
-    bench_import_cli(server, admin, n)
+    bench_import_cli(server, admin, min(n, CLI_IMPORT_MAX))
     admin.flushall()
     base = used_memory(admin)
     client = redis.Redis.from_url(server.url)
@@ -538,7 +551,6 @@ def bench_store(server: RedisServer, admin: redis.Redis, slowlog: SlowLog, n: in
 
     slowlog.bulk()
     SPLIT.take()
-    rss_before = maxrss_mb()
     seconds, _ = import_all(store, n)
     import_split = SPLIT.take()
     import_slow = slowlog.read()
@@ -553,7 +565,7 @@ def bench_store(server: RedisServer, admin: redis.Redis, slowlog: SlowLog, n: in
           f"{write_s / n * 1e6:.1f} us/definition; other {seconds - validate_s - write_s:.1f} s; "
           f"longest Redis command {longest:.2f} ms ({kind}, "
           f"{import_slow.count('write.lua')} write.lua calls); "
-          f"Python ru_maxrss grew {maxrss_mb() - rss_before:.0f} MB")
+          f"process ru_maxrss {maxrss_mb():.0f} MB")
     row(f"import {n:,} via Store.import_definitions",
         f"{n / seconds:,.0f}/s (validation {validate_s / n * 1e6:.0f} us/def, "
         f"Redis {write_s / n * 1e6:.1f} us/def)", ">= 20,000/s", n / seconds >= 20_000)
@@ -571,7 +583,8 @@ def bench_store(server: RedisServer, admin: redis.Redis, slowlog: SlowLog, n: in
           f"{engine.settings.deadline_s:g} s deadline but the last): {first.seconds:.1f} s in "
           f"{first.invocations} invocations ({first.split_text()}); longest Redis command "
           f"{longest:.2f} ms "
-          f"({kind}); Python ru_maxrss grew {rss_first:.0f} MB")
+          f"({kind}); process ru_maxrss {maxrss_mb():.0f} MB (the high-water mark of the "
+          f"whole run so far; +{rss_first:.0f} MB during these invocations)")
     drop_jobs(admin)
     mem_registered = used_memory(admin) - base
 
@@ -593,6 +606,13 @@ def bench_store(server: RedisServer, admin: redis.Redis, slowlog: SlowLog, n: in
           f"{statistics.median(r.report.round_trips for r in runs):.0f}; longest Redis "
           f"command {longest:.2f} ms ({kind})")
     print(f"  time split (median): {split_line([r.split for r in runs], times)}")
+    calls = sorted(us for kind_, us in slow.entries if kind_ == "push.lua")
+    if calls:
+        print(f"  push.lua in Redis (SLOWLOG): {slow.total_us('push.lua') / sum(pushed):.1f} "
+              f"us/job; per call median {calls[len(calls) // 2] / 1000:.2f} ms, 99th "
+              f"percentile {calls[len(calls) * 99 // 100] / 1000:.2f} ms, max "
+              f"{calls[-1] / 1000:.2f} ms over {len(calls)} calls of <= 1,000 jobs; due.lua "
+              f"{slow.total_us('due.lua') / sum(due):.1f} us per due entry")
     per_parse = statistics.median(r.split.get("parse+validate", 0.0) / max(1, r.report.schedules)
                                   for r in runs)
     print(f"  parse+validate per due definition: {per_parse * 1e6:.0f} us "
@@ -628,8 +648,7 @@ def bench_store(server: RedisServer, admin: redis.Redis, slowlog: SlowLog, n: in
         everything.add(s)
     everything_longest, everything_kind = everything.longest()
     row(f"{n:,}: registering all after the import",
-        f"{first.seconds:.1f} s in {first.invocations} invocations; ru_maxrss "
-        f"+{rss_first:.0f} MB")
+        f"{first.seconds:.1f} s in {first.invocations} invocations")
     row(f"{n:,}, ~{statistics.mean(due):,.0f} due/min: per invocation median over {minutes} min",
         f"{statistics.median(times):.3f} s", "<= 1 s", statistics.median(times) <= 1.0)
     row(f"{n:,}: per invocation max over {minutes} min", f"{max(times):.3f} s", "<= 2 s",
