@@ -125,7 +125,8 @@ def _snapshot(admin: redis.Redis) -> dict[str, bytes | None]:
         return {key.decode(): raw.dump(key) for key in raw.keys("*")}
 
 
-STORE_KEYS = ("kiqbeat:schedules", "kiqbeat:due", "kiqbeat:documents", "kiqbeat:document:")
+STORE_KEYS = ("kiqbeat:schedules", "kiqbeat:due", "kiqbeat:documents", "kiqbeat:document:",
+              "kiqbeat:shards")
 
 
 def _pushing(snapshot: dict[str, bytes | None]) -> dict[str, bytes | None]:
