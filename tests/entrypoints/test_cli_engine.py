@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -113,8 +114,10 @@ def test_run_prints_every_invocations_own_warnings_and_the_documents_once(
     finally:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=10)
-    # No replica exists: every invocation that pushed fell short, and each one says so.
-    assert err.count("replicas acknowledged") >= 3, err
+    # No replica exists: every invocation that pushed fell short, and each one says so (as
+    # many lines as pushing invocations: under load one may push two ticks).
+    shortfalls = re.findall(r"acknowledged (\d+) pushed jobs", err)
+    assert len(shortfalls) >= 2 and sum(map(int, shortfalls)) >= 3, err
     assert err.count("missed_jobs_window is 90 s") == 1, err
 
 
