@@ -39,8 +39,11 @@ class Lua:
 
     @classmethod
     def named(cls, name: str) -> Lua:
-        """The packaged script `lua/<name>.lua`."""
-        text = files("kiqbeat.redis").joinpath(f"lua/{name}.lua").read_text()
+        """The packaged script `lua/<name>.lua`, after the checks every script shares
+        (`lua/checks.lua`)."""
+        lua = files("kiqbeat.redis").joinpath("lua")
+        text = lua.joinpath("checks.lua").read_text() + "\n" + lua.joinpath(
+            f"{name}.lua").read_text()
         return cls(name, text, hashlib.sha1(text.encode()).hexdigest())
 
     @property

@@ -15,14 +15,9 @@ schedule.
 ]]
 
 local clock = redis.call('TIME')
-local kinds = {{KEYS[1], 'zset'}, {KEYS[2], 'hash'}, {KEYS[3], 'hash'}}
-for _, pair in ipairs(kinds) do
-  local kind = redis.call('TYPE', pair[1])['ok']
-  if kind ~= 'none' and kind ~= pair[2] then
-    return redis.error_reply('KIQBEAT_WRONGTYPE key ' .. pair[1] .. ' holds a ' .. kind ..
-      ', expected a ' .. pair[2])
-  end
-end
+local err = expect_type(KEYS[1], 'zset') or expect_type(KEYS[2], 'hash')
+  or expect_type(KEYS[3], 'hash')
+if err then return err end
 local upto = ARGV[1]
 if upto == '' then
   upto = string.format('%d', clock[1] * 1000 + math.floor(clock[2] / 1000))

@@ -60,23 +60,6 @@ local FIRST_QUEUE = 7
 local now_ms = ARGV[1]
 local nq = tonumber(ARGV[2])
 
-local function expect_type(key, allowed)
-  local t = redis.call('TYPE', key)['ok']
-  if t ~= 'none' and t ~= allowed then
-    return redis.error_reply('KIQBEAT_WRONGTYPE key ' .. key .. ' holds a ' .. t .. ', expected a ' .. allowed)
-  end
-  return nil
-end
-
--- Redis checks a script's commands against the user's ACL one by one as they run, and
--- keeps the writes done before a refusal: ask first (Redis 7+; 6.2 has no way to ask).
-local function expect_allowed(command, key, ...)
-  if redis.acl_check_cmd and not redis.acl_check_cmd(command, key, ...) then
-    return redis.error_reply('KIQBEAT_NOPERM the Redis user may not run ' .. command ..
-      ' on ' .. key .. '; grant +' .. string.lower(command) .. ' and the key pattern')
-  end
-  return nil
-end
 
 -- Pass 1: read and check everything, write nothing.
 local err = expect_allowed('TYPE', wm_key) or expect_allowed('HGET', wm_key, 'f')

@@ -39,22 +39,8 @@ local documents_key, document_key = KEYS[5], KEYS[6]
 local FIRST_DUE = 6
 local body, record = ARGV[1], ARGV[2] == '1'
 
--- Check every key's type and (Redis 7) every permission before the first write: Redis does
--- not roll a script back, so a refusal half-way would leave the batch half-done.
-local function expect_type(key, allowed)
-  local t = redis.call('TYPE', key)['ok']
-  if t ~= 'none' and t ~= allowed then
-    return redis.error_reply('KIQBEAT_WRONGTYPE key ' .. key .. ' holds a ' .. t .. ', expected a ' .. allowed)
-  end
-  return nil
-end
-local function expect_allowed(command, key, ...)
-  if redis.acl_check_cmd and not redis.acl_check_cmd(command, key, ...) then
-    return redis.error_reply('KIQBEAT_NOPERM the Redis user may not run ' .. command ..
-      ' on ' .. key .. '; grant +' .. string.lower(command) .. ' and the key pattern')
-  end
-  return nil
-end
+-- Check every key's type and (Redis 7) every permission before the first write
+-- (expect_type and expect_allowed: checks.lua).
 local err = expect_type(defs_key, 'hash') or expect_type(wm_key, 'hash')
   or expect_type(seen_key, 'hash') or expect_type(rejected_key, 'hash')
 if err then return err end

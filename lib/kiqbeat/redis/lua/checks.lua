@@ -1,0 +1,21 @@
+-- kiqbeat's checks, put before every script (scripts.py): all run before a script's first
+-- write, since Redis does not roll a script back and keeps what a refused call wrote.
+
+-- A key of another type than the script expects: refused, naming it.
+local function expect_type(key, allowed)
+  local t = redis.call('TYPE', key)['ok']
+  if t ~= 'none' and t ~= allowed then
+    return redis.error_reply('KIQBEAT_WRONGTYPE key ' .. key .. ' holds a ' .. t .. ', expected a ' .. allowed)
+  end
+  return nil
+end
+
+-- Redis checks a script's commands against the user's ACL one by one as they run: ask
+-- first (Redis 7+; 6.2 has no way to ask).
+local function expect_allowed(command, key, ...)
+  if redis.acl_check_cmd and not redis.acl_check_cmd(command, key, ...) then
+    return redis.error_reply('KIQBEAT_NOPERM the Redis user may not run ' .. command ..
+      ' on ' .. key .. '; grant +' .. string.lower(command) .. ' and the key pattern')
+  end
+  return nil
+end
