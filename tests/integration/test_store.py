@@ -67,6 +67,15 @@ def start(client: redis.Redis) -> datetime:
     return minute_floor(redis_now(client)) - timedelta(hours=3) + timedelta(seconds=5)
 
 
+def registered(client: redis.Redis) -> tuple[Store, datetime]:
+    """A store holding `x` (every minute), registered by an invocation at a replay instant."""
+    store = Store(client)
+    store.put("x", MINUTELY)
+    t0 = start(client)
+    run(client, STORE_ONLY, now=t0)
+    return store, t0
+
+
 def jids(client: redis.Redis) -> list[str]:
     """The jid of every job in Redis (queues and the schedule set), duplicates kept."""
     return [job["jid"] for job in pushed_jobs(client)]
@@ -263,10 +272,7 @@ def test_a_changed_zone_applies_after_the_change(client: redis.Redis) -> None:
 def test_a_paused_schedule_keeps_its_watermark_moving_and_resuming_pushes_only_later_ticks(
     client: redis.Redis,
 ) -> None:
-    store = Store(client)
-    store.put("x", MINUTELY)
-    t0 = start(client)
-    run(client, STORE_ONLY, now=t0)
+    store, t0 = registered(client)
     assert run(client, STORE_ONLY, now=t0 + timedelta(minutes=1)).pushed == 1
     assert store.pause("x") is True
     assert store.pause("x") is False
@@ -284,10 +290,7 @@ def test_a_paused_schedule_keeps_its_watermark_moving_and_resuming_pushes_only_l
 def test_removal_forgets_the_state_and_a_re_added_schedule_starts_afresh(
     client: redis.Redis,
 ) -> None:
-    store = Store(client)
-    store.put("x", MINUTELY)
-    t0 = start(client)
-    run(client, STORE_ONLY, now=t0)
+    store, t0 = registered(client)
     run(client, STORE_ONLY, now=t0 + timedelta(minutes=2))
     assert store.remove("x") is True
     assert forgotten(client, "x")
@@ -575,10 +578,7 @@ def test_a_definition_changed_between_read_and_push_is_left_alone_and_planned_af
 def test_a_schedule_removed_between_read_and_push_is_not_pushed_nor_brought_back(
     client: redis.Redis,
 ) -> None:
-    store = Store(client)
-    store.put("x", MINUTELY)
-    t0 = start(client)
-    run(client, STORE_ONLY, now=t0)
+    store, t0 = registered(client)
     now = t0 + timedelta(minutes=3)
     _, batch, _ = read_due(client, "", None, upto_ms=to_ms(now))
     entries = [Entry(read_definition(due.name, due.definition), due.mark_ms,
