@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import importlib.util
 import io
 import json
@@ -111,6 +112,24 @@ class Split:
 
 
 SPLIT = Split()
+
+
+def _gc_timer() -> Callable[[str, dict[str, Any]], None]:
+    """Counts the cyclic garbage collector's pauses as the step "gc" (inside other steps)."""
+    started = [0.0]
+
+    def callback(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            started[0] = time.perf_counter()
+        else:
+            SPLIT.seconds["gc"] += time.perf_counter() - started[0]
+            if info.get("generation") == 2:
+                SPLIT.seconds["gc (full collections)"] += 1
+
+    return callback
+
+
+gc.callbacks.append(_gc_timer())
 SPLIT.wrap(engine_module, "read_due", "read_due")
 SPLIT.wrap(Engine, "_entries", "parse+validate")
 SPLIT.wrap(engine_module, "plan_due", "plan")
@@ -227,7 +246,10 @@ def split_line(splits: list[dict[str, float]], times: list[float]) -> str:
         parts.append(f"{step} {ms(statistics.median(s.get(step, 0.0) for s in splits))}")
     rest = statistics.median(t - sum(s.get(k, 0.0) for k in STEPS)
                              for s, t in zip(splits, times, strict=True))
-    return "; ".join(parts) + f"; other {ms(rest)}"
+    gc_s = statistics.median(s.get("gc", 0.0) for s in splits)
+    full = statistics.median(s.get("gc (full collections)", 0.0) for s in splits)
+    return "; ".join(parts) + f"; other {ms(rest)} (garbage collector pauses, inside the " \
+        f"steps: {ms(gc_s)}, {full:.0f} full collection(s))"
 
 
 @dataclass
@@ -321,7 +343,8 @@ class Bulk:
     report: Report  # the last invocation's
 
     def split_text(self) -> str:
-        return ", ".join(f"{k} {v:.1f} s" for k, v in self.split.items())
+        return ", ".join(f"{k} {v:.1f} s" if k != "gc (full collections)" else f"{k} {v:.0f}"
+                         for k, v in self.split.items())
 
 
 def invoke_bulk(engine: Engine, slowlog: SlowLog, now: datetime,
@@ -681,6 +704,17 @@ def print_table(rows: list[Row]) -> None:
     print(f"{sum(1 for r in judged if r.met)} of {len(judged)} targets met")
 
 
+def code_version() -> str:
+    """The commit measured, and whether lib/ had uncommitted changes then."""
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], capture_output=True, text=True, check=False,
+                              cwd=Path(__file__).resolve().parent.parent)
+        return done.stdout.strip() if done.returncode == 0 else ""
+    commit = git("log", "-1", "--format=%h %s")[:90] or "unknown (no git)"
+    dirty = git("status", "--porcelain", "--", "lib")
+    return commit + (" + uncommitted changes in lib/" if dirty else "")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--size", type=int, default=1_000_000,
@@ -700,6 +734,7 @@ def main(argv: list[str] | None = None) -> None:
           f"Redis {redis_version.removeprefix('v=')}, redis-py {redis.__version__}; "
           f"{datetime.now(tz=UTC):%Y-%m-%d %H:%M} UTC; load average {os.getloadavg()[0]:.1f} "
           "(other work on the machine skews every figure)")
+    print(f"code: {code_version()}")
     print(f"command: bench/store.py --size {args.size} --minutes {args.minutes} "
           f"--document-size {args.document_size} --all-due-size {args.all_due_size}"
           f"{' --profile' if args.profile else ''}")
