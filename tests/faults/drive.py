@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -24,35 +25,45 @@ def iso(instant: datetime) -> str:
 
 @dataclass
 class Invocations:
-    """Exit codes and wall times of many invocations, across processes."""
+    """Exit codes and wall times of many invocations, across processes, and the jobs they
+    reported pushing: shard (index, count; (0, 1) unsharded) -> schedule name -> jobs."""
 
     rcs: list[int] = field(default_factory=list)
     seconds: list[float] = field(default_factory=list)
+    pushed: dict[tuple[int, int], Counter[str]] = field(default_factory=dict)
 
 
 def run_invokers(
-    config: Path, url: str, nows_per_process: Sequence[Sequence[datetime | None]],
-    *, skew_s: Sequence[float] | None = None, timeout_s: float = 110,
+    config: Path | None, url: str, nows_per_process: Sequence[Sequence[datetime | None]],
+    *, skew_s: Sequence[float] | None = None,
+    shards: Sequence[tuple[int, int] | None] | None = None, timeout_s: float = 110,
 ) -> Invocations:
-    """Start one `tests.faults.invoker` process per list of instants, all racing; collect."""
+    """Start one `tests.faults.invoker` process per list of instants, all racing; collect.
+
+    `config` None runs the store alone (no document); `shards[i]`, when given, is the shard
+    (index, count) process i runs as (`--shard`)."""
     start_at = time.time() + 1.0 + 0.03 * len(nows_per_process)  # after the last one starts
     procs = []
     result = Invocations()
     try:
         for i, nows in enumerate(nows_per_process):
-            spec = {"config": str(config), "url": url, "start_at": start_at,
+            shard = shards[i] if shards else None
+            spec = {"config": config and str(config), "url": url, "start_at": start_at,
                     "nows": [iso(n) if n else None for n in nows],
-                    "skew_s": skew_s[i] if skew_s else 0}
+                    "skew_s": skew_s[i] if skew_s else 0,
+                    "shard": shard and f"{shard[0]}/{shard[1]}"}
             procs.append(subprocess.Popen(
                 [sys.executable, "-m", "tests.faults.invoker", json.dumps(spec)], cwd=ROOT,
                 text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE))
         deadline = time.monotonic() + timeout_s
-        for proc in procs:
+        for i, proc in enumerate(procs):
             out, err = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
             assert proc.returncode == 0, f"invoker failed ({proc.returncode}): {err[-2000:]}"
             got = json.loads(out.strip().splitlines()[-1])
             result.rcs += got["rcs"]
             result.seconds += got["seconds"]
+            shard = (shards[i] if shards else None) or (0, 1)
+            result.pushed.setdefault(shard, Counter()).update(got["pushed"])
     finally:
         for proc in procs:
             if proc.poll() is None:

@@ -9,10 +9,13 @@ should exist (from the cron maths, bounded below by each schedule's first-seen m
   set is scored at its tick;
 - no pre-history, nothing invented: no job whose jid matches no expected tick.
 
-`WatermarkSampler` proves watermarks never move back while processes run, and
-`kiqbeat_state_size` that kiqbeat's own keys stay O(schedules). `record` appends the
-scenario's figures as one JSON line to $KIQBEAT_RELIABILITY_OUT (docs/reliability.md is
-generated from those lines); `assert_clean` fails the test with a readable message.
+`WatermarkSampler` proves watermarks never move back while processes run,
+`kiqbeat_state_size` that kiqbeat's own keys stay O(schedules), and `cross_shard` and
+`assert_bounded_state` that a sharded store's shards keep to their own schedules;
+`stored_schedules` gives the expected schedules of a store written without a document.
+`record` appends the scenario's figures as one JSON line to $KIQBEAT_RELIABILITY_OUT
+(docs/reliability.md is generated from those lines); `assert_clean` fails the test with a
+readable message.
 """
 
 from __future__ import annotations
@@ -20,17 +23,20 @@ from __future__ import annotations
 import json
 import os
 import threading
+import zlib
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import redis
 
 from kiqbeat.core.cron import parse_cron
 from kiqbeat.core.payload import jid
 from kiqbeat.core.schedule import Config, Timetable
+from kiqbeat.document.validate import read_definition
+from kiqbeat.errors import ConfigError
 from kiqbeat.redis import keys
 
 OUT_ENV = "KIQBEAT_RELIABILITY_OUT"
@@ -52,6 +58,7 @@ class Outcome:
     notes: str = ""
     unexpected: int = 0  # jobs matching no expected tick (pre-history, invented, wrong period)
     watermark_regressions: int = 0  # times a sampled watermark was lower than before
+    cross_shard: int = 0  # schedules pushed by an invocation of a shard they do not belong to
     group: str = "faults"  # which table of docs/reliability.md the line belongs to
 
     def p99_s(self) -> float | None:
@@ -64,6 +71,10 @@ class Outcome:
 
 def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
+
+
+def _bytes(value: bytes | str) -> bytes:
+    return value if isinstance(value, bytes) else value.encode()
 
 
 def jobs_in_redis(client: redis.Redis, namespace: str = "") -> list[dict[str, Any]]:
@@ -83,8 +94,10 @@ def jobs_in_redis(client: redis.Redis, namespace: str = "") -> list[dict[str, An
             jobs.append(json.loads(raw) | {"_key": key})
     schedule_key = keys.schedule(namespace)
     if _text(client.type(schedule_key)) == "zset":
-        for raw, score in client.zrange(schedule_key, 0, -1, withscores=True):
-            jobs.append(json.loads(raw) | {"_key": schedule_key, "_score": score})
+        scored = cast(list[tuple[bytes, float]],
+                      client.zrange(schedule_key, 0, -1, withscores=True))
+        for member, score in scored:
+            jobs.append(json.loads(member) | {"_key": schedule_key, "_score": score})
     return jobs
 
 
@@ -103,6 +116,38 @@ def first_seen(client: redis.Redis, namespace: str = "") -> dict[str, datetime]:
     """Schedule name -> when kiqbeat first saw it, as stored in Redis."""
     raw = client.hgetall(keys.first_seen(namespace))
     return {_text(k): datetime.fromtimestamp(int(v) / 1000, tz=UTC) for k, v in raw.items()}
+
+
+def stored_schedules(client: redis.Redis, namespace: str = "",
+                     window_s: float = 3600.0) -> Config:
+    """The schedules the store holds (its definitions hash), as a Config for `check`: the
+    expected schedules of a deployment without a document, whose schedules were written
+    through the API or the plain-command protocol. A definition kiqbeat would set aside
+    (invalid) has no expected ticks, so it is left out."""
+    schedules = []
+    for name, data in sorted(client.hgetall(keys.definitions(namespace)).items()):
+        try:
+            schedules.append(read_definition(_text(name), _bytes(data), window_s=window_s))
+        except ConfigError:
+            continue
+    return Config(schedules=tuple(schedules), missed_jobs_window_s=window_s,
+                  namespace=namespace)
+
+
+def shard_of(name: str, count: int) -> int:
+    """The shard a schedule name belongs to by DESIGN §7's rule (CRC-32 of the name, modulo
+    the shard count), written out here rather than imported, so that the checks below do
+    not share the code they judge."""
+    return zlib.crc32(name.encode()) % count
+
+
+def cross_shard(pushed: Mapping[tuple[int, int], Iterable[str]]) -> list[str]:
+    """From shard (index, count) -> the schedule names its invocations pushed, each push of
+    a schedule that belongs to another shard, described (empty when every shard kept to
+    its own)."""
+    return [f"shard {index}/{count} pushed {name!r} of shard {shard_of(name, count)}"
+            for (index, count), names in sorted(pushed.items())
+            for name in sorted(set(names)) if shard_of(name, count) != index]
 
 
 def expected_ticks(
@@ -144,6 +189,7 @@ def check(
     slack: timedelta = timedelta(0),
     notes: str = "",
     watermark_regressions: int = 0,
+    cross_shard: int = 0,
 ) -> Outcome:
     """Judge what Redis holds against the ticks expected in (after, until (+ lookahead)].
 
@@ -156,10 +202,9 @@ def check(
     expected = expected_ticks(client, schedules, after=after, until=until + slack,
                               namespace=namespace)
     horizon = {name: until + ahead for name, (_, ahead) in timetables(schedules).items()}
-    late = excused
 
-    def excused(name: str, tick: datetime) -> bool:
-        return tick > horizon[name] or bool(late and late(name, tick))
+    def is_excused(name: str, tick: datetime) -> bool:
+        return tick > horizon[name] or bool(excused and excused(name, tick))
     jobs = jobs_in_redis(client, namespace)
     copies = Counter(job.get("jid") for job in jobs)
     early = unexpected = 0
@@ -175,7 +220,7 @@ def check(
             early += _stamp_s(job.get("enqueued_at", 0)) < tick_s - 0.0005
     found = {j for j in expected if copies[j]}
     absent = [expected[j] for j in expected if not copies[j]]
-    excused_absent = sum(1 for name, tick in absent if excused(name, tick))
+    excused_absent = sum(1 for name, tick in absent if is_excused(name, tick))
     return Outcome(
         scenario=scenario,
         runs=runs,
@@ -188,6 +233,7 @@ def check(
         notes=notes,
         unexpected=unexpected,
         watermark_regressions=watermark_regressions,
+        cross_shard=cross_shard,
     )
 
 
@@ -206,7 +252,8 @@ def record(outcome: Outcome) -> None:
 def assert_clean(outcome: Outcome) -> None:
     """Fail unless every expected tick was pushed exactly once, none early, none invented."""
     bad = {name: getattr(outcome, name) for name in
-           ("duplicates", "missed", "early", "unexpected", "watermark_regressions")
+           ("duplicates", "missed", "early", "unexpected", "watermark_regressions",
+            "cross_shard")
            if getattr(outcome, name)}
     assert not bad, (
         f"{outcome.scenario}: {', '.join(f'{k}={v}' for k, v in bad.items())} "
@@ -226,9 +273,11 @@ def kiqbeat_state_size(client: redis.Redis, namespace: str = "") -> dict[str, in
     return sizes
 
 
-def assert_bounded_state(client: redis.Redis, schedules: int, namespace: str = "") -> None:
+def assert_bounded_state(client: redis.Redis, schedules: int, namespace: str = "",
+                         shards: int = 1) -> None:
     """Fail if kiqbeat keeps keys other than the store's, or more than one entry per schedule
-    in any of them (the store: DESIGN §7)."""
+    in any of them (the store: DESIGN §7), or a due index other than those of `shards`
+    shards, or an index entry in a shard its name does not belong to."""
     sizes = kiqbeat_state_size(client, namespace)
     fixed = {keys.watermarks(namespace), keys.first_seen(namespace),
              keys.definitions(namespace), keys.rejected(namespace), keys.documents(namespace),
@@ -236,6 +285,13 @@ def assert_bounded_state(client: redis.Redis, schedules: int, namespace: str = "
     shaped = (keys.due(namespace), keys.document_index(namespace, ""))
     assert all(k in fixed or k.startswith(shaped) for k in sizes), sizes
     assert all(size <= schedules for size in sizes.values()), sizes
+    indexes = {keys.due(namespace, (index, shards)): index for index in range(shards)}
+    for key in sizes:
+        if key.startswith(keys.due(namespace)):
+            assert key in indexes, f"{key}: not a due index of {shards} shard(s) ({sizes})"
+            names = [_text(name) for name in cast(list[bytes], client.zrange(key, 0, -1))]
+            strays = [name for name in names if shard_of(name, shards) != indexes[key]]
+            assert not strays, f"{key} holds other shards' schedules: {strays}"
 
 
 class WatermarkSampler:

@@ -22,8 +22,8 @@ HEADER = ("| scenario | runs | ticks expected | pushed | duplicates | missed | e
 
 def _row(line: dict[str, Any]) -> str:
     p99 = line.get("p99_s")
-    extra = [f"{k.replace('_', ' ')} {line[k]}" for k in ("unexpected", "watermark_regressions")
-             if line.get(k)]
+    extra = [f"{k.replace('_', ' ')} {line[k]}" for k in ("unexpected", "watermark_regressions",
+                                                       "cross_shard") if line.get(k)]
     notes = "; ".join([*extra, str(line.get("notes", ""))]).replace("|", "\\|").strip("; ")
     return (f"| {line['scenario']} | {line['runs']:,} | {line['expected']:,} | "
             f"{line['pushed']:,} | {line['duplicates']} | {line['missed']} | {line['early']} | "

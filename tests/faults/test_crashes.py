@@ -13,12 +13,23 @@ import pytest
 import redis
 
 from kiqbeat.core.plan import MAX_JOBS_PER_CALL, to_ms
+from kiqbeat.core.schedule import Config
 from kiqbeat.document import load_config_file
 from kiqbeat.redis import keys
+from kiqbeat.store import Store
 from tests.integration.helpers import minute_floor, redis_now
 
 from .drive import KIQBEAT, run_cli
-from .harness import LONG, WatermarkSampler, assert_bounded_state, assert_clean, check, record
+from .harness import (
+    LONG,
+    WatermarkSampler,
+    assert_bounded_state,
+    assert_clean,
+    check,
+    record,
+    shard_of,
+    stored_schedules,
+)
 
 # Six hours of two every-second schedules is 43,200 ticks: 44 push calls of at most 1,000.
 CATCH_UP = """
@@ -28,6 +39,17 @@ schedules:
   also_every_second: {cron: "* * * * * *", class: OtherSecondJob}
   minutely: {cron: "* * * * *", class: MinuteJob}
 """
+# The same in a store of 3 shards written through the API, without a document: one
+# every-second schedule per shard (21,600 ticks, 22 push calls a round), each schedule in
+# its shard's queue, so that what one shard's invocations did to the others is plain.
+SHARDS = 3
+SHARDED_CATCH_UP = {
+    name: {"cron": cron, "class": job, "queue": f"shard{shard_of(name, SHARDS)}"}
+    for name, cron, job in [("per_second", "* * * * * *", "SecondJob"),
+                            ("every_second", "* * * * * *", "OtherSecondJob"),
+                            ("also_every_second", "* * * * * *", "ThirdSecondJob"),
+                            ("minutely", "* * * * *", "MinuteJob")]}
+WINDOW = timedelta(hours=7)
 ROUND = timedelta(hours=6)
 
 
@@ -36,71 +58,124 @@ def _mark(client: redis.Redis, name: str) -> int:
     return int(raw) if raw is not None else 0
 
 
-def _wait_part_way(client: redis.Redis, until: datetime, procs: list[subprocess.Popen[bytes]],
-                   timeout_s: float = 10.0) -> None:
-    """Return once the catch-up to `until` has begun but not finished, or all procs exited."""
+def _wait_part_way(client: redis.Redis, name: str, until: datetime,
+                   procs: list[subprocess.Popen[bytes]], timeout_s: float = 10.0) -> None:
+    """Return once the catch-up of `name` to `until` has begun but not finished, or all
+    procs exited."""
     lower, upper = to_ms(until - ROUND), to_ms(until)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline and any(p.poll() is None for p in procs):
-        if lower < _mark(client, "every_second") < upper:
+        if lower < _mark(client, name) < upper:
             return
         time.sleep(0.001)
 
 
-@pytest.mark.timeout(240)
+def _others(client: redis.Redis, shard: int, shards: int) -> dict[str, object]:
+    """What the other shards own: their queues' lengths, their schedules' watermarks and
+    first-seen marks, their due indexes (empty when unsharded: there are no others)."""
+    others = [i for i in range(shards) if i != shard]
+    names = [name for name in SHARDED_CATCH_UP if shard_of(name, shards) in others]
+    return {"queues": [client.llen(keys.queue("", f"shard{i}")) for i in others],
+            "watermarks": client.hmget(keys.watermarks(""), names) if names else [],
+            "first_seen": client.hmget(keys.first_seen(""), names) if names else [],
+            "due": [client.zrange(keys.due("", (i, shards)), 0, -1, withscores=True)
+                    for i in others]}
+
+
+@pytest.mark.timeout(480 if LONG else 240)
+@pytest.mark.parametrize("shards", [pytest.param(1, id="unsharded"),
+                                    pytest.param(SHARDS, id=f"{SHARDS}-shards")])
 def test_sigkill_mid_catch_up_then_a_later_run_completes_without_duplicate_or_miss(
-    redis_url: str, client: redis.Redis, config_file: Callable[[str], Path]
+    redis_url: str, client: redis.Redis, config_file: Callable[[str], Path], shards: int
 ) -> None:
-    """Three racing processes per attempt, each SIGKILLed at a random instant: then once."""
+    """Three racing processes of a shard per attempt, each SIGKILLed at a random instant,
+    then a later run of that shard: every tick once, and (sharded, the store written without
+    a document) nothing of another shard's touched."""
     assert ROUND.total_seconds() > 20 * MAX_JOBS_PER_CALL  # really several script calls
-    path = config_file(CATCH_UP)
-    rounds, attempts = (6, 6) if LONG else (2, 4)
+    # Sharded, each round has an attempt series per shard: fewer attempts per series.
+    rounds, attempts = (6, 6 if shards == 1 else 4) if LONG else (2, 4 if shards == 1 else 2)
     rng = random.Random(3)
     start = minute_floor(redis_now(client)) - ROUND * rounds
-    base = ["run-once", "--config", str(path), "--redis-url", redis_url]
-    rc, _, err, _ = run_cli(*base, "--now", start.isoformat())
-    assert rc == 0, err
+    base = ["run-once", "--redis-url", redis_url]
+    if shards == 1:
+        path = config_file(CATCH_UP)
+        base += ["--config", str(path)]
+        victims = {0: "every_second"}  # the schedule whose catch-up is watched, per shard
+    else:
+        written = Store(client, shards=shards, window_s=WINDOW.total_seconds()
+                        ).import_definitions(SHARDED_CATCH_UP.items())
+        assert written.written == len(SHARDED_CATCH_UP)
+        base += ["--missed-jobs-window", "7h"]
+        victims = {shard_of(name, shards): name for name, d in SHARDED_CATCH_UP.items()
+                   if d["cron"] == "* * * * * *"}
+        assert sorted(victims) == list(range(shards))  # an every-second schedule per shard
+
+    def argv(shard: int, now: datetime) -> list[str]:
+        return [*base, "--now", now.isoformat(),
+                *(["--shard", f"{shard}/{shards}"] if shards > 1 else [])]
+
+    for shard in range(shards):
+        rc, _, err, _ = run_cli(*argv(shard, start))
+        assert rc == 0, err
     kills = partial = 0
     seconds: list[float] = []
-    runs = 1
+    runs = shards
+    strays: list[str] = []
     with WatermarkSampler(redis_url) as sampler:
         for r in range(1, rounds + 1):
             until = start + ROUND * r
-            argv = [KIQBEAT, *base, "--now", until.isoformat()]
-            for attempt in range(attempts):
-                procs = [subprocess.Popen(argv, stdout=subprocess.DEVNULL,
-                                          stderr=subprocess.DEVNULL) for _ in range(3)]
-                runs += len(procs)
-                # Odd attempts: kill at random instants. Even ones: watch the watermark and
-                # kill as soon as the catch-up is part-way, i.e. between two script calls.
-                if attempt % 2:
-                    delays = sorted(rng.uniform(0.3, 1.5) for _ in procs)
-                else:
-                    _wait_part_way(client, until, procs)
-                    delays = sorted(rng.uniform(0, 0.03) for _ in procs)
-                began = time.monotonic()
-                for proc, delay in zip(procs, delays, strict=True):
-                    time.sleep(max(0.0, began + delay - time.monotonic()))
-                    if proc.poll() is None:
-                        proc.kill()
-                        kills += 1
-                    proc.wait()
-                partial += to_ms(until - ROUND) < _mark(client, "every_second") < to_ms(until)
-            rc, _, err, took = run_cli(*base, "--now", until.isoformat())
-            assert rc == 0, err
-            seconds.append(took)
-            runs += 1
-    outcome = check(client, load_config_file(path), after=start, until=start + ROUND * rounds,
-                    scenario="SIGKILL mid catch-up (3 racing processes per attempt)", runs=runs,
-                    invocation_s=seconds, watermark_regressions=sampler.regressions,
-                    notes=f"{rounds} catch-ups of 6 h of two every-second schedules "
-                          f"(43,200 ticks, 44 script calls each); {kills} processes killed; "
-                          f"{partial} of {rounds * attempts} attempts left a catch-up part-done; "
-                          "invocation times are the completing runs")
+            for shard, victim in victims.items():
+                before = _others(client, shard, shards)
+                for attempt in range(attempts):
+                    procs = [subprocess.Popen([KIQBEAT, *argv(shard, until)],
+                                              stdout=subprocess.DEVNULL,
+                                              stderr=subprocess.DEVNULL) for _ in range(3)]
+                    runs += len(procs)
+                    # Odd attempts: kill at random instants. Even ones: watch the watermark
+                    # and kill as soon as the catch-up is part-way, i.e. between two script
+                    # calls.
+                    if attempt % 2:
+                        delays = sorted(rng.uniform(0.3, 1.5) for _ in procs)
+                    else:
+                        _wait_part_way(client, victim, until, procs)
+                        delays = sorted(rng.uniform(0, 0.03) for _ in procs)
+                    began = time.monotonic()
+                    for proc, delay in zip(procs, delays, strict=True):
+                        time.sleep(max(0.0, began + delay - time.monotonic()))
+                        if proc.poll() is None:
+                            proc.kill()
+                            kills += 1
+                        proc.wait()
+                    partial += to_ms(until - ROUND) < _mark(client, victim) < to_ms(until)
+                rc, _, err, took = run_cli(*argv(shard, until))
+                assert rc == 0, err
+                seconds.append(took)
+                runs += 1
+                if _others(client, shard, shards) != before:
+                    strays.append(f"round {r}: shard {shard}'s invocations changed another "
+                                  "shard's queue, watermarks, first-seen marks or index")
+    if shards == 1:
+        scenario = "SIGKILL mid catch-up (3 racing processes per attempt)"
+        schedules: Config = load_config_file(path)
+        detail = "two every-second schedules (43,200 ticks, 44 script calls each)"
+    else:
+        scenario = (f"SIGKILL mid catch-up, {shards} shards in turn (3 racing processes "
+                    "of a shard per attempt)")
+        schedules = stored_schedules(client, window_s=WINDOW.total_seconds())
+        detail = (f"{len(victims)} every-second schedules in a store of {shards} shards "
+                  "written without a document (21,600 ticks, 22 script calls each, per shard)")
+    outcome = check(client, schedules, after=start, until=start + ROUND * rounds,
+                    scenario=scenario, runs=runs, invocation_s=seconds,
+                    watermark_regressions=sampler.regressions, cross_shard=len(strays),
+                    notes=f"{rounds} catch-ups of 6 h of {detail}; {kills} processes killed; "
+                          f"{partial} of {rounds * attempts * shards} attempts left a "
+                          "catch-up part-done; invocation times are the completing runs"
+                          + (f"; {'; '.join(strays[:5])}" if strays else ""))
     record(outcome)
     assert_clean(outcome)
-    assert outcome.expected >= rounds * 43_200
-    assert_bounded_state(client, 3)
+    every_second = 2 if shards == 1 else len(victims)
+    assert outcome.expected >= rounds * every_second * ROUND.total_seconds()
+    assert_bounded_state(client, len(schedules.schedules), shards=shards)
 
 
 def _loop(path: Path, url: str) -> subprocess.Popen[bytes]:

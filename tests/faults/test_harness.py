@@ -8,10 +8,20 @@ from datetime import timedelta
 import pytest
 import redis
 
+from kiqbeat.core.schedule import Config
 from kiqbeat.engine import run
+from kiqbeat.redis import keys
+from kiqbeat.store import Store
 from tests.integration.helpers import config, minute_floor, redis_now
 
-from .harness import assert_clean, check
+from .harness import (
+    Outcome,
+    assert_bounded_state,
+    assert_clean,
+    check,
+    cross_shard,
+    stored_schedules,
+)
 
 CFG = config("schedules:\n  m: {cron: '* * * * *', class: M}\n")
 
@@ -36,3 +46,51 @@ def test_check_counts_every_kind_of_violation(client: redis.Redis) -> None:
     assert (dirty.duplicates, dirty.missed, dirty.early, dirty.unexpected) == (1, 1, 1, 1)
     with pytest.raises(AssertionError, match="duplicates=1, missed=1, early=1, unexpected=1"):
         assert_clean(dirty)
+
+
+def test_cross_shard_names_each_schedule_pushed_by_another_shards_invocations() -> None:
+    """By CRC-32 of the name, of 3 shards: minutely is shard 0's, every_second shard 1's,
+    also_every_second shard 2's."""
+    pushed = {(0, 3): ["minutely", "every_second", "every_second"], (2, 3): ["also_every_second"],
+              (0, 1): ["every_second"]}
+    assert cross_shard(pushed) == ["shard 0/3 pushed 'every_second' of shard 1"]
+    assert cross_shard({(1, 3): ["every_second"], (2, 3): []}) == []
+    with pytest.raises(AssertionError, match="cross_shard=1"):
+        assert_clean(Outcome(scenario="t", runs=1, expected=0, pushed=0, duplicates=0,
+                             missed=0, early=0, cross_shard=1))
+
+
+def test_bounded_state_refuses_an_index_entry_in_the_wrong_shard(client: redis.Redis) -> None:
+    """A sharded store passes as written; an entry moved to another shard's index, or an
+    index of another shard count, fails it."""
+    store = Store(client, shards=3)
+    for name in ("minutely", "every_second", "also_every_second"):
+        store.add(name, {"cron": "* * * * *", "class": "M"})
+    assert_bounded_state(client, 3, shards=3)
+    with pytest.raises(AssertionError, match="not a due index of 1 shard"):
+        assert_bounded_state(client, 3)
+    client.zadd(keys.due("", (0, 3)), {"every_second": 0})
+    with pytest.raises(AssertionError, match=r"holds other shards' schedules: \['every_second'\]"):
+        assert_bounded_state(client, 3, shards=3)
+
+
+def test_stored_schedules_are_the_expected_ticks_of_a_store_without_a_document(
+    client: redis.Redis,
+) -> None:
+    """Schedules written through the API, run without a document: counted as a document's
+    are (a removed job is missed); an invalid definition expects nothing."""
+    Store(client).add("m", {"cron": "* * * * *", "class": "M"})
+    client.hset(keys.definitions(""), "broken", b'{"cron": "61 * * * *", "class": "B"}')
+    start = minute_floor(redis_now(client)) - timedelta(minutes=10)
+    for minute in range(0, 11):
+        run(client, Config(schedules=()), now=start + timedelta(minutes=minute))
+    schedules = stored_schedules(client)
+    assert [s.name for s in schedules.schedules] == ["m"]
+    clean = check(client, schedules, after=start, until=start + timedelta(minutes=10),
+                  scenario="t", runs=11)
+    assert (clean.expected, clean.pushed) == (10, 10)
+    assert_clean(clean)
+    client.rpop("queue:default")
+    dirty = check(client, schedules, after=start, until=start + timedelta(minutes=10),
+                  scenario="t", runs=11)
+    assert (dirty.expected, dirty.pushed, dirty.missed) == (10, 9, 1)

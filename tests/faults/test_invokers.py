@@ -23,20 +23,33 @@ from .harness import (
     assert_bounded_state,
     assert_clean,
     check,
+    cross_shard,
     record,
+    shard_of,
 )
 
 # Every minute, every five, a fixed-time and a wildcard zoned cron around New York's
 # fall-back night (05:xx UTC is 01:xx EDT, 06:xx UTC is 01:xx EST), and seconds with lookahead.
-MIXED = """
-missed_jobs_window: 24h
-schedules:
-  minutely: {cron: "* * * * *", class: MinuteJob}
-  five: {cron: "*/5 * * * *", class: FiveJob, queue: reports}
-  ny_fixed: {cron: "30 1 * * *", tz: America/New_York, class: NightlyJob}
-  ny_wild: {cron: "*/20 1 * * * America/New_York", class: NightOwlJob}
-  seconds: {cron: "*/20 * * * * *", class: FastJob, queue: fast, lookahead: 30s}
-"""
+MIXED_SCHEDULES = {
+    "minutely": '{cron: "* * * * *", class: MinuteJob}',
+    "five": '{cron: "*/5 * * * *", class: FiveJob, queue: reports}',
+    "ny_fixed": '{cron: "30 1 * * *", tz: America/New_York, class: NightlyJob}',
+    "ny_wild": '{cron: "*/20 1 * * * America/New_York", class: NightOwlJob}',
+    "seconds": '{cron: "*/20 * * * * *", class: FastJob, queue: fast, lookahead: 30s}',
+}
+
+
+def _mixed(suffixes: tuple[str, ...]) -> str:
+    """The document of MIXED_SCHEDULES, each once per name suffix."""
+    return "missed_jobs_window: 24h\nschedules:\n" + "".join(
+        f"  {name}{suffix}: {spec}\n" for suffix in suffixes
+        for name, spec in MIXED_SCHEDULES.items())
+
+
+MIXED = _mixed(("",))
+# Three copies of each: with 3 shards (CRC-32 of the name) 6, 6 and 3 schedules, a
+# lookahead one in every shard.
+SHARDED_MIXED = _mixed(("_p", "_q", "_r"))
 FALL_BACK_START = datetime(2025, 11, 2, 4, 0, tzinfo=UTC)
 
 
@@ -53,36 +66,64 @@ def _walks(
     return walks
 
 
+def _run_once(path: Path, url: str, shard: tuple[int, int], now: datetime) -> float:
+    """One `kiqbeat run-once` of `shard` (no --shard when unsharded); its wall time."""
+    argv = ["run-once", "--config", str(path), "--redis-url", url, "--now", now.isoformat()]
+    if shard[1] > 1:
+        argv += ["--shard", f"{shard[0]}/{shard[1]}"]
+    rc, _, err, took = run_cli(*argv)
+    assert rc == 0, err
+    return took
+
+
 @pytest.mark.timeout(360 if LONG else 180)
-def test_fifty_concurrent_invokers_push_each_tick_exactly_once(
-    redis_url: str, client: redis.Redis, config_file: Callable[[str], Path]
+@pytest.mark.parametrize(("per_shard", "shards"), [
+    pytest.param(50, 1, id="unsharded"),
+    pytest.param(10 if LONG else 4, 3, id="3-shards"),
+])
+def test_concurrent_invokers_push_each_tick_exactly_once(
+    redis_url: str, client: redis.Redis, config_file: Callable[[str], Path],
+    per_shard: int, shards: int,
 ) -> None:
-    """50 processes replaying a DST night at random offsets, racing: every tick once."""
-    path = config_file(MIXED)
+    """Processes replaying a DST night at random offsets, racing (with 3 shards, several per
+    shard and every shard at once): every tick once, each by its own shard's invocations."""
+    path = config_file(MIXED if shards == 1 else SHARDED_MIXED)
     cfg = load_config_file(path)
+    names = [s.name for s in cfg.schedules]
+    assert {shard_of(name, shards) for name in names} == set(range(shards))  # none idle
     minutes = 24 * 60 if LONG else 240
     start, end = FALL_BACK_START, FALL_BACK_START + timedelta(minutes=minutes)
     steps = 200 if LONG else 40
-    rc, _, err, seed_s = run_cli("run-once", "--config", str(path), "--redis-url", redis_url,
-                                 "--now", start.isoformat())
-    assert rc == 0, err
+    own = [(index, shards) for index in range(shards)]
+    seed_s = [_run_once(path, redis_url, shard, start) for shard in own]
+    processes = [shard for shard in own for _ in range(per_shard)]
+    random.Random(7).shuffle(processes)  # shards' processes start interleaved
     with WatermarkSampler(redis_url) as sampler:
-        done = run_invokers(path, redis_url, _walks(start, end, 50, steps, random.Random(6)),
+        done = run_invokers(path, redis_url,
+                            _walks(start, end, len(processes), steps, random.Random(6)),
+                            shards=processes if shards > 1 else None,
                             timeout_s=300 if LONG else 110)
     # Walks stop anywhere in the last step; one more invocation at the end closes the period.
-    rc, _, err, last_s = run_cli("run-once", "--config", str(path), "--redis-url", redis_url,
-                                 "--now", end.isoformat())
-    assert rc == 0, err
+    last_s = [_run_once(path, redis_url, shard, end) for shard in own]
     assert set(done.rcs) == {0}
-    outcome = check(client, cfg, after=start, until=end, scenario="50 concurrent invokers",
-                    runs=len(done.rcs) + 2, invocation_s=[seed_s, *done.seconds, last_s],
-                    watermark_regressions=sampler.regressions,
+    strays = cross_shard(done.pushed)
+    scenario = ("50 concurrent invokers" if shards == 1 else
+                f"{len(processes)} concurrent invokers, {shards} shards ({per_shard} per shard)")
+    outcome = check(client, cfg, after=start, until=end, scenario=scenario,
+                    runs=len(done.rcs) + 2 * shards,
+                    invocation_s=[*seed_s, *done.seconds, *last_s],
+                    watermark_regressions=sampler.regressions, cross_shard=len(strays),
                     notes=f"{minutes} simulated minutes over New York's fall-back night, "
-                          f"{steps} invocations per process, {sampler.samples} watermark samples")
+                          f"{len(names)} schedules, {steps} invocations per process, "
+                          f"{sampler.samples} watermark samples"
+                          + (f"; {'; '.join(strays[:5])}" if strays else ""))
     record(outcome)
     assert_clean(outcome)
     assert outcome.expected > minutes  # the period really had ticks
-    assert_bounded_state(client, len(cfg.schedules))
+    assert_bounded_state(client, len(names), shards=shards)
+    # The racing processes pushed something in every shard (the race was not left to the
+    # seeding and closing runs).
+    assert {shard for shard, pushed in done.pushed.items() if pushed} == set(own)
 
 
 REALTIME = """
