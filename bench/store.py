@@ -328,6 +328,7 @@ def invoke(engine: Engine, slowlog: SlowLog, now: datetime, config: Config | Non
     started = time.perf_counter()
     report = engine.run(config, now=now)
     elapsed = time.perf_counter() - started
+    report.jobs.clear()  # as `kiqbeat run` drops each report: kept, they would slow the GC
     return Invocation(elapsed, report, SPLIT.take(), slowlog.read())
 
 
@@ -358,6 +359,7 @@ def invoke_bulk(engine: Engine, slowlog: SlowLog, now: datetime,
         count += 1
         try:
             report = engine.run(config, now=now)
+            report.jobs.clear()
             break
         except DeadlineError:
             if count >= 100:
@@ -710,7 +712,8 @@ def code_version() -> str:
         done = subprocess.run(["git", *args], capture_output=True, text=True, check=False,
                               cwd=Path(__file__).resolve().parent.parent)
         return done.stdout.strip() if done.returncode == 0 else ""
-    commit = git("log", "-1", "--format=%h %s")[:90] or "unknown (no git)"
+    commit = git("log", "-1", "--format=%h", "--") + ", lib/ last changed by " + git(
+        "log", "-1", "--format=%h %s", "--", "lib")[:90] if git("log", "-1") else "unknown"
     dirty = git("status", "--porcelain", "--", "lib")
     return commit + (" + uncommitted changes in lib/" if dirty else "")
 
