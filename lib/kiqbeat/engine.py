@@ -315,6 +315,9 @@ class Engine:
             entries = self._entries(fresh, config, own, report)
             report.schedules += len(fresh)
             plan = plan_due(entries, report.now, config.missed_jobs_window_s, self._memo)
+            if plan.failed:
+                self._set_aside([Op("reject", name, why.encode(), expect=sha)
+                                 for name, sha, why in plan.failed], config, report)
             sent = push(client, plan, config, report, deadline, self._lua, due_key=due_key,
                         sent=sent)
             if sent < 0 or len(batch) < BATCH:
@@ -337,14 +340,18 @@ class Engine:
             else:
                 entries.append(Entry(parsed, due.mark_ms, sha))
         if aside:
-            results = write(self.client, config.namespace, self.shards, aside, self._lua)
-            report.round_trips += 1
-            for op, (code, _) in zip(aside, results, strict=True):
-                if code == "+" and op.definition:
-                    report.set_aside += 1
-                    report.warnings.append(f"schedule {op.name!r} set aside (fix its definition "
-                                           f"to run it again): {op.definition.decode()}")
+            self._set_aside(aside, config, report)
         return entries
+
+    def _set_aside(self, aside: list[Op], config: Config, report: Report) -> None:
+        """Set definitions aside (or forget removed ones), one write; warn for each."""
+        results = write(self.client, config.namespace, self.shards, aside, self._lua)
+        report.round_trips += 1
+        for op, (code, _) in zip(aside, results, strict=True):
+            if code == "+" and op.definition:
+                report.set_aside += 1
+                report.warnings.append(f"schedule {op.name!r} set aside (fix its definition "
+                                       f"to run it again): {op.definition.decode()}")
 
     def _parse(self, name: str, definition: bytes, config: Config,
                own: Mapping[str, Schedule]) -> Schedule | str:

@@ -32,7 +32,7 @@ from kiqbeat.core.plan import Entry, from_ms, plan_due, to_ms
 from kiqbeat.core.report import Report
 from kiqbeat.core.schedule import Config
 from kiqbeat.document import load_config_text
-from kiqbeat.document.validate import read_definition
+from kiqbeat.document.validate import encode_definition, read_definition
 from kiqbeat.engine import Document, Engine, run
 from kiqbeat.errors import ConfigError
 from kiqbeat.redis.connection import connect
@@ -591,6 +591,61 @@ def test_a_schedule_removed_between_read_and_push_is_not_pushed_nor_brought_back
     assert (report.stale, report.pushed) == (1, 0)
     assert pushed_jobs(client) == []
     assert forgotten(client, "x")
+
+
+def test_a_schedule_removed_and_added_again_between_read_and_push_starts_afresh(
+    client: redis.Redis,
+) -> None:
+    """The stale plan finds the watermark gone: it is left alone (no catch-up from before
+    the re-add, no mark from the stale plan), and the next invocation registers it anew."""
+    definition = MINUTELY
+    store = Store(client)
+    store.put("x", definition)
+    t0 = start(client)
+    run(client, STORE_ONLY, now=t0)
+    now = t0 + timedelta(minutes=3)
+    _, batch, _ = read_due(client, "", None, upto_ms=to_ms(now))
+    entries = [Entry(read_definition(d.name, d.definition), d.mark_ms,
+                     definition_sha(d.definition)) for d in batch if d.definition]
+    plan = plan_due(entries, now, STORE_ONLY.missed_jobs_window_s)
+    store.remove("x")
+    store.put("x", definition)  # the same bytes again
+    report = Report(now=now)
+    push(client, plan, STORE_ONLY, report, time.monotonic() + 30)
+    assert (report.pushed, report.new_schedules) == (0, 0)
+    assert not client.hexists(WATERMARKS, "x") and client.zscore(DUE, "x") == 0
+    assert run(client, STORE_ONLY, now=now).new_schedules == 1
+    later = run(client, STORE_ONLY, now=now + timedelta(minutes=2))
+    assert [jid("x", j.tick) for j in later.jobs] == cron_jids(
+        "x", "* * * * *", now, now + timedelta(minutes=2))
+    assert jids(client) == [jid("x", j.tick) for j in later.jobs], "nothing from before"
+
+
+def test_every_is_bounded_so_no_tick_lies_beyond_the_representable_years(
+    client: redis.Redis,
+) -> None:
+    with pytest.raises(ConfigError, match="longer than 100 years"):
+        Store(client).put("far", {"every": "1000000w", "class": "W"})
+
+
+def test_a_documents_stored_definitions_mean_what_the_document_means() -> None:
+    """Each schedule's stored form, read back alone, is the same schedule (document-wide
+    values written in exactly: a 12-day lookahead, a fractional one, the document's zone)."""
+    cfg = load_config_text("""
+missed_jobs_window: 14d
+time_zone: Asia/Kolkata
+lookahead: 12d
+timestamp_format: ms
+schedules:
+  weekly: {cron: "0 9 * * 1", class: W}
+  odd: {every: 7m, class: O, lookahead: 1234.5678s}
+  own_zone: {cron: "0 9 * * * Europe/Paris", class: P}
+""")
+    for schedule in cfg.schedules:
+        data = encode_definition(schedule.definition, "doc")
+        assert read_definition(schedule.name, data, window_s=14 * 86_400) == schedule
+    own = next(s for s in cfg.schedules if s.name == "own_zone")
+    assert "tz" not in own.definition, "a cron's own zone is not written in as tz"
 
 
 # ---------------------------------------------------------------------------- upgrade

@@ -256,7 +256,13 @@ def parse_every(text: str) -> Every:
         raise ConfigError(f"every {exc}") from None
     if seconds < 1 or seconds != int(seconds):
         raise ConfigError(f"every {shown(text)} must be a whole number of seconds, at least 1")
+    if seconds > MAX_EVERY_S:
+        raise ConfigError(f"every {shown(text)} is longer than 100 years")
     return Every(int(seconds))
+
+
+# Longer intervals would put ticks beyond the year 9999, which no clock here represents.
+MAX_EVERY_S = 100 * 366 * 86_400
 
 
 @lru_cache(maxsize=65_536)

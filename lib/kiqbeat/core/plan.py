@@ -111,6 +111,9 @@ class Plan:
 
     now_ms: int
     groups: list[Group]
+    # (schedule, definition SHA1, why) for schedules whose ticks could not be computed (a
+    # timetable beyond the representable years): set aside, never sinking the others.
+    failed: list[tuple[str, str, str]] = field(default_factory=list)
 
     def chunks(
         self, max_jobs: int = MAX_JOBS_PER_CALL, max_bytes: int = MAX_BYTES_PER_CALL
@@ -328,18 +331,24 @@ def plan_due(entries: Sequence[Entry], now: datetime, window_s: float,
     window = timedelta(seconds=window_s)
     window_ms = to_ms(_EPOCH + window)
     shared: dict[tuple[str, datetime, datetime], list[datetime]] = {}
-    groups = []
+    plan = Plan(now_ms, [])
     for entry in entries:
         schedule, mark = entry.schedule, entry.mark_ms
-        group = _plan_schedule(schedule, mark, now, now_ms, window, window_ms, memo, shared)
-        if group is None:
-            if not reindex or mark is None:
-                continue
-            group = Group(schedule.name, mark)
-        group.sha = entry.sha
-        group.next_due_ms = next_due_ms(schedule, group.mark_ms, memo)
-        groups.append(group)
-    return Plan(now_ms, groups)
+        try:
+            group = _plan_schedule(schedule, mark, now, now_ms, window, window_ms, memo,
+                                   shared)
+            if group is None:
+                if not reindex or mark is None:
+                    continue
+                group = Group(schedule.name, mark)
+            group.sha = entry.sha
+            group.next_due_ms = next_due_ms(schedule, group.mark_ms, memo)
+        except (ValueError, OverflowError) as exc:  # datetime's range, for one schedule
+            plan.failed.append((schedule.name, entry.sha, f"its ticks cannot be computed "
+                                f"({exc}); its timetable reaches beyond the year 9999"))
+            continue
+        plan.groups.append(group)
+    return plan
 
 
 def plan_ticks(

@@ -307,7 +307,7 @@ def _schedule(name: object, raw: object, top: Mapping[str, Any], out: _Checker,
     definition = dict(raw)  # with the document-wide values it relies on written in
     for key in ("lookahead", "timestamp_format"):
         if key not in raw and top[key] != BY_NAME[key].default:
-            definition[key] = f"{top[key]:g}s" if key == "lookahead" else top[key]
+            definition[key] = f"{top[key]!r}s" if key == "lookahead" else top[key]
     if (isinstance(timetable, Cron) and "tz" not in raw and timetable.zone_name != "UTC"
             and timetable.zone_name == top["time_zone"]):  # the document's zone, not the cron's
         definition["tz"] = timetable.zone_name

@@ -42,8 +42,8 @@ race to another copy and is left alone entirely, jobs included: moving the mark 
 other copy's `now` to its own could jump over a tick between the two, and its ticks between
 the two `now`s would predate the other copy's first-seen. (The planner never splits a new
 group across calls, so a watermark found here is never one this invocation wrote.) A group
-planned with a watermark that has since gone (the schedule was forgotten meanwhile) is
-registered the same way but pushes none of its jobs (no backfill).
+planned with a watermark that has since gone (the schedule was removed meanwhile, and
+perhaps added again) is left alone too: its index entry says "plan me" if it is back.
 
 All checks run before the first write: Redis does not roll a script back, and it refuses a
 script for lack of memory only at its first write, so once the first write is done the rest
@@ -188,18 +188,16 @@ for _, g in ipairs(groups) do
   if g.stale then
     stale = stale + 1
     for _ = 1, g.n do flags[#flags + 1] = '0' end
-  elseif g.new and g.cur then
+  elseif (g.new and g.cur) or (not g.new and not g.cur) then
+    -- New, but another copy registered it first; or planned with a watermark that has gone
+    -- since (removed, maybe added again: its index entry says "plan me"): left alone.
     for _ = 1, g.n do flags[#flags + 1] = '0' end
   elseif not g.cur then
     new = new + 1
     marks[#marks + 1], marks[#marks + 2] = g.name, g.mark_text
     reindex(g)
     redis.call('HSETNX', seen_key, g.name, now_ms)
-    if g.new then
-      push_above(g, tonumber(now_ms))
-    else
-      for _ = 1, g.n do flags[#flags + 1] = '0' end
-    end
+    push_above(g, tonumber(now_ms))
   else
     push_above(g, g.cur)
     if g.mark > g.cur then

@@ -149,7 +149,9 @@ while pos <= #body do
       owners[#owners + 1] = owner(current)
     elseif current == def then
       code = '='
-      if redis.call('HEXISTS', rejected_key, name) == 0 then
+      if redis.call('HDEL', rejected_key, name) == 1 then
+        redis.call('ZADD', due_key, 0, name)  -- set aside (by an older kiqbeat?): decide again
+      else
         redis.call('ZADD', due_key, 'NX', 0, name)  -- an index entry lost is planned again
       end
     else
