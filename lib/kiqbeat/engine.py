@@ -77,12 +77,26 @@ class Document:
 
     @classmethod
     def of(cls, config: Config) -> Document:
-        """The document form of a config (computed once per config by the engine)."""
+        """The document form of a config; the last one is kept for all engines of the process
+        (one per shard in a Lambda), which share their sources and so their configs."""
+        last = _LAST_DOCUMENT.get("config")
+        if last is not None and last[0] is config:
+            return last[1]
+        document = cls._of(config)
+        _LAST_DOCUMENT["config"] = (config, document)
+        return document
+
+    @classmethod
+    def _of(cls, config: Config) -> Document:
         source = config.source or UNNAMED_DOCUMENT
         definitions = {s.name: encode_definition(s.definition, source)
                        for s in config.schedules}
         return cls(source, definitions, document_digest(definitions),
                    {s.name: s for s in config.schedules})
+
+
+_LAST_DOCUMENT: dict[str, tuple[Config, Document]] = {}
+_NO_DOCUMENT = Config(schedules=())
 
 
 class Engine:
@@ -99,6 +113,7 @@ class Engine:
         self._checked_client: redis.Redis | None = None  # startup checks done on it
         self._checked_config: Config | None = None  # neighbours passed with it
         self._document: tuple[Config, Document] | None = None
+        self._overridden: tuple[Config, Config] | None = None  # loaded -> with the overrides
         self._parsed: dict[tuple[str, bytes], Schedule | str] = {}
         self._memo = TickMemo()
         self._reported: set[str] = set()
@@ -115,7 +130,10 @@ class Engine:
         a document, the store's settings alone (a deployment whose schedules are all written
         at runtime)."""
         source = self.settings.config_source
-        config = self.sources.load_config(source) if source else Config(schedules=())
+        loaded = self.sources.load_config(source) if source else _NO_DOCUMENT
+        if self._overridden is not None and self._overridden[0] is loaded:
+            return self._overridden[1]  # the same object each time: its document is cached
+        config = loaded
         if self.settings.window_s is not None:
             config = with_window(config, self.settings.window_s,
                                  what="KIQBEAT_MISSED_JOBS_WINDOW / --missed-jobs-window")
@@ -126,6 +144,7 @@ class Engine:
                                   f"the document's namespace {config.namespace!r}",
                                   source=source)
             config = replace(config, namespace=namespace)
+        self._overridden = (loaded, config)
         return config
 
     @property
@@ -228,6 +247,9 @@ class Engine:
                 warnings += startup_warnings(client)
             self._checked_client, self._checked_config = client, None
         namespace, shard = config.namespace, self.settings.shard
+        # One shard (the first) applies the document, for all: the diff is the same for
+        # every shard, and N copies of it would only multiply the load.
+        applies = shard is None or shard[0] == 0
         document = self._document_of(config)
         last = self._checked_config
         neighbours = Neighbours(config, check=last is not config and last != config)
@@ -236,14 +258,14 @@ class Engine:
             neighbours.queue(pipe)
             pipe.set(keys.shards(namespace), self.shards, nx=True)
             pipe.get(keys.shards(namespace))
-            if document is not None:
+            if document is not None and applies:
                 pipe.hget(keys.documents(namespace), document.source)
 
         upto_ms = None if now is None else to_ms(now)
         redis_now, first, more = read_due(client, namespace, shard, upto_ms=upto_ms,
                                           more=more_reads, lua=self._lua)
         batch: list[Due] | None = first
-        applied = more.pop() if document is not None else None
+        applied = more.pop() if document is not None and applies else None
         indexed_for = more.pop()
         more.pop()
         config = neighbours.apply(more)
@@ -258,8 +280,11 @@ class Engine:
         if isinstance(applied, Exception):
             with redis_errors(client, f"reading {keys.documents(namespace)}"):
                 raise applied
-        if document is not None and _text(applied) != document.digest:
-            warnings += self._apply(document, namespace, report)
+        if document is not None and applies and _text(applied) != document.digest:
+            # At most half the time left: the rest is for pushing what is due.
+            clock = time.monotonic()
+            warnings += self._apply(document, namespace, report,
+                                    clock + max(0.0, deadline - clock) / 2)
             batch = None
         report.warnings = self._not_yet_reported(warnings)
         if not isinstance(indexed_for, Exception) and _text(indexed_for) != str(self.shards):
@@ -277,12 +302,17 @@ class Engine:
             neighbours.write_tab(client, config, report)
         return report
 
-    def _apply(self, document: Document, namespace: str, report: Report) -> list[str]:
+    def _apply(self, document: Document, namespace: str, report: Report,
+               deadline: float) -> list[str]:
         """Apply a changed document to the store; warnings for what it may not change."""
         change = apply_document(self.client, namespace, self.shards, document.source,
-                                document.definitions, document.digest, self._lua)
+                                document.definitions, document.digest, self._lua,
+                                deadline=deadline)
         report.round_trips += change.round_trips
         report.documents_applied += 1
+        if not change.finished:
+            return [f"the document {document.source} is applied in part (the invocation's "
+                    "deadline came first); the next invocation goes on"]
         return [f"schedule {name!r} of the document was not applied: the store's schedule of "
                 f"that name belongs to {owner or 'the API'}; remove it there, or rename this one"
                 for name, owner in change.refused]

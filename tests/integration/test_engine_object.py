@@ -99,7 +99,8 @@ def test_shards_split_the_store_and_never_plan_the_same_schedule(
     redis_client: redis.Redis,
 ) -> None:
     """With N shards, each schedule's index entry lives in one shard's index, so shards
-    plan disjoint sets whose union is the whole store; a document removal is seen by all."""
+    plan disjoint sets whose union is the whole store; the first shard applies a changed
+    document, for all."""
     from kiqbeat.settings import Settings
 
     names = [f"s{i}" for i in range(12)]
@@ -115,5 +116,7 @@ def test_shards_split_the_store_and_never_plan_the_same_schedule(
     assert sum(redis_client.zcard(f"kiqbeat:due:{i}/3") for i in range(3)) == len(names)
     fewer = config(doc.replace("  s0: {cron: '* * * * *', class: A}\n", ""))
     Engine(Settings(shard=(1, 3)), client=redis_client).run(fewer)
+    assert redis_client.hexists("kiqbeat:watermarks", "s0"), "the first shard applies it"
+    Engine(Settings(shard=(0, 3)), client=redis_client).run(fewer)
     assert not redis_client.hexists("kiqbeat:watermarks", "s0")
     assert sum(redis_client.zcard(f"kiqbeat:due:{i}/3") for i in range(3)) == len(names) - 1

@@ -37,7 +37,7 @@ from kiqbeat.engine import Document, Engine, run
 from kiqbeat.errors import ConfigError
 from kiqbeat.redis.connection import connect
 from kiqbeat.redis.state import push
-from kiqbeat.redis.store import definition_sha, read_due
+from kiqbeat.redis.store import apply_document, definition_sha, read_due
 from kiqbeat.settings import Settings
 from kiqbeat.store import Store
 
@@ -646,6 +646,29 @@ schedules:
         assert read_definition(schedule.name, data, window_s=14 * 86_400) == schedule
     own = next(s for s in cfg.schedules if s.name == "own_zone")
     assert "tz" not in own.definition, "a cron's own zone is not written in as tz"
+
+
+def test_a_document_apply_cut_off_half_way_is_completed_whatever_the_document_says_next(
+    client: redis.Redis,
+) -> None:
+    """A 1,500-name change cut off after its first batch, then the document rolled back:
+    the next invocation removes what the cut-off run wrote (no schedule left that no
+    document owns), and nothing of it is pushed."""
+    v1 = load_config_text("schedules:\n  keep: {cron: '* * * * *', class: K}\n",
+                          source="s3://bucket/doc.yml")
+    t0 = start(client)
+    run(client, v1, now=t0)
+    v2 = load_config_text("schedules:\n  keep: {cron: '* * * * *', class: K}\n" + "".join(
+        f"  a{i}: {{cron: '* * * * *', class: A}}\n" for i in range(1500)),
+        source="s3://bucket/doc.yml")
+    doc = Document.of(v2)
+    change = apply_document(client, "", 1, doc.source, doc.definitions, doc.digest,
+                            deadline=time.monotonic() - 1)  # only the first batch runs
+    assert not change.finished and 1 < client.hlen(SCHEDULES) < 1501
+    report = run(client, v1, now=t0 + timedelta(minutes=1))
+    assert report.documents_applied == 1
+    assert [text(n) for n in client.hkeys(SCHEDULES)] == ["keep"]
+    assert client.zcard(DUE) == 1 and {j.schedule for j in report.jobs} == {"keep"}
 
 
 # ---------------------------------------------------------------------------- upgrade

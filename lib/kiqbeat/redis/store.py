@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -136,14 +137,17 @@ class Record:
 
 def write(client: redis.Redis, namespace: str, shards: int, ops: Sequence[Op],
           lua: scripts.Caller = scripts.SCRIPTS, *, record: Record | None = None,
-          ) -> list[tuple[str, str]]:
+          deadline: float | None = None) -> list[tuple[str, str]]:
     """Apply `ops` in order, atomically per batch; each op's (code, owner) as write.lua
     says: code "+" done, "=" already so, "E", "M", "O" (owner then set), "S". `record` goes
     with the last batch (alone when there are no ops); write.lua skips it if that batch
-    refused an op."""
+    refused an op. Past `deadline` (time.monotonic()), no further batch starts: the results
+    are then fewer than the ops."""
     results: list[tuple[str, str]] = []
     batches = list(_batches(ops)) or [[]]
     for number, batch in enumerate(batches, start=1):
+        if deadline is not None and number > 1 and time.monotonic() > deadline:
+            break
         due_keys = list(dict.fromkeys(due_key(namespace, op.name, shards) for op in batch))
         index = {key: k for k, key in enumerate(due_keys, start=1)}
         last = record if number == len(batches) else None
@@ -198,17 +202,23 @@ class DocumentChange:
     removed: int = 0
     refused: list[tuple[str, str]] = field(default_factory=list)  # (name, its source)
     round_trips: int = 0
+    finished: bool = True  # False: cut off by the deadline; the next invocation goes on
 
 
 def apply_document(client: redis.Redis, namespace: str, shards: int, source: str,
                    definitions: Mapping[str, bytes], digest: str,
-                   lua: scripts.Caller = scripts.SCRIPTS) -> DocumentChange:
+                   lua: scripts.Caller = scripts.SCRIPTS, *,
+                   deadline: float | None = None) -> DocumentChange:
     """Apply a document as a diff against the names and digests it last applied.
 
     Added and changed definitions are written, names it no longer has are removed (each
     only if it is still this document's), in bounded batches; then the document's index
-    and digest are recorded, so an unchanged document costs nothing again. A run cut off
-    half-way is repeated by the next invocation: every step is idempotent.
+    and digest are recorded, so an unchanged document costs nothing again. A diff of more
+    than one batch first forgets the recorded digest and records, ahead, every name it may
+    leave stored (the old ones with their old digests, the added ones as unknown): a run
+    cut off half-way — by a crash or by `deadline` — is then completed by the next
+    invocation, whatever the document says by then, and leaves no schedule no document
+    owns. Every step is idempotent.
     """
     change = DocumentChange(round_trips=1)
     with redis_errors(client, f"reading the last applied state of document {source}"):
@@ -218,8 +228,20 @@ def apply_document(client: redis.Redis, namespace: str, shards: int, source: str
            if old.get(name) != d]
     ops += [Op("del", name, source=source) for name in old if name not in new]
     record = Record(source, digest, _document_index(new))
-    results = write(client, namespace, shards, ops, lua, record=record)
-    change.round_trips += max(1, len(list(_batches(ops))))
+    batches = len(list(_batches(ops)))
+    if batches > 1:
+        ahead = {**{n: "-" for n in new if n not in old}, **old}
+        with redis_errors(client, f"recording the diff of document {source} ahead"):
+            pipe = client.pipeline(transaction=False)
+            pipe.hdel(keys.documents(namespace), source)  # first: a cut-off run is redone
+            pipe.set(keys.document_index(namespace, source), _document_index(ahead))
+            pipe.execute()
+        change.round_trips += 1
+    results = write(client, namespace, shards, ops, lua, record=record, deadline=deadline)
+    change.round_trips += max(1, batches)
+    if len(results) < len(ops):
+        change.finished = False
+        return change
     applied = dict(new)
     for op, (code, owner) in zip(ops, results, strict=True):
         if code == "O" and op.op == "del":  # another document has taken it over
