@@ -197,7 +197,8 @@ class Engine:
         """The schedule store API on this engine's client, with the namespace, window and
         shard count of its settings."""
         config = self.config() if config is None else config
-        return Store(self.client, namespace=config.namespace, shards=self.shards,
+        shards = self.settings.shard[1] if self.settings.shard else None  # None: as recorded
+        return Store(self.client, namespace=config.namespace, shards=shards,
                      window_s=config.missed_jobs_window_s, lua=self._lua)
 
     def status(self, names: Sequence[str] = (), *, offset: int = 0, limit: int = 50
@@ -276,6 +277,14 @@ class Engine:
         elif now > redis_now:
             raise ConfigError(f"--now {now.isoformat()} is later than the Redis clock "
                               f"{redis_now.isoformat()}: that would push ticks early")
+        if (indexed_for is not None and not isinstance(indexed_for, Exception)
+                and _text(indexed_for) != str(self.shards)):
+            raise ConfigError(
+                f"the store's due index is split into {_text(indexed_for)} shard(s) "
+                f"({keys.shards(namespace)}) but this invocation runs with {self.shards}: it "
+                f"would plan the wrong index. Run with --shard I/{_text(indexed_for)} "
+                "(KIQBEAT_SHARD), or, after changing the shard count, run `kiqbeat schedules "
+                f"reindex --shard 0/{self.shards}` once (docs/store.md); nothing was written")
         report = Report(now=now, round_trips=1)
         if isinstance(applied, Exception):
             with redis_errors(client, f"reading {keys.documents(namespace)}"):
@@ -287,12 +296,6 @@ class Engine:
                                     clock + max(0.0, deadline - clock) / 2)
             batch = None
         report.warnings = self._not_yet_reported(warnings)
-        if not isinstance(indexed_for, Exception) and _text(indexed_for) != str(self.shards):
-            report.warnings.append(  # every time: schedules may not be planned at all
-                f"the store's due index is split into {_text(indexed_for)} shard(s) but this "
-                f"invocation runs with {self.shards}: schedules indexed the other way are not "
-                f"planned. After changing the shard count, run `kiqbeat schedules reindex "
-                f"--shard 0/{self.shards}` once (docs/store.md)")
         if self._unverified_tls:  # said every time, on purpose
             report.warnings.append(f"TLS to Redis at {describe(self._url)} is not verified "
                                    "(KIQBEAT_REDIS_INSECURE_TLS): anyone on the path can read "

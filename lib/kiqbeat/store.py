@@ -45,6 +45,7 @@ from kiqbeat.redis.store import (
     read_counts,
     read_order,
     read_stored,
+    recorded_shards,
     reindex,
     scan_items,
     scan_names,
@@ -103,9 +104,12 @@ class ImportResult:
 class Store:
     """The schedules in one Redis under one key prefix, read and written."""
 
-    def __init__(self, client: redis.Redis, *, namespace: str = "", shards: int = 1,
+    def __init__(self, client: redis.Redis, *, namespace: str = "", shards: int | None = None,
                  window_s: float = 3600.0, lua: scripts.Caller = scripts.SCRIPTS) -> None:
-        self.client, self.namespace, self.shards = client, namespace, shards
+        """`shards`: the count the deployment's invocations run with; by default the one
+        recorded in Redis (1 before any). A write with another count is refused."""
+        self.client, self.namespace = client, namespace
+        self.shards = recorded_shards(client, namespace) if shards is None else shards
         self.window_s, self._lua = window_s, lua
 
     # ------------------------------------------------------------------------ writing
@@ -256,16 +260,20 @@ class Store:
     def status(self, names: Sequence[str] = (), *, shard: tuple[int, int] | None = None,
                offset: int = 0, limit: int = 50) -> Status:
         """Counts, then `names` (or a page of the due index, most overdue first) and a page
-        of set-aside definitions."""
+        of set-aside definitions; of `shard`, or of every shard."""
         now = self._now()
-        counts = read_counts(self.client, self.namespace, shard, to_ms(now))
+        shards: list[tuple[int, int] | None] = (
+            [shard] if shard is not None else
+            [(i, self.shards) for i in range(self.shards)] if self.shards > 1 else [None])
+        counts = read_counts(self.client, self.namespace, shards, to_ms(now))
         if names:
             rows = self._rows(names, now)
             unknown = sorted(set(names) - {r.name for r in rows})
             if unknown:
                 raise ConfigError([f"no schedule {n!r} in the store" for n in unknown])
         else:
-            rows = self._rows(read_order(self.client, self.namespace, shard, offset, limit), now)
+            rows = self._rows(read_order(self.client, self.namespace, shards, offset, limit),
+                              now)
         aside = []
         if counts.set_aside:
             for name, why in scan_items(self.client, keys.rejected(self.namespace)):

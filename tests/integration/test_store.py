@@ -1011,26 +1011,31 @@ def test_the_store_api_refuses_a_bad_schedule_with_a_documents_messages(
     assert client.exists(SCHEDULES, DUE) == 0, "nothing written"
 
 
-def test_changing_the_shard_count_warns_until_reindexed_and_then_loses_no_tick(
+def test_changing_the_shard_count_is_refused_until_reindexed_and_then_loses_no_tick(
     client: redis.Redis,
 ) -> None:
-    """A store run unsharded, then split in two: the shards warn (the index they read is not
-    the one written) until `reindex`, after which each tick is pushed once by its shard."""
+    """A store run unsharded, then split in two: invocations and writers with the new count
+    are refused (naming the recorded count) until `reindex`, after which each tick is pushed
+    once by its shard."""
     names = [f"tenant:{i}" for i in range(20)]
     Store(client).import_definitions((n, MINUTELY) for n in names)
     t0 = start(client)
     run(client, STORE_ONLY, now=t0)
     shards = [Engine(Settings(shard=(i, 2)), client=client) for i in range(2)]
     late = t0 + timedelta(minutes=2)
-    before = [engine.run(STORE_ONLY, now=late) for engine in shards]
-    assert all(any("split into 1 shard(s) but this invocation runs with 2" in w
-                   for w in r.warnings) for r in before)
-    assert sum(r.pushed for r in before) == 0
+    for engine in shards:
+        with pytest.raises(ConfigError, match=r"split into 1 shard\(s\).*runs with 2"):
+            engine.run(STORE_ONLY, now=late)
+    with pytest.raises(ConfigError, match="split into 1 shard"):
+        Store(client, shards=2).put("late", MINUTELY)
+    assert Store(client).shards == 1 and jids(client) == []
     assert Store(client, shards=2).reindex() == len(names)
     assert client.exists(DUE) == 0 and client.get("kiqbeat:shards") == b"2"
+    assert Store(client).shards == 2
     after = [engine.run(STORE_ONLY, now=late) for engine in shards]
-    assert not any("shard(s)" in w for r in after for w in r.warnings)
     assert [{j.schedule for j in r.jobs} for r in after] == [
         shard_names(names, 0, 2), shard_names(names, 1, 2)]
     assert sorted(jids(client)) == sorted(j for n in names
                                           for j in cron_jids(n, "* * * * *", t0, late))
+    status = Store(client).status()
+    assert (status.counts.schedules, status.counts.indexed) == (20, 20)

@@ -17,7 +17,7 @@ from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.retry import Retry
 from redis.sentinel import Sentinel
 
-from kiqbeat.errors import RedisRefusedError, RedisUnavailableError, StateError
+from kiqbeat.errors import ConfigError, RedisRefusedError, RedisUnavailableError, StateError
 from kiqbeat.redis.urls import parse_url
 
 DEFAULT_TIMEOUT_S = 2.0
@@ -138,6 +138,9 @@ def redis_errors(client: redis.Redis, doing: str) -> Iterator[None]:
             detail = text.split("KIQBEAT_NOPERM ", 1)[1].split(" script:", 1)[0]
             raise RedisRefusedError(f"Redis at {_where(client)} refused {doing}: {detail}; "
                                     "nothing was pushed by this call") from exc
+        if "KIQBEAT_SHARDS " in text:
+            detail = text.split("KIQBEAT_SHARDS ", 1)[1].split(" script:", 1)[0]
+            raise ConfigError(f"{detail}; nothing was written") from None
         for tag in ("KIQBEAT_GARBLED ", "KIQBEAT_WRONGTYPE "):
             if tag in text:
                 detail = text.split(tag, 1)[1].split(" script:", 1)[0]

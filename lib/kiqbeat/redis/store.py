@@ -154,8 +154,9 @@ def write(client: redis.Redis, namespace: str, shards: int, ops: Sequence[Op],
         script_keys = [keys.definitions(namespace), keys.watermarks(namespace),
                        keys.first_seen(namespace), keys.rejected(namespace),
                        keys.documents(namespace),
-                       keys.document_index(namespace, last.source if last else ""), *due_keys]
-        args: list[scripts.Arg] = [_pack(batch, index, namespace, shards)]
+                       keys.document_index(namespace, last.source if last else ""),
+                       keys.shards(namespace), *due_keys]
+        args: list[scripts.Arg] = [_pack(batch, index, namespace, shards), shards]
         if last is not None:
             args += ["1", last.source, last.digest, last.index]
         else:
@@ -267,44 +268,51 @@ def _document_index(digests: Mapping[str, str]) -> bytes:
         "\n".join(f"{n}\t{d}" for n, d in digests.items()).encode(), 1))
 
 
+def recorded_shards(client: redis.Redis, namespace: str) -> int:
+    """The shard count the due index is split into (1 before any is recorded)."""
+    with redis_errors(client, f"reading {keys.shards(namespace)}"):
+        value = client.get(keys.shards(namespace))
+    try:
+        return max(1, int(_text(value))) if value is not None else 1
+    except ValueError:
+        return 1
+
+
+def _glob(text: str) -> str:
+    return "".join(f"\\{c}" if c in "*?[]\\" else c for c in text)
+
+
 def reindex(client: redis.Redis, namespace: str, shards: int,
             progress: Callable[[int], None] | None = None) -> int:
-    """Move every index entry into the due index of its shard of `shards`, keeping its score,
-    delete the other layouts' indexes and record the count; returns the entries moved.
+    """Split the due index into `shards`: record the count first (from then on writers with
+    another count are refused), then move every entry of any other layout's keys into its
+    key of this one, its score kept, until those keys are empty; returns the entries moved.
 
-    Safe while invocations run: an entry in either layout is planned from its watermark, so
-    nothing is pushed twice; a schedule whose index had no entry is planned at once ("plan
-    me"). One page of `BATCH` names per two round trips.
+    Safe while invocations run (an entry in either layout is planned from its watermark, so
+    nothing is pushed twice); an entry not yet moved waits (late within the window, not
+    lost). An administrator's step: it also needs SCAN and ZSCAN.
     """
+    moved = 0
+    keep = {keys.due(namespace, (i, shards)) for i in range(shards)}
     with redis_errors(client, "reindexing the due index"):
-        old = int(_text(client.get(keys.shards(namespace)) or "1"))
-        cursor, moved = 0, 0
-        while True:
-            cursor, page = client.hscan(keys.definitions(namespace), cursor, count=BATCH)
-            names = [_text(n) for n in page]
-            if names:
-                pipe = client.pipeline(transaction=False)
-                pipe.hmget(keys.rejected(namespace), names)
-                for name in names:
-                    pipe.zscore(due_key(namespace, name, old), name)
-                rejected, *scores = pipe.execute()
-                pipe = client.pipeline(transaction=False)
-                for name, why, score in zip(names, rejected, scores, strict=True):
-                    if why is None:
-                        pipe.zadd(due_key(namespace, name, shards),
-                                  {name: 0 if score is None else score}, nx=True)
-                        moved += 1
-                pipe.execute()
-                if progress is not None:
-                    progress(len(names))
-            if not int(cursor):
-                break
-        keep = {keys.due(namespace, (i, shards)) for i in range(shards)}
-        stale = [k for k in (_text(k) for k in client.scan_iter(
-            match=f"{keys.due(namespace)}*", count=BATCH)) if k not in keep]
-        if stale:
-            client.delete(*stale)
         client.set(keys.shards(namespace), shards)
+        pattern = _glob(keys.due(namespace)) + "*"
+        for old in [_text(k) for k in client.scan_iter(match=pattern, count=BATCH)]:
+            if old in keep:
+                continue
+            while True:
+                page: list[Any] = client.zrange(old, 0, BATCH - 1, withscores=True)
+                if not page:
+                    break
+                pipe = client.pipeline(transaction=False)
+                for raw, score in page:
+                    name = _text(raw)
+                    pipe.zadd(due_key(namespace, name, shards), {name: score}, nx=True)
+                    pipe.zrem(old, name)
+                pipe.execute()
+                moved += len(page)
+                if progress is not None:
+                    progress(len(page))
     return moved
 
 
@@ -362,24 +370,34 @@ class Counts:
     set_aside: int  # definitions refused, waiting for a fix
 
 
-def read_counts(client: redis.Redis, namespace: str, shard: tuple[int, int] | None,
-                now_ms: int) -> Counts:
-    """Counts of the store, in one round trip."""
+def _due_keys(namespace: str, shards: Sequence[tuple[int, int] | None]) -> list[str]:
+    return [keys.due(namespace, shard) for shard in shards]
+
+
+def read_counts(client: redis.Redis, namespace: str,
+                shards: Sequence[tuple[int, int] | None], now_ms: int) -> Counts:
+    """Counts of the store (the index entries of `shards`), in one round trip."""
     with redis_errors(client, "counting stored schedules"):
         pipe = client.pipeline(transaction=False)
         pipe.hlen(keys.definitions(namespace))
-        pipe.zcard(keys.due(namespace, shard))
-        pipe.zcount(keys.due(namespace, shard), "-inf", now_ms)
         pipe.hlen(keys.rejected(namespace))
-        return Counts(*(int(v) for v in pipe.execute()))
+        for key in _due_keys(namespace, shards):
+            pipe.zcard(key)
+            pipe.zcount(key, "-inf", now_ms)
+        stored, aside, *per_shard = (int(v) for v in pipe.execute())
+    return Counts(stored, sum(per_shard[0::2]), sum(per_shard[1::2]), aside)
 
 
-def read_order(client: redis.Redis, namespace: str, shard: tuple[int, int] | None,
+def read_order(client: redis.Redis, namespace: str, shards: Sequence[tuple[int, int] | None],
                offset: int, limit: int) -> list[str]:
-    """Names in due order (most overdue first), a page of them."""
+    """Names in due order (most overdue first) across `shards`, a page of them."""
     with redis_errors(client, "reading the due index"):
-        names: list[Any] = client.zrange(keys.due(namespace, shard), offset, offset + limit - 1)
-    return [_text(n) for n in names]
+        pipe = client.pipeline(transaction=False)
+        for key in _due_keys(namespace, shards):
+            pipe.zrange(key, 0, offset + limit - 1, withscores=True)
+        pages: list[Any] = pipe.execute()
+    merged = sorted((score, _text(name)) for page in pages for name, score in page)
+    return [name for _, name in merged[offset:offset + limit]]
 
 
 def scan_names(client: redis.Redis, key: str, cursor: int = 0,

@@ -4,7 +4,8 @@ kiqbeat write script: change schedule definitions and their index entries, atomi
 KEYS[1]  definitions hash    KEYS[2]  watermarks hash    KEYS[3]  first-seen hash
 KEYS[4]  rejected hash (name -> why its definition was set aside)
 KEYS[5]  documents hash (location -> digest applied)   KEYS[6]  that document's index
-KEYS[7..]  due indexes (one per shard an operation names)
+KEYS[7]  the shard count the due index is split into
+KEYS[8..]  due indexes (one per shard an operation names)
 ARGV[1]  the operations, packed in one string: per operation a line
   "OP K SOURCE_LENGTH EXPECT NAME_LENGTH DEF_LENGTH\n" then SOURCE, NAME and DEF, where
   OP is one of
@@ -16,10 +17,12 @@ ARGV[1]  the operations, packed in one string: per operation a line
     del    remove and forget its state; refused when another source's
     reject set the definition aside with the reason DEF, only if its SHA1 is EXPECT, or,
            with EXPECT "-", forget a name whose definition is gone
-  K the due index (KEYS[6 + K]), SOURCE the writer ("" for the API and other languages,
+  K the due index (KEYS[7 + K]), SOURCE the writer ("" for the API and other languages,
   a document's location for a document), EXPECT a SHA1 or "-".
-ARGV[2]  "1" to record a document as applied after the operations (its last call) unless
-  one was refused: ARGV[3] its location, ARGV[4] its digest, ARGV[5] its index; else "".
+ARGV[2]  the shard count the writer computed its index keys with: refused unless it is the
+  recorded one (recorded if none is)
+ARGV[3]  "1" to record a document as applied after the operations (its last call) unless
+  one was refused: ARGV[4] its location, ARGV[5] its digest, ARGV[6] its index; else "".
 
 A definition's source is its JSON's "source" field ("" when absent). Writing a definition
 sets its index entry to 0 ("plan me") and clears a set-aside reason; writing the same bytes
@@ -35,9 +38,9 @@ Returns {codes, owners}: one character per operation, "+" done, "=" already so, 
 ]]
 
 local defs_key, wm_key, seen_key, rejected_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local documents_key, document_key = KEYS[5], KEYS[6]
-local FIRST_DUE = 6
-local body, record = ARGV[1], ARGV[2] == '1'
+local documents_key, document_key, shards_key = KEYS[5], KEYS[6], KEYS[7]
+local FIRST_DUE = 7
+local body, record = ARGV[1], ARGV[3] == '1'
 
 -- Check every key's type and (Redis 7) every permission before the first write
 -- (expect_type and expect_allowed: checks.lua).
@@ -62,9 +65,23 @@ if record then
   checks[#checks + 1] = {'SET', document_key, 'v'}
   checks[#checks + 1] = {'HSET', documents_key, 'n', 'v'}
 end
+checks[#checks + 1] = {'GET', shards_key}
+checks[#checks + 1] = {'SET', shards_key, '1'}
 for _, c in ipairs(checks) do
   err = expect_allowed(unpack(c))
   if err then return err end
+end
+err = expect_type(shards_key, 'string')
+if err then return err end
+local shards = redis.call('GET', shards_key)
+if shards and shards ~= ARGV[2] then
+  return redis.error_reply('KIQBEAT_SHARDS the due index is split into ' .. shards ..
+    ' shard(s) (' .. shards_key .. '), not ' .. ARGV[2] .. ': write with --shard I/' .. shards ..
+    ' (Store(shards=' .. shards .. ')), or, after changing the count, run `kiqbeat schedules ' ..
+    'reindex --shard 0/N` first')
+end
+if not shards then
+  redis.call('SET', shards_key, ARGV[2])
 end
 
 local function owner(def)
@@ -166,7 +183,7 @@ while pos <= #body do
   codes[#codes + 1] = code
 end
 if record and #owners == 0 then  -- with a refusal, the caller records what was applied
-  redis.call('SET', document_key, ARGV[5])
-  redis.call('HSET', documents_key, ARGV[3], ARGV[4])
+  redis.call('SET', document_key, ARGV[6])
+  redis.call('HSET', documents_key, ARGV[4], ARGV[5])
 end
 return {table.concat(codes), owners}
