@@ -671,6 +671,19 @@ def test_a_document_apply_cut_off_half_way_is_completed_whatever_the_document_sa
     assert client.zcard(DUE) == 1 and {j.schedule for j in report.jobs} == {"keep"}
 
 
+def test_a_name_that_is_not_utf8_is_set_aside_without_sinking_the_invocation(
+    redis_url: str,
+) -> None:
+    raw = redis.Redis.from_url(redis_url)  # bytes replies: what another language wrote
+    raw.hset(SCHEDULES, b"n\xff", json.dumps(MINUTELY))
+    raw.zadd(DUE, {b"n\xff": 0})
+    Store(raw).put("ok", MINUTELY)
+    report = run(raw, STORE_ONLY)
+    assert (report.set_aside, report.new_schedules) == (1, 1)
+    assert raw.hexists(REJECTED, b"n\xff") and raw.zrange(DUE, 0, -1) == [b"ok"]
+    raw.close()
+
+
 # ---------------------------------------------------------------------------- upgrade
 
 OLD_DOCUMENT = """

@@ -265,7 +265,7 @@ def parse_every(text: str) -> Every:
 MAX_EVERY_S = 100 * 366 * 86_400
 
 
-@lru_cache(maxsize=65_536)
+@lru_cache(maxsize=8_192)  # about 4 KB each
 def parse_cron(expr: str, tz: str = "UTC") -> Cron:
     """The Cron for `expr` in zone `tz` (a trailing zone name in `expr` wins); ConfigError."""
     f = read_fields(expr, tz)

@@ -57,6 +57,10 @@ def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
+def _name(value: bytes | str) -> str:
+    return value.decode(errors="surrogateescape") if isinstance(value, bytes) else value
+
+
 def _bytes(value: bytes | str | None) -> bytes | None:
     return value.encode() if isinstance(value, str) else value
 
@@ -88,7 +92,9 @@ def read_due(
             raise lua.explained(replies[0])
     seconds, micros, names, definitions, marks = replies[0]
     now = datetime.fromtimestamp(int(seconds), tz=UTC) + timedelta(microseconds=int(micros))
-    due = [Due(_text(name), _bytes(definition), int(mark) if mark else None)
+    # A name that is not UTF-8 (written by another language) stays readable: its definition
+    # is then refused by name and set aside, writing back the same bytes.
+    due = [Due(_name(name), _bytes(definition), int(mark) if mark else None)
            for name, definition, mark in zip(names, definitions, marks, strict=True)]
     return now, due, replies[1:]
 
@@ -107,7 +113,7 @@ class Op:
 def _pack(ops: Sequence[Op], index: Mapping[str, int], namespace: str, shards: int) -> bytes:
     parts: list[bytes] = []
     for op in ops:
-        source, name = op.source.encode(), op.name.encode()
+        source, name = op.source.encode(), op.name.encode(errors="surrogateescape")
         k = index[due_key(namespace, op.name, shards)]
         parts += (b"%s %d %d %s %d %d\n" % (op.op.encode(), k, len(source), op.expect.encode(),
                                             len(name), len(op.definition)),
