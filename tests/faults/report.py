@@ -58,8 +58,14 @@ GUARANTEES = """\
   lookahead jobs sit in the `schedule` set scored at their exact tick. The clock is Redis
   `TIME`, so a host clock 10 minutes fast or slow changes nothing.
 - **No pre-history, bounded state.** No job from before a schedule was first seen was
-  found, the sampled watermarks never moved back, and kiqbeat's own keys stayed two
-  hashes with one field per schedule.
+  found, the sampled watermarks never moved back, and kiqbeat's own keys stayed the
+  store's, with at most one entry per schedule in each.
+- **Shards.** With the store split into 3 shards, invocations of every shard racing at
+  once, and a shard's invocations killed mid catch-up then completed by a later run of
+  that shard, pushed each tick once and only their own shard's schedules: every job an
+  invocation reported pushing belongs to its shard (CRC-32 of the name), a shard's runs
+  left the other shards' queues, watermarks, first-seen marks and index unchanged, and
+  every due-index entry sat in its name's shard.
 - **Nothing half-done.** Out of memory, a queue key of the wrong type, a garbled
   watermark and an ACL user lacking EVALSHA or the queue keys each failed the invocation
   with exit code 1 and a message naming the refusal; the watermarks and the jobs were
