@@ -53,7 +53,8 @@ def test_registering_many_new_schedules_is_split_into_bounded_calls() -> None:
     config = load_config_text("schedules:\n" + "".join(
         f"  s{i}: {{cron: '* * * * *', class: A}}\n" for i in range(2_500)))
     chunks = list(plan_ticks(config, {}, NOW).chunks())
-    assert [len(chunk) for chunk in chunks] == [1000, 1000, 500]
+    assert [len(chunk) for chunk in chunks] == [
+        min(MAX_JOBS_PER_CALL, 2_500 - i) for i in range(0, 2_500, MAX_JOBS_PER_CALL)]
 
 
 LOOKAHEAD = """

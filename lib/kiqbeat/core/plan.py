@@ -22,7 +22,7 @@ script leaves it alone, jobs included (its mark would otherwise jump over ticks 
 copy owes, and its ticks between the two copies' `now` would come from before first-seen).
 Such a group is therefore never split across calls: a later part would meet the first
 part's watermark, or the winner's, and could not tell them apart. Its jobs are capped to
-what one call carries (1,000 jobs, 512 KiB); ticks beyond the cap go with the next
+what one call carries (500 jobs, 512 KiB); ticks beyond the cap go with the next
 invocation, like any tick beyond the lookahead.
 """
 
@@ -44,7 +44,7 @@ ON_TIME_S = 120.0
 MISSED_COUNT_CAP = 10_000
 # One push-script call carries at most this many jobs / payload bytes, so a large
 # catch-up never blocks Redis for more than a few milliseconds at a time.
-MAX_JOBS_PER_CALL = 1_000
+MAX_JOBS_PER_CALL = 500
 MAX_BYTES_PER_CALL = 512 * 1024
 
 
@@ -172,19 +172,17 @@ class TickMemo:
         # timetable key -> (after, first): epoch ms; `first` is the first tick after any
         # instant in [after, first).
         self._next: dict[str, tuple[int, int]] = {}
-        # id(schedule) -> (schedule, template into a queue, template into the schedule set)
-        self._templates: dict[
-            int, tuple[Schedule, JobTemplate | None, JobTemplate | None]] = {}
+        # (id(schedule), into the schedule set?) -> (schedule, its template)
+        self._templates: dict[tuple[int, bool], tuple[Schedule, JobTemplate | None]] = {}
 
     def payload(self, schedule: Schedule, tick: datetime, job_id: str, now: datetime,
                 *, scheduled: bool) -> str:
         """The job's JSON, from the schedule's cached template where it has one."""
-        entry = self._templates.get(id(schedule))
-        if entry is None or entry[0] is not schedule:
-            entry = self._templates[id(schedule)] = (
-                schedule, job_template(schedule, scheduled=False),
-                job_template(schedule, scheduled=True))
-        template = entry[2] if scheduled else entry[1]
+        entry = self._templates.get((id(schedule), scheduled))
+        if entry is None or entry[0] is not schedule:  # built when first needed: one kind
+            entry = self._templates[(id(schedule), scheduled)] = (
+                schedule, job_template(schedule, scheduled=scheduled))
+        template = entry[1]
         if template is not None:
             return template.render(job_id, now, tick)
         return job_json(schedule, tick, pushed_at=now, scheduled=scheduled)
@@ -326,7 +324,7 @@ def plan_due(entries: Sequence[Entry], now: datetime, window_s: float,
     the schedule's next index entry (it was read because its entry was due, or changed).
     """
     memo = memo or TickMemo()
-    memo.forget_beyond(4 * len(entries) + 4096)
+    memo.forget_beyond(4 * len(entries) + 50_000)
     now_ms = to_ms(now)
     window = timedelta(seconds=window_s)
     window_ms = to_ms(_EPOCH + window)

@@ -28,7 +28,7 @@ from kiqbeat.core.plan import shard_of
 from kiqbeat.redis import keys, scripts
 from kiqbeat.redis.connection import redis_errors
 
-BATCH = 1_000
+BATCH = 500
 MAX_WRITE_BYTES = 1024 * 1024
 WRITE_CODES = {"+": "done", "=": "unchanged", "E": "exists", "M": "missing",
                "O": "belongs to another source", "S": "changed since it was read"}
