@@ -234,6 +234,7 @@ class Engine:
     def _document_of(self, config: Config) -> Document | None:
         """The config's document form (None when there is no document), cached per config."""
         if not config.source and not config.schedules:
+            self._document = None
             return None
         if self._document is None or self._document[0] is not config:
             self._document = (config, Document.of(config))
@@ -333,7 +334,9 @@ class Engine:
         seen: set[str] = set()
         offset = sent = 0
         # The document's schedules as this invocation runs them (the tab's toggles applied).
-        own = {s.name: s for s in config.schedules}
+        document = self._document[1] if self._document else None
+        own = (document.schedules if document is not None and not config.sidekiq_scheduler_ui
+               else {s.name: s for s in config.schedules})
         while True:
             if batch is None:
                 if time.monotonic() > deadline:

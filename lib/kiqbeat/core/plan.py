@@ -22,7 +22,7 @@ script leaves it alone, jobs included (its mark would otherwise jump over ticks 
 copy owes, and its ticks between the two copies' `now` would come from before first-seen).
 Such a group is therefore never split across calls: a later part would meet the first
 part's watermark, or the winner's, and could not tell them apart. Its jobs are capped to
-what one call carries (500 jobs, 512 KiB); ticks beyond the cap go with the next
+what one call carries (200 jobs, 512 KiB); ticks beyond the cap go with the next
 invocation, like any tick beyond the lookahead.
 """
 
@@ -44,7 +44,7 @@ ON_TIME_S = 120.0
 MISSED_COUNT_CAP = 10_000
 # One push-script call carries at most this many jobs / payload bytes, so a large
 # catch-up never blocks Redis for more than a few milliseconds at a time.
-MAX_JOBS_PER_CALL = 500
+MAX_JOBS_PER_CALL = 200
 MAX_BYTES_PER_CALL = 512 * 1024
 
 
@@ -171,7 +171,7 @@ class TickMemo:
     def __init__(self) -> None:
         # timetable key -> (after, first): epoch ms; `first` is the first tick after any
         # instant in [after, first).
-        self._next: dict[str, tuple[int, int]] = {}
+        self._next: dict[str, tuple[tuple[int, int], ...]] = {}
         # (id(schedule), into the schedule set?) -> (schedule, its template)
         self._templates: dict[tuple[int, bool], tuple[Schedule, JobTemplate | None]] = {}
 
@@ -194,11 +194,13 @@ class TickMemo:
 
     def next_ms(self, timetable: Timetable, after_ms: int) -> int:
         """The first fire instant after `after_ms` (epoch ms), mostly without a search."""
-        known = self._next.get(timetable.key)
-        if known is not None and known[0] <= after_ms < known[1]:
-            return known[1]
+        windows = self._next.get(timetable.key, ())
+        for after, first in windows:
+            if after <= after_ms < first:
+                return first
         first = to_ms(timetable.next_after(from_ms(after_ms)))
-        self._next[timetable.key] = (after_ms, first)
+        # Two windows: planning asks about the old mark, then the new one (its index entry).
+        self._next[timetable.key] = ((after_ms, first), *windows[:1])
         return first
 
     def ticks(self, timetable: Timetable, after: datetime, until: datetime) -> list[datetime]:

@@ -7,7 +7,7 @@ API, any other language — change definitions with `write` (one atomic script p
 or with the plain commands docs/store.md gives. Nothing here validates: definitions are
 bytes, and the caller (the engine, `kiqbeat.store`) decides what they mean.
 
-Bounds: a batch is at most `BATCH` names and one write call at most `BATCH` operations and
+Bounds: a batch is at most `BATCH` names and one write call at most `WRITE_BATCH` operations and
 `MAX_WRITE_BYTES`, so no script holds Redis for more than a few milliseconds.
 """
 
@@ -29,6 +29,7 @@ from kiqbeat.redis import keys, scripts
 from kiqbeat.redis.connection import redis_errors
 
 BATCH = 500
+WRITE_BATCH = 200  # a write op costs Redis more than a read: smaller calls
 MAX_WRITE_BYTES = 1024 * 1024
 WRITE_CODES = {"+": "done", "=": "unchanged", "E": "exists", "M": "missing",
                "O": "belongs to another source", "S": "changed since it was read"}
@@ -125,7 +126,7 @@ def _batches(ops: Sequence[Op]) -> Iterator[Sequence[Op]]:
     start = size = 0
     for end, op in enumerate(ops):
         size += len(op.definition) + len(op.name) + 64
-        if end > start and (end - start >= BATCH or size > MAX_WRITE_BYTES):
+        if end > start and (end - start >= WRITE_BATCH or size > MAX_WRITE_BYTES):
             yield ops[start:end]
             start, size = end, len(op.definition) + len(op.name) + 64
     if start < len(ops):
