@@ -120,8 +120,8 @@ def read_definition(name: str, data: bytes, *, window_s: float = 3600.0) -> Sche
     if schedule is None or out.problems:
         raise ConfigError(out.problems)
     if key is not None:
-        if len(_CHECKED) >= MAX_CHECKED:
-            _CHECKED.clear()
+        if len(_CHECKED) >= MAX_CHECKED:  # the oldest out (insertion order)
+            del _CHECKED[next(iter(_CHECKED))]
         _CHECKED[key] = schedule
     return schedule
 
@@ -129,7 +129,7 @@ def read_definition(name: str, data: bytes, *, window_s: float = 3600.0) -> Sche
 # Stored definitions that differ only in name and args (per-tenant schedules: the same cron,
 # zone and class for each customer) share one check of everything else.
 _CHECKED: dict[tuple[float, str], Schedule] = {}
-MAX_CHECKED = 4096
+MAX_CHECKED = 16_384
 
 
 def _with_name_and_args(template: Schedule, name: str, raw: dict[str, Any],
