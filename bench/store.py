@@ -44,7 +44,6 @@ import os
 import platform
 import pstats
 import random
-import re
 import resource
 import statistics
 import subprocess
@@ -60,6 +59,7 @@ from pathlib import Path
 from typing import Any
 
 import redis
+from bench import redis_benchmark_lpush  # bench/bench.py, beside this file
 
 from kiqbeat import engine as engine_module
 from kiqbeat import store as store_module
@@ -392,14 +392,6 @@ def idle_rows(n: int, runs: list[Invocation]) -> None:
 
 
 # ---------------------------------------------------------------------------- sections
-
-
-def redis_benchmark_lpush(port: int, requests: int) -> float:
-    out = subprocess.run(
-        ["redis-benchmark", "-p", str(port), "-P", "64", "-n", str(requests), "-d", "330",
-         "-t", "lpush", "-q"], capture_output=True, text=True, check=True).stdout
-    found = re.search(r"LPUSH: ([\d.]+) requests per second", out.replace("\r", "\n"))
-    return float(found.group(1)) if found else float("nan")
 
 
 def bench_all_due(server: RedisServer, admin: redis.Redis, slowlog: SlowLog, n: int,
