@@ -43,7 +43,7 @@ from kiqbeat.document.sources import Sources
 from kiqbeat.document.validate import encode_definition, read_definition, with_window
 from kiqbeat.errors import ConfigError, DeadlineError
 from kiqbeat.redis import keys, scripts
-from kiqbeat.redis.connection import connect, redis_errors, startup_warnings
+from kiqbeat.redis.connection import connect, redis_errors, reply_text, startup_warnings
 from kiqbeat.redis.neighbours import Neighbours
 from kiqbeat.redis.state import push
 from kiqbeat.redis.store import (
@@ -218,14 +218,14 @@ class Engine:
         client = self.client
         with redis_errors(client, f"reading {keys.documents(config.namespace)}"):
             applied = client.hget(keys.documents(config.namespace), document.source)
-        return document, _text(applied) == document.digest
+        return document, applied is not None and reply_text(applied) == document.digest
 
     def load_functions(self) -> str:
         """Load (replace) kiqbeat's function library into Redis: an administrator's step."""
         client = self.client
         with redis_errors(client, "loading kiqbeat's function library"):
             name = client.function_load(scripts.library(), replace=True)
-        return name.decode() if isinstance(name, bytes) else str(name)
+        return reply_text(name)
 
     def close(self) -> None:
         """Close the client this engine built (a given client stays its owner's)."""
@@ -279,18 +279,19 @@ class Engine:
             raise ConfigError(f"--now {now.isoformat()} is later than the Redis clock "
                               f"{redis_now.isoformat()}: that would push ticks early")
         if (indexed_for is not None and not isinstance(indexed_for, Exception)
-                and _text(indexed_for) != str(self.shards)):
+                and reply_text(indexed_for) != str(self.shards)):
             raise ConfigError(
-                f"the store's due index is split into {_text(indexed_for)} shard(s) "
+                f"the store's due index is split into {reply_text(indexed_for)} shard(s) "
                 f"({keys.shards(namespace)}) but this invocation runs with {self.shards}: it "
-                f"would plan the wrong index. Run with --shard I/{_text(indexed_for)} "
+                f"would plan the wrong index. Run with --shard I/{reply_text(indexed_for)} "
                 "(KIQBEAT_SHARD), or, after changing the shard count, run `kiqbeat schedules "
                 f"reindex --shard 0/{self.shards}` once (docs/store.md); nothing was written")
         report = Report(now=now, round_trips=1)
         if isinstance(applied, Exception):
             with redis_errors(client, f"reading {keys.documents(namespace)}"):
                 raise applied
-        if document is not None and applies and _text(applied) != document.digest:
+        if document is not None and applies and (
+                applied is None or reply_text(applied) != document.digest):
             # At most half the time left: the rest is for pushing what is due.
             clock = time.monotonic()
             warnings += self._apply(document, namespace, report,
@@ -418,10 +419,6 @@ class Engine:
             self._client.close()
             self._client = None  # `_url` stays: it names the Redis in a failure's log line
         self._checked_client = None
-
-
-def _text(value: Any) -> str | None:
-    return value.decode() if isinstance(value, bytes) else value
 
 
 def run(client: redis.Redis, config: Config, *, now: datetime | None = None,

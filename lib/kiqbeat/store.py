@@ -34,7 +34,7 @@ from kiqbeat.core.plan import from_ms, to_ms
 from kiqbeat.document.validate import encode_definition, read_definition
 from kiqbeat.errors import ConfigError, shown
 from kiqbeat.redis import keys, scripts
-from kiqbeat.redis.connection import redis_errors
+from kiqbeat.redis.connection import redis_errors, reply_bytes
 from kiqbeat.redis.store import (
     BATCH,
     WRITE_CODES,
@@ -213,7 +213,7 @@ class Store:
     def _set_enabled(self, name: str, enabled: bool) -> bool:
         for _ in range(10):  # another writer between the read and the write: read again
             with redis_errors(self.client, f"reading schedule {name!r}"):
-                data = _bytes(self.client.hget(keys.definitions(self.namespace), name))
+                data = reply_bytes(self.client.hget(keys.definitions(self.namespace), name))
             if data is None:
                 raise ConfigError(f"no schedule {name!r} in the store")
             current = _definition(data)
@@ -310,10 +310,6 @@ class Store:
         return ScheduleStatus(stored.name, raw, source, schedule.enabled,
                               schedule.timetable.zone_name, schedule.timing, mark, seen, nxt,
                               max(0.0, (now - nxt).total_seconds()), stored.rejected)
-
-
-def _bytes(value: Any) -> bytes | None:
-    return value.encode() if isinstance(value, str) else value
 
 
 def _definition(data: bytes) -> dict[str, Any] | None:

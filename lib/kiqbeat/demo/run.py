@@ -30,7 +30,7 @@ from kiqbeat.engine import run
 from kiqbeat.entrypoints.loop import run_loop
 from kiqbeat.errors import KiqbeatError
 from kiqbeat.redis import keys
-from kiqbeat.redis.connection import connect
+from kiqbeat.redis.connection import connect, reply_text
 
 EXAMPLE = files("kiqbeat.demo").joinpath("example.yaml")
 
@@ -151,7 +151,6 @@ def _race(
     with connect(server.url) as client:
         payloads: list[Any] = []
         for queue in sorted(client.smembers(keys.queues(config.namespace))):
-            name = queue.decode() if isinstance(queue, bytes) else queue
-            payloads += client.lrange(keys.queue(config.namespace, name), 0, -1)
+            payloads += client.lrange(keys.queue(config.namespace, reply_text(queue)), 0, -1)
         payloads += client.zrange(keys.schedule(config.namespace), 0, -1)
     return payloads

@@ -33,6 +33,16 @@ except ImportError:
     _NO_SETINFO = {"lib_name": None, "lib_version": None}
 
 
+def reply_text(value: bytes | str) -> str:
+    """A reply as text: redis-py gives bytes, or str when the client decodes replies."""
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def reply_bytes(value: bytes | str | None) -> bytes | None:
+    """A reply as bytes (None stays None), whether or not the client decodes replies."""
+    return value.encode() if isinstance(value, str) else value
+
+
 def connect(
     url: str, *, timeout_s: float = DEFAULT_TIMEOUT_S, retries: int = DEFAULT_RETRIES,
     insecure_tls: bool = False,

@@ -19,7 +19,7 @@ from kiqbeat.core.schedule import Config
 from kiqbeat.errors import ConfigError, KiqbeatError, StateError
 from kiqbeat.redis import keys
 from kiqbeat.redis import scheduler_ui as ui
-from kiqbeat.redis.connection import redis_errors
+from kiqbeat.redis.connection import redis_errors, reply_text
 
 
 class Neighbours:
@@ -63,7 +63,7 @@ class Neighbours:
                     f"was skipped: {next(r for r in mine if isinstance(r, Exception))}")
             else:
                 raw: Any = mine[0] if has_specs else []
-                specs = ({_text(k): v for k, v in raw.items()} if config.sidekiq_scheduler_ui
+                specs = ({reply_text(k): v for k, v in raw.items()} if config.sidekiq_scheduler_ui
                          else dict(zip(names, raw, strict=True)))
                 rest = [bool(r) for r in mine[int(has_specs):]]
                 problems = ui.coexistence_problems(
@@ -110,7 +110,3 @@ class Neighbours:
         except KiqbeatError as exc:  # the jobs are pushed; the tab catches up next time
             report.warnings.append(str(exc))
         report.round_trips += 1
-
-
-def _text(value: str | bytes) -> str:
-    return value.decode() if isinstance(value, bytes) else value

@@ -18,7 +18,7 @@ from kiqbeat.core.report import PushedJob, Report
 from kiqbeat.core.schedule import Config
 from kiqbeat.errors import DeadlineError, KiqbeatError
 from kiqbeat.redis import keys, scripts
-from kiqbeat.redis.connection import redis_errors
+from kiqbeat.redis.connection import redis_errors, reply_text
 
 PUSH_SHA = scripts.PUSH.sha
 # Job bytes one invocation sends at most: a catch-up of big jobs goes on in the next
@@ -52,7 +52,7 @@ def _push_chunk(
         reply = lua.call(scripts.PUSH, client, script_keys,
                          [now_ms, len(queue_names), *queue_names, b"".join(parts)])
     counts, flags = reply[:6], reply[6]
-    return counts, flags.decode() if isinstance(flags, bytes) else str(flags)
+    return counts, reply_text(flags)
 
 
 def _wait_for_replicas(client: redis.Redis, config: Config, pushed: int, report: Report) -> None:

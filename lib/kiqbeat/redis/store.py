@@ -26,7 +26,7 @@ import redis
 
 from kiqbeat.core.plan import shard_of
 from kiqbeat.redis import keys, scripts
-from kiqbeat.redis.connection import redis_errors
+from kiqbeat.redis.connection import redis_errors, reply_bytes, reply_text
 
 BATCH = 500
 WRITE_BATCH = 200  # a write op costs Redis more than a read: smaller calls
@@ -54,16 +54,8 @@ class Due:
     mark_ms: int | None
 
 
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
-
-
 def _name(value: bytes | str) -> str:
     return value.decode(errors="surrogateescape") if isinstance(value, bytes) else value
-
-
-def _bytes(value: bytes | str | None) -> bytes | None:
-    return value.encode() if isinstance(value, str) else value
 
 
 def read_due(
@@ -95,7 +87,7 @@ def read_due(
     now = datetime.fromtimestamp(int(seconds), tz=UTC) + timedelta(microseconds=int(micros))
     # A name that is not UTF-8 (written by another language) stays readable: its definition
     # is then refused by name and set aside, writing back the same bytes.
-    due = [Due(_name(name), _bytes(definition), int(mark) if mark else None)
+    due = [Due(_name(name), reply_bytes(definition), int(mark) if mark else None)
            for name, definition, mark in zip(names, definitions, marks, strict=True)]
     return now, due, replies[1:]
 
@@ -170,8 +162,8 @@ def write(client: redis.Redis, namespace: str, shards: int, ops: Sequence[Op],
             args.append("")
         with redis_errors(client, "writing schedule definitions"):
             codes, owners = lua.call(scripts.WRITE, client, script_keys, args)
-        owner_of = iter(_text(o) for o in owners)
-        results += [(code, next(owner_of) if code == "O" else "") for code in _text(codes)]
+        owner_of = iter(reply_text(o) for o in owners)
+        results += [(code, next(owner_of) if code == "O" else "") for code in reply_text(codes)]
     return results
 
 
@@ -230,7 +222,7 @@ def apply_document(client: redis.Redis, namespace: str, shards: int, source: str
     """
     change = DocumentChange(round_trips=1)
     with redis_errors(client, f"reading the last applied state of document {source}"):
-        old = _read_index(_bytes(client.get(keys.document_index(namespace, source))))
+        old = _read_index(reply_bytes(client.get(keys.document_index(namespace, source))))
     new = {name: definition_digest(d) for name, d in definitions.items()}
     ops = [Op("put", name, definitions[name], source) for name, d in new.items()
            if old.get(name) != d]
@@ -280,7 +272,7 @@ def recorded_shards(client: redis.Redis, namespace: str) -> int:
     with redis_errors(client, f"reading {keys.shards(namespace)}"):
         value = client.get(keys.shards(namespace))
     try:
-        return max(1, int(_text(value))) if value is not None else 1
+        return max(1, int(reply_text(value))) if value is not None else 1
     except ValueError:
         return 1
 
@@ -304,7 +296,7 @@ def reindex(client: redis.Redis, namespace: str, shards: int,
     with redis_errors(client, "reindexing the due index"):
         client.set(keys.shards(namespace), shards)
         pattern = _glob(keys.due(namespace)) + "*"
-        for old in [_text(k) for k in client.scan_iter(match=pattern, count=BATCH)]:
+        for old in [reply_text(k) for k in client.scan_iter(match=pattern, count=BATCH)]:
             if old in keep:
                 continue
             while True:
@@ -313,7 +305,7 @@ def reindex(client: redis.Redis, namespace: str, shards: int,
                     break
                 pipe = client.pipeline(transaction=False)
                 for raw, score in page:
-                    name = _text(raw)
+                    name = reply_text(raw)
                     pipe.zadd(due_key(namespace, name, shards), {name: score}, nx=True)
                     pipe.zrem(old, name)
                 pipe.execute()
@@ -360,8 +352,8 @@ def read_stored(client: redis.Redis, namespace: str, shards: int,
             for name in batch:
                 pipe.zscore(due_key(namespace, name, shards), name)
             defs, marks, seen, rejected, *scores = pipe.execute()
-        out += [Stored(name, _bytes(d), _int(m), _int(s), None if z is None else int(z),
-                       None if r is None else _text(r))
+        out += [Stored(name, reply_bytes(d), _int(m), _int(s), None if z is None else int(z),
+                       None if r is None else reply_text(r))
                 for name, d, m, s, r, z in zip(batch, defs, marks, seen, rejected, scores,
                                                strict=True)]
     return out
@@ -403,7 +395,7 @@ def read_order(client: redis.Redis, namespace: str, shards: Sequence[tuple[int, 
         for key in _due_keys(namespace, shards):
             pipe.zrange(key, 0, offset + limit - 1, withscores=True)
         pages: list[Any] = pipe.execute()
-    merged = sorted((score, _text(name)) for page in pages for name, score in page)
+    merged = sorted((score, reply_text(name)) for page in pages for name, score in page)
     return [name for _, name in merged[offset:offset + limit]]
 
 
@@ -412,7 +404,7 @@ def scan_names(client: redis.Redis, key: str, cursor: int = 0,
     """One HSCAN page of a hash's field names: (next cursor, 0 when done; names)."""
     with redis_errors(client, "listing stored schedules"):
         cursor, page = client.hscan(key, cursor, count=count)
-    return int(cursor), [_text(n) for n in page]
+    return int(cursor), [reply_text(n) for n in page]
 
 
 def scan_items(client: redis.Redis, key: str, count: int = BATCH
@@ -424,6 +416,6 @@ def scan_items(client: redis.Redis, key: str, count: int = BATCH
             cursor, page = client.hscan(key, cursor, count=count)
         assert isinstance(page, dict)
         for name, value in page.items():
-            yield _text(name), _bytes(value) or b""
+            yield reply_text(name), reply_bytes(value) or b""
         if not int(cursor):
             return
