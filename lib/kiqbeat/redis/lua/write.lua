@@ -92,6 +92,24 @@ local function owner(def)
   return ''
 end
 
+-- The source holding `current` when `source` may not change it (nil when it may): only its
+-- own, or, with `take_over`, a document's from another document.
+local function held_by_other(current, source, take_over)
+  local held = owner(current)
+  if held == source or (take_over and source ~= '' and held ~= '') then
+    return nil
+  end
+  return held
+end
+
+-- Removal forgets the state too: nothing of the name stays but its definition, if any.
+local function forget(name, due_key)
+  redis.call('ZREM', due_key, name)
+  redis.call('HDEL', wm_key, name)
+  redis.call('HDEL', seen_key, name)
+  redis.call('HDEL', rejected_key, name)
+end
+
 local clock = redis.call('TIME')
 local now_ms = clock[1] * 1000 + math.floor(clock[2] / 1000)
 
@@ -123,16 +141,17 @@ while pos <= #body do
   pos = pos + def_length
   local due_key = KEYS[FIRST_DUE + tonumber(k)]
   local current = redis.call('HGET', defs_key, name)
+  local held = nil  -- another source's, for the ops that check ownership
+  if current and (op == 'del' or op == 'put' or op == 'update') then
+    held = held_by_other(current, source, op == 'put')
+  end
   local code = '+'
   if op == 'reject' then
     if expect == '-' then
       if current then
         code = 'S'
       else
-        redis.call('ZREM', due_key, name)
-        redis.call('HDEL', wm_key, name)
-        redis.call('HDEL', seen_key, name)
-        redis.call('HDEL', rejected_key, name)
+        forget(name, due_key)
       end
     elseif not current or redis.sha1hex(current) ~= expect then
       code = 'S'
@@ -143,15 +162,12 @@ while pos <= #body do
   elseif op == 'del' then
     if not current then
       code = 'M'
-    elseif owner(current) ~= source then
+    elseif held then
       code = 'O'
-      owners[#owners + 1] = owner(current)
+      owners[#owners + 1] = held
     else
       redis.call('HDEL', defs_key, name)
-      redis.call('ZREM', due_key, name)
-      redis.call('HDEL', wm_key, name)
-      redis.call('HDEL', seen_key, name)
-      redis.call('HDEL', rejected_key, name)
+      forget(name, due_key)
     end
   else
     if op == 'add' and current then
@@ -160,10 +176,9 @@ while pos <= #body do
       code = 'M'
     elseif op == 'set' and redis.sha1hex(current) ~= expect then
       code = 'S'
-    elseif op ~= 'set' and current and owner(current) ~= source
-        and not (op == 'put' and source ~= '' and owner(current) ~= '') then
+    elseif held then
       code = 'O'
-      owners[#owners + 1] = owner(current)
+      owners[#owners + 1] = held
     elseif current == def then
       code = '='
       if redis.call('HDEL', rejected_key, name) == 1 then
