@@ -25,7 +25,7 @@ import builtins
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import redis
@@ -42,6 +42,7 @@ from kiqbeat.redis.store import (
     Op,
     Stored,
     definition_sha,
+    read_clock,
     read_counts,
     read_order,
     read_stored,
@@ -165,10 +166,11 @@ class Store:
         self, items: Iterable[tuple[str, Mapping[str, Any]]], *, replace: bool = True,
         progress: Callable[[int], None] | None = None,
     ) -> ImportResult:
-        """Write many schedules, `BATCH` per atomic call; invalid ones are listed, not written.
+        """Write many schedules, in atomic calls of `WRITE_BATCH`; invalid ones are listed, not
+        written.
 
         With `replace` False, existing schedules are left as they are (and listed as refused).
-        `progress` is called with the number of schedules handled after each batch.
+        `progress` is called with the number of schedules handled after each `BATCH`.
         """
         result = ImportResult()
         ops: builtins.list[Op] = []
@@ -236,7 +238,7 @@ class Store:
 
     def get(self, name: str) -> ScheduleStatus | None:
         """One schedule's definition and state; None when there is none of that name."""
-        now = self._now()
+        now = read_clock(self.client)
         rows = self._rows([name], now)
         return rows[0] if rows else None
 
@@ -247,7 +249,7 @@ class Store:
         appear; none present throughout is missed.
         """
         cursor, names = scan_names(self.client, keys.definitions(self.namespace), cursor, count)
-        return cursor, self._rows(names, self._now())
+        return cursor, self._rows(names, read_clock(self.client))
 
     def export(self) -> Iterator[tuple[str, dict[str, Any]]]:
         """Every stored definition (without its source), one HSCAN page per round trip."""
@@ -261,7 +263,7 @@ class Store:
                offset: int = 0, limit: int = 50) -> Status:
         """Counts, then `names` (or a page of the due index, most overdue first) and a page
         of set-aside definitions; of `shard`, or of every shard."""
-        now = self._now()
+        now = read_clock(self.client)
         shards: list[tuple[int, int] | None] = (
             [shard] if shard is not None else
             [(i, self.shards) for i in range(self.shards)] if self.shards > 1 else [None])
@@ -281,11 +283,6 @@ class Store:
                 if len(aside) >= limit:
                     break
         return Status(now, counts, rows, aside)
-
-    def _now(self) -> datetime:
-        with redis_errors(self.client, "reading the clock"):
-            seconds, micros = self.client.time()
-        return datetime.fromtimestamp(int(seconds), tz=UTC) + timedelta(microseconds=int(micros))
 
     def _rows(self, names: Sequence[str], now: datetime) -> builtins.list[ScheduleStatus]:
         return [row for stored in read_stored(self.client, self.namespace, self.shards, names)

@@ -72,8 +72,8 @@ def documents(ns: str) -> str:
 
 
 def document_index(ns: str, source: str) -> str:
-    """String: the names and definition digests a document last applied (zlib-compressed
-    "NAME\tDIGEST" lines), from which the next change of that document is a diff."""
+    """String: the names and definition digests a document last applied ("NAME\tDIGEST"
+    lines, zlib-compressed, base64), from which its next change is a diff."""
     return f"{ns}kiqbeat:document:{source}"
 
 

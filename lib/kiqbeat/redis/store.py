@@ -58,6 +58,18 @@ def _name(value: bytes | str) -> str:
     return value.decode(errors="surrogateescape") if isinstance(value, bytes) else value
 
 
+def redis_time(seconds: Any, micros: Any) -> datetime:
+    """The instant TIME's two numbers name (aware UTC)."""
+    return datetime.fromtimestamp(int(seconds), tz=UTC) + timedelta(microseconds=int(micros))
+
+
+def read_clock(client: redis.Redis) -> datetime:
+    """The Redis clock: the one clock kiqbeat trusts (DESIGN §1)."""
+    with redis_errors(client, "reading the clock"):
+        seconds, micros = client.time()
+    return redis_time(seconds, micros)
+
+
 def read_due(
     client: redis.Redis, namespace: str, shard: tuple[int, int] | None, *,
     upto_ms: int | None = None, offset: int = 0, limit: int = BATCH,
@@ -84,7 +96,7 @@ def read_due(
         if isinstance(replies[0], Exception):
             raise lua.explained(replies[0])
     seconds, micros, names, definitions, marks = replies[0]
-    now = datetime.fromtimestamp(int(seconds), tz=UTC) + timedelta(microseconds=int(micros))
+    now = redis_time(seconds, micros)
     # A name that is not UTF-8 (written by another language) stays readable: its definition
     # is then refused by name and set aside, writing back the same bytes.
     due = [Due(_name(name), reply_bytes(definition), int(mark) if mark else None)
@@ -289,7 +301,7 @@ def reindex(client: redis.Redis, namespace: str, shards: int,
 
     Safe while invocations run (an entry in either layout is planned from its watermark, so
     nothing is pushed twice); an entry not yet moved waits (late within the window, not
-    lost). An administrator's step: it also needs SCAN and ZSCAN.
+    lost). An administrator's step: it also needs SCAN, ZRANGE and ZREM on every index.
     """
     moved = 0
     keep = {keys.due(namespace, (i, shards)) for i in range(shards)}
