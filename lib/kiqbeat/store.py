@@ -285,7 +285,7 @@ class Store:
         return Status(now, counts, rows, aside)
 
     def _rows(self, names: Sequence[str], now: datetime) -> builtins.list[ScheduleStatus]:
-        return [row for stored in read_stored(self.client, self.namespace, self.shards, names)
+        return [row for stored in read_stored(self.client, self.namespace, names)
                 if (row := self._row(stored, now)) is not None]
 
     def _row(self, stored: Stored, now: datetime) -> ScheduleStatus | None:

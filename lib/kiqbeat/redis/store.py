@@ -209,9 +209,6 @@ def _read_index(blob: bytes | None) -> dict[str, str]:
 class DocumentChange:
     """What applying a changed document did."""
 
-    added: int = 0
-    changed: int = 0
-    removed: int = 0
     refused: list[tuple[str, str]] = field(default_factory=list)  # (name, its source)
     round_trips: int = 0
     finished: bool = True  # False: cut off by the deadline; the next invocation goes on
@@ -256,16 +253,10 @@ def apply_document(client: redis.Redis, namespace: str, shards: int, source: str
         return change
     applied = dict(new)
     for op, (code, owner) in zip(ops, results, strict=True):
-        if code == "O" and op.op == "del":  # another document has taken it over
-            continue
-        if code == "O":
+        # A refused del: another document has taken the name over (nothing to record).
+        if code == "O" and op.op == "put":
             change.refused.append((op.name, owner))
             applied.pop(op.name, None)
-        elif code == "+" and op.op == "del":
-            change.removed += 1
-        elif code == "+":
-            change.added += op.name not in old
-            change.changed += op.name in old
     if change.refused:  # recorded without the refused, which are tried again next change
         write(client, namespace, shards, [], lua,
               record=Record(source, digest, _document_index(applied)))
@@ -332,13 +323,12 @@ def reindex(client: redis.Redis, namespace: str, shards: int,
 
 @dataclass(frozen=True)
 class Stored:
-    """One schedule as stored: definition, state and index entry (None where absent)."""
+    """One schedule as stored: definition and state (None where absent)."""
 
     name: str
     definition: bytes | None
     mark_ms: int | None
     first_seen_ms: int | None
-    due_ms: int | None
     rejected: str | None
 
 
@@ -349,8 +339,7 @@ def _int(value: Any) -> int | None:
         return None
 
 
-def read_stored(client: redis.Redis, namespace: str, shards: int,
-                names: Sequence[str]) -> list[Stored]:
+def read_stored(client: redis.Redis, namespace: str, names: Sequence[str]) -> list[Stored]:
     """The stored state of `names`, in one pipelined round trip per `BATCH` names."""
     out: list[Stored] = []
     for first in range(0, len(names), BATCH):
@@ -361,13 +350,10 @@ def read_stored(client: redis.Redis, namespace: str, shards: int,
             pipe.hmget(keys.watermarks(namespace), batch)
             pipe.hmget(keys.first_seen(namespace), batch)
             pipe.hmget(keys.rejected(namespace), batch)
-            for name in batch:
-                pipe.zscore(due_key(namespace, name, shards), name)
-            defs, marks, seen, rejected, *scores = pipe.execute()
-        out += [Stored(name, reply_bytes(d), _int(m), _int(s), None if z is None else int(z),
+            defs, marks, seen, rejected = pipe.execute()
+        out += [Stored(name, reply_bytes(d), _int(m), _int(s),
                        None if r is None else reply_text(r))
-                for name, d, m, s, r, z in zip(batch, defs, marks, seen, rejected, scores,
-                                               strict=True)]
+                for name, d, m, s, r in zip(batch, defs, marks, seen, rejected, strict=True)]
     return out
 
 
