@@ -70,6 +70,17 @@ class ScheduleStatus:
     lag_s: float  # how overdue the next tick is (0 when it is in the future)
     set_aside: str | None  # why its definition was refused, when it was
 
+    def line(self) -> str:
+        """One line for a person (`kiqbeat status`, `kiqbeat schedules list`)."""
+        if self.next_tick is None:
+            return f"{self.name}: set aside: {self.set_aside}"
+        covered = (self.covered_through.isoformat(timespec="seconds") if self.covered_through
+                   else "never seen")
+        late = f", {self.lag_s:.0f} s overdue" if self.lag_s > 0 else ""
+        return (f"{self.name}{'' if self.enabled else ' (paused)'}: {self.timing}; last tick "
+                f"covered {covered}; next {self.next_tick.isoformat(timespec='seconds')}{late}"
+                + (f"; from {self.source}" if self.source else ""))
+
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         def iso(t: datetime | None) -> str | None:

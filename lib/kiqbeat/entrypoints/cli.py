@@ -100,16 +100,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
               + ("applied" if doc_json["applied"] else
                  "changed since it was last applied (the next invocation applies it)"))
     for r in status.schedules:
-        covered = (r.covered_through.isoformat(timespec="seconds") if r.covered_through
-                   else "never seen")
-        flags = "" if r.enabled else " (paused)"
-        if r.next_tick is None:
-            print(f"{r.name}: set aside: {r.set_aside}")
-            continue
-        late = f", {r.lag_s:.0f} s overdue" if r.lag_s > 0 else ""
-        print(f"{r.name}{flags}: {r.timing}; last tick covered {covered}; "
-              f"next {r.next_tick.isoformat(timespec='seconds')}{late}"
-              + (f"; from {r.source}" if r.source else ""))
+        print(r.line())
     shown_rows = args.offset + len(status.schedules)
     if not args.names and shown_rows < counts.indexed:
         print(f"... {counts.indexed - shown_rows} more (--offset {shown_rows})")

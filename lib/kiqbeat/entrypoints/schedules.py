@@ -168,15 +168,6 @@ def _iso(row: ScheduleStatus, attribute: str) -> str:
     return value.isoformat(timespec="seconds") if value else "never"
 
 
-def _line(row: ScheduleStatus) -> str:
-    """One schedule in a line, for `list`."""
-    if row.next_tick is None:
-        return f"{row.name}: set aside: {row.set_aside}"
-    late = f" ({row.lag_s:.0f} s overdue)" if row.lag_s > 0 else ""
-    return (f"{row.name}{'' if row.enabled else ' (paused)'}: {row.timing}; next "
-            f"{_iso(row, 'next_tick')}{late}" + (f"; from {row.source}" if row.source else ""))
-
-
 def _cmd_get(args: argparse.Namespace) -> int:
     with _engine(args) as engine:
         row = engine.store().get(args.name)
@@ -201,7 +192,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
         raise ConfigError("--count must be at least 1 and --cursor at least 0")
     with _engine(args) as engine:
         cursor, rows = engine.store().list(args.cursor, args.count)
-    lines = [_line(r) for r in rows]
+    lines = [r.line() for r in rows]
     lines.append(f"... more: --cursor {cursor}" if cursor else "(end of the store)")
     return _done(args, {"cursor": cursor, "schedules": [r.as_dict() for r in rows]},
                  "\n".join(lines))
