@@ -112,7 +112,7 @@ class Engine:
         self._unverified_tls = False  # the URL turns TLS verification off (allowed)
         self._checked_client: redis.Redis | None = None  # startup checks done on it
         self._checked_config: Config | None = None  # neighbours passed with it
-        self._document: tuple[Config, Document] | None = None
+        self._document: Document | None = None  # the current config's (Document.of caches)
         self._overridden: tuple[Config, Config] | None = None  # loaded -> with the overrides
         self._parsed: dict[tuple[str, bytes], Schedule | str] = {}
         self._memo = TickMemo()
@@ -236,10 +236,11 @@ class Engine:
         if not config.source and not config.schedules:
             self._document = None
             return None
-        if self._document is None or self._document[0] is not config:
-            self._document = (config, Document.of(config))
+        document = Document.of(config)
+        if document is not self._document:
+            self._document = document
             self._parsed.clear()  # the window may have changed, and lookaheads with it
-        return self._document[1]
+        return document
 
     def _invoke(self, config: Config, now: datetime | None, deadline: float) -> Report:
         client = self.client
@@ -335,7 +336,7 @@ class Engine:
         seen: set[str] = set()
         offset = sent = 0
         # The document's schedules as this invocation runs them (the tab's toggles applied).
-        document = self._document[1] if self._document else None
+        document = self._document
         own = (document.schedules if document is not None and not config.sidekiq_scheduler_ui
                else {s.name: s for s in config.schedules})
         while True:
@@ -393,7 +394,7 @@ class Engine:
     def _parse(self, name: str, definition: bytes, config: Config,
                own: Mapping[str, Schedule]) -> Schedule | str:
         """The checked schedule of a stored definition, or why it is refused."""
-        document = self._document[1] if self._document else None
+        document = self._document
         if document is not None and document.definitions.get(name) == definition:
             return own[name]  # the document's own: checked already
         key = (name, definition)
