@@ -199,7 +199,8 @@ class Engine:
         config = self.config() if config is None else config
         shards = self.settings.shard[1] if self.settings.shard else None  # None: as recorded
         return Store(self.client, namespace=config.namespace, shards=shards,
-                     window_s=config.missed_jobs_window_s, lua=self._lua)
+                     window_s=config.missed_jobs_window_s, history=self.settings.history,
+                     lua=self._lua)
 
     def status(self, names: Sequence[str] = (), *, offset: int = 0, limit: int = 50
                ) -> Status:
@@ -357,7 +358,7 @@ class Engine:
                 self._set_aside([Op("reject", name, why.encode(), expect=sha)
                                  for name, sha, why in plan.failed], config, report)
             sent = push(client, plan, config, report, deadline, self._lua, due_key=due_key,
-                        sent=sent)
+                        sent=sent, history=self.settings.history)
             if sent < 0 or len(batch) < BATCH:
                 return
             batch = None

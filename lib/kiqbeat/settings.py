@@ -15,11 +15,13 @@ from typing import Any
 
 from kiqbeat.core.durations import duration_s
 from kiqbeat.core.plan import check_shard
+from kiqbeat.core.records import DEFAULT_HISTORY
 from kiqbeat.document.fields import namespace, positive_duration_s
 from kiqbeat.document.sources import DEFAULT_MAX_AGE_S
 from kiqbeat.errors import ConfigError, shown
 
 DEFAULT_DEADLINE_S = 40.0
+MAX_HISTORY = 1000
 
 
 def _shard(value: str) -> tuple[int, int]:
@@ -27,6 +29,13 @@ def _shard(value: str) -> tuple[int, int]:
     if not (index.isascii() and index.isdigit() and count.isascii() and count.isdigit()):
         raise ConfigError(f"invalid shard {shown(value)}: expected INDEX/COUNT, e.g. 0/4")
     return check_shard(int(index), int(count))
+
+
+def _history(value: str) -> int:
+    text = value.strip()
+    if not (text.isascii() and text.isdigit()) or int(text) > MAX_HISTORY:
+        raise ConfigError(f"{shown(value)} must be a whole number from 0 to {MAX_HISTORY}")
+    return int(text)
 
 
 def _namespace(value: str) -> str:
@@ -69,6 +78,9 @@ KNOBS: tuple[Knob, ...] = (
          "with one, it must agree with the document's"),
     Knob("shard", "KIQBEAT_SHARD", "--shard", _shard, "I/N",
          "only schedules of shard I of N (by a stable hash of their name)"),
+    Knob("history", "KIQBEAT_HISTORY", "--history", _history, "N",
+         "pushes kept per schedule for `kiqbeat history` (default 10; 0: none; each costs "
+         "about 30 bytes of Redis memory)"),
     Knob("deadline_s", "KIQBEAT_DEADLINE", "--deadline", positive_duration_s, "DURATION",
          "stop pushing after this long; the next invocation does the rest (default 40s)"),
     Knob("redis_insecure_tls", "KIQBEAT_REDIS_INSECURE_TLS", "--redis-insecure-tls", _true,
@@ -92,6 +104,7 @@ class Settings:
     window_s: float | None = None
     namespace: str | None = None
     shard: tuple[int, int] | None = None
+    history: int = DEFAULT_HISTORY
     deadline_s: float = DEFAULT_DEADLINE_S
     redis_insecure_tls: bool = False
     redis_functions: bool = False

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import builtins
 import json
+import secrets
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -30,11 +32,26 @@ from typing import Any
 
 import redis
 
-from kiqbeat.core.plan import from_ms, to_ms
+from kiqbeat.core.payload import jid_ms, job_json
+from kiqbeat.core.plan import MAX_BYTES_PER_CALL, MAX_JOBS_PER_CALL, TickMemo, from_ms, to_ms
+from kiqbeat.core.records import (
+    DEFAULT_HISTORY,
+    REASONS,
+    Push,
+    Range,
+    count_ticks,
+    last_tick_in,
+    parse_history,
+    parse_ranges,
+    ticks_in,
+)
+from kiqbeat.core.report import PushedJob
+from kiqbeat.core.schedule import Schedule
 from kiqbeat.document.validate import encode_definition, read_definition
 from kiqbeat.errors import ConfigError, shown
 from kiqbeat.redis import keys, scripts
-from kiqbeat.redis.connection import redis_errors, reply_bytes
+from kiqbeat.redis.connection import redis_errors, reply_bytes, reply_text
+from kiqbeat.redis.records import Piece, push_backfill, push_manual, read_definitions, read_records
 from kiqbeat.redis.store import (
     BATCH,
     WRITE_CODES,
@@ -113,16 +130,83 @@ class ImportResult:
     refused: list[tuple[str, str]] = field(default_factory=list)  # (name, why): not written
 
 
+@dataclass(frozen=True)
+class MissedRange:
+    """Recorded missed ticks of one schedule: those in (after, through]."""
+
+    name: str
+    after: datetime
+    through: datetime
+    reason: str  # "window" or "policy" (core/records.py)
+    ticks: int | None  # counted with the current definition (None: there is none)
+    capped: bool  # counting stopped at records.COUNT_CAP: there are more
+
+    def line(self) -> str:
+        """One line for a person (`kiqbeat missed`)."""
+        count = ("? ticks (no valid definition)" if self.ticks is None else
+                 f"{self.ticks:,}{'+' if self.capped else ''} tick(s)")
+        return (f"{self.name}: {count} after {self.after.isoformat(timespec='seconds')} "
+                f"through {self.through.isoformat(timespec='seconds')}: {REASONS[self.reason]}")
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {"name": self.name, "after": self.after.isoformat(),
+                "through": self.through.isoformat(), "reason": self.reason,
+                "ticks": self.ticks, "capped": self.capped}
+
+
+@dataclass
+class Backfill:
+    """What a backfill did (or, dry, would do)."""
+
+    schedules: int = 0  # schedules with recorded ticks in scope
+    planned: int = 0  # ticks it meant to push (dry run: counted, at most COUNT_CAP each)
+    pushed: int = 0
+    already: int = 0  # pushed by another backfill first
+    stale: int = 0  # left alone: the definition changed meanwhile (run it again)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (name, why): not touched
+    jobs: list[PushedJob] = field(default_factory=list)  # the first MAX_LISTED pushed
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {"schedules": self.schedules, "planned": self.planned, "pushed": self.pushed,
+                "already": self.already, "stale": self.stale,
+                "skipped": [{"name": n, "why": w} for n, w in self.skipped],
+                "jobs": [{"schedule": j.schedule, "tick": j.tick.isoformat(), "jid": j.jid,
+                          "queue": j.queue} for j in self.jobs]}
+
+
+@dataclass(frozen=True)
+class Triggered:
+    """A manual run: the job pushed now."""
+
+    name: str
+    jid: str
+    queue: str
+    at: datetime
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {"name": self.name, "jid": self.jid, "queue": self.queue,
+                "at": self.at.isoformat()}
+
+
+MAX_LISTED = 1000  # pushed jobs a Backfill lists
+
+
 class Store:
     """The schedules in one Redis under one key prefix, read and written."""
 
     def __init__(self, client: redis.Redis, *, namespace: str = "", shards: int | None = None,
-                 window_s: float = 3600.0, lua: scripts.Caller = scripts.SCRIPTS) -> None:
+                 window_s: float = 3600.0, history: int = DEFAULT_HISTORY,
+                 lua: scripts.Caller = scripts.SCRIPTS) -> None:
         """`shards`: the count the deployment's invocations run with; by default the one
-        recorded in Redis (1 before any). A write with another count is refused."""
+        recorded in Redis (1 before any). A write with another count is refused. `history`:
+        pushes kept per schedule by backfills and manual runs (invocations keep their own
+        setting's)."""
         self.client, self.namespace = client, namespace
         self.shards = recorded_shards(client, namespace) if shards is None else shards
-        self.window_s, self._lua = window_s, lua
+        self.window_s, self.keep_history, self._lua = window_s, history, lua
 
     # ------------------------------------------------------------------------ writing
 
@@ -318,6 +402,182 @@ class Store:
         return ScheduleStatus(stored.name, raw, source, schedule.enabled,
                               schedule.timetable.zone_name, schedule.timing, mark, seen, nxt,
                               max(0.0, (now - nxt).total_seconds()), stored.rejected)
+
+
+    # ------------------------------------------------------------------------ operations
+
+    def missed(self, names: Sequence[str] = ()) -> builtins.list[MissedRange]:
+        """The recorded missed ticks of `names` (default: every schedule), as ranges."""
+        records = dict(read_records(self.client, keys.missed(self.namespace), names))
+        definitions = read_definitions(self.client, self.namespace, builtins.list(records))
+        out = []
+        for name, text in sorted(records.items()):
+            schedule = self._schedule(name, definitions.get(name))
+            for r in _ranges(name, text):
+                count: tuple[int | None, bool] = (None, False)
+                if not isinstance(schedule, str):
+                    count = count_ticks(schedule.timetable, r.after_ms, r.through_ms)
+                out.append(MissedRange(name, from_ms(r.after_ms), from_ms(r.through_ms),
+                                       r.reason, *count))
+        return out
+
+    def backfill(self, names: Sequence[str] = (), *, since: datetime | None = None,
+                 until: datetime | None = None, latest_only: bool = False,
+                 dry_run: bool = False, progress: Callable[[int], None] | None = None
+                 ) -> Backfill:
+        """Push the recorded missed ticks of `names` (default: every schedule with some) at
+        or after `since` and at or before `until`, and take them out of the record.
+
+        Each recorded tick is pushed at most once whatever runs at the same time (other
+        backfills, invocations, a backfill killed half-way and run again): backfill.lua
+        pushes a tick only while it is still recorded, and takes it out in the same step.
+        The job is the tick's own (its jid, `include_metadata`'s `scheduled_at`) into the
+        schedule's queue. `latest_only` pushes only the newest tick in scope per schedule
+        and takes the rest out of the record unpushed. Paused schedules, and those without a
+        valid definition, are left as they are (`skipped` says why). `dry_run` pushes
+        nothing and counts what would be. `progress(n)` follows each call: n ticks handled.
+        """
+        since_ms = None if since is None else to_ms(since)
+        until_ms = None if until is None else to_ms(until)
+        records = dict(read_records(self.client, keys.missed(self.namespace), names))
+        definitions = read_definitions(self.client, self.namespace, builtins.list(names)
+                                       or builtins.list(records))
+        result = Backfill()
+        result.skipped += [(n, "no schedule of that name") for n in names
+                           if n not in definitions]
+        clock, started = read_clock(self.client), time.monotonic()
+        memo = TickMemo()
+        batch: builtins.list[Piece] = []
+
+        def flush() -> None:
+            pushed, already, stale, flags = push_backfill(
+                self.client, self.namespace, batch, self.keep_history, self._lua)
+            result.pushed, result.already = result.pushed + pushed, result.already + already
+            result.stale += stale
+            jobs = ((piece, tick) for piece in batch for tick, _ in piece.jobs)
+            for (piece, tick), flag in zip(jobs, flags, strict=True):
+                if flag == "1" and len(result.jobs) < MAX_LISTED:
+                    result.jobs.append(PushedJob(piece.name, from_ms(tick),
+                                                 jid_ms(piece.name, tick), piece.queue))
+            if progress is not None:
+                progress(pushed + already)
+            batch.clear()
+
+        for name, text in sorted(records.items()):
+            schedule = self._schedule(name, definitions.get(name))
+            if isinstance(schedule, str):
+                result.skipped.append((name, schedule))
+                continue
+            if not schedule.enabled:
+                result.skipped.append((name, "paused: resume it to backfill its missed ticks"))
+                continue
+            ranges = [c for r in _ranges(name, text) if (c := r.clip(since_ms, until_ms))]
+            if not ranges:
+                continue
+            result.schedules += 1
+            if dry_run:
+                result.planned += (1 if latest_only else sum(
+                    count_ticks(schedule.timetable, r.after_ms, r.through_ms)[0]
+                    for r in ranges))
+                continue
+            sha = definition_sha(definitions[name])
+
+            def job(tick_ms: int, schedule: Schedule = schedule) -> str:
+                now = clock + timedelta(seconds=time.monotonic() - started)
+                return memo.payload(schedule, from_ms(tick_ms), jid_ms(schedule.name, tick_ms),
+                                    now, scheduled=False)
+
+            for piece in _pieces(schedule, sha, ranges, latest_only, job):
+                result.planned += len(piece.jobs)
+                size = sum(len(j) for p in batch for _, j in p.jobs)
+                if batch and (len(batch) >= MAX_JOBS_PER_CALL
+                              or sum(len(p.jobs) for p in batch) + len(piece.jobs)
+                              > MAX_JOBS_PER_CALL
+                              or size + sum(len(j) for _, j in piece.jobs) > MAX_BYTES_PER_CALL):
+                    flush()
+                batch.append(piece)
+        if batch:
+            flush()
+        return result
+
+    def trigger(self, name: str, args: builtins.list[Any] | None = None) -> Triggered:
+        """Push one job of schedule `name` now ("run now"), with `args` instead of its own if
+        given, paused or not. Its jid is "manual" and 18 random hex digits: never a tick's
+        (24 hex digits), so it neither stands for nor hides any tick. Recorded in the
+        schedule's history as manual."""
+        stored = read_definitions(self.client, self.namespace, [name]).get(name)
+        if stored is None:
+            raise ConfigError(f"no schedule {name!r} in the store")
+        data = stored
+        if args is not None:
+            raw = _definition(stored) or {}
+            raw["args"] = args
+            data = json.dumps(raw).encode()
+        schedule = read_definition(name, data, window_s=self.window_s)
+        now = read_clock(self.client)
+        jid = "manual" + secrets.token_hex(9)
+        job = job_json(schedule, now, pushed_at=now, job_id=jid)
+        if not push_manual(self.client, self.namespace, name, definition_sha(stored),
+                           schedule.queue, jid, to_ms(now), job, self.keep_history, self._lua):
+            raise ConfigError(f"schedule {name!r} changed or was removed while being run; "
+                              "nothing was pushed")
+        return Triggered(name, jid, schedule.queue, now)
+
+    def history(self, name: str) -> builtins.list[Push]:
+        """Schedule `name`'s last pushes, newest first; ConfigError when there is no such
+        schedule and no history."""
+        key = keys.history(self.namespace)
+        with redis_errors(self.client, f"reading {key}"):
+            pipe = self.client.pipeline(transaction=False)
+            pipe.hget(key, name)
+            pipe.hexists(keys.definitions(self.namespace), name)
+            text, exists = pipe.execute()
+        if text is None and not exists:
+            raise ConfigError(f"no schedule {name!r} in the store")
+        try:
+            return parse_history(name, reply_text(text)) if text is not None else []
+        except (ValueError, KeyError, IndexError):
+            raise ConfigError(f"the history of schedule {name!r} in {key} is garbled: "
+                              f"{shown(reply_text(text))}") from None
+
+    def _schedule(self, name: str, data: bytes | None) -> Schedule | str:
+        """The checked schedule of a stored definition, or why there is none."""
+        if data is None:
+            return "no schedule of that name"
+        try:
+            return read_definition(name, data, window_s=self.window_s)
+        except ConfigError as exc:
+            return "its definition is invalid: " + "; ".join(exc.problems)
+
+
+def _ranges(name: str, text: str) -> builtins.list[Range]:
+    try:
+        return parse_ranges(text)
+    except ValueError:
+        raise ConfigError(f"the missed-ticks record of schedule {name!r} is garbled: "
+                          f"{shown(text)}") from None
+
+
+def _pieces(schedule: Schedule, sha: str, ranges: Sequence[Range], latest_only: bool,
+            job: Callable[[int], str]) -> Iterator[Piece]:
+    """The backfill calls' parts for one schedule's ranges (ascending), at most
+    MAX_JOBS_PER_CALL jobs each; each covers from where the last ended."""
+    name, queue, timetable = schedule.name, schedule.queue, schedule.timetable
+    if latest_only:
+        newest = next((t for r in reversed(ranges)
+                       if (t := last_tick_in(timetable, r.after_ms, r.through_ms))), None)
+        jobs = [] if newest is None else [(to_ms(newest), job(to_ms(newest)))]
+        yield Piece(name, ranges[0].after_ms, ranges[-1].through_ms, queue, sha, jobs)
+        return
+    for r in ranges:
+        after, jobs = r.after_ms, []
+        for tick in ticks_in(timetable, r.after_ms, r.through_ms):
+            if len(jobs) == MAX_JOBS_PER_CALL:
+                yield Piece(name, after, jobs[-1][0], queue, sha, jobs)
+                after, jobs = jobs[-1][0], []
+            tick_ms = to_ms(tick)
+            jobs.append((tick_ms, job(tick_ms)))
+        yield Piece(name, after, r.through_ms, queue, sha, jobs)
 
 
 def _definition(data: bytes) -> dict[str, Any] | None:

@@ -88,10 +88,12 @@ def _arguments(schedule: Schedule, tick: datetime) -> list[Any]:
 
 def job_payload(
     schedule: Schedule, tick: datetime, *, pushed_at: datetime, scheduled: bool = False,
+    job_id: str | None = None,
 ) -> dict[str, Any]:
     """The Sidekiq job hash for one tick pushed at `pushed_at`, into its queue or, if
-    `scheduled`, into the `schedule` set (then `enqueued_at` is the tick: module docstring)."""
-    job_id = jid(schedule.name, tick)
+    `scheduled`, into the `schedule` set (then `enqueued_at` is the tick: module docstring).
+    Its jid is the tick's unless `job_id` is given (a manual run's)."""
+    job_id = job_id or jid(schedule.name, tick)
     fmt = schedule.timestamp_format
     if schedule.active_job_wrapper:
         job_args: list[Any] = [{
@@ -129,9 +131,11 @@ def job_payload(
 
 def job_json(
     schedule: Schedule, tick: datetime, *, pushed_at: datetime, scheduled: bool = False,
+    job_id: str | None = None,
 ) -> str:
     """The compact JSON of `job_payload`: the exact bytes pushed to Redis."""
-    return _encode(job_payload(schedule, tick, pushed_at=pushed_at, scheduled=scheduled))
+    return _encode(job_payload(schedule, tick, pushed_at=pushed_at, scheduled=scheduled,
+                               job_id=job_id))
 
 
 # Stand-ins for the per-tick parts of a job; control characters keep them out of real values,

@@ -12,6 +12,9 @@ The promise (DESIGN §1–2), per schedule, with `wm` its stored watermark:
   `none` only those less than `ON_TIME_S` old (two trigger periods: EventBridge fires
   anywhere within its minute, so consecutive invocations can be nearly 2 min apart
   without any being missed); the rest are *skipped*;
+- missed and skipped ticks are recorded as ranges (`core.missed`) with the mark, for a
+  later backfill: missed ones as (wm, now - window], skipped ones as the span from the
+  lower bound to the last skipped tick (they come before every kept one);
 - a disabled schedule pushes nothing but its mark still moves over its due ticks, so
   re-enabling it does not backfill the paused period.
 
@@ -103,6 +106,8 @@ class Group:
     # once), and the SHA1 of the stored definition it was planned from.
     next_due_ms: int = 0
     sha: str = ""
+    # Ticks passed over, to record for a backfill: (after_ms, through_ms, reason, count).
+    ranges: list[tuple[int, int, str, int]] = field(default_factory=list)
 
 
 @dataclass
@@ -153,7 +158,8 @@ class Plan:
                     head = replace(rest, mark_ms=rest.jobs[take - 1].tick_ms,
                                    jobs=rest.jobs[:take], next_due_ms=0)
                     chunk.append(head)
-                    rest = replace(rest, missed=0, skipped=0, jobs=rest.jobs[take:])
+                    rest = replace(rest, missed=0, skipped=0, ranges=[],
+                                   jobs=rest.jobs[take:])
                 yield chunk
                 chunk, jobs, size = [], 0, 0
         if chunk:
@@ -268,6 +274,7 @@ def _plan_schedule(
         group.missed = _count_missed(schedule.timetable, mark, window_start)
         if group.missed:
             group.mark_ms = max(group.mark_ms, to_ms(window_start))
+            group.ranges.append((mark_ms, group.mark_ms, "window", group.missed))
     lower = max(mark, window_start)
     horizon = now + timedelta(seconds=schedule.lookahead_s) if schedule.enabled else now
     key = (schedule.timetable.key, lower, horizon)
@@ -288,6 +295,9 @@ def _plan_schedule(
     else:
         keep = past
     group.skipped = len(past) - len(keep)
+    if group.skipped and schedule.enabled:
+        group.ranges.append((max(mark_ms, to_ms(window_start)), to_ms(past[group.skipped - 1]),
+                             "policy", group.skipped))
     group.mark_ms = max(group.mark_ms, to_ms(due[-1]))
     for tick in keep:
         tick_ms = to_ms(tick)

@@ -27,6 +27,7 @@ class Report:
     already_pushed: int = 0
     missed: int = 0
     skipped: int = 0
+    missed_recorded: int = 0  # missed and skipped ticks recorded for a backfill
     new_schedules: int = 0
     lag_s: float = 0.0  # largest (push time - tick instant) among ticks pushed into a queue
     chunks: int = 0
@@ -48,6 +49,7 @@ class Report:
             "already_pushed": self.already_pushed,
             "missed": self.missed,
             "skipped": self.skipped,
+            "missed_recorded": self.missed_recorded,
             "new_schedules": self.new_schedules,
             "lag_s": round(self.lag_s, 3),
             "chunks": self.chunks,

@@ -66,6 +66,20 @@ def rejected(ns: str) -> str:
     return f"{ns}kiqbeat:rejected"
 
 
+def missed(ns: str) -> str:
+    """Hash: schedule name -> its recorded missed ticks, as ranges ("AFTER THROUGH REASON"
+    lines, core/missed.py): written by the push script with the watermark that passes over
+    them, taken out by a backfill as it pushes them; at most 100 ranges a schedule."""
+    return f"{ns}kiqbeat:missed"
+
+
+def history(ns: str) -> str:
+    """Hash: schedule name -> its last pushes, newest first ("KIND TICK WHEN [JID]" lines;
+    KIND t: an invocation's tick, b: a backfill's, m: a manual run, with its jid); the
+    newest `history` setting's number (default 10) are kept."""
+    return f"{ns}kiqbeat:history"
+
+
 def documents(ns: str) -> str:
     """Hash: document location -> SHA-256 of the definitions it last applied."""
     return f"{ns}kiqbeat:documents"

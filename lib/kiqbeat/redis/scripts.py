@@ -38,12 +38,12 @@ class Lua:
     sha: str
 
     @classmethod
-    def named(cls, name: str) -> Lua:
+    def named(cls, name: str, *uses: str) -> Lua:
         """The packaged script `lua/<name>.lua`, after the checks every script shares
-        (`lua/checks.lua`)."""
+        (`lua/checks.lua`) and the shared parts it `uses` (`lua/<use>.lua`)."""
         lua = files("kiqbeat.redis").joinpath("lua")
-        text = lua.joinpath("checks.lua").read_text() + "\n" + lua.joinpath(
-            f"{name}.lua").read_text()
+        text = "\n".join(lua.joinpath(f"{part}.lua").read_text()
+                         for part in ("checks", *uses, name))
         return cls(name, text, hashlib.sha1(text.encode()).hexdigest())
 
     @property
@@ -97,8 +97,10 @@ class Caller:
 
 
 DUE = Lua.named("due")
-PUSH = Lua.named("push")
+PUSH = Lua.named("push", "records")
 WRITE = Lua.named("write")
+BACKFILL = Lua.named("backfill", "records")
+TRIGGER = Lua.named("trigger", "records")
 SCRIPTS = Caller(functions=False)
 
 
@@ -106,7 +108,7 @@ def library() -> str:
     """The Redis 7 function library of every script, for `FUNCTION LOAD REPLACE`."""
     parts = [f"#!lua name={LIBRARY}", "-- kiqbeat's scripts as Redis functions: load with "
              "FUNCTION LOAD REPLACE (kiqbeat functions --load)."]
-    for lua in (DUE, PUSH, WRITE):
+    for lua in (DUE, PUSH, WRITE, BACKFILL, TRIGGER):
         parts.append(f"redis.register_function('{lua.function}', function(KEYS, ARGV)\n"
                      f"{lua.text}\nend)")
     return "\n\n".join(parts) + "\n"

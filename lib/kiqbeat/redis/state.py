@@ -14,6 +14,7 @@ from typing import Any
 import redis
 
 from kiqbeat.core.plan import Group, Plan, from_ms
+from kiqbeat.core.records import DEFAULT_HISTORY
 from kiqbeat.core.report import PushedJob, Report
 from kiqbeat.core.schedule import Config
 from kiqbeat.errors import DeadlineError, KiqbeatError
@@ -29,7 +30,7 @@ MAX_BYTES_PER_INVOCATION = 64 * 1024 * 1024
 
 def _push_chunk(
     client: redis.Redis, namespace: str, due_key: str, now_ms: int, chunk: list[Group],
-    lua: scripts.Caller,
+    lua: scripts.Caller, history: int,
 ) -> tuple[list[Any], str]:
     queue_index: dict[str, int] = {}
     parts: list[bytes] = []  # the groups packed in one argument; push.lua's header says how
@@ -38,7 +39,9 @@ def _push_chunk(
         target = 0 if queue is None else queue_index.setdefault(queue, len(queue_index) + 1)
         parts.append(f"{group.name}\n{group.mark_ms} {group.missed} {group.skipped} "
                      f"{len(group.jobs)} {target} {int(group.new)} {group.next_due_ms} "
-                     f"{group.sha or '0'}\n".encode())
+                     f"{group.sha or '0'} {len(group.ranges)}\n".encode())
+        parts += (b"%d %d %s %d\n" % (after, through, reason.encode(), count)
+                  for after, through, reason, count in group.ranges)
         for job in group.jobs:
             payload = job.payload.encode()
             tick = job.tick_ms if job.queue is not None else -job.tick_ms
@@ -46,12 +49,12 @@ def _push_chunk(
     queue_names = list(queue_index)
     script_keys = [keys.watermarks(namespace), keys.first_seen(namespace), keys.queues(namespace),
                    keys.schedule(namespace), due_key, keys.definitions(namespace),
-                   keys.rejected(namespace),
+                   keys.rejected(namespace), keys.missed(namespace), keys.history(namespace),
                    *(keys.queue(namespace, q) for q in queue_names)]
     with redis_errors(client, "pushing jobs"):
         reply = lua.call(scripts.PUSH, client, script_keys,
-                         [now_ms, len(queue_names), *queue_names, b"".join(parts)])
-    counts, flags = reply[:6], reply[6]
+                         [now_ms, history, len(queue_names), *queue_names, b"".join(parts)])
+    counts, flags = reply[:7], reply[7]
     return counts, reply_text(flags)
 
 
@@ -75,8 +78,9 @@ def _wait_for_replicas(client: redis.Redis, config: Config, pushed: int, report:
 
 def push(client: redis.Redis, plan: Plan, config: Config, report: Report, deadline: float,
          lua: scripts.Caller = scripts.SCRIPTS, *, due_key: str | None = None,
-         sent: int = 0) -> int:
-    """Carry out a plan, one atomic script call per chunk, filling in the report.
+         sent: int = 0, history: int = DEFAULT_HISTORY) -> int:
+    """Carry out a plan, one atomic script call per chunk, filling in the report; each
+    schedule's history keeps its last `history` pushes.
 
     `sent` is the job bytes this invocation already sent (the 64 MiB bound counts them all);
     returns it with this plan's added, or -1 once the bound stopped the plan.
@@ -97,7 +101,8 @@ def push(client: redis.Redis, plan: Plan, config: Config, report: Report, deadli
                 f"invocation deadline passed after {report.chunks} push calls "
                 f"({report.pushed} jobs pushed); the next invocation pushes the rest")
         try:
-            counts, flags = _push_chunk(client, namespace, due_key, plan.now_ms, chunk, lua)
+            counts, flags = _push_chunk(client, namespace, due_key, plan.now_ms, chunk, lua,
+                                        history)
         except KiqbeatError as exc:
             if not report.pushed:
                 raise
@@ -105,7 +110,8 @@ def push(client: redis.Redis, plan: Plan, config: Config, report: Report, deadli
                             f"{report.chunks} earlier calls, with their watermarks") from exc
         report.chunks += 1
         report.round_trips += 1
-        pushed, already, missed, skipped, new, stale = (int(c) for c in counts)
+        pushed, already, missed, skipped, new, stale, recorded = (int(c) for c in counts)
+        report.missed_recorded += recorded
         report.stale += stale
         report.pushed += pushed
         report.already_pushed += already

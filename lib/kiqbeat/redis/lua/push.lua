@@ -8,19 +8,25 @@ KEYS[4]  schedule sorted set (score = epoch seconds) for lookahead jobs
 KEYS[5]  due index (sorted set: name -> epoch ms the schedule next needs planning)
 KEYS[6]  definitions hash (name -> definition JSON)
 KEYS[7]  rejected hash (name -> why a definition was set aside)
-KEYS[8..7+Q]  queue lists, one per distinct queue in this call
+KEYS[8]  missed hash (name -> recorded missed ranges, "AFTER THROUGH REASON" lines)
+KEYS[9]  history hash (name -> last pushes, newest first, "KIND TICK WHEN JID" lines)
+KEYS[10..9+Q]  queue lists, one per distinct queue in this call
 
 ARGV[1]  now, epoch ms (recorded as first-seen for new schedules)
-ARGV[2]  Q, number of queue lists
-ARGV[3..2+Q]  queue names, aligned with KEYS[8..]
-ARGV[3+Q]  the groups, one per schedule, packed in one string (one argument instead of
+ARGV[2]  H, how many pushes each schedule's history keeps (0: none)
+ARGV[3]  Q, number of queue lists
+ARGV[4..3+Q]  queue names, aligned with KEYS[10..]
+ARGV[4+Q]  the groups, one per schedule, packed in one string (one argument instead of
   thousands: packing arguments one by one is what a client spends its time on):
   "NAME\n" (names hold no control characters);
-  "MARK MISSED SKIPPED N TARGET NEW NEXT SHA\n": the watermark to set (epoch ms), ticks
+  "MARK MISSED SKIPPED N TARGET NEW NEXT SHA R\n": the watermark to set (epoch ms), ticks
     beyond the window (counted), ticks passed over by policy (counted), the number of jobs,
     the queue they go to (k >= 1: queue k), 1 if the schedule had no watermark when
     planned, the index entry that goes with MARK (epoch ms the schedule next needs
-    planning), and the SHA1 of the definition it was planned from;
+    planning), the SHA1 of the definition it was planned from, and the number of missed
+    ranges to record;
+  R times "AFTER THROUGH REASON COUNT\n": ticks in (AFTER, THROUGH] passed over, why
+    ("window" or "policy"), and how many (core/missed.py);
   N times "TICK LENGTH\n" and LENGTH bytes of job JSON; TICK is epoch ms, negative for a
     job into the schedule set (scored by its instant).
 
@@ -32,7 +38,15 @@ an earlier definition is cleared: this one was read and planned); a stored mark 
 was set by a copy that planned further, and that copy set the index.
 
 Every job whose tick is above the stored watermark is pushed; at or below it, it was
-pushed before (or deliberately passed over) and is counted as already pushed.
+pushed before (or deliberately passed over) and is counted as already pushed. Each pushed
+job goes into its schedule's history ("t TICK WHEN JID", WHEN the Redis clock), which keeps
+the newest H.
+
+The missed ranges of a group whose mark is applied are recorded with it, clipped to above
+the stored watermark (what lies at or below it another copy dealt with, and recorded): a
+recorded tick is therefore never pushed by an invocation, and recorded once. A range that
+starts where the schedule's last one ends, for the same reason, extends it; the newest 100
+ranges are kept.
 
 A schedule without a watermark is new. A group planned as new (NEW 1) registers it: first-seen
 = ARGV[1], the mark, and its jobs, which are the ticks in (now, now + lookahead] going to the
@@ -49,16 +63,19 @@ All checks run before the first write: Redis does not roll a script back, and it
 script for lack of memory only at its first write, so once the first write is done the rest
 complete.
 
-Returns {pushed, already, missed, skipped, new, stale, flags}: stale counts the groups left
-alone for a changed definition, and flags holds one character per job in argument order:
+Returns {pushed, already, missed, skipped, new, stale, recorded, flags}: stale counts the
+groups left alone for a changed definition, recorded the ticks recorded as missed, and flags holds one character per job in argument order:
 "1" pushed, "0" not pushed (already pushed, or left alone).
 ]]
 
 local wm_key, seen_key, queues_key, sched_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local due_key, defs_key, rejected_key = KEYS[5], KEYS[6], KEYS[7]
-local FIRST_QUEUE = 7
+local missed_key, history_key = KEYS[8], KEYS[9]
+local FIRST_QUEUE = 9
+local MAX_RANGES = 100
 local now_ms = ARGV[1]
-local nq = tonumber(ARGV[2])
+local keep = tonumber(ARGV[2])
+local nq = tonumber(ARGV[3])
 
 
 -- Pass 1: read and check everything, write nothing.
@@ -67,7 +84,8 @@ if err then return err end
 err = expect_type(wm_key, 'hash') or expect_type(seen_key, 'hash')
   or expect_type(queues_key, 'set') or expect_type(sched_key, 'zset')
   or expect_type(due_key, 'zset') or expect_type(defs_key, 'hash')
-  or expect_type(rejected_key, 'hash')
+  or expect_type(rejected_key, 'hash') or expect_type(missed_key, 'hash')
+  or expect_type(history_key, 'hash')
 if err then return err end
 for k = 1, nq do
   err = expect_type(KEYS[FIRST_QUEUE + k], 'list')
@@ -77,6 +95,8 @@ end
 err = expect_allowed('HSET', wm_key, 'f', '0') or expect_allowed('HSETNX', seen_key, 'f', '0')
   or expect_allowed('SADD', queues_key, 'q') or expect_allowed('ZADD', due_key, '0', 'n')
   or expect_allowed('HMGET', defs_key, 'f') or expect_allowed('HDEL', rejected_key, 'f')
+  or expect_allowed('HMGET', missed_key, 'f') or expect_allowed('HSET', missed_key, 'f', 'r')
+  or expect_allowed('HMGET', history_key, 'f') or expect_allowed('HSET', history_key, 'f', 'h')
 if err then return err end
 for k = 1, nq do
   err = expect_allowed('LPUSH', KEYS[FIRST_QUEUE + k], 'job')
@@ -84,7 +104,7 @@ for k = 1, nq do
 end
 local zadd_checked = false
 
-local body = ARGV[3 + nq]
+local body = ARGV[4 + nq]
 local function line(from)
   local stop = string.find(body, '\n', from, true)
   return string.sub(body, from, stop - 1), stop + 1
@@ -96,12 +116,18 @@ while pos <= #body do
   local name, header
   name, pos = line(pos)
   header, pos = line(pos)
-  local mark, missed, skipped, n, target, new, next_due, sha =
-    string.match(header, '^(%d+) (%d+) (%d+) (%d+) (%d+) ([01]) (%d+) (%x+)$')
+  local mark, missed, skipped, n, target, new, next_due, sha, r =
+    string.match(header, '^(%d+) (%d+) (%d+) (%d+) (%d+) ([01]) (%d+) (%x+) (%d+)$')
   local g = {name = name, mark = tonumber(mark), mark_text = mark, missed = tonumber(missed),
              skipped = tonumber(skipped), n = tonumber(n), target = tonumber(target),
              new = new == '1', next_due = next_due, sha = sha, ticks = {}, starts = {},
-             lengths = {}}
+             lengths = {}, ranges = {}}
+  for j = 1, tonumber(r) do
+    local range
+    range, pos = line(pos)
+    local after, through, reason, count = string.match(range, '^(%d+) (%d+) (%l+) (%d+)$')
+    g.ranges[j] = {tonumber(after), tonumber(through), reason, tonumber(count)}
+  end
   for j = 1, g.n do
     local head
     head, pos = line(pos)
@@ -125,8 +151,10 @@ for first = 1, #groups, BATCH do
   for k = first, last do names[#names + 1] = groups[k].name end
   local raws = redis.call('HMGET', wm_key, unpack(names))
   local defs = redis.call('HMGET', defs_key, unpack(names))
+  local pasts = keep > 0 and redis.call('HMGET', history_key, unpack(names)) or {}
   for k = first, last do
     local g, raw, def = groups[k], raws[k - first + 1], defs[k - first + 1]
+    g.history = pasts[k - first + 1]
     g.stale = not def or redis.sha1hex(def) ~= g.sha
     if raw then
       g.cur = tonumber(raw)
@@ -145,8 +173,11 @@ local function flush(command, key, values)
 end
 
 -- Pass 2: write.
-local pushed, already, missed, skipped, new, stale = 0, 0, 0, 0, 0, 0
+local pushed, already, missed, skipped, new, stale, recorded = 0, 0, 0, 0, 0, 0, 0
+local clock = redis.call('TIME')
+local when = ms_text(clock[1] * 1000 + math.floor(clock[2] / 1000))
 local flags = {}
+local histories = {} -- name, history, name, history...
 local lists = {}     -- queue k -> jobs, in push order
 local scheduled = {} -- score, job, score, job...
 local marks = {}     -- name, mark, name, mark...
@@ -155,6 +186,7 @@ local planned = {}   -- names whose index entry is set
 
 -- Queue every job of g whose tick is above floor (epoch ms); count the others as already.
 local function push_above(g, floor)
+  local done = {}
   for j = 1, g.n do
     local tick = g.ticks[j]
     if math.abs(tick) > floor then
@@ -172,10 +204,40 @@ local function push_above(g, floor)
       end
       pushed = pushed + 1
       flags[#flags + 1] = '1'
+      done[#done + 1] = 't ' .. ms_text(math.abs(tick)) .. ' ' .. when
     else
       already = already + 1
       flags[#flags + 1] = '0'
     end
+  end
+  if keep > 0 and #done > 0 then
+    histories[#histories + 1], histories[#histories + 2] = g.name,
+      remembered(g.history, done, keep)
+  end
+end
+
+-- Record g's missed ranges above the stored mark, extending the last one where they meet.
+local function record(g)
+  local lines = {}
+  local old = redis.call('HGET', missed_key, g.name)
+  if old then
+    for l in string.gmatch(old, '[^\n]+') do lines[#lines + 1] = l end
+  end
+  for _, range in ipairs(g.ranges) do
+    local after, through, reason = math.max(range[1], g.cur), range[2], range[3]
+    if after < through then
+      recorded = recorded + range[4]
+      local a, t, r = string.match(lines[#lines] or '', '^(%d+) (%d+) (%l+)$')
+      if a and tonumber(t) == after and r == reason then
+        lines[#lines] = a .. ' ' .. ms_text(through) .. ' ' .. reason
+      else
+        lines[#lines + 1] = ms_text(after) .. ' ' .. ms_text(through) .. ' ' .. reason
+      end
+    end
+  end
+  if #lines > 0 then
+    redis.call('HSET', missed_key, g.name,
+      table.concat(lines, '\n', math.max(1, #lines - MAX_RANGES + 1)))
   end
 end
 
@@ -204,6 +266,7 @@ for _, g in ipairs(groups) do
       marks[#marks + 1], marks[#marks + 2] = g.name, g.mark_text
       missed = missed + g.missed
       skipped = skipped + g.skipped
+      if #g.ranges > 0 then record(g) end
       reindex(g)
     elseif g.mark == g.cur then
       reindex(g)
@@ -212,10 +275,11 @@ for _, g in ipairs(groups) do
 end
 for k, list in pairs(lists) do
   flush('LPUSH', KEYS[FIRST_QUEUE + k], list)
-  redis.call('SADD', queues_key, ARGV[2 + k])
+  redis.call('SADD', queues_key, ARGV[3 + k])
 end
 flush('ZADD', sched_key, scheduled)
 flush('HSET', wm_key, marks)
 flush('ZADD', due_key, index)
 flush('HDEL', rejected_key, planned)
-return {pushed, already, missed, skipped, new, stale, table.concat(flags)}
+flush('HSET', history_key, histories)
+return {pushed, already, missed, skipped, new, stale, recorded, table.concat(flags)}

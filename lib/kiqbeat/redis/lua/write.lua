@@ -5,7 +5,8 @@ KEYS[1]  definitions hash    KEYS[2]  watermarks hash    KEYS[3]  first-seen has
 KEYS[4]  rejected hash (name -> why its definition was set aside)
 KEYS[5]  documents hash (location -> digest applied)   KEYS[6]  that document's index
 KEYS[7]  the shard count the due index is split into
-KEYS[8..]  due indexes (one per shard an operation names)
+KEYS[8]  missed hash (recorded missed ranges)    KEYS[9]  history hash (last pushes)
+KEYS[10..]  due indexes (one per shard an operation names)
 ARGV[1]  the operations, packed in one string: per operation a line
   "OP K SOURCE_LENGTH EXPECT NAME_LENGTH DEF_LENGTH\n" then SOURCE, NAME and DEF, where
   OP is one of
@@ -17,7 +18,7 @@ ARGV[1]  the operations, packed in one string: per operation a line
     del    remove and forget its state; refused when another source's
     reject set the definition aside with the reason DEF, only if its SHA1 is EXPECT, or,
            with EXPECT "-", forget a name whose definition is gone
-  K the due index (KEYS[7 + K]), SOURCE the writer ("" for the API and other languages,
+  K the due index (KEYS[9 + K]), SOURCE the writer ("" for the API and other languages,
   a document's location for a document), EXPECT a SHA1 or "-".
 ARGV[2]  the shard count the writer computed its index keys with: refused unless it is the
   recorded one (recorded if none is)
@@ -26,7 +27,8 @@ ARGV[3]  "1" to record a document as applied after the operations (its last call
 
 A definition's source is its JSON's "source" field ("" when absent). Writing a definition
 sets its index entry to 0 ("plan me") and clears a set-aside reason; writing the same bytes
-again changes nothing. Removing forgets the watermark and first-seen too.
+again changes nothing. Removing forgets the watermark, first-seen, missed ranges and
+history too.
 
 Changing a planned definition also moves its watermark up to the change (never past the
 old definition's next tick, which its index entry gives): the new definition applies to
@@ -39,13 +41,15 @@ Returns {codes, owners}: one character per operation, "+" done, "=" already so, 
 
 local defs_key, wm_key, seen_key, rejected_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local documents_key, document_key, shards_key = KEYS[5], KEYS[6], KEYS[7]
-local FIRST_DUE = 7
+local missed_key, history_key = KEYS[8], KEYS[9]
+local FIRST_DUE = 9
 local body, record = ARGV[1], ARGV[3] == '1'
 
 -- Check every key's type and (Redis 7) every permission before the first write
 -- (expect_type and expect_allowed: checks.lua).
 local err = expect_type(defs_key, 'hash') or expect_type(wm_key, 'hash')
   or expect_type(seen_key, 'hash') or expect_type(rejected_key, 'hash')
+  or expect_type(missed_key, 'hash') or expect_type(history_key, 'hash')
 if err then return err end
 for k = FIRST_DUE + 1, #KEYS do
   err = expect_type(KEYS[k], 'zset')
@@ -53,7 +57,8 @@ for k = FIRST_DUE + 1, #KEYS do
 end
 local checks = {{'HGET', defs_key, 'n'}, {'HSET', defs_key, 'n', 'v'}, {'HDEL', defs_key, 'n'},
   {'HDEL', wm_key, 'n'}, {'HGET', wm_key, 'n'}, {'HSET', wm_key, 'n', '0'}, {'HDEL', seen_key, 'n'}, {'HSET', rejected_key, 'n', 'v'},
-  {'HDEL', rejected_key, 'n'}, {'HEXISTS', rejected_key, 'n'}}
+  {'HDEL', rejected_key, 'n'}, {'HEXISTS', rejected_key, 'n'}, {'HDEL', missed_key, 'n'},
+  {'HDEL', history_key, 'n'}}
 for k = FIRST_DUE + 1, #KEYS do
   checks[#checks + 1] = {'ZADD', KEYS[k], '0', 'n'}
   checks[#checks + 1] = {'ZSCORE', KEYS[k], 'n'}
@@ -108,6 +113,8 @@ local function forget(name, due_key)
   redis.call('HDEL', wm_key, name)
   redis.call('HDEL', seen_key, name)
   redis.call('HDEL', rejected_key, name)
+  redis.call('HDEL', missed_key, name)
+  redis.call('HDEL', history_key, name)
 end
 
 local clock = redis.call('TIME')

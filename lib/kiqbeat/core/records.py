@@ -1,0 +1,146 @@
+"""What kiqbeat records per schedule for its operators: missed ticks and recent pushes.
+
+Pure: the push, backfill and trigger scripts write these records (redis/lua); this module
+reads them and finds the ticks they name, for `missed`, `backfill` and `history`.
+
+Missed ticks.
+
+A schedule's missed ticks are recorded (by the push script, in the same step that moves
+its watermark over them) as ranges `(after, through]` of epoch milliseconds with a reason:
+
+- "window": older than `missed_jobs_window` when an invocation came (Redis unreachable,
+  triggers stopped for longer than the window);
+- "policy": passed over by `catch_up: latest` or `none`.
+
+A range names instants, not ticks: the ticks in it are those of the schedule's timetable,
+so a schedule firing every second and down for a month is one range, and the record of a
+schedule stays small. A paused schedule's ticks are never recorded (pausing is asking for
+them not to run). The record keeps a schedule's newest `MAX_RANGES` ranges.
+
+Every recorded tick lies at or below the watermark, which only ever rises, so an invocation
+never pushes it; a backfill pushes it and removes it from the record in one atomic step, so
+it is pushed at most once however many backfills race (backfill.lua).
+
+History. Each schedule's last `history` pushes (default `DEFAULT_HISTORY`), newest first:
+its tick, its jid, when it was pushed (Redis clock) and by what: an invocation ("tick"), a
+backfill, or a manual run (`trigger`), whose jid is "manual" and 18 hex digits — never a
+tick's 24 hex digits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from kiqbeat.core.payload import jid_ms
+from kiqbeat.core.plan import from_ms, to_ms
+from kiqbeat.core.schedule import Timetable
+
+DEFAULT_HISTORY = 10
+KINDS = {"t": "tick", "b": "backfill", "m": "manual"}
+
+REASONS = {"window": "older than the missed-jobs window",
+           "policy": "skipped by the schedule's catch_up policy"}
+# Ranges kept per schedule (push.lua drops the oldest beyond): `catch_up: latest` on a
+# schedule firing every second records a range each invocation.
+MAX_RANGES = 100
+# Counting a range's ticks for a listing stops here.
+COUNT_CAP = 100_000
+# Ticks are listed in steps of this much time; an empty step is skipped with next_after.
+_STEP = timedelta(hours=1)
+
+
+@dataclass(frozen=True)
+class Range:
+    """Recorded missed ticks of one schedule: those in (after_ms, through_ms]."""
+
+    after_ms: int
+    through_ms: int
+    reason: str
+
+    def clip(self, since_ms: int | None, until_ms: int | None) -> Range | None:
+        """The part with ticks at or after `since_ms` and at or before `until_ms`."""
+        after = self.after_ms if since_ms is None else max(self.after_ms, since_ms - 1)
+        through = self.through_ms if until_ms is None else min(self.through_ms, until_ms)
+        return Range(after, through, self.reason) if after < through else None
+
+
+def parse_ranges(text: str) -> list[Range]:
+    """The ranges of a record ("AFTER THROUGH REASON" lines); ValueError when garbled."""
+    ranges = []
+    for line in text.splitlines():
+        after, through, reason = line.split(" ")
+        ranges.append(Range(int(after), int(through), reason))
+    return ranges
+
+
+def ticks_in(timetable: Timetable, after_ms: int, through_ms: int) -> Iterator[datetime]:
+    """The timetable's ticks in (after_ms, through_ms], ascending, lazily (a range can hold
+    millions)."""
+    cursor, through = from_ms(after_ms), from_ms(through_ms)
+    while True:
+        first = timetable.next_after(cursor)
+        if first > through:
+            return
+        end = min(through, first + _STEP)
+        yield from timetable.between(cursor, end)
+        cursor = end
+
+
+def count_ticks(timetable: Timetable, after_ms: int, through_ms: int,
+                cap: int = COUNT_CAP) -> tuple[int, bool]:
+    """How many ticks (after_ms, through_ms] holds, counting at most `cap`; and whether
+    there are more."""
+    count = 0
+    for _ in ticks_in(timetable, after_ms, through_ms):
+        if count == cap:
+            return count, True
+        count += 1
+    return count, False
+
+
+def last_tick_in(timetable: Timetable, after_ms: int, through_ms: int) -> datetime | None:
+    """The newest tick in (after_ms, through_ms], found by looking back in doubling steps."""
+    step = timedelta(minutes=1)
+    through = from_ms(through_ms)
+    end_ms = through_ms
+    while end_ms > after_ms:
+        start_ms = max(after_ms, to_ms(through - step))
+        ticks = timetable.between(from_ms(start_ms), from_ms(end_ms))
+        if ticks:
+            return ticks[-1]
+        end_ms, step = start_ms, step * 2
+    return None
+
+
+@dataclass(frozen=True)
+class Push:
+    """One push in a schedule's history."""
+
+    kind: str  # "tick", "backfill" or "manual"
+    tick: datetime  # the tick instant (a manual run's: when it was asked for)
+    jid: str
+    when: datetime  # when it was pushed, by the Redis clock
+
+    def line(self) -> str:
+        """One line for a person."""
+        return (f"{self.when.isoformat(timespec='milliseconds')} {self.kind:8} tick "
+                f"{self.tick.isoformat(timespec='seconds')} jid {self.jid}")
+
+    def as_dict(self) -> dict[str, str]:
+        """JSON-ready form."""
+        return {"kind": self.kind, "tick": self.tick.isoformat(), "jid": self.jid,
+                "when": self.when.isoformat()}
+
+
+def parse_history(name: str, text: str) -> list[Push]:
+    """A schedule's history ("KIND TICK WHEN [JID]" lines, newest first); ValueError when
+    garbled. A tick's or backfill's jid is the tick's, derived as the job's was."""
+    pushes = []
+    for line in text.splitlines():
+        kind, tick, when, *jid = line.split(" ")
+        tick_ms = int(tick)
+        pushes.append(Push(KINDS[kind], from_ms(tick_ms), jid[0] if jid else jid_ms(name, tick_ms),
+                           from_ms(int(when))))
+    return pushes

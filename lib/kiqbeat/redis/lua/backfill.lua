@@ -1,0 +1,146 @@
+--[[
+kiqbeat backfill script: push recorded missed ticks and remove them from the record, atomically.
+
+KEYS[1]  missed hash (name -> recorded missed ranges, "AFTER THROUGH REASON" lines)
+KEYS[2]  definitions hash (name -> definition JSON)
+KEYS[3]  history hash (name -> last pushes, newest first)
+KEYS[4]  queues set
+KEYS[5..4+Q]  queue lists, one per distinct queue in this call
+
+ARGV[1]  H, how many pushes each schedule's history keeps (0: none)
+ARGV[2]  Q, number of queue lists
+ARGV[3..2+Q]  queue names, aligned with KEYS[5..]
+ARGV[3+Q]  the groups, one per schedule, packed in one string:
+  "NAME\n";
+  "AFTER THROUGH N TARGET SHA\n": the part of the record this call settles, (AFTER,
+    THROUGH] in epoch ms, the number of jobs, the queue they go to (k: queue k), and the
+    SHA1 of the definition the jobs were built from;
+  N times "TICK LENGTH\n" and LENGTH bytes of job JSON, TICK in (AFTER, THROUGH], ascending.
+
+A job is pushed only if its tick is still recorded: another backfill that pushed it first
+removed it, so racing or repeated backfills push each recorded tick once. Then (AFTER,
+THROUGH] is removed from the schedule's record (every tick of it was pushed now or before,
+or, for --latest-only, deliberately left out), and each pushed job goes into the history
+as "b TICK WHEN". A group whose definition changed or went since it was read is left alone.
+
+All checks run before the first write.
+
+Returns {pushed, already, stale, flags}: flags holds one character per job in argument
+order, "1" pushed, "0" not.
+]]
+
+local missed_key, defs_key, history_key, queues_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local FIRST_QUEUE = 4
+local keep = tonumber(ARGV[1])
+local nq = tonumber(ARGV[2])
+
+local err = expect_type(missed_key, 'hash') or expect_type(defs_key, 'hash')
+  or expect_type(history_key, 'hash') or expect_type(queues_key, 'set')
+  or expect_allowed('HMGET', missed_key, 'f') or expect_allowed('HSET', missed_key, 'f', 'r')
+  or expect_allowed('HDEL', missed_key, 'f') or expect_allowed('HMGET', defs_key, 'f')
+  or expect_allowed('HMGET', history_key, 'f') or expect_allowed('HSET', history_key, 'f', 'h')
+  or expect_allowed('SADD', queues_key, 'q')
+if err then return err end
+for k = 1, nq do
+  err = expect_type(KEYS[FIRST_QUEUE + k], 'list')
+    or expect_allowed('LPUSH', KEYS[FIRST_QUEUE + k], 'job')
+  if err then return err end
+end
+
+local body = ARGV[3 + nq]
+local function line(from)
+  local stop = string.find(body, '\n', from, true)
+  return string.sub(body, from, stop - 1), stop + 1
+end
+
+local groups, names = {}, {}
+local pos = 1
+while pos <= #body do
+  local name, header
+  name, pos = line(pos)
+  header, pos = line(pos)
+  local after, through, n, target, sha =
+    string.match(header, '^(%d+) (%d+) (%d+) (%d+) (%x+)$')
+  local g = {name = name, after = tonumber(after), through = tonumber(through),
+             n = tonumber(n), target = tonumber(target), sha = sha, ticks = {}, jobs = {}}
+  for j = 1, g.n do
+    local head
+    head, pos = line(pos)
+    local tick, length = string.match(head, '^(%d+) (%d+)$')
+    g.ticks[j] = tonumber(tick)
+    g.jobs[j] = string.sub(body, pos, pos + tonumber(length) - 1)
+    pos = pos + tonumber(length)
+  end
+  groups[#groups + 1] = g
+  names[#names + 1] = name
+end
+if #groups == 0 then return {0, 0, 0, ''} end
+
+-- A call carries at most a few hundred groups (Python's chunks), within unpack's limit.
+local records = redis.call('HMGET', missed_key, unpack(names))
+local defs = redis.call('HMGET', defs_key, unpack(names))
+local pasts = keep > 0 and redis.call('HMGET', history_key, unpack(names)) or {}
+
+local clock = redis.call('TIME')
+local when = ms_text(clock[1] * 1000 + math.floor(clock[2] / 1000))
+local pushed, already, stale = 0, 0, 0
+local flags, lists, histories = {}, {}, {}
+for k, g in ipairs(groups) do
+  local def, record = defs[k], records[k]
+  if not def or redis.sha1hex(def) ~= g.sha or not record then
+    if record then stale = stale + 1 end
+    for _ = 1, g.n do flags[#flags + 1] = '0' end
+    already = already + (record and 0 or g.n)
+  else
+    local ranges = {}
+    for a, t, r in string.gmatch(record, '(%d+) (%d+) (%l+)') do
+      ranges[#ranges + 1] = {tonumber(a), tonumber(t), r}
+    end
+    local done = {}
+    for j = 1, g.n do
+      local tick, held = g.ticks[j], false
+      for _, range in ipairs(ranges) do
+        if range[1] < tick and tick <= range[2] then held = true break end
+      end
+      if held then
+        local list = lists[g.target] or {}
+        lists[g.target] = list
+        list[#list + 1] = g.jobs[j]
+        pushed = pushed + 1
+        flags[#flags + 1] = '1'
+        done[#done + 1] = 'b ' .. ms_text(tick) .. ' ' .. when
+      else
+        already = already + 1
+        flags[#flags + 1] = '0'
+      end
+    end
+    -- What is left of each range once (AFTER, THROUGH] is taken out.
+    local left = {}
+    for _, range in ipairs(ranges) do
+      local a, t, r = range[1], range[2], range[3]
+      if t <= g.after or a >= g.through then
+        left[#left + 1] = ms_text(a) .. ' ' .. ms_text(t) .. ' ' .. r
+      else
+        if a < g.after then left[#left + 1] = ms_text(a) .. ' ' .. ms_text(g.after) .. ' ' .. r end
+        if g.through < t then left[#left + 1] = ms_text(g.through) .. ' ' .. ms_text(t) .. ' ' .. r end
+      end
+    end
+    if #left > 0 then
+      redis.call('HSET', missed_key, g.name, table.concat(left, '\n'))
+    else
+      redis.call('HDEL', missed_key, g.name)
+    end
+    if keep > 0 and #done > 0 then
+      histories[#histories + 1], histories[#histories + 2] = g.name,
+        remembered(pasts[k], done, keep)
+    end
+  end
+end
+for k, list in pairs(lists) do
+  for first = 1, #list, 500 do
+    redis.call('LPUSH', KEYS[FIRST_QUEUE + k], unpack(list, first, math.min(first + 499, #list)))
+  end
+  redis.call('SADD', queues_key, ARGV[2 + k])
+end
+if #histories > 0 then redis.call('HSET', history_key, unpack(histories)) end
+return {pushed, already, stale, table.concat(flags)}

@@ -1,0 +1,95 @@
+"""The operator's records in Redis: reading missed ranges and histories, and the two scripts
+that push outside an invocation — a backfill's recorded ticks (backfill.lua) and a manual
+run (trigger.lua). `kiqbeat.store.Store` decides what to push; this carries it out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import redis
+
+from kiqbeat.redis import keys, scripts
+from kiqbeat.redis.connection import redis_errors, reply_bytes, reply_text
+from kiqbeat.redis.store import BATCH, scan_items
+
+
+def read_records(client: redis.Redis, key: str, names: Sequence[str]
+                 ) -> Iterable[tuple[str, str]]:
+    """(name, record) of each named schedule that has one in hash `key`, or of every one
+    when no names are given (HSCAN pages)."""
+    if not names:
+        for name, value in scan_items(client, key):
+            yield name, value.decode(errors="replace")
+        return
+    for first in range(0, len(names), BATCH):
+        batch = list(names[first:first + BATCH])
+        with redis_errors(client, f"reading {key}"):
+            values = client.hmget(key, batch)
+        for name, found in zip(batch, values, strict=True):
+            if found is not None:
+                yield name, reply_text(found)
+
+
+def read_definitions(client: redis.Redis, namespace: str, names: Sequence[str]
+                     ) -> dict[str, bytes]:
+    """The stored definitions of `names` (absent ones left out), one HMGET per batch."""
+    found: dict[str, bytes] = {}
+    key = keys.definitions(namespace)
+    for first in range(0, len(names), BATCH):
+        batch = list(names[first:first + BATCH])
+        with redis_errors(client, f"reading {key}"):
+            values = client.hmget(key, batch)
+        found.update((name, data) for name, value in zip(batch, values, strict=True)
+                     if (data := reply_bytes(value)) is not None)
+    return found
+
+
+@dataclass
+class Piece:
+    """Part of one schedule's record that one backfill call settles: (after_ms, through_ms]
+    is taken out of the record, and the jobs (tick_ms, JSON) pushed if still recorded."""
+
+    name: str
+    after_ms: int
+    through_ms: int
+    queue: str
+    sha: str
+    jobs: list[tuple[int, str]]
+
+
+def push_backfill(client: redis.Redis, namespace: str, pieces: Sequence[Piece],
+                  history: int, lua: scripts.Caller = scripts.SCRIPTS) -> tuple[int, int, int, str]:
+    """One atomic backfill call: (pushed, already, stale, flags), flags one "1"/"0" per job
+    in order."""
+    queue_index: dict[str, int] = {}
+    parts: list[bytes] = []
+    for piece in pieces:
+        target = queue_index.setdefault(piece.queue, len(queue_index) + 1)
+        parts.append(b"%s\n%d %d %d %d %s\n" % (
+            piece.name.encode(errors="surrogateescape"), piece.after_ms, piece.through_ms,
+            len(piece.jobs), target, piece.sha.encode()))
+        for tick_ms, job in piece.jobs:
+            payload = job.encode()
+            parts += (b"%d %d\n" % (tick_ms, len(payload)), payload)
+    queues = list(queue_index)
+    script_keys = [keys.missed(namespace), keys.definitions(namespace), keys.history(namespace),
+                   keys.queues(namespace), *(keys.queue(namespace, q) for q in queues)]
+    with redis_errors(client, "backfilling missed ticks"):
+        pushed, already, stale, flags = lua.call(
+            scripts.BACKFILL, client, script_keys,
+            [history, len(queues), *queues, b"".join(parts)])
+    return int(pushed), int(already), int(stale), reply_text(flags)
+
+
+def push_manual(client: redis.Redis, namespace: str, name: str, sha: str, queue: str,
+                jid: str, at_ms: int, job: str, history: int,
+                lua: scripts.Caller = scripts.SCRIPTS) -> bool:
+    """Push one manual job (trigger.lua); False when the definition changed meanwhile."""
+    script_keys = [keys.definitions(namespace), keys.history(namespace), keys.queues(namespace),
+                   keys.queue(namespace, queue)]
+    with redis_errors(client, f"running schedule {name!r} now"):
+        done = lua.call(scripts.TRIGGER, client, script_keys,
+                        [name, sha, history, queue, jid, at_ms, job])
+    return bool(int(done))
