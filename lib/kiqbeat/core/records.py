@@ -135,12 +135,15 @@ class Push:
 
 
 def parse_history(name: str, text: str) -> list[Push]:
-    """A schedule's history ("KIND TICK WHEN [JID]" lines, newest first); ValueError when
-    garbled. A tick's or backfill's jid is the tick's, derived as the job's was."""
+    """A schedule's history ("KIND TICK DELAY [JID]" lines, newest first, DELAY = push instant
+    - tick in ms); ValueError when garbled. A tick's or backfill's jid is the tick's,
+    derived as the job's was (only a manual run's is stored)."""
     pushes = []
     for line in text.splitlines():
-        kind, tick, when, *jid = line.split(" ")
+        kind, tick, delay, *jid = line.split(" ")
+        if kind not in KINDS:
+            raise ValueError(f"unknown kind of push {kind!r}")
         tick_ms = int(tick)
         pushes.append(Push(KINDS[kind], from_ms(tick_ms), jid[0] if jid else jid_ms(name, tick_ms),
-                           from_ms(int(when))))
+                           from_ms(tick_ms + int(delay))))
     return pushes

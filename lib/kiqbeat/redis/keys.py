@@ -74,9 +74,9 @@ def missed(ns: str) -> str:
 
 
 def history(ns: str) -> str:
-    """Hash: schedule name -> its last pushes, newest first ("KIND TICK WHEN [JID]" lines;
-    KIND t: an invocation's tick, b: a backfill's, m: a manual run, with its jid); the
-    newest `history` setting's number (default 10) are kept."""
+    """Hash: schedule name -> its last pushes, newest first ("KIND TICK DELAY [JID]" lines:
+    KIND t: an invocation's tick, b: a backfill's, m: a manual run, with its jid; DELAY =
+    push instant - tick, ms); the newest `history` setting's number (default 10) are kept."""
     return f"{ns}kiqbeat:history"
 
 

@@ -21,7 +21,7 @@ A job is pushed only if its tick is still recorded: another backfill that pushed
 removed it, so racing or repeated backfills push each recorded tick once. Then (AFTER,
 THROUGH] is removed from the schedule's record (every tick of it was pushed now or before,
 or, for --latest-only, deliberately left out), and each pushed job goes into the history
-as "b TICK WHEN". A group whose definition changed or went since it was read is left alone.
+as "b TICK DELAY". A group whose definition changed or went since it was read is left alone.
 
 All checks run before the first write.
 
@@ -81,8 +81,7 @@ local records = redis.call('HMGET', missed_key, unpack(names))
 local defs = redis.call('HMGET', defs_key, unpack(names))
 local pasts = keep > 0 and redis.call('HMGET', history_key, unpack(names)) or {}
 
-local clock = redis.call('TIME')
-local when = ms_text(clock[1] * 1000 + math.floor(clock[2] / 1000))
+local when = clock_ms()
 local pushed, already, stale = 0, 0, 0
 local flags, lists, histories = {}, {}, {}
 for k, g in ipairs(groups) do
@@ -108,7 +107,7 @@ for k, g in ipairs(groups) do
         list[#list + 1] = g.jobs[j]
         pushed = pushed + 1
         flags[#flags + 1] = '1'
-        done[#done + 1] = 'b ' .. ms_text(tick) .. ' ' .. when
+        done[#done + 1] = pushed_line('b', tick, when)
       else
         already = already + 1
         flags[#flags + 1] = '0'

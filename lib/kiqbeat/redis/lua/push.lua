@@ -9,7 +9,7 @@ KEYS[5]  due index (sorted set: name -> epoch ms the schedule next needs plannin
 KEYS[6]  definitions hash (name -> definition JSON)
 KEYS[7]  rejected hash (name -> why a definition was set aside)
 KEYS[8]  missed hash (name -> recorded missed ranges, "AFTER THROUGH REASON" lines)
-KEYS[9]  history hash (name -> last pushes, newest first, "KIND TICK WHEN JID" lines)
+KEYS[9]  history hash (name -> last pushes, newest first, "KIND TICK DELAY [JID]" lines)
 KEYS[10..9+Q]  queue lists, one per distinct queue in this call
 
 ARGV[1]  now, epoch ms (recorded as first-seen for new schedules)
@@ -39,8 +39,8 @@ was set by a copy that planned further, and that copy set the index.
 
 Every job whose tick is above the stored watermark is pushed; at or below it, it was
 pushed before (or deliberately passed over) and is counted as already pushed. Each pushed
-job goes into its schedule's history ("t TICK WHEN JID", WHEN the Redis clock), which keeps
-the newest H.
+job goes into its schedule's history ("t TICK DELAY", DELAY = the Redis clock - TICK: see
+records.lua), which keeps the newest H.
 
 The missed ranges of a group whose mark is applied are recorded with it, clipped to above
 the stored watermark (what lies at or below it another copy dealt with, and recorded): a
@@ -174,8 +174,7 @@ end
 
 -- Pass 2: write.
 local pushed, already, missed, skipped, new, stale, recorded = 0, 0, 0, 0, 0, 0, 0
-local clock = redis.call('TIME')
-local when = ms_text(clock[1] * 1000 + math.floor(clock[2] / 1000))
+local when = clock_ms()
 local flags = {}
 local histories = {} -- name, history, name, history...
 local lists = {}     -- queue k -> jobs, in push order
@@ -204,7 +203,7 @@ local function push_above(g, floor)
       end
       pushed = pushed + 1
       flags[#flags + 1] = '1'
-      done[#done + 1] = 't ' .. ms_text(math.abs(tick)) .. ' ' .. when
+      done[#done + 1] = pushed_line('t', math.abs(tick), when)
     else
       already = already + 1
       flags[#flags + 1] = '0'

@@ -8,7 +8,7 @@ ARGV[3]  H, how many pushes the history keeps    ARGV[4]  queue name
 ARGV[5]  the job's jid       ARGV[6]  the job's instant, epoch ms    ARGV[7]  job JSON
 
 Pushed only while the definition is the one the job was built from. The job goes into the
-history as "m TICK WHEN JID" (a manual job's jid is not derived from its instant, so it is
+history as "m TICK DELAY JID" (a manual job's jid is not derived from its instant, so it is
 kept). Returns 1 when pushed, 0 when the definition changed or went meanwhile.
 ]]
 
@@ -26,9 +26,7 @@ redis.call('LPUSH', queue_key, ARGV[7])
 redis.call('SADD', queues_key, ARGV[4])
 local keep = tonumber(ARGV[3])
 if keep > 0 then
-  local clock = redis.call('TIME')
-  local when = ms_text(clock[1] * 1000 + math.floor(clock[2] / 1000))
   redis.call('HSET', history_key, ARGV[1], remembered(redis.call('HGET', history_key, ARGV[1]),
-    {'m ' .. ARGV[6] .. ' ' .. when .. ' ' .. ARGV[5]}, keep))
+    {pushed_line('m', tonumber(ARGV[6]), clock_ms(), ARGV[5])}, keep))
 end
 return 1
