@@ -366,6 +366,7 @@ class Counts:
     indexed: int  # with an entry in this shard's due index
     overdue: int  # entries at or below now: planned by the next invocation
     set_aside: int  # definitions refused, waiting for a fix
+    with_missed: int = 0  # schedules with missed ticks recorded (`kiqbeat missed`)
 
 
 def _due_keys(namespace: str, shards: Sequence[tuple[int, int] | None]) -> list[str]:
@@ -379,11 +380,12 @@ def read_counts(client: redis.Redis, namespace: str,
         pipe = client.pipeline(transaction=False)
         pipe.hlen(keys.definitions(namespace))
         pipe.hlen(keys.rejected(namespace))
+        pipe.hlen(keys.missed(namespace))
         for key in _due_keys(namespace, shards):
             pipe.zcard(key)
             pipe.zcount(key, "-inf", now_ms)
-        stored, aside, *per_shard = (int(v) for v in pipe.execute())
-    return Counts(stored, sum(per_shard[0::2]), sum(per_shard[1::2]), aside)
+        stored, aside, missed, *per_shard = (int(v) for v in pipe.execute())
+    return Counts(stored, sum(per_shard[0::2]), sum(per_shard[1::2]), aside, missed)
 
 
 def read_order(client: redis.Redis, namespace: str, shards: Sequence[tuple[int, int] | None],
