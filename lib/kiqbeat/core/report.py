@@ -64,10 +64,12 @@ class Report:
 
     def summary(self) -> str:
         """One human-readable line."""
+        recorded = (f" ({self.missed_recorded} recorded for kiqbeat backfill)"
+                    if self.missed_recorded else "")
         return (
             f"{self.now.isoformat(timespec='seconds')}: {self.schedules} schedules due, "
             f"{self.pushed} pushed, {self.already_pushed} already pushed, "
-            f"{self.missed} missed beyond the window, {self.skipped} skipped, "
+            f"{self.missed} missed beyond the window, {self.skipped} skipped{recorded}, "
             f"largest lag {self.lag_s:.1f} s ({self.round_trips} round trips, "
             f"{self.duration_s * 1000:.0f} ms)"
         )
