@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from kiqbeat.core.cron import fire_times
 from kiqbeat.core.plan import (
     MAX_BYTES_PER_CALL,
     MAX_JOBS_PER_CALL,
@@ -107,3 +108,58 @@ schedules:
     assert len(parts) == 1 and parts[0] is new  # not split, though 600 jobs came before
     for chunk in plan.chunks(max_jobs=100):
         assert all(g.jobs == new.jobs for g in chunk if g.name == "second")
+
+
+# ------------------------------------------------------------------ missed ranges recorded
+# Each passed-over tick must be named by exactly one recorded range, and no pushed tick by
+# any (core/plan.py docstring): checked against the cron reference, not the planner.
+
+RANGES = """
+schedules:
+  every5: {cron: '*/5 * * * *', class: A, tz: Europe/Paris}
+  latest: {cron: '* * * * *', class: A, catch_up: latest}
+  none: {cron: '* * * * *', class: A, catch_up: none}
+  paused: {cron: '* * * * *', class: A, enabled: false}
+"""
+
+
+def _named(ranges: list[tuple[int, int, str, int]], tick: datetime) -> list[str]:
+    return [reason for after, through, reason, _ in ranges if after < to_ms(tick) <= through]
+
+
+@pytest.mark.parametrize("hours_down", [0.5, 3, 30])
+def test_every_passed_over_tick_is_in_exactly_one_recorded_range(hours_down: float) -> None:
+    config = load_config_text(RANGES)  # window 1 h
+    mark = NOW - timedelta(hours=hours_down)
+    plan = plan_ticks(config, {s.name: to_ms(mark) for s in config.schedules}, NOW)
+    assert {g.name for g in plan.groups} == {"every5", "latest", "none", "paused"}
+    for group in plan.groups:
+        pushed = {job.tick_ms for job in group.jobs}
+        cron, tz = ("*/5 * * * *", "Europe/Paris") if group.name == "every5" else (
+            "* * * * *", "UTC")
+        ticks = fire_times(cron, tz=tz, after=mark, until=NOW)
+        window_start = NOW - timedelta(hours=1)
+        for tick in ticks:
+            named = _named(group.ranges, tick)
+            if group.name == "paused" or to_ms(tick) in pushed:
+                assert named == [], tick
+            else:
+                expected = "window" if tick <= window_start else "policy"
+                assert named == [expected], tick
+        counts = {reason: n for _, _, reason, n in group.ranges}
+        assert counts.get("window", 0) == group.missed
+        if group.name != "paused":
+            assert counts.get("policy", 0) == group.skipped
+
+
+def test_recorded_ranges_go_with_the_first_call_of_a_split_catch_up() -> None:
+    config = load_config_text("missed_jobs_window: 1h\nschedules: {s: {every: 1s, class: A}}")
+    plan = plan_ticks(config, {"s": to_ms(NOW - timedelta(hours=2))}, NOW)
+    chunks = list(plan.chunks())
+    parts = [group for chunk in chunks for group in chunk]
+    assert len(parts) > 1
+    assert [bool(p.ranges) for p in parts] == [True] + [False] * (len(parts) - 1)
+    ((after, through, reason, _),) = parts[0].ranges
+    assert (after, through, reason) == (to_ms(NOW - timedelta(hours=2)),
+                                        to_ms(NOW - timedelta(hours=1)), "window")
+    assert parts[0].mark_ms >= through
