@@ -161,7 +161,8 @@ def test_status_shows_each_schedule(
     document = json.loads(capsys.readouterr().out)
     rows = {r["name"]: r for r in document["schedules"]}
     assert set(rows) == {"heartbeat", "report"}
-    assert document["summary"] == {"schedules": 2, "indexed": 2, "overdue": 0, "set_aside": 0}
+    assert document["summary"] == {"schedules": 2, "indexed": 2, "overdue": 0, "set_aside": 0,
+                                   "with_missed": 0}
     assert document["document"] == {"source": str(schedule_file), "schedules": 2,
                                      "applied": True}
     assert rows["report"]["next_tick"].endswith(":00:00+00:00")
@@ -257,3 +258,42 @@ def test_status_pages_most_overdue_first_and_filters_by_name(
     assert [r["name"] for r in json.loads(capsys.readouterr().out)["schedules"]] == ["s03", "s04"]
     assert main(["status", *common, "s3"]) == 1
     assert "no schedule 's3'" in capsys.readouterr().err
+
+
+def test_run_json_prints_each_invocations_report_as_one_json_line(
+    schedule_file: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Every invocation, pushing or not, is one line on stdout: its report, nothing else."""
+    import threading
+
+    from kiqbeat.core.report import Report
+    from kiqbeat.engine import Engine
+    from kiqbeat.entrypoints import loop
+
+    reports: list[Report] = []
+    real_run = Engine.run
+
+    def run(self: Engine, *args: object, **kwargs: object) -> Report:
+        reports.append(real_run(self, *args, **kwargs))  # type: ignore[arg-type]
+        if len(reports) == 3:
+            os.kill(os.getpid(), signal.SIGTERM)  # the loop stops after this invocation
+        return reports[-1]
+
+    monkeypatch.setattr(Engine, "run", run)
+    monkeypatch.setattr(loop, "seconds_to_boundary", lambda now_s, period_s: 0.01)
+    old = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    watchdog = threading.Timer(20, lambda: os.kill(os.getpid(), signal.SIGTERM))
+    watchdog.start()
+    try:
+        code = main(["run", "--json", "--config", str(schedule_file), "--redis-url", redis_url])
+    finally:
+        watchdog.cancel()
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    lines = out.splitlines()
+    assert len(reports) == 3 and [json.loads(line) for line in lines] == [
+        r.as_dict() for r in reports]
+    assert reports[0].new_schedules == 2 and "running 2 schedules" in err and "stopped" in err

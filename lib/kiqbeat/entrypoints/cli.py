@@ -9,14 +9,18 @@ import sys
 import traceback
 from collections.abc import Sequence
 from dataclasses import asdict
+from typing import Any
 
+from kiqbeat.core.records import Push
 from kiqbeat.core.report import Report
 from kiqbeat.engine import Engine
-from kiqbeat.entrypoints.loop import run_loop, stop_on_signals
+from kiqbeat.entrypoints.loop import print_report, run_loop, stop_on_signals
+from kiqbeat.entrypoints.operations import add_parser as add_operations_parser
 from kiqbeat.entrypoints.preview import cmd_next, cmd_validate, parse_instant
 from kiqbeat.entrypoints.schedules import add_parser as add_schedules_parser
 from kiqbeat.errors import ConfigError, KiqbeatError
 from kiqbeat.settings import add_flags, flags_of
+from kiqbeat.store import MissedRange
 
 
 def _engine(args: argparse.Namespace) -> Engine:
@@ -60,18 +64,18 @@ def _cmd_run(args: argparse.Namespace) -> int:
                   file=sys.stderr, flush=True)
             return None
         _print_warnings(report.warnings)  # each new one once; an invocation's own each time
-        if report.pushed or report.missed or report.new_schedules:
-            print(report.summary(), flush=True)
+        print_report(report, args.json)
         return report
 
     def period_s() -> float:
         return 1.0 if any(s.timetable.has_seconds for s in current.schedules) else 60.0
 
+    notes = sys.stderr if args.json else sys.stdout  # --json: stdout holds reports alone
     print(f"kiqbeat: running {len(current.schedules)} schedules; SIGTERM or Ctrl-C stops",
-          flush=True)
+          file=notes, flush=True)
     run_loop(invoke, period_s, stop)
     engine.close()
-    print("kiqbeat: stopped", flush=True)
+    print("kiqbeat: stopped", file=notes, flush=True)
     return 0
 
 
@@ -81,6 +85,13 @@ def _cmd_status(args: argparse.Namespace) -> int:
     engine = _engine(args)
     status = engine.status(args.names, offset=args.offset, limit=args.limit)
     counts = status.counts
+    # Named schedules also show their recorded missed ticks and their last pushes.
+    records: dict[str, tuple[list[MissedRange], list[Push]]] = {}
+    if args.names:
+        store = engine.store()
+        missed = store.missed(args.names)
+        records = {r.name: ([m for m in missed if m.name == r.name], store.history(r.name))
+                   for r in status.schedules}
     doc = engine.document_applied() if engine.settings.config_source else None
     doc_json = doc and {"source": doc[0].source, "schedules": len(doc[0].definitions),
                         "applied": doc[1]}
@@ -88,25 +99,44 @@ def _cmd_status(args: argparse.Namespace) -> int:
         document = {"now": status.now.isoformat(), "summary": asdict(counts),
                     "document": doc_json,
                     "offset": args.offset, "limit": args.limit,
-                    "schedules": [r.as_dict() for r in status.schedules],
+                    "schedules": [r.as_dict() | _records_dict(records.get(r.name))
+                                  for r in status.schedules],
                     "set_aside": [{"name": n, "why": why} for n, why in status.set_aside]}
         print(json.dumps(document, indent=2))
         return 0
     print(f"Redis clock: {status.now.isoformat(timespec='seconds')}; {counts.schedules} "
           f"schedules stored, {counts.indexed} indexed, {counts.overdue} due now, "
-          f"{counts.set_aside} set aside")
+          f"{counts.set_aside} set aside"
+          + (f", {counts.with_missed} with missed ticks recorded (`kiqbeat missed`)"
+             if counts.with_missed else ""))
     if doc_json:
         print(f"document {doc_json['source']}: {doc_json['schedules']} schedules, "
               + ("applied" if doc_json["applied"] else
                  "changed since it was last applied (the next invocation applies it)"))
     for r in status.schedules:
         print(r.line())
+        if r.name in records:
+            ranges, pushes = records[r.name]
+            for m in ranges:
+                print(f"  missed: {m.line()}")
+            for push in pushes:
+                print(f"  pushed {push.line()}")
+            if not pushes:
+                print("  no pushes recorded")
     shown_rows = args.offset + len(status.schedules)
     if not args.names and shown_rows < counts.indexed:
         print(f"... {counts.indexed - shown_rows} more (--offset {shown_rows})")
     for name, why in status.set_aside:
         print(f"set aside: {name}: {why}")
     return 0
+
+
+def _records_dict(records: tuple[list[MissedRange], list[Push]] | None) -> dict[str, Any]:
+    """A named schedule's `status --json` additions."""
+    if records is None:
+        return {}
+    ranges, pushes = records
+    return {"missed": [m.as_dict() for m in ranges], "history": [p.as_dict() for p in pushes]}
 
 
 def _cmd_invoke(args: argparse.Namespace) -> int:
@@ -196,6 +226,9 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="invoke at every minute (or second) boundary until SIGTERM")
     add_flags(p)
+    p.add_argument("--json", action="store_true",
+                   help="print each invocation's report as one JSON line (instead of a "
+                        "summary when it pushed)")
     p.set_defaults(func=_cmd_run)
 
     p = sub.add_parser("status", help="counts by state, then per schedule (most overdue first): "
@@ -207,6 +240,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=_cmd_status)
     add_schedules_parser(sub)
+    add_operations_parser(sub)
 
     p = sub.add_parser("functions", help="print kiqbeat's Redis 7 function library, or --load "
                                          "it (an administrator's step, once per upgrade)")

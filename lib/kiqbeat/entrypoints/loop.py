@@ -3,11 +3,14 @@
 The loop only paces invocations; which ticks are due still comes from the Redis clock
 and the watermarks, so a late, doubled or skipped wake-up is harmless. It wakes at the
 boundary *by the Redis clock* (the offset to the host clock is learnt from each report),
-so a host clock running ahead does not make every tick a period late.
+so a host clock running ahead does not make every tick a period late. With `--json` each
+invocation's report is one JSON line on stdout, for a log pipeline (the Kubernetes
+Deployment's logs).
 """
 
 from __future__ import annotations
 
+import json
 import math
 import signal
 import threading
@@ -25,6 +28,16 @@ def seconds_to_boundary(redis_now_s: float, period_s: float) -> float:
     """Seconds from `redis_now_s` to just after the next multiple of `period_s`."""
     boundary = math.floor(redis_now_s / period_s) * period_s + period_s
     return boundary - redis_now_s + WAKE_AFTER_BOUNDARY_S
+
+
+def print_report(report: Report, as_json: bool) -> None:
+    """Print what an invocation did on stdout: with `as_json`, its report as one compact JSON
+    line for every invocation (a log line to parse); else the summary line, when it pushed,
+    missed or met new schedules. Its warnings are the caller's to print (stderr)."""
+    if as_json:
+        print(json.dumps(report.as_dict(), separators=(",", ":")), flush=True)
+    elif report.pushed or report.missed or report.new_schedules:
+        print(report.summary(), flush=True)
 
 
 def stop_on_signals() -> threading.Event:

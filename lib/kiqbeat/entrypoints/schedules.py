@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -36,8 +35,9 @@ from kiqbeat.document.fields import BY_NAME
 from kiqbeat.document.jobs import MAX_JOB_BYTES
 from kiqbeat.document.read import MAX_DOCUMENT_BYTES, parse
 from kiqbeat.engine import Engine
+from kiqbeat.entrypoints.common import opened_engine, progress_bar
 from kiqbeat.errors import ConfigError, shown
-from kiqbeat.settings import add_flags, flags_of
+from kiqbeat.settings import add_flags
 from kiqbeat.store import ImportResult, ScheduleStatus, Store
 
 # A JSON line holds one definition, whose job is at most MAX_JOB_BYTES; twice that leaves
@@ -52,15 +52,6 @@ _DEPLOYMENT_ATTRIBUTES = ("missed_jobs_window_s", "sidekiq_scheduler_ui", "wait_
 _SHOWN_PROBLEMS = 20  # listed by the plain summary; --json lists every one
 EXPORT_PAGE = 1000  # schedules per YAML dump call
 _DUMPER: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml when available
-
-
-@contextmanager
-def _engine(args: argparse.Namespace) -> Iterator[Engine]:
-    engine = Engine.from_environ(flags=flags_of(args))
-    try:
-        yield engine
-    finally:
-        engine.close()
 
 
 def _done(args: argparse.Namespace, document: dict[str, Any], text: str) -> int:
@@ -127,7 +118,7 @@ def _definition(args: argparse.Namespace) -> Any:
 
 def _cmd_write(args: argparse.Namespace) -> int:
     definition = _definition(args)
-    with _engine(args) as engine:
+    with opened_engine(args) as engine:
         store = engine.store()
         if args.action == "add":
             store.add(args.name, definition)
@@ -143,7 +134,7 @@ def _cmd_write(args: argparse.Namespace) -> int:
 
 
 def _cmd_remove(args: argparse.Namespace) -> int:
-    with _engine(args) as engine:
+    with opened_engine(args) as engine:
         removed = engine.store().remove(args.name)
     text = (f"removed {args.name!r} and forgot its state" if removed
             else f"no schedule {args.name!r} in the store; nothing removed")
@@ -151,7 +142,7 @@ def _cmd_remove(args: argparse.Namespace) -> int:
 
 
 def _cmd_pause(args: argparse.Namespace) -> int:
-    with _engine(args) as engine:
+    with opened_engine(args) as engine:
         store = engine.store()
         pausing = args.action == "pause"
         changed = store.pause(args.name) if pausing else store.resume(args.name)
@@ -169,7 +160,7 @@ def _iso(row: ScheduleStatus, attribute: str) -> str:
 
 
 def _cmd_get(args: argparse.Namespace) -> int:
-    with _engine(args) as engine:
+    with opened_engine(args) as engine:
         row = engine.store().get(args.name)
     if row is None:
         raise ConfigError(f"no schedule {args.name!r} in the store")
@@ -190,7 +181,7 @@ def _cmd_get(args: argparse.Namespace) -> int:
 def _cmd_list(args: argparse.Namespace) -> int:
     if args.count < 1 or args.cursor < 0:
         raise ConfigError("--count must be at least 1 and --cursor at least 0")
-    with _engine(args) as engine:
+    with opened_engine(args) as engine:
         cursor, rows = engine.store().list(args.cursor, args.count)
     lines = [r.line() for r in rows]
     lines.append(f"... more: --cursor {cursor}" if cursor else "(end of the store)")
@@ -289,39 +280,19 @@ def _document_items(engine: Engine, store: Store, path: str) -> list[tuple[str, 
     return [(s.name, s.definition) for s in config.schedules]
 
 
-@contextmanager
-def _progress(show: bool, total: Callable[[], int | None]) -> Iterator[Callable[[int], None]]:
-    """A progress bar's `update` on stderr (a no-op when not shown)."""
-    if not show:
-        yield lambda n: None
-        return
-    # Imported here, not at the top: only this command draws a bar, and neither the Lambda
-    # nor any other command should pay for loading it. An install from the function's
-    # pinned requirements (the container image) has no tqdm: then there is no bar.
-    try:
-        from tqdm import tqdm  # type: ignore[import-untyped]
-    except ImportError:
-        yield lambda n: None
-        return
-    # A terminal that gives no size (`script`, some CI runners) would hide the bar.
-    sized = min(os.get_terminal_size(sys.stderr.fileno())) > 0
-    with tqdm(total=total(), unit=" schedules", file=sys.stderr, dynamic_ncols=sized,
-              ncols=None if sized else 80, nrows=None if sized else 24) as bar:
-        yield bar.update
-
-
 def _cmd_import(args: argparse.Namespace) -> int:
     show = not (args.json or args.no_progress) and sys.stderr.isatty()
     invalid_lines: list[tuple[str, str]] = []
-    with _engine(args) as engine, ExitStack() as stack:
+    with opened_engine(args) as engine, ExitStack() as stack:
         store = engine.store()
         if _is_jsonl(args):
             stream = stack.enter_context(_opened(args.file))
-            progress = stack.enter_context(_progress(show, lambda: _count_lines(args.file)))
+            progress = stack.enter_context(progress_bar(show, lambda: _count_lines(args.file),
+                                                        " schedules"))
             items: Iterable[tuple[str, Any]] = _jsonl_items(stream, invalid_lines, progress)
         else:
             documents = _document_items(engine, store, args.file)
-            progress = stack.enter_context(_progress(show, lambda: len(documents)))
+            progress = stack.enter_context(progress_bar(show, lambda: len(documents), " schedules"))
             items = documents
         result = store.import_definitions(items, replace=not args.no_replace,
                                           progress=progress)
@@ -363,7 +334,7 @@ def _compact(value: object) -> str:
 
 def _cmd_export(args: argparse.Namespace) -> int:
     write = sys.stdout.write
-    with _engine(args) as engine:
+    with opened_engine(args) as engine:
         items = engine.store().export()  # one HSCAN page at a time: memory stays bounded
         if args.jsonl:
             for name, definition in items:
@@ -393,7 +364,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 
 def _cmd_reindex(args: argparse.Namespace) -> int:
-    with _engine(args) as engine:
+    with opened_engine(args) as engine:
         moved = engine.store().reindex()
         shards = engine.shards
     return _done(args, {"action": "reindex", "shards": shards, "indexed": moved},

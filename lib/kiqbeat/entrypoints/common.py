@@ -1,0 +1,47 @@
+"""What the store's commands share (`kiqbeat schedules`, `missed`, `backfill`, ...): the
+engine their flags describe, and a progress bar for the long ones."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from kiqbeat.engine import Engine
+from kiqbeat.settings import flags_of
+
+
+@contextmanager
+def opened_engine(args: argparse.Namespace) -> Iterator[Engine]:
+    """The engine of a command's flags over the KIQBEAT_* variables (its `store()` is the
+    store they name), closed when the command is done."""
+    engine = Engine.from_environ(flags=flags_of(args))
+    try:
+        yield engine
+    finally:
+        engine.close()
+
+
+@contextmanager
+def progress_bar(show: bool, total: Callable[[], int | None], unit: str
+                 ) -> Iterator[Callable[[int], None]]:
+    """A progress bar's `update` on stderr (a no-op when not shown); `total` is asked only
+    when the bar is drawn."""
+    if not show:
+        yield lambda n: None
+        return
+    # Imported here, not at the top: only the long commands draw a bar, and neither the
+    # Lambda nor any other command should pay for loading it. An install from the
+    # function's pinned requirements (the container image) has no tqdm: then there is no bar.
+    try:
+        from tqdm import tqdm  # type: ignore[import-untyped]
+    except ImportError:
+        yield lambda n: None
+        return
+    # A terminal that gives no size (`script`, some CI runners) would hide the bar.
+    sized = min(os.get_terminal_size(sys.stderr.fileno())) > 0
+    with tqdm(total=total(), unit=unit, file=sys.stderr, dynamic_ncols=sized,
+              ncols=None if sized else 80, nrows=None if sized else 24) as bar:
+        yield bar.update

@@ -1,0 +1,334 @@
+"""`kiqbeat missed`, `backfill`, `trigger`, `history` (and `status NAME`): the real commands
+against a real Redis after a real outage, checked against Redis itself and against fire
+times counted independently (`fire_times`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from kiqbeat.core.cron import fire_times
+from kiqbeat.core.payload import jid_ms
+from kiqbeat.core.plan import to_ms
+from kiqbeat.entrypoints.cli import main
+from tests.entrypoints.test_cli_schedules import _run_on_a_terminal
+from tests.integration.helpers import redis_now
+
+WINDOW = timedelta(hours=1)
+CRONS = {"report": "*/10 * * * *", "digest": "0 * * * *"}
+QUEUES = {"report": "reports", "digest": "default"}
+DOCUMENT = f"""
+missed_jobs_window: 1h
+schedules:
+  report: {{cron: "{CRONS['report']}", class: ReportWorker, queue: reports, args: [1]}}
+  digest: {{cron: "{CRONS['digest']}", class: DigestWorker}}
+"""
+
+
+@dataclass(frozen=True)
+class Ran:
+    """What one in-process command printed and returned."""
+
+    code: int
+    out: str
+    err: str
+
+    def json(self) -> Any:
+        return json.loads(self.out)
+
+
+Kiqbeat = Callable[..., Ran]
+
+
+@pytest.fixture
+def kiqbeat(redis_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+            capsys: pytest.CaptureFixture[str]) -> Kiqbeat:
+    """`kiqbeat ARGS...` run in this process, on the test's Redis and DOCUMENT (from the
+    environment)."""
+    for name in list(os.environ):
+        if name.startswith("KIQBEAT_") or name == "REDIS_URL":
+            monkeypatch.delenv(name)
+    path = tmp_path / "schedules.yaml"
+    path.write_text(DOCUMENT)
+    monkeypatch.setenv("KIQBEAT_REDIS_URL", redis_url)
+    monkeypatch.setenv("KIQBEAT_CONFIG", str(path))
+
+    def run(*args: str) -> Ran:
+        capsys.readouterr()
+        code = main(list(args))
+        out, err = capsys.readouterr()
+        return Ran(code, out, err)
+
+    return run
+
+
+@dataclass(frozen=True)
+class Outage:
+    """Invocations at `start` and (five hours later) at `end`, none between."""
+
+    start: datetime
+    end: datetime
+
+    def missed(self, name: str) -> list[datetime]:
+        """The ticks older than the window at `end`: recorded as missed."""
+        return fire_times(CRONS[name], after=self.start, until=self.end - WINDOW)
+
+    def all(self, name: str) -> list[datetime]:
+        return fire_times(CRONS[name], after=self.start, until=self.end)
+
+
+def outage(kiqbeat: Kiqbeat, client: redis.Redis) -> Outage:
+    start = redis_now(client) - timedelta(hours=5)
+    first = kiqbeat("run-once", "--now", start.isoformat(), "--json")
+    assert first.code == 0, first.err
+    second = kiqbeat("run-once", "--json")
+    assert second.code == 0, second.err
+    gone = Outage(start, datetime.fromisoformat(second.json()["now"]))
+    assert second.json()["missed_recorded"] == sum(len(gone.missed(n)) for n in CRONS)
+    return gone
+
+
+def jids(client: redis.Redis, name: str) -> list[str]:
+    """The jids in schedule `name`'s queue, in push order (duplicates kept)."""
+    return [json.loads(raw)["jid"]
+            for raw in reversed(client.lrange(f"queue:{QUEUES[name]}", 0, -1))]
+
+
+def tick_jids(name: str, ticks: list[datetime]) -> list[str]:
+    return [jid_ms(name, to_ms(t)) for t in ticks]
+
+
+def test_missed_lists_each_recorded_range_with_its_tick_count(
+    kiqbeat: Kiqbeat, redis_client: redis.Redis
+) -> None:
+    quiet = kiqbeat("missed")
+    assert quiet.code == 0 and quiet.out.strip() == "no missed ticks recorded"
+    gone = outage(kiqbeat, redis_client)
+    ranges = kiqbeat("missed", "--json").json()["missed"]
+    for r in ranges:
+        counted = fire_times(CRONS[r["name"]], after=datetime.fromisoformat(r["after"]),
+                             until=datetime.fromisoformat(r["through"]))
+        assert (r["ticks"], r["capped"], r["reason"]) == (len(counted), False, "window")
+    for name in CRONS:
+        # The ranges hold exactly the ticks older than the window, none twice.
+        inside = [t for r in ranges if r["name"] == name
+                  for t in fire_times(CRONS[name], after=datetime.fromisoformat(r["after"]),
+                                      until=datetime.fromisoformat(r["through"]))]
+        assert inside == gone.missed(name) and inside
+    text = kiqbeat("missed", "digest")
+    assert text.code == 0
+    digest = [r for r in ranges if r["name"] == "digest"]
+    assert text.out.count("digest: ") == len(digest) and "report" not in text.out
+    assert f"{len(gone.missed('digest'))} tick(s)" in text.out
+    assert "older than the missed-jobs window" in text.out
+    unknown = kiqbeat("missed", "nosuch")
+    assert unknown.code == 1 and "no schedule 'nosuch'" in unknown.err
+
+
+def test_backfill_pushes_each_recorded_tick_once_and_a_dry_run_nothing(
+    kiqbeat: Kiqbeat, redis_client: redis.Redis
+) -> None:
+    gone = outage(kiqbeat, redis_client)
+    before = {name: jids(redis_client, name) for name in CRONS}
+    recorded = kiqbeat("missed", "--json").json()
+
+    dry = kiqbeat("backfill", "report", "--dry-run", "--json")
+    assert dry.code == 0, dry.err
+    assert dry.json()["planned"] == len(gone.missed("report")) and dry.json()["pushed"] == 0
+    assert {n: jids(redis_client, n) for n in CRONS} == before
+    assert kiqbeat("missed", "--json").json() == recorded
+    assert "would push" in kiqbeat("backfill", "report", "--dry-run").out
+
+    done = kiqbeat("backfill", "report")
+    assert done.code == 0, done.err
+    n = len(gone.missed("report"))
+    assert f"{n:,} pushed, 0 already pushed by another backfill" in done.out
+    assert jids(redis_client, "report")[len(before["report"]):] == tick_jids(
+        "report", gone.missed("report"))
+    assert jids(redis_client, "digest") == before["digest"]  # not named: left alone
+    assert "no missed ticks recorded" in kiqbeat("missed", "report").out
+    again = kiqbeat("backfill", "report", "--json")
+    assert again.code == 0 and again.json()["pushed"] == 0
+    assert len(jids(redis_client, "report")) == len(before["report"]) + n
+
+    every = kiqbeat("backfill", "--all", "--json")
+    assert every.code == 0 and every.json()["pushed"] == len(gone.missed("digest"))
+    assert kiqbeat("missed", "--json").json() == {"missed": []}
+    # Invocations and backfills together: every tick of the outage, each exactly once.
+    for name in CRONS:
+        assert Counter(jids(redis_client, name)) == Counter(tick_jids(name, gone.all(name)))
+
+
+def test_since_and_until_limit_a_backfill_and_leave_the_rest_recorded(
+    kiqbeat: Kiqbeat, redis_client: redis.Redis
+) -> None:
+    gone = outage(kiqbeat, redis_client)
+    ticks = gone.missed("report")
+    since, until = ticks[3], ticks[8]  # both ends are ticks: included
+    before = jids(redis_client, "report")
+    done = kiqbeat("backfill", "report", "--since", since.isoformat().replace("+00:00", "Z"),
+                   "--until", until.astimezone().isoformat(), "--json")
+    assert done.code == 0, done.err
+    assert jids(redis_client, "report")[len(before):] == tick_jids("report", ticks[3:9])
+    left = [t for r in kiqbeat("missed", "report", "--json").json()["missed"]
+            for t in fire_times(CRONS["report"], after=datetime.fromisoformat(r["after"]),
+                                until=datetime.fromisoformat(r["through"]))]
+    assert left == ticks[:3] + ticks[9:]
+    rest = kiqbeat("backfill", "report", "--json")
+    assert rest.json()["pushed"] == len(ticks) - 6
+    assert Counter(jids(redis_client, "report")) == Counter(tick_jids("report", gone.all("report")))
+
+
+def test_latest_only_pushes_the_newest_tick_and_clears_the_record(
+    kiqbeat: Kiqbeat, redis_client: redis.Redis
+) -> None:
+    gone = outage(kiqbeat, redis_client)
+    before = jids(redis_client, "report")
+    done = kiqbeat("backfill", "report", "--latest-only")
+    assert done.code == 0, done.err
+    assert "1 pushed" in done.out
+    assert jids(redis_client, "report")[len(before):] == tick_jids("report",
+                                                                   gone.missed("report")[-1:])
+    assert "no missed ticks recorded" in kiqbeat("missed", "report").out
+    assert kiqbeat("missed", "digest", "--json").json()["missed"]  # not named: kept
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["report", "--all"], "not both"),
+    ([], "or pass --all"),
+    (["report", "--since", "yesterday"], "--since 'yesterday' is not an ISO 8601 instant"),
+    (["report", "--until", "2026-03-08T07:00:00"], "--until '2026-03-08T07:00:00' has no UTC"),
+    (["--all", "--since", "2026-03-08T08:00Z", "--until", "2026-03-08T07:00Z"],
+     "is later than --until"),
+])
+def test_a_backfill_asked_wrongly_is_refused_and_does_nothing(
+    kiqbeat: Kiqbeat, redis_client: redis.Redis, args: list[str], message: str
+) -> None:
+    outage(kiqbeat, redis_client)
+    before = ({n: jids(redis_client, n) for n in CRONS}, kiqbeat("missed", "--json").out)
+    done = kiqbeat("backfill", *args)
+    assert done.code == 1 and message in done.err, done.err
+    assert ({n: jids(redis_client, n) for n in CRONS}, kiqbeat("missed", "--json").out) == before
+
+
+def test_a_backfill_naming_an_unknown_or_paused_schedule_says_so_and_fails(
+    kiqbeat: Kiqbeat, redis_client: redis.Redis
+) -> None:
+    gone = outage(kiqbeat, redis_client)
+    done = kiqbeat("backfill", "report", "nosuch")
+    assert done.code == 1
+    assert "skipped: nosuch: no schedule of that name" in done.out and "skipped" in done.err
+    assert jids(redis_client, "report")[-len(gone.missed("report")):] == tick_jids(
+        "report", gone.missed("report"))  # the known one was backfilled
+    assert kiqbeat("schedules", "pause", "digest").code == 0
+    paused = kiqbeat("backfill", "digest", "--json")
+    assert paused.code == 1 and paused.json()["skipped"][0]["name"] == "digest"
+    assert kiqbeat("missed", "digest", "--json").json()["missed"]  # still recorded
+    every = kiqbeat("backfill", "--all")  # not named: listed, and the rest is done
+    assert every.code == 0 and "skipped: digest: paused" in every.out
+
+
+def test_trigger_pushes_one_job_with_a_jid_no_tick_has(
+    kiqbeat: Kiqbeat, redis_client: redis.Redis
+) -> None:
+    gone = outage(kiqbeat, redis_client)
+    before = jids(redis_client, "report")
+    done = kiqbeat("trigger", "report", "--json")
+    assert done.code == 0, done.err
+    pushed = [json.loads(raw) for raw in redis_client.lrange("queue:reports", 0, -1)]
+    assert len(pushed) == len(before) + 1
+    job = pushed[0]  # LPUSH: the newest first
+    assert job["jid"] == done.json()["jid"] and done.json()["queue"] == "reports"
+    assert job["jid"].startswith("manual") and len(job["jid"]) == 24
+    assert job["jid"] not in tick_jids("report", gone.all("report"))
+    assert (job["class"], job["args"]) == ("ReportWorker", [1])
+    text = kiqbeat("trigger", "report", "--args", '[2, {"region": "eu"}]')
+    assert text.code == 0 and "into queue 'reports'" in text.out
+    job = json.loads(redis_client.lindex("queue:reports", 0) or "")
+    assert job["args"] == [2, {"region": "eu"}] and job["jid"] in text.out
+    count = redis_client.llen("queue:reports")
+    for bad, message in (('{"a": 1}', "must be a JSON array"), ("[1,", "is not JSON"),
+                         ("42", "must be a JSON array")):
+        refused = kiqbeat("trigger", "report", "--args", bad)
+        assert refused.code == 1 and message in refused.err
+    unknown = kiqbeat("trigger", "nosuch")
+    assert unknown.code == 1 and "no schedule 'nosuch'" in unknown.err
+    assert redis_client.llen("queue:reports") == count
+
+
+def test_history_shows_ticks_backfills_and_manual_runs_newest_first(
+    kiqbeat: Kiqbeat, redis_client: redis.Redis
+) -> None:
+    gone = outage(kiqbeat, redis_client)
+    assert kiqbeat("backfill", "digest").code == 0
+    manual = kiqbeat("trigger", "digest", "--json").json()["jid"]
+    pushes = kiqbeat("history", "digest", "--history", "20", "--json").json()["history"]
+    ticks = {jid: t for jid, t in zip(tick_jids("digest", gone.all("digest")),
+                                      gone.all("digest"), strict=True)}
+    kinds = {"manual": [manual], "backfill": tick_jids("digest", gone.missed("digest")[::-1]),
+             "tick": tick_jids("digest", [t for t in gone.all("digest")
+                                          if t > gone.end - WINDOW][::-1])}
+    assert [p["jid"] for p in pushes] == kinds["manual"] + kinds["backfill"] + kinds["tick"]
+    assert all(p["kind"] == kind for kind, listed in kinds.items() for p in pushes
+               if p["jid"] in listed)
+    assert all(datetime.fromisoformat(p["tick"]) == ticks[p["jid"]] for p in pushes[1:])
+    whens = [p["when"] for p in pushes]
+    assert whens == sorted(whens, reverse=True)
+    text = kiqbeat("history", "digest").out.splitlines()
+    assert len(text) == min(10, len(pushes))  # --history 10 by default
+    assert "manual" in text[0] and manual in text[0] and "backfill" in text[1]
+    assert kiqbeat("history", "nosuch").code == 1
+
+
+def test_status_of_named_schedules_shows_their_history_and_missed_ticks(
+    kiqbeat: Kiqbeat, redis_client: redis.Redis
+) -> None:
+    gone = outage(kiqbeat, redis_client)
+    status = kiqbeat("status", "digest", "--json").json()
+    (row,) = status["schedules"]
+    assert row["missed"] == kiqbeat("missed", "digest", "--json").json()["missed"]
+    assert row["history"] == kiqbeat("history", "digest", "--json").json()["history"]
+    assert row["missed"] and row["history"]
+    assert status["summary"]["with_missed"] == 2
+    text = kiqbeat("status", "digest", "report").out
+    assert "2 with missed ticks recorded" in text
+    assert text.count("  missed: digest: ") == len(row["missed"])
+    assert f"  missed: digest: {len(gone.missed('digest'))} tick(s)" in text
+    assert text.count("  pushed ") == len(row["history"]) + min(10, len(
+        [t for t in gone.all("report") if t > gone.end - WINDOW]))
+    unnamed = kiqbeat("status", "--json").json()
+    assert all("history" not in r and "missed" not in r for r in unnamed["schedules"])
+    assert "  pushed " not in kiqbeat("status").out
+
+
+def test_a_large_backfill_draws_a_bar_on_a_terminal(
+    tmp_path: Path, redis_url: str, redis_client: redis.Redis
+) -> None:
+    path = tmp_path / "seconds.yaml"
+    path.write_text("missed_jobs_window: 1m\n"
+                    "schedules:\n  pulse: {cron: '* * * * * *', class: PulseWorker}\n")
+    env = {k: v for k, v in os.environ.items() if "REDIS" not in k and "KIQBEAT" not in k}
+    env |= {"KIQBEAT_REDIS_URL": redis_url, "KIQBEAT_CONFIG": str(path)}
+    start = redis_now(redis_client) - timedelta(hours=2)
+    for args in (["--now", start.isoformat()], []):
+        done = subprocess.run([sys.executable, "-m", "kiqbeat", "run-once", *args],
+                              env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+    pushed = redis_client.llen("queue:default")
+    code, out, terminal = _run_on_a_terminal(
+        [sys.executable, "-m", "kiqbeat", "backfill", "pulse"], env, (24, 100))
+    assert code == 0, terminal
+    backfilled = redis_client.llen("queue:default") - pushed
+    assert backfilled > 7000 and f"{backfilled:,} pushed" in out
+    assert f"{backfilled}/{backfilled}" in terminal and "ticks/s" in terminal
