@@ -6,6 +6,11 @@ correlation id and the time it was meant to fire, logged as trigger lateness, an
 name the shard to run ("shard": "I/N", as KIQBEAT_SHARD; it wins over that variable).
 template.yaml runs N shards with N schedules, each naming its own.
 
+An operator's event ({"kiqbeat": "missed" | "backfill" | "trigger" | "history", ...}) runs
+that operation of the schedule store instead, over every shard, and returns its result:
+the way to act on a Redis only the function can reach (docs/operations.md). Its fields are
+checked before anything is done.
+
 Settings come from the KIQBEAT_* variables of `kiqbeat.settings` (the same knobs as the
 CLI's flags; template.yaml sets ENVIRONMENT, empty means unset), plus KIQBEAT_SHARD_COUNT,
 the handler's own (the N every invocation's shard must have), and POWERTOOLS_SERVICE_NAME,
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -29,8 +35,10 @@ from aws_lambda_powertools.metrics import MetricUnit
 from kiqbeat.core.report import Report
 from kiqbeat.document.sources import Sources
 from kiqbeat.engine import Engine
-from kiqbeat.errors import ConfigError, shown
+from kiqbeat.entrypoints.preview import parse_instant
+from kiqbeat.errors import ConfigError, DeadlineError, shown
 from kiqbeat.settings import KNOBS, VARIABLES, Settings
+from kiqbeat.store import Store
 
 SHARD_COUNT = "KIQBEAT_SHARD_COUNT"
 HANDLER_VARIABLES = (SHARD_COUNT,)
@@ -170,20 +178,170 @@ def _lambda_left_s(context: Any) -> float | None:
     return None if remaining is None else float(remaining()) / 1000 - DEADLINE_MARGIN_S
 
 
+# An invocation's numbers as metrics: name, unit, and the field of `Report.as_dict` it
+# carries (the fields `kiqbeat run-once --json` prints, so other deployments log the same).
+REPORT_METRICS: tuple[tuple[str, MetricUnit, str], ...] = (
+    ("TicksPushed", MetricUnit.Count, "pushed"),
+    ("TicksAlreadyPushed", MetricUnit.Count, "already_pushed"),
+    ("TicksMissed", MetricUnit.Count, "missed"),
+    ("MissedRecorded", MetricUnit.Count, "missed_recorded"),
+    ("LargestLag", MetricUnit.Seconds, "lag_s"),
+    ("Schedules", MetricUnit.Count, "schedules"),
+    ("DefinitionsSetAside", MetricUnit.Count, "set_aside"),
+)
+
+
 def _record(report: Report, lateness_s: float | None) -> None:
-    count, seconds_ = MetricUnit.Count, MetricUnit.Seconds
-    metrics.add_metric(name="TicksPushed", unit=count, value=report.pushed)
-    metrics.add_metric(name="TicksAlreadyPushed", unit=count, value=report.already_pushed)
-    metrics.add_metric(name="TicksMissed", unit=count, value=report.missed)
-    metrics.add_metric(name="LargestLag", unit=seconds_, value=report.lag_s)
-    metrics.add_metric(name="Schedules", unit=count, value=report.schedules)
-    metrics.add_metric(name="DefinitionsSetAside", unit=count, value=report.set_aside)
+    numbers = report.as_dict()
+    for name, unit, field in REPORT_METRICS:
+        metrics.add_metric(name=name, unit=unit, value=numbers[field])
     if lateness_s is not None:
-        metrics.add_metric(name="TriggerLateness", unit=seconds_, value=lateness_s)
+        metrics.add_metric(name="TriggerLateness", unit=MetricUnit.Seconds, value=lateness_s)
+
+
+# --- an operator's event: {"kiqbeat": OPERATION, FIELD: VALUE, ...} ----------------------------
+
+OPERATOR = "kiqbeat"
+
+
+@dataclass(frozen=True)
+class Operation:
+    """An operator's request, its fields checked."""
+
+    kind: str  # "missed", "backfill", "trigger" or "history"
+    names: tuple[str, ...] = ()  # missed, backfill: these schedules (none: all)
+    name: str = ""  # trigger, history
+    args: list[Any] | None = None  # trigger: instead of the schedule's own
+    since: datetime | None = None  # backfill: ticks at or after
+    until: datetime | None = None  # backfill: ticks at or before
+    latest_only: bool = False
+    dry_run: bool = False
+
+
+def _where(field: str) -> str:
+    return f"the event's \"{field}\""
+
+
+def _names(field: str, value: Any) -> tuple[str, ...]:
+    if not (isinstance(value, list) and value
+            and all(isinstance(n, str) and n for n in value)):
+        raise ConfigError(f"{_where(field)}: expected a list of schedule names, not "
+                          f"{shown(value)}")
+    return tuple(value)
+
+
+def _name(field: str, value: Any) -> str:
+    if not (isinstance(value, str) and value):
+        raise ConfigError(f"{_where(field)}: expected a schedule name, not {shown(value)}")
+    return value
+
+
+def _flag(field: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{_where(field)}: expected true or false, not {shown(value)}")
+    return value
+
+
+def _args(field: str, value: Any) -> list[Any]:
+    if not isinstance(value, list):
+        raise ConfigError(f"{_where(field)}: expected the job's arguments as a list, not "
+                          f"{shown(value)}")
+    return value
+
+
+def _moment(field: str, value: Any) -> datetime:
+    if not isinstance(value, str):
+        raise ConfigError(f"{_where(field)}: expected an ISO 8601 instant such as "
+                          f"\"2026-03-08T07:00:00Z\", not {shown(value)}")
+    return parse_instant(value, _where(field))
+
+
+# Each operation's fields (besides "kiqbeat") and how each is read; then the required ones.
+OPERATIONS: dict[str, dict[str, Callable[[str, Any], Any]]] = {
+    "missed": {"names": _names},
+    "backfill": {"names": _names, "all": _flag, "since": _moment, "until": _moment,
+                 "latest_only": _flag, "dry_run": _flag},
+    "trigger": {"name": _name, "args": _args},
+    "history": {"name": _name},
+}
+REQUIRED = {"trigger": ("name",), "history": ("name",)}
+
+
+def operation(event: Mapping[str, Any]) -> Operation:
+    """The request of an operator's event; ConfigError naming the first field that is
+    unknown, missing or invalid."""
+    kind = event[OPERATOR]
+    if not (isinstance(kind, str) and kind in OPERATIONS):
+        raise ConfigError(f"{_where(OPERATOR)}: {shown(kind)} is not an operation; expected "
+                          f"one of {', '.join(OPERATIONS)}")
+    fields = OPERATIONS[kind]
+    for field in event:
+        if field != OPERATOR and field not in fields:
+            raise ConfigError(f"{_where(str(field)[:60])} is not a field of {kind!r}; its fields: "
+                              f"{', '.join(fields)}")
+    for field in REQUIRED.get(kind, ()):
+        if field not in event:
+            raise ConfigError(f"{kind!r} needs {_where(field)}")
+    values = {f: read(f, event[f]) for f, read in fields.items() if f in event}
+    if kind == "backfill" and bool(values.get("names")) == bool(values.pop("all", False)):
+        raise ConfigError('a backfill needs the event\'s "names" (a list of schedules) or '
+                          '"all": true, one of the two')
+    return Operation(kind, **values)
+
+
+def operate(request: Operation, store: Store, deadline: float) -> dict[str, Any]:
+    """Run an operator's request on the store; its result in JSON form."""
+    result: dict[str, Any] = {OPERATOR: request.kind}
+    if request.kind == "missed":
+        return result | {"missed": [r.as_dict() for r in store.missed(request.names)]}
+    if request.kind == "trigger":
+        return result | store.trigger(request.name, request.args).as_dict()
+    if request.kind == "history":
+        return result | {"name": request.name,
+                         "history": [p.as_dict() for p in store.history(request.name)]}
+
+    def stop_at_deadline(handled: int) -> None:
+        # What was pushed is out of the record already: a second run pushes the rest.
+        if time.monotonic() >= deadline:
+            raise DeadlineError("the backfill stopped at the invocation's deadline; invoke it "
+                                "again to push the rest (no tick is pushed twice)")
+
+    done = store.backfill(request.names, since=request.since, until=request.until,
+                          latest_only=request.latest_only, dry_run=request.dry_run,
+                          progress=stop_at_deadline)
+    metrics.add_metric(name="Backfilled", unit=MetricUnit.Count, value=done.pushed)
+    return result | done.as_dict()
+
+
+def _operate(event: Mapping[str, Any], started: float, lambda_left_s: float | None
+             ) -> dict[str, Any]:
+    engine = None
+    try:
+        request = operation(event)
+        engine = _warm_state().engine(None)  # any shard's store is the whole store
+        deadline = _deadline(engine, started, lambda_left_s)
+        with engine.sources.until(deadline):
+            result = operate(request, engine.store(), deadline)
+    except Exception:
+        logger.exception("kiqbeat operation failed",
+                         extra={"operation": dict(event),
+                                "redis": engine.redis_where() if engine else None})
+        raise
+    listed = {k: v for k, v in result.items() if k != "jobs"}  # up to 1,000: not logged
+    logger.info(f"kiqbeat {request.kind}", extra={"operation": listed})
+    return result
+
+
+def _deadline(engine: Engine, started: float, lambda_left_s: float | None) -> float:
+    budget_s = engine.settings.deadline_s
+    if lambda_left_s is not None:
+        budget_s = min(budget_s, lambda_left_s)
+    return started + budget_s
 
 
 def invoke(event: Any, context: Any) -> dict[str, Any]:
-    """One invocation: build settings, client and schedule (reused when warm), run, report."""
+    """One invocation: build settings, client and schedule (reused when warm), run, report;
+    or, for an operator's event, run its operation."""
     # The deadline counts from here: fetching the document and the Redis secret spends it
     # as pushing does, and each AWS call is bounded by what is left of it.
     started = time.monotonic()
@@ -194,6 +352,8 @@ def invoke(event: Any, context: Any) -> dict[str, Any]:
     logger.append_keys(trigger=fired.kind, attempt=fired.attempt,
                        scheduled_time=fired.scheduled_time.isoformat() if fired.scheduled_time
                        else None)
+    if isinstance(event, Mapping) and OPERATOR in event:
+        return _operate(event, started, lambda_left_s)
     engine = None
     try:
         warm = _warm_state()
@@ -201,10 +361,7 @@ def invoke(event: Any, context: Any) -> dict[str, Any]:
         shard_name = f"{shard[0]}/{shard[1]}" if shard else None  # None: the whole store
         logger.append_keys(shard=shard_name)
         engine = warm.engine(shard)
-        budget_s = engine.settings.deadline_s
-        if lambda_left_s is not None:
-            budget_s = min(budget_s, lambda_left_s)
-        deadline = started + budget_s
+        deadline = _deadline(engine, started, lambda_left_s)
         with engine.sources.until(deadline):
             config = engine.config()
             report = engine.run(config, deadline_s=max(0.0, deadline - time.monotonic()))
@@ -228,8 +385,15 @@ def invoke(event: Any, context: Any) -> dict[str, Any]:
 
 
 def _wrap(function: Callable[[Any, Any], dict[str, Any]]) -> Callable[[Any, Any], dict[str, Any]]:
-    wrapped: Callable[[Any, Any], dict[str, Any]] = metrics.log_metrics(
+    measured: Callable[[Any, Any], dict[str, Any]] = metrics.log_metrics(
         capture_cold_start_metric=True)(logger.inject_lambda_context(clear_state=True)(function))
+
+    def wrapped(event: Any, context: Any) -> dict[str, Any]:
+        # An operator's event other than a backfill publishes no metric, on purpose.
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "No application metrics to publish")
+            return measured(event, context)
+
     try:  # read as every KIQBEAT_* setting is (true/false/1/0/yes/no)
         tracing = Settings.load({"KIQBEAT_TRACING": os.environ.get("KIQBEAT_TRACING", "")}).tracing
     except ConfigError:

@@ -480,3 +480,106 @@ def test_with_one_shard_the_schedules_0_of_1_is_the_whole_store(
     rewind_mark(redis_client, "pulse", 3)  # in the unsharded index, kiqbeat:due
     assert app.lambda_handler({}, Context())["pushed"] >= 3  # by hand, with no shard
     assert app._warm is not None and list(app._warm.engines) == [None]
+
+
+# --- an operator's events: the store's operations, through the function ------------------------
+
+def recorded_missed(lambda_env: Path, redis_client: redis.Redis,
+                    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+                    ) -> dict[str, Any]:
+    """A 10 s window, then an invocation 30 s after the last: the report of the one that
+    pushed the last 10 s of ticks and recorded the 20 s before them as missed."""
+    monkeypatch.setenv("KIQBEAT_MISSED_JOBS_WINDOW", "10s")
+    app.forget_warm()
+    app.lambda_handler({}, Context())
+    rewind_mark(redis_client, "pulse", 30)
+    capsys.readouterr()
+    report = app.lambda_handler({}, Context())
+    assert emf(capsys.readouterr().out)["MissedRecorded"] == report["missed_recorded"]
+    assert report["missed_recorded"] >= 15
+    return report
+
+
+def test_ticks_recorded_as_missed_are_listed_and_a_backfill_event_pushes_each_once(
+    lambda_env: Path, redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    report = recorded_missed(lambda_env, redis_client, monkeypatch, capsys)
+    listed = app.lambda_handler({"kiqbeat": "missed"}, Context())
+    assert {r["reason"] for r in listed["missed"]} == {"window"}
+    assert sum(r["ticks"] for r in listed["missed"]) == report["missed_recorded"]
+
+    before = redis_client.llen("queue:pulse")
+    dry = app.lambda_handler({"kiqbeat": "backfill", "names": ["pulse"], "dry_run": True},
+                             Context())
+    assert (dry["planned"], dry["pushed"]) == (report["missed_recorded"], 0)
+    assert redis_client.llen("queue:pulse") == before
+    capsys.readouterr()
+    done = app.lambda_handler({"kiqbeat": "backfill", "all": True}, Context())
+    assert done["pushed"] == report["missed_recorded"]
+    assert emf(capsys.readouterr().out)["Backfilled"] == done["pushed"]
+    # Every job a different tick's, counted in Redis; nothing left to push a second time.
+    assert redis_client.llen("queue:pulse") == before + done["pushed"]
+    assert distinct_jids(redis_client, "queue:pulse") == redis_client.llen("queue:pulse")
+    again = app.lambda_handler({"kiqbeat": "backfill", "names": ["pulse"]}, Context())
+    assert again["pushed"] == 0
+    assert app.lambda_handler({"kiqbeat": "missed"}, Context())["missed"] == []
+    history = app.lambda_handler({"kiqbeat": "history", "name": "pulse"}, Context())
+    assert history["history"] and history["history"][0]["kind"] == "backfill"
+
+
+def test_a_trigger_event_pushes_one_manual_job_and_history_shows_it(
+    lambda_env: Path, redis_client: redis.Redis,
+) -> None:
+    app.lambda_handler({}, Context())  # the document applied: pulse is in the store
+    ran = app.lambda_handler({"kiqbeat": "trigger", "name": "pulse", "args": [7]}, Context())
+    (job,) = [json.loads(raw) for raw in redis_client.lrange("queue:pulse", 0, -1)]
+    assert job["jid"] == ran["jid"] and job["jid"].startswith("manual")
+    assert job["args"] == [7]
+    history = app.lambda_handler({"kiqbeat": "history", "name": "pulse"}, Context())["history"]
+    assert history[0]["kind"] == "manual" and history[0]["jid"] == ran["jid"]
+
+
+def test_operator_events_need_no_shard_on_a_sharded_function(
+    three_shards: dict[int, list[str]],
+) -> None:
+    for index in range(3):
+        app.lambda_handler(sharded_event(f"{index}/3"), Context())
+    name = three_shards[2][0]
+    ran = app.lambda_handler({"kiqbeat": "trigger", "name": name}, Context())
+    assert ran["name"] == name
+    assert app.lambda_handler({"kiqbeat": "missed"}, Context())["missed"] == []
+
+
+@pytest.mark.parametrize(("event", "refused"), [
+    ({"kiqbeat": "backfil"}, r"the event's \"kiqbeat\": 'backfil' is not an operation; "
+                             r"expected one of missed, backfill, trigger, history"),
+    ({"kiqbeat": "backfill", "names": ["pulse"], "dry_run": "yes"},
+     r"the event's \"dry_run\": expected true or false, not 'yes'"),
+    ({"kiqbeat": "backfill", "names": ["pulse"], "lastest_only": True},
+     r"the event's \"lastest_only\" is not a field of 'backfill'"),
+    ({"kiqbeat": "backfill", "names": "pulse"},
+     r"the event's \"names\": expected a list of schedule names, not 'pulse'"),
+    ({"kiqbeat": "backfill", "names": ["pulse"], "since": "yesterday"},
+     r"the event's \"since\" 'yesterday' is not an ISO 8601 instant"),
+    ({"kiqbeat": "backfill", "names": ["pulse"], "until": "2026-03-08T07:00:00"},
+     r"the event's \"until\" '2026-03-08T07:00:00' has no UTC offset"),
+    ({"kiqbeat": "backfill"}, r"a backfill needs the event's \"names\" .* or \"all\": true"),
+    ({"kiqbeat": "backfill", "names": ["pulse"], "all": True},
+     r"a backfill needs the event's \"names\" .* or \"all\": true, one of the two"),
+    ({"kiqbeat": "trigger"}, r"'trigger' needs the event's \"name\""),
+    ({"kiqbeat": "trigger", "name": "pulse", "args": "7"},
+     r"the event's \"args\": expected the job's arguments as a list, not '7'"),
+    ({"kiqbeat": "missed", "shard": "0/1"}, r"the event's \"shard\" is not a field of 'missed'"),
+], ids=["operation", "flag", "unknown", "names", "since", "naive-until", "neither", "both",
+        "no-name", "args", "shard"])
+def test_an_operator_event_with_a_bad_field_is_refused_and_does_nothing(
+    lambda_env: Path, redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str], logs: io.StringIO, event: dict[str, Any], refused: str,
+) -> None:
+    recorded_missed(lambda_env, redis_client, monkeypatch, capsys)
+    before = {key: redis_client.dump(key) for key in redis_client.keys("*")}
+    with pytest.raises(ConfigError, match=refused):
+        app.lambda_handler(event, Context())
+    assert {key: redis_client.dump(key) for key in redis_client.keys("*")} == before
+    assert log_lines(logs)[-1]["message"] == "kiqbeat operation failed"

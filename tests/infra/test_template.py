@@ -391,6 +391,11 @@ def test_rules_refuse_parameter_combinations_that_would_deploy_and_then_fail(
     ("ScheduleSsmParameter", "kiqbeat/schedule", False),
     ("PowertoolsLayerArn", "arn:aws-cn:lambda:cn-north-1:498634801083:layer:P:25", True),
     ("PowertoolsLayerArn", "AWSLambdaPowertoolsPythonV3-python313-arm64", False),
+    ("History", "", True),  # kiqbeat's default
+    ("History", "0", True),
+    ("History", "1000", True),
+    ("History", "1001", False),  # more than kiqbeat keeps
+    ("History", "3.0", False),  # a Number parameter would pass it through
 ])
 def test_allowed_patterns_accept_good_values_and_refuse_bad_ones(
     translated: dict[str, Any], parameter: str, value: str, accepted: bool,
@@ -502,7 +507,15 @@ def test_the_alarms_watch_errors_missed_ticks_and_the_failure_queue(
     assert delivery["Namespace"] == "AWS/Lambda"
     assert delivery["Dimensions"] == [{"Name": "FunctionName", "Value": "<KiqbeatFunction>"}]
     assert (delivery["Statistic"], delivery["Threshold"]) == ("Sum", 1)
-    for alarm in (depth, delivery):
+    # Any tick recorded as missed (older than the window, or skipped by catch_up) within
+    # 5 minutes: the record kiqbeat backfill pushes from.
+    recorded = alarms["MissedRecorded"]
+    assert recorded["Namespace"] == "Kiqbeat"
+    assert recorded["Dimensions"] == [{"Name": "service", "Value": "kiqbeat"}]
+    assert (recorded["Statistic"], recorded["Period"], recorded["EvaluationPeriods"]) == (
+        "Sum", 300, 1)
+    assert (recorded["Threshold"], recorded["ComparisonOperator"]) == (0, "GreaterThanThreshold")
+    for alarm in (depth, delivery, recorded):
         assert alarm["TreatMissingData"] == "notBreaching"
     # Silence: fewer invocations a minute than there are schedules, for 5 minutes in a row;
     # with 3 shards one silent shard leaves 2 a minute, which the alarm sees.
@@ -520,6 +533,115 @@ def test_the_alarms_watch_errors_missed_ticks_and_the_failure_queue(
     with_topic = Stack(translated, {"AlarmTopicArn": topic}).resources()
     assert all(r["Properties"]["AlarmActions"] == [topic] for r in with_topic.values()
                if r["Type"] == "AWS::CloudWatch::Alarm")
+
+
+def test_every_alarm_points_to_its_section_of_the_runbook(translated: dict[str, Any]) -> None:
+    runbook = (ROOT / "docs" / "operations.md").read_text()
+    headings = set(re.findall(r"^### (\w+)$", runbook, re.MULTILINE))
+    alarms = {n: r for n, r in Stack(translated).resources().items()
+              if r["Type"] == "AWS::CloudWatch::Alarm"}
+    assert len(alarms) >= 6
+    for name, alarm in alarms.items():
+        # The notification carries the description: it says where to read what to do.
+        assert alarm["Properties"]["AlarmDescription"].endswith(
+            f"Runbook: docs/operations.md#{name.lower()}"), name
+        assert name in headings, f"docs/operations.md has no section ### {name}"
+
+
+# --- the dashboard: the numbers the handler emits, beside Lambda's own ------------------------
+
+def emitted_metrics(tmp_path: Path, redis_url: str, environ: dict[str, str]
+                    ) -> set[tuple[str, str, tuple[tuple[str, str], ...]]]:
+    """(namespace, metric, dimensions) of every EMF metric the handler prints when run, as
+    `kiqbeat invoke` runs it, on each shard's scheduled event, then on each example event of
+    events/, by a function running two shards with the packaged schedule document."""
+    scheduled = json.loads((ROOT / "events" / "scheduler.json").read_text())
+    shards = [tmp_path / f"shard-{i}.json" for i in range(2)]
+    for index, path in enumerate(shards):
+        path.write_text(json.dumps(scheduled | {"shard": f"{index}/2"}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KIQBEAT_", "POWERTOOLS_"))}
+    env |= environ | {"KIQBEAT_CONFIG": str(ROOT / "handler" / "schedule.yaml"),
+                      "KIQBEAT_REDIS_URL": redis_url,
+                      "KIQBEAT_SHARD_COUNT": "2"}
+    found = set()
+    for event in [*shards, *sorted((ROOT / "events").glob("*.json"))]:
+        done = subprocess.run([tool("kiqbeat"), "invoke", "--event", str(event)],
+                              capture_output=True, text=True, timeout=60, env=env, cwd=ROOT)
+        # The example scheduled events name no shard: this function refuses them (a
+        # failure, counted).
+        assert done.returncode == 0 or "name one in the event" in done.stderr, done.stderr
+        for line in done.stderr.splitlines():
+            if '"_aws"' not in line:
+                continue
+            doc = json.loads(line)
+            for directive in doc["_aws"]["CloudWatchMetrics"]:
+                for dimensions in directive["Dimensions"]:
+                    named = tuple(sorted((d, doc[d]) for d in dimensions))
+                    found |= {(directive["Namespace"], m["Name"], named)
+                              for m in directive["Metrics"]}
+    return found
+
+
+def charted(body: dict[str, Any]) -> list[tuple[str, str, tuple[tuple[str, str], ...]]]:
+    """(namespace, metric, dimensions) of every line of the dashboard's metric widgets."""
+    lines = []
+    for widget in body["widgets"]:
+        if widget["type"] == "metric":
+            for line in widget["properties"]["metrics"]:
+                fields = line[:-1] if isinstance(line[-1], dict) else line
+                namespace, metric, *dimensions = fields
+                lines.append((namespace, metric,
+                              tuple(sorted(zip(dimensions[::2], dimensions[1::2], strict=True)))))
+    return lines
+
+
+def dashboard(stack: Stack) -> dict[str, Any]:
+    body: dict[str, Any] = json.loads(
+        _only(stack.resources(), "AWS::CloudWatch::Dashboard")["DashboardBody"])
+    return body
+
+
+def test_the_dashboard_charts_exactly_the_metrics_the_handler_emits(
+    translated: dict[str, Any], tmp_path: Path, redis_url: str,
+) -> None:
+    # Names other than the defaults, set as template.yaml sets them: the dashboard follows.
+    names = {"MetricsNamespace": "Ops/Kiqbeat", "ServiceName": "beat-eu"}
+    emitted = emitted_metrics(tmp_path, redis_url, {
+        "POWERTOOLS_METRICS_NAMESPACE": names["MetricsNamespace"],
+        "POWERTOOLS_SERVICE_NAME": names["ServiceName"]})
+    # Powertools' own cold-start count carries the function's name: not charted.
+    kiqbeats = {m for m in emitted if m[1] != "ColdStart"}
+    assert {m[1] for m in kiqbeats} >= {"TicksPushed", "InvocationsFailed", "Backfilled"}
+    lines = charted(dashboard(Stack(translated, names | {"ShardCount": "2"})))
+    ours = [line for line in lines if line[0] == names["MetricsNamespace"]]
+    assert set(ours) == kiqbeats
+    assert len(ours) == len(kiqbeats)
+    # The rest are the function's and the failure queue's own metrics.
+    function = (("FunctionName", "<KiqbeatFunction>"),)
+    assert {line for line in lines if line[0] != names["MetricsNamespace"]} == {
+        ("AWS/Lambda", metric, function)
+        for metric in ("Invocations", "Errors", "Throttles", "Duration")} | {
+        ("AWS/SQS", "ApproximateNumberOfMessagesVisible",
+         (("QueueName", "<FailureQueue.QueueName>"),))}
+
+
+def test_the_dashboard_marks_the_timeout_the_shard_count_and_every_alarm(
+    translated: dict[str, Any], function: dict[str, Any],
+) -> None:
+    stack = Stack(translated, {"ShardCount": "3"})
+    body = dashboard(stack)
+    marks = {mark["label"]: mark["value"] for widget in body["widgets"]
+             for mark in widget["properties"].get("annotations", {}).get("horizontal", [])}
+    assert marks == {"timeout": function["Timeout"] * 1000,
+                     "expected invocations (ShardCount)": 3}
+    alarms = {n for n, r in stack.resources().items() if r["Type"] == "AWS::CloudWatch::Alarm"}
+    (shown_alarms,) = [w["properties"]["alarms"] for w in body["widgets"] if w["type"] == "alarm"]
+    assert sorted(shown_alarms) == sorted(f"<{name}.Arn>" for name in alarms)
+    assert {w["properties"]["region"] for w in body["widgets"] if w["type"] == "metric"} == {
+        "us-east-1"}
+    # Dashboards are global: two Regions' stacks of one name must not share one.
+    name = _only(stack.resources(), "AWS::CloudWatch::Dashboard")["DashboardName"]
+    assert name == "kiqbeat-kiqbeat-us-east-1"
 
 
 # --- what the function ships ----------------------------------------------------------------
