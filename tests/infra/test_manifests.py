@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -119,9 +120,34 @@ def test_pods_run_non_root_on_a_read_only_root_with_redis_from_a_secret(manifest
     assert mounts["tmp"] == "/tmp"
 
 
-def test_the_deployment_runs_the_loop() -> None:
+def test_the_deployment_runs_the_loop_logging_each_invocation_as_a_json_line(
+    tmp_path: Path, redis_url: str,
+) -> None:
+    from handler.app import REPORT_METRICS
+
     (container,) = pod_spec("deployment.yaml")["containers"]
     assert container["args"][0] == "run"
+    schedule = tmp_path / "schedule.yaml"
+    schedule.write_text(documents("config.yaml")["ConfigMap"]["data"]["schedule.yaml"])
+    command = [str(Path(sys.executable).with_name("kiqbeat")),
+               *[str(schedule) if a == "/etc/kiqbeat/schedule.yaml" else a
+                 for a in container["args"]]]
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "KIQBEAT_REDIS_URL": redis_url}
+    loop = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env, cwd=tmp_path)
+    try:
+        assert loop.stdout is not None
+        first = loop.stdout.readline()  # the loop invokes once as it starts
+    finally:
+        loop.terminate()  # SIGTERM: it stops cleanly
+        out, err = loop.communicate(timeout=60)
+    assert loop.returncode == 0, err
+    report = json.loads(first)
+    assert report["new_schedules"] == 1
+    # The pod's log carries every number the Lambda sends as a metric, under the same field,
+    # one line per invocation and nothing else on stdout.
+    assert {field for _, _, field in REPORT_METRICS} <= set(report)
+    assert all(json.loads(line) for line in out.splitlines())
 
 
 def _dockerfile() -> dict[str, list[str]]:
@@ -168,7 +194,7 @@ def test_the_image_is_slim_non_root_and_writes_no_bytecode() -> None:
     assert user.isdigit() and int(user) != 0
     assert any("PYTHONDONTWRITEBYTECODE=1" in env for env in recipe["ENV"])
     command = _exec_form(recipe["ENTRYPOINT"][-1]) + _exec_form(recipe["CMD"][-1])
-    assert command == ["kiqbeat", "run-once", "--config", "/etc/kiqbeat/schedule.yaml"]
+    assert command == ["kiqbeat", "run-once", "--json", "--config", "/etc/kiqbeat/schedule.yaml"]
     (container,) = pod_spec("cronjob.yaml")["containers"]
     assert container["args"] == command[1:]
 
@@ -188,6 +214,11 @@ def test_the_image_command_works_outside_a_container(
     done = subprocess.run(command, capture_output=True, text=True, timeout=60, env=env,
                           cwd=tmp_path)
     assert done.returncode == 0, f"{shlex.join(command)}\n{done.stdout}{done.stderr}"
-    assert "1 schedules" in done.stdout
+    report = json.loads(done.stdout)
+    assert report["new_schedules"] == 1
     assert redis_client.dbsize() > 0  # kiqbeat recorded the schedule as first seen
+    # The pod's log carries every number the Lambda sends as a metric, under the same field.
+    from handler.app import REPORT_METRICS
+
+    assert {field for _, _, field in REPORT_METRICS} <= set(report)
     assert not (tmp_path / "no-home").exists()
