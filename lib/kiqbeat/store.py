@@ -460,7 +460,7 @@ class Store:
                     result.jobs.append(PushedJob(piece.name, from_ms(tick),
                                                  jid_ms(piece.name, tick), piece.queue))
             if progress is not None:
-                progress(pushed + already)
+                progress(len(flags))
             batch.clear()
 
         for name, text in sorted(records.items()):
@@ -476,9 +476,11 @@ class Store:
                 continue
             result.schedules += 1
             if dry_run:
-                result.planned += (1 if latest_only else sum(
-                    count_ticks(schedule.timetable, r.after_ms, r.through_ms)[0]
-                    for r in ranges))
+                timetable = schedule.timetable
+                result.planned += (
+                    int(any(last_tick_in(timetable, r.after_ms, r.through_ms) for r in ranges))
+                    if latest_only else
+                    sum(count_ticks(timetable, r.after_ms, r.through_ms)[0] for r in ranges))
                 continue
             sha = definition_sha(definitions[name])
 

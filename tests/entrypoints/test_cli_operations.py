@@ -332,3 +332,19 @@ def test_a_large_backfill_draws_a_bar_on_a_terminal(
     backfilled = redis_client.llen("queue:default") - pushed
     assert backfilled > 7000 and f"{backfilled:,} pushed" in out
     assert f"{backfilled}/{backfilled}" in terminal and "ticks/s" in terminal
+
+
+def test_a_latest_only_dry_run_counts_what_the_real_run_pushes(
+    kiqbeat: Kiqbeat, redis_client: redis.Redis
+) -> None:
+    gone = outage(kiqbeat, redis_client)
+    ticks = gone.missed("report")
+    between = ticks[2] + (ticks[3] - ticks[2]) / 3  # a span holding no tick
+    scopes = {"empty": ("--since", between.isoformat(), "--until",
+                        (between + (ticks[3] - ticks[2]) / 3).isoformat()),
+              "some": ("--until", ticks[4].isoformat())}
+    for scope, flags in scopes.items():
+        dry = kiqbeat("backfill", "report", "--latest-only", "--dry-run", *flags, "--json")
+        real = kiqbeat("backfill", "report", "--latest-only", *flags, "--json")
+        assert dry.code == real.code == 0, (dry.err, real.err)
+        assert dry.json()["planned"] == real.json()["pushed"] == (scope == "some"), scope

@@ -218,7 +218,8 @@ def test_namespace_prefixes_every_key(client: redis.Redis) -> None:
     run(client, cfg, now=t0 + timedelta(minutes=2))
     assert sorted(k.decode() for k in client.keys("*")) == [
         "exq:kiqbeat:document:test", "exq:kiqbeat:documents", "exq:kiqbeat:due",
-        "exq:kiqbeat:first_seen", "exq:kiqbeat:history", "exq:kiqbeat:schedules", "exq:kiqbeat:shards",
+        "exq:kiqbeat:first_seen", "exq:kiqbeat:history",
+        "exq:kiqbeat:schedules", "exq:kiqbeat:shards",
         "exq:kiqbeat:watermarks",
         "exq:queue:default", "exq:queues"]
 
