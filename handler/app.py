@@ -300,7 +300,7 @@ def operate(request: Operation, store: Store, deadline: float) -> dict[str, Any]
         return result | {"name": request.name,
                          "history": [p.as_dict() for p in store.history(request.name)]}
 
-    def stop_at_deadline(handled: int) -> None:
+    def stop_at_deadline(_handled: int) -> None:
         # What was pushed is out of the record already: a second run pushes the rest.
         if time.monotonic() >= deadline:
             raise DeadlineError("the backfill stopped at the invocation's deadline; invoke it "
@@ -318,7 +318,8 @@ def _operate(event: Mapping[str, Any], started: float, lambda_left_s: float | No
     engine = None
     try:
         request = operation(event)
-        engine = _warm_state().engine(None)  # any shard's store is the whole store
+        # The whole store's engine: operations touch no shard's due index.
+        engine = _warm_state().engine(None)
         deadline = _deadline(engine, started, lambda_left_s)
         with engine.sources.until(deadline):
             result = operate(request, engine.store(), deadline)

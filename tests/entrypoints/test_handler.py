@@ -528,6 +528,27 @@ def test_ticks_recorded_as_missed_are_listed_and_a_backfill_event_pushes_each_on
     assert history["history"] and history["history"][0]["kind"] == "backfill"
 
 
+def test_a_backfill_stopped_at_the_deadline_pushes_the_rest_when_invoked_again(
+    lambda_env: Path, redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from kiqbeat.errors import DeadlineError
+
+    monkeypatch.setenv("KIQBEAT_MISSED_JOBS_WINDOW", "10s")
+    app.lambda_handler({}, Context())
+    rewind_mark(redis_client, "pulse", 600)  # some 590 ticks recorded: several push calls
+    recorded = app.lambda_handler({}, Context())["missed_recorded"]
+    before = redis_client.llen("queue:pulse")
+    event = {"kiqbeat": "backfill", "names": ["pulse"]}
+    with pytest.raises(DeadlineError, match="invoke it again to push the rest"):
+        app.lambda_handler(event, Context(timeout_ms=3_000))  # no time left after the margin
+    stopped = redis_client.llen("queue:pulse") - before
+    assert 0 < stopped < recorded  # it stopped part-way
+    rest = app.lambda_handler(event, Context())
+    assert rest["pushed"] == recorded - stopped
+    assert redis_client.llen("queue:pulse") == before + recorded
+    assert distinct_jids(redis_client, "queue:pulse") == redis_client.llen("queue:pulse")
+
+
 def test_a_trigger_event_pushes_one_manual_job_and_history_shows_it(
     lambda_env: Path, redis_client: redis.Redis,
 ) -> None:
