@@ -48,11 +48,14 @@ def test_run_once_pushes_and_reports_json(
     first = kiqbeat("run-once", "--config", str(schedule_file), "--redis-url", redis_url, "--json")
     assert first.returncode == 0, first.stderr
     assert json.loads(first.stdout)["new_schedules"] == 2
+    assert "jobs" not in json.loads(first.stdout)  # only with --jobs
     # As if the last invocation ran 5 s ago: two or three ticks of */2 are due (no sleeping).
     mark = int(redis_client.hget("kiqbeat:watermarks", "heartbeat") or 0)
     redis_client.hset("kiqbeat:watermarks", "heartbeat", mark - 5000)
     redis_client.zadd("kiqbeat:due", {"heartbeat": 0})
-    second = kiqbeat("run-once", "--config", str(schedule_file), "--redis-url", redis_url, "--json")
+    second = kiqbeat("run-once", "--config", str(schedule_file), "--redis-url", redis_url,
+                     "--json", "--jobs")
+    assert second.stdout.count("\n") == 1  # one line, to log
     report = json.loads(second.stdout)
     assert report["pushed"] >= 2
     assert [j["schedule"] for j in report["jobs"]] == ["heartbeat"] * report["pushed"]

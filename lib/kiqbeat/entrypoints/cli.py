@@ -36,13 +36,9 @@ def _cmd_run_once(args: argparse.Namespace) -> int:
     engine = _engine(args)
     now = parse_instant(args.now, "--now") if args.now else None
     report = engine.run(now=now)
-    _print_warnings(report.warnings)
-    if args.json:
-        print(json.dumps(report.as_dict() | {"jobs": [
-            {"schedule": j.schedule, "tick": j.tick.isoformat(), "jid": j.jid, "queue": j.queue}
-            for j in report.jobs]}, indent=2))
-    else:
-        print(report.summary())
+    if not args.json:
+        _print_warnings(report.warnings)
+    print_report(report, args.json, jobs=args.jobs, quiet=False)
     return 0
 
 
@@ -63,7 +59,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
             print("kiqbeat: invocation failed unexpectedly:\n" + traceback.format_exc(),
                   file=sys.stderr, flush=True)
             return None
-        _print_warnings(report.warnings)  # each new one once; an invocation's own each time
+        if not args.json:  # each new one once; an invocation's own each time
+            _print_warnings(report.warnings)
         print_report(report, args.json)
         return report
 
@@ -221,7 +218,9 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run-once", help="one invocation: push every due tick once, print a summary")
     add_flags(p)
     p.add_argument("--now", help="replay an invocation at this earlier ISO instant")
-    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--json", action="store_true",
+                   help="print the report as one JSON line, its warnings included")
+    p.add_argument("--jobs", action="store_true", help="with --json, list each pushed job")
     p.set_defaults(func=_cmd_run_once)
 
     p = sub.add_parser("run", help="invoke at every minute (or second) boundary until SIGTERM")

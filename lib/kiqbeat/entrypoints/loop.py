@@ -30,13 +30,19 @@ def seconds_to_boundary(redis_now_s: float, period_s: float) -> float:
     return boundary - redis_now_s + WAKE_AFTER_BOUNDARY_S
 
 
-def print_report(report: Report, as_json: bool) -> None:
-    """Print what an invocation did on stdout: with `as_json`, its report as one compact JSON
-    line for every invocation (a log line to parse); else the summary line, when it pushed,
-    missed or met new schedules. Its warnings are the caller's to print (stderr)."""
+def print_report(report: Report, as_json: bool, *, jobs: bool = False,
+                 quiet: bool = True) -> None:
+    """Print what an invocation did on stdout: with `as_json`, its report (warnings included)
+    as one compact JSON line for every invocation, a log line to parse, with each pushed job
+    listed if `jobs`; else the summary line (when `quiet`, only if it pushed, missed or met
+    new schedules), the warnings being the caller's to print on stderr."""
     if as_json:
-        print(json.dumps(report.as_dict(), separators=(",", ":")), flush=True)
-    elif report.pushed or report.missed or report.new_schedules:
+        document = report.as_dict()
+        if jobs:
+            document["jobs"] = [{"schedule": j.schedule, "tick": j.tick.isoformat(),
+                                 "jid": j.jid, "queue": j.queue} for j in report.jobs]
+        print(json.dumps(document, separators=(",", ":")), flush=True)
+    elif not quiet or report.pushed or report.missed or report.new_schedules:
         print(report.summary(), flush=True)
 
 
