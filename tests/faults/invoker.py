@@ -33,7 +33,7 @@ def main() -> None:
         import time_machine
 
         travel = time_machine.travel(timedelta(seconds=spec["skew_s"]), tick=True)
-    base = ["run-once", "--json", "--redis-url", spec["url"]]
+    base = ["run-once", "--json", "--jobs", "--redis-url", spec["url"]]
     if spec.get("config"):
         base += ["--config", spec["config"]]
     if spec.get("shard"):
