@@ -1,0 +1,771 @@
+"""Missed ticks recorded and backfilled, manual runs and history, against a real redis-server.
+
+The promises (issue 12, DESIGN §2): ticks an invocation passes over (older than the
+missed-jobs window, or skipped by `catch_up`) are recorded as ranges in the same atomic
+step that moves the watermark over them; the record stays O(schedules) however long the
+outage; a backfill pushes each recorded tick exactly once, whatever runs beside it (other
+backfills, invocations, a backfill killed half-way and run again), as the tick's own job;
+a manual run's jid is never a tick's.
+
+Expected ticks come from `kiqbeat.fire_times` (or epoch arithmetic for `every`) and jids
+from (name, tick); the jobs are counted by jid in Redis, never taken from a report.
+Invocations replay earlier instants with `now=`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from kiqbeat import fire_times
+from kiqbeat.core.payload import jid
+from kiqbeat.core.plan import MISSED_COUNT_CAP, from_ms, to_ms
+from kiqbeat.core.records import MAX_RANGES
+from kiqbeat.core.schedule import Config
+from kiqbeat.engine import Engine, run
+from kiqbeat.errors import ConfigError, RedisRefusedError, StateError
+from kiqbeat.redis import keys, scripts
+from kiqbeat.redis.connection import connect
+from kiqbeat.settings import Settings
+from kiqbeat.store import MAX_LISTED, Store
+
+from .helpers import config, minute_floor, pushed_jobs, redis_now
+
+MISSED = "kiqbeat:missed"
+HISTORY = "kiqbeat:history"
+WATERMARKS = "kiqbeat:watermarks"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def client(redis_url: str) -> Iterator[redis.Redis]:
+    c = connect(redis_url)
+    yield c
+    c.close()
+
+
+# ---------------------------------------------------------------------------- expectations
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What a schedule's ticks are, independently of kiqbeat's timetables: a cron and zone
+    (kiqbeat.fire_times, the public reference) or an interval (epoch arithmetic)."""
+
+    cron: str = ""
+    tz: str = "UTC"
+    every_s: int = 0
+
+    def ticks(self, after: datetime, until: datetime) -> list[datetime]:
+        """Every tick in (after, until]."""
+        if self.every_s:
+            first = int(after.timestamp()) // self.every_s * self.every_s + self.every_s
+            last = int(until.timestamp())
+            return [datetime.fromtimestamp(s, tz=UTC)
+                    for s in range(first, last + 1, self.every_s)]
+        return fire_times(self.cron, tz=self.tz, after=after, until=until)
+
+
+def text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def recorded(client: redis.Redis, name: str) -> list[tuple[int, int, str]]:
+    """The raw record of `name`: (after_ms, through_ms, reason) per line."""
+    raw = client.hget(MISSED, name)
+    if raw is None:
+        return []
+    return [(int(a), int(t), r) for a, t, r in
+            (line.split(" ") for line in text(raw).splitlines())]
+
+
+def recorded_ticks(client: redis.Redis, name: str, spec: Spec,
+                   reason: str | None = None) -> list[datetime]:
+    """The ticks the record of `name` names (of `reason` only, when given), in order."""
+    return [t for a, b, r in recorded(client, name) if reason in (None, r)
+            for t in spec.ticks(from_ms(a), from_ms(b))]
+
+
+def job_jids(client: redis.Redis) -> Counter[str]:
+    """How many jobs of each jid Redis holds, in queues and the schedule set."""
+    return Counter(job["jid"] for job in pushed_jobs(client))
+
+
+def assert_each_once(client: redis.Redis, specs: dict[str, Spec], after: datetime,
+                     until: datetime, *, ahead: dict[str, timedelta] | None = None) -> int:
+    """Every tick of every schedule in (after, until (+ its lookahead)] is in Redis exactly
+    once, and no other job is; returns how many."""
+    expected = Counter(jid(name, t) for name, spec in specs.items()
+                       for t in spec.ticks(after, until + (ahead or {}).get(name, timedelta())))
+    found = job_jids(client)
+    twice = {j: n for j, n in found.items() if n > 1}
+    assert not twice, f"{len(twice)} ticks pushed more than once"
+    missing, extra = expected - found, found - expected
+    assert not missing and not extra, (f"{sum(missing.values())} ticks never pushed, "
+                                       f"{sum(extra.values())} jobs of no expected tick")
+    return sum(expected.values())
+
+
+# A fall-back night in New York (05:xx UTC is 01:xx EDT, 06:xx UTC is 01:xx EST): fixed-time
+# and wildcard zoned crons, an interval, seconds with lookahead, metadata, and the policies.
+NIGHT = """
+missed_jobs_window: 1h
+schedules:
+  ny_fixed: {cron: "30 1 * * *", tz: America/New_York, class: NightlyJob}
+  ny_wild: {cron: "*/20 1 * * *", tz: America/New_York, class: NightOwlJob}
+  five: {cron: "*/5 * * * *", class: FiveJob, queue: reports, include_metadata: true}
+  seven: {every: 7m, class: SevenJob}
+  ahead: {cron: "*/30 * * * * *", class: AheadJob, queue: fast, lookahead: 40s}
+  latest: {every: 2m, class: LatestJob, catch_up: latest}
+  none: {cron: "* * * * *", class: NoneJob, catch_up: none}
+  paused: {cron: "* * * * *", class: PausedJob, enabled: false}
+"""
+NIGHT_SPECS = {
+    "ny_fixed": Spec("30 1 * * *", "America/New_York"),
+    "ny_wild": Spec("*/20 1 * * *", "America/New_York"),
+    "five": Spec("*/5 * * * *"),
+    "seven": Spec(every_s=420),
+    "ahead": Spec("*/30 * * * * *"),
+    "latest": Spec(every_s=120),
+    "none": Spec("* * * * *"),
+}
+NIGHT_AHEAD = {"ahead": timedelta(seconds=40)}
+WINDOW = timedelta(hours=1)
+NIGHT_START = datetime(2025, 11, 2, 3, 0, 5, tzinfo=UTC)
+NIGHT_END = datetime(2025, 11, 2, 12, 0, 5, tzinfo=UTC)
+
+
+def test_an_outage_longer_than_the_window_records_exactly_the_ticks_passed_over(
+    client: redis.Redis,
+) -> None:
+    """Ticks in (watermark, now - window] are recorded as "window"; those `catch_up` skips
+    as "policy"; a paused schedule records nothing. With what was pushed, each tick of the
+    period is accounted for exactly once."""
+    cfg = config(NIGHT)
+    run(client, cfg, now=NIGHT_START)
+    report = run(client, cfg, now=NIGHT_END)
+    cut = NIGHT_END - WINDOW
+    for name in ("ny_fixed", "ny_wild", "five", "seven", "none", "latest"):
+        spec = NIGHT_SPECS[name]
+        assert recorded_ticks(client, name, spec, "window") == spec.ticks(NIGHT_START, cut), name
+    # The lookahead schedule registered with its first 40 s already in the schedule set.
+    ahead = NIGHT_SPECS["ahead"]
+    assert recorded_ticks(client, "ahead", ahead, "window") == ahead.ticks(
+        NIGHT_START + timedelta(seconds=40), cut)
+    assert all(t <= to_ms(cut) for _, t, r in recorded(client, "ny_wild") if r == "window")
+    assert recorded_ticks(client, "latest", NIGHT_SPECS["latest"], "policy") == (
+        NIGHT_SPECS["latest"].ticks(cut, NIGHT_END)[:-1])
+    late = [t for t in NIGHT_SPECS["none"].ticks(cut, NIGHT_END)
+            if NIGHT_END - t >= timedelta(seconds=120)]
+    assert recorded_ticks(client, "none", NIGHT_SPECS["none"], "policy") == late
+    assert not client.hexists(MISSED, "paused")
+    assert sorted(text(n) for n in client.hkeys(MISSED)) == sorted(NIGHT_SPECS)
+    total = sum(len(recorded_ticks(client, n, s)) for n, s in NIGHT_SPECS.items())
+    assert report.missed_recorded == total
+
+    listed = Store(client).missed()
+    assert {(m.name, m.reason) for m in listed} == {
+        *((n, "window") for n in NIGHT_SPECS), ("latest", "policy"), ("none", "policy")}
+    for m in listed:
+        ticks = NIGHT_SPECS[m.name].ticks(m.after, m.through)
+        assert (m.ticks, m.capped) == (len(ticks), False), m
+        assert m.as_dict()["ticks"] == len(ticks) and m.name in m.line()
+    assert Store(client).missed(["five", "paused", "nobody"]) == [
+        m for m in listed if m.name == "five"]
+
+    # Pushed now and recorded together: every tick of the night, each once.
+    recorded_jids = Counter(jid(n, t) for n, s in NIGHT_SPECS.items()
+                            for t in recorded_ticks(client, n, s))
+    expected = Counter(jid(n, t) for n, s in NIGHT_SPECS.items()
+                       for t in s.ticks(NIGHT_START, NIGHT_END + NIGHT_AHEAD.get(n, timedelta())))
+    assert job_jids(client) + recorded_jids == expected
+
+
+def test_a_backfill_pushes_each_recorded_tick_once_as_the_ticks_own_job(
+    client: redis.Redis,
+) -> None:
+    """After it, every tick of the night is in Redis exactly once, the record is empty, the
+    history says "backfill", and each job is the tick's (jid, queue, class, scheduled_at)."""
+    cfg = config(NIGHT)
+    run(client, cfg, now=NIGHT_START)
+    run(client, cfg, now=NIGHT_END)
+    owed = {n: recorded_ticks(client, n, s) for n, s in NIGHT_SPECS.items()}
+    before = job_jids(client)
+    store = Store(client, window_s=WINDOW.total_seconds())
+    dry = store.backfill(dry_run=True)
+    assert (dry.planned, dry.pushed, dry.schedules) == (
+        sum(map(len, owed.values())), 0, len(NIGHT_SPECS))
+    assert job_jids(client) == before and client.hlen(MISSED) == len(NIGHT_SPECS)
+
+    handled: list[int] = []
+    done = store.backfill(progress=handled.append)
+    assert (done.pushed, done.already, done.stale, done.skipped) == (dry.planned, 0, 0, [])
+    assert sum(handled) == done.pushed
+    assert_each_once(client, NIGHT_SPECS, NIGHT_START, NIGHT_END, ahead=NIGHT_AHEAD)
+    assert client.hlen(MISSED) == 0 and store.missed() == []
+
+    jobs = {j["jid"]: j for j in pushed_jobs(client)}
+    for name, ticks in owed.items():
+        for tick in ticks:
+            job = jobs[jid(name, tick)]
+            assert job["queue"] == {"five": "reports", "ahead": "fast"}.get(name, "default")
+            assert job["enqueued_at"] >= tick.timestamp()
+        newest = store.history(name)[0]
+        assert (newest.kind, newest.tick, newest.jid) == ("backfill", ticks[-1],
+                                                          jid(name, ticks[-1]))
+    five = [jobs[jid("five", t)] for t in owed["five"]]
+    assert [j["args"] for j in five] == [[{"scheduled_at": t.timestamp()}] for t in owed["five"]]
+    assert {j["class"] for j in five} == {"FiveJob"}
+    # The result lists the first MAX_LISTED pushed jobs, each one of the recorded ticks.
+    assert len(done.jobs) == min(MAX_LISTED, done.pushed) == MAX_LISTED
+    assert {(j.schedule, j.jid) for j in done.jobs} <= {
+        (n, jid(n, t)) for n, ticks in owed.items() for t in ticks}
+    again = store.backfill()
+    assert (again.pushed, again.planned, again.schedules) == (0, 0, 0)
+
+
+def test_a_schedule_with_several_ranges_is_backfilled_once_and_its_record_emptied(
+    client: redis.Redis,
+) -> None:
+    """`catch_up: latest` after a long outage records a "window" and a "policy" range; both
+    backfilled (in one script call: they are small), nothing stays recorded, and a second
+    backfill pushes nothing again."""
+    cfg = config("missed_jobs_window: 1h\nschedules:\n"
+                 "  l: {cron: '*/10 * * * *', class: L, catch_up: latest}\n")
+    t0 = minute_floor(redis_now(client)) - timedelta(hours=4) + timedelta(seconds=5)
+    run(client, cfg, now=t0)
+    run(client, cfg, now=t0 + timedelta(hours=3))
+    spec = Spec("*/10 * * * *")
+    assert [r for _, _, r in recorded(client, "l")] == ["window", "policy"]
+    owed = recorded_ticks(client, "l", spec)
+    store = Store(client)
+    assert store.backfill().pushed == len(owed) == 17
+    assert recorded(client, "l") == []
+    assert store.backfill().pushed == 0
+    assert_each_once(client, {"l": spec}, t0, t0 + timedelta(hours=3))
+
+
+def test_since_until_and_latest_only_take_their_part_and_leave_the_rest_recorded(
+    client: redis.Redis,
+) -> None:
+    """A backfill of [since, until] pushes exactly those recorded ticks; the rest stays
+    recorded and a later backfill pushes it; latest-only pushes the newest and forgets the
+    rest of that schedule's record."""
+    cfg = config(NIGHT)
+    run(client, cfg, now=NIGHT_START)
+    run(client, cfg, now=NIGHT_END)
+    store = Store(client, window_s=WINDOW.total_seconds())
+    five, spec = "five", NIGHT_SPECS["five"]
+    owed = recorded_ticks(client, five, spec)
+    since, until = owed[10], owed[20]
+    part = store.backfill([five], since=since, until=until)
+    assert [j.tick for j in part.jobs] == owed[10:21] and part.pushed == 11
+    assert recorded_ticks(client, five, spec) == owed[:10] + owed[21:]
+    # Between two ticks: none of either edge.
+    part = store.backfill([five], since=owed[3] + timedelta(seconds=1),
+                          until=owed[5] - timedelta(seconds=1))
+    assert [j.tick for j in part.jobs] == [owed[4]]
+    assert store.backfill([five]).pushed == len(owed) - 12
+    assert not client.hexists(MISSED, five)
+
+    seven = NIGHT_SPECS["seven"]
+    owed_seven = recorded_ticks(client, "seven", seven)
+    newest = store.backfill(["seven"], latest_only=True)
+    assert [j.tick for j in newest.jobs] == [owed_seven[-1]] and newest.planned == 1
+    assert not client.hexists(MISSED, "seven")
+    assert store.backfill(["seven"]).pushed == 0
+    pushed_seven = [j for j in job_jids(client) if j in {jid("seven", t) for t in owed_seven}]
+    assert pushed_seven == [jid("seven", owed_seven[-1])]
+
+
+def test_paused_unknown_and_invalid_schedules_are_skipped_and_keep_their_record(
+    client: redis.Redis,
+) -> None:
+    store = Store(client)
+    for name in ("p", "bad", "ok"):
+        store.put(name, {"cron": "* * * * *", "class": "W"})
+    t0 = minute_floor(redis_now(client)) - timedelta(hours=5) + timedelta(seconds=5)
+    run(client, Config(schedules=()), now=t0)
+    run(client, Config(schedules=()), now=t0 + timedelta(hours=3))
+    store.pause("p")
+    client.hset(keys.definitions(""), "bad", b'{"cron": "61 * * * *", "class": "W"}')
+    result = store.backfill(["p", "bad", "ok", "ghost"])
+    assert dict(result.skipped).keys() == {"p", "bad", "ghost"}
+    assert "paused" in dict(result.skipped)["p"] and "invalid" in dict(result.skipped)["bad"]
+    assert result.pushed == 120
+    assert client.hexists(MISSED, "p") and client.hexists(MISSED, "bad")
+    assert {m.name: m.ticks for m in store.missed()} == {"p": 120, "bad": None}
+    store.resume("p")
+    assert store.backfill().pushed == 120
+
+
+def test_a_schedule_every_second_down_for_thirty_days_is_one_small_range(
+    client: redis.Redis,
+) -> None:
+    """Two million ticks are one line of a few dozen bytes; the missed hash has a field
+    per schedule with misses; every kiqbeat hash holds at most one field per schedule."""
+    cfg = config("""
+missed_jobs_window: 1m
+schedules:
+  secondly: {every: 1s, class: S}
+  cron_secondly: {cron: "* * * * * *", class: C, tz: Europe/London}
+  daily: {cron: "0 9 * * *", class: D, tz: America/New_York}
+  quiet: {cron: "0 0 1 1 *", class: Q}
+  paused: {every: 1s, class: P, enabled: false}
+""")
+    end = redis_now(client) - timedelta(minutes=1)
+    start = end - timedelta(days=30)
+    run(client, cfg, now=start)
+    report = run(client, cfg, now=end)
+    assert report.pushed == 120  # the last minute of the two every-second ones
+    assert sorted(text(n) for n in client.hkeys(MISSED)) == [
+        "cron_secondly", "daily", "secondly"]
+    for name in ("secondly", "cron_secondly", "daily"):
+        assert len(recorded(client, name)) == 1, name
+        assert client.hstrlen(MISSED, name) < 48
+    daily = Spec("0 9 * * *", "America/New_York").ticks(start, end - timedelta(minutes=1))
+    assert recorded_ticks(client, "daily", Spec("0 9 * * *", "America/New_York")) == daily
+    listed = {m.name: m for m in Store(client, window_s=60).missed()}
+    assert (listed["secondly"].ticks, listed["secondly"].capped) == (100_000, True)
+    assert "100,000+" in listed["secondly"].line()
+    assert (listed["daily"].ticks, listed["daily"].capped) == (len(daily), False)
+    (a, b, reason), = recorded(client, "secondly")
+    assert (b - a) // 1000 == 30 * 86_400 - 60 and reason == "window"
+    for key in client.scan_iter(match="kiqbeat:*"):
+        if client.type(key) == b"hash":
+            assert client.hlen(key) <= 5, key
+    memory = client.memory_usage(MISSED)
+    assert memory is not None and memory < 1024
+
+    # The last two hours of it, backfilled: 7,200 - 60 jobs; the rest stays one range.
+    store = Store(client, window_s=60)
+    since = end - timedelta(hours=2)
+    done = store.backfill(["secondly"], since=since)
+    assert done.pushed == 7_200 - 60
+    (a2, b2, _), = recorded(client, "secondly")
+    assert (a2, b2) == (a, to_ms(since) - 1)
+    secondly = Spec(every_s=1).ticks(since - timedelta(milliseconds=1), end)
+    found = job_jids(client)
+    assert all(found[jid("secondly", t)] == 1 for t in secondly)
+
+
+def test_at_most_the_newest_hundred_ranges_are_kept(client: redis.Redis) -> None:
+    """`catch_up: latest` every second records a range each invocation; the record keeps
+    the newest MAX_RANGES, and they name exactly the ticks those invocations skipped."""
+    cfg = config("schedules:\n  s: {every: 1s, class: S, catch_up: latest}\n")
+    start = redis_now(client).replace(microsecond=0) - timedelta(hours=1)
+    run(client, cfg, now=start)
+    nows = [start + timedelta(seconds=10 * k) for k in range(1, 151)]
+    for now in nows:
+        run(client, cfg, now=now)
+    ranges = recorded(client, "s")
+    assert len(ranges) == MAX_RANGES == 100
+    skipped = [t for previous, now in pairwise(nows[49:])
+               for t in Spec(every_s=1).ticks(previous, now)[:-1]]
+    assert recorded_ticks(client, "s", Spec(every_s=1)) == skipped
+    assert all(r == "policy" for _, _, r in ranges)
+
+
+@pytest.mark.parametrize("key", [MISSED, HISTORY])
+def test_a_record_that_cannot_be_written_leaves_the_watermark_and_the_jobs_unmoved(
+    client: redis.Redis, key: str,
+) -> None:
+    """Recorded in the same step as the watermark: when the record cannot be written (a key
+    of the wrong type), neither the mark nor the record nor any job moves; once fixed, the
+    next invocation records and pushes as if nothing had happened."""
+    cfg = config("missed_jobs_window: 1h\nschedules:\n  m: {cron: '* * * * *', class: M}\n")
+    t0 = minute_floor(redis_now(client)) - timedelta(hours=4) + timedelta(seconds=5)
+    run(client, cfg, now=t0)
+    mark = client.hget(WATERMARKS, "m")
+    client.set(key, "not a hash")
+    with pytest.raises(StateError, match=key):
+        run(client, cfg, now=t0 + timedelta(hours=3))
+    assert client.hget(WATERMARKS, "m") == mark and client.get(key) == b"not a hash"
+    assert pushed_jobs(client) == []
+    client.delete(key)
+    report = run(client, cfg, now=t0 + timedelta(hours=3))
+    assert (report.pushed, report.missed_recorded) == (60, 120)
+    spec = Spec("* * * * *")
+    assert recorded_ticks(client, "m", spec) == spec.ticks(t0, t0 + timedelta(hours=2))
+
+
+def test_a_user_that_may_not_write_the_record_moves_nothing(
+    client: redis.Redis, redis_url: str,
+) -> None:
+    """An ACL user with every right but writing the missed hash: the invocation is refused
+    before its first write (the watermark and the jobs stay as they were)."""
+    cfg = config("missed_jobs_window: 1h\nschedules:\n  m: {cron: '* * * * *', class: M}\n")
+    t0 = minute_floor(redis_now(client)) - timedelta(hours=4) + timedelta(seconds=5)
+    run(client, cfg, now=t0)
+    mark = client.hget(WATERMARKS, "m")
+    client.acl_setuser("no_record", enabled=True, passwords=["+pw"], commands=["+@all"],
+                       keys=["kiqbeat:[^m]*", "%R~kiqbeat:missed", "queue:*", "queues",
+                             "schedule"])
+    url = redis_url.replace("redis://", "redis://no_record:pw@")
+    try:
+        with connect(url) as limited, pytest.raises(RedisRefusedError, match="pushing jobs"):
+            run(limited, cfg, now=t0 + timedelta(hours=3))
+    finally:
+        client.acl_deluser("no_record")
+    assert client.hget(WATERMARKS, "m") == mark and not client.exists(MISSED)
+    assert pushed_jobs(client) == []
+
+
+def test_removal_forgets_the_record_and_the_history(client: redis.Redis) -> None:
+    """Removed through the API or gone from the document: no record, no history left, and a
+    schedule of the same name added later starts with neither."""
+    cfg = config("missed_jobs_window: 1h\nschedules:\n  doc: {cron: '* * * * *', class: D}\n")
+    store = Store(client)
+    store.put("api", {"cron": "* * * * *", "class": "A"})
+    t0 = minute_floor(redis_now(client)) - timedelta(hours=4) + timedelta(seconds=5)
+    run(client, cfg, now=t0)
+    run(client, cfg, now=t0 + timedelta(hours=3))
+    for name in ("api", "doc"):
+        assert client.hexists(MISSED, name) and client.hexists(HISTORY, name), name
+        assert store.history(name)
+    assert store.remove("api") is True
+    run(client, config("schedules: {}"), now=t0 + timedelta(hours=3))
+    for name in ("api", "doc"):
+        assert not client.hexists(MISSED, name) and not client.hexists(HISTORY, name), name
+        with pytest.raises(ConfigError, match=name):
+            store.history(name)
+    assert store.missed() == [] and store.backfill().pushed == 0
+
+
+# ---------------------------------------------------------------------------- races
+
+
+def test_an_invocation_replaying_recorded_instants_never_pushes_a_recorded_tick(
+    client: redis.Redis,
+) -> None:
+    """Every recorded tick lies at or below the watermark: late invocations replaying any
+    instant of the outage push none of them, and the backfill still pushes each once."""
+    cfg = config(NIGHT)
+    run(client, cfg, now=NIGHT_START)
+    run(client, cfg, now=NIGHT_END)
+    owed = Counter(jid(n, t) for n, s in NIGHT_SPECS.items() for t in recorded_ticks(client, n, s))
+    before = job_jids(client)
+    for minutes in range(5, 9 * 60, 37):
+        late = run(client, cfg, now=NIGHT_START + timedelta(minutes=minutes))
+        assert late.pushed == 0 and late.missed_recorded == 0
+    assert job_jids(client) == before
+    assert Counter(jid(n, t) for n, s in NIGHT_SPECS.items()
+                   for t in recorded_ticks(client, n, s)) == owed
+    Store(client).backfill()
+    assert_each_once(client, NIGHT_SPECS, NIGHT_START, NIGHT_END, ahead=NIGHT_AHEAD)
+
+
+def test_racing_backfills_and_invocations_push_each_tick_exactly_once(redis_url: str) -> None:
+    """Four backfills in threads, while invocations go on and more outages are recorded:
+    every tick of the period once, the record empty at the end."""
+    cfg = config(NIGHT)
+    with connect(redis_url) as c:
+        run(c, cfg, now=NIGHT_START)
+        run(c, cfg, now=NIGHT_END)
+    later = [NIGHT_END + timedelta(hours=h, minutes=7 * h) for h in range(1, 6)]
+    errors: list[BaseException] = []
+    results: list[int] = []
+    lock = threading.Lock()
+
+    def backfill() -> None:
+        try:
+            with connect(redis_url) as c:
+                for _ in range(3):
+                    pushed = Store(c).backfill().pushed
+                    with lock:
+                        results.append(pushed)
+        except BaseException as exc:
+            errors.append(exc)
+
+    def invoke() -> None:
+        try:
+            with connect(redis_url) as c:
+                engine = Engine(client=c)
+                for now in later:
+                    engine.run(cfg, now=now)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=backfill) for _ in range(4)]
+    threads += [threading.Thread(target=invoke) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors, errors[0]
+    with connect(redis_url) as c:
+        Store(c).backfill()
+        assert c.hlen(MISSED) == 0
+        assert_each_once(c, NIGHT_SPECS, NIGHT_START, later[-1], ahead=NIGHT_AHEAD)
+    assert sum(results) > 0
+
+
+@dataclass(frozen=True)
+class Meddling(scripts.Caller):
+    """Runs kiqbeat's Lua as usual, after `before(script name)`: a writer between a read
+    and the script."""
+
+    before: Callable[[str], None] = lambda name: None
+
+    def call(self, lua: scripts.Lua, client: redis.Redis, keys: Sequence[str],
+             args: Sequence[scripts.Arg]) -> Any:
+        self.before(lua.name)
+        return super().call(lua, client, keys, args)
+
+
+def test_a_definition_changed_between_read_and_backfill_is_left_alone(
+    client: redis.Redis,
+) -> None:
+    """Its recorded ticks stay recorded (counted stale), nothing of it is pushed; the next
+    backfill pushes them with the new definition."""
+    store = Store(client)
+    store.put("x", {"cron": "*/10 * * * *", "class": "Old"})
+    t0 = minute_floor(redis_now(client)) - timedelta(hours=5) + timedelta(seconds=5)
+    run(client, Config(schedules=()), now=t0)
+    run(client, Config(schedules=()), now=t0 + timedelta(hours=3))
+    owed = recorded_ticks(client, "x", Spec("*/10 * * * *"))
+    before = job_jids(client)
+
+    def change(name: str) -> None:
+        if name == "backfill":
+            store.put("x", {"cron": "*/10 * * * *", "class": "New"})
+
+    result = Store(client, lua=Meddling(before=change)).backfill()
+    assert (result.pushed, result.stale) == (0, 1)
+    assert job_jids(client) == before
+    assert recorded_ticks(client, "x", Spec("*/10 * * * *")) == owed
+    assert store.backfill().pushed == len(owed)
+    backfilled = {jid("x", t) for t in owed}
+    assert {j["class"] for j in pushed_jobs(client) if j["jid"] in backfilled} == {"New"}
+
+
+# ---------------------------------------------------------------------------- trigger
+
+
+MANUAL_JID = re.compile(r"manual[0-9a-f]{18}")
+
+
+def test_a_manual_run_has_its_own_jid_and_is_remembered_as_manual(client: redis.Redis) -> None:
+    """A paused schedule runs too; args may be replaced for the run; the jid is "manual" and
+    18 hex digits, never any tick's, and the history keeps it."""
+    store = Store(client)
+    store.put("report", {"cron": "* * * * *", "class": "ReportJob", "args": [1], "queue": "rep",
+                         "include_metadata": True, "enabled": False})
+    first = store.trigger("report")
+    second = store.trigger("report", args=["two", {"x": 3}])
+    assert MANUAL_JID.fullmatch(first.jid) and MANUAL_JID.fullmatch(second.jid)
+    assert first.jid != second.jid and (first.queue, first.name) == ("rep", "report")
+    jobs = {j["jid"]: j for j in pushed_jobs(client)}
+    assert jobs.keys() == {first.jid, second.jid}
+    assert jobs[first.jid]["args"][0] == 1 and jobs[second.jid]["args"][:2] == ["two", {"x": 3}]
+    assert {j["class"] for j in jobs.values()} == {"ReportJob"}
+    assert jobs[first.jid]["enqueued_at"] == pytest.approx(first.at.timestamp(), abs=0.002)
+    assert first.as_dict()["jid"] == first.jid
+    history = store.history("report")
+    assert [(p.kind, p.jid) for p in history] == [("manual", second.jid), ("manual", first.jid)]
+    # A tick's jid is 24 hex digits: no tick of any instant can be confused with a manual run.
+    assert not re.fullmatch(r"[0-9a-f]{24}", first.jid) and len(first.jid) == 24
+    assert re.fullmatch(r"[0-9a-f]{24}", jid("report", first.at))
+    with pytest.raises(ConfigError, match="ghost"):
+        store.trigger("ghost")
+
+
+def test_a_definition_changed_between_read_and_trigger_is_refused(client: redis.Redis) -> None:
+    store = Store(client)
+    store.put("x", {"cron": "* * * * *", "class": "Old"})
+
+    def change(name: str) -> None:
+        if name == "trigger":
+            store.put("x", {"cron": "* * * * *", "class": "New"})
+
+    with pytest.raises(ConfigError, match="changed or was removed"):
+        Store(client, lua=Meddling(before=change)).trigger("x")
+    assert pushed_jobs(client) == [] and store.history("x") == []
+
+
+def test_the_history_keeps_the_newest_n_pushes_of_every_kind(client: redis.Redis) -> None:
+    """Invocations keep `history` (the setting; 0: none) ticks a schedule; backfills and
+    manual runs the Store's; newest first."""
+    cfg = config("missed_jobs_window: 1h\nschedules:\n  m: {cron: '* * * * *', class: M}\n"
+                 "  n: {cron: '* * * * *', class: N}\n")
+    t0 = minute_floor(redis_now(client)) - timedelta(hours=4) + timedelta(seconds=5)
+    engine = Engine(Settings(history=3), client=client)
+    engine.run(cfg, now=t0)
+    engine.run(cfg, now=t0 + timedelta(minutes=90))
+    ticks = Spec("* * * * *").ticks(t0, t0 + timedelta(minutes=90))
+    store = Store(client, history=4)
+    assert [(p.kind, p.tick) for p in store.history("m")] == [
+        ("tick", t) for t in reversed(ticks[-3:])]
+    store.backfill(["m"])
+    manual = store.trigger("m")
+    assert [p.kind for p in store.history("m")] == ["manual", "backfill", "backfill", "backfill"]
+    assert store.history("m")[0].jid == manual.jid
+    assert [p.tick for p in store.history("m")[1:]] == list(reversed(ticks[-63:-60]))
+    Engine(Settings(history=0), client=client).run(cfg, now=t0 + timedelta(minutes=95))
+    assert len(store.history("n")) == 3  # not kept: nothing added, nothing lost
+    Store(client, history=0).trigger("n")
+    assert len(store.history("n")) == 3
+
+
+# ---------------------------------------------------------------------------- the CLI, end to end
+
+
+OUTAGE_DOC = """
+missed_jobs_window: 1h
+schedules:
+  ny_fixed: {cron: "30 1 * * *", tz: America/New_York, class: NightlyJob}
+  ny_wild: {cron: "*/20 1 * * *", tz: America/New_York, class: NightOwlJob}
+  five: {cron: "*/5 * * * *", class: FiveJob, queue: reports, include_metadata: true}
+  seven: {every: 7m, class: SevenJob}
+  ahead: {cron: "*/30 * * * * *", class: AheadJob, queue: fast, lookahead: 40s}
+  secondly: {every: 1s, class: SecondJob, queue: busy}
+  also_secondly: {cron: "* * * * * *", class: OtherSecondJob, queue: busy}
+"""
+OUTAGE_SPECS = {
+    "ny_fixed": NIGHT_SPECS["ny_fixed"], "ny_wild": NIGHT_SPECS["ny_wild"],
+    "five": NIGHT_SPECS["five"], "seven": NIGHT_SPECS["seven"], "ahead": NIGHT_SPECS["ahead"],
+    "secondly": Spec(every_s=1), "also_secondly": Spec("* * * * * *"),
+}
+OUTAGE_AHEAD = {"ahead": timedelta(seconds=40)}
+# Invokers run an hour, stop for 12 (New York's fall-back night among it), come back.
+FIRST_SEEN = datetime(2025, 11, 2, 3, 0, 5, tzinfo=UTC)
+STOPPED = FIRST_SEEN + timedelta(hours=1)
+BACK = STOPPED + timedelta(hours=12)
+
+
+def kiqbeat_cli(*args: str, url: str, path: Path) -> list[str]:
+    """The argv of `python -m kiqbeat ARGS` on this Redis and document."""
+    return [sys.executable, "-m", "kiqbeat", *args, "--config", str(path), "--redis-url", url]
+
+
+def cli_env() -> dict[str, str]:
+    """The environment without kiqbeat's or Redis's variables: only the flags decide."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(("KIQBEAT_", "REDIS_"))}
+
+
+def cli_json(*args: str, url: str, path: Path) -> Any:
+    """Run a kiqbeat command with --json to completion; its parsed output."""
+    done = subprocess.run(kiqbeat_cli(*args, "--json", url=url, path=path), env=cli_env(),
+                          capture_output=True, text=True, timeout=120, check=False, cwd=ROOT)
+    assert done.returncode == 0, f"kiqbeat {args[0]}: {done.stderr[-2000:]}"
+    return json.loads(done.stdout)
+
+
+def backfills(count: int, url: str, path: Path) -> list[subprocess.Popen[str]]:
+    """`kiqbeat backfill --all --json` processes, started together."""
+    return [subprocess.Popen(kiqbeat_cli("backfill", "--all", "--json", url=url, path=path),
+                             env=cli_env(), cwd=ROOT, text=True, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE) for _ in range(count)]
+
+
+def finished(proc: subprocess.Popen[str]) -> dict[str, Any]:
+    """A backfill process's JSON result, once it exited 0."""
+    out, err = proc.communicate(timeout=180)
+    assert proc.returncode == 0, err[-2000:]
+    result: dict[str, Any] = json.loads(out)
+    return result
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("how", ["two racing backfills", "a backfill killed half-way"])
+def test_after_invokers_stopped_longer_than_the_window_missed_and_backfill_push_every_tick_once(
+    redis_url: str, tmp_path: Path, how: str,
+) -> None:
+    """Issue 12's end-to-end promise: invokers stop for 12 h (window 1 h); `kiqbeat missed`
+    lists exactly the ticks passed over; `kiqbeat backfill --all`, in processes racing each
+    other or SIGKILLed half-way and run again, while invocations go on, leaves every tick
+    since first-seen in Redis exactly once (by jid, against fire_times), the record empty,
+    and "backfill" in the history."""
+    path = tmp_path / "schedules.yaml"
+    path.write_text(OUTAGE_DOC)
+    cfg = config(OUTAGE_DOC)
+    client = connect(redis_url)
+    engine = Engine(client=client)
+    for minutes in range(0, 61, 10):
+        engine.run(cfg, now=FIRST_SEEN + timedelta(minutes=minutes))
+    report = engine.run(cfg, now=BACK)
+    cut = BACK - WINDOW
+    owed = {n: recorded_ticks(client, n, s) for n, s in OUTAGE_SPECS.items()}
+    for name, spec in OUTAGE_SPECS.items():  # `ahead` pushed its next 40 s before the stop
+        assert owed[name] == spec.ticks(STOPPED + OUTAGE_AHEAD.get(name, timedelta()), cut)
+    # The invocation counts each schedule's missed ticks up to MISSED_COUNT_CAP only.
+    assert report.missed_recorded == sum(min(len(t), MISSED_COUNT_CAP) for t in owed.values())
+    assert sum(map(len, owed.values())) > 2 * 11 * 3600
+
+    listed = cli_json("missed", url=redis_url, path=path)["missed"]
+    assert {(m["name"], m["reason"], m["ticks"], m["capped"]) for m in listed} == {
+        (n, "window", len(ticks), False) for n, ticks in owed.items()}
+    assert {(m["name"], m["after"], m["through"]) for m in listed} == {
+        (n, from_ms(a).isoformat(), from_ms(b).isoformat())
+        for n in OUTAGE_SPECS for a, b, _ in recorded(client, n)}
+
+    # Invocations go on while the backfills run (racing invokers, nothing new missed).
+    later = [BACK + timedelta(minutes=m) for m in range(5, 61, 5)]
+    failures: list[BaseException] = []
+
+    def invoke() -> None:
+        try:
+            with connect(redis_url) as own:
+                for now in later:
+                    Engine(client=own).run(cfg, now=now)
+        except BaseException as exc:
+            failures.append(exc)
+
+    invoking = threading.Thread(target=invoke, daemon=True)
+    results: list[dict[str, Any]] = []
+    try:
+        if how == "two racing backfills":
+            procs = backfills(2, redis_url, path)
+            invoking.start()
+            results = [finished(p) for p in procs]
+        else:
+            record = client.hgetall(MISSED)
+            (victim,) = backfills(1, redis_url, path)
+            invoking.start()
+            deadline = time.monotonic() + 60
+            # Killed as soon as its first script call has taken ticks out of the record.
+            while client.hgetall(MISSED) == record and victim.poll() is None:
+                assert time.monotonic() < deadline, "the backfill did nothing in 60 s"
+                time.sleep(0.001)
+            victim.send_signal(signal.SIGKILL)
+            victim.communicate()
+            assert victim.returncode == -signal.SIGKILL, "the backfill finished before the kill"
+            left = sum(len(recorded_ticks(client, n, s)) for n, s in OUTAGE_SPECS.items())
+            assert 0 < left < sum(map(len, owed.values())), "killed before or after it pushed"
+            (again,) = backfills(1, redis_url, path)
+            results = [finished(again)]
+            assert results[0]["pushed"] == left
+    finally:
+        if invoking.ident is not None:
+            invoking.join(timeout=120)
+    assert not invoking.is_alive() and not failures, failures
+
+    assert client.hlen(MISSED) == 0
+    assert cli_json("missed", url=redis_url, path=path) == {"missed": []}
+    total = assert_each_once(client, OUTAGE_SPECS, FIRST_SEEN, later[-1], ahead=OUTAGE_AHEAD)
+    assert total > 2 * 12 * 3600
+    if how == "two racing backfills":
+        assert sum(r["pushed"] for r in results) == sum(map(len, owed.values()))
+    jobs = {j["jid"]: j for j in pushed_jobs(client)}
+    assert all(jobs[jid("five", t)]["args"] == [{"scheduled_at": t.timestamp()}]
+               for t in owed["five"])
+    history = cli_json("history", "ny_fixed", url=redis_url, path=path)["history"]
+    assert [(p["kind"], p["tick"]) for p in history] == [
+        ("backfill", t.isoformat()) for t in reversed(owed["ny_fixed"])]
+    client.close()
