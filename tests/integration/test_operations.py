@@ -294,6 +294,21 @@ def test_since_until_and_latest_only_take_their_part_and_leave_the_rest_recorded
     assert pushed_seven == [jid("seven", owed_seven[-1])]
 
 
+def test_since_and_until_between_milliseconds_keep_to_at_or_after_and_at_or_before(
+    client: redis.Redis,
+) -> None:
+    """`since` a microsecond after a tick leaves that tick out; `until` a microsecond before
+    one leaves it out too (instants are not rounded into scope)."""
+    cfg = config("missed_jobs_window: 1h\nschedules:\n  m: {cron: '* * * * *', class: M}\n")
+    t0 = minute_floor(redis_now(client)) - timedelta(hours=4) + timedelta(seconds=5)
+    run(client, cfg, now=t0)
+    run(client, cfg, now=t0 + timedelta(hours=3))
+    owed = recorded_ticks(client, "m", Spec("* * * * *"))
+    done = Store(client).backfill(["m"], since=owed[5] + timedelta(microseconds=1),
+                                  until=owed[8] - timedelta(microseconds=1))
+    assert [j.tick for j in done.jobs] == owed[6:8]
+
+
 def test_paused_unknown_and_invalid_schedules_are_skipped_and_keep_their_record(
     client: redis.Redis,
 ) -> None:
