@@ -1,4 +1,5 @@
-"""Driving real processes for the fault scenarios: kiqbeat invokers, loops and redis-servers."""
+"""Driving real processes for the fault scenarios: kiqbeat invokers, loops, backfills and
+redis-servers."""
 
 from __future__ import annotations
 
@@ -78,6 +79,30 @@ def run_cli(*args: str, timeout_s: float = 60) -> tuple[int, str, str, float]:
     done = subprocess.run([KIQBEAT, *args], capture_output=True, text=True, timeout=timeout_s,
                           check=False)
     return done.returncode, done.stdout, done.stderr, time.perf_counter() - started
+
+
+def start_backfills(config: Path | None, url: str, count: int) -> list[subprocess.Popen[str]]:
+    """`count` `kiqbeat backfill --all --json` processes, started together (racing)."""
+    argv = [KIQBEAT, "backfill", "--all", "--json", "--redis-url", url]
+    if config is not None:
+        argv += ["--config", str(config)]
+    return [subprocess.Popen(argv, cwd=ROOT, text=True, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE) for _ in range(count)]
+
+
+def backfilled(procs: Sequence[subprocess.Popen[str]], timeout_s: float = 300) -> list[int]:
+    """Wait for backfill processes; the ticks each says it pushed. A process that was
+    SIGKILLed says nothing (0); any other failure fails the test."""
+    deadline = time.monotonic() + timeout_s
+    pushed = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
+        if proc.returncode == -signal.SIGKILL:
+            pushed.append(0)
+            continue
+        assert proc.returncode == 0, f"backfill failed ({proc.returncode}): {err[-2000:]}"
+        pushed.append(int(json.loads(out)["pushed"]))
+    return pushed
 
 
 def stop(proc: subprocess.Popen[str], sig: int = signal.SIGTERM, timeout_s: float = 10) -> None:

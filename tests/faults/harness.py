@@ -7,7 +7,11 @@ should exist (from the cron maths, bounded below by each schedule's first-seen m
 - exactly once: every expected tick has one job (its jid is derived from schedule + tick);
 - never early: a job in a queue was enqueued at or after its tick; one in the `schedule`
   set is scored at its tick;
-- no pre-history, nothing invented: no job whose jid matches no expected tick.
+- no pre-history, nothing invented: no job whose jid matches no expected tick;
+- backfilled once: given the ticks the missed-ticks record named before a backfill
+  (`recorded_ticks`), `check` counts those found in Redis as backfilled, and how many the
+  record still names: ticks pushed by invocations plus ticks backfilled must be every
+  expected tick, each once, with nothing left recorded.
 
 `WatermarkSampler` proves watermarks never move back while processes run,
 `kiqbeat_state_size` that kiqbeat's own keys stay O(schedules), and `cross_shard` and
@@ -40,6 +44,7 @@ from kiqbeat.errors import ConfigError
 from kiqbeat.redis import keys
 
 OUT_ENV = "KIQBEAT_RELIABILITY_OUT"
+MAX_RANGES = 100  # missed ranges kept per schedule (issue 12: the oldest beyond are dropped)
 LONG = os.environ.get("KIQBEAT_LONG") == "1"
 
 
@@ -59,6 +64,8 @@ class Outcome:
     unexpected: int = 0  # jobs matching no expected tick (pre-history, invented, wrong period)
     watermark_regressions: int = 0  # times a sampled watermark was lower than before
     cross_shard: int = 0  # schedules pushed by an invocation of a shard they do not belong to
+    backfilled: int = 0  # expected ticks found in Redis that a backfill was to push
+    still_recorded: int = 0  # ticks the missed record still names after a complete backfill
     group: str = "faults"  # which table of docs/reliability.md the line belongs to
 
     def p99_s(self) -> float | None:
@@ -170,6 +177,28 @@ def expected_ticks(
     return out
 
 
+def recorded_ticks(client: redis.Redis, schedules: Schedules, namespace: str = ""
+                   ) -> dict[str, tuple[str, datetime]]:
+    """jid -> (schedule, tick) for every tick the missed-ticks record names now: its
+    "AFTER THROUGH REASON" lines read here (epoch ms, ticks in (AFTER, THROUGH]), the ticks
+    from each schedule's timetable. A schedule without a timetable here names none."""
+    tables = timetables(schedules)
+    out: dict[str, tuple[str, datetime]] = {}
+    for raw_name, raw in client.hgetall(keys.missed(namespace)).items():
+        name = _text(raw_name)
+        if name not in tables:
+            continue
+        for line in _text(raw).splitlines():
+            after_ms, through_ms, _ = line.split(" ")
+            for tick in tables[name][0].between(_instant(int(after_ms)), _instant(int(through_ms))):
+                out[jid(name, tick)] = (name, tick)
+    return out
+
+
+def _instant(ms: int) -> datetime:
+    return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=ms)
+
+
 def _stamp_s(value: float | int) -> float:
     """Epoch seconds from a float-seconds or integer-milliseconds job stamp."""
     return value / 1000 if isinstance(value, int) and value > 10**11 else float(value)
@@ -190,8 +219,12 @@ def check(
     notes: str = "",
     watermark_regressions: int = 0,
     cross_shard: int = 0,
+    backfilled: Mapping[str, tuple[str, datetime]] | None = None,
 ) -> Outcome:
     """Judge what Redis holds against the ticks expected in (after, until (+ lookahead)].
+
+    `backfilled`: the ticks a complete backfill was to push (`recorded_ticks` before it):
+    those found are counted as backfilled, and the record must name none any more.
 
     `excused(schedule, tick)` marks ticks that may legitimately be absent (beyond the
     missed-jobs window, lost with a non-persistent Redis): absent, they are not counted
@@ -234,6 +267,9 @@ def check(
         unexpected=unexpected,
         watermark_regressions=watermark_regressions,
         cross_shard=cross_shard,
+        backfilled=sum(1 for j in backfilled or {} if j in expected and copies[j]),
+        still_recorded=len(recorded_ticks(client, schedules, namespace))
+        if backfilled is not None else 0,
     )
 
 
@@ -253,7 +289,7 @@ def assert_clean(outcome: Outcome) -> None:
     """Fail unless every expected tick was pushed exactly once, none early, none invented."""
     bad = {name: getattr(outcome, name) for name in
            ("duplicates", "missed", "early", "unexpected", "watermark_regressions",
-            "cross_shard")
+            "cross_shard", "still_recorded")
            if getattr(outcome, name)}
     assert not bad, (
         f"{outcome.scenario}: {', '.join(f'{k}={v}' for k, v in bad.items())} "
@@ -276,15 +312,19 @@ def kiqbeat_state_size(client: redis.Redis, namespace: str = "") -> dict[str, in
 def assert_bounded_state(client: redis.Redis, schedules: int, namespace: str = "",
                          shards: int = 1) -> None:
     """Fail if kiqbeat keeps keys other than the store's, or more than one entry per schedule
-    in any of them (the store: DESIGN §7), or a due index other than those of `shards`
+    in any of them (the store: DESIGN §7), or more than MAX_RANGES missed ranges for a
+    schedule, or a due index other than those of `shards`
     shards, or an index entry in a shard its name does not belong to."""
     sizes = kiqbeat_state_size(client, namespace)
     fixed = {keys.watermarks(namespace), keys.first_seen(namespace),
              keys.definitions(namespace), keys.rejected(namespace), keys.documents(namespace),
-             keys.shards(namespace)}
+             keys.shards(namespace), keys.missed(namespace), keys.history(namespace)}
     shaped = (keys.due(namespace), keys.document_index(namespace, ""))
     assert all(k in fixed or k.startswith(shaped) for k in sizes), sizes
     assert all(size <= schedules for size in sizes.values()), sizes
+    for name, record in client.hgetall(keys.missed(namespace)).items():
+        lines = len(_text(record).splitlines())
+        assert lines <= MAX_RANGES, f"{_text(name)}: {lines} missed ranges recorded"
     indexes = {keys.due(namespace, (index, shards)): index for index in range(shards)}
     for key in sizes:
         if key.startswith(keys.due(namespace)):

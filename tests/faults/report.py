@@ -16,17 +16,21 @@ from typing import Any
 
 from tests.faults.harness import iter_lines
 
-HEADER = ("| scenario | runs | ticks expected | pushed | duplicates | missed | early | "
-          "p99 invocation | notes |\n|---|---:|---:|---:|---:|---:|---:|---:|---|")
+HEADER = ("| scenario | runs | ticks expected | pushed | of which backfilled | duplicates | "
+          "missed | early | p99 invocation | notes |\n"
+          "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
 
 
 def _row(line: dict[str, Any]) -> str:
     p99 = line.get("p99_s")
     extra = [f"{k.replace('_', ' ')} {line[k]}" for k in ("unexpected", "watermark_regressions",
-                                                       "cross_shard") if line.get(k)]
+                                                       "cross_shard", "still_recorded")
+             if line.get(k)]
     notes = "; ".join([*extra, str(line.get("notes", ""))]).replace("|", "\\|").strip("; ")
+    # Lines from before backfills were counted have no `backfilled`: none were.
     return (f"| {line['scenario']} | {line['runs']:,} | {line['expected']:,} | "
-            f"{line['pushed']:,} | {line['duplicates']} | {line['missed']} | {line['early']} | "
+            f"{line['pushed']:,} | {line.get('backfilled', 0):,} | {line['duplicates']} | "
+            f"{line['missed']} | {line['early']} | "
             f"{'' if p99 is None else f'{p99 * 1000:.0f} ms'} | {notes} |")
 
 
@@ -66,6 +70,12 @@ GUARANTEES = """\
   invocation reported pushing belongs to its shard (CRC-32 of the name), a shard's runs
   left the other shards' queues, watermarks, first-seen marks and index unchanged, and
   every due-index entry sat in its name's shard.
+- **Missed, then backfilled.** With the invokers stopped for longer than the missed-jobs
+  window, the ticks passed over were recorded with the watermark that passed over them,
+  and `kiqbeat backfill --all` pushed each of them once: run by racing processes while
+  invokers went on, or SIGKILLed part-way and run again. Ticks pushed by invocations plus
+  ticks backfilled (the "backfilled" column) were every tick since first-seen, each once,
+  and nothing stayed recorded.
 - **Nothing half-done.** Out of memory, a queue key of the wrong type, a garbled
   watermark and an ACL user lacking EVALSHA or the queue keys each failed the invocation
   with exit code 1 and a message naming the refusal; the watermarks and the jobs were

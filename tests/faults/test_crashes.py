@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 import subprocess
 import time
@@ -19,7 +20,7 @@ from kiqbeat.redis import keys
 from kiqbeat.store import Store
 from tests.integration.helpers import minute_floor, redis_now
 
-from .drive import KIQBEAT, run_cli
+from .drive import KIQBEAT, backfilled, run_cli, start_backfills
 from .harness import (
     LONG,
     WatermarkSampler,
@@ -27,6 +28,7 @@ from .harness import (
     assert_clean,
     check,
     record,
+    recorded_ticks,
     shard_of,
     stored_schedules,
 )
@@ -178,6 +180,80 @@ def test_sigkill_mid_catch_up_then_a_later_run_completes_without_duplicate_or_mi
     every_second = 2 if shards == 1 else len(victims)
     assert outcome.expected >= rounds * every_second * ROUND.total_seconds()
     assert_bounded_state(client, len(schedules.schedules), shards=shards)
+
+
+# Two every-second schedules and a `catch_up: latest` one, whose record after an outage
+# holds two ranges (older than the window; skipped by the policy).
+MISSED = """
+missed_jobs_window: 1h
+schedules:
+  every_second: {cron: "* * * * * *", class: SecondJob, queue: busy}
+  also_every_second: {every: 1s, class: OtherSecondJob}
+  latest: {every: 1m, class: LatestJob, catch_up: latest}
+  minutely: {cron: "* * * * *", class: MinuteJob}
+"""
+
+
+@pytest.mark.timeout(600 if LONG else 240)
+def test_backfills_sigkilled_part_way_then_run_again_push_each_missed_tick_once(
+    redis_url: str, client: redis.Redis, config_file: Callable[[str], Path]
+) -> None:
+    """After an outage longer than the window, three racing `kiqbeat backfill --all`
+    processes per attempt, SIGKILLed (as soon as the record first shrinks, or at random
+    instants), then one run to completion: every tick since first-seen once, those
+    recorded pushed by the backfills, nothing left recorded."""
+    path = config_file(MISSED)
+    cfg = load_config_file(path)
+    outage = timedelta(hours=24 if LONG else 6)
+    attempts = 6 if LONG else 3
+    rng = random.Random(12)
+    start = minute_floor(redis_now(client)) - outage - timedelta(minutes=30)
+    base = ["run-once", "--config", str(path), "--redis-url", redis_url]
+    for now in (start, start + outage):
+        rc, _, err, _ = run_cli(*base, "--now", now.isoformat())
+        assert rc == 0, err
+    owed = recorded_ticks(client, cfg)
+    assert len(owed) > 2 * (outage.total_seconds() - 3600)
+    kills = partial = 0
+    with WatermarkSampler(redis_url) as sampler:
+        for attempt in range(attempts):
+            recorded = client.hgetall(keys.missed(""))
+            owed_now = len(recorded_ticks(client, cfg))
+            procs = start_backfills(path, redis_url, 3)
+            if attempt % 2 == 0:  # as soon as the first script call took ticks out
+                deadline = time.monotonic() + 60
+                while (client.hgetall(keys.missed("")) == recorded
+                       and time.monotonic() < deadline
+                       and any(p.poll() is None for p in procs)):
+                    time.sleep(0.001)
+                delays = [0.0, 0.0, 0.0]
+            else:
+                delays = sorted(rng.uniform(0.2, 2.0) for _ in procs)
+            began = time.monotonic()
+            for proc, delay in zip(procs, delays, strict=True):
+                time.sleep(max(0.0, began + delay - time.monotonic()))
+                if proc.poll() is None:
+                    proc.kill()
+                    kills += 1
+            backfilled(procs)
+            partial += 0 < len(recorded_ticks(client, cfg)) < owed_now
+        rc, out, err, took = run_cli("backfill", "--all", "--json", "--config", str(path),
+                                     "--redis-url", redis_url)
+        assert rc == 0, err
+    outcome = check(client, cfg, after=start, until=start + outage,
+                    scenario="backfills SIGKILLed part-way (3 racing per attempt), then run "
+                             "again", runs=3 + 3 * attempts, invocation_s=[took],
+                    watermark_regressions=sampler.regressions, backfilled=owed,
+                    notes=f"{outage.total_seconds() / 3600:.0f} h outage (window 1 h) of two "
+                          f"every-second schedules and a catch_up: latest one; {len(owed):,} "
+                          f"ticks recorded; {kills} backfill processes killed; {partial} of "
+                          f"{attempts} attempts left the backfill part-done; the last run "
+                          f"pushed {json.loads(out)['pushed']:,}; its time is the one shown")
+    record(outcome)
+    assert_clean(outcome)
+    assert outcome.backfilled == len(owed)
+    assert partial >= 1, "no attempt was killed part-way"
+    assert_bounded_state(client, len(cfg.schedules))
 
 
 def _loop(path: Path, url: str) -> subprocess.Popen[bytes]:

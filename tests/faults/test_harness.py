@@ -20,6 +20,7 @@ from .harness import (
     assert_clean,
     check,
     cross_shard,
+    recorded_ticks,
     stored_schedules,
 )
 
@@ -94,3 +95,30 @@ def test_stored_schedules_are_the_expected_ticks_of_a_store_without_a_document(
     dirty = check(client, schedules, after=start, until=start + timedelta(minutes=10),
                   scenario="t", runs=11)
     assert (dirty.expected, dirty.pushed, dirty.missed) == (10, 9, 1)
+
+
+def test_check_counts_backfilled_ticks_and_those_still_recorded(client: redis.Redis) -> None:
+    """Ticks passed over by an outage longer than the window are recorded; before the
+    backfill they are missed and still recorded, after it backfilled; a backfilled tick
+    pushed twice is a duplicate, and a tick put back in the record is counted."""
+    start = minute_floor(redis_now(client)) - timedelta(hours=4) + timedelta(seconds=5)
+    end = start + timedelta(hours=3)
+    run(client, CFG, now=start)
+    run(client, CFG, now=end)
+    owed = recorded_ticks(client, CFG)
+    assert len(owed) == 120 and all(tick <= end - timedelta(hours=1) for _, tick in owed.values())
+    before = check(client, CFG, after=start, until=end, scenario="t", runs=2, backfilled=owed)
+    assert (before.expected, before.missed, before.backfilled, before.still_recorded) == (
+        180, 120, 0, 120)
+    with pytest.raises(AssertionError, match="missed=120, still_recorded=120"):
+        assert_clean(before)
+    assert Store(client).backfill().pushed == 120
+    after = check(client, CFG, after=start, until=end, scenario="t", runs=2, backfilled=owed)
+    assert (after.pushed, after.backfilled, after.still_recorded) == (180, 120, 0)
+    assert_clean(after)
+    assert recorded_ticks(client, CFG) == {}
+    client.lpush("queue:default", client.lindex("queue:default", 0) or b"")
+    record = f"{int(start.timestamp() * 1000)} {int(start.timestamp() * 1000) + 60_000} window"
+    client.hset(keys.missed(""), "m", record)
+    dirty = check(client, CFG, after=start, until=end, scenario="t", runs=2, backfilled=owed)
+    assert (dirty.duplicates, dirty.still_recorded) == (1, 1)

@@ -16,7 +16,7 @@ import redis
 from kiqbeat.document import load_config_file
 from tests.integration.helpers import redis_now
 
-from .drive import KIQBEAT, ROOT, run_cli, run_invokers, stop
+from .drive import KIQBEAT, ROOT, backfilled, run_cli, run_invokers, start_backfills, stop
 from .harness import (
     LONG,
     WatermarkSampler,
@@ -25,6 +25,7 @@ from .harness import (
     check,
     cross_shard,
     record,
+    recorded_ticks,
     shard_of,
 )
 
@@ -124,6 +125,63 @@ def test_concurrent_invokers_push_each_tick_exactly_once(
     # The racing processes pushed something in every shard (the race was not left to the
     # seeding and closing runs).
     assert {shard for shard, pushed in done.pushed.items() if pushed} == set(own)
+
+
+# MIXED with a one-hour window and an every-second schedule: an outage of hours leaves
+# tens of thousands of ticks recorded as missed.
+OUTAGE = "missed_jobs_window: 1h\nschedules:\n" + "".join(
+    f"  {name}: {spec}\n" for name, spec in MIXED_SCHEDULES.items()
+) + "  every_second: {every: 1s, class: SecondJob, queue: busy}\n"
+
+
+@pytest.mark.timeout(600 if LONG else 240)
+def test_invokers_stopped_past_the_window_then_backfills_racing_invokers_push_each_tick_once(
+    redis_url: str, client: redis.Redis, config_file: Callable[[str], Path],
+) -> None:
+    """Racing invokers for an hour; none for longer than the window (New York's fall-back
+    night among it); the first invocation back records what it passed over; then racing
+    `kiqbeat backfill --all` processes while racing invokers go on. Ticks pushed by
+    invocations plus ticks backfilled are every tick since first-seen, each once, and
+    nothing stays recorded."""
+    path = config_file(OUTAGE)
+    cfg = load_config_file(path)
+    window = timedelta(seconds=cfg.missed_jobs_window_s)
+    outage = timedelta(hours=24 if LONG else 4)
+    processes, steps, racing = (20, 60, 4) if LONG else (6, 15, 2)
+    start = FALL_BACK_START - timedelta(hours=1)
+    stopped, back = start + timedelta(hours=1), start + timedelta(hours=1) + outage
+    end = back + timedelta(hours=1)
+    unsharded = (0, 1)
+    rng = random.Random(12)
+    seconds = [_run_once(path, redis_url, unsharded, start)]
+    with WatermarkSampler(redis_url) as sampler:
+        before = run_invokers(path, redis_url, _walks(start, stopped, processes, steps, rng))
+        seconds.append(_run_once(path, redis_url, unsharded, stopped))
+        seconds.append(_run_once(path, redis_url, unsharded, back))  # records the outage
+        owed = recorded_ticks(client, cfg)
+        assert owed and all(tick <= back - window for _, tick in owed.values())
+        procs = start_backfills(path, redis_url, racing)
+        try:
+            after = run_invokers(path, redis_url, _walks(back, end, processes, steps, rng))
+        finally:
+            pushed = backfilled(procs)
+        seconds.append(_run_once(path, redis_url, unsharded, end))
+    rcs = before.rcs + after.rcs
+    assert set(rcs) == {0}
+    outcome = check(client, cfg, after=start, until=end,
+                    scenario=f"invokers stopped {outage.total_seconds() / 3600:.0f} h "
+                             f"(window 1 h), then {racing} racing backfills",
+                    runs=len(rcs) + 4 + racing,
+                    invocation_s=[*seconds, *before.seconds, *after.seconds],
+                    watermark_regressions=sampler.regressions, backfilled=owed,
+                    notes=f"{len(cfg.schedules)} schedules; {processes} racing invokers an hour "
+                          "before and an hour after the outage, the backfills racing those "
+                          f"after; backfills pushed {sorted(pushed)} ticks")
+    record(outcome)
+    assert_clean(outcome)
+    assert outcome.backfilled == len(owed) == sum(pushed)
+    assert outcome.expected > outage.total_seconds()
+    assert_bounded_state(client, len(cfg.schedules))
 
 
 REALTIME = """
