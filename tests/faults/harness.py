@@ -7,7 +7,8 @@ should exist (from the cron maths, bounded below by each schedule's first-seen m
 - exactly once: every expected tick has one job (its jid is derived from schedule + tick);
 - never early: a job in a queue was enqueued at or after its tick; one in the `schedule`
   set is scored at its tick;
-- no pre-history, nothing invented: no job whose jid matches no expected tick;
+- no pre-history, nothing invented: no job whose jid matches no expected tick (a manual
+  run's jid, "manual" and 18 hex digits, is counted as such: it stands for no tick);
 - backfilled once: given the ticks the missed-ticks record named before a backfill
   (`recorded_ticks`), `check` counts those found in Redis as backfilled, and how many the
   record still names: ticks pushed by invocations plus ticks backfilled must be every
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 import zlib
 from collections import Counter
@@ -44,6 +46,7 @@ from kiqbeat.errors import ConfigError
 from kiqbeat.redis import keys
 
 OUT_ENV = "KIQBEAT_RELIABILITY_OUT"
+MANUAL_JID = re.compile(r"manual[0-9a-f]{18}")  # a manual run's jid (issue 12)
 MAX_RANGES = 100  # missed ranges kept per schedule (issue 12: the oldest beyond are dropped)
 LONG = os.environ.get("KIQBEAT_LONG") == "1"
 
@@ -66,6 +69,7 @@ class Outcome:
     cross_shard: int = 0  # schedules pushed by an invocation of a shard they do not belong to
     backfilled: int = 0  # expected ticks found in Redis that a backfill was to push
     still_recorded: int = 0  # ticks the missed record still names after a complete backfill
+    manual: int = 0  # manual runs (`kiqbeat trigger`: jid "manual" + 18 hex), no tick's
     group: str = "faults"  # which table of docs/reliability.md the line belongs to
 
     def p99_s(self) -> float | None:
@@ -240,9 +244,12 @@ def check(
         return tick > horizon[name] or bool(excused and excused(name, tick))
     jobs = jobs_in_redis(client, namespace)
     copies = Counter(job.get("jid") for job in jobs)
-    early = unexpected = 0
+    early = unexpected = manual = 0
     for job in jobs:
         tick_of = expected.get(job.get("jid", ""))
+        if tick_of is None and MANUAL_JID.fullmatch(str(job.get("jid"))):
+            manual += 1
+            continue
         if tick_of is None:
             unexpected += 1
             continue
@@ -267,6 +274,7 @@ def check(
         unexpected=unexpected,
         watermark_regressions=watermark_regressions,
         cross_shard=cross_shard,
+        manual=manual,
         backfilled=sum(1 for j in backfilled or {} if j in expected and copies[j]),
         still_recorded=len(recorded_ticks(client, schedules, namespace))
         if backfilled is not None else 0,

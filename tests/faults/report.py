@@ -24,7 +24,8 @@ HEADER = ("| scenario | runs | ticks expected | pushed | of which backfilled | d
 def _row(line: dict[str, Any]) -> str:
     p99 = line.get("p99_s")
     extra = [f"{k.replace('_', ' ')} {line[k]}" for k in ("unexpected", "watermark_regressions",
-                                                       "cross_shard", "still_recorded")
+                                                       "cross_shard", "still_recorded",
+                                                       "manual")
              if line.get(k)]
     notes = "; ".join([*extra, str(line.get("notes", ""))]).replace("|", "\\|").strip("; ")
     # Lines from before backfills were counted have no `backfilled`: none were.

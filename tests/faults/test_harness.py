@@ -117,7 +117,13 @@ def test_check_counts_backfilled_ticks_and_those_still_recorded(client: redis.Re
     assert (after.pushed, after.backfilled, after.still_recorded) == (180, 120, 0)
     assert_clean(after)
     assert recorded_ticks(client, CFG) == {}
-    client.lpush("queue:default", client.lindex("queue:default", 0) or b"")
+    Store(client).trigger("m")  # a manual run stands for no tick: counted as such
+    manual = check(client, CFG, after=start, until=end, scenario="t", runs=2, backfilled=owed)
+    assert (manual.manual, manual.unexpected) == (1, 0)
+    assert_clean(manual)
+    copy = next(raw for raw in client.lrange("queue:default", 0, -1)
+                if json.loads(raw)["jid"] in owed)
+    client.lpush("queue:default", copy)
     record = f"{int(start.timestamp() * 1000)} {int(start.timestamp() * 1000) + 60_000} window"
     client.hset(keys.missed(""), "m", record)
     dirty = check(client, CFG, after=start, until=end, scenario="t", runs=2, backfilled=owed)

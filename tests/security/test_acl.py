@@ -8,7 +8,8 @@ nothing is spare — for both ways of running kiqbeat's Lua.
 Both need the commands the Lua runs, which Redis checks against the same user (TYPE, HGET,
 HSET, HSETNX, LPUSH, SADD, ZADD; HGETALL and HDEL when removed schedules are forgotten) and
 HLEN (counting stored marks on a new config). The Lua touches only keys passed in KEYS, so
-key patterns are checked before it starts. Optional: INFO (startup warnings) and EXISTS/HMGET
+key patterns are checked before it starts. The operator's commands (`missed`, `backfill`,
+`trigger`, `history`) need nothing more. Optional: INFO (startup warnings) and EXISTS/HMGET
 on sidekiq-scheduler's and sidekiq-cron's keys (the same-name check); without them kiqbeat
 warns and carries on.
 """
@@ -30,7 +31,7 @@ from kiqbeat.errors import RedisRefusedError
 from kiqbeat.redis import scripts
 from kiqbeat.redis.connection import connect
 from kiqbeat.settings import Settings
-from tests.faults.harness import assert_clean, check, jobs_in_redis
+from tests.faults.harness import assert_clean, check, jobs_in_redis, recorded_ticks
 from tests.integration.helpers import config, minute_floor, redis_now
 
 from .conftest import kiqbeat_cli
@@ -270,3 +271,48 @@ def test_each_required_permission_is_needed_and_its_absence_pushes_nothing(
     outcome = check(admin, cfg, after=t0, until=t1, scenario=f"ACL without {permission}", runs=3)
     assert_clean(outcome)
     assert len(jobs_in_redis(admin)) == outcome.pushed
+
+
+OUTAGE = SCHEDULES.replace("missed_jobs_window: 1d", "missed_jobs_window: 1h")
+
+
+def test_missed_backfill_trigger_and_history_work_under_the_documented_acl(
+    acl_server: RedisServer, admin: redis.Redis, tmp_path: Path, mode: str
+) -> None:
+    """With exactly the documented ACL, an outage longer than the window is recorded,
+    listed, backfilled (every tick once), a schedule is run now and its history read —
+    through the API and the commands, with no warning; removal forgets the records."""
+    _set_user(admin, acl_rules(mode))
+    cfg = config(OUTAGE)
+    t0 = minute_floor(redis_now(admin)) - timedelta(hours=5)
+    t1 = t0 + timedelta(hours=3)
+    with connect(_user_url(acl_server)) as client:
+        engine = Engine(Settings(redis_functions=mode == "functions"), client=client)
+        reports = [engine.run(cfg, now=t0), engine.run(cfg, now=t1)]
+        assert reports[1].missed_recorded > 0
+        owed = recorded_ticks(admin, cfg)
+        store = engine.store(cfg)
+        assert {m.name for m in store.missed()} == {"minutely", "ahead"}
+        assert store.backfill(["minutely"]).pushed == 120
+        manual = store.trigger("minutely")
+        assert [p.kind for p in store.history("minutely")][:2] == ["manual", "backfill"]
+    assert [r.warnings for r in reports] == [[], []]
+    schedule = tmp_path / "schedule.yaml"
+    schedule.write_text(OUTAGE)
+    flags = ("--config", str(schedule), "--redis-url", _user_url(acl_server),
+             "--redis-functions", str(mode == "functions"))
+    for command in (("missed",), ("backfill", "--all"), ("trigger", "ahead"),
+                    ("history", "ahead"), ("missed", "minutely")):
+        done = kiqbeat_cli(*command, *flags)
+        assert done.returncode == 0, f"{command}: {done.stderr}"
+        assert "warning" not in done.stderr, done.stderr
+    assert admin.hlen("kiqbeat:missed") == 0
+    ticks = check(admin, cfg, after=t0, until=t1, scenario="backfill under the ACL", runs=2,
+                  backfilled=owed)
+    assert_clean(ticks)
+    assert (ticks.backfilled, ticks.manual) == (len(owed), 2)
+    assert manual.jid in {j["jid"] for j in jobs_in_redis(admin)}
+    with connect(_user_url(acl_server)) as client:
+        Engine(Settings(redis_functions=mode == "functions"), client=client).run(
+            config("schedules: {}"), now=t1)
+    assert admin.hlen("kiqbeat:history") == 0 and admin.hlen("kiqbeat:schedules") == 0
