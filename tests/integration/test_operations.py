@@ -463,6 +463,20 @@ def test_removal_forgets_the_record_and_the_history(client: redis.Redis) -> None
     assert store.missed() == [] and store.backfill().pushed == 0
 
 
+@pytest.mark.parametrize("garbled", ["1000 2000", "soon later window", "1000 2000 bogus"])
+def test_a_garbled_record_is_named_not_acted_on(client: redis.Redis, garbled: str) -> None:
+    """A record written by hand that is not "AFTER THROUGH window|policy" lines: listing and
+    backfilling it fail with a ConfigError naming the schedule, and nothing is pushed."""
+    store = Store(client)
+    store.put("x", {"cron": "* * * * *", "class": "X"})
+    client.hset(MISSED, "x", garbled)
+    with pytest.raises(ConfigError, match="'x'"):
+        store.missed()
+    with pytest.raises(ConfigError, match="'x'"):
+        store.backfill(["x"])
+    assert pushed_jobs(client) == [] and client.hget(MISSED, "x") == garbled.encode()
+
+
 # ---------------------------------------------------------------------------- races
 
 
