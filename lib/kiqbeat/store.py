@@ -33,7 +33,14 @@ from typing import Any
 import redis
 
 from kiqbeat.core.payload import jid_ms, job_json
-from kiqbeat.core.plan import MAX_BYTES_PER_CALL, MAX_JOBS_PER_CALL, TickMemo, from_ms, to_ms
+from kiqbeat.core.plan import (
+    MAX_BYTES_PER_CALL,
+    MAX_JOBS_PER_CALL,
+    TickMemo,
+    from_ms,
+    to_ms,
+    to_ms_up,
+)
 from kiqbeat.core.records import (
     DEFAULT_HISTORY,
     REASONS,
@@ -437,7 +444,7 @@ class Store:
         valid definition, are left as they are (`skipped` says why). `dry_run` pushes
         nothing and counts what would be. `progress(n)` follows each call: n ticks handled.
         """
-        since_ms = None if since is None else to_ms(since)
+        since_ms = None if since is None else to_ms_up(since)
         until_ms = None if until is None else to_ms(until)
         records = dict(read_records(self.client, keys.missed(self.namespace), names))
         definitions = read_definitions(self.client, self.namespace, builtins.list(names)

@@ -35,7 +35,7 @@ import redis
 
 from kiqbeat import fire_times
 from kiqbeat.core.payload import jid
-from kiqbeat.core.plan import MISSED_COUNT_CAP, from_ms, to_ms
+from kiqbeat.core.plan import MISSED_COUNT_CAP, from_ms, to_ms, to_ms_up
 from kiqbeat.core.records import MAX_RANGES
 from kiqbeat.core.schedule import Config
 from kiqbeat.engine import Engine, run
@@ -374,7 +374,7 @@ schedules:
     done = store.backfill(["secondly"], since=since)
     assert done.pushed == 7_200 - 60
     (a2, b2, _), = recorded(client, "secondly")
-    assert (a2, b2) == (a, to_ms(since) - 1)
+    assert (a2, b2) == (a, to_ms_up(since) - 1)  # "at or after since": whole ms up
     secondly = Spec(every_s=1).ticks(since - timedelta(milliseconds=1), end)
     found = job_jids(client)
     assert all(found[jid("secondly", t)] == 1 for t in secondly)

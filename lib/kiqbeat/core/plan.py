@@ -61,6 +61,12 @@ def to_ms(instant: datetime) -> int:
     return (instant - _EPOCH) // _MS
 
 
+def to_ms_up(instant: datetime) -> int:
+    """Epoch milliseconds of an aware datetime, rounded up: the first whole millisecond at or
+    after it (a bound "at or after `instant`")."""
+    return -((_EPOCH - instant) // _MS)
+
+
 def from_ms(ms: int) -> datetime:
     """Aware UTC datetime of epoch milliseconds."""
     return datetime.fromtimestamp(ms / 1000, tz=UTC)

@@ -71,8 +71,18 @@ def parse_ranges(text: str) -> list[Range]:
     ranges = []
     for line in text.splitlines():
         after, through, reason = line.split(" ")
-        ranges.append(Range(int(after), int(through), reason))
+        if reason not in REASONS:
+            raise ValueError(f"unknown reason {reason!r}")
+        ranges.append(Range(_ms(after), _ms(through), reason))
     return ranges
+
+
+def _ms(text: str, *, signed: bool = False) -> int:
+    """Epoch ms as the scripts write them: ASCII digits (a minus sign if `signed`)."""
+    digits = text[1:] if signed and text.startswith("-") else text
+    if not (digits.isascii() and digits.isdigit()):
+        raise ValueError(f"not a number of milliseconds: {text!r}")
+    return int(text)
 
 
 def ticks_in(timetable: Timetable, after_ms: int, through_ms: int) -> Iterator[datetime]:
@@ -140,10 +150,11 @@ def parse_history(name: str, text: str) -> list[Push]:
     derived as the job's was (only a manual run's is stored)."""
     pushes = []
     for line in text.splitlines():
-        kind, tick, delay, *jid = line.split(" ")
-        if kind not in KINDS:
-            raise ValueError(f"unknown kind of push {kind!r}")
-        tick_ms = int(tick)
-        pushes.append(Push(KINDS[kind], from_ms(tick_ms), jid[0] if jid else jid_ms(name, tick_ms),
-                           from_ms(tick_ms + int(delay))))
+        kind, tick, delay, *rest = line.split(" ")
+        if kind not in KINDS or len(rest) != (kind == "m"):
+            raise ValueError(f"not a push: {line!r}")
+        tick_ms = _ms(tick)
+        job_id = rest[0] if rest else jid_ms(name, tick_ms)
+        pushes.append(Push(KINDS[kind], from_ms(tick_ms), job_id,
+                           from_ms(tick_ms + _ms(delay, signed=True))))
     return pushes

@@ -53,7 +53,7 @@ local function line(from)
   return string.sub(body, from, stop - 1), stop + 1
 end
 
-local groups, names = {}, {}
+local groups, names, seen = {}, {}, {}
 local pos = 1
 while pos <= #body do
   local name, header
@@ -72,33 +72,42 @@ while pos <= #body do
     pos = pos + tonumber(length)
   end
   groups[#groups + 1] = g
-  names[#names + 1] = name
+  if not seen[name] then
+    seen[name] = true
+    names[#names + 1] = name
+  end
 end
 if #groups == 0 then return {0, 0, 0, ''} end
 
--- A call carries at most a few hundred groups (Python's chunks), within unpack's limit.
+-- Each schedule's record and history, read once and kept current across its groups (a
+-- call may carry several parts of one schedule), then written once.
 local records = redis.call('HMGET', missed_key, unpack(names))
 local defs = redis.call('HMGET', defs_key, unpack(names))
 local pasts = keep > 0 and redis.call('HMGET', history_key, unpack(names)) or {}
+local state = {}
+for k, name in ipairs(names) do
+  local s = {def = defs[k], history = pasts[k], done = {}}
+  if records[k] then
+    s.ranges = {}
+    for a, t, r in string.gmatch(records[k], '(%d+) (%d+) (%l+)') do
+      s.ranges[#s.ranges + 1] = {tonumber(a), tonumber(t), r}
+    end
+  end
+  state[name] = s
+end
 
 local when = clock_ms()
 local pushed, already, stale = 0, 0, 0
-local flags, lists, histories = {}, {}, {}
-for k, g in ipairs(groups) do
-  local def, record = defs[k], records[k]
-  if not def or redis.sha1hex(def) ~= g.sha or not record then
-    if record then stale = stale + 1 end
+local flags, lists = {}, {}
+for _, g in ipairs(groups) do
+  local s = state[g.name]
+  if not s.def or redis.sha1hex(s.def) ~= g.sha or not s.ranges then
+    if s.ranges then stale = stale + 1 else already = already + g.n end
     for _ = 1, g.n do flags[#flags + 1] = '0' end
-    already = already + (record and 0 or g.n)
   else
-    local ranges = {}
-    for a, t, r in string.gmatch(record, '(%d+) (%d+) (%l+)') do
-      ranges[#ranges + 1] = {tonumber(a), tonumber(t), r}
-    end
-    local done = {}
     for j = 1, g.n do
       local tick, held = g.ticks[j], false
-      for _, range in ipairs(ranges) do
+      for _, range in ipairs(s.ranges) do
         if range[1] < tick and tick <= range[2] then held = true break end
       end
       if held then
@@ -107,7 +116,7 @@ for k, g in ipairs(groups) do
         list[#list + 1] = g.jobs[j]
         pushed = pushed + 1
         flags[#flags + 1] = '1'
-        done[#done + 1] = pushed_line('b', tick, when)
+        s.done[#s.done + 1] = pushed_line('b', tick, when)
       else
         already = already + 1
         flags[#flags + 1] = '0'
@@ -115,24 +124,35 @@ for k, g in ipairs(groups) do
     end
     -- What is left of each range once (AFTER, THROUGH] is taken out.
     local left = {}
-    for _, range in ipairs(ranges) do
+    for _, range in ipairs(s.ranges) do
       local a, t, r = range[1], range[2], range[3]
       if t <= g.after or a >= g.through then
-        left[#left + 1] = ms_text(a) .. ' ' .. ms_text(t) .. ' ' .. r
+        left[#left + 1] = range
       else
-        if a < g.after then left[#left + 1] = ms_text(a) .. ' ' .. ms_text(g.after) .. ' ' .. r end
-        if g.through < t then left[#left + 1] = ms_text(g.through) .. ' ' .. ms_text(t) .. ' ' .. r end
+        if a < g.after then left[#left + 1] = {a, g.after, r} end
+        if g.through < t then left[#left + 1] = {g.through, t, r} end
       end
     end
-    if #left > 0 then
-      redis.call('HSET', missed_key, g.name, table.concat(left, '\n'))
+    s.ranges, s.changed = left, true
+  end
+end
+local histories = {}
+for _, name in ipairs(names) do
+  local s = state[name]
+  if s.changed then
+    local lines = {}
+    for _, range in ipairs(s.ranges) do
+      lines[#lines + 1] = ms_text(range[1]) .. ' ' .. ms_text(range[2]) .. ' ' .. range[3]
+    end
+    if #lines > 0 then
+      redis.call('HSET', missed_key, name, table.concat(lines, '\n'))
     else
-      redis.call('HDEL', missed_key, g.name)
+      redis.call('HDEL', missed_key, name)
     end
-    if keep > 0 and #done > 0 then
-      histories[#histories + 1], histories[#histories + 2] = g.name,
-        remembered(pasts[k], done, keep)
-    end
+  end
+  if keep > 0 and #s.done > 0 then
+    histories[#histories + 1], histories[#histories + 2] = name,
+      remembered(s.history, s.done, keep)
   end
 end
 for k, list in pairs(lists) do
