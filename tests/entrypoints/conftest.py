@@ -8,6 +8,7 @@ speaking that REST protocol stands in for it, reached through AWS_ENDPOINT_URL_A
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -16,7 +17,7 @@ import threading
 import time
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -192,3 +193,41 @@ def aws(
     yield moto_server
     moto_server.enforce_iam(False)
     # each test builds its own Sources, with its own caches
+
+
+# ---------------------------------------------------------------------------- the CLI
+
+
+@dataclass(frozen=True)
+class Ran:
+    """What one in-process `kiqbeat` command printed and returned."""
+
+    code: int
+    out: str
+    err: str
+
+    def json(self) -> Any:
+        return json.loads(self.out)
+
+
+Kiqbeat = Callable[..., Ran]
+
+
+@pytest.fixture
+def kiqbeat(redis_url: str, monkeypatch: pytest.MonkeyPatch,
+            capsys: pytest.CaptureFixture[str]) -> Kiqbeat:
+    """`kiqbeat ARGS...` run in this process, on the test's Redis (from the environment)."""
+    from kiqbeat.entrypoints.cli import main
+
+    for name in list(os.environ):
+        if name.startswith("KIQBEAT_") or name == "REDIS_URL":
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("KIQBEAT_REDIS_URL", redis_url)
+
+    def run(*args: str) -> Ran:
+        capsys.readouterr()
+        code = main(list(args))
+        out, err = capsys.readouterr()
+        return Ran(code, out, err)
+
+    return run

@@ -9,11 +9,9 @@ import os
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 import redis
@@ -21,7 +19,7 @@ import redis
 from kiqbeat.core.cron import fire_times
 from kiqbeat.core.payload import jid_ms
 from kiqbeat.core.plan import to_ms
-from kiqbeat.entrypoints.cli import main
+from tests.entrypoints.conftest import Kiqbeat
 from tests.entrypoints.test_cli_schedules import _run_on_a_terminal
 from tests.integration.helpers import redis_now
 
@@ -36,41 +34,13 @@ schedules:
 """
 
 
-@dataclass(frozen=True)
-class Ran:
-    """What one in-process command printed and returned."""
-
-    code: int
-    out: str
-    err: str
-
-    def json(self) -> Any:
-        return json.loads(self.out)
-
-
-Kiqbeat = Callable[..., Ran]
-
-
 @pytest.fixture
-def kiqbeat(redis_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-            capsys: pytest.CaptureFixture[str]) -> Kiqbeat:
-    """`kiqbeat ARGS...` run in this process, on the test's Redis and DOCUMENT (from the
-    environment)."""
-    for name in list(os.environ):
-        if name.startswith("KIQBEAT_") or name == "REDIS_URL":
-            monkeypatch.delenv(name)
+def kiqbeat(kiqbeat: Kiqbeat, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Kiqbeat:
+    """`kiqbeat ARGS...` on the test's Redis, with DOCUMENT as KIQBEAT_CONFIG."""
     path = tmp_path / "schedules.yaml"
     path.write_text(DOCUMENT)
-    monkeypatch.setenv("KIQBEAT_REDIS_URL", redis_url)
     monkeypatch.setenv("KIQBEAT_CONFIG", str(path))
-
-    def run(*args: str) -> Ran:
-        capsys.readouterr()
-        code = main(list(args))
-        out, err = capsys.readouterr()
-        return Ran(code, out, err)
-
-    return run
+    return kiqbeat
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,6 @@ import sys
 import termios
 import threading
 import zlib
-from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -22,44 +20,11 @@ import pytest
 import redis
 import yaml
 
-from kiqbeat.entrypoints.cli import main
+from tests.entrypoints.conftest import Kiqbeat
 from tests.integration.helpers import redis_now
 
 ROOT = Path(__file__).resolve().parents[2]
 DIGEST = {"cron": "0 9 * * *", "tz": "Asia/Kolkata", "class": "DigestWorker", "args": [42]}
-
-
-@dataclass(frozen=True)
-class Ran:
-    """What one in-process command printed and returned."""
-
-    code: int
-    out: str
-    err: str
-
-    def json(self) -> Any:
-        return json.loads(self.out)
-
-
-Kiqbeat = Callable[..., Ran]
-
-
-@pytest.fixture
-def kiqbeat(redis_url: str, monkeypatch: pytest.MonkeyPatch,
-            capsys: pytest.CaptureFixture[str]) -> Kiqbeat:
-    """`kiqbeat ARGS...` run in this process, on the test's Redis (from the environment)."""
-    for name in list(os.environ):
-        if name.startswith("KIQBEAT_") or name == "REDIS_URL":
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("KIQBEAT_REDIS_URL", redis_url)
-
-    def run(*args: str) -> Ran:
-        capsys.readouterr()
-        code = main(list(args))
-        out, err = capsys.readouterr()
-        return Ran(code, out, err)
-
-    return run
 
 
 def definitions(client: redis.Redis, namespace: str = "") -> dict[str, Any]:

@@ -55,6 +55,18 @@ WINDOW = timedelta(hours=7)
 ROUND = timedelta(hours=6)
 
 
+def _kill_after(procs: list[subprocess.Popen[bytes]], delays: list[float]) -> int:
+    """SIGKILL each process still running `delays[k]` s from now (ascending); how many."""
+    began = time.monotonic()
+    kills = 0
+    for proc, delay in zip(procs, delays, strict=True):
+        time.sleep(max(0.0, began + delay - time.monotonic()))
+        if proc.poll() is None:
+            proc.kill()
+            kills += 1
+    return kills
+
+
 def _mark(client: redis.Redis, name: str) -> int:
     raw = client.hget(keys.watermarks(""), name)
     return int(raw) if raw is not None else 0
@@ -143,12 +155,8 @@ def test_sigkill_mid_catch_up_then_a_later_run_completes_without_duplicate_or_mi
                     else:
                         _wait_part_way(client, victim, until, procs)
                         delays = sorted(rng.uniform(0, 0.03) for _ in procs)
-                    began = time.monotonic()
-                    for proc, delay in zip(procs, delays, strict=True):
-                        time.sleep(max(0.0, began + delay - time.monotonic()))
-                        if proc.poll() is None:
-                            proc.kill()
-                            kills += 1
+                    kills += _kill_after(procs, delays)
+                    for proc in procs:
                         proc.wait()
                     partial += to_ms(until - ROUND) < _mark(client, victim) < to_ms(until)
                 rc, _, err, took = run_cli(*argv(shard, until))
@@ -229,12 +237,7 @@ def test_backfills_sigkilled_part_way_then_run_again_push_each_missed_tick_once(
                 delays = [0.0, 0.0, 0.0]
             else:
                 delays = sorted(rng.uniform(0.2, 2.0) for _ in procs)
-            began = time.monotonic()
-            for proc, delay in zip(procs, delays, strict=True):
-                time.sleep(max(0.0, began + delay - time.monotonic()))
-                if proc.poll() is None:
-                    proc.kill()
-                    kills += 1
+            kills += _kill_after(procs, delays)
             backfilled(procs)
             partial += 0 < len(recorded_ticks(client, cfg)) < owed_now
         rc, out, err, took = run_cli("backfill", "--all", "--json", "--config", str(path),
