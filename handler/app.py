@@ -36,7 +36,7 @@ from kiqbeat.core.report import Report
 from kiqbeat.document.sources import Sources
 from kiqbeat.engine import Engine
 from kiqbeat.entrypoints.preview import parse_instant
-from kiqbeat.errors import ConfigError, DeadlineError, shown
+from kiqbeat.errors import ConfigError, shown
 from kiqbeat.settings import KNOBS, VARIABLES, Settings
 from kiqbeat.store import Store
 
@@ -300,16 +300,15 @@ def operate(request: Operation, store: Store, deadline: float) -> dict[str, Any]
         return result | {"name": request.name,
                          "history": [p.as_dict() for p in store.history(request.name)]}
 
-    def stop_at_deadline(_handled: int) -> None:
-        # What was pushed is out of the record already: a second run pushes the rest.
-        if time.monotonic() >= deadline:
-            raise DeadlineError("the backfill stopped at the invocation's deadline; invoke it "
-                                "again to push the rest (no tick is pushed twice)")
-
+    # Stopped at the deadline, what was pushed is out of the record already (and counted in
+    # Backfilled); the result says "finished": false, and invoking it again pushes the rest.
     done = store.backfill(request.names, since=request.since, until=request.until,
                           latest_only=request.latest_only, dry_run=request.dry_run,
-                          progress=stop_at_deadline)
+                          deadline=deadline)
     metrics.add_metric(name="Backfilled", unit=MetricUnit.Count, value=done.pushed)
+    if not done.finished:
+        logger.warning("the backfill stopped at the invocation's deadline; invoke it again "
+                       "to push the rest (no tick is pushed twice)")
     return result | done.as_dict()
 
 

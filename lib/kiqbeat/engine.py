@@ -314,7 +314,7 @@ class Engine:
         """Apply a changed document to the store; warnings for what it may not change."""
         change = apply_document(self.client, namespace, self.shards, document.source,
                                 document.definitions, document.digest, self._lua,
-                                deadline=deadline)
+                                deadline=deadline, now_ms=to_ms(report.now))
         report.round_trips += change.round_trips
         report.documents_applied += 1
         if not change.finished:

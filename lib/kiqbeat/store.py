@@ -167,17 +167,20 @@ class Backfill:
     """What a backfill did (or, dry, would do)."""
 
     schedules: int = 0  # schedules with recorded ticks in scope
-    planned: int = 0  # ticks it meant to push (dry run: counted, at most COUNT_CAP each)
+    planned: int = 0  # ticks it meant to push (dry run: counted, at most COUNT_CAP a range)
+    capped: bool = False  # a dry run's count stopped at COUNT_CAP somewhere: there are more
     pushed: int = 0
     already: int = 0  # pushed by another backfill first
-    stale: int = 0  # left alone: the definition changed meanwhile (run it again)
+    stale: int = 0  # ticks left alone: the definition changed meanwhile (run it again)
+    finished: bool = True  # False: stopped at its deadline; run it again for the rest
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (name, why): not touched
     jobs: list[PushedJob] = field(default_factory=list)  # the first MAX_LISTED pushed
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
-        return {"schedules": self.schedules, "planned": self.planned, "pushed": self.pushed,
-                "already": self.already, "stale": self.stale,
+        return {"schedules": self.schedules, "planned": self.planned, "capped": self.capped,
+                "pushed": self.pushed, "already": self.already, "stale": self.stale,
+                "finished": self.finished,
                 "skipped": [{"name": n, "why": w} for n, w in self.skipped],
                 "jobs": [{"schedule": j.schedule, "tick": j.tick.isoformat(), "jid": j.jid,
                           "queue": j.queue} for j in self.jobs]}
@@ -430,8 +433,8 @@ class Store:
 
     def backfill(self, names: Sequence[str] = (), *, since: datetime | None = None,
                  until: datetime | None = None, latest_only: bool = False,
-                 dry_run: bool = False, progress: Callable[[int], None] | None = None
-                 ) -> Backfill:
+                 dry_run: bool = False, progress: Callable[[int], None] | None = None,
+                 deadline: float | None = None) -> Backfill:
         """Push the recorded missed ticks of `names` (default: every schedule with some) at
         or after `since` and at or before `until`, and take them out of the record.
 
@@ -443,6 +446,8 @@ class Store:
         and takes the rest out of the record unpushed. Paused schedules, and those without a
         valid definition, are left as they are (`skipped` says why). `dry_run` pushes
         nothing and counts what would be. `progress(n)` follows each call: n ticks handled.
+        Past `deadline` (time.monotonic()) no call starts but the first, and `finished` is
+        False: what was pushed is out of the record, and running it again pushes the rest.
         """
         since_ms = None if since is None else to_ms_up(since)
         until_ms = None if until is None else to_ms(until)
@@ -455,6 +460,10 @@ class Store:
         clock, started = read_clock(self.client), time.monotonic()
         memo = TickMemo()
         batch: builtins.list[Piece] = []
+        calls = [0]
+
+        def late() -> bool:  # past the deadline, after a first call (which always goes)
+            return deadline is not None and calls[0] > 0 and time.monotonic() > deadline
 
         def flush() -> None:
             pushed, already, stale, flags = push_backfill(
@@ -469,6 +478,7 @@ class Store:
             if progress is not None:
                 progress(len(flags))
             batch.clear()
+            calls[0] += 1
 
         for name, text in sorted(records.items()):
             schedule = self._schedule(name, definitions.get(name))
@@ -484,10 +494,14 @@ class Store:
             result.schedules += 1
             if dry_run:
                 timetable = schedule.timetable
-                result.planned += (
-                    int(any(last_tick_in(timetable, r.after_ms, r.through_ms) for r in ranges))
-                    if latest_only else
-                    sum(count_ticks(timetable, r.after_ms, r.through_ms)[0] for r in ranges))
+                if latest_only:
+                    result.planned += any(last_tick_in(timetable, r.after_ms, r.through_ms)
+                                          for r in ranges)
+                    continue
+                for r in ranges:
+                    count, more = count_ticks(timetable, r.after_ms, r.through_ms)
+                    result.planned += count
+                    result.capped |= more
                 continue
             sha = definition_sha(definitions[name])
 
@@ -497,6 +511,9 @@ class Store:
                                     now, scheduled=False)
 
             for piece in _pieces(schedule, sha, ranges, latest_only, job):
+                if late():
+                    result.finished = False
+                    return result
                 result.planned += len(piece.jobs)
                 size = sum(len(j) for p in batch for _, j in p.jobs)
                 if batch and (len(batch) >= MAX_JOBS_PER_CALL
@@ -506,7 +523,10 @@ class Store:
                     flush()
                 batch.append(piece)
         if batch:
-            flush()
+            if late():
+                result.finished = False
+            else:
+                flush()
         return result
 
     def trigger(self, name: str, args: builtins.list[Any] | None = None) -> Triggered:
@@ -570,23 +590,28 @@ def _ranges(name: str, text: str) -> builtins.list[Range]:
 def _pieces(schedule: Schedule, sha: str, ranges: Sequence[Range], latest_only: bool,
             job: Callable[[int], str]) -> Iterator[Piece]:
     """The backfill calls' parts for one schedule's ranges (ascending), at most
-    MAX_JOBS_PER_CALL jobs each; each covers from where the last ended."""
+    MAX_JOBS_PER_CALL jobs each; each covers from where the last ended. A range (or, for
+    `latest_only`, a scope) holding no tick gives none."""
     name, queue, timetable = schedule.name, schedule.queue, schedule.timetable
     if latest_only:
         newest = next((t for r in reversed(ranges)
                        if (t := last_tick_in(timetable, r.after_ms, r.through_ms))), None)
-        jobs = [] if newest is None else [(to_ms(newest), job(to_ms(newest)))]
-        yield Piece(name, ranges[0].after_ms, ranges[-1].through_ms, queue, sha, jobs)
+        if newest is not None:
+            yield Piece(name, ranges[0].after_ms, ranges[-1].through_ms, queue, sha,
+                        [(to_ms(newest), job(to_ms(newest)))])
         return
     for r in ranges:
-        after, jobs = r.after_ms, []
+        after, any_tick = r.after_ms, False
+        jobs: builtins.list[tuple[int, str]] = []
         for tick in ticks_in(timetable, r.after_ms, r.through_ms):
             if len(jobs) == MAX_JOBS_PER_CALL:
                 yield Piece(name, after, jobs[-1][0], queue, sha, jobs)
                 after, jobs = jobs[-1][0], []
             tick_ms = to_ms(tick)
             jobs.append((tick_ms, job(tick_ms)))
-        yield Piece(name, after, r.through_ms, queue, sha, jobs)
+            any_tick = True
+        if any_tick:  # a scope without a tick leaves the record as it is (no split)
+            yield Piece(name, after, r.through_ms, queue, sha, jobs)
 
 
 def _definition(data: bytes) -> dict[str, Any] | None:

@@ -19,6 +19,7 @@ from kiqbeat.engine import run
 from kiqbeat.errors import ConfigError, StateError
 from kiqbeat.redis.connection import connect
 from kiqbeat.redis.state import push
+from kiqbeat.store import Store
 
 from .helpers import config, marks, minute_floor, plan_stored, pushed_jobs, redis_now
 
@@ -126,10 +127,16 @@ def test_a_disabled_schedule_is_not_backfilled_when_re_enabled(client: redis.Red
     t0 = start(client)
     run(client, cfg, now=t0)
     paused = run(client, off, now=t0 + timedelta(minutes=20))
-    assert (paused.pushed, paused.skipped) == (0, 20)
-    back = run(client, cfg, now=t0 + timedelta(minutes=21))
-    assert back.pushed == 1
-    expected = jid("report", t0 + timedelta(minutes=21, seconds=-5))
+    # No invocation ran for 20 minutes before the pause: its 20 ticks were owed then, and
+    # the pause recorded them as missed (for a backfill), pushing none.
+    assert (paused.pushed, paused.skipped) == (0, 0)
+    (owed,) = Store(client).missed(["report"])
+    assert (owed.reason, owed.ticks) == ("paused", 20)
+    # Re-enabled by the document this invocation applies: its instant is the resume, so the
+    # tick 5 s before it fell while paused and is not pushed; the next one is.
+    assert run(client, cfg, now=t0 + timedelta(minutes=21)).pushed == 0
+    assert run(client, cfg, now=t0 + timedelta(minutes=22)).pushed == 1
+    expected = jid("report", t0 + timedelta(minutes=22, seconds=-5))
     assert [j["jid"] for j in pushed_jobs(client)] == [expected]
 
 

@@ -325,9 +325,13 @@ def test_paused_unknown_and_invalid_schedules_are_skipped_and_keep_their_record(
     assert "paused" in dict(result.skipped)["p"] and "invalid" in dict(result.skipped)["bad"]
     assert result.pushed == 120
     assert client.hexists(MISSED, "p") and client.hexists(MISSED, "bad")
-    assert {m.name: m.ticks for m in store.missed()} == {"p": 120, "bad": None}
+    listed = [(m.name, m.reason, m.ticks) for m in store.missed()]
+    # The pause also recorded what p still owed since the last invocation (t0 + 3 h).
+    assert listed[0] == ("bad", "window", None) and listed[1] == ("p", "window", 120)
+    assert [reason for _, reason, _ in listed[2:]] == ["paused"]
+    owed = 120 + (listed[2][2] or 0)
     store.resume("p")
-    assert store.backfill().pushed == 120
+    assert store.backfill().pushed == owed
 
 
 def test_a_schedule_every_second_down_for_thirty_days_is_one_small_range(
@@ -395,6 +399,22 @@ def test_at_most_the_newest_hundred_ranges_are_kept(client: redis.Redis) -> None
                for t in Spec(every_s=1).ticks(previous, now)[:-1]]
     assert recorded_ticks(client, "s", Spec(every_s=1)) == skipped
     assert all(r == "policy" for _, _, r in ranges)
+
+
+def test_beyond_a_hundred_ranges_the_policy_ones_go_before_an_outage(
+    client: redis.Redis,
+) -> None:
+    cfg = config("missed_jobs_window: 1h\nschedules:\n  s: {every: 1s, class: S, "
+                 "catch_up: latest}\n")
+    start = redis_now(client).replace(microsecond=0) - timedelta(hours=2)
+    run(client, cfg, now=start - timedelta(hours=3))
+    run(client, cfg, now=start)  # the outage: a window range (and a policy one)
+    outage = [r for r in recorded(client, "s") if r[2] == "window"]
+    assert len(outage) == 1
+    for k in range(1, 151):
+        run(client, cfg, now=start + timedelta(seconds=10 * k))
+    ranges = recorded(client, "s")
+    assert len(ranges) == MAX_RANGES and ranges[0] == outage[0]
 
 
 @pytest.mark.parametrize("key", [MISSED, HISTORY])
@@ -576,7 +596,7 @@ def test_a_definition_changed_between_read_and_backfill_is_left_alone(
             store.put("x", {"cron": "*/10 * * * *", "class": "New"})
 
     result = Store(client, lua=Meddling(before=change)).backfill()
-    assert (result.pushed, result.stale) == (0, 1)
+    assert (result.pushed, result.stale) == (0, len(owed))  # stale: ticks left alone
     assert job_jids(client) == before
     assert recorded_ticks(client, "x", Spec("*/10 * * * *")) == owed
     assert store.backfill().pushed == len(owed)
@@ -626,6 +646,101 @@ def test_a_definition_changed_between_read_and_trigger_is_refused(client: redis.
     with pytest.raises(ConfigError, match="changed or was removed"):
         Store(client, lua=Meddling(before=change)).trigger("x")
     assert pushed_jobs(client) == [] and store.history("x") == []
+
+
+class LostReply(scripts.Caller):
+    """Runs each script twice, keeping the second reply: what redis-py's retry does when the
+    first reply is lost on the way back."""
+
+    def call(self, lua: scripts.Lua, client: redis.Redis, keys: Sequence[str],
+             args: Sequence[scripts.Arg]) -> Any:
+        super().call(lua, client, keys, args)
+        return super().call(lua, client, keys, args)
+
+
+def test_a_manual_run_sent_again_after_a_lost_reply_is_pushed_once(client: redis.Redis) -> None:
+    store = Store(client)
+    store.put("x", {"cron": "* * * * *", "class": "X"})
+    ran = Store(client, lua=LostReply()).trigger("x")
+    assert [j["jid"] for j in pushed_jobs(client)] == [ran.jid]
+    assert [p.jid for p in store.history("x")] == [ran.jid]
+    again = store.trigger("x")  # a new run is a new job
+    assert sorted(j["jid"] for j in pushed_jobs(client)) == sorted([ran.jid, again.jid])
+
+
+def test_pausing_records_what_was_owed_and_the_pause_is_never_pushed(
+    client: redis.Redis,
+) -> None:
+    """Invokers stopped for 5 h, then the schedule paused and resumed with no invocation
+    between: the ticks owed before the pause are recorded ("paused") and backfilled once;
+    the ticks of the pause are neither pushed nor recorded; the next ones are pushed."""
+    store = Store(client)
+    store.put("x", {"every": "1s", "class": "X"})
+    spec = Spec(every_s=1)
+    t0 = redis_now(client) - timedelta(hours=5)
+    run(client, Config(schedules=()), now=t0)  # registered 5 h ago; nothing since
+    paused_at = redis_now(client)
+    assert store.pause("x")
+    time.sleep(2.5)
+    assert store.resume("x")
+    resumed_at = redis_now(client)
+    ((after, through, reason),) = recorded(client, "x")
+    assert reason == "paused"
+    assert from_ms(after) <= t0 + timedelta(seconds=1)
+    assert paused_at - timedelta(seconds=1) <= from_ms(through) <= paused_at + timedelta(
+        seconds=1)
+    time.sleep(1.1)
+    report = run(client, Config(schedules=()))
+    assert report.missed_recorded == 0
+    owed = recorded_ticks(client, "x", spec)
+    done = store.backfill(["x"])
+    assert done.pushed == len(owed) > 5 * 3600 - 10
+    found = job_jids(client)
+    assert all(found[jid("x", t)] == 1 for t in owed)
+    between = spec.ticks(from_ms(through), resumed_at)
+    assert between and not any(jid("x", t) in found for t in between)  # the pause
+    assert recorded(client, "x") == []
+
+
+def test_a_pause_and_resume_between_invocations_pushes_nothing_of_the_pause(
+    client: redis.Redis,
+) -> None:
+    """An up-to-date schedule paused then resumed before the next invocation: that
+    invocation pushes the ticks after the resume, none from the pause, and records none."""
+    store = Store(client)
+    store.put("x", {"every": "1s", "class": "X"})
+    run(client, Config(schedules=()))
+    time.sleep(1.1)
+    run(client, Config(schedules=()))
+    paused_at = redis_now(client)
+    assert store.pause("x")
+    time.sleep(2.5)
+    assert store.resume("x")
+    resumed_at = redis_now(client)
+    time.sleep(1.1)
+    report = run(client, Config(schedules=()))
+    assert report.pushed >= 1 and report.missed_recorded == 0
+    assert recorded(client, "x") == []
+    found = job_jids(client)
+    pause = Spec(every_s=1).ticks(paused_at + timedelta(seconds=1), resumed_at)
+    assert pause and not any(jid("x", t) in found for t in pause)
+
+
+def test_a_backfill_whose_scope_holds_no_tick_leaves_the_record_whole(
+    client: redis.Redis,
+) -> None:
+    store = Store(client)
+    store.put("h", {"cron": "0 * * * *", "class": "H"})
+    t0 = minute_floor(redis_now(client)) - timedelta(hours=30) + timedelta(seconds=5)
+    run(client, Config(schedules=()), now=t0)
+    run(client, Config(schedules=()), now=t0 + timedelta(hours=20))
+    before = recorded(client, "h")
+    between = t0 + timedelta(hours=3, minutes=30)  # no tick at :30
+    for latest_only in (False, True):
+        done = store.backfill(["h"], since=between, until=between + timedelta(minutes=1),
+                              latest_only=latest_only)
+        assert done.pushed == 0
+    assert recorded(client, "h") == before
 
 
 def test_the_history_keeps_the_newest_n_pushes_of_every_kind(client: redis.Redis) -> None:

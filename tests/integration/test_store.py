@@ -272,19 +272,30 @@ def test_a_changed_zone_applies_after_the_change(client: redis.Redis) -> None:
 def test_a_paused_schedule_keeps_its_watermark_moving_and_resuming_pushes_only_later_ticks(
     client: redis.Redis,
 ) -> None:
-    store, t0 = registered(client)
-    assert run(client, STORE_ONLY, now=t0 + timedelta(minutes=1)).pushed == 1
+    """Pausing and resuming are changes at the Redis clock: this runs on it (every second)."""
+    store = Store(client)
+    store.put("x", {"every": "1s", "class": "X"})
+    run(client, STORE_ONLY)
+    time.sleep(1.1)
+    assert run(client, STORE_ONLY).pushed >= 1
+    before = set(jids(client))
+    paused_at = redis_now(client)
     assert store.pause("x") is True
     assert store.pause("x") is False
-    for minute in (2, 3, 4):
-        paused = run(client, STORE_ONLY, now=t0 + timedelta(minutes=minute))
-        assert (paused.pushed, paused.skipped) == (0, 1)
+    for _ in range(2):
+        time.sleep(1.1)
+        paused = run(client, STORE_ONLY)
+        assert paused.pushed == 0 and paused.skipped >= 1
     assert store.resume("x") is True
-    assert run(client, STORE_ONLY, now=t0 + timedelta(minutes=4, seconds=30)).pushed == 0
-    assert run(client, STORE_ONLY, now=t0 + timedelta(minutes=5)).pushed == 1
-    base = t0 - timedelta(seconds=5)
-    assert jids(client) == [jid("x", base + timedelta(minutes=1)),
-                            jid("x", base + timedelta(minutes=5))]
+    resumed_at = redis_now(client)
+    time.sleep(1.1)
+    assert run(client, STORE_ONLY).pushed >= 1
+    new = set(jids(client)) - before
+    seconds = range(int(paused_at.timestamp()) - 1, int(redis_now(client).timestamp()) + 1)
+    pushed = {t for t in (datetime.fromtimestamp(s, tz=UTC) for s in seconds)
+              if jid("x", t) in new}
+    assert pushed and min(pushed) > resumed_at  # none from the pause
+    assert client.hget("kiqbeat:missed", "x") is None  # nothing was owed at the pause
 
 
 def test_removal_forgets_the_state_and_a_re_added_schedule_starts_afresh(
@@ -480,13 +491,13 @@ def test_a_document_change_racing_an_api_pause_leaves_the_documents_definition_p
 
     assert run(client, v2, now=t0 + timedelta(minutes=6)).pushed == 0
     assert Store(client).resume("x") is True
-    until = t0 + timedelta(minutes=10)
-    run(client, v2, now=until)
-    pushed = jids(client)
-    assert pushed == [*cron_jids("x", "* * * * *", t0, t0 + timedelta(minutes=2)),
-                      *cron_jids("x", "*/2 * * * *", t0 + timedelta(minutes=2),
-                                 t0 + timedelta(minutes=3)),
-                      *cron_jids("x", "*/2 * * * *", t0 + timedelta(minutes=6), until)]
+    resumed = Store(client).get("x")
+    # Resumed at the Redis clock (after every replayed instant): the pause owes nothing.
+    assert resumed is not None and resumed.covered_through is not None
+    assert resumed.covered_through >= redis_now(client) - timedelta(seconds=5)
+    assert jids(client) == [*cron_jids("x", "* * * * *", t0, t0 + timedelta(minutes=2)),
+                            *cron_jids("x", "*/2 * * * *", t0 + timedelta(minutes=2),
+                                       t0 + timedelta(minutes=3))]
     hooked.close()
     client.close()
 
@@ -938,10 +949,11 @@ def test_the_api_may_pause_but_not_change_or_remove_a_documents_schedule(
     assert paused.documents_applied == 0 and stored(client, "x")["enabled"] is False
     assert {job.schedule for job in paused.jobs} == {"y"}
     assert store.resume("x") is True
-    until = t0 + timedelta(minutes=3)
-    run(client, cfg, now=until)
-    assert jids_of_class(client, "DocX") == cron_jids(
-        "x", "* * * * *", t0 + timedelta(minutes=2), until), "none while paused"
+    run(client, cfg, now=t0 + timedelta(minutes=3))
+    assert jids_of_class(client, "DocX") == [], "none while paused"
+    resumed = store.get("x")  # resumed at the Redis clock: the pause owes nothing
+    assert resumed is not None and resumed.enabled and resumed.covered_through is not None
+    assert resumed.covered_through >= redis_now(client) - timedelta(seconds=5)
 
 
 def test_a_document_cannot_take_over_or_remove_an_api_schedule_of_the_same_name(

@@ -15,8 +15,8 @@ The promise (DESIGN §1–2), per schedule, with `wm` its stored watermark:
 - missed and skipped ticks are recorded as ranges (`core.missed`) with the mark, for a
   later backfill: missed ones as (wm, now - window], skipped ones as the span from the
   lower bound to the last skipped tick (they come before every kept one);
-- a disabled schedule pushes nothing but its mark still moves over its due ticks, so
-  re-enabling it does not backfill the paused period.
+- a disabled schedule pushes and records nothing, but its mark still moves over its ticks
+  (those older than the window too), so re-enabling it does not backfill the paused period.
 
 The mark sent with a group covers everything the group decided about; the push script
 applies it only above the stored one, which is what makes concurrent plans safe. A group
@@ -276,7 +276,9 @@ def _plan_schedule(
     mark = from_ms(mark_ms)
     window_start = now - window
     group = Group(schedule.name, mark_ms)
-    if mark < window_start and schedule.enabled:
+    if mark < window_start and not schedule.enabled:
+        group.mark_ms = to_ms(window_start)  # paused: passed over, owed nothing, not recorded
+    elif mark < window_start:
         group.missed = _count_missed(schedule.timetable, mark, window_start)
         if group.missed:
             group.mark_ms = max(group.mark_ms, to_ms(window_start))

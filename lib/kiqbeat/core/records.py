@@ -10,12 +10,14 @@ its watermark over them) as ranges `(after, through]` of epoch milliseconds with
 
 - "window": older than `missed_jobs_window` when an invocation came (Redis unreachable,
   triggers stopped for longer than the window);
-- "policy": passed over by `catch_up: latest` or `none`.
+- "policy": passed over by `catch_up: latest` or `none`;
+- "paused": due but not yet pushed when the schedule was paused (write.lua records them in
+  the step that pauses it).
 
 A range names instants, not ticks: the ticks in it are those of the schedule's timetable,
 so a schedule firing every second and down for a month is one range, and the record of a
-schedule stays small. A paused schedule's ticks are never recorded (pausing is asking for
-them not to run). The record keeps a schedule's newest `MAX_RANGES` ranges.
+schedule stays small. Ticks that fall while a schedule is paused are never recorded
+(pausing is asking for them not to run). The record keeps at most `MAX_RANGES` ranges.
 
 Every recorded tick lies at or below the watermark, which only ever rises, so an invocation
 never pushes it; a backfill pushes it and removes it from the record in one atomic step, so
@@ -41,9 +43,10 @@ DEFAULT_HISTORY = 10
 KINDS = {"t": "tick", "b": "backfill", "m": "manual"}
 
 REASONS = {"window": "older than the missed-jobs window",
-           "policy": "skipped by the schedule's catch_up policy"}
-# Ranges kept per schedule (push.lua drops the oldest beyond): `catch_up: latest` on a
-# schedule firing every second records a range each invocation.
+           "policy": "skipped by the schedule's catch_up policy",
+           "paused": "due but not yet pushed when the schedule was paused"}
+# Ranges kept per schedule (records.lua drops the oldest "policy" one beyond, else the
+# oldest): `catch_up: latest` on a schedule firing every second records one each invocation.
 MAX_RANGES = 100
 # Counting a range's ticks for a listing stops here.
 COUNT_CAP = 100_000

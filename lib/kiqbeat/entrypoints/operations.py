@@ -79,13 +79,19 @@ def _backfill_summary(args: argparse.Namespace, result: Backfill) -> int:
     ticks were left for another run."""
     scope = f"{result.schedules:,} schedule(s)"
     if args.dry_run:
-        lines = [f"dry run: would push {result.planned:,} tick(s) of {scope}"
+        more = "+" if result.capped else ""
+        lines = [f"dry run: would push {result.planned:,}{more} tick(s) of {scope}"
                  + (", the newest of each (--latest-only)" if args.latest_only else "")
                  + "; nothing pushed"]
     else:
         lines = [f"backfill of {scope}: {result.pushed:,} pushed, {result.already:,} already "
                  f"pushed by another backfill, {result.stale:,} left alone (the definition "
                  "changed meanwhile)"]
+        lines += [f"pushed {j.schedule} tick {j.tick.isoformat()} jid {j.jid}"
+                  for j in result.jobs[:20]]
+        if result.pushed > 20:
+            lines.append(f"... and {result.pushed - 20:,} more (--json lists the first "
+                         f"{len(result.jobs):,})")
         if args.latest_only:
             lines.append("older ticks in scope were taken out of the record unpushed "
                          "(--latest-only)")

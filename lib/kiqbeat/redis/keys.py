@@ -80,6 +80,12 @@ def history(ns: str) -> str:
     return f"{ns}kiqbeat:history"
 
 
+def manual(ns: str) -> str:
+    """Hash: schedule name -> the jid of its last manual run (`kiqbeat trigger`), so that a
+    run re-sent after a lost reply is not pushed twice."""
+    return f"{ns}kiqbeat:manual"
+
+
 def documents(ns: str) -> str:
     """Hash: document location -> SHA-256 of the definitions it last applied."""
     return f"{ns}kiqbeat:documents"

@@ -86,10 +86,11 @@ def push_backfill(client: redis.Redis, namespace: str, pieces: Sequence[Piece],
 def push_manual(client: redis.Redis, namespace: str, name: str, sha: str, queue: str,
                 jid: str, at_ms: int, job: str, history: int,
                 lua: scripts.Caller = scripts.SCRIPTS) -> bool:
-    """Push one manual job (trigger.lua); False when the definition changed meanwhile."""
+    """Push one manual job (trigger.lua), once even when the call is re-sent; False when
+    the definition changed meanwhile."""
     script_keys = [keys.definitions(namespace), keys.history(namespace), keys.queues(namespace),
-                   keys.queue(namespace, queue)]
+                   keys.queue(namespace, queue), keys.manual(namespace)]
     with redis_errors(client, f"running schedule {name!r} now"):
         done = lua.call(scripts.TRIGGER, client, script_keys,
                         [name, sha, history, queue, jid, at_ms, job])
-    return bool(int(done))
+    return int(done) > 0

@@ -98,7 +98,7 @@ class Caller:
 
 DUE = Lua.named("due")
 PUSH = Lua.named("push", "records")
-WRITE = Lua.named("write")
+WRITE = Lua.named("write", "records")
 BACKFILL = Lua.named("backfill", "records")
 TRIGGER = Lua.named("trigger", "records")
 SCRIPTS = Caller(functions=False)

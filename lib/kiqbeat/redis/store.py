@@ -148,12 +148,13 @@ class Record:
 
 def write(client: redis.Redis, namespace: str, shards: int, ops: Sequence[Op],
           lua: scripts.Caller = scripts.SCRIPTS, *, record: Record | None = None,
-          deadline: float | None = None) -> list[tuple[str, str]]:
+          deadline: float | None = None, now_ms: int | None = None) -> list[tuple[str, str]]:
     """Apply `ops` in order, atomically per batch; each op's (code, owner) as write.lua
     says: code "+" done, "=" already so, "E", "M", "O" (owner then set), "S". `record` goes
     with the last batch (alone when there are no ops); write.lua skips it if that batch
     refused an op. Past `deadline` (time.monotonic()), no further batch starts: the results
-    are then fewer than the ops."""
+    are then fewer than the ops. `now_ms` is the instant of the change (default: the Redis
+    clock; an invocation applying a document gives its own `now`, replays included)."""
     results: list[tuple[str, str]] = []
     batches = list(_batches(ops)) or [[]]
     for number, batch in enumerate(batches, start=1):
@@ -167,12 +168,13 @@ def write(client: redis.Redis, namespace: str, shards: int, ops: Sequence[Op],
                        keys.documents(namespace),
                        keys.document_index(namespace, last.source if last else ""),
                        keys.shards(namespace), keys.missed(namespace), keys.history(namespace),
-                       *due_keys]
+                       keys.manual(namespace), *due_keys]
         args: list[scripts.Arg] = [_pack(batch, index, namespace, shards), shards]
         if last is not None:
             args += ["1", last.source, last.digest, last.index]
         else:
-            args.append("")
+            args += ["", "", "", ""]
+        args.append("" if now_ms is None else now_ms)
         with redis_errors(client, "writing schedule definitions"):
             codes, owners = lua.call(scripts.WRITE, client, script_keys, args)
         owner_of = iter(reply_text(o) for o in owners)
@@ -218,7 +220,7 @@ class DocumentChange:
 def apply_document(client: redis.Redis, namespace: str, shards: int, source: str,
                    definitions: Mapping[str, bytes], digest: str,
                    lua: scripts.Caller = scripts.SCRIPTS, *,
-                   deadline: float | None = None) -> DocumentChange:
+                   deadline: float | None = None, now_ms: int | None = None) -> DocumentChange:
     """Apply a document as a diff against the names and digests it last applied.
 
     Added and changed definitions are written, names it no longer has are removed (each
@@ -228,7 +230,7 @@ def apply_document(client: redis.Redis, namespace: str, shards: int, source: str
     leave stored (the old ones with their old digests, the added ones as unknown): a run
     cut off half-way — by a crash or by `deadline` — is then completed by the next
     invocation, whatever the document says by then, and leaves no schedule no document
-    owns. Every step is idempotent.
+    owns. Every step is idempotent. `now_ms`: the instant of the change (`write`).
     """
     change = DocumentChange(round_trips=1)
     with redis_errors(client, f"reading the last applied state of document {source}"):
@@ -247,7 +249,8 @@ def apply_document(client: redis.Redis, namespace: str, shards: int, source: str
             pipe.set(keys.document_index(namespace, source), _document_index(ahead))
             pipe.execute()
         change.round_trips += 1
-    results = write(client, namespace, shards, ops, lua, record=record, deadline=deadline)
+    results = write(client, namespace, shards, ops, lua, record=record, deadline=deadline,
+                    now_ms=now_ms)
     change.round_trips += max(1, batches)
     if len(results) < len(ops):
         change.finished = False

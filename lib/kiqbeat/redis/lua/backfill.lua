@@ -25,8 +25,8 @@ as "b TICK DELAY". A group whose definition changed or went since it was read is
 
 All checks run before the first write.
 
-Returns {pushed, already, stale, flags}: flags holds one character per job in argument
-order, "1" pushed, "0" not.
+Returns {pushed, already, stale, flags}: stale counts the jobs left alone for a changed
+definition; flags holds one character per job in argument order, "1" pushed, "0" not.
 ]]
 
 local missed_key, defs_key, history_key, queues_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
@@ -102,7 +102,7 @@ local flags, lists = {}, {}
 for _, g in ipairs(groups) do
   local s = state[g.name]
   if not s.def or redis.sha1hex(s.def) ~= g.sha or not s.ranges then
-    if s.ranges then stale = stale + 1 else already = already + g.n end
+    if s.ranges then stale = stale + g.n else already = already + g.n end
     for _ = 1, g.n do flags[#flags + 1] = '0' end
   else
     for j = 1, g.n do

@@ -45,8 +45,8 @@ records.lua), which keeps the newest H.
 The missed ranges of a group whose mark is applied are recorded with it, clipped to above
 the stored watermark (what lies at or below it another copy dealt with, and recorded): a
 recorded tick is therefore never pushed by an invocation, and recorded once. A range that
-starts where the schedule's last one ends, for the same reason, extends it; the newest 100
-ranges are kept.
+starts where the schedule's last one ends, for the same reason, extends it; at most 100
+ranges are kept, the oldest "policy" ones dropped first (records.lua).
 
 A schedule without a watermark is new. A group planned as new (NEW 1) registers it: first-seen
 = ARGV[1], the mark, and its jobs, which are the ticks in (now, now + lookahead] going to the
@@ -72,7 +72,6 @@ local wm_key, seen_key, queues_key, sched_key = KEYS[1], KEYS[2], KEYS[3], KEYS[
 local due_key, defs_key, rejected_key = KEYS[5], KEYS[6], KEYS[7]
 local missed_key, history_key = KEYS[8], KEYS[9]
 local FIRST_QUEUE = 9
-local MAX_RANGES = 100
 local now_ms = ARGV[1]
 local keep = tonumber(ARGV[2])
 local nq = tonumber(ARGV[3])
@@ -95,7 +94,7 @@ end
 err = expect_allowed('HSET', wm_key, 'f', '0') or expect_allowed('HSETNX', seen_key, 'f', '0')
   or expect_allowed('SADD', queues_key, 'q') or expect_allowed('ZADD', due_key, '0', 'n')
   or expect_allowed('HMGET', defs_key, 'f') or expect_allowed('HDEL', rejected_key, 'f')
-  or expect_allowed('HMGET', missed_key, 'f') or expect_allowed('HSET', missed_key, 'f', 'r')
+  or expect_allowed('HGET', missed_key, 'f') or expect_allowed('HSET', missed_key, 'f', 'r')
   or expect_allowed('HMGET', history_key, 'f') or expect_allowed('HSET', history_key, 'f', 'h')
 if err then return err end
 for k = 1, nq do
@@ -217,27 +216,16 @@ end
 
 -- Record g's missed ranges above the stored mark, extending the last one where they meet.
 local function record(g)
-  local lines = {}
-  local old = redis.call('HGET', missed_key, g.name)
-  if old then
-    for l in string.gmatch(old, '[^\n]+') do lines[#lines + 1] = l end
-  end
+  local ranges = {}
   for _, range in ipairs(g.ranges) do
-    local after, through, reason = math.max(range[1], g.cur), range[2], range[3]
+    local after, through = math.max(range[1], g.cur), range[2]
     if after < through then
-      recorded = recorded + range[4]
-      local a, t, r = string.match(lines[#lines] or '', '^(%d+) (%d+) (%l+)$')
-      if a and tonumber(t) == after and r == reason then
-        lines[#lines] = a .. ' ' .. ms_text(through) .. ' ' .. reason
-      else
-        lines[#lines + 1] = ms_text(after) .. ' ' .. ms_text(through) .. ' ' .. reason
-      end
+      ranges[#ranges + 1] = {after, through, range[3]}
+      -- Clipped by another copy's mark: its share of the count, as near as instants tell.
+      recorded = recorded + math.floor(range[4] * (through - after) / (through - range[1]) + 0.5)
     end
   end
-  if #lines > 0 then
-    redis.call('HSET', missed_key, g.name,
-      table.concat(lines, '\n', math.max(1, #lines - MAX_RANGES + 1)))
-  end
+  if #ranges > 0 then add_ranges(missed_key, g.name, ranges) end
 end
 
 local function reindex(g)

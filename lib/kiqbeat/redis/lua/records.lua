@@ -1,4 +1,8 @@
--- kiqbeat's records of pushes, put before the scripts that write them (scripts.py).
+-- kiqbeat's records of pushes and missed ticks, put before the scripts that write them
+-- (scripts.py; core/records.py reads them).
+
+-- Missed ranges kept per schedule (core/records.py MAX_RANGES).
+local MAX_RANGES = 100
 
 -- Epoch milliseconds as digits (tostring would write a large number in e-notation).
 local function ms_text(ms)
@@ -31,4 +35,36 @@ local function remembered(old, done, keep)
     end
   end
   return table.concat(lines, '\n')
+end
+
+-- Record `ranges` ({after, through, reason}, ascending, above every range recorded for
+-- `name`) as the schedule's missed ticks: one that starts where the last ends, for the
+-- same reason, extends it. Beyond MAX_RANGES the oldest "policy" range goes first (ticks
+-- the schedule's own catch_up chose to skip), then the oldest range.
+local function add_ranges(missed_key, name, ranges)
+  local lines = {}
+  local old = redis.call('HGET', missed_key, name)
+  if old then
+    for l in string.gmatch(old, '[^\n]+') do lines[#lines + 1] = l end
+  end
+  for _, range in ipairs(ranges) do
+    local after, through, reason = range[1], range[2], range[3]
+    local a, t, r = string.match(lines[#lines] or '', '^(%d+) (%d+) (%l+)$')
+    if a and tonumber(t) == after and r == reason then
+      lines[#lines] = a .. ' ' .. ms_text(through) .. ' ' .. reason
+    else
+      lines[#lines + 1] = ms_text(after) .. ' ' .. ms_text(through) .. ' ' .. reason
+    end
+  end
+  while #lines > MAX_RANGES do
+    local drop = 1
+    for j, l in ipairs(lines) do
+      if string.sub(l, -7) == ' policy' then
+        drop = j
+        break
+      end
+    end
+    table.remove(lines, drop)
+  end
+  redis.call('HSET', missed_key, name, table.concat(lines, '\n'))
 end

@@ -6,7 +6,8 @@ KEYS[4]  rejected hash (name -> why its definition was set aside)
 KEYS[5]  documents hash (location -> digest applied)   KEYS[6]  that document's index
 KEYS[7]  the shard count the due index is split into
 KEYS[8]  missed hash (recorded missed ranges)    KEYS[9]  history hash (last pushes)
-KEYS[10..]  due indexes (one per shard an operation names)
+KEYS[10]  manual hash (the last manual run's jid)
+KEYS[11..]  due indexes (one per shard an operation names)
 ARGV[1]  the operations, packed in one string: per operation a line
   "OP K SOURCE_LENGTH EXPECT NAME_LENGTH DEF_LENGTH\n" then SOURCE, NAME and DEF, where
   OP is one of
@@ -18,12 +19,14 @@ ARGV[1]  the operations, packed in one string: per operation a line
     del    remove and forget its state; refused when another source's
     reject set the definition aside with the reason DEF, only if its SHA1 is EXPECT, or,
            with EXPECT "-", forget a name whose definition is gone
-  K the due index (KEYS[9 + K]), SOURCE the writer ("" for the API and other languages,
+  K the due index (KEYS[10 + K]), SOURCE the writer ("" for the API and other languages,
   a document's location for a document), EXPECT a SHA1 or "-".
 ARGV[2]  the shard count the writer computed its index keys with: refused unless it is the
   recorded one (recorded if none is)
 ARGV[3]  "1" to record a document as applied after the operations (its last call) unless
   one was refused: ARGV[4] its location, ARGV[5] its digest, ARGV[6] its index; else "".
+ARGV[7]  the instant of the change, epoch ms ("": the Redis clock); an invocation applying
+  a document gives its own `now`, so that replays stay on their own clock.
 
 A definition's source is its JSON's "source" field ("" when absent). Writing a definition
 sets its index entry to 0 ("plan me") and clears a set-aside reason; writing the same bytes
@@ -32,7 +35,9 @@ history too.
 
 Changing a planned definition also moves its watermark up to the change (never past the
 old definition's next tick, which its index entry gives): the new definition applies to
-ticks after the change, and none of the old one's is lost — no backfill, no gap.
+ticks after the change, and none of the old one's is lost — no backfill, no gap. Pausing
+records what the old definition still owed as missed ticks, and resuming owes nothing for
+the pause (cut_mark).
 
 Returns {codes, owners}: one character per operation, "+" done, "=" already so, "E" exists,
 "M" missing, "O" another source's, "S" changed since read; and the owning source of each
@@ -41,8 +46,8 @@ Returns {codes, owners}: one character per operation, "+" done, "=" already so, 
 
 local defs_key, wm_key, seen_key, rejected_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local documents_key, document_key, shards_key = KEYS[5], KEYS[6], KEYS[7]
-local missed_key, history_key = KEYS[8], KEYS[9]
-local FIRST_DUE = 9
+local missed_key, history_key, manual_key = KEYS[8], KEYS[9], KEYS[10]
+local FIRST_DUE = 10
 local body, record = ARGV[1], ARGV[3] == '1'
 
 -- Check every key's type and (Redis 7) every permission before the first write
@@ -50,6 +55,7 @@ local body, record = ARGV[1], ARGV[3] == '1'
 local err = expect_type(defs_key, 'hash') or expect_type(wm_key, 'hash')
   or expect_type(seen_key, 'hash') or expect_type(rejected_key, 'hash')
   or expect_type(missed_key, 'hash') or expect_type(history_key, 'hash')
+  or expect_type(manual_key, 'hash')
 if err then return err end
 for k = FIRST_DUE + 1, #KEYS do
   err = expect_type(KEYS[k], 'zset')
@@ -58,7 +64,8 @@ end
 local checks = {{'HGET', defs_key, 'n'}, {'HSET', defs_key, 'n', 'v'}, {'HDEL', defs_key, 'n'},
   {'HDEL', wm_key, 'n'}, {'HGET', wm_key, 'n'}, {'HSET', wm_key, 'n', '0'}, {'HDEL', seen_key, 'n'}, {'HSET', rejected_key, 'n', 'v'},
   {'HDEL', rejected_key, 'n'}, {'HEXISTS', rejected_key, 'n'}, {'HDEL', missed_key, 'n'},
-  {'HDEL', history_key, 'n'}}
+  {'HGET', missed_key, 'n'}, {'HSET', missed_key, 'n', 'v'}, {'HDEL', history_key, 'n'},
+  {'HDEL', manual_key, 'n'}}
 for k = FIRST_DUE + 1, #KEYS do
   checks[#checks + 1] = {'ZADD', KEYS[k], '0', 'n'}
   checks[#checks + 1] = {'ZSCORE', KEYS[k], 'n'}
@@ -115,21 +122,43 @@ local function forget(name, due_key)
   redis.call('HDEL', rejected_key, name)
   redis.call('HDEL', missed_key, name)
   redis.call('HDEL', history_key, name)
+  redis.call('HDEL', manual_key, name)
 end
 
-local clock = redis.call('TIME')
-local now_ms = clock[1] * 1000 + math.floor(clock[2] / 1000)
+local now_ms = tonumber(ARGV[7]) or clock_ms()
 
--- Up to the change, the old definition's ticks were all dealt with (its next one is at
--- or after its index entry's score): the new definition owes nothing before it.
-local function cut_mark(name, due_key)
-  local score = tonumber(redis.call('ZSCORE', due_key, name))
+-- Whether a definition runs: its "enabled" is not false (unreadable JSON counts as running:
+-- the invocation that meets it sets it aside).
+local function enabled(def)
+  local ok, decoded = pcall(cjson.decode, def)
+  return not (ok and type(decoded) == 'table' and decoded['enabled'] == false)
+end
+
+-- Where the watermark goes when `current` is replaced by `def`:
+-- - in general, up to the change: the old definition's ticks were all dealt with up to its
+--   next one, which is at or after its index entry's score (0 = not planned yet: unknown,
+--   the mark stays);
+-- - a paused definition owes nothing: up to the change;
+-- - pausing: up to the change too, and what the old definition still owed (its index entry
+--   due, its ticks after the mark not pushed: an outage, stopped invokers) is recorded as
+--   missed ("paused"), for a backfill; nothing is lost, and the paused period never pushed.
+local function cut_mark(name, due_key, current, def)
   local mark = tonumber(redis.call('HGET', wm_key, name))
-  if score and score > 0 and mark then
-    local cut = math.min(now_ms, score) - 1
-    if cut > mark then
-      redis.call('HSET', wm_key, name, string.format('%d', cut))
+  if not mark then return end
+  local score = tonumber(redis.call('ZSCORE', due_key, name))
+  local cut
+  if not enabled(current) then
+    cut = now_ms - 1
+  elseif not enabled(def) then
+    cut = now_ms - 1
+    if score and score <= now_ms and mark < cut then
+      add_ranges(missed_key, name, {{mark, cut, 'paused'}})
     end
+  elseif score and score > 0 then
+    cut = math.min(now_ms, score) - 1
+  end
+  if cut and cut > mark then
+    redis.call('HSET', wm_key, name, ms_text(cut))
   end
 end
 
@@ -195,7 +224,7 @@ while pos <= #body do
       end
     else
       if current then
-        cut_mark(name, due_key)
+        cut_mark(name, due_key, current, def)
       end
       redis.call('HSET', defs_key, name, def)
       redis.call('ZADD', due_key, 0, name)
