@@ -80,7 +80,7 @@ KNOBS: tuple[Knob, ...] = (
          "only schedules of shard I of N (by a stable hash of their name)"),
     Knob("history", "KIQBEAT_HISTORY", "--history", _history, "N",
          "pushes kept per schedule for `kiqbeat history` (default 10; 0: none; each costs "
-         "about 20 bytes of Redis memory)"),
+         "about 30 bytes of Redis memory)"),
     Knob("deadline_s", "KIQBEAT_DEADLINE", "--deadline", positive_duration_s, "DURATION",
          "stop pushing after this long; the next invocation does the rest (default 40s)"),
     Knob("redis_insecure_tls", "KIQBEAT_REDIS_INSECURE_TLS", "--redis-insecure-tls", _true,
