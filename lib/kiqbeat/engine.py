@@ -202,13 +202,6 @@ class Engine:
                      window_s=config.missed_jobs_window_s, history=self.settings.history,
                      lua=self._lua)
 
-    def status(self, names: Sequence[str] = (), *, offset: int = 0, limit: int = 50
-               ) -> Status:
-        """The store at a glance and a page of schedules (`Store.status`), for
-        this engine's shard; read-only."""
-        return self.store().status(names, shard=self.settings.shard, offset=offset,
-                                   limit=limit)
-
     def document_applied(self, config: Config | None = None) -> tuple[Document, bool] | None:
         """The settings' document (None without one), and whether the store holds it as it
         is now (False: the next invocation applies its changes); one round trip."""
@@ -430,5 +423,6 @@ def run(client: redis.Redis, config: Config, *, now: datetime | None = None,
 
 
 def status(client: redis.Redis, config: Config) -> Status:
-    """`Engine.status` by a new engine on `client`, with the config's namespace and window."""
+    """`Store.status` through a new engine on `client`, with the config's namespace and
+    window."""
     return Engine(client=client).store(config).status()

@@ -144,7 +144,7 @@ class MissedRange:
     name: str
     after: datetime
     through: datetime
-    reason: str  # "window" or "policy" (core/records.py)
+    reason: str  # "window", "policy" or "paused" (core/records.py REASONS)
     ticks: int | None  # counted with the current definition (None: there is none)
     capped: bool  # counting stopped at records.COUNT_CAP: there are more
 
@@ -460,12 +460,13 @@ class Store:
         clock, started = read_clock(self.client), time.monotonic()
         memo = TickMemo()
         batch: builtins.list[Piece] = []
-        calls = [0]
+        calls = batch_jobs = batch_bytes = 0
 
         def late() -> bool:  # past the deadline, after a first call (which always goes)
-            return deadline is not None and calls[0] > 0 and time.monotonic() > deadline
+            return deadline is not None and calls > 0 and time.monotonic() > deadline
 
         def flush() -> None:
+            nonlocal calls, batch_jobs, batch_bytes
             pushed, already, stale, flags = push_backfill(
                 self.client, self.namespace, batch, self.keep_history, self._lua)
             result.pushed, result.already = result.pushed + pushed, result.already + already
@@ -478,7 +479,7 @@ class Store:
             if progress is not None:
                 progress(len(flags))
             batch.clear()
-            calls[0] += 1
+            calls, batch_jobs, batch_bytes = calls + 1, 0, 0
 
         for name, text in sorted(records.items()):
             schedule = self._schedule(name, definitions.get(name))
@@ -515,13 +516,13 @@ class Store:
                     result.finished = False
                     return result
                 result.planned += len(piece.jobs)
-                size = sum(len(j) for p in batch for _, j in p.jobs)
+                size = sum(len(j) for _, j in piece.jobs)
                 if batch and (len(batch) >= MAX_JOBS_PER_CALL
-                              or sum(len(p.jobs) for p in batch) + len(piece.jobs)
-                              > MAX_JOBS_PER_CALL
-                              or size + sum(len(j) for _, j in piece.jobs) > MAX_BYTES_PER_CALL):
+                              or batch_jobs + len(piece.jobs) > MAX_JOBS_PER_CALL
+                              or batch_bytes + size > MAX_BYTES_PER_CALL):
                     flush()
                 batch.append(piece)
+                batch_jobs, batch_bytes = batch_jobs + len(piece.jobs), batch_bytes + size
         if batch:
             if late():
                 result.finished = False
@@ -565,7 +566,7 @@ class Store:
             raise ConfigError(f"no schedule {name!r} in the store")
         try:
             return parse_history(name, reply_text(text)) if text is not None else []
-        except (ValueError, KeyError, IndexError):
+        except ValueError:
             raise ConfigError(f"the history of schedule {name!r} in {key} is garbled: "
                               f"{shown(reply_text(text))}") from None
 

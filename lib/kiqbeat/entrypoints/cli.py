@@ -80,12 +80,13 @@ def _cmd_status(args: argparse.Namespace) -> int:
     if args.limit < 1 or args.offset < 0:
         raise ConfigError("--limit must be at least 1 and --offset at least 0")
     engine = _engine(args)
-    status = engine.status(args.names, offset=args.offset, limit=args.limit)
+    store = engine.store()
+    status = store.status(args.names, shard=engine.settings.shard, offset=args.offset,
+                          limit=args.limit)
     counts = status.counts
     # Named schedules also show their recorded missed ticks and their last pushes.
     records: dict[str, tuple[list[MissedRange], list[Push]]] = {}
     if args.names:
-        store = engine.store()
         missed = store.missed(args.names)
         records = {r.name: ([m for m in missed if m.name == r.name], store.history(r.name))
                    for r in status.schedules}

@@ -5,14 +5,24 @@ run (trigger.lua). `kiqbeat.store.Store` decides what to push; this carries it o
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import redis
 
 from kiqbeat.redis import keys, scripts
 from kiqbeat.redis.connection import redis_errors, reply_bytes, reply_text
 from kiqbeat.redis.store import BATCH, scan_items
+
+
+def _hmget(client: redis.Redis, key: str, names: Sequence[str]) -> Iterator[tuple[str, Any]]:
+    """(name, value) of each of `names` present in hash `key`, one HMGET per `BATCH`."""
+    for first in range(0, len(names), BATCH):
+        batch = list(names[first:first + BATCH])
+        with redis_errors(client, f"reading {key}"):
+            values = client.hmget(key, batch)
+        yield from ((n, v) for n, v in zip(batch, values, strict=True) if v is not None)
 
 
 def read_records(client: redis.Redis, key: str, names: Sequence[str]
@@ -23,27 +33,15 @@ def read_records(client: redis.Redis, key: str, names: Sequence[str]
         for name, value in scan_items(client, key):
             yield name, value.decode(errors="replace")
         return
-    for first in range(0, len(names), BATCH):
-        batch = list(names[first:first + BATCH])
-        with redis_errors(client, f"reading {key}"):
-            values = client.hmget(key, batch)
-        for name, found in zip(batch, values, strict=True):
-            if found is not None:
-                yield name, reply_text(found)
+    for name, found in _hmget(client, key, names):
+        yield name, reply_text(found)
 
 
 def read_definitions(client: redis.Redis, namespace: str, names: Sequence[str]
                      ) -> dict[str, bytes]:
     """The stored definitions of `names` (absent ones left out), one HMGET per batch."""
-    found: dict[str, bytes] = {}
-    key = keys.definitions(namespace)
-    for first in range(0, len(names), BATCH):
-        batch = list(names[first:first + BATCH])
-        with redis_errors(client, f"reading {key}"):
-            values = client.hmget(key, batch)
-        found.update((name, data) for name, value in zip(batch, values, strict=True)
-                     if (data := reply_bytes(value)) is not None)
-    return found
+    return {name: reply_bytes(value) or b""
+            for name, value in _hmget(client, keys.definitions(namespace), names)}
 
 
 @dataclass

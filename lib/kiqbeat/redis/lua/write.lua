@@ -30,8 +30,8 @@ ARGV[7]  the instant of the change, epoch ms ("": the Redis clock); an invocatio
 
 A definition's source is its JSON's "source" field ("" when absent). Writing a definition
 sets its index entry to 0 ("plan me") and clears a set-aside reason; writing the same bytes
-again changes nothing. Removing forgets the watermark, first-seen, missed ranges and
-history too.
+again changes nothing. Removing forgets the watermark, first-seen, missed ranges, history
+and last manual jid too.
 
 Changing a planned definition also moves its watermark up to the change (never past the
 old definition's next tick, which its index entry gives): the new definition applies to
@@ -96,12 +96,16 @@ if not shards then
   redis.call('SET', shards_key, ARGV[2])
 end
 
-local function owner(def)
+-- A definition's fields ({} when it is not a JSON object: the invocation that meets it
+-- sets it aside).
+local function fields(def)
   local ok, value = pcall(cjson.decode, def)
-  if ok and type(value) == 'table' and type(value.source) == 'string' then
-    return value.source
-  end
-  return ''
+  return ok and type(value) == 'table' and value or {}
+end
+
+local function owner(def)
+  local source = fields(def).source
+  return type(source) == 'string' and source or ''
 end
 
 -- The source holding `current` when `source` may not change it (nil when it may): only its
@@ -127,11 +131,9 @@ end
 
 local now_ms = tonumber(ARGV[7]) or clock_ms()
 
--- Whether a definition runs: its "enabled" is not false (unreadable JSON counts as running:
--- the invocation that meets it sets it aside).
+-- Whether a definition runs: its "enabled" is not false.
 local function enabled(def)
-  local ok, decoded = pcall(cjson.decode, def)
-  return not (ok and type(decoded) == 'table' and decoded['enabled'] == false)
+  return fields(def).enabled ~= false
 end
 
 -- Where the watermark goes when `current` is replaced by `def`:
