@@ -1,9 +1,11 @@
 """Real consumers of kiqbeat's jobs: a Sidekiq process and Sidekiq::Web, one of each per session.
 
 Both run against a private redis-server of their own (not the shared, per-test flushed
-one), so a running Sidekiq never loses its queues under it. Tests keep apart by using
-schedule names of their own; every job is found again by its jid. Processes are stopped
-with SIGTERM at the end of the session.
+one), so a running Sidekiq never loses its queues under it. Each test that uses Sidekiq
+starts with no kiqbeat state in that Redis (a schedule another test stored, or another
+document's, would otherwise tick in its invocations whenever the clock crossed a minute);
+every job is found again by its jid. Processes are stopped with SIGTERM at the end of the
+session.
 """
 
 from __future__ import annotations
@@ -37,6 +39,20 @@ def sidekiq_redis() -> Iterator[RedisServer]:
     """A redis-server for the Ruby processes, alive for the whole session."""
     with RedisServer() as server:
         yield server
+
+
+@pytest.fixture(autouse=True)
+def no_kiqbeat_state(request: pytest.FixtureRequest) -> None:
+    """Before a test that uses Sidekiq's Redis: every kiqbeat key there deleted."""
+    if "sidekiq" not in request.fixturenames:
+        return
+    server: RedisServer = request.getfixturevalue("sidekiq_redis")
+    client = redis.Redis.from_url(server.url)
+    try:
+        for key in client.scan_iter(match="kiqbeat:*", count=1000):
+            client.delete(key)
+    finally:
+        client.close()
 
 
 @pytest.fixture(scope="session")

@@ -8,15 +8,13 @@ job, late: `include_metadata` hands `perform` the tick, not the backfill's insta
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
 
 from kiqbeat.core.payload import jid
 from kiqbeat.document import load_config_text
-from kiqbeat.engine import Document, run
-from kiqbeat.redis.store import apply_document
+from kiqbeat.engine import run
 from kiqbeat.store import Store
 
 from .harness import Sidekiq
@@ -26,14 +24,9 @@ SOURCE = "compat-operations"
 
 
 @pytest.fixture
-def store(sidekiq: Sidekiq) -> Iterator[Store]:
-    """The store on Sidekiq's Redis; this module's schedules are gone afterwards (they
-    would otherwise run in the other tests' invocations)."""
-    yield Store(sidekiq.client)
-    Store(sidekiq.client).remove("ops_manual")
-    # The document emptied without an invocation (one would run every stored schedule).
-    gone = Document.of(load_config_text("schedules: {}", source=SOURCE))
-    apply_document(sidekiq.client, "", 1, gone.source, gone.definitions, gone.digest)
+def store(sidekiq: Sidekiq) -> Store:
+    """The store on Sidekiq's Redis (conftest empties kiqbeat's keys there before each test)."""
+    return Store(sidekiq.client)
 
 
 def test_sidekiq_runs_a_manual_run_with_its_manual_jid_once(

@@ -983,6 +983,31 @@ def test_a_document_cannot_take_over_or_remove_an_api_schedule_of_the_same_name(
         == {("api",)}
 
 
+@pytest.mark.parametrize("taker", ["another document", "a hand write"])
+def test_a_document_that_lost_a_name_still_removes_its_own(
+    client: redis.Redis, taker: str,
+) -> None:
+    """Its removal of the lost name is refused, yet its index is recorded as applied: each
+    later version of the document removes the names it dropped (found by the compat suite,
+    where a file's schedules left a text document's dropped names ticking forever)."""
+    t0 = start(client)
+    run(client, load_config_text(OWNED, source="a.yaml"), now=t0)
+    if taker == "another document":
+        run(client, load_config_text("schedules:\n  x: {cron: \"* * * * *\", class: DocB}\n",
+                                     source="b.yaml"), now=t0)
+    else:
+        client.hset(SCHEDULES, "x", json.dumps({**MINUTELY, "class": "HandX"}))
+    for minute, kept in enumerate(["z", "w"], start=1):
+        version = f"schedules:\n  {kept}: {{cron: \"* * * * *\", class: Doc}}\n"
+        report = run(client, load_config_text(version, source="a.yaml"),
+                     now=t0 + timedelta(minutes=minute))
+        assert report.documents_applied == 1
+    assert sorted(text(n) for n in client.hkeys(SCHEDULES)) == ["w", "x"]
+    assert stored(client, "w").get("source") == "a.yaml"
+    assert stored(client, "x").get("source") == ("b.yaml" if taker == "another document"
+                                                 else None)
+
+
 def test_a_documents_schedule_written_over_by_hand_becomes_the_apis(
     client: redis.Redis,
 ) -> None:

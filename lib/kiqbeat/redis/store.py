@@ -255,13 +255,17 @@ def apply_document(client: redis.Redis, namespace: str, shards: int, source: str
     if len(results) < len(ops):
         change.finished = False
         return change
-    applied = dict(new)
+    applied, taken = dict(new), False
     for op, (code, owner) in zip(ops, results, strict=True):
-        # A refused del: another document has taken the name over (nothing to record).
-        if code == "O" and op.op == "put":
+        if code != "O":
+            continue
+        taken = True  # the script left the record alone: recorded here, as applied
+        # A refused del: another writer has taken the name over; it is no longer this
+        # document's to remove (its index forgets it).
+        if op.op == "put":
             change.refused.append((op.name, owner))
             applied.pop(op.name, None)
-    if change.refused:  # recorded without the refused, which are tried again next change
+    if taken:  # recorded without the refused puts, which are tried again next change
         write(client, namespace, shards, [], lua,
               record=Record(source, digest, _document_index(applied)))
         change.round_trips += 1
