@@ -1,4 +1,8 @@
-"""Fixtures shared by every test folder: private redis-server processes on free loopback ports."""
+"""Fixtures shared by every test folder: private redis-server processes on free loopback ports.
+
+Hypothesis runs with no per-example deadline: on a loaded 2-core CI machine one slow
+example would otherwise fail a property that holds.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +10,13 @@ from collections.abc import Iterator
 
 import pytest
 import redis
+from hypothesis import HealthCheck, settings
 
 from kiqbeat.demo.server import RedisServer
+
+settings.register_profile("kiqbeat", deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("kiqbeat")
 
 
 @pytest.fixture(scope="session")

@@ -16,6 +16,7 @@ import pytest
 import redis
 
 from kiqbeat.entrypoints.cli import main
+from tests.integration.helpers import room_before_boundary
 
 SCHEDULE = """
 missed_jobs_window: 1h
@@ -53,6 +54,7 @@ def test_run_once_pushes_and_reports_json(
     mark = int(redis_client.hget("kiqbeat:watermarks", "heartbeat") or 0)
     redis_client.hset("kiqbeat:watermarks", "heartbeat", mark - 5000)
     redis_client.zadd("kiqbeat:due", {"heartbeat": 0})
+    room_before_boundary(redis_client, 3600, 20)  # no hourly `report` tick between
     second = kiqbeat("run-once", "--config", str(schedule_file), "--redis-url", redis_url,
                      "--json", "--jobs")
     assert second.stdout.count("\n") == 1  # one line, to log
@@ -156,8 +158,10 @@ def test_a_bad_schedule_file_fails_before_touching_redis(
 
 
 def test_status_shows_each_schedule(
-    schedule_file: Path, redis_url: str, capsys: pytest.CaptureFixture[str]
+    schedule_file: Path, redis_url: str, redis_client: redis.Redis,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
+    room_before_boundary(redis_client, 2, 1.5)  # no heartbeat tick between the two commands
     assert main(["run-once", "--config", str(schedule_file), "--redis-url", redis_url]) == 0
     capsys.readouterr()
     assert main(["status", "--config", str(schedule_file), "--redis-url", redis_url, "--json"]) == 0
@@ -242,6 +246,7 @@ def test_status_pages_most_overdue_first_and_filters_by_name(
     path.write_text("schedules:\n" + "".join(
         f"  s{i:02d}: {{cron: '* * * * *', class: A}}\n" for i in range(30)))
     common = ["--config", str(path), "--redis-url", redis_url]
+    room_before_boundary(redis_client, 60, 15)  # only s17 overdue at `status`
     assert main(["run-once", *common]) == 0
     seconds, _ = redis_client.time()
     late = datetime.fromtimestamp(seconds, UTC) - timedelta(minutes=10)

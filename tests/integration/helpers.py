@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -24,6 +25,15 @@ def redis_now(client: redis.Redis) -> datetime:
     """The Redis clock."""
     seconds, micros = client.time()
     return datetime.fromtimestamp(seconds, tz=UTC) + timedelta(microseconds=micros)
+
+
+def room_before_boundary(client: redis.Redis, every_s: float, need_s: float) -> None:
+    """Sleep, if need be, until at least `need_s` are left before the Redis clock's next
+    multiple of `every_s` (just past one): steps that follow within `need_s` see no tick of
+    an every-`every_s` schedule come due between them."""
+    left = every_s - redis_now(client).timestamp() % every_s
+    if left < need_s:
+        time.sleep(left + 0.05)
 
 
 def minute_floor(t: datetime) -> datetime:

@@ -45,7 +45,7 @@ from kiqbeat.redis.connection import connect
 from kiqbeat.settings import Settings
 from kiqbeat.store import MAX_LISTED, Store
 
-from .helpers import config, minute_floor, pushed_jobs, redis_now
+from .helpers import config, minute_floor, pushed_jobs, redis_now, room_before_boundary
 
 MISSED = "kiqbeat:missed"
 HISTORY = "kiqbeat:history"
@@ -348,7 +348,9 @@ schedules:
   quiet: {cron: "0 0 1 1 *", class: Q}
   paused: {every: 1s, class: P, enabled: false}
 """)
-    end = redis_now(client) - timedelta(minutes=1)
+    # A fixed past instant: no New Year in the thirty days ("quiet" owes nothing), no
+    # 09:00 New York in the last minute.
+    end = datetime(2025, 6, 15, 12, 0, 30, 250_000, tzinfo=UTC)
     start = end - timedelta(days=30)
     run(client, cfg, now=start)
     report = run(client, cfg, now=end)
@@ -682,8 +684,8 @@ def test_pausing_records_what_was_owed_and_the_pause_is_never_pushed(
     paused_at = redis_now(client)
     assert store.pause("x")
     time.sleep(2.5)
+    resumed_at = redis_now(client)  # read first: the resume is at or after it
     assert store.resume("x")
-    resumed_at = redis_now(client)
     ((after, through, reason),) = recorded(client, "x")
     assert reason == "paused"
     assert from_ms(after) <= t0 + timedelta(seconds=1)
@@ -710,13 +712,13 @@ def test_a_pause_and_resume_between_invocations_pushes_nothing_of_the_pause(
     store = Store(client)
     store.put("x", {"every": "1s", "class": "X"})
     run(client, Config(schedules=()))
-    time.sleep(1.1)
+    room_before_boundary(client, 1, 0.9)  # the next run and the pause share a second
     run(client, Config(schedules=()))
     paused_at = redis_now(client)
     assert store.pause("x")
     time.sleep(2.5)
+    resumed_at = redis_now(client)  # read first: the resume is at or after it
     assert store.resume("x")
-    resumed_at = redis_now(client)
     time.sleep(1.1)
     report = run(client, Config(schedules=()))
     assert report.pushed >= 1 and report.missed_recorded == 0

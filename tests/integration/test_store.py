@@ -41,7 +41,7 @@ from kiqbeat.redis.store import apply_document, definition_sha, read_due
 from kiqbeat.settings import Settings
 from kiqbeat.store import Store
 
-from .helpers import minute_floor, pushed_jobs, redis_now
+from .helpers import minute_floor, pushed_jobs, redis_now, room_before_boundary
 
 # A deployment without a document: the engine runs the store alone.
 STORE_ONLY = Config(schedules=())
@@ -224,8 +224,9 @@ def test_a_changed_cron_applies_after_the_change_without_backfill(client: redis.
     every 15 minutes, it owes nothing of the new cron before the change — only its ticks
     after it (pushed ahead here, by its lookahead)."""
     store = Store(client)
-    store.put("x", {"cron": "0 0 1 1 *", "class": "X"})  # next tick: next New Year
     t0 = start(client)
+    # Daily, six hours ahead of the clock: its last tick was before t0, its next is hours on.
+    store.put("x", {"cron": f"0 {(t0 + timedelta(hours=9)).hour} * * *", "class": "X"})
     run(client, STORE_ONLY, now=t0)
     changed_at = redis_now(client)
     assert store.put("x", {"cron": "*/15 * * * *", "lookahead": "20m", "class": "X"}) is True
@@ -276,7 +277,7 @@ def test_a_paused_schedule_keeps_its_watermark_moving_and_resuming_pushes_only_l
     store = Store(client)
     store.put("x", {"every": "1s", "class": "X"})
     run(client, STORE_ONLY)
-    time.sleep(1.1)
+    room_before_boundary(client, 1, 0.9)  # the next run and the pause share a second
     assert run(client, STORE_ONLY).pushed >= 1
     before = set(jids(client))
     paused_at = redis_now(client)
@@ -286,8 +287,8 @@ def test_a_paused_schedule_keeps_its_watermark_moving_and_resuming_pushes_only_l
         time.sleep(1.1)
         paused = run(client, STORE_ONLY)
         assert paused.pushed == 0 and paused.skipped >= 1
+    resumed_at = redis_now(client)  # read first: the resume is at or after it
     assert store.resume("x") is True
-    resumed_at = redis_now(client)
     time.sleep(1.1)
     assert run(client, STORE_ONLY).pushed >= 1
     new = set(jids(client)) - before
