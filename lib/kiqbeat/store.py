@@ -55,7 +55,7 @@ from kiqbeat.core.records import (
 from kiqbeat.core.report import PushedJob
 from kiqbeat.core.schedule import Schedule
 from kiqbeat.document.validate import encode_definition, read_definition
-from kiqbeat.errors import ConfigError, shown
+from kiqbeat.errors import ConfigError, KiqbeatError, shown
 from kiqbeat.redis import keys, scripts
 from kiqbeat.redis.connection import redis_errors, reply_bytes, reply_text
 from kiqbeat.redis.records import Piece, push_backfill, push_manual, read_definitions, read_records
@@ -467,8 +467,15 @@ class Store:
 
         def flush() -> None:
             nonlocal calls, batch_jobs, batch_bytes
-            pushed, already, stale, flags = push_backfill(
-                self.client, self.namespace, batch, self.keep_history, self._lua)
+            try:
+                pushed, already, stale, flags = push_backfill(
+                    self.client, self.namespace, batch, self.keep_history, self._lua)
+            except KiqbeatError as exc:
+                if not calls:
+                    raise
+                raise type(exc)(f"{exc}; before this, {result.pushed:,} ticks were pushed by "
+                                f"{calls} earlier calls and taken out of the record (running "
+                                "the backfill again pushes the rest)") from exc
             result.pushed, result.already = result.pushed + pushed, result.already + already
             result.stale += stale
             jobs = ((piece, tick) for piece in batch for tick, _ in piece.jobs)
@@ -481,17 +488,23 @@ class Store:
             batch.clear()
             calls, batch_jobs, batch_bytes = calls + 1, 0, 0
 
+        # Every record read and every schedule decided before the first push: a garbled
+        # record stops the backfill before it has pushed anything.
+        work: builtins.list[tuple[Schedule, builtins.list[Range]]] = []
         for name, text in sorted(records.items()):
-            schedule = self._schedule(name, definitions.get(name))
-            if isinstance(schedule, str):
-                result.skipped.append((name, schedule))
+            found = self._schedule(name, definitions.get(name))
+            if isinstance(found, str):
+                if name in definitions or name not in names:  # named: skipped above
+                    result.skipped.append((name, found))
                 continue
-            if not schedule.enabled:
+            if not found.enabled:
                 result.skipped.append((name, "paused: resume it to backfill its missed ticks"))
                 continue
             ranges = [c for r in _ranges(name, text) if (c := r.clip(since_ms, until_ms))]
-            if not ranges:
-                continue
+            if ranges:
+                work.append((found, ranges))
+        for schedule, ranges in work:
+            name = schedule.name
             result.schedules += 1
             if dry_run:
                 timetable = schedule.timetable

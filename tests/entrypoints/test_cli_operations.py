@@ -106,6 +106,37 @@ def test_missed_lists_each_recorded_range_with_its_tick_count(
     assert unknown.code == 1 and "no schedule 'nosuch'" in unknown.err
 
 
+def test_missed_says_which_ranges_it_could_not_count(
+    kiqbeat: Kiqbeat, redis_client: redis.Redis
+) -> None:
+    gone = outage(kiqbeat, redis_client)
+    redis_client.hset("kiqbeat:schedules", "digest", '{"cron": "61 * * * *", "class": "D"}')
+    text = kiqbeat("missed")
+    assert text.code == 0
+    counted = len(gone.missed("report"))
+    assert f"{counted}+ tick(s) recorded as missed (1 range(s) not counted: no valid " \
+           "definition)" in text.out
+
+
+def test_the_store_commands_say_how_to_run_while_the_document_is_broken(
+    kiqbeat: Kiqbeat, redis_client: redis.Redis, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    outage(kiqbeat, redis_client)
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(DOCUMENT.replace("class: DigestWorker", "clas: DigestWorker"))
+    monkeypatch.setenv("KIQBEAT_CONFIG", str(broken))
+    for command in (["missed"], ["trigger", "report"], ["history", "report"], ["status"]):
+        refused = kiqbeat(*command)
+        assert refused.code == 1 and "'clas'" in refused.err, command
+        assert "KIQBEAT_CONFIG= kiqbeat COMMAND" in refused.err, command
+    monkeypatch.setenv("KIQBEAT_CONFIG", "")  # the way round it the message gives
+    before = redis_client.llen("queue:reports")
+    assert kiqbeat("trigger", "report").code == 0
+    assert redis_client.llen("queue:reports") == before + 1
+    assert kiqbeat("missed", "--json").json()["missed"]
+
+
 def test_backfill_pushes_each_recorded_tick_once_and_a_dry_run_nothing(
     kiqbeat: Kiqbeat, redis_client: redis.Redis
 ) -> None:

@@ -320,8 +320,10 @@ def test_paused_unknown_and_invalid_schedules_are_skipped_and_keep_their_record(
     run(client, Config(schedules=()), now=t0 + timedelta(hours=3))
     store.pause("p")
     client.hset(keys.definitions(""), "bad", b'{"cron": "61 * * * *", "class": "W"}')
+    client.hset(MISSED, "ghost", client.hget(MISSED, "ok") or b"")  # its definition gone
     result = store.backfill(["p", "bad", "ok", "ghost"])
-    assert dict(result.skipped).keys() == {"p", "bad", "ghost"}
+    assert sorted(n for n, _ in result.skipped) == ["bad", "ghost", "p"]  # each once
+    client.hdel(MISSED, "ghost")
     assert "paused" in dict(result.skipped)["p"] and "invalid" in dict(result.skipped)["bad"]
     assert result.pushed == 120
     assert client.hexists(MISSED, "p") and client.hexists(MISSED, "bad")
@@ -497,6 +499,54 @@ def test_a_garbled_record_is_named_not_acted_on(client: redis.Redis, garbled: st
     with pytest.raises(ConfigError, match="'x'"):
         store.backfill(["x"])
     assert pushed_jobs(client) == [] and client.hget(MISSED, "x") == garbled.encode()
+
+
+def test_a_garbled_record_anywhere_stops_a_backfill_before_its_first_push(
+    client: redis.Redis,
+) -> None:
+    """Every record is read before the first push: one garbled record, whatever its name's
+    place in the order, leaves every schedule's record and the queues as they were."""
+    store = Store(client)
+    store.put("aaa", {"every": "10s", "class": "W"})  # 720 ticks recorded: several calls
+    store.put("zzz", {"cron": "* * * * *", "class": "W"})
+    t0 = minute_floor(redis_now(client)) - timedelta(hours=5) + timedelta(seconds=5)
+    run(client, Config(schedules=()), now=t0)
+    run(client, Config(schedules=()), now=t0 + timedelta(hours=3))
+    client.hset(MISSED, "zzz", "1795480000000 1795481000000 windo")
+    before = (len(pushed_jobs(client)), client.hget(MISSED, "aaa"))
+    with pytest.raises(ConfigError, match="'zzz'"):
+        store.backfill()
+    assert (len(pushed_jobs(client)), client.hget(MISSED, "aaa")) == before
+
+
+def test_a_backfill_stopped_part_way_says_what_it_had_pushed_and_a_rerun_does_the_rest(
+    client: redis.Redis,
+) -> None:
+    """A queue key of the wrong type refuses the call that pushes into it; the calls before
+    it stay done, the error says how many ticks they pushed, and the backfill run again once
+    the key is fixed pushes the rest: every tick once."""
+    store = Store(client)
+    store.put("aaa", {"every": "10s", "class": "A"})
+    store.put("zzz", {"cron": "* * * * *", "class": "Z", "queue": "blocked"})
+    t0 = minute_floor(redis_now(client)) - timedelta(hours=5) + timedelta(seconds=5)
+    run(client, Config(schedules=()), now=t0)
+    back = t0 + timedelta(hours=3)
+    run(client, Config(schedules=()), now=back)
+    client.set("queue:blocked", "not a list")
+    aaa = Spec(every_s=10).ticks(t0, back - timedelta(hours=1))
+    with pytest.raises(StateError, match=(
+            rf"queue:blocked.*before this, {len(aaa):,} ticks were pushed by "
+            rf"{-(-len(aaa) // 200)} earlier calls")):
+        store.backfill()
+    queued = Counter(json.loads(raw)["jid"] for raw in client.lrange("queue:default", 0, -1))
+    assert queued == Counter(jid("aaa", t) for t in Spec(every_s=10).ticks(t0, back))
+    assert not client.hexists(MISSED, "aaa") and client.hexists(MISSED, "zzz")
+    client.delete("queue:blocked")
+    again = store.backfill()
+    zzz = Spec("* * * * *").ticks(t0, back - timedelta(hours=1))
+    assert (again.pushed, again.already) == (len(zzz), 0)
+    assert Counter(json.loads(raw)["jid"] for raw in client.lrange("queue:blocked", 0, -1)) \
+        == Counter(jid("zzz", t) for t in zzz)
 
 
 # ---------------------------------------------------------------------------- races
@@ -767,6 +817,33 @@ def test_the_history_keeps_the_newest_n_pushes_of_every_kind(client: redis.Redis
     assert len(store.history("n")) == 3  # not kept: nothing added, nothing lost
     Store(client, history=0).trigger("n")
     assert len(store.history("n")) == 3
+
+
+def test_an_operators_smaller_history_setting_never_shortens_the_history(
+    client: redis.Redis,
+) -> None:
+    """A deployment's history of 30 pushes; an operator's shell keeping 10 (or none) adds
+    its manual runs and backfills and keeps 30 (none: adds nothing)."""
+    store = Store(client, history=40)
+    store.put("x", {"cron": "* * * * *", "class": "X"})
+    for _ in range(30):
+        store.trigger("x")
+    held = store.history("x")
+    assert len(held) == 30
+    small = Store(client, history=10)
+    newest = small.trigger("x")
+    kept = store.history("x")
+    assert [p.jid for p in kept] == [newest.jid] + [p.jid for p in held[:29]]
+    Store(client, history=0).trigger("x")  # keeps none: adds none, drops none
+    assert store.history("x") == kept
+    t0 = minute_floor(redis_now(client)) - timedelta(hours=3) + timedelta(seconds=5)
+    deployment = Engine(Settings(history=30), client=client)
+    deployment.run(Config(schedules=()), now=t0)
+    deployment.run(Config(schedules=()), now=t0 + timedelta(hours=2))  # 60 ticks recorded
+    assert [p.kind for p in store.history("x")] == ["tick"] * 30
+    assert small.backfill(["x"]).pushed == 60
+    after = store.history("x")
+    assert [p.kind for p in after] == ["backfill"] * 30
 
 
 # ---------------------------------------------------------------------------- the CLI, end to end

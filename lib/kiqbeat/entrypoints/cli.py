@@ -14,6 +14,7 @@ from typing import Any
 from kiqbeat.core.records import Push
 from kiqbeat.core.report import Report
 from kiqbeat.engine import Engine
+from kiqbeat.entrypoints.common import document_checked
 from kiqbeat.entrypoints.loop import print_report, run_loop, stop_on_signals
 from kiqbeat.entrypoints.operations import add_parser as add_operations_parser
 from kiqbeat.entrypoints.preview import cmd_next, cmd_validate, parse_instant
@@ -80,6 +81,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
     if args.limit < 1 or args.offset < 0:
         raise ConfigError("--limit must be at least 1 and --offset at least 0")
     engine = _engine(args)
+    document_checked(engine)
     store = engine.store()
     status = store.status(args.names, shard=engine.settings.shard, offset=args.offset,
                           limit=args.limit)

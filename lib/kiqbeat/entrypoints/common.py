@@ -10,18 +10,37 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from kiqbeat.engine import Engine
+from kiqbeat.errors import ConfigError
 from kiqbeat.settings import flags_of
 
 
 @contextmanager
 def opened_engine(args: argparse.Namespace) -> Iterator[Engine]:
     """The engine of a command's flags over the KIQBEAT_* variables (its `store()` is the
-    store they name), closed when the command is done."""
+    store they name), closed when the command is done. Its document is read first: one
+    that cannot be used stops the command with a way around it."""
     engine = Engine.from_environ(flags=flags_of(args))
     try:
+        document_checked(engine)
         yield engine
     finally:
         engine.close()
+
+
+def document_checked(engine: Engine) -> None:
+    """Read the engine's document (cached for its `store()`); a ConfigError from it also
+    says how to reach the store without it — an operator may need `missed`, `trigger` or
+    `status` precisely while the document is broken."""
+    if not engine.settings.config_source:
+        return
+    try:
+        engine.config()
+    except ConfigError as exc:
+        exc.args = (f"{exc}\n(the store's commands read the document for its namespace and "
+                    "missed-jobs window; to run one before it is fixed, leave the document "
+                    "out: KIQBEAT_CONFIG= kiqbeat COMMAND --namespace PREFIX, no --config, "
+                    "PREFIX the document's namespace if it sets one)",)
+        raise
 
 
 @contextmanager

@@ -1,7 +1,8 @@
 """An operator's commands over `kiqbeat.store`: `missed`, `backfill`, `trigger`, `history`.
 
 - `missed` lists the ticks recorded as missed (older than the window when an invocation
-  came, or passed over by a `catch_up` policy), as ranges with their tick counts.
+  came, passed over by a `catch_up` policy, or owed when the schedule was paused), as
+  ranges with their tick counts.
 - `backfill` pushes recorded ticks, each exactly once whatever runs at the same time, and
   takes them out of the record; `--dry-run` only counts them.
 - `trigger` pushes one job of a schedule now, with a jid no tick has.
@@ -43,9 +44,12 @@ def _cmd_missed(args: argparse.Namespace) -> int:
     lines = [r.line() for r in ranges]
     if ranges:
         ticks = sum(r.ticks or 0 for r in ranges)
-        capped = "+" if any(r.capped for r in ranges) else ""
-        lines.append(f"{len(ranges):,} range(s), {ticks:,}{capped} tick(s) recorded as missed; "
-                     "`kiqbeat backfill NAME ...` (or --all) pushes them")
+        uncounted = sum(r.ticks is None for r in ranges)
+        more = "+" if uncounted or any(r.capped for r in ranges) else ""
+        lines.append(f"{len(ranges):,} range(s), {ticks:,}{more} tick(s) recorded as missed"
+                     + (f" ({uncounted:,} range(s) not counted: no valid definition)"
+                        if uncounted else "")
+                     + "; `kiqbeat backfill NAME ...` (or --all) pushes them")
     else:
         lines.append("no missed ticks recorded"
                      + (f" for {', '.join(map(repr, args.names))}" if args.names else ""))
@@ -155,8 +159,9 @@ def add_parser(sub: Any) -> None:
         add_flags(p)
         p.add_argument("--json", action="store_true", help="print JSON")
 
-    p = command("missed", "list the ticks recorded as missed (older than the window, or "
-                          "passed over by catch_up), as ranges", _cmd_missed)
+    p = command("missed", "list the ticks recorded as missed (older than the window, "
+                          "passed over by catch_up, or owed when paused), as ranges",
+                _cmd_missed)
     p.add_argument("names", nargs="*", metavar="NAME", help="only these schedules")
     common(p)
 

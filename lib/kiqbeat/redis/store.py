@@ -420,7 +420,7 @@ def scan_items(client: redis.Redis, key: str, count: int = BATCH
     """Every field and value of a hash, one HSCAN page per round trip."""
     cursor = 0
     while True:
-        with redis_errors(client, "reading stored schedules"):
+        with redis_errors(client, f"reading {key}"):
             cursor, page = client.hscan(key, cursor, count=count)
         assert isinstance(page, dict)
         for name, value in page.items():

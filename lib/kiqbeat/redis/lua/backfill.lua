@@ -7,7 +7,7 @@ KEYS[3]  history hash (name -> last pushes, newest first)
 KEYS[4]  queues set
 KEYS[5..4+Q]  queue lists, one per distinct queue in this call
 
-ARGV[1]  H, how many pushes each schedule's history keeps (0: none)
+ARGV[1]  H, how many pushes each schedule's history keeps (0: none); never fewer than it holds
 ARGV[2]  Q, number of queue lists
 ARGV[3..2+Q]  queue names, aligned with KEYS[5..]
 ARGV[3+Q]  the groups, one per schedule, packed in one string:
@@ -152,7 +152,7 @@ for _, name in ipairs(names) do
   end
   if keep > 0 and #s.done > 0 then
     histories[#histories + 1], histories[#histories + 2] = name,
-      remembered(s.history, s.done, keep)
+      remembered(s.history, s.done, keep, true)
   end
 end
 for k, list in pairs(lists) do

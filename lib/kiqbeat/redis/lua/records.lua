@@ -24,8 +24,14 @@ local function pushed_line(kind, tick, when, jid)
 end
 
 -- A schedule's history (newest first, one push a line) with `done` (oldest first) on top,
--- keeping the newest `keep`.
-local function remembered(old, done, keep)
+-- keeping the newest `keep` — or, with `no_shorter` (an operator's backfill or run now,
+-- whose own history setting may be smaller than the deployment's), at least as many as
+-- it held: bounded all the same, by the larger of the two settings.
+local function remembered(old, done, keep, no_shorter)
+  if no_shorter and old then
+    local _, held = string.gsub(old, '[^\n]+', '')
+    keep = math.max(keep, held)
+  end
   local lines = {}
   for j = #done, math.max(1, #done - keep + 1), -1 do lines[#lines + 1] = done[j] end
   if old then

@@ -4,7 +4,7 @@ kiqbeat trigger script: push one job of a schedule now ("run now"), and remember
 KEYS[1]  definitions hash    KEYS[2]  history hash    KEYS[3]  queues set
 KEYS[4]  the queue list      KEYS[5]  manual hash (name -> jid of its last manual run)
 ARGV[1]  schedule name       ARGV[2]  SHA1 of the definition the job was built from
-ARGV[3]  H, how many pushes the history keeps    ARGV[4]  queue name
+ARGV[3]  H, how many pushes the history keeps (never fewer than it holds)    ARGV[4]  queue name
 ARGV[5]  the job's jid       ARGV[6]  the job's instant, epoch ms    ARGV[7]  job JSON
 
 Pushed only while the definition is the one the job was built from, and only once: the
@@ -34,6 +34,6 @@ redis.call('SADD', queues_key, ARGV[4])
 local keep = tonumber(ARGV[3])
 if keep > 0 then
   redis.call('HSET', history_key, ARGV[1], remembered(redis.call('HGET', history_key, ARGV[1]),
-    {pushed_line('m', tonumber(ARGV[6]), clock_ms(), ARGV[5])}, keep))
+    {pushed_line('m', tonumber(ARGV[6]), clock_ms(), ARGV[5])}, keep, true))
 end
 return 1
