@@ -307,6 +307,12 @@ class Store:
             flush()
         return result
 
+    def no_schedule(self, names: Iterable[str]) -> ConfigError:
+        """The error for `names` the store does not hold: it names the hash looked in, so
+        that a wrong namespace (key prefix) shows."""
+        key = keys.definitions(self.namespace)
+        return ConfigError([f"no schedule {n!r} in the store ({key})" for n in names])
+
     def _one(self, op: Op) -> str:
         code, owner = write(self.client, self.namespace, self.shards, [op], self._lua)[0]
         if code in "+=":
@@ -315,14 +321,14 @@ class Store:
             raise ConfigError(f"schedule {op.name!r} belongs to {owner}; change it there")
         if code == "E":
             raise ConfigError(f"schedule {op.name!r} exists; update or put it instead")
-        raise ConfigError(f"no schedule {op.name!r} in the store")
+        raise self.no_schedule([op.name])
 
     def _set_enabled(self, name: str, enabled: bool) -> bool:
         for _ in range(10):  # another writer between the read and the write: read again
             with redis_errors(self.client, f"reading schedule {name!r}"):
                 data = reply_bytes(self.client.hget(keys.definitions(self.namespace), name))
             if data is None:
-                raise ConfigError(f"no schedule {name!r} in the store")
+                raise self.no_schedule([name])
             current = _definition(data)
             if current is None:
                 raise ConfigError(f"schedule {name!r} has a definition that is not a JSON "
@@ -336,7 +342,7 @@ class Store:
             if code in "+=":
                 return True
             if code == "M":
-                raise ConfigError(f"no schedule {name!r} in the store")
+                raise self.no_schedule([name])
         raise ConfigError(f"schedule {name!r} kept changing while being paused or resumed")
 
     # ------------------------------------------------------------------------ reading
@@ -377,7 +383,7 @@ class Store:
             rows = self._rows(names, now)
             unknown = sorted(set(names) - {r.name for r in rows})
             if unknown:
-                raise ConfigError([f"no schedule {n!r} in the store" for n in unknown])
+                raise self.no_schedule(unknown)
         else:
             rows = self._rows(read_order(self.client, self.namespace, shards, offset, limit),
                               now)
@@ -550,7 +556,7 @@ class Store:
         schedule's history as manual."""
         stored = read_definitions(self.client, self.namespace, [name]).get(name)
         if stored is None:
-            raise ConfigError(f"no schedule {name!r} in the store")
+            raise self.no_schedule([name])
         data = stored
         if args is not None:
             raw = _definition(stored) or {}
@@ -576,7 +582,7 @@ class Store:
             pipe.hexists(keys.definitions(self.namespace), name)
             text, exists = pipe.execute()
         if text is None and not exists:
-            raise ConfigError(f"no schedule {name!r} in the store")
+            raise self.no_schedule([name])
         try:
             return parse_history(name, reply_text(text)) if text is not None else []
         except ValueError:

@@ -265,6 +265,10 @@ def test_trigger_pushes_one_job_with_a_jid_no_tick_has(
         assert refused.code == 1 and message in refused.err
     unknown = kiqbeat("trigger", "nosuch")
     assert unknown.code == 1 and "no schedule 'nosuch'" in unknown.err
+    # A wrong key prefix shows in the message: it names the hash looked in.
+    elsewhere = kiqbeat("trigger", "report", "--namespace", "other:")
+    assert elsewhere.code == 1
+    assert "no schedule 'report' in the store (other:kiqbeat:schedules)" in elsewhere.err
     assert redis_client.llen("queue:reports") == count
 
 

@@ -32,7 +32,7 @@ def room_before_boundary(client: redis.Redis, every_s: float, need_s: float) -> 
     multiple of `every_s` (just past one): steps that follow within `need_s` see no tick of
     an every-`every_s` schedule come due between them."""
     left = every_s - redis_now(client).timestamp() % every_s
-    if left < need_s:
+    if left <= need_s:
         time.sleep(left + 0.05)
 
 

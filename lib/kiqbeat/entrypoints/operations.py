@@ -40,7 +40,7 @@ def _cmd_missed(args: argparse.Namespace) -> int:
         listed = {r.name for r in ranges}
         unknown = [n for n in args.names if n not in listed and store.get(n) is None]
     if unknown:
-        raise ConfigError([f"no schedule {n!r} in the store" for n in unknown])
+        raise store.no_schedule(unknown)
     lines = [r.line() for r in ranges]
     if ranges:
         ticks = sum(r.ticks or 0 for r in ranges)

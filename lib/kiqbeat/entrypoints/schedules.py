@@ -135,9 +135,10 @@ def _cmd_write(args: argparse.Namespace) -> int:
 
 def _cmd_remove(args: argparse.Namespace) -> int:
     with opened_engine(args) as engine:
-        removed = engine.store().remove(args.name)
+        store = engine.store()
+        removed = store.remove(args.name)
     text = (f"removed {args.name!r} and forgot its state" if removed
-            else f"no schedule {args.name!r} in the store; nothing removed")
+            else f"{store.no_schedule([args.name])}; nothing removed")
     return _done(args, {"name": args.name, "action": "remove", "changed": removed}, text)
 
 
@@ -161,9 +162,10 @@ def _iso(row: ScheduleStatus, attribute: str) -> str:
 
 def _cmd_get(args: argparse.Namespace) -> int:
     with opened_engine(args) as engine:
-        row = engine.store().get(args.name)
+        store = engine.store()
+        row = store.get(args.name)
     if row is None:
-        raise ConfigError(f"no schedule {args.name!r} in the store")
+        raise store.no_schedule([args.name])
     lines = [f"{row.name}{'' if row.enabled else ' (paused)'}",
              f"  source: {row.source or 'the API (or another language)'}"]
     if row.next_tick is None:
