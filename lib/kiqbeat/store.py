@@ -479,8 +479,8 @@ class Store:
             except KiqbeatError as exc:
                 if not calls:
                     raise
-                raise type(exc)(f"{exc}; before this, {result.pushed:,} ticks were pushed by "
-                                f"{calls} earlier calls and taken out of the record (running "
+                raise type(exc)(f"{exc}; before this, {result.pushed:,} tick(s) were pushed by "
+                                f"{calls} earlier call(s) and taken out of the record (running "
                                 "the backfill again pushes the rest)") from exc
             result.pushed, result.already = result.pushed + pushed, result.already + already
             result.stale += stale
@@ -494,23 +494,23 @@ class Store:
             batch.clear()
             calls, batch_jobs, batch_bytes = calls + 1, 0, 0
 
-        # Every record read and every schedule decided before the first push: a garbled
-        # record stops the backfill before it has pushed anything.
-        work: builtins.list[tuple[Schedule, builtins.list[Range]]] = []
+        # Every record checked before the first push: a garbled one stops the backfill
+        # before it has pushed anything (definitions are read one by one below, within the
+        # deadline).
+        for name, text in records.items():
+            _ranges(name, text)
         for name, text in sorted(records.items()):
-            found = self._schedule(name, definitions.get(name))
-            if isinstance(found, str):
+            schedule = self._schedule(name, definitions.get(name))
+            if isinstance(schedule, str):
                 if name in definitions or name not in names:  # named: skipped above
-                    result.skipped.append((name, found))
+                    result.skipped.append((name, schedule))
                 continue
-            if not found.enabled:
+            if not schedule.enabled:
                 result.skipped.append((name, "paused: resume it to backfill its missed ticks"))
                 continue
             ranges = [c for r in _ranges(name, text) if (c := r.clip(since_ms, until_ms))]
-            if ranges:
-                work.append((found, ranges))
-        for schedule, ranges in work:
-            name = schedule.name
+            if not ranges:
+                continue
             result.schedules += 1
             if dry_run:
                 timetable = schedule.timetable

@@ -535,8 +535,8 @@ def test_a_backfill_stopped_part_way_says_what_it_had_pushed_and_a_rerun_does_th
     client.set("queue:blocked", "not a list")
     aaa = Spec(every_s=10).ticks(t0, back - timedelta(hours=1))
     with pytest.raises(StateError, match=(
-            rf"queue:blocked.*before this, {len(aaa):,} ticks were pushed by "
-            rf"{-(-len(aaa) // 200)} earlier calls")):
+            rf"queue:blocked.*before this, {len(aaa):,} tick\(s\) were pushed by "
+            rf"{-(-len(aaa) // 200)} earlier call\(s\)")):
         store.backfill()
     queued = Counter(json.loads(raw)["jid"] for raw in client.lrange("queue:default", 0, -1))
     assert queued == Counter(jid("aaa", t) for t in Spec(every_s=10).ticks(t0, back))

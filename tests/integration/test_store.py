@@ -1010,6 +1010,27 @@ def test_a_document_that_lost_a_name_still_removes_its_own(
                                                  else None)
 
 
+def test_a_refusal_in_an_early_batch_of_a_long_diff_still_records_the_document(
+    client: redis.Redis,
+) -> None:
+    """A diff written in several calls, whose first call meets a name another document
+    took: the later versions still remove every name they drop."""
+    def version(first: int, last: int) -> Config:
+        return load_config_text("schedules:\n" + "".join(
+            f"  n{i:03d}: {{cron: '0 * * * *', class: W}}\n" for i in range(first, last)),
+            source="a.yaml")
+    t0 = start(client)
+    run(client, version(0, 450), now=t0)
+    run(client, load_config_text("schedules:\n  n000: {cron: '0 * * * *', class: B}\n",
+                                 source="b.yaml"), now=t0)
+    # 200 removals (n000's refused, in the first call) and 200 additions: two calls.
+    run(client, version(200, 650), now=t0 + timedelta(minutes=1))
+    run(client, version(300, 650), now=t0 + timedelta(minutes=2))
+    assert sorted(text(n) for n in client.hkeys(SCHEDULES)) == [
+        "n000", *(f"n{i:03d}" for i in range(300, 650))]
+    assert stored(client, "n000").get("source") == "b.yaml"
+
+
 def test_a_documents_schedule_written_over_by_hand_becomes_the_apis(
     client: redis.Redis,
 ) -> None:

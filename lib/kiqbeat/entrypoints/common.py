@@ -28,13 +28,14 @@ def opened_engine(args: argparse.Namespace) -> Iterator[Engine]:
 
 
 def document_checked(engine: Engine) -> None:
-    """Read the engine's document (cached for its `store()`); a ConfigError from it also
-    says how to reach the store without it — an operator may need `missed`, `trigger` or
-    `status` precisely while the document is broken."""
-    if not engine.settings.config_source:
+    """Read the engine's document (cached for its `store()`); a ConfigError from reading
+    or validating it also says how to reach the store without it — an operator may need
+    `missed`, `trigger` or `status` precisely while the document is broken."""
+    source = engine.settings.config_source
+    if not source:
         return
     try:
-        engine.config()
+        engine.sources.load_config(source)  # cached: engine.config() reads it again free
     except ConfigError as exc:
         exc.args = (f"{exc}\n(the store's commands read the document for its namespace and "
                     "missed-jobs window; to run one before it is fixed, leave the document "
