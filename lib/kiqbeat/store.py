@@ -169,6 +169,7 @@ class Backfill:
     schedules: int = 0  # schedules with recorded ticks in scope
     planned: int = 0  # ticks it meant to push (dry run: counted, at most COUNT_CAP a range)
     capped: bool = False  # a dry run's count stopped at COUNT_CAP somewhere: there are more
+    dropped: int = 0  # a latest-only dry run: older ticks it would take out unpushed
     pushed: int = 0
     already: int = 0  # pushed by another backfill first
     stale: int = 0  # ticks left alone: the definition changed meanwhile (run it again)
@@ -179,8 +180,8 @@ class Backfill:
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         return {"schedules": self.schedules, "planned": self.planned, "capped": self.capped,
-                "pushed": self.pushed, "already": self.already, "stale": self.stale,
-                "finished": self.finished,
+                "dropped": self.dropped, "pushed": self.pushed, "already": self.already,
+                "stale": self.stale, "finished": self.finished,
                 "skipped": [{"name": n, "why": w} for n, w in self.skipped],
                 "jobs": [{"schedule": j.schedule, "tick": j.tick.isoformat(), "jid": j.jid,
                           "queue": j.queue} for j in self.jobs]}
@@ -514,14 +515,16 @@ class Store:
             result.schedules += 1
             if dry_run:
                 timetable = schedule.timetable
-                if latest_only:
-                    result.planned += any(last_tick_in(timetable, r.after_ms, r.through_ms)
-                                          for r in ranges)
-                    continue
+                ticks = 0
                 for r in ranges:
                     count, more = count_ticks(timetable, r.after_ms, r.through_ms)
-                    result.planned += count
+                    ticks += count
                     result.capped |= more
+                if latest_only and ticks:  # the newest pushed, the older taken out
+                    result.planned += 1
+                    result.dropped += ticks - 1
+                elif not latest_only:
+                    result.planned += ticks
                 continue
             sha = definition_sha(definitions[name])
 

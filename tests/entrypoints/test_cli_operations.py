@@ -353,3 +353,5 @@ def test_a_latest_only_dry_run_counts_what_the_real_run_pushes(
         real = kiqbeat("backfill", "report", "--latest-only", *flags, "--json")
         assert dry.code == real.code == 0, (dry.err, real.err)
         assert dry.json()["planned"] == real.json()["pushed"] == (scope == "some"), scope
+        # ticks[0..4] in scope: the newest pushed, four taken out unpushed.
+        assert dry.json()["dropped"] == (4 if scope == "some" else 0), scope

@@ -84,8 +84,10 @@ def _backfill_summary(args: argparse.Namespace, result: Backfill) -> int:
     scope = f"{result.schedules:,} schedule(s)"
     if args.dry_run:
         more = "+" if result.capped else ""
-        lines = [f"dry run: would push {result.planned:,}{more} tick(s) of {scope}"
-                 + (", the newest of each (--latest-only)" if args.latest_only else "")
+        lines = [f"dry run: would push {result.planned:,}{'' if args.latest_only else more} "
+                 f"tick(s) of {scope}"
+                 + (f", the newest of each (--latest-only), and take {result.dropped:,}{more} "
+                    "older one(s) out of the record unpushed" if args.latest_only else "")
                  + "; nothing pushed"]
     else:
         lines = [f"backfill of {scope}: {result.pushed:,} pushed, {result.already:,} already "
