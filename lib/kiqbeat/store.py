@@ -458,12 +458,17 @@ class Store:
         """
         since_ms = None if since is None else to_ms_up(since)
         until_ms = None if until is None else to_ms(until)
-        records = dict(read_records(self.client, keys.missed(self.namespace), names))
+        # Every record parsed before the first push: a garbled one stops the backfill
+        # before it has pushed anything (definitions are checked one by one below, within
+        # the deadline).
+        recorded = {name: _ranges(name, text) for name, text
+                    in read_records(self.client, keys.missed(self.namespace), names)}
         definitions = read_definitions(self.client, self.namespace, builtins.list(names)
-                                       or builtins.list(records))
+                                       or builtins.list(recorded))
         result = Backfill()
+        # Named, with neither definition nor record (one with a record is skipped below).
         result.skipped += [(n, "no schedule of that name") for n in names
-                           if n not in definitions]
+                           if n not in definitions and n not in recorded]
         clock, started = read_clock(self.client), time.monotonic()
         memo = TickMemo()
         batch: builtins.list[Piece] = []
@@ -495,21 +500,15 @@ class Store:
             batch.clear()
             calls, batch_jobs, batch_bytes = calls + 1, 0, 0
 
-        # Every record checked before the first push: a garbled one stops the backfill
-        # before it has pushed anything (definitions are read one by one below, within the
-        # deadline).
-        for name, text in records.items():
-            _ranges(name, text)
-        for name, text in sorted(records.items()):
+        for name, record in sorted(recorded.items()):
             schedule = self._schedule(name, definitions.get(name))
             if isinstance(schedule, str):
-                if name in definitions or name not in names:  # named: skipped above
-                    result.skipped.append((name, schedule))
+                result.skipped.append((name, schedule))
                 continue
             if not schedule.enabled:
                 result.skipped.append((name, "paused: resume it to backfill its missed ticks"))
                 continue
-            ranges = [c for r in _ranges(name, text) if (c := r.clip(since_ms, until_ms))]
+            ranges = [c for r in record if (c := r.clip(since_ms, until_ms))]
             if not ranges:
                 continue
             result.schedules += 1

@@ -14,7 +14,7 @@ from typing import Any
 from kiqbeat.core.records import Push
 from kiqbeat.core.report import Report
 from kiqbeat.engine import Engine
-from kiqbeat.entrypoints.common import document_checked
+from kiqbeat.entrypoints.common import opened_engine
 from kiqbeat.entrypoints.loop import print_report, run_loop, stop_on_signals
 from kiqbeat.entrypoints.operations import add_parser as add_operations_parser
 from kiqbeat.entrypoints.preview import cmd_next, cmd_validate, parse_instant
@@ -80,19 +80,18 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _cmd_status(args: argparse.Namespace) -> int:
     if args.limit < 1 or args.offset < 0:
         raise ConfigError("--limit must be at least 1 and --offset at least 0")
-    engine = _engine(args)
-    document_checked(engine)
-    store = engine.store()
-    status = store.status(args.names, shard=engine.settings.shard, offset=args.offset,
-                          limit=args.limit)
+    with opened_engine(args) as engine:
+        store = engine.store()
+        status = store.status(args.names, shard=engine.settings.shard, offset=args.offset,
+                              limit=args.limit)
+        # Named schedules also show their recorded missed ticks and their last pushes.
+        records: dict[str, tuple[list[MissedRange], list[Push]]] = {}
+        if args.names:
+            missed = store.missed(args.names)
+            records = {r.name: ([m for m in missed if m.name == r.name],
+                                store.history(r.name)) for r in status.schedules}
+        doc = engine.document_applied() if engine.settings.config_source else None
     counts = status.counts
-    # Named schedules also show their recorded missed ticks and their last pushes.
-    records: dict[str, tuple[list[MissedRange], list[Push]]] = {}
-    if args.names:
-        missed = store.missed(args.names)
-        records = {r.name: ([m for m in missed if m.name == r.name], store.history(r.name))
-                   for r in status.schedules}
-    doc = engine.document_applied() if engine.settings.config_source else None
     doc_json = doc and {"source": doc[0].source, "schedules": len(doc[0].definitions),
                         "applied": doc[1]}
     if args.json:

@@ -17,31 +17,26 @@ from kiqbeat.settings import flags_of
 @contextmanager
 def opened_engine(args: argparse.Namespace) -> Iterator[Engine]:
     """The engine of a command's flags over the KIQBEAT_* variables (its `store()` is the
-    store they name), closed when the command is done. Its document is read first: one
-    that cannot be used stops the command with a way around it."""
+    store they name), closed when the command is done.
+
+    Its document is read first (cached for `store()`): a ConfigError from reading or
+    validating it also says how to reach the store without it — an operator may need
+    `missed`, `trigger` or `status` precisely while the document is broken."""
     engine = Engine.from_environ(flags=flags_of(args))
     try:
-        document_checked(engine)
+        if source := engine.settings.config_source:
+            try:
+                engine.sources.load_config(source)
+            except ConfigError as exc:
+                exc.args = (f"{exc}\n(the store's commands read the document for its "
+                            "namespace and missed-jobs window; to run one before it is "
+                            "fixed, leave the document out: KIQBEAT_CONFIG= kiqbeat COMMAND "
+                            "--namespace PREFIX, no --config, PREFIX the document's "
+                            "namespace if it sets one)",)
+                raise
         yield engine
     finally:
         engine.close()
-
-
-def document_checked(engine: Engine) -> None:
-    """Read the engine's document (cached for its `store()`); a ConfigError from reading
-    or validating it also says how to reach the store without it — an operator may need
-    `missed`, `trigger` or `status` precisely while the document is broken."""
-    source = engine.settings.config_source
-    if not source:
-        return
-    try:
-        engine.sources.load_config(source)  # cached: engine.config() reads it again free
-    except ConfigError as exc:
-        exc.args = (f"{exc}\n(the store's commands read the document for its namespace and "
-                    "missed-jobs window; to run one before it is fixed, leave the document "
-                    "out: KIQBEAT_CONFIG= kiqbeat COMMAND --namespace PREFIX, no --config, "
-                    "PREFIX the document's namespace if it sets one)",)
-        raise
 
 
 @contextmanager

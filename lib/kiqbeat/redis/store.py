@@ -255,17 +255,15 @@ def apply_document(client: redis.Redis, namespace: str, shards: int, source: str
     if len(results) < len(ops):
         change.finished = False
         return change
-    applied, taken = dict(new), False
-    for op, (code, owner) in zip(ops, results, strict=True):
-        if code != "O":
-            continue
-        taken = True  # the script left the record alone: recorded here, as applied
+    refusals = [(op, owner) for op, (code, owner) in zip(ops, results, strict=True)
+                if code == "O"]
+    if refusals:  # the script left the record alone: recorded here, as applied
         # A refused del: another writer has taken the name over; it is no longer this
-        # document's to remove (its index forgets it).
-        if op.op == "put":
-            change.refused.append((op.name, owner))
-            applied.pop(op.name, None)
-    if taken:  # recorded without the refused puts, which are tried again next change
+        # document's to remove (its index forgets it). Refused puts are left out of the
+        # index, and tried again at the next change.
+        change.refused = [(op.name, owner) for op, owner in refusals if op.op == "put"]
+        left_out = {name for name, _ in change.refused}
+        applied = {n: d for n, d in new.items() if n not in left_out}
         write(client, namespace, shards, [], lua,
               record=Record(source, digest, _document_index(applied)))
         change.round_trips += 1
