@@ -182,9 +182,13 @@ def test_the_image_is_python313_slim_pinned_by_digest() -> None:
 
 def test_the_image_installs_the_dependencies_pinned_with_hashes() -> None:
     text = DOCKERFILE.read_text().replace("\\\n", " ")
-    assert "pip install --require-hashes -r requirements.txt" in text
+    assert 'pip install --require-hashes -r "$lock"' in text
     assert "pip install --no-deps ." in text
-    assert "COPY handler/requirements.txt" in text
+    assert "COPY handler/requirements.txt ./requirements.txt" in text
+    assert "COPY requirements/aws.txt ./requirements-aws.txt" in text
+    # Nothing else is resolved at build time: every `pip install` is from a lock or --no-deps.
+    installs = re.findall(r"pip install ([^&]*)", text)
+    assert installs and all("--require-hashes" in i or "--no-deps" in i for i in installs), installs
 
 
 def test_the_image_is_slim_non_root_and_writes_no_bytecode() -> None:

@@ -150,6 +150,9 @@ def _yaml(text: str, source: str) -> tuple[object, list[str]]:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        if "nesting depth" in (exc.problem or ""):  # PyYAML >= 6.0.4 stops deep nesting itself
+            raise ConfigError(f"the YAML cannot be read safely{where}: {_TOO_DEEP}",
+                              source=source) from None
         what = "; ".join(p for p in (exc.context, exc.problem) if p)
         raise ConfigError(f"invalid YAML{where}: {what}", source=source) from exc
     except yaml.YAMLError as exc:
@@ -163,9 +166,12 @@ def _yaml(text: str, source: str) -> tuple[object, list[str]]:
         loader.dispose()
 
 
+_TOO_DEEP = "values nest too deep (Sidekiq's JSON parser stops at 100 levels)"
+
+
 def _unreadable(exc: BaseException) -> str:
-    if isinstance(exc, RecursionError):
-        return "values nest too deep (Sidekiq's JSON parser stops at 100 levels)"
+    if isinstance(exc, RecursionError):  # PyYAML < 6.0.4 recurses until Python stops it
+        return _TOO_DEEP
     return f"{type(exc).__name__}: {str(exc)[:120]}"
 
 
