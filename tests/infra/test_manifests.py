@@ -182,7 +182,7 @@ def test_the_image_is_python313_slim_pinned_by_digest() -> None:
 
 def test_the_image_installs_the_dependencies_pinned_with_hashes() -> None:
     text = DOCKERFILE.read_text().replace("\\\n", " ")
-    assert 'pip install --require-hashes -r "$lock"' in text
+    assert 'pip install --require-hashes --no-deps -r "$lock"' in text
     assert "pip install --no-deps ." in text
     assert "COPY handler/requirements.txt ./requirements.txt" in text
     assert "COPY requirements/aws.txt ./requirements-aws.txt" in text
