@@ -33,7 +33,7 @@ def by_name(config: Config) -> dict[str, Schedule]:
     ({"schedulez": {"a": {"cron": "* * * * *"}}}, "kiqbeat"),
 ])
 def test_the_format_is_detected_from_the_document(doc: object, expected: str) -> None:
-    assert detect_format(doc) == expected
+    assert detect_format(doc)[0] == expected
 
 
 def test_kiqbeat_documents_pass_through_unchanged() -> None:
@@ -105,10 +105,13 @@ def test_the_older_top_level_schedule_key_is_read() -> None:
     assert (s.name, s.job_class, s.timing) == ("hello_world", "HelloWorld", "every 1m")
 
 
-def test_a_typo_in_a_sidekiq_scheduler_entry_is_an_error_not_a_job_key() -> None:
-    with pytest.raises(ConfigError) as caught:
-        load(":schedule:\n  a:\n    cron: '* * * * *'\n    quue: low\n")
-    assert caught.value.problems == ["schedule 'a': unknown key 'quue'; did you mean 'queue'?"]
+def test_a_typo_in_a_sidekiq_scheduler_entry_goes_with_the_job_and_is_pointed_out() -> None:
+    # sidekiq-scheduler pushes keys it does not know with the job; refusing them would refuse
+    # a file sidekiq-scheduler runs, so the warning carries the did-you-mean hint instead.
+    config = load(":schedule:\n  a:\n    cron: '* * * * *'\n    quue: low\n")
+    assert config.schedules[0].extra == {"quue": "low"}
+    assert any("'quue'; did you mean 'queue'? put into the job hash" in w
+               for w in config.warnings)
 
 
 def test_a_scheduler_section_without_a_schedule_is_an_error() -> None:
@@ -187,15 +190,23 @@ def test_sidekiq_cron_entries_get_kiqbeats_validation() -> None:
         load("""
             a: {cron: "* * * * *", klass: A, status: paused}
             b: {cron: "* * * * *", class: B, message: '{"class": "B"}'}
-            c: {cron: "every day at noon", class: C, quue: x}
             """)
     assert caught.value.problems[0] == (
         "schedule 'a' (field 'status'): 'paused' must be 'enabled' or 'disabled'")
     assert "schedule 'b' (field 'message'): a raw job message is not supported" in (
         caught.value.problems[1])
-    assert "schedule 'c': unknown key 'quue'; did you mean 'queue'?" in caught.value.problems
-    assert any(p.startswith("schedule 'c' (field 'cron'): cron 'every day at noon'")
-               for p in caught.value.problems)
+    assert "(read as a sidekiq-cron file)" in str(caught.value)
+
+
+def test_keys_sidekiq_cron_ignores_are_ignored_and_listed_once() -> None:
+    config = load("""
+        a: {cron: "0 * * * *", class: A, quue: x, desc: hourly}
+        b: {cron: "0 * * * *", class: B, desc: also, output: log/b.log}
+        """)
+    assert [s.queue for s in config.schedules] == ["default", "default"]
+    (warning,) = [w for w in config.warnings if "ignores these keys" in w]
+    assert warning == ("sidekiq-cron ignores these keys, so kiqbeat does too: 'quue'; did you "
+                       "mean 'queue'? ('a'); 'desc' ('a', 'b'); 'output' ('b')")
 
 
 def test_a_queue_prefix_without_active_job_is_ignored_with_a_warning() -> None:

@@ -1,10 +1,23 @@
-"""How fugit, the cron reader of sidekiq-cron and sidekiq-scheduler, reads an expression
-differently from kiqbeat: the importer's warnings (read in floraison/fugit `lib/fugit/cron.rb`:
-`day_match?`, `determine_weekdays`, `expand`)."""
+"""How fugit, the cron reader of sidekiq-cron, sidekiq-scheduler, GoodJob and Solid Queue,
+reads an expression differently from kiqbeat: the importer's warnings (read in
+floraison/fugit `lib/fugit/cron.rb`: `day_match?`, `determine_weekdays`, `expand`,
+`next_time`, `previous_time`, `TimeCursor`).
+
+Daylight saving: fugit walks local time with a cursor that moves by real seconds and stops
+at the first instant whose wall time matches every field. So it fires at each real instant
+whose wall time matches: a wall time inside a spring-forward gap never matches (`30 2 * * *`
+in New York does not fire on the spring-forward day), and one inside a repeated hour matches
+in both passes (`0 1 * * *` matches at 05:00Z and 06:00Z on the fall-back night).
+`previous_time`, which sidekiq-cron asks each poll for the tick to enqueue, returns both;
+`next_time` skips the second only when asked from the first exactly (its gh-6 guard). kiqbeat
+follows Vixie cron instead for fixed-time crons (DESIGN §3); wildcard crons agree.
+"""
 
 from __future__ import annotations
 
-from kiqbeat.core.cron import parse_cron
+from datetime import datetime, tzinfo
+
+from kiqbeat.core.cron import Cron, _epoch_s, _hm, _utc, parse_cron
 from kiqbeat.core.cron_fields import (
     _DOM_F,
     _DOW_F,
@@ -18,8 +31,10 @@ from kiqbeat.core.cron_fields import (
     _value,
     _where,
 )
+from kiqbeat.core.zones import _changes, _segments, zone
 
 _FUGIT = "fugit (sidekiq-cron, sidekiq-scheduler)"
+_HORIZON_S = 366 * 86_400
 
 
 def _fugit_weekdays(dow: str, where: str) -> tuple[frozenset[int] | None, list[str]]:
@@ -105,3 +120,50 @@ def fugit_differences(expr: str) -> list[str]:
         )
     return notes
 
+
+
+def fugit_dst_differences(cron: Cron, after: datetime, tool: str = "fugit") -> list[str]:
+    """Where daylight saving makes fugit fire `cron` at other instants than kiqbeat, in the
+    12 months after `after`: one warning per offset change, naming the date and both
+    readings ([] when they agree, as they do for wildcard crons)."""
+    a = _epoch_s(after, "after")
+    notes = []
+    for when, before, offset in _changes(cron.zone_name, a, a + _HORIZON_S):
+        shift = abs(offset - before)
+        lo, hi = when - shift - 3600, when + shift + 3600
+        segs = _segments(cron.zone_name, lo, hi)
+        ours = set(cron._between_s(lo, hi))
+        walls = cron._walls(lo + min(segs.offsets), hi + max(segs.offsets))
+        theirs = {u for w in walls for u in segs.instants(w) if lo < u <= hi}
+        if ours == theirs:
+            continue
+        tz = zone(cron.zone_name)
+        local = datetime.fromtimestamp(when, tz)
+        moved = "forward" if offset > before else "back"
+        head = (f"on {local.date()} clocks in {cron.zone_name} go {moved} "
+                f"{_duration(shift)} at {_hm(when + before, False)}")
+        parts = []
+        gap_fires = sorted(ours - theirs)
+        if gap_fires:
+            skipped = [cron.dst_note(_utc(u)).split(" ")[0] for u in gap_fires]
+            parts.append(f"kiqbeat fires {', '.join(skipped)}, a wall time the change skips, "
+                         f"when the gap ends ({_at(gap_fires, tz)}); {tool} (fugit) does not "
+                         "fire it that day")
+        repeats = sorted(theirs - ours)
+        if repeats:
+            parts.append(f"{tool} (fugit) also fires at {_at(repeats, tz)}, the second pass "
+                         "of the repeated hour; kiqbeat fires once, in the first pass")
+        notes.append(f"daylight saving: {head}: {'; '.join(parts)} (kiqbeat follows cron's "
+                     "rule for fixed-time jobs)")
+    return notes
+
+
+def _duration(seconds: int) -> str:
+    return f"{seconds // 3600} h" if seconds % 3600 == 0 else f"{seconds // 60} min"
+
+
+def _at(instants: list[int], tz: tzinfo) -> str:
+    """Instants as local and UTC times: '01:00 EST = 06:00Z' (seconds only when not 0)."""
+    shown = [f"{datetime.fromtimestamp(u, tz).strftime('%H:%M:%S %Z').replace(':00 ', ' ')}"
+             f" = {_utc(u).strftime('%H:%M:%S').removesuffix(':00')}Z" for u in instants[:4]]
+    return ", ".join(shown) + (f" and {len(instants) - 4} more" if len(instants) > 4 else "")

@@ -1,8 +1,8 @@
 """Schedule documents (DESIGN §5): read → convert → validate, the same for every source.
 
 - `read`: bytes or text into plain values (size, encoding, BOM, YAML aliases, duplicates);
-- `convert`: sidekiq-scheduler and sidekiq-cron files into kiqbeat's form, with warnings
-  where the meaning changes;
+- `convert`: other tools' files (sidekiq-scheduler, sidekiq-cron, GoodJob, Solid Queue: `detect`,
+  `sidekiq`, `rails`) into kiqbeat's form, with warnings where the meaning changes;
 - `validate`: kiqbeat's form into a `Config`, every problem reported at once, driven by the
   field table in `fields`, each job checked by `jobs` as it will be pushed;
 - `sources`: where documents and Redis URLs come from (files, S3, SSM, AppConfig, Secrets).
@@ -11,23 +11,26 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 
 from kiqbeat.core.schedule import Config
 from kiqbeat.document.convert import convert
+from kiqbeat.document.imported import KIQBEAT, ImportOptions
 from kiqbeat.document.read import MAX_DOCUMENT_BYTES, parse
 from kiqbeat.document.validate import validate
 from kiqbeat.errors import ConfigError
 
 
-def load_config_text(data: bytes | str, *, source: str = "") -> Config:
+def load_config_text(data: bytes | str, *, source: str = "",
+                     options: ImportOptions | None = None) -> Config:
     """The validated Config of a YAML or JSON document in any supported format."""
     doc, duplicates = parse(data, source)
-    return parse_config(doc, source=source, problems=duplicates)
+    return parse_config(doc, source=source, problems=duplicates, options=options)
 
 
-def load_config_file(path: str | Path) -> Config:
-    """The validated Config of a schedule file."""
+def load_config_file(path: str | Path, options: ImportOptions | None = None) -> Config:
+    """The validated Config of a schedule file (`options`: how to import another tool's)."""
     source = str(path)
     try:
         size = Path(path).stat().st_size
@@ -39,14 +42,27 @@ def load_config_file(path: str | Path) -> Config:
         raise ConfigError("schedule file not found", source=source) from None
     except OSError as exc:
         raise ConfigError(f"cannot read the file: {exc.strerror or exc}", source=source) from exc
-    return load_config_text(data, source=source)
+    return load_config_text(data, source=source, options=options)
 
 
-def parse_config(doc: object, *, source: str = "", problems: Sequence[str] = ()) -> Config:
-    """The validated Config of an already decoded document in any supported format."""
+def parse_config(doc: object, *, source: str = "", problems: Sequence[str] = (),
+                 options: ImportOptions | None = None, now: datetime | None = None) -> Config:
+    """The validated Config of an already decoded document in any supported format.
+
+    Another tool's file is converted first (`options` say how; the daylight-saving
+    differences it warns about are searched in the 12 months after `now`, default the
+    clock); its errors name the tool.
+    """
     if doc is None:
         raise ConfigError("the document is empty; expected a mapping with 'schedules:'",
                           source=source)
-    converted = convert(doc)
-    return validate(converted.document, source=source,
-                    problems=[*problems, *converted.problems], warnings=converted.warnings)
+    converted = convert(doc, options, source=source, now=now or datetime.now(UTC))
+    try:
+        return validate(converted.document, source=source,
+                        problems=[*problems, *converted.problems], warnings=converted.warnings)
+    except ConfigError as exc:
+        if converted.format == KIQBEAT:
+            raise
+        where = f"{source} " if source else ""
+        raise ConfigError(exc.problems, source=f"{where}(read as a {converted.tool} file)"
+                          ) from None

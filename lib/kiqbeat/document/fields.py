@@ -74,13 +74,15 @@ def word(example: str) -> Callable[[object], str]:
 
 
 def class_name(value: object) -> str:
-    """A worker class: a Ruby constant, an Elixir module or a dotted Python path."""
+    """A worker class: a Ruby constant, an Elixir module or a dotted Python path. A Ruby
+    constant written from the top level (`::Reports::DailyWorker`) is pushed without its
+    leading `::`, as Sidekiq pushes a class (`Class#to_s`) and resolves the name."""
     word("ReportWorker")(value)
-    if not _CLASS_OK.fullmatch(str(value)):
+    if not _CLASS_OK.fullmatch(str(value).removeprefix("::")):
         raise ConfigError(f"{shown(value)} does not look like a worker class: write a Ruby "
                           "class (Reports::DailyWorker), an Elixir module (MyApp.DailyWorker) "
                           "or a Python path (app.workers.DailyWorker)")
-    return str(value)
+    return str(value).removeprefix("::")
 
 
 def choice(choices: tuple[str, ...]) -> Callable[[object], str]:

@@ -39,6 +39,7 @@ from kiqbeat.document.aws import (
     boto_config,
     call_limits,
 )
+from kiqbeat.document.imported import ImportOptions
 from kiqbeat.document.read import MAX_DOCUMENT_BYTES
 from kiqbeat.errors import ConfigError
 
@@ -68,7 +69,7 @@ class Sources:
         self._lock = threading.Lock()
         self._documents: dict[str, _Entry] = {}
         self._secrets: dict[str, _Entry] = {}
-        self._files: dict[str, tuple[tuple[int, int], Config]] = {}
+        self._files: dict[str, tuple[tuple[int, int, ImportOptions | None], Config]] = {}
         self._aws: dict[tuple[str, CallLimits], Any] = {}  # boto3 clients, Powertools providers
         self._deadline: float | None = None  # time.monotonic() instant AWS calls must end by
 
@@ -102,8 +103,10 @@ class Sources:
             self._files.clear()
             self._aws.clear()
 
-    def load_config(self, source: str, *, max_age_s: float | None = None) -> Config:
-        """The validated document from a file, s3://bucket/key, ssm:NAME or appconfig:A/E/P.
+    def load_config(self, source: str, *, max_age_s: float | None = None,
+                    options: ImportOptions | None = None) -> Config:
+        """The validated document from a file, s3://bucket/key, ssm:NAME or appconfig:A/E/P
+        (`options`: how to import another tool's file).
 
         Files are parsed again only when their size or modification time changes; remote
         documents are fetched again after `max_age_s` seconds (and parsed again only if
@@ -111,19 +114,19 @@ class Sources:
         """
         source = source.strip()
         if is_remote(source):
-            return self._remote_config(source, self._age(max_age_s))
+            return self._remote_config(source, self._age(max_age_s), options)
         scheme = re.match(r"([A-Za-z][A-Za-z0-9+.-]*):(//)?", source)
         if scheme and (scheme.group(2) or len(scheme.group(1)) > 1) and not Path(
                 source).exists():
             raise ConfigError(f"unsupported schedule source scheme {scheme.group(1)!r}; use a "
                               "file path, s3://BUCKET/KEY, ssm:/PARAMETER or "
                               "appconfig:APP/ENV/PROFILE", source=source)
-        return self._file_config(source)
+        return self._file_config(source, options)
 
     def _age(self, max_age_s: float | None) -> float:
         return self.max_age_s if max_age_s is None else max_age_s
 
-    def _file_config(self, path: str) -> Config:
+    def _file_config(self, path: str, options: ImportOptions | None) -> Config:
         try:
             stat = Path(path).stat()
         except FileNotFoundError:
@@ -131,26 +134,27 @@ class Sources:
         except OSError as exc:
             raise ConfigError(f"cannot read the schedule file: {exc.strerror or exc}",
                               source=path) from exc
-        stamp = (stat.st_mtime_ns, stat.st_size)
+        stamp = (stat.st_mtime_ns, stat.st_size, options)
         with self._lock:
             cached = self._files.get(path)
         if cached and cached[0] == stamp:
             return cached[1]
-        config = load_config_file(path)
+        config = load_config_file(path, options)
         with self._lock:
             self._files[path] = (stamp, config)
         return config
 
-    def _remote_config(self, source: str, max_age_s: float) -> Config:
+    def _remote_config(self, source: str, max_age_s: float,
+                       options: ImportOptions | None = None) -> Config:
         with self._lock:
             entry = self._documents.get(source)
         if entry and time.monotonic() - entry.fetched_at_s < max_age_s:
             return entry.value  # type: ignore[no-any-return]
         data = self.fetch_document(source)
-        digest = hashlib.sha256(data).hexdigest()
+        digest = hashlib.sha256(data + repr(options).encode()).hexdigest()
         unchanged = entry is not None and entry.digest == digest
         config: Config = (entry.value if entry and unchanged
-                          else load_config_text(data, source=source))
+                          else load_config_text(data, source=source, options=options))
         with self._lock:
             self._documents[source] = _Entry(time.monotonic(), digest, config)
         return config

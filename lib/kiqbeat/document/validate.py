@@ -297,7 +297,10 @@ def _schedule(name: object, raw: object, top: Mapping[str, Any], out: _Checker,
     if owned:
         out.warnings.append(f"{label}: payload sets {', '.join(owned)}: those keys belong to "
                             "another middleware, which may act on them unexpectedly")
-    if timetable.has_seconds and lookahead_s == 0:
+    # A seconds field of one value (`0 30 4 * * *`) fires at most once a minute.
+    sub_minute = timetable.has_seconds and not (isinstance(timetable, Cron)
+                                                and len(timetable.seconds) == 1)
+    if sub_minute and lookahead_s == 0:
         out.warnings.append(
             f"{label}: fires between minute boundaries but has no lookahead, so its ticks are "
             "pushed only when an invocation happens (about once a minute from EventBridge or "

@@ -17,7 +17,7 @@ from kiqbeat.engine import Engine
 from kiqbeat.entrypoints.common import opened_engine
 from kiqbeat.entrypoints.loop import print_report, run_loop, stop_on_signals
 from kiqbeat.entrypoints.operations import add_parser as add_operations_parser
-from kiqbeat.entrypoints.preview import cmd_next, cmd_validate, parse_instant
+from kiqbeat.entrypoints.preview import add_import_flags, cmd_next, cmd_validate, parse_instant
 from kiqbeat.entrypoints.schedules import add_parser as add_schedules_parser
 from kiqbeat.errors import ConfigError, KiqbeatError
 from kiqbeat.settings import add_flags, flags_of
@@ -200,10 +200,12 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("validate", help="check a schedule file and list its schedules")
     p.add_argument("file", nargs="?",
-                   help="schedule document: a file (kiqbeat, sidekiq-scheduler or sidekiq-cron "
-                        "YAML/JSON) or s3://, ssm:, appconfig: (default: $KIQBEAT_CONFIG)")
+                   help="schedule document: a file (kiqbeat, sidekiq-scheduler, sidekiq-cron, "
+                        "GoodJob or Solid Queue YAML/JSON) or s3://, ssm:, appconfig: "
+                        "(default: $KIQBEAT_CONFIG)")
     p.add_argument("--jobs", action="store_true",
                    help="also print each schedule's next job, exactly as it would be pushed")
+    add_import_flags(p)
     p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("next", help="preview upcoming fire times")
@@ -215,6 +217,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--tz", default="UTC", help="zone for --cron (default UTC)")
     p.add_argument("--every", metavar="DURATION", help="preview an interval such as 15m instead")
     p.add_argument("--json", action="store_true", help="print JSON")
+    add_import_flags(p)
     p.set_defaults(func=cmd_next)
 
     p = sub.add_parser("run-once", help="one invocation: push every due tick once, print a summary")

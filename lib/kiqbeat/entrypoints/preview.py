@@ -15,6 +15,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from kiqbeat.core.schedule import Config
+from kiqbeat.document.imported import FORMATS, ImportOptions
 from kiqbeat.document.sources import Sources
 from kiqbeat.errors import ConfigError, did_you_mean
 from kiqbeat.settings import Settings
@@ -32,9 +33,30 @@ def _reading(timetable: object) -> str:
     return ""
 
 
+def add_import_flags(parser: argparse.ArgumentParser) -> None:
+    """The options that say how to read another tool's schedule file."""
+    group = parser.add_argument_group("importing another tool's file")
+    group.add_argument("--format", choices=FORMATS,
+                       help="the tool that wrote the file (default: detected)")
+    group.add_argument("--section", metavar="NAME",
+                       help="the per-environment section to read, e.g. production")
+    group.add_argument("--app-zone", metavar="ZONE",
+                       help="the app's zone (Rails config.time_zone or $TZ), in which the "
+                            "tool read crons without a zone")
+    group.add_argument("--honour-tz", action="store_true",
+                       help="apply per-job tz/timezone keys, which sidekiq-cron and "
+                            "sidekiq-scheduler ignore")
+
+
+def import_options(args: argparse.Namespace) -> ImportOptions:
+    """The import options given on the command line."""
+    return ImportOptions(format=args.format, section=args.section, app_zone=args.app_zone,
+                         honour_tz=args.honour_tz)
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     source = _document_source(args.file)
-    config = Sources().load_config(source)
+    config = Sources().load_config(source, options=import_options(args))
     count = len(config.schedules)
     print(f"{source}: OK, {count} schedule{'' if count == 1 else 's'}")
     rows = [(s.name, s.timing, f"{s.job_class} -> {s.queue}",
@@ -106,7 +128,7 @@ def _next_config(args: argparse.Namespace) -> Config:
         every = parse_every(args.every)
         return Config((Schedule("", every, "", timing=f"every {args.every}"),))
     source = _document_source(args.file)
-    config = Sources().load_config(source)
+    config = Sources().load_config(source, options=import_options(args))
     return only_named(config, args.names, source=source)
 
 

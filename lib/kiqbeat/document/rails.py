@@ -1,0 +1,143 @@
+"""GoodJob cron entries and Solid Queue recurring tasks, converted to kiqbeat's form.
+
+Both enqueue ActiveJob jobs, so a converted job is pushed in Sidekiq's ActiveJob envelope
+(`active_job: true`) and runs through the app's `perform`, as the Sidekiq adapter runs it.
+Both read their schedules with fugit (`Fugit.parse`: a cron, or natural language) in the
+Rails app's `config.time_zone`.
+
+GoodJob (`config.good_job.cron`, bensheldon/good_job `app/models/good_job/cron_entry.rb`):
+`cron`, `class`, `args` (splatted: a list), `kwargs` (keyword arguments), `set` (`queue`
+is read; `priority`, `wait` and the rest have no Sidekiq meaning and are ignored with a
+warning), `description`, `enabled_by_default: false` (a paused schedule).
+
+Solid Queue (`config/recurring.yml`, rails/solid_queue
+`app/models/solid_queue/recurring_task.rb`): `class`, `schedule`, `args` (a list, or one
+value; a hash at the end is keyword arguments), `queue`, `priority` (ignored, with a
+warning), `description`. A `command:` task evaluates Ruby in the app, which kiqbeat cannot
+do: refused, naming the task.
+
+Keyword arguments are written as ActiveJob writes them, a last hash marked with
+`_aj_ruby2_keywords`, so `perform(name:)` receives them. A job without a queue went to its
+class's `queue_as`, which kiqbeat cannot see; it goes to `default`, with one warning.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kiqbeat.document.imported import Converted
+from kiqbeat.errors import shown
+
+GOOD_JOB_KEYS = ("cron", "class", "args", "kwargs", "set", "description",
+                 "enabled_by_default")
+SOLID_QUEUE_KEYS = ("class", "command", "schedule", "args", "queue", "priority",
+                    "description")
+_KEYWORDS = "_aj_ruby2_keywords"
+
+
+def _keywords(kwargs: dict[Any, Any]) -> dict[Any, Any]:
+    """Keyword arguments as ActiveJob serializes them (a hash that lists its keyword keys)."""
+    return {**kwargs, _KEYWORDS: [str(k) for k in kwargs]}
+
+
+def _common(name: object, entry: dict[Any, Any], timer_key: str, out: Converted,
+            unqueued: list[str]) -> dict[str, Any] | None:
+    label = f"schedule {shown(name)}"
+    if timer_key not in entry:
+        out.problems.append(f"{label}: missing {timer_key!r} ({out.tool} needs one)")
+        return None
+    cron = out.timer(label, entry[timer_key])
+    if cron is None:
+        return None
+    converted: dict[str, Any] = {"cron": cron, "active_job": True}
+    if "class" in entry:
+        converted["class"] = entry["class"]
+    if entry.get("description") is not None:
+        converted["description"] = entry["description"]
+    unqueued.append(str(name))  # until the caller finds its queue
+    return converted
+
+
+def from_good_job(name: object, entry: dict[Any, Any], out: Converted,
+                  unqueued: list[str]) -> dict[str, Any] | None:
+    """A GoodJob cron entry in kiqbeat's form (None when it cannot be read)."""
+    label = f"schedule {shown(name)}"
+    settings = entry.get("set") or {}
+    if not isinstance(settings, dict):
+        out.problems.append(f"{label} (field 'set'): {shown(settings)} must be a mapping "
+                            "(queue, priority, ...)")
+        return None
+    converted = _common(name, entry, "cron", out, unqueued)
+    if converted is None:
+        return None
+    if settings.get("queue") is not None:
+        converted["queue"] = settings["queue"]
+        unqueued.remove(str(name))
+    for key in entry:
+        if key not in GOOD_JOB_KEYS:
+            out.ignore(name, key)
+    other = [k for k in settings if k != "queue"]
+    if other:
+        out.warnings.append(f"{label}: set {', '.join(map(shown, other))} ignored: Sidekiq "
+                            "jobs have no priority, and kiqbeat pushes each tick when due")
+    args = entry.get("args")
+    if isinstance(args, dict):
+        out.problems.append(f"{label} (field 'args'): {shown(args)} is a hash; GoodJob "
+                            "splats args (*args), so give a list, and keyword arguments as "
+                            "kwargs")
+        return None
+    args = [] if args is None else list(args) if isinstance(args, list) else [args]
+    kwargs = entry.get("kwargs")
+    if kwargs:
+        if not isinstance(kwargs, dict):
+            out.problems.append(f"{label} (field 'kwargs'): {shown(kwargs)} must be a mapping")
+            return None
+        args.append(_keywords(kwargs))
+    if args:
+        converted["args"] = args
+    if entry.get("enabled_by_default") is False:
+        converted["enabled"] = False
+        out.warnings.append(f"{label}: enabled_by_default: false becomes enabled: false; "
+                            "GoodJob's dashboard switch (kept in its database) is not read")
+    return converted
+
+
+def from_solid_queue(name: object, entry: dict[Any, Any], out: Converted,
+                     unqueued: list[str]) -> dict[str, Any] | None:
+    """A Solid Queue recurring task in kiqbeat's form (None when it cannot be read)."""
+    label = f"schedule {shown(name)}"
+    if "command" in entry:
+        out.problems.append(
+            f"{label}: Solid Queue's command: {shown(entry['command'])} evaluates Ruby in the "
+            "app, which kiqbeat cannot do (it pushes jobs); move the command into a job "
+            "class and give class:")
+        return None
+    converted = _common(name, entry, "schedule", out, unqueued)
+    if converted is None:
+        return None
+    if "queue" in entry:
+        converted["queue"] = entry["queue"]
+        unqueued.remove(str(name))
+    for key in entry:
+        if key not in SOLID_QUEUE_KEYS:
+            out.ignore(name, key)
+    if entry.get("priority") is not None:
+        out.warnings.append(f"{label}: priority {shown(entry['priority'])} ignored: Sidekiq "
+                            "jobs have no priority")
+    args = entry.get("args")
+    if args is not None:
+        args = list(args) if isinstance(args, list) else [args]
+        if args and isinstance(args[-1], dict):  # Solid Queue passes it as keywords
+            args[-1] = _keywords(args[-1])
+        converted["args"] = args
+    return converted
+
+
+def warn_unqueued(unqueued: list[str], out: Converted) -> None:
+    """One warning for the jobs whose queue came from their class's `queue_as`."""
+    if unqueued:
+        listed = ", ".join(map(shown, unqueued[:5])) + (", ..." if len(unqueued) > 5 else "")
+        out.warnings.append(
+            f"{len(unqueued)} job(s) without a queue ({listed}): {out.tool} enqueued them on "
+            "their class's queue_as, which kiqbeat cannot read; they go to 'default' unless "
+            "you add queue:")

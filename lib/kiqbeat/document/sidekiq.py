@@ -1,0 +1,251 @@
+"""sidekiq-scheduler and sidekiq-cron entries, converted to kiqbeat's document form.
+
+sidekiq-scheduler (`:scheduler: :schedule:`, the older top-level `:schedule:`, or a bare
+hash loaded with `Sidekiq.schedule = YAML.load_file(...)`):
+  - the timer is the first of cron / every / at / in / interval, as sidekiq-scheduler picks;
+    rufus options (`first_in`, ...) are dropped: kiqbeat's intervals count from the epoch;
+  - `at` and `in` are one-shot timers counted from the Sidekiq process's start; kiqbeat has
+    no start, so those entries are skipped, with a warning; so is an entry with no timer
+    (sidekiq-scheduler loads it and never runs it), disabled or not;
+  - a cron is read by rufus-scheduler (fugit's cron reader, not its natural-language one):
+    `every day at 3am` is refused there and here, saying what fugit would make of it;
+  - a missing `class` is the schedule's name (sidekiq-scheduler's README);
+  - keys it does not know are pushed into the job hash by sidekiq-scheduler, so they go into
+    `payload:` (a key close to a known one gets a did-you-mean hint in the warning); a
+    per-job zone key is not read by it, so it is ignored unless `honour_tz` is set.
+
+sidekiq-cron (hash form or list form with `name:`; sidekiq-cron/sidekiq-cron
+`lib/sidekiq/cron/job.rb`, `Job#initialize`):
+  - `klass` is `class`; `status: disabled` is `enabled: false`;
+  - `cron` may be natural language, which sidekiq-cron hands to fugit (`parse_cronish`):
+    translated to fugit's cron, with a warning;
+  - string `args` are JSON (falling back to one string argument), a hash is one argument;
+  - `active_job: true` uses the wrapper sidekiq-cron pushes,
+    `ActiveJob::QueueAdapters::SidekiqAdapter::JobWrapper` (`active_job: legacy`), and
+    `queue_name_prefix`/`queue_name_delimiter` prefix the queue as ActiveJob does;
+  - `date_as_argument` becomes `include_metadata`: the last argument is then
+    `{"scheduled_at": <tick, float seconds>}` instead of a bare float of the push time;
+  - any other key (`desc`, `output`, `enabled`, `tz`, ...) is ignored, as sidekiq-cron
+    ignores it, and listed once in a warning.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, TypeGuard
+
+from kiqbeat.core.natural import is_natural
+from kiqbeat.document.fields import JOB_OPTIONS, SCHEDULE_KEYS
+from kiqbeat.document.imported import ZONE_KEYS, Converted
+from kiqbeat.errors import ConfigError, did_you_mean, shown
+
+_SCHEDULER_TIMERS = ("cron", "every", "at", "in", "interval")
+_SCHEDULER_KEYS = (*_SCHEDULER_TIMERS, "class", "queue", "args", "description", "enabled",
+                   "include_metadata", "rails_env")
+CRON_KEYS = ("name", "cron", "description", "klass", "class", "status", "last_enqueue_time",
+             "symbolize_args", "args", "message", "queue", "queue_name_prefix",
+             "queue_name_delimiter", "active_job", "date_as_argument", "source", "retry",
+             "namespace")
+_CRON_DROPPED = ("source", "last_enqueue_time", "fetch_missing_args")
+_TRUTHY = ("true", "t", "yes", "y", "1")
+
+
+# ---------------------------------------------------------------------------- sidekiq-scheduler
+
+
+def scheduler_entries(doc: dict[Any, Any], out: Converted) -> dict[Any, Any]:
+    section = doc.get("scheduler")
+    if isinstance(section, dict):
+        if section.get("enabled") is False:
+            out.warnings.append(":scheduler: :enabled: false is ignored: kiqbeat schedules "
+                                "these jobs (disable one with enabled: false)")
+        if section.get("listened_queues_only"):
+            out.warnings.append(":listened_queues_only: is ignored: kiqbeat pushes every job "
+                                "to its queue whether or not a worker listens to it")
+        schedule = section.get("schedule")
+        if schedule is None and isinstance(doc.get("schedule"), dict):
+            schedule = doc["schedule"]
+        if not isinstance(schedule, dict):
+            out.problems.append(":scheduler: has no :schedule: mapping of jobs")
+            return {}
+        return schedule
+    if isinstance(doc.get("schedule"), dict):
+        return dict(doc["schedule"])
+    return doc
+
+
+def _timer(value: object) -> tuple[object, dict[Any, Any]]:
+    """The schedule part of a rufus value and its options: '1h' or ['1h', {first_in: '5m'}]."""
+    if isinstance(value, list) and value:
+        options = value[1] if len(value) == 2 and isinstance(value[1], dict) else {}
+        return value[0], options
+    return value, {}
+
+
+def is_entry(entry: object, label: str, out: Converted) -> TypeGuard[dict[Any, Any]]:
+    """True when a job entry is a mapping; a problem naming it otherwise."""
+    if not isinstance(entry, dict):
+        out.problems.append(f"{label}: expected a mapping of fields (cron, class, ...), got "
+                            f"{shown(entry)}")
+    return isinstance(entry, dict)
+
+
+def from_scheduler(name: object, entry: object, out: Converted) -> dict[str, Any] | None:
+    label = f"schedule {shown(name)}"
+    if not is_entry(entry, label, out):
+        return None
+    timers = [t for t in _SCHEDULER_TIMERS if entry.get(t) not in (None, "", [])]
+    converted: dict[str, Any] = {}
+    if not timers:
+        disabled = " and is disabled" if entry.get("enabled") is False else ""
+        out.warnings.append(f"{label}: skipped: it has no timer (cron, every, ...){disabled}, "
+                            "so sidekiq-scheduler never ran it either")
+        return None
+    if timers:
+        kind = timers[0]
+        if len(timers) > 1:
+            out.warnings.append(f"{label}: uses {kind!r}; {', '.join(timers[1:])} ignored, as "
+                                "sidekiq-scheduler does")
+        value, options = _timer(entry[kind])
+        if kind in ("at", "in"):
+            out.warnings.append(
+                f"{label}: skipped: {kind!r} is a one-shot timer counted from when the Sidekiq "
+                "process starts, and kiqbeat has no start; use cron or every")
+            return None
+        if options:
+            out.warnings.append(
+                f"{label}: rufus options {', '.join(map(str, options))} ignored: kiqbeat's "
+                "ticks depend only on the clock (intervals count from 1970-01-01 00:00 UTC)")
+        if kind == "interval":
+            out.warnings.append(f"{label}: 'interval' read as 'every' (an enqueue takes no "
+                                "time, so the gaps are the same)")
+        if kind == "cron" and isinstance(value, str) and is_natural(value):
+            value = out.timer(label, value, translate=False)
+            if value is None:
+                return None
+        converted["cron" if kind == "cron" else "every"] = value
+    converted["class"] = entry.get("class") or name
+    payload: dict[str, Any] = {}
+    for key, value in entry.items():
+        if key in _SCHEDULER_TIMERS or key == "class":
+            continue
+        if key in ZONE_KEYS:
+            out.zone_key(label, key, value, converted)
+        elif key == "rails_env":
+            out.warnings.append(f"{label}: rails_env {shown(value)} ignored: kiqbeat schedules "
+                                "it in every environment that loads this file")
+        elif key in _SCHEDULER_KEYS or key in SCHEDULE_KEYS or key in JOB_OPTIONS:
+            converted[key] = value
+        else:
+            payload[key] = value
+    if payload:
+        keys = ", ".join(shown(k) + (did_you_mean(k, _SCHEDULER_KEYS) if isinstance(k, str)
+                                     else "") for k in payload)
+        out.warnings.append(f"{label}: {keys} put into the job hash (payload:), as "
+                            "sidekiq-scheduler pushes unknown keys with the job")
+        converted.setdefault("payload", {})
+        if isinstance(converted["payload"], dict):
+            converted["payload"] = {**payload, **converted["payload"]}
+    return converted
+
+
+# ---------------------------------------------------------------------------- sidekiq-cron
+
+
+def cron_entries(doc: dict[Any, Any] | list[Any], out: Converted) -> dict[Any, Any]:
+    if isinstance(doc, dict):
+        return doc
+    entries: dict[Any, Any] = {}
+    for i, entry in enumerate(doc):
+        name = entry.get("name") if isinstance(entry, dict) else None
+        if not isinstance(entry, dict):
+            out.problems.append(f"entry {i + 1}: expected a mapping with name, cron and "
+                                f"class, got {shown(entry)}")
+        elif not isinstance(name, str) or not name:
+            out.problems.append(f"entry {i + 1}: missing 'name' (each job in a list needs one)")
+        elif name in entries:
+            out.problems.append(f"entry {i + 1}: duplicate name {shown(name)}")
+        else:
+            entries[name] = {k: v for k, v in entry.items() if k != "name"}
+    return entries
+
+
+def _truthy(value: object) -> bool:
+    """sidekiq-cron's reading of a flag: true, or a string matching true|t|yes|y|1."""
+    return value is True or str(value).lower() in _TRUTHY
+
+
+def _cron_args(value: object) -> list[Any]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            return [value]
+        except RecursionError:
+            raise ConfigError("args is a JSON string nested too deep to read (Sidekiq's "
+                              "parser stops at 100 levels)") from None
+        return parsed if isinstance(parsed, list) else [parsed]
+    return value if isinstance(value, list) else [value]
+
+
+def from_cron(name: object, entry: object, out: Converted) -> dict[str, Any] | None:
+    label = f"schedule {shown(name)}"
+    if not is_entry(entry, label, out):
+        return None
+    converted: dict[str, Any] = {}
+    active_job = _truthy(entry.get("active_job", False))
+    for key, value in entry.items():
+        if key in _CRON_DROPPED or key in ("queue_name_prefix", "queue_name_delimiter"):
+            continue
+        if key == "klass":
+            converted.setdefault("class", value)
+        elif key == "class":
+            converted["class"] = value
+        elif key == "args":
+            try:
+                converted["args"] = _cron_args(value)
+            except ConfigError as exc:
+                out.problems.append(f"{label} (field 'args'): {exc}")
+        elif key == "status":
+            if value not in ("enabled", "disabled"):
+                out.problems.append(f"{label} (field 'status'): {shown(value)} must be 'enabled' "
+                                    "or 'disabled'")
+            converted["enabled"] = value != "disabled"
+        elif key == "active_job":
+            if active_job:
+                converted["active_job"] = "legacy"
+        elif key == "date_as_argument":
+            if _truthy(value):
+                converted["include_metadata"] = True
+                out.warnings.append(
+                    f"{label}: date_as_argument becomes include_metadata: the last argument is "
+                    "{'scheduled_at': <tick as float seconds>} instead of a bare float of the "
+                    "push time; update the worker's perform to read it")
+        elif key == "symbolize_args":
+            if _truthy(value):
+                out.warnings.append(f"{label}: symbolize_args ignored: JSON arguments reach "
+                                    "the worker with string keys")
+        elif key == "namespace":
+            out.warnings.append(f"{label}: sidekiq-cron namespace {shown(value)} ignored")
+        elif key == "message":
+            out.problems.append(f"{label} (field 'message'): a raw job message is not "
+                                "supported; use class, args, queue and payload")
+        elif key in ZONE_KEYS:
+            out.zone_key(label, key, value, converted)
+        elif key in ("cron", "queue", "description", "retry"):
+            converted[key] = out.timer(label, value) if key == "cron" else value
+            if converted[key] is None and key == "cron":
+                return None
+        else:
+            out.ignore(name, key)  # sidekiq-cron reads only its own keys
+    prefix = entry.get("queue_name_prefix")
+    if prefix:
+        if active_job:
+            delimiter = entry.get("queue_name_delimiter") or "_"
+            converted["queue"] = f"{prefix}{delimiter}{entry.get('queue') or 'default'}"
+        else:
+            out.warnings.append(f"{label}: queue_name_prefix ignored: it applies to ActiveJob "
+                                "jobs only (set active_job: true if the class is one)")
+    return converted
