@@ -214,3 +214,38 @@ def test_now_before_1970_is_refused_with_a_clear_message(
     assert main(["run-once", "--config", str(path), "--redis-url", "redis://127.0.0.1:1",
                  "--now", "1969-12-31T23:59:00Z"]) == 1
     assert "is before 1970" in capsys.readouterr().err
+
+
+CORPUS = Path(__file__).resolve().parents[1] / "unit" / "import_corpus"
+
+
+def test_validate_refuses_environment_sections_then_reads_the_one_chosen(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    path = str(CORPUS / "environments.yml")
+    assert main(["validate", path]) == 1
+    assert "choose the one to import with --section production" in capsys.readouterr().err
+    assert main(["validate", path, "--section", "production"]) == 0
+    out = capsys.readouterr().out
+    assert "OK, 2 schedules" in out and "read as a sidekiq-cron file" in out
+
+
+def test_next_reads_zone_less_crons_in_the_app_zone_given(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    path = str(CORPUS / "cron_ignored_keys.yml")
+    code = main(["next", path, "nightly_export", "-n", "1", "--after", "2026-01-01T00:00:00Z",
+                 "--app-zone", "Asia/Kolkata", "--json"])
+    assert code == 0
+    (schedule,) = json.loads(capsys.readouterr().out)["schedules"]
+    assert schedule["fires"][0]["utc"] == "2026-01-01T04:00:00Z"  # 09:30 IST
+
+
+def test_validate_format_flag_names_the_tool_in_errors(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["validate", str(CORPUS / "natural.yml"), "--format", "sidekiq-scheduler"]) == 1
+    err = capsys.readouterr().err
+    assert "(read as a sidekiq-scheduler file)" in err
+    assert "rufus-scheduler) refuses too; fugit's natural-language reader would make it " \
+           "'0 * * * *'" in err

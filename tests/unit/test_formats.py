@@ -29,6 +29,11 @@ def by_name(config: Config) -> dict[str, Schedule]:
     ({"schedule": {"a": {"cron": "* * * * *"}}}, "sidekiq-scheduler"),
     ({"a": {"every": "1m", "class": "A"}}, "sidekiq-scheduler"),
     ({"a": {"cron": "* * * * *", "class": "A"}}, "sidekiq-cron"),
+    # sidekiq-scheduler takes the name as the class; sidekiq-cron refuses a job without one.
+    ({"A": {"cron": "* * * * *"}, "B": {"cron": "0 * * * *", "class": "B"}}, "sidekiq-scheduler"),
+    ({"a": {"cron": "* * * * *", "class": "A", "kwargs": {"x": 1}}}, "good_job"),
+    ({"a": {"schedule": "every hour", "class": "A"}}, "solid_queue"),
+    ({"a": {"command": "A.run", "schedule": "every hour"}}, "solid_queue"),
     ([{"name": "a", "cron": "* * * * *", "class": "A"}], "sidekiq-cron"),
     ({"schedulez": {"a": {"cron": "* * * * *"}}}, "kiqbeat"),
 ])

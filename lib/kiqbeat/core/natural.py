@@ -14,7 +14,7 @@ fugit does (the expected crons in the tests come from fugit's `test/_nat_single_
 - times: `H:MM`, `H`, either with `am`/`pm` (12 am is 0, 12 pm is 12), `noon`, `midnight`,
   the hours `zero`..`twelve` spelt out, several joined with `,` `and` `or` (fugit
   collects them into one cron when they share their minutes: 18:00 and 20:00 is `0 18,20`);
-  `at ...` alone is every day;
+  `at ...` alone is every day, and may come first (`at 5am every day`);
 - a zone at the end, `in`/`on` optional: `Europe/Paris`, `UTC`, `Z`.
 
 `every N months` and `every 2 days` are fugit's crons too (`*/2` in the day field restarts
@@ -96,6 +96,9 @@ def _translate(text: str) -> Reading | None:
     at = re.search(r"(?:^|\s)at\s", text, re.IGNORECASE)
     if at:
         every, times = text[: at.start()].strip(), text[at.end():].strip()
+        cut = re.search(r"\severy\s", times, re.IGNORECASE)
+        if not every and cut:  # 'at 5am every day': fugit reads the parts in any order
+            times, every = times[: cut.start()].strip(), times[cut.start():].strip()
     elif text.lower().startswith(("every ", "from ")) and re.search(
             r"\d:\d\d|\d\s*[ap]m|noon|midnight", text, re.IGNORECASE):
         every, times = _split_bare_time(text)  # 'every monday 18:24': fugit's 'at' is optional

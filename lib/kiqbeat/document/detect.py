@@ -54,11 +54,17 @@ ENVIRONMENTS = frozenset({
 
 def is_job(entry: object) -> bool:
     """True when `entry` looks like one job of some tool (a mapping with a timer or class)."""
-    return isinstance(entry, dict) and any(k in entry for k in _JOB_MARKERS)
+    # A job's timer or class is a string (or a list: rufus options), never a mapping: a
+    # `cron:` holding a mapping is a wrapper of jobs (`good_job: cron: {...}`).
+    return isinstance(entry, dict) and any(
+        k in entry and not isinstance(entry[k], dict) for k in _JOB_MARKERS)
 
 
 def _looks_like_jobs(doc: object) -> bool:
-    return isinstance(doc, dict) and bool(doc) and all(is_job(v) for v in doc.values())
+    """A mapping of names to mappings, at least one a job (a paused sidekiq-scheduler entry
+    may have no timer)."""
+    return (isinstance(doc, dict) and bool(doc) and all(isinstance(v, dict) for v in doc.values())
+            and any(is_job(v) for v in doc.values()))
 
 
 def environments(doc: dict[Any, Any]) -> list[str]:
