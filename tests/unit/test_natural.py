@@ -86,3 +86,8 @@ def test_forms_kiqbeat_does_not_translate_are_refused_with_the_nearest_cron(
 
 def test_cron_expressions_and_macros_are_not_natural_language() -> None:
     assert not any(map(is_natural, ["0 9 * * 1-5", "@daily", "*/5 * * * * Europe/Paris"]))
+
+
+def test_a_natural_language_schedule_longer_than_fugits_limit_is_refused_unread() -> None:
+    with pytest.raises(ConfigError, match="at most 256"):
+        natural_cron("every day at " + "5 and " * 10_000 + "6")

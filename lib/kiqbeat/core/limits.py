@@ -32,3 +32,7 @@ MAX_COUNTED_TICKS = 10_000_000
 # A value from the store or from a user shown in a message, a line or a log: at most this
 # many characters, escaped (control, bidi and non-UTF-8 bytes made visible).
 MAX_SHOWN_CHARS = 200
+
+# A natural-language schedule (fugit's `every day at 3am`) longer than this is refused before
+# it is read, as fugit refuses it (`Fugit::Nat::MAX_INPUT_LENGTH`).
+MAX_NATURAL_CHARS = 256

@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from kiqbeat.core.limits import MAX_NATURAL_CHARS
 from kiqbeat.core.zones import zone
 from kiqbeat.errors import ConfigError, shown
 
@@ -78,6 +79,9 @@ def is_natural(text: str) -> bool:
 def natural_cron(text: str) -> Reading:
     """The cron fugit produces for `text`; ConfigError naming the nearest cron to write when
     the form is not one kiqbeat translates (see the module docstring)."""
+    if len(text) > MAX_NATURAL_CHARS:
+        raise ConfigError(f"{shown(text)} is {len(text):,} characters long; a natural-language "
+                          f"schedule may have at most {MAX_NATURAL_CHARS} (fugit's own limit)")
     reading = _translate(" ".join(text.split()))
     if reading is None:
         raise ConfigError(f"{shown(text)} is natural language (fugit's reader, used by "
