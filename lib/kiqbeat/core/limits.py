@@ -32,3 +32,8 @@ MAX_COUNTED_TICKS = 10_000_000
 # A value from the store or from a user shown in a message, a line or a log: at most this
 # many characters, escaped (control, bidi and non-UTF-8 bytes made visible).
 MAX_SHOWN_CHARS = 200
+
+# Why a definition was set aside, as stored (`keys.rejected`) and shown back: kiqbeat's own
+# message (each value in it already clipped to MAX_SHOWN_CHARS), cut here so that a
+# definition with thousands of problems stores and shows a bounded reason.
+MAX_REASON_CHARS = 2000

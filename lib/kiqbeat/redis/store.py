@@ -54,10 +54,6 @@ class Due:
     mark_ms: int | None
 
 
-def _name(value: bytes | str) -> str:
-    return value.decode(errors="surrogateescape") if isinstance(value, bytes) else value
-
-
 def redis_time(seconds: Any, micros: Any) -> datetime:
     """The instant TIME's two numbers name (aware UTC)."""
     return datetime.fromtimestamp(int(seconds), tz=UTC) + timedelta(microseconds=int(micros))
@@ -99,7 +95,7 @@ def read_due(
     now = redis_time(seconds, micros)
     # A name that is not UTF-8 (written by another language) stays readable: its definition
     # is then refused by name and set aside, writing back the same bytes.
-    due = [Due(_name(name), reply_bytes(definition), int(mark) if mark else None)
+    due = [Due(reply_text(name), reply_bytes(definition), int(mark) if mark else None)
            for name, definition, mark in zip(names, definitions, marks, strict=True)]
     return now, due, replies[1:]
 
