@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from difflib import get_close_matches
 from typing import Any
 
-from kiqbeat.core.limits import MAX_SHOWN_CHARS
+from kiqbeat.core.limits import MAX_REASON_CHARS, MAX_SHOWN_CHARS
 
 
 class KiqbeatError(Exception):
@@ -123,7 +123,9 @@ def shown_name(name: str | bytes, limit: int = MAX_SHOWN_CHARS) -> str:
 
 def shown_text(text: str | bytes, limit: int = MAX_SHOWN_CHARS) -> str:
     """A message read from outside (a set-aside reason in Redis, a source's name) as a line
-    shows it: unquoted, escaped as `shown` escapes, at most `limit` characters plus "..."."""
+    shows it: unquoted, escaped as `shown` escapes, at most `limit` characters (never more
+    than MAX_REASON_CHARS, a whole set-aside reason) plus "..."."""
+    limit = min(limit, MAX_REASON_CHARS)
     if isinstance(text, bytes):
         text = text.decode(errors="surrogateescape")
     head = _visible(text[:limit])

@@ -17,6 +17,7 @@ from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.retry import Retry
 from redis.sentinel import Sentinel
 
+from kiqbeat.core.limits import MAX_SHOWN_CHARS
 from kiqbeat.errors import (
     ConfigError,
     RedisRefusedError,
@@ -101,7 +102,8 @@ _TLS_FILE_WHAT = {"ssl_ca_certs": "CA file", "ssl_certfile": "certificate file",
 def check_tls_file(setting: str, path: str) -> None:
     """ConfigError, before any connection, when a TLS file a URL names cannot be read:
     otherwise redis-py reports it as a failure to connect ("Error 2 connecting to ...")."""
-    what = f"the {_TLS_FILE_WHAT.get(setting, 'file')} {shown(path)} given by {setting}"
+    what = (f"the {_TLS_FILE_WHAT.get(setting, 'file')} {shown(path, MAX_SHOWN_CHARS)} given "
+            f"by {setting}")
     try:
         with open(path, "rb"):
             pass
