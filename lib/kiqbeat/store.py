@@ -198,7 +198,7 @@ class Backfill:
         return {"schedules": self.schedules, "planned": self.planned, "capped": self.capped,
                 "dropped": self.dropped, "pushed": self.pushed, "already": self.already,
                 "stale": self.stale, "finished": self.finished,
-                "skipped": [{"name": n, "why": w} for n, w in self.skipped],
+                "skipped": [{**json_name(n), "why": w} for n, w in self.skipped],
                 "jobs": [{"schedule": j.schedule, "tick": j.tick.isoformat(), "jid": j.jid,
                           "queue": j.queue} for j in self.jobs]}
 

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -323,3 +324,22 @@ def test_ctrl_c_ends_a_command_quietly(redis_url: str, raw: redis.Redis) -> None
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130
     assert err.decode() == "kiqbeat: interrupted\n"
+
+
+def test_a_sharded_store_sets_aside_a_name_that_is_not_utf8_in_its_shard(
+    kiqbeat: Kiqbeat, raw: redis.Redis
+) -> None:
+    assert kiqbeat("schedules", "reindex", "--shard", "0/2").code == 0
+    # Its shard, as another language computes it: CRC-32 of the name's bytes.
+    shard = zlib.crc32(NOT_UTF8) % 2
+    raw.hset(keys.definitions(""), NOT_UTF8, json.dumps(GOOD))
+    raw.zadd(keys.due("", (shard, 2)), {NOT_UTF8: 0})
+    for index in (0, 1):
+        ran = kiqbeat("run-once", "--shard", f"{index}/2")
+        assert ran.code == 0, ran.err
+        assert_safe(ran.err)
+    assert raw.hkeys(keys.rejected("")) == [NOT_UTF8]
+    raw.zadd(keys.due("", (shard, 2)), {NOT_UTF8: 0})  # "plan me" again, then 3 shards
+    moved = kiqbeat("schedules", "reindex", "--shard", "0/3")
+    assert moved.code == 0, moved.err
+    assert raw.zscore(keys.due("", (zlib.crc32(NOT_UTF8) % 3, 3)), NOT_UTF8) is not None
