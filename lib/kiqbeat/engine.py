@@ -36,12 +36,13 @@ from typing import Any
 
 import redis
 
+from kiqbeat.core.limits import MAX_REASON_CHARS
 from kiqbeat.core.plan import Entry, TickMemo, plan_due, to_ms
 from kiqbeat.core.report import Report
 from kiqbeat.core.schedule import Config, Schedule
 from kiqbeat.document.sources import Sources
 from kiqbeat.document.validate import encode_definition, read_definition, with_window
-from kiqbeat.errors import ConfigError, DeadlineError
+from kiqbeat.errors import ConfigError, DeadlineError, shown, shown_text
 from kiqbeat.redis import keys, scripts
 from kiqbeat.redis.connection import connect, redis_errors, reply_text, startup_warnings
 from kiqbeat.redis.neighbours import Neighbours
@@ -313,8 +314,9 @@ class Engine:
         if not change.finished:
             return [f"the document {document.source} is applied in part (the invocation's "
                     "deadline came first); the next invocation goes on"]
-        return [f"schedule {name!r} of the document was not applied: the store's schedule of "
-                f"that name belongs to {owner or 'the API'}; remove it there, or rename this one"
+        return [f"schedule {shown(name)} of the document was not applied: the store's schedule "
+                f"of that name belongs to {shown_text(owner) if owner else 'the API'}; remove "
+                "it there, or rename this one"
                 for name, owner in change.refused]
 
     def _push_due(self, client: redis.Redis, config: Config, batch: list[Due] | None,
@@ -382,8 +384,9 @@ class Engine:
         for op, (code, _) in zip(aside, results, strict=True):
             if code == "+" and op.definition:
                 report.set_aside += 1
-                report.warnings.append(f"schedule {op.name!r} set aside (fix its definition "
-                                       f"to run it again): {op.definition.decode()}")
+                report.warnings.append(f"schedule {shown(op.name)} set aside (fix its definition "
+                                       f"to run it again): "
+                                       f"{shown_text(op.definition, MAX_REASON_CHARS)}")
 
     def _parse(self, name: str, definition: bytes, config: Config,
                own: Mapping[str, Schedule]) -> Schedule | str:
@@ -400,7 +403,7 @@ class Engine:
                 parsed = read_definition(name, definition,
                                          window_s=config.missed_jobs_window_s)
             except ConfigError as exc:
-                parsed = "; ".join(exc.problems)[:2000]
+                parsed = "; ".join(exc.problems)[:MAX_REASON_CHARS]
             self._parsed[key] = parsed
         return parsed
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from kiqbeat.core.durations import duration_s
@@ -19,6 +19,7 @@ from kiqbeat.core.records import DEFAULT_HISTORY
 from kiqbeat.document.fields import namespace, positive_duration_s
 from kiqbeat.document.sources import DEFAULT_MAX_AGE_S
 from kiqbeat.errors import ConfigError, shown
+from kiqbeat.redis.urls import describe
 
 DEFAULT_DEADLINE_S = 40.0
 MAX_HISTORY = 1000
@@ -127,6 +128,15 @@ class Settings:
                 except ConfigError as exc:
                     raise ConfigError(f"{what}: {exc}") from None
         return cls(**values, fallback_redis_url=environ.get("REDIS_URL") or "")
+
+    def __repr__(self) -> str:
+        """The settings, each Redis URL named by where it points (`urls.describe`): a repr
+        or a log line never shows the URL's password."""
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        for name in ("redis_url", "fallback_redis_url"):
+            if values[name]:
+                values[name] = f"<{describe(values[name])}>"
+        return f"Settings({', '.join(f'{k}={v!r}' for k, v in values.items())})"
 
     def require_config(self) -> str:
         """The document source; ConfigError when neither --config nor KIQBEAT_CONFIG is set."""

@@ -32,6 +32,7 @@ from typing import Any
 
 import redis
 
+from kiqbeat.core.limits import MAX_DEFINITION_BYTES, MAX_REASON_CHARS
 from kiqbeat.core.payload import jid_ms, job_json
 from kiqbeat.core.plan import (
     MAX_BYTES_PER_CALL,
@@ -55,7 +56,16 @@ from kiqbeat.core.records import (
 from kiqbeat.core.report import PushedJob
 from kiqbeat.core.schedule import Schedule
 from kiqbeat.document.validate import encode_definition, read_definition
-from kiqbeat.errors import ConfigError, KiqbeatError, shown
+from kiqbeat.errors import (
+    ConfigError,
+    KiqbeatError,
+    RedisRefusedError,
+    StateError,
+    json_name,
+    shown,
+    shown_name,
+    shown_text,
+)
 from kiqbeat.redis import keys, scripts
 from kiqbeat.redis.connection import redis_errors, reply_bytes, reply_text
 from kiqbeat.redis.records import Piece, push_backfill, push_manual, read_definitions, read_records
@@ -76,6 +86,9 @@ from kiqbeat.redis.store import (
     scan_names,
     write,
 )
+from kiqbeat.redis.store import (
+    _batches as write_batches,  # the atomic calls `write` makes of a list of ops
+)
 
 
 @dataclass(frozen=True)
@@ -95,21 +108,23 @@ class ScheduleStatus:
     set_aside: str | None  # why its definition was refused, when it was
 
     def line(self) -> str:
-        """One line for a person (`kiqbeat status`, `kiqbeat schedules list`)."""
+        """One line for a person (`kiqbeat status`, `kiqbeat schedules list`); what another
+        writer stored (name, source, reason) is escaped and clipped (`errors.shown_name`)."""
+        name = shown_name(self.name)
         if self.next_tick is None:
-            return f"{self.name}: set aside: {self.set_aside}"
+            return f"{name}: set aside: {shown_text(self.set_aside or '', MAX_REASON_CHARS)}"
         covered = (self.covered_through.isoformat(timespec="seconds") if self.covered_through
                    else "never seen")
         late = f", {self.lag_s:.0f} s overdue" if self.lag_s > 0 else ""
-        return (f"{self.name}{'' if self.enabled else ' (paused)'}: {self.timing}; last tick "
+        return (f"{name}{'' if self.enabled else ' (paused)'}: {self.timing}; last tick "
                 f"covered {covered}; next {self.next_tick.isoformat(timespec='seconds')}{late}"
-                + (f"; from {self.source}" if self.source else ""))
+                + (f"; from {shown_text(self.source)}" if self.source else ""))
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
+        """JSON-ready form (a name that is not UTF-8: `errors.json_name`)."""
         def iso(t: datetime | None) -> str | None:
             return t.isoformat() if t else None
-        return {"name": self.name, "source": self.source, "enabled": self.enabled,
+        return {**json_name(self.name), "source": self.source, "enabled": self.enabled,
                 "zone": self.zone, "timing": self.timing,
                 "covered_through": iso(self.covered_through),
                 "first_seen": iso(self.first_seen), "next_tick": iso(self.next_tick),
@@ -152,12 +167,13 @@ class MissedRange:
         """One line for a person (`kiqbeat missed`)."""
         count = ("? ticks (no valid definition)" if self.ticks is None else
                  f"{self.ticks:,}{'+' if self.capped else ''} tick(s)")
-        return (f"{self.name}: {count} after {self.after.isoformat(timespec='seconds')} "
-                f"through {self.through.isoformat(timespec='seconds')}: {REASONS[self.reason]}")
+        return (f"{shown_name(self.name)}: {count} after "
+                f"{self.after.isoformat(timespec='seconds')} through "
+                f"{self.through.isoformat(timespec='seconds')}: {REASONS[self.reason]}")
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
-        return {"name": self.name, "after": self.after.isoformat(),
+        return {**json_name(self.name), "after": self.after.isoformat(),
                 "through": self.through.isoformat(), "reason": self.reason,
                 "ticks": self.ticks, "capped": self.capped}
 
@@ -182,7 +198,7 @@ class Backfill:
         return {"schedules": self.schedules, "planned": self.planned, "capped": self.capped,
                 "dropped": self.dropped, "pushed": self.pushed, "already": self.already,
                 "stale": self.stale, "finished": self.finished,
-                "skipped": [{"name": n, "why": w} for n, w in self.skipped],
+                "skipped": [{**json_name(n), "why": w} for n, w in self.skipped],
                 "jobs": [{"schedule": j.schedule, "tick": j.tick.isoformat(), "jid": j.jid,
                           "queue": j.queue} for j in self.jobs]}
 
@@ -250,7 +266,8 @@ class Store:
         code, owner = write(self.client, self.namespace, self.shards, [Op("del", name)],
                             self._lua)[0]
         if code == "O":
-            raise ConfigError(f"schedule {name!r} belongs to {owner}; remove it there")
+            raise ConfigError(f"schedule {shown(name)} belongs to {shown_text(owner)}; remove it "
+                              "there")
         return code == "+"
 
     def pause(self, name: str) -> bool:
@@ -277,19 +294,29 @@ class Store:
 
         With `replace` False, existing schedules are left as they are (and listed as refused).
         `progress` is called with the number of schedules handled after each `BATCH`.
+        A Redis error part-way (`maxmemory` reached, ...) stops the import with that error,
+        saying how many definitions were written before it and the first one not written:
+        each call is atomic, so every schedule is either written whole or left as it was.
         """
         result = ImportResult()
         ops: builtins.list[Op] = []
 
+        def write_calls() -> Iterator[tuple[Op, tuple[str, str]]]:
+            for call in write_batches(ops):  # one atomic call each
+                try:
+                    codes = write(self.client, self.namespace, self.shards, call, self._lua)
+                except KiqbeatError as exc:
+                    raise type(exc)(_stopped(exc, result, call)) from exc
+                yield from zip(call, codes, strict=True)
+
         def flush() -> None:
-            codes = write(self.client, self.namespace, self.shards, ops, self._lua)
-            for op, (code, owner) in zip(ops, codes, strict=True):
+            for op, (code, owner) in write_calls():
                 if code == "+":
                     result.written += 1
                 elif code == "=":
                     result.unchanged += 1
                 else:
-                    why = f"belongs to {owner}" if code == "O" else WRITE_CODES[code]
+                    why = f"belongs to {shown_text(owner)}" if code == "O" else WRITE_CODES[code]
                     result.refused.append((op.name, why))
             if progress is not None:
                 progress(len(ops))
@@ -312,27 +339,28 @@ class Store:
         """The error for `names` the store does not hold: it names the hash looked in, so
         that a wrong namespace (key prefix) shows."""
         key = keys.definitions(self.namespace)
-        return ConfigError([f"no schedule {n!r} in the store ({key})" for n in names])
+        return ConfigError([f"no schedule {shown(n)} in the store ({key})" for n in names])
 
     def _one(self, op: Op) -> str:
         code, owner = write(self.client, self.namespace, self.shards, [op], self._lua)[0]
         if code in "+=":
             return code
         if code == "O":
-            raise ConfigError(f"schedule {op.name!r} belongs to {owner}; change it there")
+            raise ConfigError(f"schedule {shown(op.name)} belongs to {shown_text(owner)}; change "
+                              "it there")
         if code == "E":
-            raise ConfigError(f"schedule {op.name!r} exists; update or put it instead")
+            raise ConfigError(f"schedule {shown(op.name)} exists; update or put it instead")
         raise self.no_schedule([op.name])
 
     def _set_enabled(self, name: str, enabled: bool) -> bool:
         for _ in range(10):  # another writer between the read and the write: read again
-            with redis_errors(self.client, f"reading schedule {name!r}"):
+            with redis_errors(self.client, f"reading schedule {shown(name)}"):
                 data = reply_bytes(self.client.hget(keys.definitions(self.namespace), name))
             if data is None:
                 raise self.no_schedule([name])
             current = _definition(data)
             if current is None:
-                raise ConfigError(f"schedule {name!r} has a definition that is not a JSON "
+                raise ConfigError(f"schedule {shown(name)} has a definition that is not a JSON "
                                   "object; write it again")
             if current.get("enabled", True) is enabled:
                 return False
@@ -344,7 +372,7 @@ class Store:
                 return True
             if code == "M":
                 raise self.no_schedule([name])
-        raise ConfigError(f"schedule {name!r} kept changing while being paused or resumed")
+        raise ConfigError(f"schedule {shown(name)} kept changing while being paused or resumed")
 
     # ------------------------------------------------------------------------ reading
 
@@ -363,13 +391,26 @@ class Store:
         cursor, names = scan_names(self.client, keys.definitions(self.namespace), cursor, count)
         return cursor, self._rows(names, read_clock(self.client))
 
-    def export(self) -> Iterator[tuple[str, dict[str, Any]]]:
-        """Every stored definition (without its source), one HSCAN page per round trip."""
+    def export(self, unreadable: builtins.list[tuple[str, str]] | None = None
+               ) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Every stored definition that can be exported (without its source), one HSCAN page
+        per round trip.
+
+        One that cannot be — its name is not UTF-8, it is not a JSON object, it is over
+        MAX_DEFINITION_BYTES — is passed over and added to `unreadable` as (name, why);
+        without that list, a StateError naming them is raised once every other definition
+        has been given, so that a backup is never silently short.
+        """
+        passed = [] if unreadable is None else unreadable
         for name, data in scan_items(self.client, keys.definitions(self.namespace)):
-            definition = _definition(data)
-            if definition is not None:
-                definition.pop("source", None)
-                yield name, definition
+            definition = _exportable(name, data)
+            if isinstance(definition, str):
+                passed.append((name, definition))
+                continue
+            definition.pop("source", None)
+            yield name, definition
+        if unreadable is None and passed:
+            raise StateError(unexported(passed))
 
     def status(self, names: Sequence[str] = (), *, shard: tuple[int, int] | None = None,
                offset: int = 0, limit: int = 50) -> Status:
@@ -391,7 +432,7 @@ class Store:
         aside = []
         if counts.set_aside:
             for name, why in scan_items(self.client, keys.rejected(self.namespace)):
-                aside.append((name, why.decode(errors="replace")))
+                aside.append((name, reply_text(why)))
                 if len(aside) >= limit:
                     break
         return Status(now, counts, rows, aside)
@@ -570,7 +611,7 @@ class Store:
         job = job_json(schedule, now, pushed_at=now, job_id=jid)
         if not push_manual(self.client, self.namespace, name, definition_sha(stored),
                            schedule.queue, jid, to_ms(now), job, self.keep_history, self._lua):
-            raise ConfigError(f"schedule {name!r} changed or was removed while being run; "
+            raise ConfigError(f"schedule {shown(name)} changed or was removed while being run; "
                               "nothing was pushed")
         return Triggered(name, jid, schedule.queue, now)
 
@@ -588,7 +629,7 @@ class Store:
         try:
             return parse_history(name, reply_text(text)) if text is not None else []
         except ValueError:
-            raise ConfigError(f"the history of schedule {name!r} in {key} is garbled: "
+            raise ConfigError(f"the history of schedule {shown(name)} in {key} is garbled: "
                               f"{shown(reply_text(text))}") from None
 
     def _schedule(self, name: str, data: bytes | None) -> Schedule | str:
@@ -605,7 +646,7 @@ def _ranges(name: str, text: str) -> builtins.list[Range]:
     try:
         return parse_ranges(text)
     except ValueError:
-        raise ConfigError(f"the missed-ticks record of schedule {name!r} is garbled: "
+        raise ConfigError(f"the missed-ticks record of schedule {shown(name)} is garbled: "
                           f"{shown(text)}") from None
 
 
@@ -634,6 +675,50 @@ def _pieces(schedule: Schedule, sha: str, ranges: Sequence[Range], latest_only: 
             any_tick = True
         if any_tick:  # a scope without a tick leaves the record as it is (no split)
             yield Piece(name, after, r.through_ms, queue, sha, jobs)
+
+
+def _stopped(exc: KiqbeatError, result: ImportResult, call: Sequence[Op]) -> str:
+    """What an import stopped by a Redis error did, for its message."""
+    done = (f"{result.written:,} definition(s) written before it ({result.unchanged:,} "
+            "unchanged)")
+    if isinstance(exc, RedisRefusedError):  # refused: the call wrote nothing
+        return (f"{exc}; the import stopped there: {done}; the first not written is "
+                f"{shown(call[0].name)}; each call is atomic, so the store is consistent "
+                "(every schedule written whole or left as it was)")
+    return (f"{exc}; the import stopped there: {done}; the call writing {shown(call[0].name)} "
+            f"and {len(call) - 1:,} more may or may not have been written (each call is "
+            "atomic, so the store is consistent); import again to finish")
+
+
+def unexported(passed: Sequence[tuple[str, str]]) -> str:
+    """The message naming the schedules an export passed over (the first 20)."""
+    shown_rows = "; ".join(f"{shown(name)}: {why}" for name, why in passed[:20])
+    more = f"; and {len(passed) - 20:,} more" if len(passed) > 20 else ""
+    return (f"{len(passed):,} schedule(s) could not be exported (every other one was): "
+            f"{shown_rows}{more}")
+
+
+def _exportable(name: str, data: bytes | None) -> dict[str, Any] | str:
+    """A stored definition as a mapping, or why it cannot be exported."""
+    try:
+        name.encode()
+    except UnicodeEncodeError:
+        return ("its name is not UTF-8 (written by another language), which no export "
+                "format holds; rename it to export it")
+    if data is None:
+        return "its definition could not be read"
+    if len(data) > MAX_DEFINITION_BYTES:
+        return (f"its definition is {len(data):,} bytes, over the limit of "
+                f"{MAX_DEFINITION_BYTES:,}")
+    try:
+        value = json.loads(data)
+    except RecursionError:
+        return "its definition is JSON nested too deeply to read"
+    except ValueError:
+        return f"its definition is not JSON: {shown(data)}"
+    if not isinstance(value, dict):
+        return f"its definition is not a JSON object: {shown(value)}"
+    return value
 
 
 def _definition(data: bytes) -> dict[str, Any] | None:

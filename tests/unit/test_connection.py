@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -76,11 +78,15 @@ def test_whatever_the_password_holds_no_message_shows_it(password: str, shape: s
     assert MARK not in shown
 
 
-def test_settings_reach_the_client_and_tls_is_verified_with_the_host_name_checked() -> None:
+def test_settings_reach_the_client_and_tls_is_verified_with_the_host_name_checked(
+    tmp_path: Path,
+) -> None:
     client = connect("unix:///tmp/kiqbeat-none.sock?db=3")
     assert client.connection_pool.connection_kwargs["db"] == 3
-    kwargs = connect("rediss://h:6380/0?ssl_ca_certs=/x/ca.pem").connection_pool.connection_kwargs
-    assert kwargs["ssl_ca_certs"] == "/x/ca.pem"
+    ca = tmp_path / "ca.pem"  # it must exist: connect checks it before any connection
+    ca.write_text("")
+    kwargs = connect(f"rediss://h:6380/0?ssl_ca_certs={ca}").connection_pool.connection_kwargs
+    assert kwargs["ssl_ca_certs"] == str(ca)
     assert kwargs["ssl_cert_reqs"] == "required" and kwargs["ssl_check_hostname"] is True
 
 

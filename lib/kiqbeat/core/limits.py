@@ -36,3 +36,8 @@ MAX_SHOWN_CHARS = 200
 # A natural-language schedule (fugit's `every day at 3am`) longer than this is refused before
 # it is read, as fugit refuses it (`Fugit::Nat::MAX_INPUT_LENGTH`).
 MAX_NATURAL_CHARS = 256
+
+# Why a definition was set aside, as stored (`keys.rejected`) and shown back: kiqbeat's own
+# message (each value in it already clipped to MAX_SHOWN_CHARS), cut here so that a
+# definition with thousands of problems stores and shows a bounded reason.
+MAX_REASON_CHARS = 2000

@@ -81,8 +81,9 @@ def check_shard(index: int, count: int) -> tuple[int, int]:
 
 
 def shard_of(name: str, count: int) -> int:
-    """The shard (0..count-1) a schedule belongs to: a stable hash of its name only."""
-    return zlib.crc32(name.encode()) % count
+    """The shard (0..count-1) a schedule belongs to: a stable hash of its name only (of its
+    bytes, as any language computes it, a name read from Redis that was not UTF-8 included)."""
+    return zlib.crc32(name.encode(errors="surrogateescape")) % count
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,7 @@ from datetime import datetime, timedelta
 from kiqbeat.core.payload import jid_ms
 from kiqbeat.core.plan import from_ms, to_ms
 from kiqbeat.core.schedule import Timetable
+from kiqbeat.errors import shown_name
 
 DEFAULT_HISTORY = 10
 KINDS = {"t": "tick", "b": "backfill", "m": "manual"}
@@ -137,9 +138,9 @@ class Push:
     when: datetime  # when it was pushed, by the Redis clock
 
     def line(self) -> str:
-        """One line for a person."""
+        """One line for a person (a manual run's jid as stored, escaped: `shown_name`)."""
         return (f"{self.when.isoformat(timespec='milliseconds')} {self.kind:8} tick "
-                f"{self.tick.isoformat(timespec='seconds')} jid {self.jid}")
+                f"{self.tick.isoformat(timespec='seconds')} jid {shown_name(self.jid)}")
 
     def as_dict(self) -> dict[str, str]:
         """JSON-ready form."""

@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -58,7 +58,7 @@ def is_remote(source: str) -> bool:
 class _Entry:
     fetched_at_s: float  # time.monotonic() of the fetch
     digest: str  # of the fetched text, so an unchanged document is not parsed again
-    value: Any
+    value: Any = field(repr=False)  # a secret's Redis URL holds its password
 
 
 class Sources:

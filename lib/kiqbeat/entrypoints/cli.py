@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import os
 import sys
@@ -11,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
+from kiqbeat.core.limits import MAX_REASON_CHARS
 from kiqbeat.core.records import Push
 from kiqbeat.core.report import Report
 from kiqbeat.engine import Engine
@@ -19,7 +22,14 @@ from kiqbeat.entrypoints.loop import print_report, run_loop, stop_on_signals
 from kiqbeat.entrypoints.operations import add_parser as add_operations_parser
 from kiqbeat.entrypoints.preview import add_import_flags, cmd_next, cmd_validate, parse_instant
 from kiqbeat.entrypoints.schedules import add_parser as add_schedules_parser
-from kiqbeat.errors import ConfigError, KiqbeatError
+from kiqbeat.errors import (
+    ConfigError,
+    KiqbeatError,
+    foreign_json,
+    json_name,
+    shown_name,
+    shown_text,
+)
 from kiqbeat.settings import add_flags, flags_of
 from kiqbeat.store import MissedRange
 
@@ -100,8 +110,8 @@ def _cmd_status(args: argparse.Namespace) -> int:
                     "offset": args.offset, "limit": args.limit,
                     "schedules": [r.as_dict() | _records_dict(records.get(r.name))
                                   for r in status.schedules],
-                    "set_aside": [{"name": n, "why": why} for n, why in status.set_aside]}
-        print(json.dumps(document, indent=2))
+                    "set_aside": [{**json_name(n), "why": why} for n, why in status.set_aside]}
+        print(foreign_json(document, indent=2))
         return 0
     print(f"Redis clock: {status.now.isoformat(timespec='seconds')}; {counts.schedules} "
           f"schedules stored, {counts.indexed} indexed, {counts.overdue} due now, "
@@ -109,7 +119,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
           + (f", {counts.with_missed} with missed ticks recorded (`kiqbeat missed`)"
              if counts.with_missed else ""))
     if doc_json:
-        print(f"document {doc_json['source']}: {doc_json['schedules']} schedules, "
+        print(f"document {shown_text(str(doc_json['source']))}: {doc_json['schedules']} schedules, "
               + ("applied" if doc_json["applied"] else
                  "changed since it was last applied (the next invocation applies it)"))
     for r in status.schedules:
@@ -126,7 +136,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
     if not args.names and shown_rows < counts.indexed:
         print(f"... {counts.indexed - shown_rows} more (--offset {shown_rows})")
     for name, why in status.set_aside:
-        print(f"set aside: {name}: {why}")
+        print(f"set aside: {shown_name(name)}: {shown_text(why, MAX_REASON_CHARS)}")
     return 0
 
 
@@ -140,7 +150,6 @@ def _records_dict(records: tuple[list[MissedRange], list[Push]] | None) -> dict[
 
 def _cmd_invoke(args: argparse.Namespace) -> int:
     """Run the real Lambda handler in this process on a sample event (no Docker needed)."""
-    import contextlib
     import importlib
     import time
     import types
@@ -269,14 +278,40 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Exit codes of a command stopped from outside, as a shell reports a process killed by
+# the signal: SIGINT (Ctrl-C) 128 + 2; SIGPIPE (its reader went away, `| head`) 128 + 13.
+EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; return the process exit code."""
-    args = _parser().parse_args(argv)
+    """Run the command line; return the process exit code.
+
+    Whatever a command reads, it ends with a message, never a traceback: a KiqbeatError is
+    printed (exit 1); Ctrl-C exits 130 quietly; a closed output (`kiqbeat schedules list |
+    head -1`) exits 141 quietly. Text that could not be written as UTF-8 (a lone surrogate
+    that escaped `errors.shown`) is written escaped rather than stopping the output.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
     try:
-        return int(args.func(args))
+        args = _parser().parse_args(argv)
+        code = int(args.func(args))
+        sys.stdout.flush()  # here, where a closed pipe is caught, rather than at exit
+        return code
     except KiqbeatError as exc:
         print(f"kiqbeat: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("kiqbeat: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # Python flushes stdout again at exit, which would fail again and print a warning:
+        # point it at /dev/null (the reader is gone; nothing more is wanted).
+        with contextlib.suppress(OSError, ValueError):  # not a file (a test's capture)
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
 
 
 if __name__ == "__main__":

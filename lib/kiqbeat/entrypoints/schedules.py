@@ -30,13 +30,22 @@ from typing import IO, Any
 
 import yaml
 
+from kiqbeat.core.limits import MAX_DEFINITION_BYTES, MAX_REASON_CHARS
 from kiqbeat.document import load_config_text
 from kiqbeat.document.fields import BY_NAME
 from kiqbeat.document.jobs import MAX_JOB_BYTES
 from kiqbeat.document.read import MAX_DOCUMENT_BYTES, parse
 from kiqbeat.engine import Engine
 from kiqbeat.entrypoints.common import opened_engine, progress_bar
-from kiqbeat.errors import ConfigError, shown
+from kiqbeat.errors import (
+    ConfigError,
+    foreign_json,
+    is_plain,
+    json_name,
+    shown,
+    shown_name,
+    shown_text,
+)
 from kiqbeat.settings import add_flags
 from kiqbeat.store import ImportResult, ScheduleStatus, Store
 
@@ -55,7 +64,7 @@ _DUMPER: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml when ava
 
 
 def _done(args: argparse.Namespace, document: dict[str, Any], text: str) -> int:
-    print(json.dumps(document, indent=2, ensure_ascii=False) if args.json else text)
+    print(foreign_json(document, indent=2) if args.json else text)
     return 0
 
 
@@ -128,18 +137,19 @@ def _cmd_write(args: argparse.Namespace) -> int:
         else:
             changed = store.update(args.name, definition)
     verb = {"add": "added", "put": "stored", "update": "updated"}[args.action]
-    text = (f"{verb} {args.name!r}; the next invocation plans it" if changed
-            else f"{args.name!r} was stored exactly so already; nothing changed")
-    return _done(args, {"name": args.name, "action": args.action, "changed": changed}, text)
+    text = (f"{verb} {shown(args.name)}; the next invocation plans it" if changed
+            else f"{shown(args.name)} was stored exactly so already; nothing changed")
+    return _done(args, {**json_name(args.name), "action": args.action, "changed": changed},
+                 text)
 
 
 def _cmd_remove(args: argparse.Namespace) -> int:
     with opened_engine(args) as engine:
         store = engine.store()
         removed = store.remove(args.name)
-    text = (f"removed {args.name!r} and forgot its state" if removed
+    text = (f"removed {shown(args.name)} and forgot its state" if removed
             else f"{store.no_schedule([args.name])}; nothing removed")
-    return _done(args, {"name": args.name, "action": "remove", "changed": removed}, text)
+    return _done(args, {**json_name(args.name), "action": "remove", "changed": removed}, text)
 
 
 def _cmd_pause(args: argparse.Namespace) -> int:
@@ -148,11 +158,12 @@ def _cmd_pause(args: argparse.Namespace) -> int:
         pausing = args.action == "pause"
         changed = store.pause(args.name) if pausing else store.resume(args.name)
     if changed:
-        text = (f"paused {args.name!r}: its ticks pass without jobs until resumed" if pausing
-                else f"resumed {args.name!r}: its next tick is pushed")
+        text = (f"paused {shown(args.name)}: its ticks pass without jobs until resumed" if pausing
+                else f"resumed {shown(args.name)}: its next tick is pushed")
     else:
-        text = f"{args.name!r} was {'paused' if pausing else 'running'} already"
-    return _done(args, {"name": args.name, "action": args.action, "changed": changed}, text)
+        text = f"{shown(args.name)} was {'paused' if pausing else 'running'} already"
+    return _done(args, {**json_name(args.name), "action": args.action, "changed": changed},
+                 text)
 
 
 def _iso(row: ScheduleStatus, attribute: str) -> str:
@@ -166,17 +177,21 @@ def _cmd_get(args: argparse.Namespace) -> int:
         row = store.get(args.name)
     if row is None:
         raise store.no_schedule([args.name])
-    lines = [f"{row.name}{'' if row.enabled else ' (paused)'}",
-             f"  source: {row.source or 'the API (or another language)'}"]
+    source = shown_text(row.source) if row.source else "the API (or another language)"
+    lines = [f"{shown_name(row.name)}{'' if row.enabled else ' (paused)'}",
+             f"  source: {source}"]
     if row.next_tick is None:
-        lines.append(f"  set aside: {row.set_aside}")
+        lines.append(f"  set aside: {shown_text(row.set_aside or '', MAX_REASON_CHARS)}")
     else:
         lines += [f"  timing: {row.timing}",
                   f"  next tick: {_iso(row, 'next_tick')}"
                   + (f" ({row.lag_s:.0f} s overdue)" if row.lag_s > 0 else ""),
                   f"  last tick covered: {_iso(row, 'covered_through')}",
                   f"  first seen: {_iso(row, 'first_seen')}"]
-    lines.append("  definition: " + json.dumps(row.definition, ensure_ascii=False))
+    definition = foreign_json(row.definition)
+    if len(definition) > MAX_DEFINITION_BYTES:  # stored by another writer: --json has it all
+        definition = definition[:MAX_DEFINITION_BYTES] + "... (--json shows it whole)"
+    lines.append("  definition: " + definition)
     return _done(args, row.as_dict(), "\n".join(lines))
 
 
@@ -216,7 +231,7 @@ def _entry(line: bytes | None, where: str) -> tuple[str, Any]:
     value = _json_value(line, where)
     if not isinstance(value, dict) or set(value) != {"name", "definition"}:
         raise ConfigError('expected an object {"name": ..., "definition": {...}}, got '
-                          f"{json.dumps(value, ensure_ascii=False)[:80]}", source=where)
+                          f"{shown(value, 80)}", source=where)
     name = value["name"]
     if not isinstance(name, str) or not name:
         raise ConfigError(f"'name' must be a non-empty string, got {shown(name)}", source=where)
@@ -308,19 +323,20 @@ def _import_summary(args: argparse.Namespace, result: ImportResult) -> int:
     refused = [(n, why) for n, why in result.refused if not (args.no_replace and why == "exists")]
     failed = len(result.invalid) + len(refused)
     if args.json:
-        print(json.dumps({
+        print(foreign_json({
             "file": args.file, "written": result.written, "unchanged": result.unchanged,
             "kept": len(kept),
-            "invalid": [{"name": n, "why": why} for n, why in result.invalid],
-            "refused": [{"name": n, "why": why} for n, why in refused]},
-            indent=2, ensure_ascii=False))
+            "invalid": [{**json_name(n), "why": why} for n, why in result.invalid],
+            "refused": [{**json_name(n), "why": why} for n, why in refused]},
+            indent=2))
     else:
         print(f"{args.file}: {result.written:,} written, {result.unchanged:,} unchanged, "
               + (f"{len(kept):,} kept (they exist; --no-replace), " if args.no_replace else "")
               + f"{len(result.invalid):,} invalid, {len(refused):,} refused")
         for label, rows in (("invalid", result.invalid), ("refused", refused)):
             for name, why in rows[:_SHOWN_PROBLEMS]:
-                print(f"{label}: {name}: {why}" if label == "refused" else f"{label}: {why}")
+                print(f"{label}: {shown_name(name)}: {why}" if label == "refused"
+                      else f"{label}: {why}")
             if len(rows) > _SHOWN_PROBLEMS:
                 print(f"... {len(rows) - _SHOWN_PROBLEMS:,} more {label} (--json lists all)")
     if failed:
@@ -331,13 +347,33 @@ def _import_summary(args: argparse.Namespace, result: ImportResult) -> int:
 
 
 def _compact(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False)
+    return foreign_json(value)
+
+
+def _yaml_page(page: dict[str, Any]) -> str:
+    """A page of schedules as a `schedules:` YAML document. Text that would not show as
+    itself (controls, bidi controls, lone surrogates from JSON escapes) makes the page
+    dumped with every non-ASCII character escaped: lossless, and safe on a terminal."""
+    document = {"schedules": page}
+    try:
+        text: str = yaml.dump(document, Dumper=_DUMPER, sort_keys=False, allow_unicode=True,
+                              width=1 << 20)
+    except UnicodeEncodeError:  # libyaml takes UTF-8 only: a lone surrogate
+        text = ""
+    if text and is_plain(text.replace("\n", "")):
+        return text
+    return str(yaml.dump(document, Dumper=yaml.SafeDumper, sort_keys=False,
+                         allow_unicode=False, width=1 << 20))
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
+    """Print every definition that can be exported; name on stderr those that cannot, once
+    the rest is written, and then exit 1: a backup is never silently short."""
     write = sys.stdout.write
+    passed: list[tuple[str, str]] = []
     with opened_engine(args) as engine:
-        items = engine.store().export()  # one HSCAN page at a time: memory stays bounded
+        # One HSCAN page at a time: memory stays bounded.
+        items = engine.store().export(passed)
         if args.jsonl:
             for name, definition in items:
                 write(_compact({"name": name, "definition": definition}) + "\n")
@@ -354,11 +390,20 @@ def _cmd_export(args: argparse.Namespace) -> int:
             write("schedules:")
             empty = True
             while page := dict(itertools.islice(items, EXPORT_PAGE)):
-                text = yaml.dump({"schedules": page}, Dumper=_DUMPER, sort_keys=False,
-                                 allow_unicode=True, width=1 << 20)
+                text = _yaml_page(page)
                 write(text.removeprefix("schedules:" if empty else "schedules:\n"))
                 empty = False
             write(" {}\n" if empty else "")
+    sys.stdout.flush()
+    for name, why in passed[:_SHOWN_PROBLEMS]:
+        print(f"kiqbeat: not exported: {shown_name(name)}: {why}", file=sys.stderr)
+    if len(passed) > _SHOWN_PROBLEMS:
+        print(f"kiqbeat: ... and {len(passed) - _SHOWN_PROBLEMS:,} more not exported",
+              file=sys.stderr)
+    if passed:
+        print(f"kiqbeat: {len(passed):,} schedule(s) not exported; every other one was",
+              file=sys.stderr)
+        return 1
     return 0
 
 

@@ -17,8 +17,15 @@ from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.retry import Retry
 from redis.sentinel import Sentinel
 
-from kiqbeat.errors import ConfigError, RedisRefusedError, RedisUnavailableError, StateError
-from kiqbeat.redis.urls import parse_url
+from kiqbeat.core.limits import MAX_SHOWN_CHARS
+from kiqbeat.errors import (
+    ConfigError,
+    RedisRefusedError,
+    RedisUnavailableError,
+    StateError,
+    shown,
+)
+from kiqbeat.redis.urls import TLS_FILES, parse_url
 
 DEFAULT_TIMEOUT_S = 2.0
 DEFAULT_RETRIES = 2
@@ -34,8 +41,12 @@ except ImportError:
 
 
 def reply_text(value: bytes | str) -> str:
-    """A reply as text: redis-py gives bytes, or str when the client decodes replies."""
-    return value.decode() if isinstance(value, bytes) else value
+    """A reply as text: redis-py gives bytes, or str when the client decodes replies.
+
+    Bytes that are not UTF-8 (a name written by another language) never stop a read: each
+    becomes a lone surrogate (`surrogateescape`), which `errors.shown` shows escaped and a
+    client from `connect` sends back to Redis as the same byte."""
+    return value.decode(errors="surrogateescape") if isinstance(value, bytes) else value
 
 
 def reply_bytes(value: bytes | str | None) -> bytes | None:
@@ -51,12 +62,18 @@ def connect(
     or `redis[s]+sentinel://` URL, read strictly by `urls.parse_url` (ConfigError)."""
     parsed = parse_url(url)
     tls: dict[str, Any] = parsed.tls_options(insecure_tls=insecure_tls)
+    for setting in TLS_FILES:
+        if setting in tls:
+            check_tls_file(setting, str(tls[setting]))
     auth: dict[str, Any] = {"username": parsed.username, "password": parsed.password}
     common: dict[str, Any] = {
         "socket_timeout": timeout_s,
         "socket_connect_timeout": timeout_s,
         "retry": Retry(ExponentialBackoff(cap=0.5, base=0.05), retries),
         "retry_on_error": [redis.ConnectionError, redis.TimeoutError],
+        # A name read from Redis that was not UTF-8 (`reply_text`) is written back as the
+        # bytes it was read from: `kiqbeat schedules remove` reaches it.
+        "encoding_errors": "surrogateescape",
     } | _NO_SETINFO
     if parsed.scheme == "unix":
         return redis.Redis(unix_socket_path=parsed.path, db=parsed.db, **auth, **common)
@@ -76,6 +93,24 @@ def connect(
     master: redis.Redis = sentinel.master_for(  # type: ignore[no-untyped-call]
         parsed.service, db=parsed.db, ssl=parsed.tls, **tls, **auth)
     return master
+
+
+_TLS_FILE_WHAT = {"ssl_ca_certs": "CA file", "ssl_certfile": "certificate file",
+                  "ssl_keyfile": "key file"}
+
+
+def check_tls_file(setting: str, path: str) -> None:
+    """ConfigError, before any connection, when a TLS file a URL names cannot be read:
+    otherwise redis-py reports it as a failure to connect ("Error 2 connecting to ...")."""
+    what = (f"the {_TLS_FILE_WHAT.get(setting, 'file')} {shown(path, MAX_SHOWN_CHARS)} given "
+            f"by {setting}")
+    try:
+        with open(path, "rb"):
+            pass
+    except FileNotFoundError:
+        raise ConfigError(f"{what} does not exist") from None
+    except OSError as exc:
+        raise ConfigError(f"{what} cannot be read: {exc.strerror or exc}") from None
 
 
 def startup_warnings(client: redis.Redis) -> list[str]:

@@ -11,6 +11,7 @@ from typing import Any
 
 import redis
 
+from kiqbeat.errors import shown
 from kiqbeat.redis import keys, scripts
 from kiqbeat.redis.connection import redis_errors, reply_bytes, reply_text
 from kiqbeat.redis.store import BATCH, scan_items
@@ -88,7 +89,7 @@ def push_manual(client: redis.Redis, namespace: str, name: str, sha: str, queue:
     the definition changed meanwhile."""
     script_keys = [keys.definitions(namespace), keys.history(namespace), keys.queues(namespace),
                    keys.queue(namespace, queue), keys.manual(namespace)]
-    with redis_errors(client, f"running schedule {name!r} now"):
+    with redis_errors(client, f"running schedule {shown(name)} now"):
         done = lua.call(scripts.TRIGGER, client, script_keys,
                         [name, sha, history, queue, jid, at_ms, job])
     return int(done) > 0

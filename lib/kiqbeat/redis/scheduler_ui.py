@@ -55,6 +55,7 @@ from typing import Any
 
 from kiqbeat.core.cron import Cron
 from kiqbeat.core.schedule import Config, Schedule
+from kiqbeat.errors import shown
 from kiqbeat.redis import keys
 
 # Marks a `schedules` entry as written by kiqbeat; sidekiq-scheduler's tab ignores it.
@@ -154,15 +155,15 @@ def read_toggles(raw_states: Mapping[str, str | bytes | None]) -> tuple[dict[str
         except (ValueError, UnicodeDecodeError):
             state = None
         if not isinstance(state, dict):
-            warnings.append(f"schedule {name!r}: ignoring sidekiq-scheduler:states value "
-                            f"{_short(raw)}: expected JSON such as {{\"enabled\":false}}")
+            warnings.append(f"schedule {shown(name)}: ignoring sidekiq-scheduler:states value "
+                            f"{shown(raw)}: expected JSON such as {{\"enabled\":false}}")
             continue
         enabled = state.get("enabled")
         if isinstance(enabled, bool):
             toggles[name] = enabled
         elif "enabled" in state:
-            warnings.append(f"schedule {name!r}: ignoring sidekiq-scheduler:states 'enabled' "
-                            f"{enabled!r}: expected true or false")
+            warnings.append(f"schedule {shown(name)}: ignoring sidekiq-scheduler:states "
+                            f"'enabled' {shown(enabled)}: expected true or false")
     return toggles, warnings
 
 
@@ -210,19 +211,19 @@ def coexistence_problems(
     for name in names:
         if pushed_recently.get(name):
             problems.append(
-                f"schedule {name!r}: sidekiq-scheduler pushed it within the last 24 h "
+                f"schedule {shown(name)}: sidekiq-scheduler pushed it within the last 24 h "
                 f"({keys.pushed_key(ns, name)} exists), so it may still be running and would push "
                 "every tick a second time. Remove the job from sidekiq-scheduler's schedule "
                 f"and restart it (or stop it), then `DEL {keys.pushed_key(ns, name)}`")
         spec = specs.get(name)
         if spec is not None and not _is_kiqbeat(spec):
             problems.append(
-                f"schedule {name!r}: {owner}'s schedule has a job of that name "
+                f"schedule {shown(name)}: {owner}'s schedule has a job of that name "
                 f"(field of {keys.schedules_key(ns)}); running both would push it twice. Remove it "
                 f"from {owner}'s {where}, then `HDEL {keys.schedules_key(ns)} {name}`")
         if cron_jobs and cron_jobs.get(name):
             problems.append(
-                f"schedule {name!r}: sidekiq-cron has a job of that name "
+                f"schedule {shown(name)}: sidekiq-cron has a job of that name "
                 f"({keys.cron_job_key(ns, name)}); "
                 "its poller would push it as well. Remove it from sidekiq-cron "
                 f"(Sidekiq::Cron::Job.destroy({name!r})) before kiqbeat schedules it")
@@ -230,7 +231,7 @@ def coexistence_problems(
         foreign = sorted(n for n, v in specs.items()
                          if v is not None and n not in names and not _is_kiqbeat(v))
         if foreign:
-            shown = ", ".join(map(repr, foreign[:5])) + (", ..." if len(foreign) > 5 else "")
+            listed = ", ".join(map(shown, foreign[:5])) + (", ..." if len(foreign) > 5 else "")
             if owner == "exq-scheduler":
                 why = ("exq-scheduler rewrites its entries there at every start, and the tab "
                        "would list and toggle both tools' jobs as one")
@@ -241,7 +242,7 @@ def coexistence_problems(
                 cleanup = f"{keys.schedules_key(ns)} {keys.schedules_changed_key(ns)}"
             problems.append(
                 f"sidekiq_scheduler_ui: {keys.schedules_key(ns)} holds {owner}'s own jobs "
-                f"({shown}): {why}. Use the tab with kiqbeat only once {owner} is gone: "
+                f"({listed}): {why}. Use the tab with kiqbeat only once {owner} is gone: "
                 f"remove it, then `DEL {cleanup}`")
     return problems
 
@@ -254,8 +255,3 @@ def _is_kiqbeat(raw: str | bytes | None) -> bool:
     except (ValueError, UnicodeDecodeError):
         return False
     return isinstance(spec, dict) and spec.get(MARKER) is True
-
-
-def _short(raw: str | bytes) -> str:
-    text = repr(raw)
-    return text if len(text) <= 60 else text[:57] + "..."

@@ -54,10 +54,6 @@ class Due:
     mark_ms: int | None
 
 
-def _name(value: bytes | str) -> str:
-    return value.decode(errors="surrogateescape") if isinstance(value, bytes) else value
-
-
 def redis_time(seconds: Any, micros: Any) -> datetime:
     """The instant TIME's two numbers name (aware UTC)."""
     return datetime.fromtimestamp(int(seconds), tz=UTC) + timedelta(microseconds=int(micros))
@@ -99,7 +95,7 @@ def read_due(
     now = redis_time(seconds, micros)
     # A name that is not UTF-8 (written by another language) stays readable: its definition
     # is then refused by name and set aside, writing back the same bytes.
-    due = [Due(_name(name), reply_bytes(definition), int(mark) if mark else None)
+    due = [Due(reply_text(name), reply_bytes(definition), int(mark) if mark else None)
            for name, definition, mark in zip(names, definitions, marks, strict=True)]
     return now, due, replies[1:]
 
@@ -313,10 +309,10 @@ def reindex(client: redis.Redis, namespace: str, shards: int,
                 if not page:
                     break
                 pipe = client.pipeline(transaction=False)
-                for raw, score in page:
+                for raw, score in page:  # moved as the bytes they are
                     name = reply_text(raw)
-                    pipe.zadd(due_key(namespace, name, shards), {name: score}, nx=True)
-                    pipe.zrem(old, name)
+                    pipe.zadd(due_key(namespace, name, shards), {raw: score}, nx=True)
+                    pipe.zrem(old, raw)
                 pipe.execute()
                 moved += len(page)
                 if progress is not None:
@@ -346,16 +342,20 @@ def _int(value: Any) -> int | None:
 
 
 def read_stored(client: redis.Redis, namespace: str, names: Sequence[str]) -> list[Stored]:
-    """The stored state of `names`, in one pipelined round trip per `BATCH` names."""
+    """The stored state of `names`, in one pipelined round trip per `BATCH` names.
+
+    Names are sent as bytes (a name read from Redis that was not UTF-8 is sent back as the
+    bytes it was), whatever the client's own encoding settings."""
     out: list[Stored] = []
     for first in range(0, len(names), BATCH):
         batch = list(names[first:first + BATCH])
+        sent = [name.encode(errors="surrogateescape") for name in batch]
         with redis_errors(client, "reading stored schedules"):
             pipe = client.pipeline(transaction=False)
-            pipe.hmget(keys.definitions(namespace), batch)
-            pipe.hmget(keys.watermarks(namespace), batch)
-            pipe.hmget(keys.first_seen(namespace), batch)
-            pipe.hmget(keys.rejected(namespace), batch)
+            pipe.hmget(keys.definitions(namespace), sent)
+            pipe.hmget(keys.watermarks(namespace), sent)
+            pipe.hmget(keys.first_seen(namespace), sent)
+            pipe.hmget(keys.rejected(namespace), sent)
             defs, marks, seen, rejected = pipe.execute()
         out += [Stored(name, reply_bytes(d), _int(m), _int(s),
                        None if r is None else reply_text(r))
