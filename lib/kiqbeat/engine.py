@@ -17,7 +17,10 @@ An invocation (DESIGN §1, §7): one pipeline reads the Redis clock, the first b
 index entries (definition and watermark of each) and the digest of the document as last
 applied; a changed document is applied as a diff first (then the batch is read again);
 each batch is planned and pushed by the push script, which moves each schedule's index
-entry in the same step; the next batch is read until one comes back short. Round trips:
+entry in the same step; the next batch is read until one says nothing more is due. A batch
+carries at most MAX_BATCH_DEFINITION_BYTES of definitions, and a definition over
+MAX_DEFINITION_BYTES is set aside without being read, so an invocation's memory is bounded
+whatever the store holds (core/limits.py). Round trips:
 one when nothing is due, two for an ordinary minute. Extras, each said where it happens:
 the startup checks (one pipelined INFO) and script loads on a new client or server; the
 neighbour check rides in the first pipeline whenever the engine meets a new config;
@@ -41,15 +44,16 @@ from kiqbeat.core.report import Report
 from kiqbeat.core.schedule import Config, Schedule
 from kiqbeat.document.sources import Sources
 from kiqbeat.document.validate import encode_definition, read_definition, with_window
-from kiqbeat.errors import ConfigError, DeadlineError
+from kiqbeat.errors import ConfigError, DeadlineError, shown
 from kiqbeat.redis import keys, scripts
 from kiqbeat.redis.connection import connect, redis_errors, reply_text, startup_warnings
 from kiqbeat.redis.neighbours import Neighbours
 from kiqbeat.redis.state import push
 from kiqbeat.redis.store import (
-    BATCH,
     Due,
+    DueBatch,
     Op,
+    Oversized,
     apply_document,
     definition_sha,
     document_digest,
@@ -261,7 +265,7 @@ class Engine:
         upto_ms = None if now is None else to_ms(now)
         redis_now, first, more = read_due(client, namespace, shard, upto_ms=upto_ms,
                                           more=more_reads, lua=self._lua)
-        batch: list[Due] | None = first
+        batch: DueBatch | None = first
         applied = more.pop() if document is not None and applies else None
         indexed_for = more.pop()
         more.pop()
@@ -317,9 +321,10 @@ class Engine:
                 f"that name belongs to {owner or 'the API'}; remove it there, or rename this one"
                 for name, owner in change.refused]
 
-    def _push_due(self, client: redis.Redis, config: Config, batch: list[Due] | None,
+    def _push_due(self, client: redis.Redis, config: Config, batch: DueBatch | None,
                   report: Report, deadline: float) -> None:
-        """Plan and push the due entries, a batch at a time, until a batch comes back short.
+        """Plan and push the due entries, a batch at a time, until a batch says no more are
+        due (a batch cut short by the bytes of its definitions does not end the invocation).
 
         Entries met again in a later batch (their index entry did not move: another copy
         planned further, or a definition changed meanwhile) are left for the next invocation.
@@ -341,8 +346,8 @@ class Engine:
                 _, batch, _ = read_due(client, namespace, shard, upto_ms=upto_ms,
                                        offset=offset, lua=self._lua)
                 report.round_trips += 1
-            fresh = [due for due in batch if due.name not in seen]
-            offset += len(batch) - len(fresh)
+            fresh = [due for due in batch.entries if due.name not in seen]
+            offset += len(batch.entries) - len(fresh)
             seen.update(due.name for due in fresh)
             entries = self._entries(fresh, config, own, report)
             report.schedules += len(fresh)
@@ -352,7 +357,7 @@ class Engine:
                                  for name, sha, why in plan.failed], config, report)
             sent = push(client, plan, config, report, deadline, self._lua, due_key=due_key,
                         sent=sent, history=self.settings.history)
-            if sent < 0 or len(batch) < BATCH:
+            if sent < 0 or not batch.more:
                 return
             batch = None
 
@@ -364,6 +369,11 @@ class Engine:
         for due in batch:
             if due.definition is None:  # removed by a plain HDEL: forget the rest
                 aside.append(Op("reject", due.name))
+                continue
+            if isinstance(due.definition, Oversized):  # not read: set aside by its length
+                why = f"schedule {shown(due.name)}: {due.definition.why()}"
+                aside.append(Op("reject", due.name, why.encode(),
+                                expect=f"big:{due.definition.size_bytes}"))
                 continue
             sha = definition_sha(due.definition)
             parsed = self._parse(due.name, due.definition, config, own)
@@ -382,8 +392,9 @@ class Engine:
         for op, (code, _) in zip(aside, results, strict=True):
             if code == "+" and op.definition:
                 report.set_aside += 1
-                report.warnings.append(f"schedule {op.name!r} set aside (fix its definition "
-                                       f"to run it again): {op.definition.decode()}")
+                report.warnings.append(f"schedule {shown(op.name)} set aside (fix its "
+                                       "definition to run it again): "
+                                       f"{op.definition.decode()}")
 
     def _parse(self, name: str, definition: bytes, config: Config,
                own: Mapping[str, Schedule]) -> Schedule | str:
