@@ -39,6 +39,7 @@ from typing import Any
 
 import redis
 
+from kiqbeat.core.limits import MAX_PARSED_DEFINITION_BYTES
 from kiqbeat.core.plan import Entry, TickMemo, plan_due, to_ms
 from kiqbeat.core.report import Report
 from kiqbeat.core.schedule import Config, Schedule
@@ -64,7 +65,8 @@ from kiqbeat.redis.urls import describe, parse_url
 from kiqbeat.settings import DEFAULT_DEADLINE_S, Settings
 from kiqbeat.store import Status, Store
 
-# Parsed definitions kept by a warm engine (about 2 KB each).
+# Parsed definitions kept by a warm engine (about 2 KB each), and at most
+# MAX_PARSED_DEFINITION_BYTES of definitions in all (core/limits.py).
 MAX_PARSED = 20_000
 # The source a document without a location is stored as (a Config built in a test).
 UNNAMED_DOCUMENT = "document"
@@ -119,6 +121,7 @@ class Engine:
         self._document: Document | None = None  # the current config's (Document.of caches)
         self._overridden: tuple[Config, Config] | None = None  # loaded -> with the overrides
         self._parsed: dict[tuple[str, bytes], Schedule | str] = {}
+        self._parsed_bytes = 0  # the definitions `_parsed` holds, in bytes
         self._memo = TickMemo()
         self._reported: set[str] = set()
         self._lua = scripts.Caller(functions=self.settings.redis_functions)
@@ -237,7 +240,7 @@ class Engine:
         document = Document.of(config)
         if document is not self._document:
             self._document = document
-            self._parsed.clear()  # the window may have changed, and lookaheads with it
+            self._forget_parsed()  # the window may have changed, and lookaheads with it
         return document
 
     def _invoke(self, config: Config, now: datetime | None, deadline: float) -> Report:
@@ -405,15 +408,21 @@ class Engine:
         key = (name, definition)
         parsed = self._parsed.get(key)
         if parsed is None:
-            if len(self._parsed) >= MAX_PARSED:
-                self._parsed.clear()
+            if (len(self._parsed) >= MAX_PARSED
+                    or self._parsed_bytes + len(definition) > MAX_PARSED_DEFINITION_BYTES):
+                self._forget_parsed()
             try:
                 parsed = read_definition(name, definition,
                                          window_s=config.missed_jobs_window_s)
             except ConfigError as exc:
                 parsed = "; ".join(exc.problems)[:2000]
             self._parsed[key] = parsed
+            self._parsed_bytes += len(definition)
         return parsed
+
+    def _forget_parsed(self) -> None:
+        self._parsed.clear()
+        self._parsed_bytes = 0
 
     def _not_yet_reported(self, warnings: Sequence[str]) -> list[str]:
         fresh = [w for w in dict.fromkeys(warnings) if w not in self._reported]

@@ -246,3 +246,29 @@ def test_store_writers_refuse_a_definition_over_the_limit_and_readers_report_one
     assert info_stat(client, "total_net_output_bytes") - sent_before < 1024 * 1024
     assert store.remove("big") is True  # anyone may remove it: it belongs to no one
     client.close()
+
+
+def test_an_invocation_planning_many_definitions_at_the_limit_stays_under_a_pods_memory(
+    redis_url: str, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """1,500 valid definitions of almost 64 KiB each (98 MB), all due: `kiqbeat run-once`
+    under 128 MiB plans every one (a batch, and the engine's cache of parsed definitions,
+    are bounded in bytes) and exits 0."""
+    client = connect(redis_url)
+    count = 1500
+    definition = json.dumps({**CONTROL, "description": "d" * (MAX_DEFINITION_BYTES - 100)})
+    pipe = client.pipeline(transaction=False)
+    for i in range(count):
+        pipe.hset(SCHEDULES, f"s{i}", definition)
+        pipe.zadd(DUE, {f"s{i}": 0})
+    pipe.execute()
+    with memory_group(POD_LIMIT_BYTES) as group:
+        done = run_limited(group, "run-once", redis_url=redis_url)
+        peak_bytes = int((group / "memory.max_usage_in_bytes").read_text())
+    with capsys.disabled():
+        print(f"\nrun-once under {POD_LIMIT_BYTES >> 20} MiB planning {count:,} definitions of "
+              f"{len(definition):,} bytes: peak {peak_bytes / 2**20:.1f} MiB (cgroup)")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert client.hlen("kiqbeat:watermarks") == count  # every one planned (first seen)
+    assert client.hlen(REJECTED) == 0
+    client.close()
