@@ -17,7 +17,10 @@ An invocation (DESIGN §1, §7): one pipeline reads the Redis clock, the first b
 index entries (definition and watermark of each) and the digest of the document as last
 applied; a changed document is applied as a diff first (then the batch is read again);
 each batch is planned and pushed by the push script, which moves each schedule's index
-entry in the same step; the next batch is read until one comes back short. Round trips:
+entry in the same step; the next batch is read until one says nothing more is due. A batch
+carries at most MAX_BATCH_DEFINITION_BYTES of definitions, and a definition over
+MAX_DEFINITION_BYTES is set aside without being read, so an invocation's memory is bounded
+whatever the store holds (core/limits.py). Round trips:
 one when nothing is due, two for an ordinary minute. Extras, each said where it happens:
 the startup checks (one pipelined INFO) and script loads on a new client or server; the
 neighbour check rides in the first pipeline whenever the engine meets a new config;
@@ -36,7 +39,7 @@ from typing import Any
 
 import redis
 
-from kiqbeat.core.limits import MAX_REASON_CHARS
+from kiqbeat.core.limits import MAX_PARSED_DEFINITION_BYTES, MAX_REASON_CHARS
 from kiqbeat.core.plan import Entry, TickMemo, plan_due, to_ms
 from kiqbeat.core.report import Report
 from kiqbeat.core.schedule import Config, Schedule
@@ -48,9 +51,10 @@ from kiqbeat.redis.connection import connect, redis_errors, reply_text, startup_
 from kiqbeat.redis.neighbours import Neighbours
 from kiqbeat.redis.state import push
 from kiqbeat.redis.store import (
-    BATCH,
     Due,
+    DueBatch,
     Op,
+    Oversized,
     apply_document,
     definition_sha,
     document_digest,
@@ -61,7 +65,8 @@ from kiqbeat.redis.urls import describe, parse_url
 from kiqbeat.settings import DEFAULT_DEADLINE_S, Settings
 from kiqbeat.store import Status, Store
 
-# Parsed definitions kept by a warm engine (about 2 KB each).
+# Parsed definitions kept by a warm engine (about 2 KB each), and at most
+# MAX_PARSED_DEFINITION_BYTES of definitions in all (core/limits.py).
 MAX_PARSED = 20_000
 # The source a document without a location is stored as (a Config built in a test).
 UNNAMED_DOCUMENT = "document"
@@ -116,6 +121,7 @@ class Engine:
         self._document: Document | None = None  # the current config's (Document.of caches)
         self._overridden: tuple[Config, Config] | None = None  # loaded -> with the overrides
         self._parsed: dict[tuple[str, bytes], Schedule | str] = {}
+        self._parsed_bytes = 0  # the definitions `_parsed` holds, in bytes
         self._memo = TickMemo()
         self._reported: set[str] = set()
         self._lua = scripts.Caller(functions=self.settings.redis_functions)
@@ -234,7 +240,7 @@ class Engine:
         document = Document.of(config)
         if document is not self._document:
             self._document = document
-            self._parsed.clear()  # the window may have changed, and lookaheads with it
+            self._forget_parsed()  # the window may have changed, and lookaheads with it
         return document
 
     def _invoke(self, config: Config, now: datetime | None, deadline: float) -> Report:
@@ -262,7 +268,7 @@ class Engine:
         upto_ms = None if now is None else to_ms(now)
         redis_now, first, more = read_due(client, namespace, shard, upto_ms=upto_ms,
                                           more=more_reads, lua=self._lua)
-        batch: list[Due] | None = first
+        batch: DueBatch | None = first
         applied = more.pop() if document is not None and applies else None
         indexed_for = more.pop()
         more.pop()
@@ -319,9 +325,10 @@ class Engine:
                 "it there, or rename this one"
                 for name, owner in change.refused]
 
-    def _push_due(self, client: redis.Redis, config: Config, batch: list[Due] | None,
+    def _push_due(self, client: redis.Redis, config: Config, batch: DueBatch | None,
                   report: Report, deadline: float) -> None:
-        """Plan and push the due entries, a batch at a time, until a batch comes back short.
+        """Plan and push the due entries, a batch at a time, until a batch says no more are
+        due (a batch cut short by the bytes of its definitions does not end the invocation).
 
         Entries met again in a later batch (their index entry did not move: another copy
         planned further, or a definition changed meanwhile) are left for the next invocation.
@@ -343,8 +350,8 @@ class Engine:
                 _, batch, _ = read_due(client, namespace, shard, upto_ms=upto_ms,
                                        offset=offset, lua=self._lua)
                 report.round_trips += 1
-            fresh = [due for due in batch if due.name not in seen]
-            offset += len(batch) - len(fresh)
+            fresh = [due for due in batch.entries if due.name not in seen]
+            offset += len(batch.entries) - len(fresh)
             seen.update(due.name for due in fresh)
             entries = self._entries(fresh, config, own, report)
             report.schedules += len(fresh)
@@ -354,7 +361,7 @@ class Engine:
                                  for name, sha, why in plan.failed], config, report)
             sent = push(client, plan, config, report, deadline, self._lua, due_key=due_key,
                         sent=sent, history=self.settings.history)
-            if sent < 0 or len(batch) < BATCH:
+            if sent < 0 or not batch.more:
                 return
             batch = None
 
@@ -366,6 +373,11 @@ class Engine:
         for due in batch:
             if due.definition is None:  # removed by a plain HDEL: forget the rest
                 aside.append(Op("reject", due.name))
+                continue
+            if isinstance(due.definition, Oversized):  # not read: set aside by its length
+                why = f"schedule {shown(due.name)}: {due.definition.why()}"
+                aside.append(Op("reject", due.name, why.encode(),
+                                expect=f"big:{due.definition.size_bytes}"))
                 continue
             sha = definition_sha(due.definition)
             parsed = self._parse(due.name, due.definition, config, own)
@@ -397,15 +409,21 @@ class Engine:
         key = (name, definition)
         parsed = self._parsed.get(key)
         if parsed is None:
-            if len(self._parsed) >= MAX_PARSED:
-                self._parsed.clear()
+            if (len(self._parsed) >= MAX_PARSED
+                    or self._parsed_bytes + len(definition) > MAX_PARSED_DEFINITION_BYTES):
+                self._forget_parsed()
             try:
                 parsed = read_definition(name, definition,
                                          window_s=config.missed_jobs_window_s)
             except ConfigError as exc:
                 parsed = "; ".join(exc.problems)[:MAX_REASON_CHARS]
             self._parsed[key] = parsed
+            self._parsed_bytes += len(definition)
         return parsed
+
+    def _forget_parsed(self) -> None:
+        self._parsed.clear()
+        self._parsed_bytes = 0
 
     def _not_yet_reported(self, warnings: Sequence[str]) -> list[str]:
         fresh = [w for w in dict.fromkeys(warnings) if w not in self._reported]

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import redis
 
@@ -55,7 +55,7 @@ from kiqbeat.core.records import (
 )
 from kiqbeat.core.report import PushedJob
 from kiqbeat.core.schedule import Schedule
-from kiqbeat.document.validate import encode_definition, read_definition
+from kiqbeat.document.validate import check_size, encode_definition, read_definition
 from kiqbeat.errors import (
     ConfigError,
     KiqbeatError,
@@ -67,13 +67,14 @@ from kiqbeat.errors import (
     shown_text,
 )
 from kiqbeat.redis import keys, scripts
-from kiqbeat.redis.connection import redis_errors, reply_bytes, reply_text
-from kiqbeat.redis.records import Piece, push_backfill, push_manual, read_definitions, read_records
+from kiqbeat.redis.connection import redis_errors, reply_text
+from kiqbeat.redis.records import Piece, push_backfill, push_manual, read_present, read_records
 from kiqbeat.redis.store import (
     BATCH,
     WRITE_CODES,
     Counts,
     Op,
+    Oversized,
     Stored,
     definition_sha,
     read_clock,
@@ -106,6 +107,9 @@ class ScheduleStatus:
     next_tick: datetime | None  # None when set aside
     lag_s: float  # how overdue the next tick is (0 when it is in the future)
     set_aside: str | None  # why its definition was refused, when it was
+    # The definition's length when it is over MAX_DEFINITION_BYTES: it was not read (then
+    # `definition` is None and `set_aside` says so).
+    oversized_bytes: int | None = None
 
     def line(self) -> str:
         """One line for a person (`kiqbeat status`, `kiqbeat schedules list`); what another
@@ -129,7 +133,7 @@ class ScheduleStatus:
                 "covered_through": iso(self.covered_through),
                 "first_seen": iso(self.first_seen), "next_tick": iso(self.next_tick),
                 "lag_s": round(self.lag_s, 3), "set_aside": self.set_aside,
-                "definition": self.definition}
+                "oversized_bytes": self.oversized_bytes, "definition": self.definition}
 
 
 @dataclass(frozen=True)
@@ -238,7 +242,8 @@ class Store:
     # ------------------------------------------------------------------------ writing
 
     def check(self, name: str, definition: Mapping[str, Any]) -> bytes:
-        """The stored form of a definition; ConfigError with a document's messages."""
+        """The stored form of a definition; ConfigError with a document's messages (one
+        over MAX_DEFINITION_BYTES as stored is refused, naming the limit)."""
         if not isinstance(definition, Mapping):
             raise ConfigError(f"schedule {shown(name)}: a definition is a mapping of fields "
                               f"(cron, class, ...), got {shown(definition)}")
@@ -246,6 +251,7 @@ class Store:
             raise ConfigError(f"schedule {shown(name)}: 'source' is kiqbeat's (who wrote the "
                               "schedule), not a field to set")
         data = encode_definition(dict(definition))
+        check_size(name, data)
         read_definition(name, data, window_s=self.window_s)
         return data
 
@@ -354,10 +360,11 @@ class Store:
 
     def _set_enabled(self, name: str, enabled: bool) -> bool:
         for _ in range(10):  # another writer between the read and the write: read again
-            with redis_errors(self.client, f"reading schedule {shown(name)}"):
-                data = reply_bytes(self.client.hget(keys.definitions(self.namespace), name))
+            data = read_present(self.client, self.namespace, [name], self._lua).get(name)
             if data is None:
                 raise self.no_schedule([name])
+            if isinstance(data, Oversized):
+                raise ConfigError(f"schedule {shown(name)}: {data.why()}")
             current = _definition(data)
             if current is None:
                 raise ConfigError(f"schedule {shown(name)} has a definition that is not a JSON "
@@ -438,16 +445,19 @@ class Store:
         return Status(now, counts, rows, aside)
 
     def _rows(self, names: Sequence[str], now: datetime) -> builtins.list[ScheduleStatus]:
-        return [row for stored in read_stored(self.client, self.namespace, names)
+        return [row for stored in read_stored(self.client, self.namespace, names, self._lua)
                 if (row := self._row(stored, now)) is not None]
 
     def _row(self, stored: Stored, now: datetime) -> ScheduleStatus | None:
         if stored.definition is None:
             return None
-        raw = _definition(stored.definition)
-        source = str(raw.pop("source", "")) if raw is not None else ""
         mark = from_ms(stored.mark_ms) if stored.mark_ms is not None else None
         seen = from_ms(stored.first_seen_ms) if stored.first_seen_ms is not None else None
+        if isinstance(stored.definition, Oversized):
+            return ScheduleStatus(stored.name, None, "", False, "", "", mark, seen, None, 0.0,
+                                  stored.definition.why(), stored.definition.size_bytes)
+        raw = _definition(stored.definition)
+        source = str(raw.pop("source", "")) if raw is not None else ""
         try:
             schedule = read_definition(stored.name, stored.definition, window_s=self.window_s)
         except ConfigError as exc:
@@ -467,7 +477,8 @@ class Store:
     def missed(self, names: Sequence[str] = ()) -> builtins.list[MissedRange]:
         """The recorded missed ticks of `names` (default: every schedule), as ranges."""
         records = dict(read_records(self.client, keys.missed(self.namespace), names))
-        definitions = read_definitions(self.client, self.namespace, builtins.list(records))
+        definitions = read_present(self.client, self.namespace, builtins.list(records),
+                                   self._lua)
         out = []
         for name, text in sorted(records.items()):
             schedule = self._schedule(name, definitions.get(name))
@@ -504,8 +515,8 @@ class Store:
         # the deadline).
         recorded = {name: _ranges(name, text) for name, text
                     in read_records(self.client, keys.missed(self.namespace), names)}
-        definitions = read_definitions(self.client, self.namespace, builtins.list(names)
-                                       or builtins.list(recorded))
+        definitions = read_present(self.client, self.namespace, builtins.list(names)
+                                   or builtins.list(recorded), self._lua)
         result = Backfill()
         # Named, with neither definition nor record (one with a record is skipped below).
         result.skipped += [(n, "no schedule of that name") for n in names
@@ -566,7 +577,7 @@ class Store:
                 elif not latest_only:
                     result.planned += ticks
                 continue
-            sha = definition_sha(definitions[name])
+            sha = definition_sha(cast(bytes, definitions[name]))  # Oversized: refused above
 
             def job(tick_ms: int, schedule: Schedule = schedule) -> str:
                 now = clock + timedelta(seconds=time.monotonic() - started)
@@ -597,9 +608,11 @@ class Store:
         given, paused or not. Its jid is "manual" and 18 random hex digits: never a tick's
         (24 hex digits), so it neither stands for nor hides any tick. Recorded in the
         schedule's history as manual."""
-        stored = read_definitions(self.client, self.namespace, [name]).get(name)
+        stored = read_present(self.client, self.namespace, [name], self._lua).get(name)
         if stored is None:
             raise self.no_schedule([name])
+        if isinstance(stored, Oversized):
+            raise ConfigError(f"schedule {shown(name)}: {stored.why()}")
         data = stored
         if args is not None:
             raw = _definition(stored) or {}
@@ -632,10 +645,12 @@ class Store:
             raise ConfigError(f"the history of schedule {shown(name)} in {key} is garbled: "
                               f"{shown(reply_text(text))}") from None
 
-    def _schedule(self, name: str, data: bytes | None) -> Schedule | str:
+    def _schedule(self, name: str, data: bytes | Oversized | None) -> Schedule | str:
         """The checked schedule of a stored definition, or why there is none."""
         if data is None:
             return "no schedule of that name"
+        if isinstance(data, Oversized):
+            return data.why()
         try:
             return read_definition(name, data, window_s=self.window_s)
         except ConfigError as exc:

@@ -114,6 +114,33 @@ def test_a_bad_cron_is_refused_with_the_message_and_exit_code_a_document_gets(
     assert "--json-definition: invalid JSON at line 1, column 2" in not_json.err
 
 
+def test_a_definition_over_the_size_limit_is_refused_up_front_naming_the_limit(
+    kiqbeat: Kiqbeat, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    """`add/put --file` and `import` refuse a definition whose stored form is over 64 KiB
+    (an invocation would set it aside unread), saying so; nothing of it is written."""
+    big = {**DIGEST, "description": "d" * 70_000}
+    path = tmp_path / "big.yaml"
+    path.write_text(yaml.safe_dump(big))
+    for action in ("add", "put"):
+        done = kiqbeat("schedules", action, "big", "--file", str(path))
+        assert done.code == 1, done.err
+        assert "schedule 'big': its definition is 70,0" in done.err
+        assert "over the limit of 65,536 bytes" in done.err
+    lines = tmp_path / "table.jsonl"
+    lines.write_text(json.dumps({"name": "big", "definition": big}) + "\n"
+                     + json.dumps({"name": "small", "definition": DIGEST}) + "\n")
+    imported = kiqbeat("schedules", "import", str(lines), "--json")
+    assert imported.code == 1
+    assert [i["name"] for i in imported.json()["invalid"]] == ["big"]
+    assert "over the limit of 65,536 bytes" in imported.json()["invalid"][0]["why"]
+    document = tmp_path / "schedules.yaml"
+    document.write_text(yaml.safe_dump({"schedules": {"big": big, "small": DIGEST}}))
+    refused = kiqbeat("schedules", "import", str(document))
+    assert refused.code == 1 and "over the limit of 65,536 bytes" in refused.err
+    assert list(definitions(redis_client)) == ["small"]
+
+
 def test_pause_and_resume_change_only_enabled(
     kiqbeat: Kiqbeat, redis_client: redis.Redis
 ) -> None:

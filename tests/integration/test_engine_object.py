@@ -80,12 +80,12 @@ def test_one_invocation_sends_a_bounded_number_of_bytes_and_the_next_goes_on(
 ) -> None:
     from kiqbeat.redis import state
 
-    monkeypatch.setattr(state, "MAX_BYTES_PER_INVOCATION", 300_000)
+    monkeypatch.setattr(state, "MAX_BYTES_PER_INVOCATION", 150_000)
     cfg = config("missed_jobs_window: 1h\nschedules:\n  big:\n    cron: '* * * * * *'\n"
-                 "    class: BigWorker\n    args: ['" + "x" * 100_000 + "']\n")
+                 "    class: BigWorker\n    args: ['" + "x" * 60_000 + "']\n")
     engine = Engine(client=redis_client)
     engine.run(cfg)
-    seed_mark(redis_client, "big", 10)  # ten ticks of 100 KB are due
+    seed_mark(redis_client, "big", 10)  # ten ticks of 60 KB (a definition is at most 64 KiB)
     first = engine.run(cfg)
     assert 3 <= first.pushed < 10
     assert any("the most one may" in w for w in first.warnings)

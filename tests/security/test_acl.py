@@ -41,7 +41,8 @@ KEY_PATTERNS = ("~kiqbeat:*", "~queue:*", "~queues", "~schedule")
 NEIGHBOUR_PATTERNS = ("%R~schedules", "%R~sidekiq-scheduler:pushed:*", "%R~cron_job:*")
 LUA = {"scripts": ("+evalsha", "+script|load"), "functions": ("+fcall",)}
 REQUIRED = ("+time", "+hmget", "+type", "+hget", "+hset", "+hsetnx", "+hdel", "+hexists",
-            "+lpush", "+sadd", "+zadd", "+zrem", "+zscore", "+zrangebyscore", "+get", "+set")
+            "+lpush", "+sadd", "+zadd", "+zrem", "+zscore", "+zrangebyscore", "+get", "+set",
+            "+hstrlen")
 # `kiqbeat status` (and the store API's reads) besides.
 FOR_STATUS = ("+hlen", "+zcard", "+zcount", "+zrange", "+hscan")
 OPTIONAL = ("+exists", "+info")

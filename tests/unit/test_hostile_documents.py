@@ -180,3 +180,21 @@ def _within_budget(load: Callable[[], object]) -> None:
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
     assert elapsed < TIME_BUDGET_S and peak < MEMORY_BUDGET_BYTES, (elapsed, peak)
+
+
+def test_a_schedule_whose_stored_definition_is_over_the_limit_is_refused_with_the_rest() -> None:
+    """An invocation would set such a definition aside unread: the document is refused up
+    front, the schedule named with its stored size and the limit, beside its other
+    problems (one pass)."""
+    from kiqbeat.core.limits import MAX_DEFINITION_BYTES
+
+    text = ("schedules:\n  big:\n    cron: '* * * * *'\n    class: Worker\n"
+            f"    description: {'d' * MAX_DEFINITION_BYTES}\n"
+            "  typo:\n    cron: '* * * * *'\n    class: Worker\n    quue: x\n")
+    error = refused(text)
+    assert len(error.problems) == 2
+    assert error.problems[0].startswith("schedule 'big': its definition is ")
+    assert f"bytes as stored, over the limit of {MAX_DEFINITION_BYTES:,} bytes" in str(error)
+    fits = ("schedules:\n  big:\n    cron: '* * * * *'\n    class: Worker\n"
+            f"    description: {'d' * (MAX_DEFINITION_BYTES - 100)}\n")
+    assert [s.name for s in load_config_text(fits).schedules] == ["big"]

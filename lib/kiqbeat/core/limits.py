@@ -6,6 +6,15 @@ Values are chosen from what Sidekiq users put in a job, not from what Redis can 
 Sidekiq job's JSON is typically under a few KB, and Sidekiq itself warns about large
 arguments. Anything beyond these is a mistake or an attack, and is refused or set aside
 naming the schedule, never allowed to stop the others.
+
+Measured (tests/integration/test_confined.py and the same runs at other sizes; `kiqbeat
+run-once` as a new process in a cgroup v1 memory group, peak = memory.max_usage_in_bytes,
+Redis 7.0.15, Python 3.11): an empty store 25 MiB; beside 73 MB of hostile definitions
+(40 MB non-JSON, 30 MB valid JSON, one over the limit under a 2,000-character name) 25 MiB,
+Redis sending under 6 KB to it; 2,000 or 20,000 valid definitions of 64 KiB, all due,
+63-66 MiB. So an invocation's peak memory is about 70 MiB whatever the store holds (the
+Kubernetes manifests' 128Mi limit; before these bounds: OOM-killed at 128 MiB, and 512 MiB
+for 20,000 definitions of 64 KiB).
 """
 
 from __future__ import annotations
@@ -19,6 +28,11 @@ MAX_DEFINITION_BYTES = 64 * 1024
 # bounds an invocation's memory whatever the store holds (a batch is then cut short and
 # the rest read by the next round trip).
 MAX_BATCH_DEFINITION_BYTES = 2 * 1024 * 1024
+
+# Definitions a warm engine keeps parsed (its cache, keyed by the stored bytes), in bytes:
+# with the two bounds above, what keeps an invocation's memory bounded when many large
+# definitions are due (the cache is emptied when it would pass this).
+MAX_PARSED_DEFINITION_BYTES = 16 * 1024 * 1024
 
 # Shards a due index may be split into (`--shard I/N`, `kiqbeat schedules reindex`).
 MAX_SHARDS = 1024

@@ -16,6 +16,7 @@ from functools import partial
 from typing import Any, TypeVar, cast
 
 from kiqbeat.core.cron import Cron, Every, parse_cron, parse_every
+from kiqbeat.core.limits import MAX_DEFINITION_BYTES
 from kiqbeat.core.schedule import CatchUp, Config, Schedule, TimestampFormat, Timetable
 from kiqbeat.document.fields import (
     BY_NAME,
@@ -66,7 +67,7 @@ def validate(doc: Mapping[str, Any], *, source: str = "", problems: list[str] | 
     out = _Checker()
     out.problems.extend(problems or [])
     out.warnings.extend(warnings or [])
-    config = _config(doc, out)
+    config = _config(doc, out, source)
     if config is None or out.problems:
         raise ConfigError(out.problems, source=source)
     return replace(config, source=source)
@@ -81,6 +82,23 @@ def encode_definition(definition: Mapping[str, Any], source: str = "") -> bytes:
                           ensure_ascii=False).encode()
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"the definition cannot be stored as JSON: {exc}") from None
+
+
+def size_problem(name: str, data: bytes) -> str | None:
+    """Why a definition in its stored form is too large to store, or None."""
+    if len(data) <= MAX_DEFINITION_BYTES:
+        return None
+    return (f"schedule {shown(name)}: its definition is {len(data):,} bytes as stored, over "
+            f"the limit of {MAX_DEFINITION_BYTES:,} bytes; keep large data out of a schedule "
+            "(its args carry an id, the data lives elsewhere)")
+
+
+def check_size(name: str, data: bytes) -> None:
+    """Refuse (ConfigError) a definition whose stored form is over MAX_DEFINITION_BYTES:
+    an invocation would set it aside unread."""
+    problem = size_problem(name, data)
+    if problem:
+        raise ConfigError(problem)
 
 
 def read_definition(name: str, data: bytes, *, window_s: float = 3600.0) -> Schedule:
@@ -177,7 +195,7 @@ def _unknown_top(key: object) -> str:
     return f"unknown top-level key {shown(key)}{hint or listed}"
 
 
-def _config(doc: Mapping[str, Any], out: _Checker) -> Config | None:
+def _config(doc: Mapping[str, Any], out: _Checker, source: str = "") -> Config | None:
     out.problems.extend(_unknown_top(k) for k in doc if k not in TOP_LEVEL_KEYS)
     top: dict[str, Any] = {}
     for name in TOP_LEVEL_KEYS:
@@ -208,7 +226,13 @@ def _config(doc: Mapping[str, Any], out: _Checker) -> Config | None:
         shapes = Shapes()
         for name, raw in raw_schedules.items():
             schedule = _schedule(name, raw, top, out, shapes)
-            if schedule is not None:
+            if schedule is None:
+                continue
+            # As the engine stores it (with its source): no larger than an invocation reads.
+            too_large = size_problem(name, encode_definition(schedule.definition, source))
+            if too_large:
+                out.problems.append(too_large)
+            else:
                 schedules.append(schedule)
     in_ms = [s.name for s in schedules if s.timestamp_format == "ms"]
     if ns.startswith("exq") and in_ms:

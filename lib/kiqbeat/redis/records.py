@@ -13,8 +13,8 @@ import redis
 
 from kiqbeat.errors import shown
 from kiqbeat.redis import keys, scripts
-from kiqbeat.redis.connection import redis_errors, reply_bytes, reply_text
-from kiqbeat.redis.store import BATCH, scan_items
+from kiqbeat.redis.connection import redis_errors, reply_text
+from kiqbeat.redis.store import BATCH, Oversized, read_definitions, scan_items
 
 
 def _hmget(client: redis.Redis, key: str, names: Sequence[str]) -> Iterator[tuple[str, Any]]:
@@ -38,11 +38,12 @@ def read_records(client: redis.Redis, key: str, names: Sequence[str]
         yield name, reply_text(found)
 
 
-def read_definitions(client: redis.Redis, namespace: str, names: Sequence[str]
-                     ) -> dict[str, bytes]:
-    """The stored definitions of `names` (absent ones left out), one HMGET per batch."""
-    return {name: reply_bytes(value) or b""
-            for name, value in _hmget(client, keys.definitions(namespace), names)}
+def read_present(client: redis.Redis, namespace: str, names: Sequence[str],
+                 lua: scripts.Caller = scripts.SCRIPTS) -> dict[str, bytes | Oversized]:
+    """The stored definitions of `names`, absent ones left out, over the limit ones as
+    Oversized (never read: `kiqbeat.redis.store.read_definitions`)."""
+    return {name: d for name, d in zip(names, read_definitions(client, namespace, names, lua),
+                                       strict=True) if d is not None}
 
 
 @dataclass

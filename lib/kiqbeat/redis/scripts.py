@@ -25,8 +25,16 @@ from typing import Any
 
 import redis
 
+from kiqbeat.core import limits
+
 Arg = str | bytes | int | float
 LIBRARY = "kiqbeat"
+
+
+# The bounds the scripts enforce, from their one home (core/limits.py).
+LIMITS = (f"-- kiqbeat's bounds (core/limits.py), written here by scripts.py.\n"
+          f"local MAX_DEFINITION_BYTES = {limits.MAX_DEFINITION_BYTES}\n"
+          f"local MAX_BATCH_DEFINITION_BYTES = {limits.MAX_BATCH_DEFINITION_BYTES}\n")
 
 
 @dataclass(frozen=True)
@@ -39,11 +47,12 @@ class Lua:
 
     @classmethod
     def named(cls, name: str, *uses: str) -> Lua:
-        """The packaged script `lua/<name>.lua`, after the checks every script shares
-        (`lua/checks.lua`) and the shared parts it `uses` (`lua/<use>.lua`)."""
+        """The packaged script `lua/<name>.lua`, after the bounds (`LIMITS`) and the checks
+        every script shares (`lua/checks.lua`) and the shared parts it `uses`
+        (`lua/<use>.lua`)."""
         lua = files("kiqbeat.redis").joinpath("lua")
-        text = "\n".join(lua.joinpath(f"{part}.lua").read_text()
-                         for part in ("checks", *uses, name))
+        text = "\n".join([LIMITS, *(lua.joinpath(f"{part}.lua").read_text()
+                                    for part in ("checks", *uses, name))])
         return cls(name, text, hashlib.sha1(text.encode()).hexdigest())
 
     @property
@@ -96,11 +105,12 @@ class Caller:
         client.script_load(lua.text)
 
 
-DUE = Lua.named("due")
-PUSH = Lua.named("push", "records")
-WRITE = Lua.named("write", "records")
-BACKFILL = Lua.named("backfill", "records")
-TRIGGER = Lua.named("trigger", "records")
+DUE = Lua.named("due", "definitions")
+PUSH = Lua.named("push", "definitions", "records")
+WRITE = Lua.named("write", "definitions", "records")
+BACKFILL = Lua.named("backfill", "definitions", "records")
+TRIGGER = Lua.named("trigger", "definitions", "records")
+READ = Lua.named("read", "definitions")
 SCRIPTS = Caller(functions=False)
 
 
@@ -108,7 +118,7 @@ def library() -> str:
     """The Redis 7 function library of every script, for `FUNCTION LOAD REPLACE`."""
     parts = [f"#!lua name={LIBRARY}", "-- kiqbeat's scripts as Redis functions: load with "
              "FUNCTION LOAD REPLACE (kiqbeat functions --load)."]
-    for lua in (DUE, PUSH, WRITE, BACKFILL, TRIGGER):
+    for lua in (DUE, PUSH, WRITE, BACKFILL, TRIGGER, READ):
         parts.append(f"redis.register_function('{lua.function}', function(KEYS, ARGV)\n"
                      f"{lua.text}\nend)")
     return "\n\n".join(parts) + "\n"

@@ -7,8 +7,11 @@ API, any other language — change definitions with `write` (one atomic script p
 or with the plain commands docs/store.md gives. Nothing here validates: definitions are
 bytes, and the caller (the engine, `kiqbeat.store`) decides what they mean.
 
-Bounds: a batch is at most `BATCH` names and one write call at most `WRITE_BATCH` operations and
-`MAX_WRITE_BYTES`, so no script holds Redis for more than a few milliseconds.
+Bounds: a batch is at most `BATCH` names, and the definitions it carries at most
+`MAX_BATCH_DEFINITION_BYTES`; a definition over `MAX_DEFINITION_BYTES` is never read (the
+scripts ask its length first, and report it as `Oversized`). One write call is at most
+`WRITE_BATCH` operations and `MAX_WRITE_BYTES`, so no script holds Redis for more than a few
+milliseconds, whatever one definition's size.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import Any
 
 import redis
 
+from kiqbeat.core.limits import MAX_DEFINITION_BYTES
 from kiqbeat.core.plan import shard_of
 from kiqbeat.redis import keys, scripts
 from kiqbeat.redis.connection import redis_errors, reply_bytes, reply_text
@@ -32,7 +36,8 @@ BATCH = 500
 WRITE_BATCH = 200  # a write op costs Redis more than a read: smaller calls
 MAX_WRITE_BYTES = 1024 * 1024
 WRITE_CODES = {"+": "done", "=": "unchanged", "E": "exists", "M": "missing",
-               "O": "belongs to another source", "S": "changed since it was read"}
+               "O": "belongs to another source", "S": "changed since it was read",
+               "L": f"over the size limit of {MAX_DEFINITION_BYTES:,} bytes"}
 
 
 def definition_sha(definition: bytes) -> str:
@@ -46,12 +51,43 @@ def due_key(namespace: str, name: str, shards: int) -> str:
 
 
 @dataclass(frozen=True)
+class Oversized:
+    """A stored definition over MAX_DEFINITION_BYTES, in place of its bytes: it was not read
+    (Redis gave its length), and is set aside as such."""
+
+    size_bytes: int
+
+    def why(self) -> str:
+        """The reason it is set aside, for `kiqbeat:rejected`, reports and listings."""
+        return (f"its definition is {self.size_bytes:,} bytes, over the limit of "
+                f"{MAX_DEFINITION_BYTES:,} bytes (not read; keep large data out of a "
+                "schedule, e.g. an id in args, and write it again)")
+
+
+def as_stored(definition: Any, size_bytes: Any) -> bytes | Oversized | None:
+    """A definition as a script read it (nil when gone or not read) with its length."""
+    if int(size_bytes) > MAX_DEFINITION_BYTES:
+        return Oversized(int(size_bytes))
+    return reply_bytes(definition)
+
+
+@dataclass(frozen=True)
 class Due:
-    """One due index entry as read: its name, definition (None if gone) and mark."""
+    """One due index entry as read: its name, definition (None if gone, Oversized when over
+    the limit: not read) and mark."""
 
     name: str
-    definition: bytes | None
+    definition: bytes | Oversized | None
     mark_ms: int | None
+
+
+@dataclass(frozen=True)
+class DueBatch:
+    """One read of the due index: its entries, and whether more may be due after them
+    (the batch was full, or cut short by the bytes its definitions carry)."""
+
+    entries: list[Due]
+    more: bool
 
 
 def redis_time(seconds: Any, micros: Any) -> datetime:
@@ -70,11 +106,13 @@ def read_due(
     client: redis.Redis, namespace: str, shard: tuple[int, int] | None, *,
     upto_ms: int | None = None, offset: int = 0, limit: int = BATCH,
     more: Callable[[Any], None] | None = None, lua: scripts.Caller = scripts.SCRIPTS,
-) -> tuple[datetime, list[Due], list[Any]]:
+) -> tuple[datetime, DueBatch, list[Any]]:
     """The Redis clock, up to `limit` due entries (lowest score first) and `more`'s replies,
     in one round trip. Entries are due when scored at or below `upto_ms` (default: the
-    Redis clock). `more` queues further reads on the same pipeline; their replies come back
-    as they are, an error reply as an exception object.
+    Redis clock); the batch stops early once its definitions pass
+    MAX_BATCH_DEFINITION_BYTES (`DueBatch.more` then says to read on). `more` queues
+    further reads on the same pipeline; their replies come back as they are, an error
+    reply as an exception object.
     """
     script_keys = [keys.due(namespace, shard), keys.definitions(namespace),
                    keys.watermarks(namespace)]
@@ -91,13 +129,14 @@ def read_due(
             lua.reload(scripts.DUE, client)  # a new or restarted server: once
         if isinstance(replies[0], Exception):
             raise lua.explained(replies[0])
-    seconds, micros, names, definitions, marks = replies[0]
+    seconds, micros, names, definitions, marks, lengths, to_read = replies[0]
     now = redis_time(seconds, micros)
     # A name that is not UTF-8 (written by another language) stays readable: its definition
     # is then refused by name and set aside, writing back the same bytes.
-    due = [Due(reply_text(name), reply_bytes(definition), int(mark) if mark else None)
-           for name, definition, mark in zip(names, definitions, marks, strict=True)]
-    return now, due, replies[1:]
+    due = [Due(reply_text(name), as_stored(definition, length), int(mark) if mark else None)
+           for name, definition, mark, length
+           in zip(names, definitions, marks, lengths, strict=True)]
+    return now, DueBatch(due, bool(int(to_read))), replies[1:]
 
 
 @dataclass(frozen=True)
@@ -323,12 +362,29 @@ def reindex(client: redis.Redis, namespace: str, shards: int,
 # ---------------------------------------------------------------------------- reading
 
 
+def read_definitions(client: redis.Redis, namespace: str, names: Sequence[str],
+                     lua: scripts.Caller = scripts.SCRIPTS) -> list[bytes | Oversized | None]:
+    """The stored definitions of `names`, in order: None when gone, Oversized when over
+    MAX_DEFINITION_BYTES (read.lua asks each length first, in the same step, and never
+    reads such a one). One call per `BATCH` names, or fewer once the definitions read pass
+    MAX_BATCH_DEFINITION_BYTES: what one call brings back is bounded."""
+    out: list[bytes | Oversized | None] = []
+    key = keys.definitions(namespace)
+    while len(out) < len(names):
+        batch = [n.encode(errors="surrogateescape") for n in names[len(out):len(out) + BATCH]]
+        with redis_errors(client, f"reading {key}"):
+            definitions, lengths, count = lua.call(scripts.READ, client, [key], batch)
+        out += [as_stored(d, n) for d, n in zip(definitions, lengths[:int(count)], strict=True)]
+    return out
+
+
 @dataclass(frozen=True)
 class Stored:
-    """One schedule as stored: definition and state (None where absent)."""
+    """One schedule as stored: definition (Oversized when over the limit: not read) and
+    state (None where absent)."""
 
     name: str
-    definition: bytes | None
+    definition: bytes | Oversized | None
     mark_ms: int | None
     first_seen_ms: int | None
     rejected: str | None
@@ -341,23 +397,25 @@ def _int(value: Any) -> int | None:
         return None
 
 
-def read_stored(client: redis.Redis, namespace: str, names: Sequence[str]) -> list[Stored]:
-    """The stored state of `names`, in one pipelined round trip per `BATCH` names.
+def read_stored(client: redis.Redis, namespace: str, names: Sequence[str],
+                lua: scripts.Caller = scripts.SCRIPTS) -> list[Stored]:
+    """The stored state of `names`: per `BATCH` names, the definitions (`read_definitions`)
+    and one pipelined round trip for the rest.
 
     Names are sent as bytes (a name read from Redis that was not UTF-8 is sent back as the
     bytes it was), whatever the client's own encoding settings."""
     out: list[Stored] = []
     for first in range(0, len(names), BATCH):
         batch = list(names[first:first + BATCH])
+        defs = read_definitions(client, namespace, batch, lua)
         sent = [name.encode(errors="surrogateescape") for name in batch]
         with redis_errors(client, "reading stored schedules"):
             pipe = client.pipeline(transaction=False)
-            pipe.hmget(keys.definitions(namespace), sent)
             pipe.hmget(keys.watermarks(namespace), sent)
             pipe.hmget(keys.first_seen(namespace), sent)
             pipe.hmget(keys.rejected(namespace), sent)
-            defs, marks, seen, rejected = pipe.execute()
-        out += [Stored(name, reply_bytes(d), _int(m), _int(s),
+            marks, seen, rejected = pipe.execute()
+        out += [Stored(name, d, _int(m), _int(s),
                        None if r is None else reply_text(r))
                 for name, d, m, s, r in zip(batch, defs, marks, seen, rejected, strict=True)]
     return out

@@ -21,7 +21,8 @@ A job is pushed only if its tick is still recorded: another backfill that pushed
 removed it, so racing or repeated backfills push each recorded tick once. Then (AFTER,
 THROUGH] is removed from the schedule's record (every tick of it was pushed now or before,
 or, for --latest-only, deliberately left out), and each pushed job goes into the history
-as "b TICK DELAY". A group whose definition changed or went since it was read is left alone.
+as "b TICK DELAY". A group whose definition changed or went since it was read is left alone
+(one swapped for a definition over MAX_DEFINITION_BYTES has changed, and is not read).
 
 All checks run before the first write.
 
@@ -38,6 +39,7 @@ local err = expect_type(missed_key, 'hash') or expect_type(defs_key, 'hash')
   or expect_type(history_key, 'hash') or expect_type(queues_key, 'set')
   or expect_allowed('HMGET', missed_key, 'f') or expect_allowed('HSET', missed_key, 'f', 'r')
   or expect_allowed('HDEL', missed_key, 'f') or expect_allowed('HMGET', defs_key, 'f')
+  or expect_allowed('HSTRLEN', defs_key, 'f')
   or expect_allowed('HMGET', history_key, 'f') or expect_allowed('HSET', history_key, 'f', 'h')
   or expect_allowed('SADD', queues_key, 'q')
 if err then return err end
@@ -82,7 +84,8 @@ if #groups == 0 then return {0, 0, 0, ''} end
 -- Each schedule's record and history, read once and kept current across its groups (a
 -- call may carry several parts of one schedule), then written once.
 local records = redis.call('HMGET', missed_key, unpack(names))
-local defs = redis.call('HMGET', defs_key, unpack(names))
+-- A definition swapped meanwhile for one over the limit is not read: it has changed.
+local defs = read_definitions(defs_key, names, math.huge)
 local pasts = keep > 0 and redis.call('HMGET', history_key, unpack(names)) or {}
 local state = {}
 for k, name in ipairs(names) do

@@ -7,11 +7,15 @@ KEYS[3]  watermarks hash (name -> covered-through epoch ms)
 ARGV[1]  plan up to this instant, epoch ms; "" for the Redis clock
 ARGV[2]  offset into the due entries   ARGV[3]  at most this many (a batch)
 
-Returns {seconds, microseconds, names, definitions, marks}: TIME's two numbers, then, for the
-entries scored at or below the instant (lowest first), their names, their definitions (nil
-when gone) and their marks ("" when none). Cost: one range read and two HMGETs of one batch,
-whatever the size of the store. A mark that is not a whole number is refused, naming the
-schedule.
+Returns {seconds, microseconds, names, definitions, marks, lengths, more}: TIME's two
+numbers, then, for the entries scored at or below the instant (lowest first), their names,
+their definitions (nil when gone or over MAX_DEFINITION_BYTES: not read), their marks (""
+when none) and their definitions' lengths in bytes (HSTRLEN, asked before anything is read:
+0 when gone); `more` is 1 when due entries may follow this batch (it holds ARGV[3] names, or
+was cut short once the definitions it carries passed MAX_BATCH_DEFINITION_BYTES), 0 when
+there are none. Cost: one range read, one HSTRLEN per name and two HMGETs of one batch,
+whatever the size of the store or of any one definition. A mark that is not a whole number
+is refused, naming the schedule.
 ]]
 
 local clock = redis.call('TIME')
@@ -24,9 +28,14 @@ if upto == '' then
 end
 local names = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', upto, 'LIMIT', ARGV[2], ARGV[3])
 if #names == 0 then
-  return {clock[1], clock[2], {}, {}, {}}
+  return {clock[1], clock[2], {}, {}, {}, {}, 0}
 end
-local defs = redis.call('HMGET', KEYS[2], unpack(names))
+local more = #names == tonumber(ARGV[3]) and 1 or 0
+local defs, lengths, count = read_definitions(KEYS[2], names, MAX_BATCH_DEFINITION_BYTES)
+if count < #names then  -- cut short: the rest are read by the next call
+  names = {unpack(names, 1, count)}
+  more = 1
+end
 local raw = redis.call('HMGET', KEYS[3], unpack(names))
 local marks = {}
 for j = 1, #names do
@@ -37,4 +46,4 @@ for j = 1, #names do
   end
   marks[j] = value or ''
 end
-return {clock[1], clock[2], names, defs, marks}
+return {clock[1], clock[2], names, defs, marks, lengths, more}

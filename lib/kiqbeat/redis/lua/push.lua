@@ -32,6 +32,8 @@ ARGV[4+Q]  the groups, one per schedule, packed in one string (one argument inst
 
 A group whose definition has changed or gone since it was read is left alone entirely (its
 index entry says "plan me" again, or it was removed): the next invocation plans it afresh.
+A definition is compared (SHA1) only after its length is asked: one swapped meanwhile for
+one over MAX_DEFINITION_BYTES has changed, and is not read.
 Whenever a group's mark is applied, or equals the stored one (a re-plan that found nothing
 to push), its index entry is set to NEXT in the same step (and a set-aside reason left from
 an earlier definition is cleared: this one was read and planned); a stored mark beyond the group's
@@ -93,7 +95,8 @@ end
 
 err = expect_allowed('HSET', wm_key, 'f', '0') or expect_allowed('HSETNX', seen_key, 'f', '0')
   or expect_allowed('SADD', queues_key, 'q') or expect_allowed('ZADD', due_key, '0', 'n')
-  or expect_allowed('HMGET', defs_key, 'f') or expect_allowed('HDEL', rejected_key, 'f')
+  or expect_allowed('HMGET', defs_key, 'f') or expect_allowed('HSTRLEN', defs_key, 'f')
+  or expect_allowed('HDEL', rejected_key, 'f')
   or expect_allowed('HGET', missed_key, 'f') or expect_allowed('HSET', missed_key, 'f', 'r')
   or expect_allowed('HMGET', history_key, 'f') or expect_allowed('HSET', history_key, 'f', 'h')
 if err then return err end
@@ -149,7 +152,8 @@ for first = 1, #groups, BATCH do
   local names = {}
   for k = first, last do names[#names + 1] = groups[k].name end
   local raws = redis.call('HMGET', wm_key, unpack(names))
-  local defs = redis.call('HMGET', defs_key, unpack(names))
+  -- A definition swapped meanwhile for one over the limit is not read: it has changed.
+  local defs = read_definitions(defs_key, names, math.huge)
   local pasts = keep > 0 and redis.call('HMGET', history_key, unpack(names)) or {}
   for k = first, last do
     local g, raw, def = groups[k], raws[k - first + 1], defs[k - first + 1]

@@ -11,7 +11,8 @@ Pushed only while the definition is the one the job was built from, and only onc
 call re-sent after a lost reply (redis-py retries) finds its jid as the schedule's last
 manual run's. The job goes into the history as "m TICK DELAY JID" (a manual job's jid is
 not derived from its instant, so it is kept). Returns 1 when pushed, 2 when this jid was
-pushed already, 0 when the definition changed or went meanwhile.
+pushed already, 0 when the definition changed or went meanwhile (one swapped for a
+definition over MAX_DEFINITION_BYTES has changed, and is not read).
 ]]
 
 local defs_key, history_key, queues_key, queue_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
@@ -20,13 +21,14 @@ local err = expect_type(defs_key, 'hash') or expect_type(history_key, 'hash')
   or expect_type(queues_key, 'set') or expect_type(queue_key, 'list')
   or expect_type(manual_key, 'hash') or expect_allowed('HGET', manual_key, 'f')
   or expect_allowed('HSET', manual_key, 'f', 'j')
-  or expect_allowed('HGET', defs_key, 'f') or expect_allowed('HGET', history_key, 'f')
+  or expect_allowed('HSTRLEN', defs_key, 'f') or expect_allowed('HMGET', defs_key, 'f')
+  or expect_allowed('HGET', history_key, 'f')
   or expect_allowed('HSET', history_key, 'f', 'h')
   or expect_allowed('SADD', queues_key, 'q') or expect_allowed('LPUSH', queue_key, 'job')
 if err then return err end
 
 if redis.call('HGET', manual_key, ARGV[1]) == ARGV[5] then return 2 end
-local def = redis.call('HGET', defs_key, ARGV[1])
+local def = read_definition(defs_key, ARGV[1])  -- false when over the limit: changed
 if not def or redis.sha1hex(def) ~= ARGV[2] then return 0 end
 redis.call('HSET', manual_key, ARGV[1], ARGV[5])
 redis.call('LPUSH', queue_key, ARGV[7])

@@ -18,7 +18,9 @@ ARGV[1]  the operations, packed in one string: per operation a line
     set    replace whatever its source, only if its SHA1 is EXPECT (pause, resume)
     del    remove and forget its state; refused when another source's
     reject set the definition aside with the reason DEF, only if its SHA1 is EXPECT, or,
-           with EXPECT "-", forget a name whose definition is gone
+           with EXPECT "big:N", only if it is still N bytes long, over the limit (it was
+           not read, and is not now), or, with EXPECT "-", forget a name whose
+           definition is gone
   K the due index (KEYS[10 + K]), SOURCE the writer ("" for the API and other languages,
   a document's location for a document), EXPECT a SHA1 or "-".
 ARGV[2]  the shard count the writer computed its index keys with: refused unless it is the
@@ -28,7 +30,10 @@ ARGV[3]  "1" to record a document as applied after the operations (its last call
 ARGV[7]  the instant of the change, epoch ms ("": the Redis clock); an invocation applying
   a document gives its own `now`, so that replays stay on their own clock.
 
-A definition's source is its JSON's "source" field ("" when absent). Writing a definition
+A definition's source is its JSON's "source" field ("" when absent). A stored definition
+over MAX_DEFINITION_BYTES is never read (its length is asked first): it belongs to no one
+(any writer may replace or remove it), has changed for "set", and owes nothing read from
+it. A DEF over the limit is refused ("L"), whatever the op but reject and del. Writing a definition
 sets its index entry to 0 ("plan me") and clears a set-aside reason; writing the same bytes
 again changes nothing. Removing forgets the watermark, first-seen, missed ranges, history
 and last manual jid too.
@@ -40,7 +45,8 @@ records what the old definition still owed as missed ticks, and resuming owes no
 the pause (cut_mark).
 
 Returns {codes, owners}: one character per operation, "+" done, "=" already so, "E" exists,
-"M" missing, "O" another source's, "S" changed since read; and the owning source of each
+"M" missing, "O" another source's, "S" changed since read, "L" over the size limit; and the
+owning source of each
 "O", in order.
 ]]
 
@@ -61,7 +67,7 @@ for k = FIRST_DUE + 1, #KEYS do
   err = expect_type(KEYS[k], 'zset')
   if err then return err end
 end
-local checks = {{'HGET', defs_key, 'n'}, {'HSET', defs_key, 'n', 'v'}, {'HDEL', defs_key, 'n'},
+local checks = {{'HSTRLEN', defs_key, 'n'}, {'HMGET', defs_key, 'n'}, {'HSET', defs_key, 'n', 'v'}, {'HDEL', defs_key, 'n'},
   {'HDEL', wm_key, 'n'}, {'HGET', wm_key, 'n'}, {'HSET', wm_key, 'n', '0'}, {'HDEL', seen_key, 'n'}, {'HSET', rejected_key, 'n', 'v'},
   {'HDEL', rejected_key, 'n'}, {'HEXISTS', rejected_key, 'n'}, {'HDEL', missed_key, 'n'},
   {'HGET', missed_key, 'n'}, {'HSET', missed_key, 'n', 'v'}, {'HDEL', history_key, 'n'},
@@ -99,6 +105,7 @@ end
 -- A definition's fields ({} when it is not a JSON object: the invocation that meets it
 -- sets it aside).
 local function fields(def)
+  if type(def) ~= 'string' then return {} end  -- over the limit: not read
   local ok, value = pcall(cjson.decode, def)
   return ok and type(value) == 'table' and value or {}
 end
@@ -111,6 +118,7 @@ end
 -- The source holding `current` when `source` may not change it (nil when it may): only its
 -- own, or, with `take_over`, a document's from another document.
 local function held_by_other(current, source, take_over)
+  if not current then return nil end  -- over the limit: no one's
   local held = owner(current)
   if held == source or (take_over and source ~= '' and held ~= '') then
     return nil
@@ -178,18 +186,31 @@ while pos <= #body do
   local def = string.sub(body, pos, pos + def_length - 1)
   pos = pos + def_length
   local due_key = KEYS[FIRST_DUE + tonumber(k)]
-  local current = redis.call('HGET', defs_key, name)
+  -- false when gone or over the limit (not read); `exists` tells which.
+  local current, length = read_definition(defs_key, name)
+  local big = length > MAX_DEFINITION_BYTES
+  local exists = current or big
   local held = nil  -- another source's, for the ops that check ownership
   if current and (op == 'del' or op == 'put' or op == 'update') then
     held = held_by_other(current, source, op == 'put')
   end
   local code = '+'
-  if op == 'reject' then
+  if op ~= 'reject' and op ~= 'del' and #def > MAX_DEFINITION_BYTES then
+    code = 'L'
+  elseif op == 'reject' then
+    local size = string.match(expect, '^big:(%d+)$')
     if expect == '-' then
-      if current then
+      if exists then
         code = 'S'
       else
         forget(name, due_key)
+      end
+    elseif size then
+      if big and length == tonumber(size) then
+        redis.call('HSET', rejected_key, name, def)
+        redis.call('ZREM', due_key, name)
+      else
+        code = 'S'
       end
     elseif not current or redis.sha1hex(current) ~= expect then
       code = 'S'
@@ -198,7 +219,7 @@ while pos <= #body do
       redis.call('ZREM', due_key, name)
     end
   elseif op == 'del' then
-    if not current then
+    if not exists then
       code = 'M'
     elseif held then
       code = 'O'
@@ -208,11 +229,11 @@ while pos <= #body do
       forget(name, due_key)
     end
   else
-    if op == 'add' and current then
+    if op == 'add' and exists then
       code = 'E'
-    elseif (op == 'update' or op == 'set') and not current then
+    elseif (op == 'update' or op == 'set') and not exists then
       code = 'M'
-    elseif op == 'set' and redis.sha1hex(current) ~= expect then
+    elseif op == 'set' and (not current or redis.sha1hex(current) ~= expect) then
       code = 'S'
     elseif held then
       code = 'O'
@@ -225,7 +246,7 @@ while pos <= #body do
         redis.call('ZADD', due_key, 'NX', 0, name)  -- an index entry lost is planned again
       end
     else
-      if current then
+      if exists then
         cut_mark(name, due_key, current, def)
       end
       redis.call('HSET', defs_key, name, def)

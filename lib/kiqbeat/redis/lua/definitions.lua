@@ -1,0 +1,41 @@
+-- kiqbeat's reader of stored definitions, put before the scripts that read them
+-- (scripts.py). A definition over MAX_DEFINITION_BYTES (core/limits.py, written before
+-- every script) is never read whole: its length is asked first (HSTRLEN, O(1)), so one
+-- huge value costs a script no more than a small one, and is never transferred.
+
+-- The definitions of `names` in hash `key`, their lengths in bytes (HSTRLEN: 0 when gone),
+-- and how many of the names were read: those up to where the definitions read would pass
+-- `budget` bytes (at least one). A definition over the limit, or gone, is false (its
+-- length tells which).
+local function read_definitions(key, names, budget)
+  local lengths, fitting, carried, count = {}, {}, 0, #names
+  for j = 1, #names do
+    local length = redis.call('HSTRLEN', key, names[j])
+    if length <= MAX_DEFINITION_BYTES then
+      if j > 1 and carried + length > budget then
+        count = j - 1
+        break
+      end
+      carried = carried + length
+      fitting[#fitting + 1] = names[j]
+    end
+    lengths[j] = length
+  end
+  local read = #fitting > 0 and redis.call('HMGET', key, unpack(fitting)) or {}
+  local defs, k = {}, 0
+  for j = 1, count do
+    if lengths[j] <= MAX_DEFINITION_BYTES then
+      k = k + 1
+      defs[j] = read[k]
+    else
+      defs[j] = false
+    end
+  end
+  return defs, lengths, count
+end
+
+-- One stored definition, or false when it is gone or over the limit, and its length.
+local function read_definition(key, name)
+  local defs, lengths = read_definitions(key, {name}, MAX_DEFINITION_BYTES)
+  return defs[1], lengths[1]
+end
