@@ -113,6 +113,9 @@ def rewind_mark(redis_client: redis.Redis, name: str, seconds: float,
     next one then has ticks to push, without waiting on the wall clock."""
     mark = int(redis_client.hget("kiqbeat:watermarks", name) or 0)
     redis_client.hset("kiqbeat:watermarks", name, mark - int(seconds * 1000))
+    # First seen no later than that, or the ticks before it are no one's (no pre-history).
+    seen = int(redis_client.hget("kiqbeat:first_seen", name) or mark)
+    redis_client.hset("kiqbeat:first_seen", name, min(seen, mark - int(seconds * 1000)))
     redis_client.zadd(keys.due("", shard), {name: 0})
 
 
@@ -373,6 +376,9 @@ def three_shards(lambda_env: Path, monkeypatch: pytest.MonkeyPatch) -> dict[int,
     each: which names each shard holds."""
     lambda_env.write_text(SHARDED)
     monkeypatch.setenv("KIQBEAT_SHARD_COUNT", "3")
+    # Once, before the first invocation: invocations never record the count themselves.
+    assert app.lambda_handler({"kiqbeat": "reindex", "shards": 3}, Context())["shards"] == 3
+    app.forget_warm()  # the tests count the engines the shards' invocations keep
     by_shard = {i: [n for n in NAMES if shard_of(n, 3) == i] for i in range(3)}
     assert all(by_shard.values())  # every shard has schedules, or the test proves nothing
     return by_shard
@@ -422,6 +428,7 @@ def test_the_events_shard_wins_over_kiqbeat_shard_which_serves_events_without_on
 ) -> None:
     lambda_env.write_text(SHARDED)
     monkeypatch.setenv("KIQBEAT_SHARD", "0/3")  # no KIQBEAT_SHARD_COUNT: nothing to check
+    app.lambda_handler({"kiqbeat": "reindex", "shards": 3}, Context())
     assert app.lambda_handler({}, Context())["shard"] == "0/3"
     assert app.lambda_handler(sharded_event("2/3"), Context())["shard"] == "2/3"
     for name in NAMES:
@@ -458,16 +465,17 @@ def test_a_bad_or_foreign_shard_fails_the_invocation_and_touches_nothing(
     assert line["level"] == "ERROR"
     assert line["message"] == "kiqbeat invocation failed"
     assert emf(capsys.readouterr().out)["InvocationsFailed"] == 1
-    assert redis_client.dbsize() == 0  # not even the document applied
+    # Not even the document applied: only the count `reindex` recorded is there.
+    assert redis_client.keys("*") == ["kiqbeat:shards"]
 
 
-@pytest.mark.parametrize("count", ["0", "three", "-1"])
+@pytest.mark.parametrize("count", ["0", "three", "-1", "1025", "100000000"])
 def test_a_bad_shard_count_fails_every_invocation(
     lambda_env: Path, monkeypatch: pytest.MonkeyPatch, count: str,
 ) -> None:
     monkeypatch.setenv("KIQBEAT_SHARD_COUNT", count)
     with pytest.raises(ConfigError, match=f"KIQBEAT_SHARD_COUNT: '{count}' must be a whole "
-                                          "number of shards, 1 or more"):
+                                          "number of shards, 1 to 1,024"):
         app.lambda_handler({"shard": "0/1"}, Context())
 
 
@@ -586,12 +594,13 @@ def test_operator_events_need_no_shard_on_a_sharded_function(
      r"the event's \"since\" 'yesterday' is not an ISO 8601 instant"),
     ({"kiqbeat": "backfill", "names": ["pulse"], "until": "2026-03-08T07:00:00"},
      r"the event's \"until\" '2026-03-08T07:00:00' has no UTC offset"),
-    ({"kiqbeat": "backfill"}, r"a backfill needs the event's \"names\" .* or \"all\": true"),
+    ({"kiqbeat": "backfill"}, r"a backfill needs the event's \"names\" .* or the event's "
+                              r"\"all\""),
     ({"kiqbeat": "backfill", "names": ["pulse"], "all": True},
-     r"a backfill needs the event's \"names\" .* or \"all\": true, one of the two"),
+     r"a backfill needs the event's \"names\" .* or the event's \"all\" .* one of the two"),
     ({"kiqbeat": "trigger"}, r"'trigger' needs the event's \"name\""),
     ({"kiqbeat": "trigger", "name": "pulse", "args": "7"},
-     r"the event's \"args\": expected the job's arguments as a list, not '7'"),
+     r"the event's \"args\" must be a JSON array \(the job's arguments\).*, not '7'"),
     ({"kiqbeat": "missed", "shard": "0/1"}, r"the event's \"shard\" is not a field of 'missed'"),
 ], ids=["operation", "flag", "unknown", "names", "since", "naive-until", "neither", "both",
         "no-name", "args", "shard"])
