@@ -25,6 +25,7 @@ from kiqbeat.document.sources import Sources
 from kiqbeat.engine import Engine
 from kiqbeat.errors import ConfigError, RedisUnavailableError
 from kiqbeat.redis import keys
+from tests.entrypoints.conftest import Kiqbeat
 from tests.entrypoints.test_sources import hanging_endpoint
 
 # Every second, so a second invocation a little over a second later has ticks to push
@@ -105,6 +106,14 @@ def redis_now(redis_url: str) -> datetime:
     seconds, micros = client.time()
     client.close()
     return datetime.fromtimestamp(seconds, tz=UTC) + timedelta(microseconds=micros)
+
+
+def nested(depth: int) -> list[Any]:
+    """A list `depth` levels deep, built without recursion."""
+    value: list[Any] = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
 
 
 def rewind_mark(redis_client: redis.Redis, name: str, seconds: float,
@@ -614,3 +623,45 @@ def test_an_operator_event_with_a_bad_field_is_refused_and_does_nothing(
         app.lambda_handler(event, Context())
     assert {key: redis_client.dump(key) for key in redis_client.keys("*")} == before
     assert log_lines(logs)[-1]["message"] == "kiqbeat operation failed"
+
+
+def test_the_lambda_and_the_cli_give_the_same_refusal_for_since_after_until(
+    lambda_env: Path, kiqbeat: Kiqbeat, monkeypatch: pytest.MonkeyPatch,
+    redis_client: redis.Redis,
+) -> None:
+    """One request model: the same check, each naming the fields its own way."""
+    monkeypatch.setenv("KIQBEAT_CONFIG", str(lambda_env))
+    since, until = "2026-03-08T08:00:00Z", "2026-03-08T07:00:00Z"
+    cli = kiqbeat("backfill", "--all", "--since", since, "--until", until)
+    assert cli.code == 1
+    assert f"--since '{since}' is later than --until '{until}'; nothing was done" in cli.err
+    with pytest.raises(ConfigError) as refused:
+        app.lambda_handler({"kiqbeat": "backfill", "all": True, "since": since,
+                            "until": until}, Context())
+    assert str(refused.value) == (f"the event's \"since\" '{since}' is later than the event's "
+                                  f"\"until\" '{until}'; nothing was done")
+    assert redis_client.dbsize() == 0
+
+
+@pytest.mark.parametrize(("event", "refused"), [
+    ({"kiqbeat": "trigger", "name": "pulse", "args": [nested(5_000)]},
+     r"the event's \"args\": args.* nests deeper than the 100 levels"),
+    ({"kiqbeat": "trigger", "name": "x" * 1_000_000},
+     r"the event's \"name\": 'x{50}.* is 1,000,000 characters"),
+    ({"kiqbeat": "backfill", "names": ["pulse"], "max_jobs": 0},
+     r"the event's \"max_jobs\": expected a whole number of jobs"),
+    ({"kiqbeat": "reindex", "shards": 100_000_000},
+     r"the event's \"shards\": expected a whole number of shards, 1 to 1,024"),
+], ids=["args-5000-deep", "1MB-name", "max-jobs-0", "shards-too-many"])
+def test_a_failed_operator_event_is_a_clear_error_logged_as_a_clipped_summary(
+    lambda_env: Path, redis_client: redis.Redis, logs: io.StringIO, event: dict[str, Any],
+    refused: str,
+) -> None:
+    app.lambda_handler({}, Context())  # pulse in the store
+    with pytest.raises(ConfigError, match=refused) as error:
+        app.lambda_handler(event, Context())
+    assert len(str(error.value)) < 1_000
+    line = logs.getvalue().splitlines()[-1]
+    assert json.loads(line)["message"] == "kiqbeat operation failed"
+    assert len(line) < 20_000 and "RecursionError" not in line  # not the whole event
+    assert redis_client.llen("queue:pulse") == 0

@@ -22,6 +22,7 @@ from datetime import datetime
 from typing import Any
 
 from kiqbeat.core.limits import BACKFILL_CONFIRM_JOBS, MAX_SHARDS, MAX_SHOWN_CHARS
+from kiqbeat.document.fields import MAX_NAME_CHARS
 from kiqbeat.document.jobs import MAX_JOB_BYTES, MAX_JOB_VALUES, MAX_JSON_DEPTH, Shapes
 from kiqbeat.entrypoints.preview import parse_instant
 from kiqbeat.errors import ConfigError, shown
@@ -176,6 +177,9 @@ def _names(value: Any, where: str) -> tuple[str, ...]:
 def _name(value: Any, where: str) -> str:
     if not (isinstance(value, str) and value):
         raise ConfigError(f"{where}: expected a schedule name, not {shown(value)}")
+    if len(value) > MAX_NAME_CHARS:
+        raise ConfigError(f"{where}: {shown(value)} is {len(value):,} characters; no schedule "
+                          f"has a name longer than {MAX_NAME_CHARS:,}")
     return value
 
 
