@@ -6,10 +6,14 @@ correlation id and the time it was meant to fire, logged as trigger lateness, an
 name the shard to run ("shard": "I/N", as KIQBEAT_SHARD; it wins over that variable).
 template.yaml runs N shards with N schedules, each naming its own.
 
-An operator's event ({"kiqbeat": "missed" | "backfill" | "trigger" | "history", ...}) runs
-that operation of the schedule store instead, over every shard, and returns its result:
-the way to act on a Redis only the function can reach (docs/operations.md). Its fields are
-checked before anything is done.
+An operator's event ({"kiqbeat": "missed" | "backfill" | "trigger" | "history" |
+"reindex", ...}) runs that operation of the schedule store instead, over every shard, and
+returns its result: the way to act on a Redis only the function can reach
+(docs/operations.md). It is read into the request model the CLI uses
+(kiqbeat.entrypoints.requests), checked by the same code before anything is done; a
+failed one is logged as a clipped summary, never whole. `{"kiqbeat": "reindex", "shards":
+N}` (N the function's KIQBEAT_SHARD_COUNT) splits the store once before a sharded function
+runs: invocations never record the count themselves.
 
 Settings come from the KIQBEAT_* variables of `kiqbeat.settings` (the same knobs as the
 CLI's flags; template.yaml sets ENVIRONMENT, empty means unset), plus KIQBEAT_SHARD_COUNT,
@@ -32,13 +36,14 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
+from kiqbeat.core.limits import MAX_SHARDS
 from kiqbeat.core.report import Report
 from kiqbeat.document.sources import Sources
 from kiqbeat.engine import Engine
-from kiqbeat.entrypoints.preview import parse_instant
+from kiqbeat.entrypoints import requests
+from kiqbeat.entrypoints.requests import OPERATOR
 from kiqbeat.errors import ConfigError, shown
 from kiqbeat.settings import KNOBS, VARIABLES, Settings
-from kiqbeat.store import Store
 
 SHARD_COUNT = "KIQBEAT_SHARD_COUNT"
 HANDLER_VARIABLES = (SHARD_COUNT,)
@@ -115,9 +120,10 @@ def shard_count(environ: Mapping[str, str]) -> int | None:
     raw = (environ.get(SHARD_COUNT) or "").strip()
     if not raw:
         return None
-    if not (raw.isascii() and raw.isdigit() and int(raw) >= 1):
+    if not (raw.isascii() and raw.isdigit() and len(raw) < 10
+            and 1 <= int(raw) <= MAX_SHARDS):
         raise ConfigError(f"{SHARD_COUNT}: {shown(raw)} must be a whole number of shards, 1 "
-                          "or more")
+                          f"to {MAX_SHARDS:,}")
     return int(raw)
 
 
@@ -200,133 +206,39 @@ def _record(report: Report, lateness_s: float | None) -> None:
 
 
 # --- an operator's event: {"kiqbeat": OPERATION, FIELD: VALUE, ...} ----------------------------
-
-OPERATOR = "kiqbeat"
-
-
-@dataclass(frozen=True)
-class Operation:
-    """An operator's request, its fields checked."""
-
-    kind: str  # "missed", "backfill", "trigger" or "history"
-    names: tuple[str, ...] = ()  # missed, backfill: these schedules (none: all)
-    name: str = ""  # trigger, history
-    args: list[Any] | None = None  # trigger: instead of the schedule's own
-    since: datetime | None = None  # backfill: ticks at or after
-    until: datetime | None = None  # backfill: ticks at or before
-    latest_only: bool = False
-    dry_run: bool = False
-
-
-def _where(field: str) -> str:
-    return f"the event's \"{field}\""
-
-
-def _names(field: str, value: Any) -> tuple[str, ...]:
-    if not (isinstance(value, list) and value
-            and all(isinstance(n, str) and n for n in value)):
-        raise ConfigError(f"{_where(field)}: expected a list of schedule names, not "
-                          f"{shown(value)}")
-    return tuple(value)
-
-
-def _name(field: str, value: Any) -> str:
-    if not (isinstance(value, str) and value):
-        raise ConfigError(f"{_where(field)}: expected a schedule name, not {shown(value)}")
-    return value
-
-
-def _flag(field: str, value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise ConfigError(f"{_where(field)}: expected true or false, not {shown(value)}")
-    return value
-
-
-def _args(field: str, value: Any) -> list[Any]:
-    if not isinstance(value, list):
-        raise ConfigError(f"{_where(field)}: expected the job's arguments as a list, not "
-                          f"{shown(value)}")
-    return value
-
-
-def _moment(field: str, value: Any) -> datetime:
-    if not isinstance(value, str):
-        raise ConfigError(f"{_where(field)}: expected an ISO 8601 instant such as "
-                          f"\"2026-03-08T07:00:00Z\", not {shown(value)}")
-    return parse_instant(value, _where(field))
-
-
-# Each operation's fields (besides "kiqbeat") and how each is read; then the required ones.
-OPERATIONS: dict[str, dict[str, Callable[[str, Any], Any]]] = {
-    "missed": {"names": _names},
-    "backfill": {"names": _names, "all": _flag, "since": _moment, "until": _moment,
-                 "latest_only": _flag, "dry_run": _flag},
-    "trigger": {"name": _name, "args": _args},
-    "history": {"name": _name},
-}
-REQUIRED = {"trigger": ("name",), "history": ("name",)}
-
-
-def operation(event: Mapping[str, Any]) -> Operation:
-    """The request of an operator's event; ConfigError naming the first field that is
-    unknown, missing or invalid."""
-    kind = event[OPERATOR]
-    if not (isinstance(kind, str) and kind in OPERATIONS):
-        raise ConfigError(f"{_where(OPERATOR)}: {shown(kind)} is not an operation; expected "
-                          f"one of {', '.join(OPERATIONS)}")
-    fields = OPERATIONS[kind]
-    for field in event:
-        if field != OPERATOR and field not in fields:
-            raise ConfigError(f"{_where(str(field)[:60])} is not a field of {kind!r}; its fields: "
-                              f"{', '.join(fields)}")
-    for field in REQUIRED.get(kind, ()):
-        if field not in event:
-            raise ConfigError(f"{kind!r} needs {_where(field)}")
-    values = {f: read(f, event[f]) for f, read in fields.items() if f in event}
-    if kind == "backfill" and bool(values.get("names")) == bool(values.pop("all", False)):
-        raise ConfigError('a backfill needs the event\'s "names" (a list of schedules) or '
-                          '"all": true, one of the two')
-    return Operation(kind, **values)
-
-
-def operate(request: Operation, store: Store, deadline: float) -> dict[str, Any]:
-    """Run an operator's request on the store; its result in JSON form."""
-    result: dict[str, Any] = {OPERATOR: request.kind}
-    if request.kind == "missed":
-        return result | {"missed": [r.as_dict() for r in store.missed(request.names)]}
-    if request.kind == "trigger":
-        return result | store.trigger(request.name, request.args).as_dict()
-    if request.kind == "history":
-        return result | {"name": request.name,
-                         "history": [p.as_dict() for p in store.history(request.name)]}
-
-    # Stopped at the deadline, what was pushed is out of the record already (and counted in
-    # Backfilled); the result says "finished": false, and invoking it again pushes the rest.
-    done = store.backfill(request.names, since=request.since, until=request.until,
-                          latest_only=request.latest_only, dry_run=request.dry_run,
-                          deadline=deadline)
-    metrics.add_metric(name="Backfilled", unit=MetricUnit.Count, value=done.pushed)
-    if not done.finished:
-        logger.warning("the backfill stopped at the invocation's deadline; invoke it again "
-                       "to push the rest (no tick is pushed twice)")
-    return result | done.as_dict()
+# Read into the request model the CLI reads its command line into, checked and run by the
+# same code (kiqbeat.entrypoints.requests).
 
 
 def _operate(event: Mapping[str, Any], started: float, lambda_left_s: float | None
              ) -> dict[str, Any]:
     engine = None
     try:
-        request = operation(event)
+        request = requests.from_event(event)
+        warm = _warm_state()
+        count = warm.shard_count
+        if request.kind == "reindex" and count is not None and request.shards != count:
+            raise ConfigError(f"the event's \"shards\": {request.shards}, but this function "
+                              f"runs {count} shard(s) ({SHARD_COUNT}); nothing was done")
         # The whole store's engine: operations touch no shard's due index.
-        engine = _warm_state().engine(None)
+        engine = warm.engine(None)
         deadline = _deadline(engine, started, lambda_left_s)
         with engine.sources.until(deadline):
-            result = operate(request, engine.store(), deadline)
+            outcome = requests.execute(request, engine.store(), deadline=deadline)
     except Exception:
+        # A clipped summary, never the whole event (its values may be megabytes).
         logger.exception("kiqbeat operation failed",
-                         extra={"operation": dict(event),
+                         extra={"operation": requests.summary(event),
                                 "redis": engine.redis_where() if engine else None})
         raise
+    done = outcome.backfill
+    if done is not None:  # a dry run's 0 included: the metric is there for every backfill
+        metrics.add_metric(name="Backfilled", unit=MetricUnit.Count, value=done.pushed)
+    # Stopped early, what was pushed is out of the record already (and counted in
+    # Backfilled); the result says "finished": false, and invoking it again pushes the rest.
+    for problem in outcome.problems:
+        logger.warning(problem)
+    result = {OPERATOR: request.kind} | outcome.result
     listed = {k: v for k, v in result.items() if k != "jobs"}  # up to 1,000: not logged
     logger.info(f"kiqbeat {request.kind}", extra={"operation": listed})
     return result

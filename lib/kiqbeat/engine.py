@@ -34,7 +34,7 @@ import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import redis
@@ -177,12 +177,15 @@ class Engine:
         return describe(self._url) if self._url else ""
 
     def run(self, config: Config | None = None, *, now: datetime | None = None,
-            deadline_s: float | None = None) -> Report:
+            deadline_s: float | None = None, replay: bool = True) -> Report:
         """One invocation: apply the document if it changed, push every due tick exactly
         once, and report what happened.
 
         `config` defaults to the settings' document; `now` replays an invocation at an
-        earlier instant (tests, backfills) and may not be later than the Redis clock.
+        earlier instant (tests, rehearsals) and may not be later than the Redis clock; with
+        `replay` False (the CLI without --replay) nor more than the missed-jobs window
+        before it. With more than one shard, the store must record the count (`reindex`):
+        an invocation never records it.
         Raises KiqbeatError subclasses; anything pushed before an error is pushed with its
         watermark, anything not pushed is left for the next invocation. The client is kept
         after Redis was unavailable: redis-py reconnects, and behind Sentinel it asks for
@@ -196,7 +199,7 @@ class Engine:
         limit_s = self.settings.deadline_s if deadline_s is None else deadline_s
         deadline = started + limit_s
         config = self.config() if config is None else config
-        report = self._invoke(config, now, deadline)
+        report = self._invoke(config, now, deadline, replay)
         report.duration_s = time.monotonic() - started
         return report
 
@@ -243,7 +246,8 @@ class Engine:
             self._forget_parsed()  # the window may have changed, and lookaheads with it
         return document
 
-    def _invoke(self, config: Config, now: datetime | None, deadline: float) -> Report:
+    def _invoke(self, config: Config, now: datetime | None, deadline: float,
+                replay: bool) -> Report:
         client = self.client
         warnings = list(config.warnings)
         if self._checked_client is not client:
@@ -260,7 +264,8 @@ class Engine:
 
         def more_reads(pipe: Any) -> None:
             neighbours.queue(pipe)
-            pipe.set(keys.shards(namespace), self.shards, nx=True)
+            # Read, never recorded here: only `kiqbeat schedules reindex` records the count,
+            # so a typo in a first invocation's --shard is refused, not kept for good.
             pipe.get(keys.shards(namespace))
             if document is not None and applies:
                 pipe.hget(keys.documents(namespace), document.source)
@@ -271,7 +276,6 @@ class Engine:
         batch: DueBatch | None = first
         applied = more.pop() if document is not None and applies else None
         indexed_for = more.pop()
-        more.pop()
         config = neighbours.apply(more)
         self._checked_config = neighbours.config
         warnings += neighbours.warnings
@@ -280,6 +284,21 @@ class Engine:
         elif now > redis_now:
             raise ConfigError(f"--now {now.isoformat()} is later than the Redis clock "
                               f"{redis_now.isoformat()}: that would push ticks early")
+        elif not replay and now < redis_now - timedelta(seconds=config.missed_jobs_window_s):
+            raise ConfigError(
+                f"--now {now.isoformat()} is more than the missed-jobs window "
+                f"({config.missed_jobs_window_s:g} s) before the Redis clock "
+                f"{redis_now.isoformat()}: an invocation there would register schedules as "
+                "first seen then and record everything since as missed. To replay on "
+                "purpose (a test, a rehearsal on a copy), pass --replay or set "
+                "KIQBEAT_ALLOW_REPLAY=1; nothing was written")
+        if indexed_for is None and self.shards > 1:
+            raise ConfigError(
+                f"this invocation runs {self.shards} shards but the store records no shard "
+                f"count ({keys.shards(namespace)}): run `kiqbeat schedules reindex --shard "
+                f"0/{self.shards}` once to split it (a Lambda: the event {{\"kiqbeat\": "
+                f"\"reindex\", \"shards\": {self.shards}}}; docs/deploy.md, \"Shards\"); "
+                "nothing was written")
         if (indexed_for is not None and not isinstance(indexed_for, Exception)
                 and reply_text(indexed_for) != str(self.shards)):
             raise ConfigError(

@@ -14,6 +14,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from kiqbeat.core.durations import duration_s
+from kiqbeat.core.limits import MAX_SHARDS
 from kiqbeat.core.plan import check_shard
 from kiqbeat.core.records import DEFAULT_HISTORY
 from kiqbeat.document.fields import namespace, positive_duration_s
@@ -29,6 +30,8 @@ def _shard(value: str) -> tuple[int, int]:
     index, _, count = value.partition("/")
     if not (index.isascii() and index.isdigit() and count.isascii() and count.isdigit()):
         raise ConfigError(f"invalid shard {shown(value)}: expected INDEX/COUNT, e.g. 0/4")
+    if len(index) > 9 or len(count) > 9:  # far beyond MAX_SHARDS: no giant int() to show
+        raise ConfigError(f"invalid shard {shown(value)}: at most {MAX_SHARDS:,} shards")
     return check_shard(int(index), int(count))
 
 

@@ -26,13 +26,13 @@ import json
 import secrets
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, cast
 
 import redis
 
-from kiqbeat.core.limits import MAX_DEFINITION_BYTES, MAX_REASON_CHARS
+from kiqbeat.core.limits import MAX_COUNTED_TICKS, MAX_DEFINITION_BYTES, MAX_REASON_CHARS
 from kiqbeat.core.payload import jid_ms, job_json
 from kiqbeat.core.plan import (
     MAX_BYTES_PER_CALL,
@@ -68,7 +68,14 @@ from kiqbeat.errors import (
 )
 from kiqbeat.redis import keys, scripts
 from kiqbeat.redis.connection import redis_errors, reply_text
-from kiqbeat.redis.records import Piece, push_backfill, push_manual, read_present, read_records
+from kiqbeat.redis.records import (
+    Piece,
+    push_backfill,
+    push_manual,
+    read_first_seen,
+    read_present,
+    read_records,
+)
 from kiqbeat.redis.store import (
     BATCH,
     WRITE_CODES,
@@ -188,23 +195,30 @@ class Backfill:
 
     schedules: int = 0  # schedules with recorded ticks in scope
     planned: int = 0  # ticks it meant to push (dry run: counted, at most COUNT_CAP a range)
-    capped: bool = False  # a dry run's count stopped at COUNT_CAP somewhere: there are more
+    capped: bool = False  # a dry run's count stopped at MAX_COUNTED_TICKS: there are more
     dropped: int = 0  # a latest-only dry run: older ticks it would take out unpushed
+    before_first_seen: int = 0  # a dry run: ticks it would push from before first-seen
     pushed: int = 0
     already: int = 0  # pushed by another backfill first
     stale: int = 0  # ticks left alone: the definition changed meanwhile (run it again)
-    finished: bool = True  # False: stopped at its deadline; run it again for the rest
+    finished: bool = True  # False: stopped early (`stopped`); run it again for the rest
+    stopped: str = ""  # why it stopped early: "deadline", "signal" or "max_jobs"
+    last: PushedJob | None = None  # the last job pushed
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (name, why): not touched
     jobs: list[PushedJob] = field(default_factory=list)  # the first MAX_LISTED pushed
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
+        def job(j: PushedJob) -> dict[str, Any]:
+            return {"schedule": j.schedule, "tick": j.tick.isoformat(), "jid": j.jid,
+                    "queue": j.queue}
         return {"schedules": self.schedules, "planned": self.planned, "capped": self.capped,
-                "dropped": self.dropped, "pushed": self.pushed, "already": self.already,
-                "stale": self.stale, "finished": self.finished,
+                "dropped": self.dropped, "before_first_seen": self.before_first_seen,
+                "pushed": self.pushed, "already": self.already, "stale": self.stale,
+                "finished": self.finished, "stopped": self.stopped or None,
+                "last": job(self.last) if self.last else None,
                 "skipped": [{**json_name(n), "why": w} for n, w in self.skipped],
-                "jobs": [{"schedule": j.schedule, "tick": j.tick.isoformat(), "jid": j.jid,
-                          "queue": j.queue} for j in self.jobs]}
+                "jobs": [job(j) for j in self.jobs]}
 
 
 @dataclass(frozen=True)
@@ -290,6 +304,11 @@ class Store:
         is done, invocations of the new count miss the entries not yet moved (late, within
         the window, not lost)."""
         return reindex(self.client, self.namespace, self.shards, progress)
+
+    def resharded(self, shards: int) -> Store:
+        """This store as writers with another shard count see it (for `reindex`)."""
+        return Store(self.client, namespace=self.namespace, shards=shards,
+                     window_s=self.window_s, history=self.keep_history, lua=self._lua)
 
     def import_definitions(
         self, items: Iterable[tuple[str, Mapping[str, Any]]], *, replace: bool = True,
@@ -493,7 +512,9 @@ class Store:
     def backfill(self, names: Sequence[str] = (), *, since: datetime | None = None,
                  until: datetime | None = None, latest_only: bool = False,
                  dry_run: bool = False, progress: Callable[[int], None] | None = None,
-                 deadline: float | None = None) -> Backfill:
+                 deadline: float | None = None, stop: Callable[[], bool] | None = None,
+                 max_jobs: int | None = None, confirm_above: int | None = None,
+                 pre_history: bool = True) -> Backfill:
         """Push the recorded missed ticks of `names` (default: every schedule with some) at
         or after `since` and at or before `until`, and take them out of the record.
 
@@ -503,10 +524,21 @@ class Store:
         The job is the tick's own (its jid, `include_metadata`'s `scheduled_at`) into the
         schedule's queue. `latest_only` pushes only the newest tick in scope per schedule
         and takes the rest out of the record unpushed. Paused schedules, and those without a
-        valid definition, are left as they are (`skipped` says why). `dry_run` pushes
-        nothing and counts what would be. `progress(n)` follows each call: n ticks handled.
-        Past `deadline` (time.monotonic()) no call starts but the first, and `finished` is
-        False: what was pushed is out of the record, and running it again pushes the rest.
+        valid definition, are left as they are (`skipped` says why). `progress(n)` follows
+        each call: n ticks handled.
+
+        Counting: `dry_run` pushes nothing and counts what would be, exactly up to
+        MAX_COUNTED_TICKS (then `capped`). With `confirm_above`, a backfill that would push
+        more jobs than that is refused (ConfigError, nothing pushed) after the same count;
+        with `pre_history` False, so is one that would push a tick at or before its
+        schedule's first-seen (DESIGN §2 "No pre-history": such ticks were never owed).
+
+        Stopping: `max_jobs` pushes at most that many, oldest first per schedule, schedules
+        in name order (what is left stays recorded for the next run). Past `deadline`
+        (time.monotonic()) no call starts but the first, and once `stop()` is true none
+        starts at all; each of the three ends it with `finished` False and `stopped` saying
+        which. What was pushed is out of the record (`pushed`, `last`), and running it again
+        pushes the rest, each tick once.
         """
         since_ms = None if since is None else to_ms_up(since)
         until_ms = None if until is None else to_ms(until)
@@ -523,11 +555,58 @@ class Store:
                            if n not in definitions and n not in recorded]
         clock, started = read_clock(self.client), time.monotonic()
         memo = TickMemo()
-        batch: builtins.list[Piece] = []
-        calls = batch_jobs = batch_bytes = 0
 
         def late() -> bool:  # past the deadline, after a first call (which always goes)
             return deadline is not None and calls > 0 and time.monotonic() > deadline
+
+        def stopping() -> str:
+            if stop is not None and stop():
+                return "signal"
+            return "deadline" if late() else ""
+
+        # The schedules in scope, and their ranges, in name order.
+        scope: builtins.list[tuple[Schedule, builtins.list[Range]]] = []
+        for name, record in sorted(recorded.items()):
+            schedule = self._schedule(name, definitions.get(name))
+            if isinstance(schedule, str):
+                result.skipped.append((name, schedule))
+                continue
+            if not schedule.enabled:
+                result.skipped.append((name, "paused: resume it to backfill its missed ticks"))
+                continue
+            ranges = [c for r in record if (c := r.clip(since_ms, until_ms))]
+            if ranges:
+                scope.append((schedule, ranges))
+        result.schedules = len(scope)
+
+        def give_up() -> bool:  # counting: a signal, or the deadline (before any call)
+            return ((stop is not None and stop())
+                    or (deadline is not None and time.monotonic() > deadline))
+
+        calls = 0
+        if dry_run or confirm_above is not None or not pre_history:
+            self._count(result, scope, latest_only, give_up)
+            if dry_run:
+                return result
+            if not pre_history and result.before_first_seen:
+                raise ConfigError(
+                    f"this backfill would push {result.before_first_seen:,}"
+                    f"{'+' if result.capped else ''} tick(s) from before their schedule was "
+                    "first seen, which were never owed (no pre-history): leave them out with "
+                    "--since (`kiqbeat status NAME` shows first-seen), or confirm with --yes "
+                    "(an event's \"yes\": true); nothing was pushed")
+            if confirm_above is not None and result.planned > confirm_above:
+                raise ConfigError(
+                    f"this backfill would push {result.planned:,}{'+' if result.capped else ''}"
+                    f" jobs of {result.schedules:,} schedule(s), more than "
+                    f"{confirm_above:,} without confirmation: push them all with --yes, or at "
+                    "most N (the oldest first; run it again for the next N) with --max-jobs N "
+                    "(an event's \"yes\": true or \"max_jobs\": N); nothing was pushed")
+            result.planned = result.dropped = 0
+            result.before_first_seen, result.capped = 0, False
+
+        batch: builtins.list[Piece] = []
+        batch_jobs = batch_bytes = 0
 
         def flush() -> None:
             nonlocal calls, batch_jobs, batch_bytes
@@ -544,64 +623,101 @@ class Store:
             result.stale += stale
             jobs = ((piece, tick) for piece in batch for tick, _ in piece.jobs)
             for (piece, tick), flag in zip(jobs, flags, strict=True):
-                if flag == "1" and len(result.jobs) < MAX_LISTED:
-                    result.jobs.append(PushedJob(piece.name, from_ms(tick),
-                                                 jid_ms(piece.name, tick), piece.queue))
+                if flag == "1":
+                    job = PushedJob(piece.name, from_ms(tick), jid_ms(piece.name, tick),
+                                    piece.queue)
+                    result.last = job
+                    if len(result.jobs) < MAX_LISTED:
+                        result.jobs.append(job)
             if progress is not None:
                 progress(len(flags))
             batch.clear()
             calls, batch_jobs, batch_bytes = calls + 1, 0, 0
 
-        for name, record in sorted(recorded.items()):
-            schedule = self._schedule(name, definitions.get(name))
-            if isinstance(schedule, str):
-                result.skipped.append((name, schedule))
-                continue
-            if not schedule.enabled:
-                result.skipped.append((name, "paused: resume it to backfill its missed ticks"))
-                continue
-            ranges = [c for r in record if (c := r.clip(since_ms, until_ms))]
-            if not ranges:
-                continue
-            result.schedules += 1
-            if dry_run:
-                timetable = schedule.timetable
-                ticks = 0
-                for r in ranges:
-                    count, more = count_ticks(timetable, r.after_ms, r.through_ms)
-                    ticks += count
-                    result.capped |= more
-                if latest_only and ticks:  # the newest pushed, the older taken out
-                    result.planned += 1
-                    result.dropped += ticks - 1
-                elif not latest_only:
-                    result.planned += ticks
-                continue
-            sha = definition_sha(cast(bytes, definitions[name]))  # Oversized: refused above
+        def pieces() -> Iterator[Piece]:
+            for schedule, ranges in scope:
+                sha = definition_sha(cast(bytes, definitions[schedule.name]))  # Oversized: skipped
 
-            def job(tick_ms: int, schedule: Schedule = schedule) -> str:
-                now = clock + timedelta(seconds=time.monotonic() - started)
-                return memo.payload(schedule, from_ms(tick_ms), jid_ms(schedule.name, tick_ms),
-                                    now, scheduled=False)
+                def job(tick_ms: int, schedule: Schedule = schedule) -> str:
+                    now = clock + timedelta(seconds=time.monotonic() - started)
+                    return memo.payload(schedule, from_ms(tick_ms),
+                                        jid_ms(schedule.name, tick_ms), now, scheduled=False)
 
-            for piece in _pieces(schedule, sha, ranges, latest_only, job):
-                if late():
-                    result.finished = False
-                    return result
-                result.planned += len(piece.jobs)
-                size = sum(len(j) for _, j in piece.jobs)
-                if batch and (len(batch) >= MAX_JOBS_PER_CALL
-                              or batch_jobs + len(piece.jobs) > MAX_JOBS_PER_CALL
-                              or batch_bytes + size > MAX_BYTES_PER_CALL):
-                    flush()
-                batch.append(piece)
-                batch_jobs, batch_bytes = batch_jobs + len(piece.jobs), batch_bytes + size
+                yield from _pieces(schedule, sha, ranges, latest_only, job)
+
+        for piece in pieces():
+            why = stopping()
+            if not why and max_jobs is not None and result.planned >= max_jobs:
+                why = "max_jobs"
+            if why:
+                result.finished, result.stopped = False, why
+                if why != "max_jobs":
+                    return result  # the batch is not sent: it stays recorded
+                break
+            cut = False
+            if max_jobs is not None and result.planned + len(piece.jobs) > max_jobs:
+                # Cut after the last job allowed: the rest of the range stays recorded.
+                jobs = piece.jobs[:max_jobs - result.planned]
+                piece = replace(piece, through_ms=jobs[-1][0], jobs=jobs)
+                result.finished, result.stopped, cut = False, "max_jobs", True
+            result.planned += len(piece.jobs)
+            size = sum(len(j) for _, j in piece.jobs)
+            if batch and (len(batch) >= MAX_JOBS_PER_CALL
+                          or batch_jobs + len(piece.jobs) > MAX_JOBS_PER_CALL
+                          or batch_bytes + size > MAX_BYTES_PER_CALL):
+                flush()
+            batch.append(piece)
+            batch_jobs, batch_bytes = batch_jobs + len(piece.jobs), batch_bytes + size
+            if cut:
+                break
         if batch:
-            if late():
-                result.finished = False
+            why = stopping()
+            if why:
+                result.finished, result.stopped = False, why
             else:
                 flush()
         return result
+
+    def _count(self, result: Backfill, scope: Sequence[tuple[Schedule, Sequence[Range]]],
+               latest_only: bool, give_up: Callable[[], bool]) -> None:
+        """Count a backfill's scope into `result` (planned, dropped, before_first_seen),
+        exactly up to MAX_COUNTED_TICKS ticks in all; `capped` when counting stopped there
+        (or at the deadline, or a signal)."""
+        seen = read_first_seen(self.client, self.namespace, [s.name for s, _ in scope])
+        budget = MAX_COUNTED_TICKS
+
+        def count(schedule: Schedule, ranges: Iterable[Range]) -> int:
+            nonlocal budget
+            ticks = 0
+            for r in ranges:
+                for _ in ticks_in(schedule.timetable, r.after_ms, r.through_ms):
+                    if budget == 0 or (budget % 65_536 == 0 and give_up()):
+                        result.capped = True
+                        return ticks
+                    budget -= 1
+                    ticks += 1
+            return ticks
+
+        for schedule, ranges in scope:
+            first_ms = seen.get(schedule.name)
+            before = after = 0
+            if first_ms is None:
+                after = count(schedule, ranges)
+            else:
+                before = count(schedule, [c for r in ranges if (c := r.clip(None, first_ms))])
+                after = count(schedule, [c for r in ranges if (c := r.clip(first_ms + 1, None))])
+            ticks = before + after
+            if latest_only:
+                # The newest is pushed (from before first-seen only if all are), the older
+                # taken out of the record.
+                result.planned += 1 if ticks else 0
+                result.dropped += max(0, ticks - 1)
+                result.before_first_seen += 1 if before and not after else 0
+            else:
+                result.planned += ticks
+                result.before_first_seen += before
+            if result.capped:
+                return
 
     def trigger(self, name: str, args: builtins.list[Any] | None = None) -> Triggered:
         """Push one job of schedule `name` now ("run now"), with `args` instead of its own if

@@ -25,6 +25,7 @@ from kiqbeat.document.sources import Sources
 from kiqbeat.engine import Engine
 from kiqbeat.errors import ConfigError, RedisUnavailableError
 from kiqbeat.redis import keys
+from tests.entrypoints.conftest import Kiqbeat
 from tests.entrypoints.test_sources import hanging_endpoint
 
 # Every second, so a second invocation a little over a second later has ticks to push
@@ -107,12 +108,23 @@ def redis_now(redis_url: str) -> datetime:
     return datetime.fromtimestamp(seconds, tz=UTC) + timedelta(microseconds=micros)
 
 
+def nested(depth: int) -> list[Any]:
+    """A list `depth` levels deep, built without recursion."""
+    value: list[Any] = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
 def rewind_mark(redis_client: redis.Redis, name: str, seconds: float,
                 shard: tuple[int, int] | None = None) -> None:
     """Move a schedule's watermark back, as if the last invocation ran `seconds` ago: the
     next one then has ticks to push, without waiting on the wall clock."""
     mark = int(redis_client.hget("kiqbeat:watermarks", name) or 0)
     redis_client.hset("kiqbeat:watermarks", name, mark - int(seconds * 1000))
+    # First seen no later than that, or the ticks before it are no one's (no pre-history).
+    seen = int(redis_client.hget("kiqbeat:first_seen", name) or mark)
+    redis_client.hset("kiqbeat:first_seen", name, min(seen, mark - int(seconds * 1000)))
     redis_client.zadd(keys.due("", shard), {name: 0})
 
 
@@ -373,6 +385,9 @@ def three_shards(lambda_env: Path, monkeypatch: pytest.MonkeyPatch) -> dict[int,
     each: which names each shard holds."""
     lambda_env.write_text(SHARDED)
     monkeypatch.setenv("KIQBEAT_SHARD_COUNT", "3")
+    # Once, before the first invocation: invocations never record the count themselves.
+    assert app.lambda_handler({"kiqbeat": "reindex", "shards": 3}, Context())["shards"] == 3
+    app.forget_warm()  # the tests count the engines the shards' invocations keep
     by_shard = {i: [n for n in NAMES if shard_of(n, 3) == i] for i in range(3)}
     assert all(by_shard.values())  # every shard has schedules, or the test proves nothing
     return by_shard
@@ -422,6 +437,7 @@ def test_the_events_shard_wins_over_kiqbeat_shard_which_serves_events_without_on
 ) -> None:
     lambda_env.write_text(SHARDED)
     monkeypatch.setenv("KIQBEAT_SHARD", "0/3")  # no KIQBEAT_SHARD_COUNT: nothing to check
+    app.lambda_handler({"kiqbeat": "reindex", "shards": 3}, Context())
     assert app.lambda_handler({}, Context())["shard"] == "0/3"
     assert app.lambda_handler(sharded_event("2/3"), Context())["shard"] == "2/3"
     for name in NAMES:
@@ -458,16 +474,17 @@ def test_a_bad_or_foreign_shard_fails_the_invocation_and_touches_nothing(
     assert line["level"] == "ERROR"
     assert line["message"] == "kiqbeat invocation failed"
     assert emf(capsys.readouterr().out)["InvocationsFailed"] == 1
-    assert redis_client.dbsize() == 0  # not even the document applied
+    # Not even the document applied: only the count `reindex` recorded is there.
+    assert redis_client.keys("*") == ["kiqbeat:shards"]
 
 
-@pytest.mark.parametrize("count", ["0", "three", "-1"])
+@pytest.mark.parametrize("count", ["0", "three", "-1", "1025", "100000000"])
 def test_a_bad_shard_count_fails_every_invocation(
     lambda_env: Path, monkeypatch: pytest.MonkeyPatch, count: str,
 ) -> None:
     monkeypatch.setenv("KIQBEAT_SHARD_COUNT", count)
     with pytest.raises(ConfigError, match=f"KIQBEAT_SHARD_COUNT: '{count}' must be a whole "
-                                          "number of shards, 1 or more"):
+                                          "number of shards, 1 to 1,024"):
         app.lambda_handler({"shard": "0/1"}, Context())
 
 
@@ -586,12 +603,13 @@ def test_operator_events_need_no_shard_on_a_sharded_function(
      r"the event's \"since\" 'yesterday' is not an ISO 8601 instant"),
     ({"kiqbeat": "backfill", "names": ["pulse"], "until": "2026-03-08T07:00:00"},
      r"the event's \"until\" '2026-03-08T07:00:00' has no UTC offset"),
-    ({"kiqbeat": "backfill"}, r"a backfill needs the event's \"names\" .* or \"all\": true"),
+    ({"kiqbeat": "backfill"}, r"a backfill needs the event's \"names\" .* or the event's "
+                              r"\"all\""),
     ({"kiqbeat": "backfill", "names": ["pulse"], "all": True},
-     r"a backfill needs the event's \"names\" .* or \"all\": true, one of the two"),
+     r"a backfill needs the event's \"names\" .* or the event's \"all\" .* one of the two"),
     ({"kiqbeat": "trigger"}, r"'trigger' needs the event's \"name\""),
     ({"kiqbeat": "trigger", "name": "pulse", "args": "7"},
-     r"the event's \"args\": expected the job's arguments as a list, not '7'"),
+     r"the event's \"args\" must be a JSON array \(the job's arguments\).*, not '7'"),
     ({"kiqbeat": "missed", "shard": "0/1"}, r"the event's \"shard\" is not a field of 'missed'"),
 ], ids=["operation", "flag", "unknown", "names", "since", "naive-until", "neither", "both",
         "no-name", "args", "shard"])
@@ -605,3 +623,45 @@ def test_an_operator_event_with_a_bad_field_is_refused_and_does_nothing(
         app.lambda_handler(event, Context())
     assert {key: redis_client.dump(key) for key in redis_client.keys("*")} == before
     assert log_lines(logs)[-1]["message"] == "kiqbeat operation failed"
+
+
+def test_the_lambda_and_the_cli_give_the_same_refusal_for_since_after_until(
+    lambda_env: Path, kiqbeat: Kiqbeat, monkeypatch: pytest.MonkeyPatch,
+    redis_client: redis.Redis,
+) -> None:
+    """One request model: the same check, each naming the fields its own way."""
+    monkeypatch.setenv("KIQBEAT_CONFIG", str(lambda_env))
+    since, until = "2026-03-08T08:00:00Z", "2026-03-08T07:00:00Z"
+    cli = kiqbeat("backfill", "--all", "--since", since, "--until", until)
+    assert cli.code == 1
+    assert f"--since '{since}' is later than --until '{until}'; nothing was done" in cli.err
+    with pytest.raises(ConfigError) as refused:
+        app.lambda_handler({"kiqbeat": "backfill", "all": True, "since": since,
+                            "until": until}, Context())
+    assert str(refused.value) == (f"the event's \"since\" '{since}' is later than the event's "
+                                  f"\"until\" '{until}'; nothing was done")
+    assert redis_client.dbsize() == 0
+
+
+@pytest.mark.parametrize(("event", "refused"), [
+    ({"kiqbeat": "trigger", "name": "pulse", "args": [nested(5_000)]},
+     r"the event's \"args\": args.* nests deeper than the 100 levels"),
+    ({"kiqbeat": "trigger", "name": "x" * 1_000_000},
+     r"the event's \"name\": 'x{50}.* is 1,000,000 characters"),
+    ({"kiqbeat": "backfill", "names": ["pulse"], "max_jobs": 0},
+     r"the event's \"max_jobs\": expected a whole number of jobs"),
+    ({"kiqbeat": "reindex", "shards": 100_000_000},
+     r"the event's \"shards\": expected a whole number of shards, 1 to 1,024"),
+], ids=["args-5000-deep", "1MB-name", "max-jobs-0", "shards-too-many"])
+def test_a_failed_operator_event_is_a_clear_error_logged_as_a_clipped_summary(
+    lambda_env: Path, redis_client: redis.Redis, logs: io.StringIO, event: dict[str, Any],
+    refused: str,
+) -> None:
+    app.lambda_handler({}, Context())  # pulse in the store
+    with pytest.raises(ConfigError, match=refused) as error:
+        app.lambda_handler(event, Context())
+    assert len(str(error.value)) < 1_000
+    line = logs.getvalue().splitlines()[-1]
+    assert json.loads(line)["message"] == "kiqbeat operation failed"
+    assert len(line) < 20_000 and "RecursionError" not in line  # not the whole event
+    assert redis_client.llen("queue:pulse") == 0

@@ -26,3 +26,10 @@ def client(redis_url: str) -> Iterator[redis.Redis]:
     """kiqbeat's own kind of client on the flushed session database."""
     with connect(redis_url) as c:
         yield c
+
+
+@pytest.fixture(autouse=True)
+def replays_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scenarios replay invocations hours back on purpose (`run-once --now`): the
+    processes they start inherit the opt-in (`kiqbeat run-once --replay`)."""
+    monkeypatch.setenv("KIQBEAT_ALLOW_REPLAY", "1")

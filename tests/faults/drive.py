@@ -83,7 +83,8 @@ def run_cli(*args: str, timeout_s: float = 60) -> tuple[int, str, str, float]:
 
 def start_backfills(config: Path | None, url: str, count: int) -> list[subprocess.Popen[str]]:
     """`count` `kiqbeat backfill --all --json` processes, started together (racing)."""
-    argv = [KIQBEAT, "backfill", "--all", "--json", "--redis-url", url]
+    # --yes: the scenarios' backfills push tens of thousands of ticks on purpose.
+    argv = [KIQBEAT, "backfill", "--all", "--yes", "--json", "--redis-url", url]
     if config is not None:
         argv += ["--config", str(config)]
     return [subprocess.Popen(argv, cwd=ROOT, text=True, stdout=subprocess.PIPE,

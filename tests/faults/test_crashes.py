@@ -240,8 +240,8 @@ def test_backfills_sigkilled_part_way_then_run_again_push_each_missed_tick_once(
             kills += _kill_after(procs, delays)
             backfilled(procs)
             partial += 0 < len(recorded_ticks(client, cfg)) < owed_now
-        rc, out, err, took = run_cli("backfill", "--all", "--json", "--config", str(path),
-                                     "--redis-url", redis_url)
+        rc, out, err, took = run_cli("backfill", "--all", "--yes", "--json", "--config",
+                                     str(path), "--redis-url", redis_url)
         assert rc == 0, err
     outcome = check(client, cfg, after=start, until=start + outage,
                     scenario="backfills SIGKILLed part-way (3 racing per attempt), then run "

@@ -559,6 +559,10 @@ def emitted_metrics(tmp_path: Path, redis_url: str, environ: dict[str, str]
     shards = [tmp_path / f"shard-{i}.json" for i in range(2)]
     for index, path in enumerate(shards):
         path.write_text(json.dumps(scheduled | {"shard": f"{index}/2"}))
+    # A sharded deployment splits the store once, before its first invocation.
+    reindex = tmp_path / "reindex.json"
+    reindex.write_text(json.dumps({"kiqbeat": "reindex", "shards": 2}))
+    shards.insert(0, reindex)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KIQBEAT_", "POWERTOOLS_"))}
     env |= environ | {"KIQBEAT_CONFIG": str(ROOT / "handler" / "schedule.yaml"),
                       "KIQBEAT_REDIS_URL": redis_url,

@@ -388,6 +388,24 @@ schedules:
     assert all(found[jid("secondly", t)] == 1 for t in secondly)
 
 
+def test_a_watermark_set_back_to_zero_records_nothing_from_before_first_seen(
+    client: redis.Redis,
+) -> None:
+    """No pre-history: the record clips at first-seen, so a watermark of 0 (set by hand)
+    owes the ticks since the schedule was first seen, never 56 years of them."""
+    cfg = config("missed_jobs_window: 1m\nschedules:\n  x: {every: 1s, class: X}\n")
+    t0 = redis_now(client) - timedelta(minutes=10)
+    run(client, cfg, now=t0)
+    seen = int(text(client.hget("kiqbeat:first_seen", "x") or b""))
+    client.hset(WATERMARKS, "x", 0)
+    run(client, cfg, now=t0 + timedelta(minutes=5))
+    ((after, through, reason),) = recorded(client, "x")
+    assert (after, reason) == (seen, "window")
+    assert through == to_ms(t0 + timedelta(minutes=4))
+    dry = Store(client, window_s=60).backfill(dry_run=True)
+    assert (dry.planned, dry.before_first_seen) == (240, 0)
+
+
 def test_at_most_the_newest_hundred_ranges_are_kept(client: redis.Redis) -> None:
     """`catch_up: latest` every second records a range each invocation; the record keeps
     the newest MAX_RANGES, and they name exactly the ticks those invocations skipped."""
@@ -892,8 +910,10 @@ def cli_json(*args: str, url: str, path: Path) -> Any:
 
 
 def backfills(count: int, url: str, path: Path) -> list[subprocess.Popen[str]]:
-    """`kiqbeat backfill --all --json` processes, started together."""
-    return [subprocess.Popen(kiqbeat_cli("backfill", "--all", "--json", url=url, path=path),
+    """`kiqbeat backfill --all --yes --json` processes, started together (--yes: tens of
+    thousands of ticks, on purpose)."""
+    return [subprocess.Popen(kiqbeat_cli("backfill", "--all", "--yes", "--json", url=url,
+                                         path=path),
                              env=cli_env(), cwd=ROOT, text=True, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE) for _ in range(count)]
 

@@ -36,6 +36,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
+from kiqbeat.core.limits import MAX_SHARDS
 from kiqbeat.core.payload import JobTemplate, jid_ms, job_json, job_template
 from kiqbeat.core.schedule import Config, Schedule, Timetable
 from kiqbeat.errors import ConfigError
@@ -73,7 +74,11 @@ def from_ms(ms: int) -> datetime:
 
 
 def check_shard(index: int, count: int) -> tuple[int, int]:
-    """(index, count) when it names a shard; ConfigError otherwise."""
+    """(index, count) when it names a shard; ConfigError otherwise (a count above MAX_SHARDS
+    included: a typo such as 0/100000000 must not reach the store)."""
+    if count > MAX_SHARDS:
+        raise ConfigError(f"invalid shard {index}/{count}: at most {MAX_SHARDS:,} shards "
+                          "(kiqbeat.core.limits.MAX_SHARDS)")
     if count < 1 or not 0 <= index < count:
         raise ConfigError(f"invalid shard {index}/{count}: expected INDEX/COUNT with "
                           "0 <= INDEX < COUNT")

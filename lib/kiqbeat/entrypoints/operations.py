@@ -4,147 +4,84 @@
   came, passed over by a `catch_up` policy, or owed when the schedule was paused), as
   ranges with their tick counts.
 - `backfill` pushes recorded ticks, each exactly once whatever runs at the same time, and
-  takes them out of the record; `--dry-run` only counts them.
+  takes them out of the record; `--dry-run` only counts them. It asks first (`--yes` or
+  `--max-jobs N`) above BACKFILL_CONFIRM_JOBS jobs or before a schedule's first-seen, stops
+  between calls at `--deadline` or on SIGINT/SIGTERM, and says what it pushed (exit 3, or
+  128 + the signal, when it stopped before the end: run it again for the rest).
 - `trigger` pushes one job of a schedule now, with a jid no tick has.
 - `history` lists a schedule's last pushes, newest first.
 
 Each takes the engine's flags (the store's Redis, namespace, shard count, history size) and
-`--json`.
+`--json`. The command line is read into `kiqbeat.entrypoints.requests`' model, which the
+Lambda handler reads its operator events into too: one set of checks, one runner.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import signal
 import sys
-from collections.abc import Callable
-from datetime import datetime
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
 from functools import partial
+from types import FrameType
 from typing import Any
 
+from kiqbeat.core.limits import BACKFILL_CONFIRM_JOBS
+from kiqbeat.entrypoints import requests
 from kiqbeat.entrypoints.common import opened_engine, progress_bar
-from kiqbeat.entrypoints.preview import parse_instant
-from kiqbeat.errors import ConfigError
+from kiqbeat.errors import foreign_json
 from kiqbeat.settings import add_flags
-from kiqbeat.store import Backfill
 
 
-def _print(args: argparse.Namespace, document: dict[str, Any], lines: list[str]) -> None:
-    print(json.dumps(document, indent=2, ensure_ascii=False) if args.json else "\n".join(lines))
-
-
-def _cmd_missed(args: argparse.Namespace) -> int:
-    with opened_engine(args) as engine:
+def _run(kind: str, args: argparse.Namespace) -> int:
+    """Read the command line into the request model, run it, print the outcome."""
+    request = requests.from_args(kind, args)
+    show = (kind == "backfill" and not (args.json or args.no_progress or args.dry_run)
+            and sys.stderr.isatty())
+    with opened_engine(args) as engine, _stopped_by_signals() as signalled:
         store = engine.store()
-        ranges = store.missed(args.names)
-        listed = {r.name for r in ranges}
-        unknown = [n for n in args.names if n not in listed and store.get(n) is None]
-    if unknown:
-        raise store.no_schedule(unknown)
-    lines = [r.line() for r in ranges]
-    if ranges:
-        ticks = sum(r.ticks or 0 for r in ranges)
-        uncounted = sum(r.ticks is None for r in ranges)
-        more = "+" if uncounted or any(r.capped for r in ranges) else ""
-        lines.append(f"{len(ranges):,} range(s), {ticks:,}{more} tick(s) recorded as missed"
-                     + (f" ({uncounted:,} range(s) not counted: no valid definition)"
-                        if uncounted else "")
-                     + "; `kiqbeat backfill NAME ...` (or --all) pushes them")
-    else:
-        lines.append("no missed ticks recorded"
-                     + (f" for {', '.join(map(repr, args.names))}" if args.names else ""))
-    _print(args, {"missed": [r.as_dict() for r in ranges]}, lines)
-    return 0
+        deadline = time.monotonic() + engine.settings.deadline_s
+
+        def total() -> int:
+            counted = requests.execute(replace(request, dry_run=True), store,
+                                       deadline=deadline, stop=lambda: bool(signalled))
+            return counted.backfill.planned if counted.backfill else 0
+
+        with progress_bar(show, total, " ticks") as progress:
+            outcome = requests.execute(request, store, deadline=deadline,
+                                       stop=lambda: bool(signalled), progress=progress)
+    print(foreign_json(outcome.result, indent=2) if args.json
+          else "\n".join(outcome.lines))
+    if outcome.problems:
+        print(f"kiqbeat: {'; '.join(outcome.problems)}", file=sys.stderr)
+    if signalled and outcome.backfill is not None and outcome.backfill.stopped == "signal":
+        return 128 + signalled[0]  # as a shell reports a process a signal stopped
+    return outcome.code
 
 
-def _instant(text: str | None, option: str) -> datetime | None:
-    return None if text is None else parse_instant(text, option)
+@contextmanager
+def _stopped_by_signals() -> Iterator[list[int]]:
+    """While in it, SIGINT and SIGTERM only note themselves (in the list yielded): a
+    backfill stops cleanly between two calls instead of with a traceback mid-way. The
+    previous handlers come back afterwards."""
+    signalled: list[int] = []
 
+    def note(signum: int, frame: FrameType | None) -> None:
+        signalled.append(signum)
 
-def _cmd_backfill(args: argparse.Namespace) -> int:
-    if bool(args.names) == args.all:
-        raise ConfigError("name the schedules to backfill, or pass --all for every schedule "
-                          "with missed ticks recorded (not both); nothing was done")
-    since, until = _instant(args.since, "--since"), _instant(args.until, "--until")
-    if since and until and since > until:
-        raise ConfigError(f"--since {args.since!r} is later than --until {args.until!r}; "
-                          "nothing was done")
-    show = not (args.json or args.no_progress or args.dry_run) and sys.stderr.isatty()
-    with opened_engine(args) as engine:
-        backfill = partial(engine.store().backfill, args.names, since=since, until=until,
-                           latest_only=args.latest_only)
-        with progress_bar(show, lambda: backfill(dry_run=True).planned, " ticks") as progress:
-            result = backfill(dry_run=args.dry_run, progress=progress)
-    return _backfill_summary(args, result)
-
-
-def _backfill_summary(args: argparse.Namespace, result: Backfill) -> int:
-    """Print what a backfill did; its exit code: 1 when a named schedule was skipped or
-    ticks were left for another run."""
-    scope = f"{result.schedules:,} schedule(s)"
-    if args.dry_run:
-        more = "+" if result.capped else ""
-        lines = [f"dry run: would push {result.planned:,}{'' if args.latest_only else more} "
-                 f"tick(s) of {scope}"
-                 + (f", the newest of each (--latest-only), and take {result.dropped:,}{more} "
-                    "older one(s) out of the record unpushed" if args.latest_only else "")
-                 + "; nothing pushed"]
-    else:
-        lines = [f"backfill of {scope}: {result.pushed:,} pushed, {result.already:,} already "
-                 f"pushed by another backfill, {result.stale:,} left alone (the definition "
-                 "changed meanwhile)"]
-        lines += [f"pushed {j.schedule} tick {j.tick.isoformat()} jid {j.jid}"
-                  for j in result.jobs[:20]]
-        if result.pushed > 20:
-            lines.append(f"... and {result.pushed - 20:,} more (--json lists the first "
-                         f"{len(result.jobs):,})")
-        if args.latest_only:
-            lines.append("older ticks in scope were taken out of the record unpushed "
-                         "(--latest-only)")
-    lines += [f"skipped: {name}: {why}" for name, why in result.skipped]
-    _print(args, result.as_dict() | {"dry_run": args.dry_run}, lines)
-    problems = []
-    if args.names and result.skipped:
-        problems.append(f"{len(result.skipped)} named schedule(s) skipped")
-    if result.stale:
-        problems.append(f"{result.stale:,} tick(s) left recorded because their schedule "
-                        "changed meanwhile; run the backfill again")
-    if problems:
-        print(f"kiqbeat: {'; '.join(problems)}", file=sys.stderr)
-        return 1
-    return 0
-
-
-def _job_args(text: str) -> list[Any]:
+    if threading.current_thread() is not threading.main_thread():
+        yield signalled  # signals reach the main thread only: nothing to catch here
+        return
+    previous = {s: signal.signal(s, note) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise ConfigError(f"--args {text!r} is not JSON ({exc}); it must be a JSON array, "
-                          "e.g. '[42, \"eu\"]'") from None
-    if not isinstance(value, list):
-        raise ConfigError(f"--args must be a JSON array (the job's arguments), e.g. "
-                          f"'[42, \"eu\"]', got {text!r}")
-    return value
-
-
-def _cmd_trigger(args: argparse.Namespace) -> int:
-    job_args = None if args.args is None else _job_args(args.args)
-    with opened_engine(args) as engine:
-        done = engine.store().trigger(args.name, job_args)
-    _print(args, done.as_dict(), [f"pushed {done.name!r} now: jid {done.jid} into queue "
-                                  f"{done.queue!r}"])
-    return 0
-
-
-def _cmd_history(args: argparse.Namespace) -> int:
-    with opened_engine(args) as engine:
-        pushes = engine.store().history(args.name)
-        kept = engine.settings.history
-    lines = [p.line() for p in pushes] or [
-        f"no pushes recorded for {args.name!r}"
-        + (" (KIQBEAT_HISTORY / --history is 0: none are kept)" if kept == 0 else "")]
-    _print(args, {"name": args.name, "history": [p.as_dict() for p in pushes]}, lines)
-    return 0
+        yield signalled
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 def add_parser(sub: Any) -> None:
@@ -163,12 +100,12 @@ def add_parser(sub: Any) -> None:
 
     p = command("missed", "list the ticks recorded as missed (older than the window, "
                           "passed over by catch_up, or owed when paused), as ranges",
-                _cmd_missed)
+                partial(_run, "missed"))
     p.add_argument("names", nargs="*", metavar="NAME", help="only these schedules")
     common(p)
 
     p = command("backfill", "push recorded missed ticks, each exactly once, and take them "
-                            "out of the record", _cmd_backfill)
+                            "out of the record", partial(_run, "backfill"))
     p.add_argument("names", nargs="*", metavar="NAME", help="these schedules' ticks")
     p.add_argument("--all", action="store_true",
                    help="every schedule with missed ticks recorded (instead of NAMEs)")
@@ -179,19 +116,26 @@ def add_parser(sub: Any) -> None:
                    help="push only the newest tick in scope of each schedule; take the "
                         "others out of the record unpushed")
     p.add_argument("--dry-run", action="store_true",
-                   help="count the ticks it would push; push and change nothing")
+                   help="count the ticks it would push (exactly, up to 10,000,000); push and "
+                        "change nothing")
+    p.add_argument("--yes", action="store_true",
+                   help=f"push them all even above {BACKFILL_CONFIRM_JOBS:,} jobs, or from "
+                        "before a schedule was first seen (asked otherwise; nothing pushed)")
+    p.add_argument("--max-jobs", metavar="N",
+                   help="push at most N jobs, the oldest first (schedules in name order); "
+                        "run it again for the next N")
     p.add_argument("--no-progress", action="store_true",
                    help="draw no progress bar (none is drawn with --json or off a terminal)")
     common(p)
 
     p = command("trigger", "push one job of a schedule now (a manual run; paused or not)",
-                _cmd_trigger)
+                partial(_run, "trigger"))
     p.add_argument("name", metavar="NAME", help="the schedule's name")
     p.add_argument("--args", metavar="JSON",
                    help="the job's arguments instead of the schedule's, a JSON array")
     common(p)
 
     p = command("history", "a schedule's last pushes, newest first (ticks, backfills, "
-                           "manual runs)", _cmd_history)
+                           "manual runs)", partial(_run, "history"))
     p.add_argument("name", metavar="NAME", help="the schedule's name")
     common(p)

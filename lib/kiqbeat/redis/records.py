@@ -46,6 +46,17 @@ def read_present(client: redis.Redis, namespace: str, names: Sequence[str],
                                        strict=True) if d is not None}
 
 
+def read_first_seen(client: redis.Redis, namespace: str, names: Sequence[str]
+                    ) -> dict[str, int]:
+    """When each of `names` was first seen, epoch ms (absent or garbled ones left out)."""
+    seen = {}
+    for name, value in _hmget(client, keys.first_seen(namespace), names):
+        text = reply_text(value)
+        if text.isascii() and text.isdigit():
+            seen[name] = int(text)
+    return seen
+
+
 @dataclass
 class Piece:
     """Part of one schedule's record that one backfill call settles: (after_ms, through_ms]

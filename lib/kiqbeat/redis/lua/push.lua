@@ -46,7 +46,9 @@ records.lua), which keeps the newest H.
 
 The missed ranges of a group whose mark is applied are recorded with it, clipped to above
 the stored watermark (what lies at or below it another copy dealt with, and recorded): a
-recorded tick is therefore never pushed by an invocation, and recorded once. A range that
+recorded tick is therefore never pushed by an invocation, and recorded once. They are
+clipped to above the schedule's first-seen too (no pre-history): a watermark set back by
+hand (to 0, say) must not record decades as owed. A range that
 starts where the schedule's last one ends, for the same reason, extends it; at most 100
 ranges are kept, the oldest "policy" ones dropped first (records.lua).
 
@@ -98,6 +100,7 @@ err = expect_allowed('HSET', wm_key, 'f', '0') or expect_allowed('HSETNX', seen_
   or expect_allowed('HMGET', defs_key, 'f') or expect_allowed('HSTRLEN', defs_key, 'f')
   or expect_allowed('HDEL', rejected_key, 'f')
   or expect_allowed('HGET', missed_key, 'f') or expect_allowed('HSET', missed_key, 'f', 'r')
+  or expect_allowed('HGET', seen_key, 'f')
   or expect_allowed('HMGET', history_key, 'f') or expect_allowed('HSET', history_key, 'f', 'h')
 if err then return err end
 for k = 1, nq do
@@ -218,11 +221,13 @@ local function push_above(g, floor)
   end
 end
 
--- Record g's missed ranges above the stored mark, extending the last one where they meet.
+-- Record g's missed ranges above the stored mark and first-seen, extending the last one
+-- where they meet.
 local function record(g)
   local ranges = {}
+  local floor = math.max(g.cur, tonumber(redis.call('HGET', seen_key, g.name)) or 0)
   for _, range in ipairs(g.ranges) do
-    local after, through = math.max(range[1], g.cur), range[2]
+    local after, through = math.max(range[1], floor), range[2]
     if after < through then
       ranges[#ranges + 1] = {after, through, range[3]}
       -- Clipped by another copy's mark: its share of the count, as near as instants tell.
