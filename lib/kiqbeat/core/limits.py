@@ -32,3 +32,9 @@ MAX_COUNTED_TICKS = 10_000_000
 # A value from the store or from a user shown in a message, a line or a log: at most this
 # many characters, escaped (control, bidi and non-UTF-8 bytes made visible).
 MAX_SHOWN_CHARS = 200
+
+# The last instant kiqbeat plans, epoch ms (9999-12-31T23:59:59.999Z, the end of Python's
+# datetime): a due index entry scored above it (1e308, +inf: written by hand or by another
+# language) would never be planned. Invocations warn about such entries, `kiqbeat status`
+# counts and names them, and `kiqbeat schedules reindex` rescores them "plan me" (0).
+MAX_PLANNABLE_MS = 253_402_300_799_999

@@ -13,6 +13,7 @@ from typing import Any
 
 from kiqbeat.core.records import Push
 from kiqbeat.core.report import Report
+from kiqbeat.core.schedule import Config
 from kiqbeat.engine import Engine
 from kiqbeat.entrypoints.common import opened_engine
 from kiqbeat.entrypoints.loop import print_report, run_loop, stop_on_signals
@@ -20,6 +21,8 @@ from kiqbeat.entrypoints.operations import add_parser as add_operations_parser
 from kiqbeat.entrypoints.preview import cmd_next, cmd_validate, parse_instant
 from kiqbeat.entrypoints.schedules import add_parser as add_schedules_parser
 from kiqbeat.errors import ConfigError, KiqbeatError
+from kiqbeat.redis import keys
+from kiqbeat.redis.connection import redis_errors
 from kiqbeat.settings import add_flags, flags_of
 from kiqbeat.store import MissedRange
 
@@ -65,16 +68,30 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print_report(report, args.json)
         return report
 
-    def period_s() -> float:
-        return 1.0 if any(s.timetable.has_seconds for s in current.schedules) else 60.0
-
     notes = sys.stderr if args.json else sys.stdout  # --json: stdout holds reports alone
-    print(f"kiqbeat: running {len(current.schedules)} schedules; SIGTERM or Ctrl-C stops",
-          file=notes, flush=True)
-    run_loop(invoke, period_s, stop)
+    print(f"kiqbeat: running {_served(engine, current)}; SIGTERM or Ctrl-C stops", file=notes,
+          flush=True)
+    run_loop(invoke, stop)
     engine.close()
     print("kiqbeat: stopped", file=notes, flush=True)
     return 0
+
+
+def _served(engine: Engine, config: Config) -> str:
+    """What `kiqbeat run` serves, for its banner: the document's schedules (if any) and the
+    store's, which it runs as well (HLEN of the definitions hash: one round trip)."""
+    key = keys.definitions(config.namespace)
+    try:
+        with redis_errors(engine.client, f"counting the schedules in {key}"):
+            stored = f"{int(engine.client.hlen(key)):,}"
+    except KiqbeatError as exc:  # the loop starts anyway: its invocations retry and report
+        stored = f"? (not counted: {exc})"
+    shard = engine.settings.shard
+    of_shard = f", shard {shard[0]}/{shard[1]} of them" if shard and shard[1] > 1 else ""
+    if config.source:
+        return (f"{len(config.schedules)} schedules of the document {config.source} and the "
+                f"{stored} stored in {key} (the document's among them once applied{of_shard})")
+    return f"the {stored} schedules stored in {key} (no document{of_shard})"
 
 
 def _cmd_status(args: argparse.Namespace) -> int:

@@ -15,15 +15,17 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import math
 import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 import redis
 
+from kiqbeat.core.limits import MAX_PLANNABLE_MS
 from kiqbeat.core.plan import shard_of
 from kiqbeat.redis import keys, scripts
 from kiqbeat.redis.connection import redis_errors, reply_bytes, reply_text
@@ -70,15 +72,36 @@ def read_clock(client: redis.Redis) -> datetime:
     return redis_time(seconds, micros)
 
 
+class DueRead(NamedTuple):
+    """One due read: the Redis clock, a batch of due entries, `more`'s replies, and when the
+    index next comes due (its lowest score above the instant read up to, epoch ms; None when
+    there is none, or when it is beyond any instant kiqbeat plans)."""
+
+    now: datetime
+    due: list[Due]
+    more: list[Any]
+    next_due_ms: int | None
+
+
+def plannable_ms(score: Any) -> int | None:
+    """A due index score (a number or Redis's text of one) as epoch ms; None when it is
+    none, or beyond any instant kiqbeat plans (`MAX_PLANNABLE_MS`: 1e308, +inf)."""
+    try:
+        value = float(reply_text(score) if isinstance(score, bytes) else score)
+    except (TypeError, ValueError):
+        return None
+    return int(value) if math.isfinite(value) and value <= MAX_PLANNABLE_MS else None
+
+
 def read_due(
     client: redis.Redis, namespace: str, shard: tuple[int, int] | None, *,
     upto_ms: int | None = None, offset: int = 0, limit: int = BATCH,
     more: Callable[[Any], None] | None = None, lua: scripts.Caller = scripts.SCRIPTS,
-) -> tuple[datetime, list[Due], list[Any]]:
-    """The Redis clock, up to `limit` due entries (lowest score first) and `more`'s replies,
-    in one round trip. Entries are due when scored at or below `upto_ms` (default: the
-    Redis clock). `more` queues further reads on the same pipeline; their replies come back
-    as they are, an error reply as an exception object.
+) -> DueRead:
+    """The Redis clock, up to `limit` due entries (lowest score first), `more`'s replies and
+    when the index next comes due, in one round trip. Entries are due when scored at or
+    below `upto_ms` (default: the Redis clock). `more` queues further reads on the same
+    pipeline; their replies come back as they are, an error reply as an exception object.
     """
     script_keys = [keys.due(namespace, shard), keys.definitions(namespace),
                    keys.watermarks(namespace)]
@@ -95,13 +118,13 @@ def read_due(
             lua.reload(scripts.DUE, client)  # a new or restarted server: once
         if isinstance(replies[0], Exception):
             raise lua.explained(replies[0])
-    seconds, micros, names, definitions, marks = replies[0]
+    seconds, micros, names, definitions, marks, next_due = replies[0]
     now = redis_time(seconds, micros)
     # A name that is not UTF-8 (written by another language) stays readable: its definition
     # is then refused by name and set aside, writing back the same bytes.
     due = [Due(_name(name), reply_bytes(definition), int(mark) if mark else None)
            for name, definition, mark in zip(names, definitions, marks, strict=True)]
-    return now, due, replies[1:]
+    return DueRead(now, due, replies[1:], plannable_ms(next_due) if next_due else None)
 
 
 @dataclass(frozen=True)

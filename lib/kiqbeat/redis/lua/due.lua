@@ -7,11 +7,12 @@ KEYS[3]  watermarks hash (name -> covered-through epoch ms)
 ARGV[1]  plan up to this instant, epoch ms; "" for the Redis clock
 ARGV[2]  offset into the due entries   ARGV[3]  at most this many (a batch)
 
-Returns {seconds, microseconds, names, definitions, marks}: TIME's two numbers, then, for the
-entries scored at or below the instant (lowest first), their names, their definitions (nil
-when gone) and their marks ("" when none). Cost: one range read and two HMGETs of one batch,
-whatever the size of the store. A mark that is not a whole number is refused, naming the
-schedule.
+Returns {seconds, microseconds, names, definitions, marks, next}: TIME's two numbers, then, for
+the entries scored at or below the instant (lowest first), their names, their definitions
+(nil when gone) and their marks ("" when none); then the lowest score above the instant, as
+Redis writes it ("" when none): when the index next comes due (`kiqbeat run` sleeps until
+then). Cost: two range reads and two HMGETs of one batch, whatever the size of the store. A
+mark that is not a whole number is refused, naming the schedule.
 ]]
 
 local clock = redis.call('TIME')
@@ -23,8 +24,10 @@ if upto == '' then
   upto = string.format('%d', clock[1] * 1000 + math.floor(clock[2] / 1000))
 end
 local names = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', upto, 'LIMIT', ARGV[2], ARGV[3])
+local after = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. upto, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+local next_due = after[2] or ''
 if #names == 0 then
-  return {clock[1], clock[2], {}, {}, {}}
+  return {clock[1], clock[2], {}, {}, {}, next_due}
 end
 local defs = redis.call('HMGET', KEYS[2], unpack(names))
 local raw = redis.call('HMGET', KEYS[3], unpack(names))
@@ -37,4 +40,4 @@ for j = 1, #names do
   end
   marks[j] = value or ''
 end
-return {clock[1], clock[2], names, defs, marks}
+return {clock[1], clock[2], names, defs, marks, next_due}
