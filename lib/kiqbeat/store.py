@@ -15,8 +15,10 @@ removing forgets its state, so a schedule of the same name added later starts af
 
 Schedules written here belong to the API; a document's schedules belong to the document
 (`Engine` applies documents). Each may pause and resume the other's, but not change or
-remove them. Every method raises ConfigError (bad definition, unknown name, ownership)
-or a StateError / RedisUnavailable from Redis.
+remove them — except with `force=True` (`--force-owner`), the way out for a definition whose
+`"source"` names a document the store does not know (written by hand, or by another tool),
+or one no longer applied anywhere. Every method raises ConfigError (bad definition, unknown
+name, ownership) or a StateError / RedisUnavailable from Redis.
 """
 
 from __future__ import annotations
@@ -26,12 +28,13 @@ import json
 import secrets
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 import redis
 
+from kiqbeat.core.limits import MAX_SHOWN_CHARS
 from kiqbeat.core.payload import jid_ms, job_json
 from kiqbeat.core.plan import (
     MAX_BYTES_PER_CALL,
@@ -237,21 +240,45 @@ class Store:
         """Add a schedule; ConfigError when one of that name exists."""
         self._one(Op("add", name, self.check(name, definition)))
 
-    def put(self, name: str, definition: Mapping[str, Any]) -> bool:
-        """Add or replace a schedule; False when it was stored exactly so already."""
-        return self._one(Op("put", name, self.check(name, definition))) == "+"
+    def put(self, name: str, definition: Mapping[str, Any], *, force: bool = False) -> bool:
+        """Add or replace a schedule; False when it was stored exactly so already. `force`:
+        replace it whatever source it names (it then belongs to the API)."""
+        op = Op("put", name, self.check(name, definition))
+        return (self._forced(op) if force else self._one(op)) == "+"
 
-    def update(self, name: str, definition: Mapping[str, Any]) -> bool:
-        """Replace a schedule; ConfigError when there is none of that name."""
-        return self._one(Op("update", name, self.check(name, definition))) == "+"
+    def update(self, name: str, definition: Mapping[str, Any], *,
+               force: bool = False) -> bool:
+        """Replace a schedule; ConfigError when there is none of that name. `force`: as
+        `put`'s."""
+        op = Op("update", name, self.check(name, definition))
+        return (self._forced(op) if force else self._one(op)) == "+"
 
-    def remove(self, name: str) -> bool:
-        """Remove a schedule and forget its state; False when there was none."""
-        code, owner = write(self.client, self.namespace, self.shards, [Op("del", name)],
-                            self._lua)[0]
-        if code == "O":
-            raise ConfigError(f"schedule {name!r} belongs to {owner}; remove it there")
+    def remove(self, name: str, *, force: bool = False) -> bool:
+        """Remove a schedule and forget its state; False when there was none. `force`:
+        whatever source it names.
+
+        Without `force`, a schedule another source holds is refused: one of a document the
+        store knows ("change it there"), or one naming a source no document is known by
+        (then the message gives the flag). Forcing over a known document is allowed (a
+        document no longer applied anywhere keeps its entry), but that document still lists
+        the name, and writes it again when its definition there changes (`owner` tells
+        which case it is, for a warning)."""
+        op = Op("del", name)
+        code = self._forced(op) if force else self._one(op)
         return code == "+"
+
+    def owner(self, name: str) -> tuple[str, bool] | None:
+        """The source a stored schedule names ("" for the API and other languages) and
+        whether the store knows it as a document (it applied one from there, or is
+        applying one); None when there is no schedule of that name. One round trip, two
+        for a document's."""
+        with redis_errors(self.client, f"reading schedule {shown(name)}"):
+            data = reply_bytes(self.client.hget(keys.definitions(self.namespace), name))
+        if data is None:
+            return None
+        source = (_definition(data) or {}).get("source", "")
+        source = source if isinstance(source, str) else ""
+        return source, bool(source) and self._knows_document(source)
 
     def pause(self, name: str) -> bool:
         """Push nothing for it until resumed (its ticks are passed over); False if it was."""
@@ -316,13 +343,58 @@ class Store:
 
     def _one(self, op: Op) -> str:
         code, owner = write(self.client, self.namespace, self.shards, [op], self._lua)[0]
-        if code in "+=":
+        if code in "+=" or (code == "M" and op.op == "del"):
             return code
         if code == "O":
-            raise ConfigError(f"schedule {op.name!r} belongs to {owner}; change it there")
+            raise self._held_by(op, owner)
         if code == "E":
             raise ConfigError(f"schedule {op.name!r} exists; update or put it instead")
         raise self.no_schedule([op.name])
+
+    def _forced(self, op: Op) -> str:
+        """`op` (put, update, del) whatever source holds the name: written against the
+        definition read just before (write.lua's EXPECT), read again if it changed."""
+        for _ in range(10):  # another writer between the read and the write: read again
+            with redis_errors(self.client, f"reading schedule {shown(op.name)}"):
+                data = reply_bytes(self.client.hget(keys.definitions(self.namespace),
+                                                    op.name))
+            if data is None:
+                if op.op != "put":
+                    return self._one(op)  # "M": nothing to remove, or no_schedule
+                code, _ = write(self.client, self.namespace, self.shards, [op], self._lua)[0]
+            else:
+                forced = replace(op, op="del" if op.op == "del" else "set",
+                                 expect=definition_sha(data))
+                code, _ = write(self.client, self.namespace, self.shards, [forced],
+                                self._lua)[0]
+            if code in "+=":
+                return code
+        raise ConfigError(f"schedule {shown(op.name)} kept changing while being forced")
+
+    def _knows_document(self, source: str) -> bool:
+        """Whether the store knows a document of this location: it records the digest it
+        last applied, or its index (a document being applied has dropped its digest)."""
+        with redis_errors(self.client, f"reading {keys.documents(self.namespace)}"):
+            pipe = self.client.pipeline(transaction=False)
+            pipe.hexists(keys.documents(self.namespace), source)
+            pipe.exists(keys.document_index(self.namespace, source))
+            recorded, indexed = pipe.execute()
+        return bool(recorded) or bool(indexed)
+
+    def _held_by(self, op: Op, owner: str) -> ConfigError:
+        """The refusal of `op` on a schedule another source holds."""
+        verb = "remove" if op.op == "del" else "change"
+        flag = (f"`kiqbeat schedules {'remove' if op.op == 'del' else op.op} NAME "
+                f"--force-owner` (Store.{'remove' if op.op == 'del' else op.op}(..., "
+                "force=True))")
+        if self._knows_document(owner):  # a location kiqbeat itself applied a document from
+            return ConfigError(f"schedule {op.name!r} belongs to {owner}; {verb} it there (if "
+                               f"that document is no longer applied anywhere: {flag})")
+        source = shown(owner, MAX_SHOWN_CHARS)
+        return ConfigError(f"schedule {shown(op.name)} names {source} as its source, but the "
+                           "store knows no document of that name (none was applied from "
+                           f"there: written by hand, or by another tool?); {verb} it with "
+                           f"{flag}")
 
     def _set_enabled(self, name: str, enabled: bool) -> bool:
         for _ in range(10):  # another writer between the read and the write: read again

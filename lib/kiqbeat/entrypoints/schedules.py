@@ -30,6 +30,7 @@ from typing import IO, Any
 
 import yaml
 
+from kiqbeat.core.limits import MAX_SHOWN_CHARS
 from kiqbeat.document import load_config_text
 from kiqbeat.document.fields import BY_NAME
 from kiqbeat.document.jobs import MAX_JOB_BYTES
@@ -49,6 +50,8 @@ _DEPLOYMENT_KEYS = ("missed_jobs_window", "sidekiq_scheduler_ui", "wait_replicas
                     "wait_timeout")
 _DEPLOYMENT_ATTRIBUTES = ("missed_jobs_window_s", "sidekiq_scheduler_ui", "wait_replicas",
                           "wait_timeout_s")
+FORCE_HELP = ("whatever source the schedule names: for a definition whose source is no "
+              "document the store knows (written by hand), or a document no longer applied")
 _SHOWN_PROBLEMS = 20  # listed by the plain summary; --json lists every one
 EXPORT_PAGE = 1000  # schedules per YAML dump call
 _DUMPER: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml when available
@@ -120,13 +123,14 @@ def _cmd_write(args: argparse.Namespace) -> int:
     definition = _definition(args)
     with opened_engine(args) as engine:
         store = engine.store()
+        force = _forcing(args, store)
         if args.action == "add":
             store.add(args.name, definition)
             changed = True
         elif args.action == "put":
-            changed = store.put(args.name, definition)
+            changed = store.put(args.name, definition, force=force)
         else:
-            changed = store.update(args.name, definition)
+            changed = store.update(args.name, definition, force=force)
     verb = {"add": "added", "put": "stored", "update": "updated"}[args.action]
     text = (f"{verb} {args.name!r}; the next invocation plans it" if changed
             else f"{args.name!r} was stored exactly so already; nothing changed")
@@ -136,10 +140,26 @@ def _cmd_write(args: argparse.Namespace) -> int:
 def _cmd_remove(args: argparse.Namespace) -> int:
     with opened_engine(args) as engine:
         store = engine.store()
-        removed = store.remove(args.name)
+        removed = store.remove(args.name, force=_forcing(args, store))
     text = (f"removed {args.name!r} and forgot its state" if removed
             else f"{store.no_schedule([args.name])}; nothing removed")
     return _done(args, {"name": args.name, "action": "remove", "changed": removed}, text)
+
+
+def _forcing(args: argparse.Namespace, store: Store) -> bool:
+    """Whether `--force-owner` was given; if it overrides a document the store knows,
+    a warning says what that document does next."""
+    if not getattr(args, "force_owner", False):
+        return False
+    owned = store.owner(args.name)
+    if owned is not None and owned[1]:
+        then = ("still lists it, and writes it again when its definition there changes"
+                if args.action == "remove" else "may no longer change it: its next change "
+                "of it is refused, with a warning, until it drops the name")
+        _warn([f"schedule {shown(args.name)} belonged to the document "
+               f"{shown(owned[0], MAX_SHOWN_CHARS)}, which the store knows; --force-owner "
+               f"overrides it, and that document {then}"])
+    return True
 
 
 def _cmd_pause(args: argparse.Namespace) -> int:
@@ -399,7 +419,10 @@ def add_parser(sub: Any) -> None:
                                 '"DigestWorker", "args": [42]}\'')
         given.add_argument("--file", metavar="FILE",
                            help="a YAML or JSON file holding the definition ('-': stdin)")
-    action("remove", "remove a schedule and forget its state", _cmd_remove)
+        if name != "add":
+            q.add_argument("--force-owner", action="store_true", help=FORCE_HELP)
+    q = action("remove", "remove a schedule and forget its state", _cmd_remove)
+    q.add_argument("--force-owner", action="store_true", help=FORCE_HELP)
     action("pause", "push nothing for a schedule until resumed", _cmd_pause)
     action("resume", "push a paused schedule's ticks again, from its next one", _cmd_pause)
     action("get", "a schedule's definition and state", _cmd_get)

@@ -15,8 +15,11 @@ ARGV[1]  the operations, packed in one string: per operation a line
            both are documents (a document that moved, e.g. from a file to S3, takes over)
     add    add; refused when the name exists
     update replace; refused when missing or another source's
-    set    replace whatever its source, only if its SHA1 is EXPECT (pause, resume)
-    del    remove and forget its state; refused when another source's
+    set    replace whatever its source, only if its SHA1 is EXPECT (pause, resume, a
+           forced put or update: `--force-owner`)
+    del    remove and forget its state; refused when another source's, unless EXPECT is
+           its SHA1 (a caller that read it forces the removal: `--force-owner`; "S" if it
+           changed meanwhile)
     reject set the definition aside with the reason DEF, only if its SHA1 is EXPECT, or,
            with EXPECT "-", forget a name whose definition is gone
   K the due index (KEYS[10 + K]), SOURCE the writer ("" for the API and other languages,
@@ -180,7 +183,7 @@ while pos <= #body do
   local due_key = KEYS[FIRST_DUE + tonumber(k)]
   local current = redis.call('HGET', defs_key, name)
   local held = nil  -- another source's, for the ops that check ownership
-  if current and (op == 'del' or op == 'put' or op == 'update') then
+  if current and (op == 'put' or op == 'update' or (op == 'del' and expect == '-')) then
     held = held_by_other(current, source, op == 'put')
   end
   local code = '+'
@@ -200,6 +203,8 @@ while pos <= #body do
   elseif op == 'del' then
     if not current then
       code = 'M'
+    elseif expect ~= '-' and redis.sha1hex(current) ~= expect then
+      code = 'S'
     elseif held then
       code = 'O'
       owners[#owners + 1] = held
