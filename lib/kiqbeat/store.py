@@ -73,8 +73,10 @@ from kiqbeat.redis.store import (
     read_counts,
     read_order,
     read_stored,
+    read_unplannable,
     recorded_shards,
     reindex,
+    rescore_unplannable,
     scan_items,
     scan_names,
     write,
@@ -128,6 +130,8 @@ class Status:
     counts: Counts
     schedules: list[ScheduleStatus]
     set_aside: list[tuple[str, str]]  # (name, why), at most one page
+    # The first names of index entries no invocation plans (`counts.unplannable` in all).
+    unplannable: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -206,6 +210,7 @@ class Triggered:
 
 
 MAX_LISTED = 1000  # pushed jobs a Backfill lists
+SHOWN_UNPLANNABLE = 5  # names of unplannable index entries `status` shows
 
 
 class Store:
@@ -294,6 +299,12 @@ class Store:
         is done, invocations of the new count miss the entries not yet moved (late, within
         the window, not lost)."""
         return reindex(self.client, self.namespace, self.shards, progress)
+
+    def rescore_unplannable(self) -> int:
+        """Rescore "plan me" every due index entry scored beyond any instant kiqbeat plans
+        (past the year 9999: +inf, 1e308, written by hand), which no invocation would ever
+        plan; returns how many. The next invocation plans each from its watermark."""
+        return rescore_unplannable(self.client, self.namespace, self.shards)
 
     def import_definitions(
         self, items: Iterable[tuple[str, Mapping[str, Any]]], *, replace: bool = True,
@@ -466,7 +477,9 @@ class Store:
                 aside.append((name, why.decode(errors="replace")))
                 if len(aside) >= limit:
                     break
-        return Status(now, counts, rows, aside)
+        unplannable = (read_unplannable(self.client, self.namespace, shards, SHOWN_UNPLANNABLE)
+                       if counts.unplannable else [])
+        return Status(now, counts, rows, aside, unplannable)
 
     def _rows(self, names: Sequence[str], now: datetime) -> builtins.list[ScheduleStatus]:
         return [row for stored in read_stored(self.client, self.namespace, names)

@@ -20,7 +20,7 @@ from kiqbeat.entrypoints.loop import print_report, run_loop, stop_on_signals
 from kiqbeat.entrypoints.operations import add_parser as add_operations_parser
 from kiqbeat.entrypoints.preview import cmd_next, cmd_validate, parse_instant
 from kiqbeat.entrypoints.schedules import add_parser as add_schedules_parser
-from kiqbeat.errors import ConfigError, KiqbeatError
+from kiqbeat.errors import ConfigError, KiqbeatError, shown
 from kiqbeat.redis import keys
 from kiqbeat.redis.connection import redis_errors
 from kiqbeat.settings import add_flags, flags_of
@@ -117,7 +117,8 @@ def _cmd_status(args: argparse.Namespace) -> int:
                     "offset": args.offset, "limit": args.limit,
                     "schedules": [r.as_dict() | _records_dict(records.get(r.name))
                                   for r in status.schedules],
-                    "set_aside": [{"name": n, "why": why} for n, why in status.set_aside]}
+                    "set_aside": [{"name": n, "why": why} for n, why in status.set_aside],
+                    "unplannable": status.unplannable}
         print(json.dumps(document, indent=2))
         return 0
     print(f"Redis clock: {status.now.isoformat(timespec='seconds')}; {counts.schedules} "
@@ -144,6 +145,12 @@ def _cmd_status(args: argparse.Namespace) -> int:
         print(f"... {counts.indexed - shown_rows} more (--offset {shown_rows})")
     for name, why in status.set_aside:
         print(f"set aside: {name}: {why}")
+    if counts.unplannable:
+        names = ", ".join(shown(n) for n in status.unplannable)
+        more = counts.unplannable - len(status.unplannable)
+        print(f"never planned: {counts.unplannable:,} index entries scored beyond the year "
+              f"9999 (written by hand?): {names}" + (f" and {more:,} more" if more > 0 else "")
+              + "; `kiqbeat schedules reindex` rescores them to be planned")
     return 0
 
 

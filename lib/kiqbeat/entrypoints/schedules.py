@@ -387,10 +387,15 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 def _cmd_reindex(args: argparse.Namespace) -> int:
     with opened_engine(args) as engine:
-        moved = engine.store().reindex()
+        store = engine.store()
+        moved = store.reindex()
+        rescored = store.rescore_unplannable()
         shards = engine.shards
-    return _done(args, {"action": "reindex", "shards": shards, "indexed": moved},
-                 f"the due index is split into {shards} shard(s): {moved} entries")
+    return _done(args, {"action": "reindex", "shards": shards, "indexed": moved,
+                        "rescored": rescored},
+                 f"the due index is split into {shards} shard(s): {moved} entries"
+                 + (f"; {rescored} entries scored beyond the year 9999 (never planned) "
+                    "rescored to be planned" if rescored else ""))
 
 
 def add_parser(sub: Any) -> None:
@@ -430,7 +435,8 @@ def add_parser(sub: Any) -> None:
     q.add_argument("--cursor", type=int, default=0, help="where the page starts (default 0)")
     q.add_argument("--count", type=int, default=100, help="about how many (default 100)")
     action("reindex", "after changing the shard count (--shard I/N, any I): move every index "
-                      "entry to its shard of N", _cmd_reindex, named=False)
+                      "entry to its shard of N; and rescore entries scored past the year 9999 "
+                      "(never planned) to be planned", _cmd_reindex, named=False)
     q = action("import", "write many schedules: a document, or JSON Lines", _cmd_import,
                named=False)
     q.add_argument("file", metavar="FILE",

@@ -395,6 +395,7 @@ class Counts:
     overdue: int  # entries at or below now: planned by the next invocation
     set_aside: int  # definitions refused, waiting for a fix
     with_missed: int = 0  # schedules with missed ticks recorded (`kiqbeat missed`)
+    unplannable: int = 0  # entries scored beyond MAX_PLANNABLE_MS: never planned (reindex)
 
 
 def _due_keys(namespace: str, shards: Sequence[tuple[int, int] | None]) -> list[str]:
@@ -412,8 +413,45 @@ def read_counts(client: redis.Redis, namespace: str,
         for key in _due_keys(namespace, shards):
             pipe.zcard(key)
             pipe.zcount(key, "-inf", now_ms)
+            pipe.zcount(key, f"({MAX_PLANNABLE_MS}", "+inf")
         stored, aside, missed, *per_shard = (int(v) for v in pipe.execute())
-    return Counts(stored, sum(per_shard[0::2]), sum(per_shard[1::2]), aside, missed)
+    return Counts(stored, sum(per_shard[0::3]), sum(per_shard[1::3]), aside, missed,
+                  sum(per_shard[2::3]))
+
+
+def read_unplannable(client: redis.Redis, namespace: str,
+                     shards: Sequence[tuple[int, int] | None], limit: int) -> list[str]:
+    """Up to `limit` names of the entries of `shards`' due indexes scored beyond any instant
+    kiqbeat plans (`MAX_PLANNABLE_MS`), which no invocation ever plans; one round trip."""
+    with redis_errors(client, "reading the due index"):
+        pipe = client.pipeline(transaction=False)
+        for key in _due_keys(namespace, shards):
+            pipe.zrangebyscore(key, f"({MAX_PLANNABLE_MS}", "+inf", start=0, num=limit)
+        pages: list[Any] = pipe.execute()
+    return [_name(name) for page in pages for name in page][:limit]
+
+
+def rescore_unplannable(client: redis.Redis, namespace: str, shards: int) -> int:
+    """Rescore "plan me" (0) every entry of the due indexes of `shards` scored beyond any
+    instant kiqbeat plans (written by hand: +inf, 1e308), so that the next invocation plans
+    each from its watermark as for a changed definition; returns how many. Safe while
+    invocations run: none plans those entries, and an entry removed meanwhile stays removed
+    (ZADD XX)."""
+    rescored = 0
+    layout = [(i, shards) for i in range(shards)] if shards > 1 else [None]
+    with redis_errors(client, "rescoring the due index"):
+        for key in _due_keys(namespace, layout):
+            while True:
+                page: list[Any] = client.zrangebyscore(key, f"({MAX_PLANNABLE_MS}", "+inf",
+                                                       start=0, num=BATCH)
+                if not page:
+                    break
+                pipe = client.pipeline(transaction=False)
+                for name in page:
+                    pipe.zadd(key, {name: 0}, xx=True)
+                pipe.execute()
+                rescored += len(page)
+    return rescored
 
 
 def read_order(client: redis.Redis, namespace: str, shards: Sequence[tuple[int, int] | None],
