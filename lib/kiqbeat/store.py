@@ -395,9 +395,8 @@ class Store:
     def _held_by(self, op: Op, owner: str) -> ConfigError:
         """The refusal of `op` on a schedule another source holds."""
         verb = "remove" if op.op == "del" else "change"
-        flag = (f"`kiqbeat schedules {'remove' if op.op == 'del' else op.op} NAME "
-                f"--force-owner` (Store.{'remove' if op.op == 'del' else op.op}(..., "
-                "force=True))")
+        method = "remove" if op.op == "del" else op.op  # the command's and the API's name
+        flag = f"`kiqbeat schedules {method} NAME --force-owner` (Store.{method}(..., force=True))"
         if self._knows_document(owner):  # a location kiqbeat itself applied a document from
             return ConfigError(f"schedule {op.name!r} belongs to {owner}; {verb} it there (if "
                                f"that document is no longer applied anywhere: {flag})")
