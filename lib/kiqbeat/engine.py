@@ -20,7 +20,10 @@ each batch is planned and pushed by the push script, which moves each schedule's
 entry in the same step; the next batch is read until one says nothing more is due. A batch
 carries at most MAX_BATCH_DEFINITION_BYTES of definitions, and a definition over
 MAX_DEFINITION_BYTES is set aside without being read, so an invocation's memory is bounded
-whatever the store holds (core/limits.py). Round trips:
+whatever the store holds (core/limits.py). The same first round trip counts the index
+entries scored beyond any instant kiqbeat plans (a warning), and says when the index next
+comes due (the report's `next_due_ms`, which paces `kiqbeat run`: the lowest entry above
+now, and those the pushes move). Round trips:
 one when nothing is due, two for an ordinary minute. Extras, each said where it happens:
 the startup checks (one pipelined INFO) and script loads on a new client or server; the
 neighbour check rides in the first pipeline whenever the engine meets a new config;
@@ -39,7 +42,7 @@ from typing import Any
 
 import redis
 
-from kiqbeat.core.limits import MAX_PARSED_DEFINITION_BYTES, MAX_REASON_CHARS
+from kiqbeat.core.limits import MAX_PARSED_DEFINITION_BYTES, MAX_PLANNABLE_MS, MAX_REASON_CHARS
 from kiqbeat.core.plan import Entry, TickMemo, plan_due, to_ms
 from kiqbeat.core.report import Report
 from kiqbeat.core.schedule import Config, Schedule
@@ -262,6 +265,8 @@ class Engine:
         last = self._checked_config
         neighbours = Neighbours(config, check=last is not config and last != config)
 
+        due_key = keys.due(namespace, shard)
+
         def more_reads(pipe: Any) -> None:
             neighbours.queue(pipe)
             # Read, never recorded here: only `kiqbeat schedules reindex` records the count,
@@ -269,11 +274,14 @@ class Engine:
             pipe.get(keys.shards(namespace))
             if document is not None and applies:
                 pipe.hget(keys.documents(namespace), document.source)
+            pipe.zcount(due_key, f"({MAX_PLANNABLE_MS}", "+inf")  # never planned: say so
 
         upto_ms = None if now is None else to_ms(now)
-        redis_now, first, more = read_due(client, namespace, shard, upto_ms=upto_ms,
-                                          more=more_reads, lua=self._lua)
-        batch: DueBatch | None = first
+        read = read_due(client, namespace, shard, upto_ms=upto_ms, more=more_reads,
+                        lua=self._lua)
+        redis_now, more = read.now, read.replies
+        batch: DueBatch | None = read.batch
+        unplannable = more.pop()
         applied = more.pop() if document is not None and applies else None
         indexed_for = more.pop()
         config = neighbours.apply(more)
@@ -307,7 +315,13 @@ class Engine:
                 f"would plan the wrong index. Run with --shard I/{reply_text(indexed_for)} "
                 "(KIQBEAT_SHARD), or, after changing the shard count, run `kiqbeat schedules "
                 f"reindex --shard 0/{self.shards}` once (docs/store.md); nothing was written")
-        report = Report(now=now, round_trips=1)
+        report = Report(now=now, round_trips=1, next_due_ms=read.next_due_ms)
+        if isinstance(unplannable, int) and unplannable:
+            warnings.append(
+                f"{unplannable:,} entries of the due index {due_key} are scored beyond the "
+                "year 9999 (written by hand or by another language?), so they are never "
+                "planned; `kiqbeat schedules reindex` rescores them to be planned "
+                "(`kiqbeat status` names them)")
         if isinstance(applied, Exception):
             with redis_errors(client, f"reading {keys.documents(namespace)}"):
                 raise applied
@@ -366,9 +380,11 @@ class Engine:
                 if time.monotonic() > deadline:
                     raise DeadlineError(f"invocation deadline passed after {report.pushed} "
                                         "jobs pushed; the next invocation pushes the rest")
-                _, batch, _ = read_due(client, namespace, shard, upto_ms=upto_ms,
-                                       offset=offset, lua=self._lua)
+                again = read_due(client, namespace, shard, upto_ms=upto_ms, offset=offset,
+                                 lua=self._lua)
+                batch = again.batch
                 report.round_trips += 1
+                report.next_due_ms = _earlier(report.next_due_ms, again.next_due_ms)
             fresh = [due for due in batch.entries if due.name not in seen]
             offset += len(batch.entries) - len(fresh)
             seen.update(due.name for due in fresh)
@@ -380,6 +396,8 @@ class Engine:
                                  for name, sha, why in plan.failed], config, report)
             sent = push(client, plan, config, report, deadline, self._lua, due_key=due_key,
                         sent=sent, history=self.settings.history)
+            for group in plan.groups:  # where the push moved their index entries
+                report.next_due_ms = _earlier(report.next_due_ms, group.next_due_ms)
             if sent < 0 or not batch.more:
                 return
             batch = None
@@ -454,6 +472,11 @@ class Engine:
             self._client.close()
             self._client = None  # `_url` stays: it names the Redis in a failure's log line
         self._checked_client = None
+
+
+def _earlier(a: int | None, b: int | None) -> int | None:
+    """The earlier of two instants that may be unknown (None)."""
+    return b if a is None else a if b is None else min(a, b)
 
 
 def run(client: redis.Redis, config: Config, *, now: datetime | None = None,

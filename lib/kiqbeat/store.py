@@ -15,8 +15,10 @@ removing forgets its state, so a schedule of the same name added later starts af
 
 Schedules written here belong to the API; a document's schedules belong to the document
 (`Engine` applies documents). Each may pause and resume the other's, but not change or
-remove them. Every method raises ConfigError (bad definition, unknown name, ownership)
-or a StateError / RedisUnavailable from Redis.
+remove them — except with `force=True` (`--force-owner`), the way out for a definition whose
+`"source"` names a document the store does not know (written by hand, or by another tool),
+or one no longer applied anywhere. Every method raises ConfigError (bad definition, unknown
+name, ownership) or a StateError / RedisUnavailable from Redis.
 """
 
 from __future__ import annotations
@@ -32,7 +34,12 @@ from typing import Any, cast
 
 import redis
 
-from kiqbeat.core.limits import MAX_COUNTED_TICKS, MAX_DEFINITION_BYTES, MAX_REASON_CHARS
+from kiqbeat.core.limits import (
+    MAX_COUNTED_TICKS,
+    MAX_DEFINITION_BYTES,
+    MAX_REASON_CHARS,
+    MAX_SHOWN_CHARS,
+)
 from kiqbeat.core.payload import jid_ms, job_json
 from kiqbeat.core.plan import (
     MAX_BYTES_PER_CALL,
@@ -88,8 +95,10 @@ from kiqbeat.redis.store import (
     read_counts,
     read_order,
     read_stored,
+    read_unplannable,
     recorded_shards,
     reindex,
+    rescore_unplannable,
     scan_items,
     scan_names,
     write,
@@ -151,6 +160,8 @@ class Status:
     counts: Counts
     schedules: list[ScheduleStatus]
     set_aside: list[tuple[str, str]]  # (name, why), at most one page
+    # The first names of index entries no invocation plans (`counts.unplannable` in all).
+    unplannable: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -237,6 +248,7 @@ class Triggered:
 
 
 MAX_LISTED = 1000  # pushed jobs a Backfill lists
+SHOWN_UNPLANNABLE = 5  # names of unplannable index entries `status` shows
 
 
 class Store:
@@ -273,22 +285,46 @@ class Store:
         """Add a schedule; ConfigError when one of that name exists."""
         self._one(Op("add", name, self.check(name, definition)))
 
-    def put(self, name: str, definition: Mapping[str, Any]) -> bool:
-        """Add or replace a schedule; False when it was stored exactly so already."""
-        return self._one(Op("put", name, self.check(name, definition))) == "+"
+    def put(self, name: str, definition: Mapping[str, Any], *, force: bool = False) -> bool:
+        """Add or replace a schedule; False when it was stored exactly so already. `force`:
+        replace it whatever source it names (it then belongs to the API)."""
+        op = Op("put", name, self.check(name, definition))
+        return (self._forced(op) if force else self._one(op)) == "+"
 
-    def update(self, name: str, definition: Mapping[str, Any]) -> bool:
-        """Replace a schedule; ConfigError when there is none of that name."""
-        return self._one(Op("update", name, self.check(name, definition))) == "+"
+    def update(self, name: str, definition: Mapping[str, Any], *,
+               force: bool = False) -> bool:
+        """Replace a schedule; ConfigError when there is none of that name. `force`: as
+        `put`'s."""
+        op = Op("update", name, self.check(name, definition))
+        return (self._forced(op) if force else self._one(op)) == "+"
 
-    def remove(self, name: str) -> bool:
-        """Remove a schedule and forget its state; False when there was none."""
-        code, owner = write(self.client, self.namespace, self.shards, [Op("del", name)],
-                            self._lua)[0]
-        if code == "O":
-            raise ConfigError(f"schedule {shown(name)} belongs to {shown_text(owner)}; remove it "
-                              "there")
+    def remove(self, name: str, *, force: bool = False) -> bool:
+        """Remove a schedule and forget its state; False when there was none. `force`:
+        whatever source it names.
+
+        Without `force`, a schedule another source holds is refused: one of a document the
+        store knows ("change it there"), or one naming a source no document is known by
+        (then the message gives the flag). Forcing over a known document is allowed (a
+        document no longer applied anywhere keeps its entry), but that document still lists
+        the name, and writes it again when its definition there changes (`owner` tells
+        which case it is, for a warning)."""
+        op = Op("del", name)
+        code = self._forced(op) if force else self._one(op)
         return code == "+"
+
+    def owner(self, name: str) -> tuple[str, bool] | None:
+        """The source a stored schedule names ("" for the API and other languages) and
+        whether the store knows it as a document (it applied one from there, or is
+        applying one); None when there is no schedule of that name. One round trip, two
+        for a document's."""
+        data = read_present(self.client, self.namespace, [name], self._lua).get(name)
+        if data is None:
+            return None
+        if isinstance(data, Oversized):
+            return "", False  # over the limit: not read, and any writer may replace it
+        source = (_definition(data) or {}).get("source", "")
+        source = source if isinstance(source, str) else ""
+        return source, bool(source) and self._knows_document(source)
 
     def pause(self, name: str) -> bool:
         """Push nothing for it until resumed (its ticks are passed over); False if it was."""
@@ -309,6 +345,12 @@ class Store:
         """This store as writers with another shard count see it (for `reindex`)."""
         return Store(self.client, namespace=self.namespace, shards=shards,
                      window_s=self.window_s, history=self.keep_history, lua=self._lua)
+
+    def rescore_unplannable(self) -> int:
+        """Rescore "plan me" every due index entry scored beyond any instant kiqbeat plans
+        (past the year 9999: +inf, 1e308, written by hand), which no invocation would ever
+        plan; returns how many. The next invocation plans each from its watermark."""
+        return rescore_unplannable(self.client, self.namespace, self.shards)
 
     def import_definitions(
         self, items: Iterable[tuple[str, Mapping[str, Any]]], *, replace: bool = True,
@@ -368,14 +410,57 @@ class Store:
 
     def _one(self, op: Op) -> str:
         code, owner = write(self.client, self.namespace, self.shards, [op], self._lua)[0]
-        if code in "+=":
+        if code in "+=" or (code == "M" and op.op == "del"):
             return code
         if code == "O":
-            raise ConfigError(f"schedule {shown(op.name)} belongs to {shown_text(owner)}; change "
-                              "it there")
+            raise self._held_by(op, owner)
         if code == "E":
             raise ConfigError(f"schedule {shown(op.name)} exists; update or put it instead")
         raise self.no_schedule([op.name])
+
+    def _forced(self, op: Op) -> str:
+        """`op` (put, update, del) whatever source holds the name: written against the
+        definition read just before (write.lua's EXPECT), read again if it changed."""
+        for _ in range(10):  # another writer between the read and the write: read again
+            data = read_present(self.client, self.namespace, [op.name], self._lua).get(op.name)
+            if isinstance(data, Oversized):
+                return self._one(op)  # over the limit: not read, and belongs to no source
+            if data is None:
+                if op.op != "put":
+                    return self._one(op)  # "M": nothing to remove, or no_schedule
+                code, _ = write(self.client, self.namespace, self.shards, [op], self._lua)[0]
+            else:
+                forced = replace(op, op="del" if op.op == "del" else "set",
+                                 expect=definition_sha(data))
+                code, _ = write(self.client, self.namespace, self.shards, [forced],
+                                self._lua)[0]
+            if code in "+=":
+                return code
+        raise ConfigError(f"schedule {shown(op.name)} kept changing while being forced")
+
+    def _knows_document(self, source: str) -> bool:
+        """Whether the store knows a document of this location: it records the digest it
+        last applied, or its index (a document being applied has dropped its digest)."""
+        with redis_errors(self.client, f"reading {keys.documents(self.namespace)}"):
+            pipe = self.client.pipeline(transaction=False)
+            pipe.hexists(keys.documents(self.namespace), source)
+            pipe.exists(keys.document_index(self.namespace, source))
+            recorded, indexed = pipe.execute()
+        return bool(recorded) or bool(indexed)
+
+    def _held_by(self, op: Op, owner: str) -> ConfigError:
+        """The refusal of `op` on a schedule another source holds."""
+        verb = "remove" if op.op == "del" else "change"
+        method = "remove" if op.op == "del" else op.op  # the command's and the API's name
+        flag = f"`kiqbeat schedules {method} NAME --force-owner` (Store.{method}(..., force=True))"
+        if self._knows_document(owner):  # a location kiqbeat itself applied a document from
+            return ConfigError(f"schedule {op.name!r} belongs to {owner}; {verb} it there (if "
+                               f"that document is no longer applied anywhere: {flag})")
+        source = shown(owner, MAX_SHOWN_CHARS)
+        return ConfigError(f"schedule {shown(op.name)} names {source} as its source, but the "
+                           "store knows no document of that name (none was applied from "
+                           f"there: written by hand, or by another tool?); {verb} it with "
+                           f"{flag}")
 
     def _set_enabled(self, name: str, enabled: bool) -> bool:
         for _ in range(10):  # another writer between the read and the write: read again
@@ -461,7 +546,9 @@ class Store:
                 aside.append((name, reply_text(why)))
                 if len(aside) >= limit:
                     break
-        return Status(now, counts, rows, aside)
+        unplannable = (read_unplannable(self.client, self.namespace, shards, SHOWN_UNPLANNABLE)
+                       if counts.unplannable else [])
+        return Status(now, counts, rows, aside, unplannable)
 
     def _rows(self, names: Sequence[str], now: datetime) -> builtins.list[ScheduleStatus]:
         return [row for stored in read_stored(self.client, self.namespace, names, self._lua)

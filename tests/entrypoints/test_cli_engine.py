@@ -169,7 +169,7 @@ def test_status_shows_each_schedule(
     rows = {r["name"]: r for r in document["schedules"]}
     assert set(rows) == {"heartbeat", "report"}
     assert document["summary"] == {"schedules": 2, "indexed": 2, "overdue": 0, "set_aside": 0,
-                                   "with_missed": 0}
+                                   "with_missed": 0, "unplannable": 0}
     assert document["document"] == {"source": str(schedule_file), "schedules": 2,
                                      "applied": True}
     assert rows["report"]["next_tick"].endswith(":00:00+00:00")

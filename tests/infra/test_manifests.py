@@ -18,7 +18,10 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "infra" / "k8s"
 DOCKERFILE = ROOT / "infra" / "Dockerfile"
+DEPLOY_DOC = ROOT / "docs" / "deploy.md"
 MANIFESTS = sorted(K8S.glob("*.yaml"))
+# Shapes to copy, never applied as they are (they hold placeholders).
+EXAMPLES = sorted(K8S.glob("*.example.yaml"))
 
 
 def validator() -> str:
@@ -27,12 +30,12 @@ def validator() -> str:
     return str(exe)
 
 
-def documents(name: str) -> dict[str, dict[str, Any]]:
-    return {d["kind"]: d for d in yaml.safe_load_all((K8S / name).read_text())}
+def documents(name: str, folder: Path = K8S) -> dict[str, dict[str, Any]]:
+    return {d["kind"]: d for d in yaml.safe_load_all((folder / name).read_text())}
 
 
-def pod_spec(name: str) -> dict[str, Any]:
-    doc = documents(name)
+def pod_spec(name: str, folder: Path = K8S) -> dict[str, Any]:
+    doc = documents(name, folder)
     if "CronJob" in doc:
         spec: dict[str, Any] = doc["CronJob"]["spec"]["jobTemplate"]["spec"]["template"]["spec"]
     else:
@@ -54,6 +57,65 @@ def test_strict_validation_rejects_an_unknown_field(tmp_path: Path) -> None:
     done = subprocess.run([validator(), "--strict", str(bad)], capture_output=True, text=True,
                           timeout=120)
     assert done.returncode != 0
+
+
+def kubernetes_steps() -> list[str]:
+    """The shell lines of docs/deploy.md's Kubernetes section, in order, comments dropped."""
+    section = DEPLOY_DOC.read_text().split("\n## Kubernetes\n", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```sh\n(.*?)```", section, flags=re.S)
+    lines = [line.split("   #")[0].strip() for block in blocks for line in block.splitlines()]
+    return [line for line in lines if line and not line.startswith("#")]
+
+
+def applied_manifests() -> list[Path]:
+    """The files the documented steps `kubectl apply -f`, in order."""
+    return [ROOT / m for line in kubernetes_steps()
+            for m in re.findall(r"^kubectl apply -f (\S+)", line)]
+
+
+def test_no_manifest_the_documented_steps_apply_defines_a_secret() -> None:
+    """Applying them after `kubectl create secret` (or again, later) never replaces the
+    Secret holding the real Redis URL; only the example file defines one."""
+    applied = applied_manifests()
+    assert {p.name for p in applied} >= {"config.yaml", "cronjob.yaml"}
+    for manifest in [*applied, *(set(MANIFESTS) - set(EXAMPLES))]:
+        kinds = [d["kind"] for d in yaml.safe_load_all(manifest.read_text()) if d]
+        assert "Secret" not in kinds, f"{manifest.name} defines a Secret"
+    assert not set(applied) & set(EXAMPLES)
+
+
+def test_the_documented_steps_create_the_secret_the_pods_read_before_applying_them() -> None:
+    steps = kubernetes_steps()
+    (create,) = [i for i, line in enumerate(steps) if line.startswith("kubectl create secret")]
+    first_apply = min(i for i, line in enumerate(steps) if line.startswith("kubectl apply -f"))
+    assert create < first_apply
+    name, key = re.findall(r"kubectl create secret generic (\S+) --from-literal=(\w+)=",
+                           steps[create])[0]
+    for manifest in ("cronjob.yaml", "deployment.yaml"):
+        (container,) = pod_spec(manifest)["containers"]
+        env = {e["name"]: e for e in container["env"]}
+        ref = env["KIQBEAT_REDIS_URL"]["valueFrom"]["secretKeyRef"]
+        assert (ref["name"], ref["key"]) == (name, key)
+    (example,) = [p for p in EXAMPLES if p.name == "secret.example.yaml"]
+    secret = yaml.safe_load(example.read_text())
+    assert secret["kind"] == "Secret" and secret["metadata"]["name"] == name
+    assert set(secret["stringData"]) == {key}
+
+
+def test_the_documented_image_step_run_verbatim_points_both_workloads_at_the_image(
+    tmp_path: Path,
+) -> None:
+    (step,) = [line for line in kubernetes_steps() if line.startswith("sed ")]
+    (tmp_path / "infra").mkdir()
+    copied = tmp_path / "infra" / "k8s"
+    copied.mkdir()
+    for manifest in MANIFESTS:
+        (copied / manifest.name).write_text(manifest.read_text())
+    subprocess.run(["sh", "-c", step], cwd=tmp_path, check=True, timeout=30)
+    image = re.findall(r"image: (\S+)", step.split("|")[2])[0]
+    for manifest in ("cronjob.yaml", "deployment.yaml"):
+        (container,) = pod_spec(manifest, copied)["containers"]
+        assert container["image"] == image
 
 
 def test_the_cronjob_runs_every_minute_overlapping_and_never_retries() -> None:

@@ -564,7 +564,7 @@ def test_a_definition_changed_between_read_and_push_is_left_alone_and_planned_af
     t0 = start(client)
     run(client, STORE_ONLY, now=t0)
     now = t0 + timedelta(minutes=3)
-    batch = read_due(client, "", None, upto_ms=to_ms(now))[1].entries
+    batch = read_due(client, "", None, upto_ms=to_ms(now)).batch.entries
     assert sorted(due.name for due in batch) == ["x", "y"]
     entries = [Entry(read_definition(due.name, due.definition), due.mark_ms,
                      definition_sha(due.definition))
@@ -593,7 +593,7 @@ def test_a_schedule_removed_between_read_and_push_is_not_pushed_nor_brought_back
 ) -> None:
     store, t0 = registered(client)
     now = t0 + timedelta(minutes=3)
-    batch = read_due(client, "", None, upto_ms=to_ms(now))[1].entries
+    batch = read_due(client, "", None, upto_ms=to_ms(now)).batch.entries
     entries = [Entry(read_definition(due.name, due.definition), due.mark_ms,
                      definition_sha(due.definition))
                for due in batch if due.definition is not None]
@@ -617,7 +617,7 @@ def test_a_schedule_removed_and_added_again_between_read_and_push_starts_afresh(
     t0 = start(client)
     run(client, STORE_ONLY, now=t0)
     now = t0 + timedelta(minutes=3)
-    batch = read_due(client, "", None, upto_ms=to_ms(now))[1].entries
+    batch = read_due(client, "", None, upto_ms=to_ms(now)).batch.entries
     entries = [Entry(read_definition(d.name, d.definition), d.mark_ms,
                      definition_sha(d.definition)) for d in batch if d.definition]
     plan = plan_due(entries, now, STORE_ONLY.missed_jobs_window_s)

@@ -55,3 +55,9 @@ MAX_NATURAL_CHARS = 256
 # message (each value in it already clipped to MAX_SHOWN_CHARS), cut here so that a
 # definition with thousands of problems stores and shows a bounded reason.
 MAX_REASON_CHARS = 2000
+
+# The last instant kiqbeat plans, epoch ms (9999-12-31T23:59:59.999Z, the end of Python's
+# datetime): a due index entry scored above it (1e308, +inf: written by hand or by another
+# language) would never be planned. Invocations warn about such entries, `kiqbeat status`
+# counts and names them, and `kiqbeat schedules reindex` rescores them "plan me" (0).
+MAX_PLANNABLE_MS = 253_402_300_799_999

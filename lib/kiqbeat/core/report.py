@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 
@@ -37,6 +37,10 @@ class Report:
     documents_applied: int = 0  # changed documents applied to the store as a diff
     round_trips: int = 0
     duration_s: float = 0.0
+    # When the due index next comes due, epoch ms, as far as this invocation saw (the lowest
+    # entry above its `now` when it read, and the entries its pushes moved); None: nothing
+    # more is indexed. `kiqbeat run` invokes again then, if that is before the next minute.
+    next_due_ms: int | None = None
     warnings: list[str] = field(default_factory=list)
     jobs: list[PushedJob] = field(default_factory=list)
 
@@ -59,6 +63,8 @@ class Report:
             "documents_applied": self.documents_applied,
             "round_trips": self.round_trips,
             "duration_s": round(self.duration_s, 4),
+            "next_due": (None if self.next_due_ms is None else
+                         datetime.fromtimestamp(self.next_due_ms / 1000, tz=UTC).isoformat()),
             "warnings": list(self.warnings),
         }
 

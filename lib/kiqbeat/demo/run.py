@@ -127,7 +127,7 @@ def _race(
                             f"{job.schedule} tick {job.tick:%H:%M:%S} -> {where}  jid {job.jid}")
                 return report
 
-            run_loop(invoke, lambda: 1.0, stop)
+            run_loop(invoke, stop, every_s=1.0)
 
     threads = [threading.Thread(target=copy, args=(n + 1,)) for n in range(copies)]
     try:

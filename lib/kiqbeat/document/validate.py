@@ -328,7 +328,8 @@ def _schedule(name: object, raw: object, top: Mapping[str, Any], out: _Checker,
         out.warnings.append(
             f"{label}: fires between minute boundaries but has no lookahead, so its ticks are "
             "pushed only when an invocation happens (about once a minute from EventBridge or "
-            "a CronJob; each second under `kiqbeat run`); elsewhere, set lookahead (e.g. 60s)")
+            "a CronJob; within about a second of each under `kiqbeat run`); elsewhere, set "
+            "lookahead (e.g. 60s)")
     timing = (f"{timetable.expr} ({timetable.zone_name})" if isinstance(timetable, Cron)
               else f"every {str(raw['every']).strip()}")
     definition = dict(raw)  # with the document-wide values it relies on written in

@@ -16,6 +16,7 @@ from typing import Any
 from kiqbeat.core.limits import MAX_REASON_CHARS
 from kiqbeat.core.records import Push
 from kiqbeat.core.report import Report
+from kiqbeat.core.schedule import Config
 from kiqbeat.engine import Engine
 from kiqbeat.entrypoints.common import opened_engine
 from kiqbeat.entrypoints.loop import print_report, run_loop, stop_on_signals
@@ -27,9 +28,12 @@ from kiqbeat.errors import (
     KiqbeatError,
     foreign_json,
     json_name,
+    shown,
     shown_name,
     shown_text,
 )
+from kiqbeat.redis import keys
+from kiqbeat.redis.connection import redis_errors
 from kiqbeat.settings import add_flags, flags_of
 from kiqbeat.store import MissedRange
 
@@ -84,16 +88,30 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print_report(report, args.json)
         return report
 
-    def period_s() -> float:
-        return 1.0 if any(s.timetable.has_seconds for s in current.schedules) else 60.0
-
     notes = sys.stderr if args.json else sys.stdout  # --json: stdout holds reports alone
-    print(f"kiqbeat: running {len(current.schedules)} schedules; SIGTERM or Ctrl-C stops",
-          file=notes, flush=True)
-    run_loop(invoke, period_s, stop)
+    print(f"kiqbeat: running {_served(engine, current)}; SIGTERM or Ctrl-C stops", file=notes,
+          flush=True)
+    run_loop(invoke, stop)
     engine.close()
     print("kiqbeat: stopped", file=notes, flush=True)
     return 0
+
+
+def _served(engine: Engine, config: Config) -> str:
+    """What `kiqbeat run` serves, for its banner: the document's schedules (if any) and the
+    store's, which it runs as well (HLEN of the definitions hash: one round trip)."""
+    key = keys.definitions(config.namespace)
+    try:
+        with redis_errors(engine.client, f"counting the schedules in {key}"):
+            stored = f"{int(engine.client.hlen(key)):,}"
+    except KiqbeatError as exc:  # the loop starts anyway: its invocations retry and report
+        stored = f"? (not counted: {exc})"
+    shard = engine.settings.shard
+    of_shard = f", shard {shard[0]}/{shard[1]} of them" if shard and shard[1] > 1 else ""
+    if config.source:
+        return (f"{len(config.schedules)} schedules of the document {config.source} and the "
+                f"{stored} stored in {key} (the document's among them once applied{of_shard})")
+    return f"the {stored} schedules stored in {key} (no document{of_shard})"
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
@@ -119,7 +137,8 @@ def _cmd_status(args: argparse.Namespace) -> int:
                     "offset": args.offset, "limit": args.limit,
                     "schedules": [r.as_dict() | _records_dict(records.get(r.name))
                                   for r in status.schedules],
-                    "set_aside": [{**json_name(n), "why": why} for n, why in status.set_aside]}
+                    "set_aside": [{**json_name(n), "why": why} for n, why in status.set_aside],
+                    "unplannable": status.unplannable}
         print(foreign_json(document, indent=2))
         return 0
     print(f"Redis clock: {status.now.isoformat(timespec='seconds')}; {counts.schedules} "
@@ -146,6 +165,12 @@ def _cmd_status(args: argparse.Namespace) -> int:
         print(f"... {counts.indexed - shown_rows} more (--offset {shown_rows})")
     for name, why in status.set_aside:
         print(f"set aside: {shown_name(name)}: {shown_text(why, MAX_REASON_CHARS)}")
+    if counts.unplannable:
+        names = ", ".join(shown(n) for n in status.unplannable)
+        more = counts.unplannable - len(status.unplannable)
+        print(f"never planned: {counts.unplannable:,} index entries scored beyond the year "
+              f"9999 (written by hand?): {names}" + (f" and {more:,} more" if more > 0 else "")
+              + "; `kiqbeat schedules reindex` rescores them to be planned")
     return 0
 
 

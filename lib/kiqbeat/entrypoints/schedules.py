@@ -30,7 +30,7 @@ from typing import IO, Any
 
 import yaml
 
-from kiqbeat.core.limits import MAX_DEFINITION_BYTES, MAX_REASON_CHARS
+from kiqbeat.core.limits import MAX_DEFINITION_BYTES, MAX_REASON_CHARS, MAX_SHOWN_CHARS
 from kiqbeat.document import load_config_text
 from kiqbeat.document.fields import BY_NAME
 from kiqbeat.document.jobs import MAX_JOB_BYTES
@@ -58,6 +58,8 @@ _DEPLOYMENT_KEYS = ("missed_jobs_window", "sidekiq_scheduler_ui", "wait_replicas
                     "wait_timeout")
 _DEPLOYMENT_ATTRIBUTES = ("missed_jobs_window_s", "sidekiq_scheduler_ui", "wait_replicas",
                           "wait_timeout_s")
+FORCE_HELP = ("whatever source the schedule names: for a definition whose source is no "
+              "document the store knows (written by hand), or a document no longer applied")
 _SHOWN_PROBLEMS = 20  # listed by the plain summary; --json lists every one
 EXPORT_PAGE = 1000  # schedules per YAML dump call
 _DUMPER: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml when available
@@ -129,13 +131,14 @@ def _cmd_write(args: argparse.Namespace) -> int:
     definition = _definition(args)
     with opened_engine(args) as engine:
         store = engine.store()
+        force = _forcing(args, store)
         if args.action == "add":
             store.add(args.name, definition)
             changed = True
         elif args.action == "put":
-            changed = store.put(args.name, definition)
+            changed = store.put(args.name, definition, force=force)
         else:
-            changed = store.update(args.name, definition)
+            changed = store.update(args.name, definition, force=force)
     verb = {"add": "added", "put": "stored", "update": "updated"}[args.action]
     text = (f"{verb} {shown(args.name)}; the next invocation plans it" if changed
             else f"{shown(args.name)} was stored exactly so already; nothing changed")
@@ -146,10 +149,26 @@ def _cmd_write(args: argparse.Namespace) -> int:
 def _cmd_remove(args: argparse.Namespace) -> int:
     with opened_engine(args) as engine:
         store = engine.store()
-        removed = store.remove(args.name)
+        removed = store.remove(args.name, force=_forcing(args, store))
     text = (f"removed {shown(args.name)} and forgot its state" if removed
             else f"{store.no_schedule([args.name])}; nothing removed")
     return _done(args, {**json_name(args.name), "action": "remove", "changed": removed}, text)
+
+
+def _forcing(args: argparse.Namespace, store: Store) -> bool:
+    """Whether `--force-owner` was given; if it overrides a document the store knows,
+    a warning says what that document does next."""
+    if not getattr(args, "force_owner", False):
+        return False
+    owned = store.owner(args.name)
+    if owned is not None and owned[1]:
+        then = ("still lists it, and writes it again when its definition there changes"
+                if args.action == "remove" else "may no longer change it: its next change "
+                "of it is refused, with a warning, until it drops the name")
+        _warn([f"schedule {shown(args.name)} belonged to the document "
+               f"{shown(owned[0], MAX_SHOWN_CHARS)}, which the store knows; --force-owner "
+               f"overrides it, and that document {then}"])
+    return True
 
 
 def _cmd_pause(args: argparse.Namespace) -> int:
@@ -412,10 +431,15 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 def _cmd_reindex(args: argparse.Namespace) -> int:
     with opened_engine(args) as engine:
-        moved = engine.store().reindex()
+        store = engine.store()
+        moved = store.reindex()
+        rescored = store.rescore_unplannable()
         shards = engine.shards
-    return _done(args, {"action": "reindex", "shards": shards, "indexed": moved},
-                 f"the due index is split into {shards} shard(s): {moved} entries")
+    return _done(args, {"action": "reindex", "shards": shards, "indexed": moved,
+                        "rescored": rescored},
+                 f"the due index is split into {shards} shard(s): {moved} entries"
+                 + (f"; {rescored} entries scored beyond the year 9999 (never planned) "
+                    "rescored to be planned" if rescored else ""))
 
 
 def add_parser(sub: Any) -> None:
@@ -444,7 +468,10 @@ def add_parser(sub: Any) -> None:
                                 '"DigestWorker", "args": [42]}\'')
         given.add_argument("--file", metavar="FILE",
                            help="a YAML or JSON file holding the definition ('-': stdin)")
-    action("remove", "remove a schedule and forget its state", _cmd_remove)
+        if name != "add":
+            q.add_argument("--force-owner", action="store_true", help=FORCE_HELP)
+    q = action("remove", "remove a schedule and forget its state", _cmd_remove)
+    q.add_argument("--force-owner", action="store_true", help=FORCE_HELP)
     action("pause", "push nothing for a schedule until resumed", _cmd_pause)
     action("resume", "push a paused schedule's ticks again, from its next one", _cmd_pause)
     action("get", "a schedule's definition and state", _cmd_get)
@@ -452,7 +479,8 @@ def add_parser(sub: Any) -> None:
     q.add_argument("--cursor", type=int, default=0, help="where the page starts (default 0)")
     q.add_argument("--count", type=int, default=100, help="about how many (default 100)")
     action("reindex", "after changing the shard count (--shard I/N, any I): move every index "
-                      "entry to its shard of N", _cmd_reindex, named=False)
+                      "entry to its shard of N; and rescore entries scored past the year 9999 "
+                      "(never planned) to be planned", _cmd_reindex, named=False)
     q = action("import", "write many schedules: a document, or JSON Lines", _cmd_import,
                named=False)
     q.add_argument("file", metavar="FILE",

@@ -18,16 +18,17 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import math
 import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 import redis
 
-from kiqbeat.core.limits import MAX_DEFINITION_BYTES
+from kiqbeat.core.limits import MAX_DEFINITION_BYTES, MAX_PLANNABLE_MS
 from kiqbeat.core.plan import shard_of
 from kiqbeat.redis import keys, scripts
 from kiqbeat.redis.connection import redis_errors, reply_bytes, reply_text
@@ -102,15 +103,36 @@ def read_clock(client: redis.Redis) -> datetime:
     return redis_time(seconds, micros)
 
 
+class DueRead(NamedTuple):
+    """One due read: the Redis clock, a batch of due entries, the replies of the reads queued
+    with it, and when the index next comes due (its lowest score above the instant read up
+    to, epoch ms; None when there is none, or when it is beyond any instant kiqbeat plans)."""
+
+    now: datetime
+    batch: DueBatch
+    replies: list[Any]
+    next_due_ms: int | None
+
+
+def plannable_ms(score: Any) -> int | None:
+    """A due index score (a number or Redis's text of one) as epoch ms; None when it is
+    none, or beyond any instant kiqbeat plans (`MAX_PLANNABLE_MS`: 1e308, +inf)."""
+    try:
+        value = float(reply_text(score) if isinstance(score, bytes) else score)
+    except (TypeError, ValueError):
+        return None
+    return int(value) if math.isfinite(value) and value <= MAX_PLANNABLE_MS else None
+
+
 def read_due(
     client: redis.Redis, namespace: str, shard: tuple[int, int] | None, *,
     upto_ms: int | None = None, offset: int = 0, limit: int = BATCH,
     more: Callable[[Any], None] | None = None, lua: scripts.Caller = scripts.SCRIPTS,
-) -> tuple[datetime, DueBatch, list[Any]]:
-    """The Redis clock, up to `limit` due entries (lowest score first) and `more`'s replies,
-    in one round trip. Entries are due when scored at or below `upto_ms` (default: the
-    Redis clock); the batch stops early once its definitions pass
-    MAX_BATCH_DEFINITION_BYTES (`DueBatch.more` then says to read on). `more` queues
+) -> DueRead:
+    """The Redis clock, up to `limit` due entries (lowest score first), `more`'s replies and
+    when the index next comes due, in one round trip. Entries are due when scored at or
+    below `upto_ms` (default: the Redis clock); the batch stops early once its definitions
+    pass MAX_BATCH_DEFINITION_BYTES (`DueBatch.more` then says to read on). `more` queues
     further reads on the same pipeline; their replies come back as they are, an error
     reply as an exception object.
     """
@@ -129,14 +151,15 @@ def read_due(
             lua.reload(scripts.DUE, client)  # a new or restarted server: once
         if isinstance(replies[0], Exception):
             raise lua.explained(replies[0])
-    seconds, micros, names, definitions, marks, lengths, to_read = replies[0]
+    seconds, micros, names, definitions, marks, lengths, to_read, next_due = replies[0]
     now = redis_time(seconds, micros)
     # A name that is not UTF-8 (written by another language) stays readable: its definition
     # is then refused by name and set aside, writing back the same bytes.
     due = [Due(reply_text(name), as_stored(definition, length), int(mark) if mark else None)
            for name, definition, mark, length
            in zip(names, definitions, marks, lengths, strict=True)]
-    return now, DueBatch(due, bool(int(to_read))), replies[1:]
+    return DueRead(now, DueBatch(due, bool(int(to_read))), replies[1:],
+                   plannable_ms(next_due) if next_due else None)
 
 
 @dataclass(frozen=True)
@@ -430,6 +453,7 @@ class Counts:
     overdue: int  # entries at or below now: planned by the next invocation
     set_aside: int  # definitions refused, waiting for a fix
     with_missed: int = 0  # schedules with missed ticks recorded (`kiqbeat missed`)
+    unplannable: int = 0  # entries scored beyond MAX_PLANNABLE_MS: never planned (reindex)
 
 
 def _due_keys(namespace: str, shards: Sequence[tuple[int, int] | None]) -> list[str]:
@@ -447,8 +471,45 @@ def read_counts(client: redis.Redis, namespace: str,
         for key in _due_keys(namespace, shards):
             pipe.zcard(key)
             pipe.zcount(key, "-inf", now_ms)
+            pipe.zcount(key, f"({MAX_PLANNABLE_MS}", "+inf")
         stored, aside, missed, *per_shard = (int(v) for v in pipe.execute())
-    return Counts(stored, sum(per_shard[0::2]), sum(per_shard[1::2]), aside, missed)
+    return Counts(stored, sum(per_shard[0::3]), sum(per_shard[1::3]), aside, missed,
+                  sum(per_shard[2::3]))
+
+
+def read_unplannable(client: redis.Redis, namespace: str,
+                     shards: Sequence[tuple[int, int] | None], limit: int) -> list[str]:
+    """Up to `limit` names of the entries of `shards`' due indexes scored beyond any instant
+    kiqbeat plans (`MAX_PLANNABLE_MS`), which no invocation ever plans; one round trip."""
+    with redis_errors(client, "reading the due index"):
+        pipe = client.pipeline(transaction=False)
+        for key in _due_keys(namespace, shards):
+            pipe.zrangebyscore(key, f"({MAX_PLANNABLE_MS}", "+inf", start=0, num=limit)
+        pages: list[Any] = pipe.execute()
+    return [reply_text(name) for page in pages for name in page][:limit]
+
+
+def rescore_unplannable(client: redis.Redis, namespace: str, shards: int) -> int:
+    """Rescore "plan me" (0) every entry of the due indexes of `shards` scored beyond any
+    instant kiqbeat plans (written by hand: +inf, 1e308), so that the next invocation plans
+    each from its watermark as for a changed definition; returns how many. Safe while
+    invocations run: none plans those entries, and an entry removed meanwhile stays removed
+    (ZADD XX)."""
+    rescored = 0
+    layout = [(i, shards) for i in range(shards)] if shards > 1 else [None]
+    with redis_errors(client, "rescoring the due index"):
+        for key in _due_keys(namespace, layout):
+            while True:
+                page: list[Any] = client.zrangebyscore(key, f"({MAX_PLANNABLE_MS}", "+inf",
+                                                       start=0, num=BATCH)
+                if not page:
+                    break
+                pipe = client.pipeline(transaction=False)
+                for name in page:
+                    pipe.zadd(key, {name: 0}, xx=True)
+                pipe.execute()
+                rescored += len(page)
+    return rescored
 
 
 def read_order(client: redis.Redis, namespace: str, shards: Sequence[tuple[int, int] | None],

@@ -7,15 +7,16 @@ KEYS[3]  watermarks hash (name -> covered-through epoch ms)
 ARGV[1]  plan up to this instant, epoch ms; "" for the Redis clock
 ARGV[2]  offset into the due entries   ARGV[3]  at most this many (a batch)
 
-Returns {seconds, microseconds, names, definitions, marks, lengths, more}: TIME's two
+Returns {seconds, microseconds, names, definitions, marks, lengths, more, next}: TIME's two
 numbers, then, for the entries scored at or below the instant (lowest first), their names,
 their definitions (nil when gone or over MAX_DEFINITION_BYTES: not read), their marks (""
 when none) and their definitions' lengths in bytes (HSTRLEN, asked before anything is read:
 0 when gone); `more` is 1 when due entries may follow this batch (it holds ARGV[3] names, or
 was cut short once the definitions it carries passed MAX_BATCH_DEFINITION_BYTES), 0 when
-there are none. Cost: one range read, one HSTRLEN per name and two HMGETs of one batch,
-whatever the size of the store or of any one definition. A mark that is not a whole number
-is refused, naming the schedule.
+there are none; `next` is the lowest score above the instant, as Redis writes it ("" when
+none): when the index next comes due (`kiqbeat run` sleeps until then). Cost: two range
+reads, one HSTRLEN per name and two HMGETs of one batch, whatever the size of the store or
+of any one definition. A mark that is not a whole number is refused, naming the schedule.
 ]]
 
 local clock = redis.call('TIME')
@@ -27,8 +28,10 @@ if upto == '' then
   upto = string.format('%d', clock[1] * 1000 + math.floor(clock[2] / 1000))
 end
 local names = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', upto, 'LIMIT', ARGV[2], ARGV[3])
+local after = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. upto, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+local next_due = after[2] or ''
 if #names == 0 then
-  return {clock[1], clock[2], {}, {}, {}, {}, 0}
+  return {clock[1], clock[2], {}, {}, {}, {}, 0, next_due}
 end
 local more = #names == tonumber(ARGV[3]) and 1 or 0
 local defs, lengths, count = read_definitions(KEYS[2], names, MAX_BATCH_DEFINITION_BYTES)
@@ -46,4 +49,4 @@ for j = 1, #names do
   end
   marks[j] = value or ''
 end
-return {clock[1], clock[2], names, defs, marks, lengths, more}
+return {clock[1], clock[2], names, defs, marks, lengths, more, next_due}

@@ -15,8 +15,11 @@ ARGV[1]  the operations, packed in one string: per operation a line
            both are documents (a document that moved, e.g. from a file to S3, takes over)
     add    add; refused when the name exists
     update replace; refused when missing or another source's
-    set    replace whatever its source, only if its SHA1 is EXPECT (pause, resume)
-    del    remove and forget its state; refused when another source's
+    set    replace whatever its source, only if its SHA1 is EXPECT (pause, resume, a
+           forced put or update: `--force-owner`)
+    del    remove and forget its state; refused when another source's, unless EXPECT is
+           its SHA1 (a caller that read it forces the removal: `--force-owner`; "S" if it
+           changed meanwhile)
     reject set the definition aside with the reason DEF, only if its SHA1 is EXPECT, or,
            with EXPECT "big:N", only if it is still N bytes long, over the limit (it was
            not read, and is not now), or, with EXPECT "-", forget a name whose
@@ -191,7 +194,7 @@ while pos <= #body do
   local big = length > MAX_DEFINITION_BYTES
   local exists = current or big
   local held = nil  -- another source's, for the ops that check ownership
-  if current and (op == 'del' or op == 'put' or op == 'update') then
+  if current and (op == 'put' or op == 'update' or (op == 'del' and expect == '-')) then
     held = held_by_other(current, source, op == 'put')
   end
   local code = '+'
@@ -221,6 +224,8 @@ while pos <= #body do
   elseif op == 'del' then
     if not exists then
       code = 'M'
+    elseif expect ~= '-' and redis.sha1hex(current) ~= expect then
+      code = 'S'
     elseif held then
       code = 'O'
       owners[#owners + 1] = held
