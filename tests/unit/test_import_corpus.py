@@ -251,3 +251,68 @@ def test_import_options_can_live_in_the_file() -> None:
     config = parse_config(doc, now=NOW)
     s = by_name(config)
     assert fires(s["billing"], 1) == ["2026-01-01T05:00:00Z"]  # 06:00 in Paris (UTC+1)
+
+
+# ---------------------------------------------------------------- review of the importers
+# Files valid for their tool that kiqbeat refused, read differently, or took for another
+# tool's (issue 21, second pass). The tools' behaviour is from their source:
+# sidekiq-cron `lib/sidekiq/cron/job.rb` and `support.rb`, rails/solid_queue
+# `lib/solid_queue/configuration.rb` and `app/models/solid_queue/recurring_task.rb`,
+# floraison/fugit `lib/fugit/cron.rb` and `lib/fugit/nat.rb`.
+
+
+def test_ruby_symbol_values_are_read_as_their_names() -> None:
+    (s,) = imported("ruby_symbols.yml").schedules
+    # Sidekiq pushes queue.to_s; JSON writes a symbol as its name; quoted text stays text.
+    assert s.queue == "critical"
+    assert s.args == ({"provider": "google", "mode": "full"}, ":literal")
+
+
+def test_a_holder_of_yaml_anchors_is_skipped_as_sidekiq_cron_skips_it() -> None:
+    config = imported("cron_anchor_holder.yml")
+    s = by_name(config)
+    assert set(s) == {"sync_accounts", "sync_invoices"}
+    assert (s["sync_accounts"].queue, s["sync_accounts"].job_class) == (
+        "low", "SyncAccountsWorker")
+    assert fires(s["sync_invoices"]) == ["2026-01-01T00:30:00Z", "2026-01-01T01:30:00Z"]
+    # The holder has no class, but it is no job: the file stays sidekiq-cron's.
+    assert config.warnings[0].startswith("read as a sidekiq-cron file")
+    (skip,) = warned(config, "schedule 'x-job-defaults': skipped")
+    assert "no cron and no class" in skip and "sidekiq-cron" in skip
+
+
+def test_rails_8s_generated_recurring_file_imports() -> None:
+    config = imported("recurring_rails8.yml", section="production")
+    (s,) = config.schedules
+    # 'every hour at minute 30': fugit's at_p minutes fill the hour interval's minute field.
+    assert (s.name, s.queue, s.timetable.expr) == (  # type: ignore[union-attr]
+        "sync_accounts", "accounts", "30 * * * *")
+    assert fires(s) == ["2026-01-01T00:30:00Z", "2026-01-01T01:30:00Z"]
+    (housekeeping,) = warned(config, "schedule 'clear_solid_queue_finished_jobs': skipped")
+    assert "Solid Queue's own housekeeping" in housekeeping
+    assert warned(config, "schedule 'paused_for_now': skipped: it is empty")
+    assert warned(config, "schedule 'shared': skipped: it has no schedule, so Solid Queue")
+
+
+def test_a_command_task_of_the_apps_own_is_still_refused() -> None:
+    error = refused("recurring.yml", section="production")
+    assert "Solid Queue's command: 'Session.stale.delete_all' evaluates Ruby" in str(error)
+
+
+def test_crons_in_forms_only_fugit_reads_fire_as_fugit_fires_them() -> None:
+    config = imported("fugit_cron_forms.yml")
+    s = by_name(config)
+    assert fires(s["lunch_digest"]) == ["2026-01-01T12:00:00Z", "2026-01-02T12:00:00Z"]
+    assert fires(s["midnight_rollup"]) == ["2026-01-02T00:00:00Z", "2026-01-03T00:00:00Z"]
+    # 09:00 at +09:00 is 00:00Z, on weekdays: Friday 2 January, then Monday 5 January.
+    assert fires(s["tokyo_open"]) == ["2026-01-02T00:00:00Z", "2026-01-05T00:00:00Z"]
+    for name in s:
+        (warning,) = warned(config, f"schedule {name!r}: sidekiq-cron (fugit) reads the cron")
+        assert "which kiqbeat uses" in warning
+    assert warned(config, "the UTC offset +09:00 is the fixed zone Etc/GMT-9")
+
+
+def test_erb_is_refused_naming_the_tag_and_its_line() -> None:
+    (problem,) = refused("erb.yml").problems
+    assert problem.startswith("line 3: the document contains ERB tags (\"<%= ENV.fetch(")
+    assert "render it to plain YAML first" in problem

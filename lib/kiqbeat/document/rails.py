@@ -14,7 +14,10 @@ Solid Queue (`config/recurring.yml`, rails/solid_queue
 `app/models/solid_queue/recurring_task.rb`): `class`, `schedule`, `args` (a list, or one
 value; a hash at the end is keyword arguments), `queue`, `priority` (ignored, with a
 warning), `description`. A `command:` task evaluates Ruby in the app, which kiqbeat cannot
-do: refused, naming the task.
+do: refused, naming the task, except Solid Queue's own housekeeping (`SolidQueue::Job.
+clear_finished_in_batches`, in Rails 8's generated file), which has no use once jobs run on
+Sidekiq: skipped, with a warning. An entry without `schedule` (or empty) is skipped, as
+Solid Queue skips it.
 
 Keyword arguments are written as ActiveJob writes them, a last hash marked with
 `_aj_ruby2_keywords`, so `perform(name:)` receives them. A job without a queue went to its
@@ -106,6 +109,19 @@ def from_solid_queue(name: object, entry: dict[Any, Any], out: Converted,
                      unqueued: list[str]) -> dict[str, Any] | None:
     """A Solid Queue recurring task in kiqbeat's form (None when it cannot be read)."""
     label = f"schedule {shown(name)}"
+    if "schedule" not in entry:
+        # SolidQueue::Configuration#recurring_tasks keeps only entries with a schedule.
+        out.warnings.append(f"{label}: skipped: it has no schedule, so Solid Queue did not "
+                            "load it either (a holder of YAML anchors?)")
+        return None
+    command = entry.get("command")
+    if "class" not in entry and isinstance(command, str) and command.lstrip(
+            ":").startswith("SolidQueue::"):
+        out.warnings.append(
+            f"{label}: skipped: its command {shown(command)} is Solid Queue's own "
+            "housekeeping (Rails' default recurring.yml has one), which has nothing to do "
+            "once the jobs run on Sidekiq")
+        return None
     if "command" in entry:
         out.problems.append(
             f"{label}: Solid Queue's command: {shown(entry['command'])} evaluates Ruby in the "

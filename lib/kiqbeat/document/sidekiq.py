@@ -26,7 +26,9 @@ sidekiq-cron (hash form or list form with `name:`; sidekiq-cron/sidekiq-cron
   - `date_as_argument` becomes `include_metadata`: the last argument is then
     `{"scheduled_at": <tick, float seconds>}` instead of a bare float of the push time;
   - any other key (`desc`, `output`, `enabled`, `tz`, ...) is ignored, as sidekiq-cron
-    ignores it, and listed once in a warning.
+    ignores it, and listed once in a warning;
+  - an entry with neither cron nor class (a holder of YAML anchors) is skipped with a
+    warning: sidekiq-cron fails to save it and loads the others.
 """
 
 from __future__ import annotations
@@ -34,7 +36,6 @@ from __future__ import annotations
 import json
 from typing import Any, TypeGuard
 
-from kiqbeat.core.natural import is_natural
 from kiqbeat.document.fields import JOB_OPTIONS, SCHEDULE_KEYS
 from kiqbeat.document.imported import ZONE_KEYS, Converted
 from kiqbeat.errors import ConfigError, did_you_mean, shown
@@ -119,7 +120,7 @@ def from_scheduler(name: object, entry: object, out: Converted) -> dict[str, Any
         if kind == "interval":
             out.warnings.append(f"{label}: 'interval' read as 'every' (an enqueue takes no "
                                 "time, so the gaps are the same)")
-        if kind == "cron" and isinstance(value, str) and is_natural(value):
+        if kind == "cron":  # rufus-scheduler reads it with Fugit::Cron.parse
             value = out.timer(label, value, translate=False)
             if value is None:
                 return None
@@ -193,6 +194,14 @@ def _cron_args(value: object) -> list[Any]:
 def from_cron(name: object, entry: object, out: Converted) -> dict[str, Any] | None:
     label = f"schedule {shown(name)}"
     if not is_entry(entry, label, out):
+        return None
+    if not any(entry.get(k) not in (None, "") for k in ("cron", "class", "klass")):
+        # sidekiq-cron's load_from_hash saves each valid job and skips this one (its
+        # errors are returned, and the schedule loader drops them): often a holder of
+        # YAML anchors (`x-defaults: &defaults`).
+        out.warnings.append(f"{label}: skipped: it has no cron and no class, so sidekiq-cron "
+                            "could not save it and loaded the other jobs (a holder of YAML "
+                            "anchors?)")
         return None
     converted: dict[str, Any] = {}
     active_job = _truthy(entry.get("active_job", False))
