@@ -316,3 +316,50 @@ def test_erb_is_refused_naming_the_tag_and_its_line() -> None:
     (problem,) = refused("erb.yml").problems
     assert problem.startswith("line 3: the document contains ERB tags (\"<%= ENV.fetch(")
     assert "render it to plain YAML first" in problem
+
+
+def test_keyword_argument_makes_an_active_job_with_keyword_arguments() -> None:
+    config = imported("scheduler_keyword_argument.yml")
+    s = by_name(config)
+    export = s["nightly_export"]
+    assert export.active_job_wrapper == ACTIVE_JOB_WRAPPER
+    assert export.args == ({"format": "csv", "full": True,
+                            "_aj_ruby2_keywords": ["format", "full"]},)
+    assert fires(export) == ["2026-01-01T02:00:00Z", "2026-01-02T02:00:00Z"]
+    assert not s["ping"].active_job_wrapper and s["ping"].args == ()
+    assert warned(config, "'NightlyExportJob' is one: kiqbeat pushes it in Sidekiq's "
+                          "ActiveJob envelope")
+
+
+def test_intervals_counted_from_the_process_start_are_named_once() -> None:
+    config = imported("scheduler_keyword_argument.yml")
+    (warning,) = warned(config, "'every' schedule(s)")
+    assert warning.startswith("1 'every' schedule(s) ('ping'): sidekiq-scheduler (rufus) "
+                              "counted each interval from when the Sidekiq process started")
+
+
+@pytest.mark.parametrize(("name", "tool", "unqueued"), [
+    ("cron_ignored_keys.yml", "sidekiq-cron", "1 job(s) without a queue ('nightly_export')"),
+    ("scheduler_keyword_argument.yml", "sidekiq-scheduler",
+     "1 job(s) without a queue ('nightly_export')"),
+])
+def test_jobs_without_a_queue_are_named_once_since_the_tool_took_their_classs(
+    name: str, tool: str, unqueued: str,
+) -> None:
+    (warning,) = warned(imported(name), "job(s) without a queue")
+    assert warning.startswith(f"{unqueued}: {tool} enqueued them on their class's queue "
+                              "(sidekiq_options queue:, or queue_as for ActiveJob classes)")
+
+
+@pytest.mark.parametrize(("name", "options"), [
+    ("cron_ignored_keys.yml", {}), ("scheduler_classless.yml", {}), ("good_job.yml", {}),
+    ("recurring_rails8.yml", {"section": "production"}), ("six_fields.yml", {}),
+    ("wrapped.yml", {}), ("dst_new_york.yml", {}), ("natural.yml", {}),
+    ("cron_anchor_holder.yml", {}), ("fugit_cron_forms.yml", {}),
+    ("scheduler_keyword_argument.yml", {}),
+])
+def test_every_import_warning_names_the_tool(name: str, options: dict[str, str]) -> None:
+    config = imported(name, **options)
+    tool = config.warnings[0].removeprefix("read as a ").split(" file")[0]
+    # The sub-minute warning is kiqbeat's own, given to every document alike.
+    assert all(tool in w for w in config.warnings if "minute boundaries" not in w)

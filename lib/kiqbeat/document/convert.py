@@ -93,6 +93,9 @@ def convert(doc: object, options: ImportOptions | None = None, *, source: str = 
     _warn_fugit_readings(schedules, out)
     if now is not None:
         _warn_dst(schedules, out, now)
+    # Every warning names the tool whose reading it compares with kiqbeat's.
+    out.warnings[1:] = [w if out.tool in w else f"{out.tool} import: {w}"
+                        for w in out.warnings[1:]]
     return out
 
 
@@ -121,12 +124,15 @@ def _schedules(doc: object, out: Converted) -> dict[str, Any]:
             converted = sidekiq.from_scheduler(name, entry, out)
             if converted is not None:
                 schedules[name] = converted
+        sidekiq.warn_intervals(schedules, out)
+        out.report_unqueued(sidekiq.unqueued(schedules), sidekiq.CLASS_QUEUE)
     elif isinstance(doc, dict | list):
         for name, entry in sidekiq.cron_entries(doc, out).items():
             converted = sidekiq.from_cron(name, entry, out)
             if converted is not None:
                 schedules[name] = converted
         out.report_ignored(sidekiq.CRON_KEYS)
+        out.report_unqueued(sidekiq.unqueued(schedules), sidekiq.CLASS_QUEUE)
     return schedules
 
 

@@ -126,6 +126,14 @@ class Converted:
         self.warnings.append(f"{self.tool} ignores these keys, so kiqbeat does too: "
                              + "; ".join(parts))
 
+    def report_unqueued(self, names: list[str], how: str) -> None:
+        """One warning for the jobs whose queue the tool took from their class (`how`)."""
+        if names:
+            listed = ", ".join(map(shown, names[:5])) + (", ..." if len(names) > 5 else "")
+            self.warnings.append(
+                f"{len(names)} job(s) without a queue ({listed}): {self.tool} enqueued them on "
+                f"{how}, which kiqbeat cannot read; they go to 'default' unless you add queue:")
+
     def zone_key(self, label: str, key: str, value: object, converted: dict[str, Any]) -> None:
         """A per-job zone key the tool ignores: kept ignored (the tool's reading), or applied
         as `tz` when the import options say so."""

@@ -38,7 +38,7 @@ SOLID_QUEUE_KEYS = ("class", "command", "schedule", "args", "queue", "priority",
 _KEYWORDS = "_aj_ruby2_keywords"
 
 
-def _keywords(kwargs: dict[Any, Any]) -> dict[Any, Any]:
+def active_job_keywords(kwargs: dict[Any, Any]) -> dict[Any, Any]:
     """Keyword arguments as ActiveJob serializes them (a hash that lists its keyword keys)."""
     return {**kwargs, _KEYWORDS: [str(k) for k in kwargs]}
 
@@ -95,7 +95,7 @@ def from_good_job(name: object, entry: dict[Any, Any], out: Converted,
         if not isinstance(kwargs, dict):
             out.problems.append(f"{label} (field 'kwargs'): {shown(kwargs)} must be a mapping")
             return None
-        args.append(_keywords(kwargs))
+        args.append(active_job_keywords(kwargs))
     if args:
         converted["args"] = args
     if entry.get("enabled_by_default") is False:
@@ -144,16 +144,11 @@ def from_solid_queue(name: object, entry: dict[Any, Any], out: Converted,
     if args is not None:
         args = list(args) if isinstance(args, list) else [args]
         if args and isinstance(args[-1], dict):  # Solid Queue passes it as keywords
-            args[-1] = _keywords(args[-1])
+            args[-1] = active_job_keywords(args[-1])
         converted["args"] = args
     return converted
 
 
 def warn_unqueued(unqueued: list[str], out: Converted) -> None:
     """One warning for the jobs whose queue came from their class's `queue_as`."""
-    if unqueued:
-        listed = ", ".join(map(shown, unqueued[:5])) + (", ..." if len(unqueued) > 5 else "")
-        out.warnings.append(
-            f"{len(unqueued)} job(s) without a queue ({listed}): {out.tool} enqueued them on "
-            "their class's queue_as, which kiqbeat cannot read; they go to 'default' unless "
-            "you add queue:")
+    out.report_unqueued(unqueued, "their class's queue_as")

@@ -10,6 +10,12 @@ hash loaded with `Sidekiq.schedule = YAML.load_file(...)`):
   - a cron is read by rufus-scheduler (fugit's cron reader, not its natural-language one):
     `every day at 3am` is refused there and here, saying what fugit would make of it;
   - a missing `class` is the schedule's name (sidekiq-scheduler's README);
+  - `keyword_argument: true` with a hash of `args` is read only when sidekiq-scheduler
+    enqueues through ActiveJob, so the job is pushed in the ActiveJob envelope with the
+    hash as keyword arguments;
+  - `every` counted from the Sidekiq process's start; kiqbeat's from the epoch: one warning;
+  - a job without `queue` went to its class's `sidekiq_options` queue (both gems merge the
+    class's options), which kiqbeat cannot read: one warning per file, as for GoodJob;
   - keys it does not know are pushed into the job hash by sidekiq-scheduler, so they go into
     `payload:` (a key close to a known one gets a did-you-mean hint in the warning); a
     per-job zone key is not read by it, so it is ignored unless `honour_tz` is set.
@@ -38,6 +44,7 @@ from typing import Any, TypeGuard
 
 from kiqbeat.document.fields import JOB_OPTIONS, SCHEDULE_KEYS
 from kiqbeat.document.imported import ZONE_KEYS, Converted
+from kiqbeat.document.rails import active_job_keywords
 from kiqbeat.errors import ConfigError, did_you_mean, shown
 
 _SCHEDULER_TIMERS = ("cron", "every", "at", "in", "interval")
@@ -130,6 +137,8 @@ def from_scheduler(name: object, entry: object, out: Converted) -> dict[str, Any
     for key, value in entry.items():
         if key in _SCHEDULER_TIMERS or key == "class":
             continue
+        if key == "keyword_argument":
+            continue  # read below, once args are
         if key in ZONE_KEYS:
             out.zone_key(label, key, value, converted)
         elif key == "rails_env":
@@ -139,6 +148,8 @@ def from_scheduler(name: object, entry: object, out: Converted) -> dict[str, Any
             converted[key] = value
         else:
             payload[key] = value
+    if "keyword_argument" in entry:
+        _keyword_argument(label, entry, converted, out)
     if payload:
         keys = ", ".join(shown(k) + (did_you_mean(k, _SCHEDULER_KEYS) if isinstance(k, str)
                                      else "") for k in payload)
@@ -148,6 +159,48 @@ def from_scheduler(name: object, entry: object, out: Converted) -> dict[str, Any
         if isinstance(converted["payload"], dict):
             converted["payload"] = {**payload, **converted["payload"]}
     return converted
+
+
+def _keyword_argument(label: str, entry: dict[Any, Any], converted: dict[str, Any],
+                      out: Converted) -> None:
+    """`keyword_argument: true`: sidekiq-scheduler reads it only when it enqueues through
+    ActiveJob (`initialize_active_job`: `klass.new(**args)` for a hash of args), so the class
+    is an ActiveJob class and the hash its keyword arguments."""
+    args = converted.get("args")
+    if not _truthy(entry.get("keyword_argument")):
+        return
+    if not isinstance(args, dict):
+        out.warnings.append(f"{label}: keyword_argument ignored: args is not a hash, so "
+                            "sidekiq-scheduler passed the arguments as they are")
+        return
+    converted["active_job"] = True
+    converted["args"] = [active_job_keywords(args)]
+    out.warnings.append(
+        f"{label}: keyword_argument: true with a hash of args is read only for ActiveJob "
+        f"classes, so {shown(converted.get('class'))} is one: kiqbeat pushes it in Sidekiq's "
+        "ActiveJob envelope (active_job: true), the hash as keyword arguments, as "
+        "sidekiq-scheduler enqueued it through ActiveJob")
+
+
+def warn_intervals(schedules: dict[str, Any], out: Converted) -> None:
+    """One warning for the `every` schedules: rufus counted them from the process's start."""
+    names = [n for n, s in schedules.items() if isinstance(s, dict) and "every" in s]
+    if names:
+        listed = ", ".join(map(shown, names[:5])) + (", ..." if len(names) > 5 else "")
+        out.warnings.append(
+            f"{len(names)} 'every' schedule(s) ({listed}): sidekiq-scheduler (rufus) counted "
+            "each interval from when the Sidekiq process started, so the times moved at each "
+            "restart; kiqbeat counts from 1970-01-01 00:00 UTC (every: 1h fires at each full "
+            "hour, every: 1w on Thursdays at 00:00 UTC). For a fixed time, write a cron")
+
+
+def unqueued(schedules: dict[str, Any]) -> list[str]:
+    """The schedules without a queue, which the tool took from their class."""
+    return [str(n) for n, s in schedules.items() if isinstance(s, dict) and "queue" not in s]
+
+
+# The queue a Sidekiq class or an ActiveJob class declares.
+CLASS_QUEUE = "their class's queue (sidekiq_options queue:, or queue_as for ActiveJob classes)"
 
 
 # ---------------------------------------------------------------------------- sidekiq-cron
