@@ -363,3 +363,31 @@ def test_every_import_warning_names_the_tool(name: str, options: dict[str, str])
     tool = config.warnings[0].removeprefix("read as a ").split(" file")[0]
     # The sub-minute warning is kiqbeat's own, given to every document alike.
     assert all(tool in w for w in config.warnings if "minute boundaries" not in w)
+
+
+def test_solid_queue_hash_arguments_keep_their_symbol_keys() -> None:
+    (s,) = imported("recurring_symbol_keys.yml", section="production").schedules
+    assert s.active_job_wrapper == ACTIVE_JOB_WRAPPER
+    assert s.args == (
+        {"status": "pending", "_aj_symbol_keys": ["status"]},
+        42,
+        {"batch_size": 500, "options": {"dry_run": True, "_aj_symbol_keys": ["dry_run"]},
+         "_aj_ruby2_keywords": ["batch_size", "options"]},
+    )
+    assert fires(s) == ["2026-01-01T04:15:00Z", "2026-01-02T04:15:00Z"]
+
+
+def test_solid_queue_args_given_as_a_hash_are_refused_saying_what_to_write() -> None:
+    (problem,) = refused("recurring_hash_args.yml", section="production").problems
+    assert problem.startswith("schedule 'reindex' (field 'args'): {'batch_size': 500} is a "
+                              "hash, which Solid Queue turns into a list of [key, value] pairs")
+    assert "write args: [{...}]" in problem
+
+
+def test_sidekiq_cron_symbolize_args_gives_an_active_job_symbol_keys() -> None:
+    config = imported("cron_active_job_symbolize.yml")
+    (s,) = config.schedules
+    # Shallow, as sidekiq-cron's symbolize_args: the nested hash keeps String keys.
+    assert s.args == ({"days": 30, "scope": {"kind": "audit"},
+                       "_aj_symbol_keys": ["days", "scope"]},)
+    assert not warned(config, "symbolize_args ignored")

@@ -20,7 +20,11 @@ Sidekiq: skipped, with a warning. An entry without `schedule` (or empty) is skip
 Solid Queue skips it.
 
 Keyword arguments are written as ActiveJob writes them, a last hash marked with
-`_aj_ruby2_keywords`, so `perform(name:)` receives them. A job without a queue went to its
+`_aj_ruby2_keywords`, so `perform(name:)` receives them; any other hash in the arguments
+is marked with `_aj_symbol_keys`, as both tools hand the job Symbol keys (Solid Queue
+`deep_symbolize_keys` its file, GoodJob's YAML comes through Rails' `config_for`). A
+Solid Queue `args:` that is a hash (Solid Queue passes `Array(hash)`, key-value pairs) is
+refused, saying to write a list. A job without a queue went to its
 class's `queue_as`, which kiqbeat cannot see; it goes to `default`, with one warning.
 """
 
@@ -36,11 +40,27 @@ GOOD_JOB_KEYS = ("cron", "class", "args", "kwargs", "set", "description",
 SOLID_QUEUE_KEYS = ("class", "command", "schedule", "args", "queue", "priority",
                     "description")
 _KEYWORDS = "_aj_ruby2_keywords"
+_SYMBOL_KEYS = "_aj_symbol_keys"
 
 
 def active_job_keywords(kwargs: dict[Any, Any]) -> dict[Any, Any]:
-    """Keyword arguments as ActiveJob serializes them (a hash that lists its keyword keys)."""
-    return {**kwargs, _KEYWORDS: [str(k) for k in kwargs]}
+    """Keyword arguments as ActiveJob serializes them (a hash that lists its keyword keys),
+    their values as `symbolized` (every caller's tool symbolizes keys deeply)."""
+    return {**symbolized(kwargs, mark=False), _KEYWORDS: [str(k) for k in kwargs]}
+
+
+def symbolized(value: object, *, mark: bool = True, deep: bool = True) -> Any:
+    """`value` with each hash in it (itself too, when `mark`) written as ActiveJob writes a
+    hash with Symbol keys, listing them under `_aj_symbol_keys`, so the job's `perform`
+    reads `options[:status]` as it did: Solid Queue (`deep_symbolize_keys`) and Rails'
+    `config_for` (GoodJob) hand the job Symbol keys; without the list it gets String keys.
+    Not `deep`: only the hashes in a list (sidekiq-cron's `symbolize_args`)."""
+    if isinstance(value, dict):
+        inner = {k: symbolized(v) for k, v in value.items()} if deep else dict(value)
+        return {**inner, _SYMBOL_KEYS: [str(k) for k in value]} if mark and value else inner
+    if isinstance(value, list):
+        return [symbolized(v, deep=deep) for v in value]
+    return value
 
 
 def _common(name: object, entry: dict[Any, Any], timer_key: str, out: Converted,
@@ -89,7 +109,7 @@ def from_good_job(name: object, entry: dict[Any, Any], out: Converted,
                             "splats args (*args), so give a list, and keyword arguments as "
                             "kwargs")
         return None
-    args = [] if args is None else list(args) if isinstance(args, list) else [args]
+    args = [] if args is None else symbolized(args) if isinstance(args, list) else [args]
     kwargs = entry.get("kwargs")
     if kwargs:
         if not isinstance(kwargs, dict):
@@ -141,10 +161,19 @@ def from_solid_queue(name: object, entry: dict[Any, Any], out: Converted,
         out.warnings.append(f"{label}: priority {shown(entry['priority'])} ignored: Sidekiq "
                             "jobs have no priority")
     args = entry.get("args")
+    if isinstance(args, dict):
+        # RecurringTask::Arguments.dump writes Array(args): a list of [key, value] pairs.
+        out.problems.append(
+            f"{label} (field 'args'): {shown(args)} is a hash, which Solid Queue turns into "
+            "a list of [key, value] pairs (Array(hash)) passed as positional arguments; for "
+            "keyword arguments write args: [{...}] (a list whose last item is the hash)")
+        return None
     if args is not None:
         args = list(args) if isinstance(args, list) else [args]
-        if args and isinstance(args[-1], dict):  # Solid Queue passes it as keywords
-            args[-1] = active_job_keywords(args[-1])
+        keywords = args.pop() if args and isinstance(args[-1], dict) else None
+        args = symbolized(args)
+        if keywords is not None:  # Solid Queue passes a last hash as keywords
+            args.append(active_job_keywords(keywords))
         converted["args"] = args
     return converted
 

@@ -29,6 +29,8 @@ sidekiq-cron (hash form or list form with `name:`; sidekiq-cron/sidekiq-cron
   - `active_job: true` uses the wrapper sidekiq-cron pushes,
     `ActiveJob::QueueAdapters::SidekiqAdapter::JobWrapper` (`active_job: legacy`), and
     `queue_name_prefix`/`queue_name_delimiter` prefix the queue as ActiveJob does;
+  - with `active_job`, `symbolize_args` marks each hash argument as ActiveJob marks Symbol
+    keys (`_aj_symbol_keys`), as sidekiq-cron symbolizes them;
   - `date_as_argument` becomes `include_metadata`: the last argument is then
     `{"scheduled_at": <tick, float seconds>}` instead of a bare float of the push time;
   - any other key (`desc`, `output`, `enabled`, `tz`, ...) is ignored, as sidekiq-cron
@@ -44,7 +46,7 @@ from typing import Any, TypeGuard
 
 from kiqbeat.document.fields import JOB_OPTIONS, SCHEDULE_KEYS
 from kiqbeat.document.imported import ZONE_KEYS, Converted
-from kiqbeat.document.rails import active_job_keywords
+from kiqbeat.document.rails import active_job_keywords, symbolized
 from kiqbeat.errors import ConfigError, did_you_mean, shown
 
 _SCHEDULER_TIMERS = ("cron", "every", "at", "in", "interval")
@@ -286,7 +288,7 @@ def from_cron(name: object, entry: object, out: Converted) -> dict[str, Any] | N
                     "{'scheduled_at': <tick as float seconds>} instead of a bare float of the "
                     "push time; update the worker's perform to read it")
         elif key == "symbolize_args":
-            if _truthy(value):
+            if _truthy(value) and not active_job:  # sidekiq-cron ignores it too, and says so
                 out.warnings.append(f"{label}: symbolize_args ignored: JSON arguments reach "
                                     "the worker with string keys")
         elif key == "namespace":
@@ -302,6 +304,10 @@ def from_cron(name: object, entry: object, out: Converted) -> dict[str, Any] | N
                 return None
         else:
             out.ignore(name, key)  # sidekiq-cron reads only its own keys
+    if active_job and _truthy(entry.get("symbolize_args")) and converted.get("args"):
+        # sidekiq-cron symbolizes each hash argument (shallow), and ActiveJob then writes
+        # them with `_aj_symbol_keys`, so perform gets Symbol keys.
+        converted["args"] = symbolized(converted["args"], deep=False)
     prefix = entry.get("queue_name_prefix")
     if prefix:
         if active_job:
