@@ -251,3 +251,143 @@ def test_import_options_can_live_in_the_file() -> None:
     config = parse_config(doc, now=NOW)
     s = by_name(config)
     assert fires(s["billing"], 1) == ["2026-01-01T05:00:00Z"]  # 06:00 in Paris (UTC+1)
+
+
+# ---------------------------------------------------------------- review of the importers
+# Files valid for their tool that kiqbeat refused, read differently, or took for another
+# tool's (issue 21, second pass). The tools' behaviour is from their source:
+# sidekiq-cron `lib/sidekiq/cron/job.rb` and `support.rb`, rails/solid_queue
+# `lib/solid_queue/configuration.rb` and `app/models/solid_queue/recurring_task.rb`,
+# floraison/fugit `lib/fugit/cron.rb` and `lib/fugit/nat.rb`.
+
+
+def test_ruby_symbol_values_are_read_as_their_names() -> None:
+    (s,) = imported("ruby_symbols.yml").schedules
+    # Sidekiq pushes queue.to_s; JSON writes a symbol as its name; quoted text stays text.
+    assert s.queue == "critical"
+    assert s.args == ({"provider": "google", "mode": "full"}, ":literal")
+
+
+def test_a_holder_of_yaml_anchors_is_skipped_as_sidekiq_cron_skips_it() -> None:
+    config = imported("cron_anchor_holder.yml")
+    s = by_name(config)
+    assert set(s) == {"sync_accounts", "sync_invoices"}
+    assert (s["sync_accounts"].queue, s["sync_accounts"].job_class) == (
+        "low", "SyncAccountsWorker")
+    assert fires(s["sync_invoices"]) == ["2026-01-01T00:30:00Z", "2026-01-01T01:30:00Z"]
+    # The holder has no class, but it is no job: the file stays sidekiq-cron's.
+    assert config.warnings[0].startswith("read as a sidekiq-cron file")
+    (skip,) = warned(config, "schedule 'x-job-defaults': skipped")
+    assert "no cron and no class" in skip and "sidekiq-cron" in skip
+
+
+def test_rails_8s_generated_recurring_file_imports() -> None:
+    config = imported("recurring_rails8.yml", section="production")
+    (s,) = config.schedules
+    # 'every hour at minute 30': fugit's at_p minutes fill the hour interval's minute field.
+    assert (s.name, s.queue, s.timetable.expr) == (  # type: ignore[union-attr]
+        "sync_accounts", "accounts", "30 * * * *")
+    assert fires(s) == ["2026-01-01T00:30:00Z", "2026-01-01T01:30:00Z"]
+    (housekeeping,) = warned(config, "schedule 'clear_solid_queue_finished_jobs': skipped")
+    assert "Solid Queue's own housekeeping" in housekeeping
+    assert warned(config, "schedule 'paused_for_now': skipped: it is empty")
+    assert warned(config, "schedule 'shared': skipped: it has no schedule, so Solid Queue")
+
+
+def test_a_command_task_of_the_apps_own_is_still_refused() -> None:
+    error = refused("recurring.yml", section="production")
+    assert "Solid Queue's command: 'Session.stale.delete_all' evaluates Ruby" in str(error)
+
+
+def test_crons_in_forms_only_fugit_reads_fire_as_fugit_fires_them() -> None:
+    config = imported("fugit_cron_forms.yml")
+    s = by_name(config)
+    assert fires(s["lunch_digest"]) == ["2026-01-01T12:00:00Z", "2026-01-02T12:00:00Z"]
+    assert fires(s["midnight_rollup"]) == ["2026-01-02T00:00:00Z", "2026-01-03T00:00:00Z"]
+    # 09:00 at +09:00 is 00:00Z, on weekdays: Friday 2 January, then Monday 5 January.
+    assert fires(s["tokyo_open"]) == ["2026-01-02T00:00:00Z", "2026-01-05T00:00:00Z"]
+    for name in s:
+        (warning,) = warned(config, f"schedule {name!r}: sidekiq-cron (fugit) reads the cron")
+        assert "which kiqbeat uses" in warning
+    assert warned(config, "the UTC offset +09:00 is the fixed zone Etc/GMT-9")
+
+
+def test_erb_is_refused_naming_the_tag_and_its_line() -> None:
+    (problem,) = refused("erb.yml").problems
+    assert problem.startswith("line 3: the document contains ERB tags (\"<%= ENV.fetch(")
+    assert "render it to plain YAML first" in problem
+
+
+def test_keyword_argument_makes_an_active_job_with_keyword_arguments() -> None:
+    config = imported("scheduler_keyword_argument.yml")
+    s = by_name(config)
+    export = s["nightly_export"]
+    assert export.active_job_wrapper == ACTIVE_JOB_WRAPPER
+    assert export.args == ({"format": "csv", "full": True,
+                            "_aj_ruby2_keywords": ["format", "full"]},)
+    assert fires(export) == ["2026-01-01T02:00:00Z", "2026-01-02T02:00:00Z"]
+    assert not s["ping"].active_job_wrapper and s["ping"].args == ()
+    assert warned(config, "'NightlyExportJob' is one: kiqbeat pushes it in Sidekiq's "
+                          "ActiveJob envelope")
+
+
+def test_intervals_counted_from_the_process_start_are_named_once() -> None:
+    config = imported("scheduler_keyword_argument.yml")
+    (warning,) = warned(config, "'every' schedule(s)")
+    assert warning.startswith("1 'every' schedule(s) ('ping'): sidekiq-scheduler (rufus) "
+                              "counted each interval from when the Sidekiq process started")
+
+
+@pytest.mark.parametrize(("name", "tool", "unqueued"), [
+    ("cron_ignored_keys.yml", "sidekiq-cron", "1 job(s) without a queue ('nightly_export')"),
+    ("scheduler_keyword_argument.yml", "sidekiq-scheduler",
+     "1 job(s) without a queue ('nightly_export')"),
+])
+def test_jobs_without_a_queue_are_named_once_since_the_tool_took_their_classs(
+    name: str, tool: str, unqueued: str,
+) -> None:
+    (warning,) = warned(imported(name), "job(s) without a queue")
+    assert warning.startswith(f"{unqueued}: {tool} enqueued them on their class's queue "
+                              "(sidekiq_options queue:, or queue_as for ActiveJob classes)")
+
+
+@pytest.mark.parametrize(("name", "options"), [
+    ("cron_ignored_keys.yml", {}), ("scheduler_classless.yml", {}), ("good_job.yml", {}),
+    ("recurring_rails8.yml", {"section": "production"}), ("six_fields.yml", {}),
+    ("wrapped.yml", {}), ("dst_new_york.yml", {}), ("natural.yml", {}),
+    ("cron_anchor_holder.yml", {}), ("fugit_cron_forms.yml", {}),
+    ("scheduler_keyword_argument.yml", {}),
+])
+def test_every_import_warning_names_the_tool(name: str, options: dict[str, str]) -> None:
+    config = imported(name, **options)
+    tool = config.warnings[0].removeprefix("read as a ").split(" file")[0]
+    # The sub-minute warning is kiqbeat's own, given to every document alike.
+    assert all(tool in w for w in config.warnings if "minute boundaries" not in w)
+
+
+def test_solid_queue_hash_arguments_keep_their_symbol_keys() -> None:
+    (s,) = imported("recurring_symbol_keys.yml", section="production").schedules
+    assert s.active_job_wrapper == ACTIVE_JOB_WRAPPER
+    assert s.args == (
+        {"status": "pending", "_aj_symbol_keys": ["status"]},
+        42,
+        {"batch_size": 500, "options": {"dry_run": True, "_aj_symbol_keys": ["dry_run"]},
+         "_aj_ruby2_keywords": ["batch_size", "options"]},
+    )
+    assert fires(s) == ["2026-01-01T04:15:00Z", "2026-01-02T04:15:00Z"]
+
+
+def test_solid_queue_args_given_as_a_hash_are_refused_saying_what_to_write() -> None:
+    (problem,) = refused("recurring_hash_args.yml", section="production").problems
+    assert problem.startswith("schedule 'reindex' (field 'args'): {'batch_size': 500} is a "
+                              "hash, which Solid Queue turns into a list of [key, value] pairs")
+    assert "write args: [{...}]" in problem
+
+
+def test_sidekiq_cron_symbolize_args_gives_an_active_job_symbol_keys() -> None:
+    config = imported("cron_active_job_symbolize.yml")
+    (s,) = config.schedules
+    # Shallow, as sidekiq-cron's symbolize_args: the nested hash keeps String keys.
+    assert s.args == ({"days": 30, "scope": {"kind": "audit"},
+                       "_aj_symbol_keys": ["days", "scope"]},)
+    assert not warned(config, "symbolize_args ignored")

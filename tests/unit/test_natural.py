@@ -55,6 +55,17 @@ from kiqbeat.errors import ConfigError
     ("at noon", "0 12 * * *"),
     ("at 5am every day", "0 5 * * *"),
     ("every day at 3:20 am Australia/Sydney", "20 3 * * * Australia/Sydney"),
+    # issue 21 review: Solid Queue's own example, and the table's other `at_p` points
+    ("every hour at minute 12", "12 * * * *"),
+    ("every 12 hours at minute 50", "50 */12 * * *"),
+    ("every 12h at min 50", "50 */12 * * *"),
+    ("every minute at second 10 and 40", "10,40 * * * * *"),
+    ("every week on monday 18:23", "23 18 * * 1"),
+    ("every first of the month at midnight", "0 0 1 * *"),
+    ("Every second of the month at 10:00", "0 10 2 * *"),
+    # fugit writes '0 24 * * *', and its cron reader takes hour 24 as 0 (`do_determine`)
+    ("every day at 12 midnight", "0 0 * * *"),
+    ("every day at 12:15 midnight", "15 0 * * *"),
 ])
 def test_a_natural_language_schedule_becomes_fugits_cron(text: str, cron: str) -> None:
     assert is_natural(text)
@@ -73,7 +84,8 @@ def test_a_step_that_does_not_divide_its_field_says_what_the_cron_really_does() 
     # fugit makes two crons of it: sidekiq-cron refuses it, GoodJob keeps the first.
     ("every day at 18:15 and 20:45", "'15 18 * * *'"),
     ("every other tuesday at 9am", "'0 9 * * 2'"),
-    ("every 12 hours at minute 50", "every: 12h"),
+    ("every 15 minutes starting at minute 1", "every: 15m"),
+    ("every first day of the month at 1am", "'0 1 1 * *'"),
 ])
 def test_forms_kiqbeat_does_not_translate_are_refused_with_the_nearest_cron(
     text: str, nearest: str,
@@ -82,6 +94,15 @@ def test_forms_kiqbeat_does_not_translate_are_refused_with_the_nearest_cron(
         natural_cron(text)
     (problem,) = caught.value.problems
     assert "is natural language (fugit's reader" in problem and nearest in problem
+
+
+def test_an_interval_fugit_cannot_read_either_says_the_tool_never_ran_it() -> None:
+    # fugit's intervals are seconds..months, plus 'every week' and 'every year' alone.
+    with pytest.raises(ConfigError) as caught:
+        natural_cron("every 2 weeks")
+    (problem,) = caught.value.problems
+    assert "fugit cannot read it either" in problem and "the tool never ran this job" in problem
+    assert "write the interval as every: 2w" in problem
 
 
 def test_cron_expressions_and_macros_are_not_natural_language() -> None:

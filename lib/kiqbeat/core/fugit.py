@@ -15,6 +15,7 @@ follows Vixie cron instead for fixed-time crons (DESIGN §3); wildcard crons agr
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, tzinfo
 
 from kiqbeat.core.cron import Cron, _epoch_s, _hm, _utc, parse_cron
@@ -27,6 +28,7 @@ from kiqbeat.core.cron_fields import (
     _compact,
     _expand,
     _item,
+    _looks_like_zone,
     _step,
     _value,
     _where,
@@ -34,6 +36,9 @@ from kiqbeat.core.cron_fields import (
 from kiqbeat.core.zones import _changes, _segments, zone
 
 _FUGIT = "fugit (sidekiq-cron, sidekiq-scheduler)"
+# fugit's `_tz_delta`: a UTC offset where the zone goes, '+09:00' or '-0500'.
+_DELTA = re.compile(r"([-+])([01][0-9]|2[0-4]):?(00|15|30|45)")
+_HOUR_24 = re.compile(r"(?:(\d{1,2})-)?24")
 _HORIZON_S = 366 * 86_400
 
 
@@ -167,3 +172,43 @@ def _at(instants: list[int], tz: tzinfo) -> str:
     shown = [f"{datetime.fromtimestamp(u, tz).strftime('%H:%M:%S %Z').replace(':00 ', ' ')}"
              f" = {_utc(u).strftime('%H:%M:%S').removesuffix(':00')}Z" for u in instants[:4]]
     return ", ".join(shown) + (f" and {len(instants) - 4} more" if len(instants) > 4 else "")
+
+
+def fugit_cron(expr: str) -> tuple[str, list[str]]:
+    """`expr` rewritten, where fugit reads a form kiqbeat's grammar lacks, into the cron
+    that fires at the same instants, and what was rewritten ([] when nothing was): fugit's
+    `@noon` (`0 12 * * *`); hour 24, which fugit reads as 0 (`0 24 * * *` is midnight,
+    `22-24` is 22,23,0); a whole-hour UTC offset where the zone goes (`+09:00`), which is
+    the fixed zone `Etc/GMT-9`. Anything else is left for `parse_cron` to judge."""
+    tokens = expr.split()
+    notes = []
+    if tokens[:1] == ["@noon"]:
+        tokens[:1] = ["0", "12", "*", "*", "*"]
+        notes.append("fugit's @noon is 0 12 * * *")
+    delta = _DELTA.fullmatch(tokens[-1]) if len(tokens) >= 6 else None
+    if delta and delta[3] == "00":
+        hours = int(delta[2])
+        name = "UTC" if hours == 0 else f"Etc/GMT{'-' if delta[1] == '+' else '+'}{hours}"
+        if hours <= (14 if delta[1] == "+" else 12):
+            notes.append(f"the UTC offset {tokens[-1]} is the fixed zone {name}, which never "
+                         "follows daylight saving")
+            tokens[-1] = name
+    fields = len(tokens) - (1 if len(tokens) == 7 or (
+        len(tokens) == 6 and _looks_like_zone(tokens[-1])) else 0)
+    hour_at = 2 if fields == 6 else 1
+    if len(tokens) > hour_at and fields in (5, 6):
+        items = tokens[hour_at].split(",")
+        changed = []
+        for item in items:
+            found = _HOUR_24.fullmatch(item)
+            if found is None:
+                changed.append(item)
+            elif found[1] is None:
+                changed.append("0")
+            else:
+                changed.extend(part for part in (f"{found[1]}-23", "0") if part)
+        if changed != items:
+            notes.append(f"fugit reads hour 24 as 0 ({tokens[hour_at]} is "
+                         f"{','.join(changed)})")
+            tokens[hour_at] = ",".join(changed)
+    return (" ".join(tokens), notes) if notes else (expr, [])

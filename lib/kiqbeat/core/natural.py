@@ -15,7 +15,14 @@ fugit does (the expected crons in the tests come from fugit's `test/_nat_single_
   the hours `zero`..`twelve` spelt out, several joined with `,` `and` `or` (fugit
   collects them into one cron when they share their minutes: 18:00 and 20:00 is `0 18,20`);
   `at ...` alone is every day, and may come first (`at 5am every day`);
-- a zone at the end, `in`/`on` optional: `Europe/Paris`, `UTC`, `Z`.
+- a zone at the end, `in`/`on` optional: `Europe/Paris`, `UTC`, `Z`;
+- `every [N] hour(s)|h at minute(s)|min M[, M2 and M3]` (Solid Queue's own example, `every
+  hour at minute 12`) is `M * * * *` (`M */N * * *`), and `every [N] minute(s)|min|m at
+  second(s)|sec S` is `S * * * * *` (`S */N * * * *`): fugit's `at_p` points fill the
+  smaller field of the interval's cron;
+- `every week on monday 18:23` is `every monday 18:23` (fugit's `on` days replace the
+  week's Sunday); ordinals may be words (`every first of the month`);
+- `12 midnight` is hour 24 in fugit's cron, which fugit's cron reader takes as 0: midnight.
 
 `every N months` and `every 2 days` are fugit's crons too (`*/2` in the day field restarts
 each month), and `every 90 minutes` becomes `*/90 * * * *`, which fires once an hour; the
@@ -42,7 +49,7 @@ _HOUR_WORDS = "|".join(sorted(_NAMED_HOURS, key=len, reverse=True))
 # One time of day: 16:30, 5, 5pm, 5 pm, 12:15 am, noon, five pm.
 _TIME = re.compile(
     rf"(?:(?P<h>2[0-4]|[01]?[0-9])(?::(?P<m>[0-5][0-9]))?|(?P<word>{_HOUR_WORDS}))"
-    r"(?:\s*(?P<ampm>am|pm|noon|midday))?$")
+    r"(?:\s*(?P<ampm>am|pm|noon|midday|midnight))?$")
 _UNITS = {"second": "s", "seconds": "s", "sec": "s", "secs": "s", "s": "s",
           "minute": "m", "minutes": "m", "min": "m", "mins": "m", "m": "m",
           "hour": "h", "hours": "h", "h": "h", "day": "d", "days": "d", "d": "d",
@@ -54,12 +61,29 @@ _JOIN = re.compile(r"\s*,\s*and\s+|\s*,\s*|\s+and\s+|\s+or\s+", re.IGNORECASE)
 _RANGE = re.compile(rf"({_DAY_RX})(?:\s*-\s*|\s+to\s+|\s+through\s+)({_DAY_RX})$")
 # fugit's field spans: a step that does not divide its span restarts at each boundary.
 _SPAN = {"s": (60, "minute"), "m": (60, "hour"), "h": (24, "day"), "M": (12, "year")}
-_ORDINALS = r"(?:(?:the\s+)?(?:3[01]|[12]?[0-9])(?:st|nd|rd|th))"
+_ORDINAL_WORDS = (
+    "first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth",
+    "tenth", "eleventh", "twelfth", "thirteenth", "fourteenth", "fifteenth", "sixteenth",
+    "seventeenth", "eighteenth", "nineteenth", "twentieth", "twenty-first", "twenty-second",
+    "twenty-third", "twenty-fourth", "twenty-fifth", "twenty-sixth", "twenty-seventh",
+    "twenty-eighth", "twenty-ninth", "thirtieth", "thirty-first")
+_ORDINAL_RX = ("(?:(?:3[01]|[12]?[0-9])(?:st|nd|rd|th)|"
+               + "|".join(sorted(_ORDINAL_WORDS, key=len, reverse=True)) + ")")
+_ORDINALS = rf"(?:(?:the\s+)?{_ORDINAL_RX})"
 # 'every 15th of the month', 'every month on the 1st and the 2nd', 'every month on days 1,15'
 _MONTH_DAYS = re.compile(
     rf"every\s+(?P<a>{_ORDINALS}(?:(?:\s*,\s*and\s+|\s*,\s*|\s+and\s+){_ORDINALS})*)\s+of"
     rf"\s+the\s+month|every\s+month\s+on\s+(?:(?P<b>{_ORDINALS}(?:(?:\s*,\s*and\s+|\s*,"
     r"\s*|\s+and\s+)" rf"{_ORDINALS})*)|days?\s+(?P<c>\d+(?:\s*(?:,|and)\s*\d+)*))")
+# 'every hour at minute 12', 'every 12h at min 50', 'every minute at seconds 10 and 40'
+_AT_POINT = re.compile(
+    r"every\s+(?:(?P<n>\d+)\s*)?(?P<unit>hours?|h|minutes?|min|m)\s+at\s+"
+    r"(?P<point>minutes?|mins?|seconds?|secs?)\s+(?P<counts>\d+(?:(?:\s*,\s*and\s+|\s*,\s*|"
+    r"\s+and\s+|\s+or\s+)\d+)*)", re.IGNORECASE)
+# Intervals fugit's natural-language reader has no words for ('every 2 weeks'): it returns
+# nil, so sidekiq-cron skips the job and Solid Queue refuses to start.
+_FUGIT_REFUSES = re.compile(r"every\s+(?:0*[02-9]|0*1\d+|0*[2-9]\d+)\s*(?:weeks?|years?)\b",
+                            re.IGNORECASE)
 _LETTER_START = re.compile(r"\s*(every|at|from|on)\b", re.IGNORECASE)
 
 
@@ -84,9 +108,12 @@ def natural_cron(text: str) -> Reading:
                           f"schedule may have at most {MAX_NATURAL_CHARS} (fugit's own limit)")
     reading = _translate(" ".join(text.split()))
     if reading is None:
+        unread = ("fugit cannot read it either (it knows 'every week' and 'every year', "
+                  "not several), so the tool never ran this job; " if _FUGIT_REFUSES.search(text)
+                  else "")
         raise ConfigError(f"{shown(text)} is natural language (fugit's reader, used by "
                           "sidekiq-cron, GoodJob and Solid Queue), in a form kiqbeat does "
-                          f"not translate; {_nearest(text)}")
+                          f"not translate; {unread}{_nearest(text)}")
     return reading
 
 
@@ -96,6 +123,9 @@ def _translate(text: str) -> Reading | None:
     if found and _is_zone(found.group("zone")):
         name = found.group("zone")
         tz, text = " " + ("UTC" if name == "Z" else name), text[: found.start()]
+    point = _AT_POINT.fullmatch(text)
+    if point:
+        return _at_point(point, tz)
     every, times = text, ""
     at = re.search(r"(?:^|\s)at\s", text, re.IGNORECASE)
     if at:
@@ -124,12 +154,16 @@ def _translate(text: str) -> Reading | None:
     monthly = _MONTH_DAYS.fullmatch(every)
     if monthly and minute:
         listed = monthly.group("a") or monthly.group("b") or monthly.group("c")
-        days = sorted({int(d) for d in re.findall(r"\d+", listed)})
+        days = sorted({int(d) if d.isdigit() else _ORDINAL_WORDS.index(d) + 1
+                       for d in re.findall(rf"\d+|{_ORDINAL_RX}", listed)})
         if not all(1 <= d <= 31 for d in days):
             return None
         dom = ",".join(map(str, days))
         return Reading(f"{minute} {hour} {dom} * *{tz}")
-    dow = _weekdays(every.removeprefix("every "))
+    days_text = every.removeprefix("every ")
+    if days_text.startswith("week on "):  # 'every week on monday': the days replace Sunday
+        days_text = days_text.removeprefix("week on ")
+    dow = _weekdays(days_text)
     if dow is None or not minute:
         return None
     return Reading(f"{minute} {hour} * * {dow}{tz}")
@@ -171,8 +205,10 @@ def _times(text: str) -> list[tuple[int, int]] | None:
             hour += 12
         elif ampm == "am" and hour == 12:
             hour = 0
-        if hour > 23:  # fugit writes '12 midnight' as hour 24, which no cron reads
-            return None
+        if ampm == "midnight" and hour == 12:
+            hour = 0  # fugit writes hour 24, which its cron reader takes as 0
+        if hour > 23:  # fugit's cron reader takes hour 24 as 0
+            hour = 0
         out.append((hour, minute))
     return out
 
@@ -238,11 +274,28 @@ def _interval(n: int, unit: str, hms: list[tuple[int, int]], zone_: str) -> Read
     return Reading(fields[unit] + zone_, note)
 
 
+def _at_point(found: re.Match[str], zone_: str) -> Reading | None:
+    """'every [N] hours at minute M' or 'every [N] minutes at second S' (fugit's `at_p`)."""
+    raw = found.group("unit")
+    unit = _UNITS.get(raw if raw == "M" else raw.lower(), "")
+    point = found.group("point").lower()[0]
+    values = sorted({int(v) for v in re.findall(r"\d+", found.group("counts"))})
+    if (unit, point) not in (("h", "m"), ("m", "s")) or values[-1] > 59:
+        return None  # fugit resolves the other mixes its own way
+    reading = _interval(int(found.group("n") or 1), unit, [], "")
+    if reading is None:
+        return None
+    fields = reading.cron.split()
+    listed = ",".join(map(str, values))
+    fields = [listed, *fields[1:]] if unit == "h" else [listed, *fields]
+    return Reading(" ".join(fields) + zone_, reading.note)
+
+
 def _nearest(text: str) -> str:
     """A suggestion built from the parts of `text` that are recognisable."""
     low = " ".join(text.lower().split())
-    interval = re.search(r"every\s+(\d+)\s*(seconds?|secs?|minutes?|mins?|hours?|h|m|s)\b",
-                         low)
+    interval = re.search(r"every\s+(\d+)\s*(seconds?|secs?|minutes?|mins?|hours?|days?|weeks?|"
+                         r"h|m|s|d|w)\b", low)
     if interval:
         n, unit = int(interval.group(1)), interval.group(2)[0]
         return f"write the interval as every: {n}{unit} (kiqbeat counts it from the epoch)"
@@ -252,9 +305,13 @@ def _nearest(text: str) -> str:
     days = sorted({_day(m.group(1)) for m in re.finditer(rf"\b({_DAY_RX})\b", low)})
     dow = "1-5" if "weekday" in low else ",".join(map(str, days)) or "*"
     dom = "*"
-    ordinal = re.search(r"\b([12]?[0-9]|3[01])(?:st|nd|rd|th)\b", low)
-    if ordinal:
-        dom = ordinal.group(1)
+    ordinal = re.search(rf"\b({_ORDINAL_RX})(?:\s+day)?\s+of\s+the\s+month|\b([12]?[0-9]|3[01])"
+                        r"(?:st|nd|rd|th)\b", low)
+    if ordinal and ordinal.group(1):
+        word = ordinal.group(1)
+        dom = str(_ORDINAL_WORDS.index(word) + 1) if word in _ORDINAL_WORDS else word[:-2]
+    elif ordinal:
+        dom = ordinal.group(2)
     cron = f"{minute} {hour} {dom} * {dow}"
     return (f"the nearest cron is {cron!r} (minute hour day-of-month month day-of-week, "
             "with an optional zone at the end)")

@@ -38,6 +38,7 @@ from kiqbeat.document.imported import (
     Converted,
     ImportOptions,
     check_format,
+    ruby_values,
 )
 from kiqbeat.errors import ConfigError, shown
 
@@ -84,7 +85,7 @@ def convert(doc: object, options: ImportOptions | None = None, *, source: str = 
         return out
     out.warnings.insert(0, f"read as a {out.tool} file ({why}) and converted to kiqbeat's "
                            "form; --format names another tool")
-    out.document = {"schedules": _schedules(doc, out)}
+    out.document = {"schedules": _schedules(ruby_values(doc), out)}
     if options.app_zone:
         out.document["time_zone"] = options.app_zone
     schedules = out.document["schedules"]
@@ -92,6 +93,9 @@ def convert(doc: object, options: ImportOptions | None = None, *, source: str = 
     _warn_fugit_readings(schedules, out)
     if now is not None:
         _warn_dst(schedules, out, now)
+    # Every warning names the tool whose reading it compares with kiqbeat's.
+    out.warnings[1:] = [w if out.tool in w else f"{out.tool} import: {w}"
+                        for w in out.warnings[1:]]
     return out
 
 
@@ -104,7 +108,10 @@ def _schedules(doc: object, out: Converted) -> dict[str, Any]:
         unqueued: list[str] = []
         read = rails.from_good_job if out.format == GOOD_JOB else rails.from_solid_queue
         for name, entry in doc.items():
-            if sidekiq.is_entry(entry, f"schedule {shown(name)}", out):
+            if entry is None and out.format == SOLID_QUEUE:
+                out.warnings.append(f"schedule {shown(name)}: skipped: it is empty, so "
+                                    "Solid Queue did not load it either")
+            elif sidekiq.is_entry(entry, f"schedule {shown(name)}", out):
                 converted = read(name, entry, out, unqueued)
                 if converted is not None:
                     schedules[name] = converted
@@ -117,12 +124,15 @@ def _schedules(doc: object, out: Converted) -> dict[str, Any]:
             converted = sidekiq.from_scheduler(name, entry, out)
             if converted is not None:
                 schedules[name] = converted
+        sidekiq.warn_intervals(schedules, out)
+        out.report_unqueued(sidekiq.unqueued(schedules), sidekiq.CLASS_QUEUE)
     elif isinstance(doc, dict | list):
         for name, entry in sidekiq.cron_entries(doc, out).items():
             converted = sidekiq.from_cron(name, entry, out)
             if converted is not None:
                 schedules[name] = converted
         out.report_ignored(sidekiq.CRON_KEYS)
+        out.report_unqueued(sidekiq.unqueued(schedules), sidekiq.CLASS_QUEUE)
     return schedules
 
 

@@ -61,9 +61,10 @@ def is_job(entry: object) -> bool:
 
 
 def _looks_like_jobs(doc: object) -> bool:
-    """A mapping of names to mappings, at least one a job (a paused sidekiq-scheduler entry
-    may have no timer)."""
-    return (isinstance(doc, dict) and bool(doc) and all(isinstance(v, dict) for v in doc.values())
+    """A mapping of names to mappings (or empty entries), at least one a job (a paused
+    sidekiq-scheduler entry may have no timer)."""
+    return (isinstance(doc, dict) and bool(doc)
+            and all(isinstance(v, dict) or v is None for v in doc.values())
             and any(is_job(v) for v in doc.values()))
 
 
@@ -127,7 +128,7 @@ def detect_format(doc: object, source: str = "", hints: tuple[str, ...] = ()) ->
         return SIDEKIQ_SCHEDULER, "its :scheduler: / :schedule: section"
     if not _looks_like_jobs(doc):
         return KIQBEAT, ""
-    entries = list(doc.values())
+    entries = [e for e in doc.values() if isinstance(e, dict)]  # an empty entry is None
 
     def has(keys: tuple[str, ...]) -> str | None:
         return next((k for e in entries for k in keys if k in e), None)
@@ -143,7 +144,9 @@ def detect_format(doc: object, source: str = "", hints: tuple[str, ...] = ()) ->
         return SIDEKIQ_SCHEDULER, f"its jobs' {key!r} key"
     if any(isinstance(e.get("cron"), list) for e in entries):
         return SIDEKIQ_SCHEDULER, "a cron with rufus options"
-    if any("class" not in e and "klass" not in e for e in entries):
+    # Only entries with a timer count: a mapping that merely holds YAML anchors
+    # (`x-defaults: &defaults {queue: low}`) has no class in any tool's file.
+    if any("class" not in e and "klass" not in e and is_job(e) for e in entries):
         return SIDEKIQ_SCHEDULER, "jobs without 'class' (sidekiq-scheduler takes the name)"
     key = has(_CRON_ONLY)
     if key:

@@ -7,6 +7,9 @@ the result of a conversion, and the readings every tool's entries go through.
   did-you-mean hint when one looks like a typo of a key the tool reads), never refused.
 - A per-job zone key (`tz`, `timezone`, `time_zone`) that the tool ignores is ignored too,
   with a warning saying so; `honour_tz` (`--honour-tz`) applies it as kiqbeat's `tz`.
+- A value written as a Ruby symbol (`queue: :critical`) is its name (`critical`): all four
+  tools load their files with Ruby's YAML, and Sidekiq and ActiveJob turn a symbol queue,
+  class or argument into its name (`ruby_values`).
 """
 
 from __future__ import annotations
@@ -14,7 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from kiqbeat.core.fugit import fugit_cron
 from kiqbeat.core.natural import is_natural, natural_cron
+from kiqbeat.document.read import RubySymbol
 from kiqbeat.errors import ConfigError, did_you_mean, shown
 
 KIQBEAT = "kiqbeat"
@@ -68,6 +73,18 @@ class ImportOptions:
             honour_tz=self.honour_tz or bool(given.get("honour_tz"))), problems
 
 
+def ruby_values(value: object) -> object:
+    """`value` with each Ruby symbol (`:critical`, a `RubySymbol`) replaced by its name, as
+    Sidekiq (`queue.to_s`) and JSON (`:a.to_json` is `"a"`) read it."""
+    if isinstance(value, RubySymbol):
+        return value.name
+    if isinstance(value, dict):
+        return {k: ruby_values(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [ruby_values(v) for v in value]
+    return value
+
+
 def check_format(fmt: str) -> str:
     """A format name given by the user; ConfigError listing the names."""
     if fmt not in FORMATS:
@@ -109,6 +126,14 @@ class Converted:
         self.warnings.append(f"{self.tool} ignores these keys, so kiqbeat does too: "
                              + "; ".join(parts))
 
+    def report_unqueued(self, names: list[str], how: str) -> None:
+        """One warning for the jobs whose queue the tool took from their class (`how`)."""
+        if names:
+            listed = ", ".join(map(shown, names[:5])) + (", ..." if len(names) > 5 else "")
+            self.warnings.append(
+                f"{len(names)} job(s) without a queue ({listed}): {self.tool} enqueued them on "
+                f"{how}, which kiqbeat cannot read; they go to 'default' unless you add queue:")
+
     def zone_key(self, label: str, key: str, value: object, converted: dict[str, Any]) -> None:
         """A per-job zone key the tool ignores: kept ignored (the tool's reading), or applied
         as `tz` when the import options say so."""
@@ -127,9 +152,18 @@ class Converted:
     def timer(self, label: str, value: object, *, translate: bool = True) -> object:
         """A cron value as the tool reads it: natural language becomes fugit's cron, with
         a warning showing the translation; None, with a problem, when kiqbeat cannot
-        translate it or (`translate=False`) the tool does not read natural language."""
-        if not isinstance(value, str) or not is_natural(value):
+        translate it or (`translate=False`) the tool does not read natural language. A cron
+        in a form fugit reads and kiqbeat's grammar lacks (`@noon`, hour 24, `+09:00`) is
+        rewritten to the same instants, with a warning (`core.fugit.fugit_cron`)."""
+        if not isinstance(value, str) or not value.strip():
             return value
+        if not is_natural(value):
+            rewritten, notes = fugit_cron(value)
+            if notes:
+                self.warnings.append(f"{label}: {self.tool} (fugit) reads the cron "
+                                     f"{shown(value)} as {rewritten!r}, which kiqbeat uses: "
+                                     + "; ".join(notes))
+            return rewritten
         try:
             reading = natural_cron(value)
         except ConfigError as exc:

@@ -14,10 +14,17 @@ Solid Queue (`config/recurring.yml`, rails/solid_queue
 `app/models/solid_queue/recurring_task.rb`): `class`, `schedule`, `args` (a list, or one
 value; a hash at the end is keyword arguments), `queue`, `priority` (ignored, with a
 warning), `description`. A `command:` task evaluates Ruby in the app, which kiqbeat cannot
-do: refused, naming the task.
+do: refused, naming the task, except Solid Queue's own housekeeping (`SolidQueue::Job.
+clear_finished_in_batches`, in Rails 8's generated file), which has no use once jobs run on
+Sidekiq: skipped, with a warning. An entry without `schedule` (or empty) is skipped, as
+Solid Queue skips it.
 
 Keyword arguments are written as ActiveJob writes them, a last hash marked with
-`_aj_ruby2_keywords`, so `perform(name:)` receives them. A job without a queue went to its
+`_aj_ruby2_keywords`, so `perform(name:)` receives them; any other hash in the arguments
+is marked with `_aj_symbol_keys`, as both tools hand the job Symbol keys (Solid Queue
+`deep_symbolize_keys` its file, GoodJob's YAML comes through Rails' `config_for`). A
+Solid Queue `args:` that is a hash (Solid Queue passes `Array(hash)`, key-value pairs) is
+refused, saying to write a list. A job without a queue went to its
 class's `queue_as`, which kiqbeat cannot see; it goes to `default`, with one warning.
 """
 
@@ -33,11 +40,27 @@ GOOD_JOB_KEYS = ("cron", "class", "args", "kwargs", "set", "description",
 SOLID_QUEUE_KEYS = ("class", "command", "schedule", "args", "queue", "priority",
                     "description")
 _KEYWORDS = "_aj_ruby2_keywords"
+_SYMBOL_KEYS = "_aj_symbol_keys"
 
 
-def _keywords(kwargs: dict[Any, Any]) -> dict[Any, Any]:
-    """Keyword arguments as ActiveJob serializes them (a hash that lists its keyword keys)."""
-    return {**kwargs, _KEYWORDS: [str(k) for k in kwargs]}
+def active_job_keywords(kwargs: dict[Any, Any]) -> dict[Any, Any]:
+    """Keyword arguments as ActiveJob serializes them (a hash that lists its keyword keys),
+    their values as `symbolized` (every caller's tool symbolizes keys deeply)."""
+    return {**symbolized(kwargs, mark=False), _KEYWORDS: [str(k) for k in kwargs]}
+
+
+def symbolized(value: object, *, mark: bool = True, deep: bool = True) -> Any:
+    """`value` with each hash in it (itself too, when `mark`) written as ActiveJob writes a
+    hash with Symbol keys, listing them under `_aj_symbol_keys`, so the job's `perform`
+    reads `options[:status]` as it did: Solid Queue (`deep_symbolize_keys`) and Rails'
+    `config_for` (GoodJob) hand the job Symbol keys; without the list it gets String keys.
+    Not `deep`: only the hashes in a list (sidekiq-cron's `symbolize_args`)."""
+    if isinstance(value, dict):
+        inner = {k: symbolized(v) for k, v in value.items()} if deep else dict(value)
+        return {**inner, _SYMBOL_KEYS: [str(k) for k in value]} if mark and value else inner
+    if isinstance(value, list):
+        return [symbolized(v, deep=deep) for v in value]
+    return value
 
 
 def _common(name: object, entry: dict[Any, Any], timer_key: str, out: Converted,
@@ -86,13 +109,13 @@ def from_good_job(name: object, entry: dict[Any, Any], out: Converted,
                             "splats args (*args), so give a list, and keyword arguments as "
                             "kwargs")
         return None
-    args = [] if args is None else list(args) if isinstance(args, list) else [args]
+    args = [] if args is None else symbolized(args) if isinstance(args, list) else [args]
     kwargs = entry.get("kwargs")
     if kwargs:
         if not isinstance(kwargs, dict):
             out.problems.append(f"{label} (field 'kwargs'): {shown(kwargs)} must be a mapping")
             return None
-        args.append(_keywords(kwargs))
+        args.append(active_job_keywords(kwargs))
     if args:
         converted["args"] = args
     if entry.get("enabled_by_default") is False:
@@ -106,6 +129,19 @@ def from_solid_queue(name: object, entry: dict[Any, Any], out: Converted,
                      unqueued: list[str]) -> dict[str, Any] | None:
     """A Solid Queue recurring task in kiqbeat's form (None when it cannot be read)."""
     label = f"schedule {shown(name)}"
+    if "schedule" not in entry:
+        # SolidQueue::Configuration#recurring_tasks keeps only entries with a schedule.
+        out.warnings.append(f"{label}: skipped: it has no schedule, so Solid Queue did not "
+                            "load it either (a holder of YAML anchors?)")
+        return None
+    command = entry.get("command")
+    if "class" not in entry and isinstance(command, str) and command.lstrip(
+            ":").startswith("SolidQueue::"):
+        out.warnings.append(
+            f"{label}: skipped: its command {shown(command)} is Solid Queue's own "
+            "housekeeping (Rails' default recurring.yml has one), which has nothing to do "
+            "once the jobs run on Sidekiq")
+        return None
     if "command" in entry:
         out.problems.append(
             f"{label}: Solid Queue's command: {shown(entry['command'])} evaluates Ruby in the "
@@ -125,19 +161,23 @@ def from_solid_queue(name: object, entry: dict[Any, Any], out: Converted,
         out.warnings.append(f"{label}: priority {shown(entry['priority'])} ignored: Sidekiq "
                             "jobs have no priority")
     args = entry.get("args")
+    if isinstance(args, dict):
+        # RecurringTask::Arguments.dump writes Array(args): a list of [key, value] pairs.
+        out.problems.append(
+            f"{label} (field 'args'): {shown(args)} is a hash, which Solid Queue turns into "
+            "a list of [key, value] pairs (Array(hash)) passed as positional arguments; for "
+            "keyword arguments write args: [{...}] (a list whose last item is the hash)")
+        return None
     if args is not None:
         args = list(args) if isinstance(args, list) else [args]
-        if args and isinstance(args[-1], dict):  # Solid Queue passes it as keywords
-            args[-1] = _keywords(args[-1])
+        keywords = args.pop() if args and isinstance(args[-1], dict) else None
+        args = symbolized(args)
+        if keywords is not None:  # Solid Queue passes a last hash as keywords
+            args.append(active_job_keywords(keywords))
         converted["args"] = args
     return converted
 
 
 def warn_unqueued(unqueued: list[str], out: Converted) -> None:
     """One warning for the jobs whose queue came from their class's `queue_as`."""
-    if unqueued:
-        listed = ", ".join(map(shown, unqueued[:5])) + (", ..." if len(unqueued) > 5 else "")
-        out.warnings.append(
-            f"{len(unqueued)} job(s) without a queue ({listed}): {out.tool} enqueued them on "
-            "their class's queue_as, which kiqbeat cannot read; they go to 'default' unless "
-            "you add queue:")
+    out.report_unqueued(unqueued, "their class's queue_as")

@@ -8,7 +8,10 @@ encoding or a size is judged the same way wherever the document came from:
   (PyYAML's own reader refuses them with an error of its own kind; JSON would let them into
   class and queue names);
 - YAML through a safe loader (no object tags) that refuses duplicate keys, reads Ruby
-  `:symbol:` keys as plain strings and keeps dates as text; ERB tags are refused;
+  `:symbol:` keys as plain strings and keeps dates as text; ERB tags are refused, naming
+  the first one; an unquoted value written as a Ruby symbol (`queue: :critical`) stays
+  the text `:critical` but is marked as a `RubySymbol`, so that importers of Ruby tools'
+  files can read it as Ruby does (the name, `critical`);
 - YAML aliases are counted before anything is built: the document *as expanded* may hold at
   most MAX_EXPANDED_NODES values (5,000,000), so a few hundred bytes of nested aliases (a
   billion values) are refused at once, while `<<: *defaults` shared by 100,000 schedules is
@@ -23,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from kiqbeat.errors import ConfigError
+from kiqbeat.errors import ConfigError, shown
 
 MAX_DOCUMENT_BYTES = 32 * 1024 * 1024
 MAX_EXPANDED_NODES = 5_000_000
@@ -50,8 +53,14 @@ def parse(data: bytes | str, source: str = "") -> tuple[object, list[str]]:
             raise ConfigError(f"the JSON cannot be read safely: {_unreadable(exc)}",
                               source=source) from None
     if "<%" in text:
-        raise ConfigError("the document contains ERB tags (<% %>), which kiqbeat does not "
-                          "evaluate; render it to plain YAML first", source=source)
+        start = text.index("<%")
+        end = text.find("%>", start)
+        tag = text[start: end + 2 if end != -1 else start + 40]
+        raise ConfigError(f"line {text.count(chr(10), 0, start) + 1}: the document contains "
+                          f"ERB tags ({shown(tag, 60)}), which kiqbeat does not evaluate "
+                          "(the Ruby tools render them when they load the file); render it to "
+                          "plain YAML first, e.g. with bin/rails runner 'puts ERB.new(File.read("
+                          '"config/schedule.yml")).result\'', source=source)
     return _yaml(text, source)
 
 
@@ -94,6 +103,18 @@ def _json(text: str) -> tuple[object, list[str]]:
     return json.loads(text, object_pairs_hook=pairs), duplicates
 
 
+class RubySymbol(str):
+    """An unquoted YAML value starting with ':' (`:critical`), which Ruby's YAML loader reads
+    as the Symbol `critical`; kiqbeat's own documents read it as the text it is."""
+
+    __slots__ = ()
+
+    @property
+    def name(self) -> str:
+        """The symbol's name, as Ruby's `to_s` gives it (Psych drops the first ':')."""
+        return str(self[1:])
+
+
 class _Loader(_BASE_LOADER):  # type: ignore[misc]
     """Safe loader: records duplicate keys, reads `:sym:` keys as `sym`, keeps dates as text."""
 
@@ -121,6 +142,15 @@ class _Loader(_BASE_LOADER):  # type: ignore[misc]
         node.value = keep
         mapping = super().construct_mapping(node, deep=deep)
         return {strip_symbol(k): v for k, v in mapping.items()}
+
+    def construct_yaml_str(self, node: yaml.ScalarNode) -> str:
+        value: str = super().construct_yaml_str(node)
+        if not node.style and len(value) > 1 and value.startswith(":"):  # plain: None or ""
+            return RubySymbol(value)  # Psych: a plain scalar matching /^:./ is a Symbol
+        return value
+
+
+_Loader.add_constructor("tag:yaml.org,2002:str", _Loader.construct_yaml_str)
 
 
 # Unquoted dates stay strings, as written: a `date` in args would not survive JSON anyway.

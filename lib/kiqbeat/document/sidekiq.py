@@ -10,6 +10,12 @@ hash loaded with `Sidekiq.schedule = YAML.load_file(...)`):
   - a cron is read by rufus-scheduler (fugit's cron reader, not its natural-language one):
     `every day at 3am` is refused there and here, saying what fugit would make of it;
   - a missing `class` is the schedule's name (sidekiq-scheduler's README);
+  - `keyword_argument: true` with a hash of `args` is read only when sidekiq-scheduler
+    enqueues through ActiveJob, so the job is pushed in the ActiveJob envelope with the
+    hash as keyword arguments;
+  - `every` counted from the Sidekiq process's start; kiqbeat's from the epoch: one warning;
+  - a job without `queue` went to its class's `sidekiq_options` queue (both gems merge the
+    class's options), which kiqbeat cannot read: one warning per file, as for GoodJob;
   - keys it does not know are pushed into the job hash by sidekiq-scheduler, so they go into
     `payload:` (a key close to a known one gets a did-you-mean hint in the warning); a
     per-job zone key is not read by it, so it is ignored unless `honour_tz` is set.
@@ -23,10 +29,14 @@ sidekiq-cron (hash form or list form with `name:`; sidekiq-cron/sidekiq-cron
   - `active_job: true` uses the wrapper sidekiq-cron pushes,
     `ActiveJob::QueueAdapters::SidekiqAdapter::JobWrapper` (`active_job: legacy`), and
     `queue_name_prefix`/`queue_name_delimiter` prefix the queue as ActiveJob does;
+  - with `active_job`, `symbolize_args` marks each hash argument as ActiveJob marks Symbol
+    keys (`_aj_symbol_keys`), as sidekiq-cron symbolizes them;
   - `date_as_argument` becomes `include_metadata`: the last argument is then
     `{"scheduled_at": <tick, float seconds>}` instead of a bare float of the push time;
   - any other key (`desc`, `output`, `enabled`, `tz`, ...) is ignored, as sidekiq-cron
-    ignores it, and listed once in a warning.
+    ignores it, and listed once in a warning;
+  - an entry with neither cron nor class (a holder of YAML anchors) is skipped with a
+    warning: sidekiq-cron fails to save it and loads the others.
 """
 
 from __future__ import annotations
@@ -34,9 +44,9 @@ from __future__ import annotations
 import json
 from typing import Any, TypeGuard
 
-from kiqbeat.core.natural import is_natural
 from kiqbeat.document.fields import JOB_OPTIONS, SCHEDULE_KEYS
 from kiqbeat.document.imported import ZONE_KEYS, Converted
+from kiqbeat.document.rails import active_job_keywords, symbolized
 from kiqbeat.errors import ConfigError, did_you_mean, shown
 
 _SCHEDULER_TIMERS = ("cron", "every", "at", "in", "interval")
@@ -119,7 +129,7 @@ def from_scheduler(name: object, entry: object, out: Converted) -> dict[str, Any
         if kind == "interval":
             out.warnings.append(f"{label}: 'interval' read as 'every' (an enqueue takes no "
                                 "time, so the gaps are the same)")
-        if kind == "cron" and isinstance(value, str) and is_natural(value):
+        if kind == "cron":  # rufus-scheduler reads it with Fugit::Cron.parse
             value = out.timer(label, value, translate=False)
             if value is None:
                 return None
@@ -129,6 +139,8 @@ def from_scheduler(name: object, entry: object, out: Converted) -> dict[str, Any
     for key, value in entry.items():
         if key in _SCHEDULER_TIMERS or key == "class":
             continue
+        if key == "keyword_argument":
+            continue  # read below, once args are
         if key in ZONE_KEYS:
             out.zone_key(label, key, value, converted)
         elif key == "rails_env":
@@ -138,6 +150,8 @@ def from_scheduler(name: object, entry: object, out: Converted) -> dict[str, Any
             converted[key] = value
         else:
             payload[key] = value
+    if "keyword_argument" in entry:
+        _keyword_argument(label, entry, converted, out)
     if payload:
         keys = ", ".join(shown(k) + (did_you_mean(k, _SCHEDULER_KEYS) if isinstance(k, str)
                                      else "") for k in payload)
@@ -147,6 +161,48 @@ def from_scheduler(name: object, entry: object, out: Converted) -> dict[str, Any
         if isinstance(converted["payload"], dict):
             converted["payload"] = {**payload, **converted["payload"]}
     return converted
+
+
+def _keyword_argument(label: str, entry: dict[Any, Any], converted: dict[str, Any],
+                      out: Converted) -> None:
+    """`keyword_argument: true`: sidekiq-scheduler reads it only when it enqueues through
+    ActiveJob (`initialize_active_job`: `klass.new(**args)` for a hash of args), so the class
+    is an ActiveJob class and the hash its keyword arguments."""
+    args = converted.get("args")
+    if not _truthy(entry.get("keyword_argument")):
+        return
+    if not isinstance(args, dict):
+        out.warnings.append(f"{label}: keyword_argument ignored: args is not a hash, so "
+                            "sidekiq-scheduler passed the arguments as they are")
+        return
+    converted["active_job"] = True
+    converted["args"] = [active_job_keywords(args)]
+    out.warnings.append(
+        f"{label}: keyword_argument: true with a hash of args is read only for ActiveJob "
+        f"classes, so {shown(converted.get('class'))} is one: kiqbeat pushes it in Sidekiq's "
+        "ActiveJob envelope (active_job: true), the hash as keyword arguments, as "
+        "sidekiq-scheduler enqueued it through ActiveJob")
+
+
+def warn_intervals(schedules: dict[str, Any], out: Converted) -> None:
+    """One warning for the `every` schedules: rufus counted them from the process's start."""
+    names = [n for n, s in schedules.items() if isinstance(s, dict) and "every" in s]
+    if names:
+        listed = ", ".join(map(shown, names[:5])) + (", ..." if len(names) > 5 else "")
+        out.warnings.append(
+            f"{len(names)} 'every' schedule(s) ({listed}): sidekiq-scheduler (rufus) counted "
+            "each interval from when the Sidekiq process started, so the times moved at each "
+            "restart; kiqbeat counts from 1970-01-01 00:00 UTC (every: 1h fires at each full "
+            "hour, every: 1w on Thursdays at 00:00 UTC). For a fixed time, write a cron")
+
+
+def unqueued(schedules: dict[str, Any]) -> list[str]:
+    """The schedules without a queue, which the tool took from their class."""
+    return [str(n) for n, s in schedules.items() if isinstance(s, dict) and "queue" not in s]
+
+
+# The queue a Sidekiq class or an ActiveJob class declares.
+CLASS_QUEUE = "their class's queue (sidekiq_options queue:, or queue_as for ActiveJob classes)"
 
 
 # ---------------------------------------------------------------------------- sidekiq-cron
@@ -194,6 +250,14 @@ def from_cron(name: object, entry: object, out: Converted) -> dict[str, Any] | N
     label = f"schedule {shown(name)}"
     if not is_entry(entry, label, out):
         return None
+    if not any(entry.get(k) not in (None, "") for k in ("cron", "class", "klass")):
+        # sidekiq-cron's load_from_hash saves each valid job and skips this one (its
+        # errors are returned, and the schedule loader drops them): often a holder of
+        # YAML anchors (`x-defaults: &defaults`).
+        out.warnings.append(f"{label}: skipped: it has no cron and no class, so sidekiq-cron "
+                            "could not save it and loaded the other jobs (a holder of YAML "
+                            "anchors?)")
+        return None
     converted: dict[str, Any] = {}
     active_job = _truthy(entry.get("active_job", False))
     for key, value in entry.items():
@@ -224,7 +288,7 @@ def from_cron(name: object, entry: object, out: Converted) -> dict[str, Any] | N
                     "{'scheduled_at': <tick as float seconds>} instead of a bare float of the "
                     "push time; update the worker's perform to read it")
         elif key == "symbolize_args":
-            if _truthy(value):
+            if _truthy(value) and not active_job:  # sidekiq-cron ignores it too, and says so
                 out.warnings.append(f"{label}: symbolize_args ignored: JSON arguments reach "
                                     "the worker with string keys")
         elif key == "namespace":
@@ -240,6 +304,10 @@ def from_cron(name: object, entry: object, out: Converted) -> dict[str, Any] | N
                 return None
         else:
             out.ignore(name, key)  # sidekiq-cron reads only its own keys
+    if active_job and _truthy(entry.get("symbolize_args")) and converted.get("args"):
+        # sidekiq-cron symbolizes each hash argument (shallow), and ActiveJob then writes
+        # them with `_aj_symbol_keys`, so perform gets Symbol keys.
+        converted["args"] = symbolized(converted["args"], deep=False)
     prefix = entry.get("queue_name_prefix")
     if prefix:
         if active_job:
