@@ -24,6 +24,11 @@ from __future__ import annotations
 # ever transferring it.
 MAX_DEFINITION_BYTES = 64 * 1024
 
+# A file holding one definition (`kiqbeat schedules add|put|update --file`): read no further,
+# so that a huge file is refused before it is parsed (a 30 MB one held 153 MB while being
+# read). Room for YAML comments and indentation around a definition at the limit.
+MAX_DEFINITION_FILE_BYTES = 16 * MAX_DEFINITION_BYTES
+
 # Definitions one due read brings back at most, in bytes: with the definition limit, what
 # bounds an invocation's memory whatever the store holds (a batch is then cut short and
 # the rest read by the next round trip).
