@@ -26,7 +26,11 @@ from typing import Any
 import pytest
 import redis
 
-from kiqbeat.core.limits import MAX_BATCH_DEFINITION_BYTES, MAX_DEFINITION_BYTES
+from kiqbeat.core.limits import (
+    MAX_BATCH_DEFINITION_BYTES,
+    MAX_DEFINITION_BYTES,
+    MAX_DEFINITION_FILE_BYTES,
+)
 from kiqbeat.core.plan import Entry, plan_due, to_ms
 from kiqbeat.core.report import Report
 from kiqbeat.core.schedule import Config
@@ -140,6 +144,25 @@ def test_an_invocation_under_a_pods_memory_limit_sets_oversized_definitions_asid
     assert LONG_NAME not in output and LONG_NAME not in client.hget(REJECTED, LONG_NAME).decode()
     assert "n" * 50 in output, "the long name is named, clipped"
     assert sent_bytes < 1024 * 1024 < min(sizes.values()) * 16
+    client.close()
+
+
+def test_a_huge_definition_file_is_refused_under_a_pods_memory_limit_before_it_is_parsed(
+    redis_url: str, tmp_path: Path,
+) -> None:
+    """`kiqbeat schedules add --file` with the issue's 30 MB description, under 128 MiB:
+    refused naming the file and the limit, exit 1, nothing written (it used to parse the
+    whole file first and peak at 153 MB: OOM-killed, exit 137)."""
+    client = connect(redis_url)
+    path = tmp_path / "big.json"
+    path.write_text(json.dumps({**CONTROL, "description": "d" * HUGE_BYTES}))
+    with memory_group(POD_LIMIT_BYTES) as group:
+        done = run_limited(group, "schedules", "add", "big", "--file", str(path),
+                           redis_url=redis_url)
+    assert done.returncode == 1, (done.returncode, done.stderr[-2000:])
+    assert str(path) in done.stderr and f"over {MAX_DEFINITION_FILE_BYTES:,} bytes" in done.stderr
+    assert f"{MAX_DEFINITION_BYTES:,} bytes" in done.stderr and len(done.stderr) < 1000
+    assert not client.exists(SCHEDULES)
     client.close()
 
 

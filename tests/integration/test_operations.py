@@ -406,6 +406,46 @@ def test_a_watermark_set_back_to_zero_records_nothing_from_before_first_seen(
     assert (dry.planned, dry.before_first_seen) == (240, 0)
 
 
+def test_a_watermark_set_back_to_zero_pushes_nothing_from_before_first_seen(
+    client: redis.Redis,
+) -> None:
+    """No pre-history when pushing either: a schedule first seen a minute ago whose
+    watermark is set back to 0 by hand gets only its ticks since first-seen pushed, not the
+    whole window's (issue 17's re-run: 3,600 ticks of the hour before first-seen pushed)."""
+    cfg = config("missed_jobs_window: 1h\nschedules:\n  x: {every: 1s, class: X}\n")
+    t0 = redis_now(client).replace(microsecond=0) - timedelta(minutes=2)
+    run(client, cfg, now=t0)
+    seen = from_ms(int(text(client.hget("kiqbeat:first_seen", "x") or b"")))
+    client.hset(WATERMARKS, "x", 0)
+    now = t0 + timedelta(minutes=1)
+    run(client, cfg, now=now)
+    found = job_jids(client)
+    assert set(found) == {jid("x", t) for t in Spec(every_s=1).ticks(seen, now)}
+    assert len(found) == 60 and set(found.values()) == {1}
+
+
+def test_more_missed_ticks_than_an_invocation_counts_are_reported_with_a_plus(
+    client: redis.Redis,
+) -> None:
+    """An invocation counts a schedule's missed ticks up to MISSED_COUNT_CAP; beyond it, the
+    count is a lower bound and says so ("10000+", `missed_capped`), never a capped number
+    without "+" (issue 17: a 56-year range shown as "10000 missed"). The record holds them
+    all."""
+    cfg = config("missed_jobs_window: 1m\nschedules:\n  x: {every: 1s, class: X}\n")
+    t0 = redis_now(client).replace(microsecond=0) - timedelta(hours=4)
+    run(client, cfg, now=t0)
+    report = run(client, cfg, now=t0 + timedelta(hours=3, minutes=1))
+    owed = recorded_ticks(client, "x", Spec(every_s=1))
+    assert len(owed) == 3 * 3600 > MISSED_COUNT_CAP
+    assert (report.missed, report.missed_capped) == (MISSED_COUNT_CAP, True)
+    assert f"{MISSED_COUNT_CAP}+ missed beyond the window" in report.summary()
+    assert f"({MISSED_COUNT_CAP}+ recorded for kiqbeat backfill)" in report.summary()
+    assert report.as_dict()["missed_capped"] is True
+    below = run(client, cfg, now=t0 + timedelta(hours=3, minutes=3))  # 60 missed: exact
+    assert (below.missed, below.missed_capped) == (60, False)
+    assert "60 missed beyond the window" in below.summary()
+
+
 def test_at_most_the_newest_hundred_ranges_are_kept(client: redis.Redis) -> None:
     """`catch_up: latest` every second records a range each invocation; the record keeps
     the newest MAX_RANGES, and they name exactly the ticks those invocations skipped."""

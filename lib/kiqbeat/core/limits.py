@@ -24,10 +24,19 @@ from __future__ import annotations
 # ever transferring it.
 MAX_DEFINITION_BYTES = 64 * 1024
 
+# A file holding one definition (`kiqbeat schedules add|put|update --file`): read no further,
+# so that a huge file is refused before it is parsed (a 30 MB one held 153 MB while being
+# read). Room for YAML comments and indentation around a definition at the limit.
+MAX_DEFINITION_FILE_BYTES = 16 * MAX_DEFINITION_BYTES
+
 # Definitions one due read brings back at most, in bytes: with the definition limit, what
 # bounds an invocation's memory whatever the store holds (a batch is then cut short and
-# the rest read by the next round trip).
-MAX_BATCH_DEFINITION_BYTES = 2 * 1024 * 1024
+# the rest read by the next round trip). It also bounds the definitions a push call hashes
+# (SHA1) to check they are unchanged, hence the time each call holds Redis. 300 due
+# definitions of 64 KiB, three invocations, SLOWLOG, same machine and load: at 2 MiB a push
+# call took 6.3-6.9 ms (median; max 13 ms) and a due read 3.2 ms (max 7.2 ms); at 512 KiB,
+# 1.5 ms (max 2.0 ms) and 0.8 ms (max 1.7 ms).
+MAX_BATCH_DEFINITION_BYTES = 512 * 1024
 
 # Definitions a warm engine keeps parsed (its cache, keyed by the stored bytes), in bytes:
 # with the two bounds above, what keeps an invocation's memory bounded when many large

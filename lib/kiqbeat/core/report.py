@@ -28,6 +28,10 @@ class Report:
     missed: int = 0
     skipped: int = 0
     missed_recorded: int = 0  # missed and skipped ticks recorded for a backfill
+    # True when a schedule's missed ticks were more than the planner counts
+    # (plan.MISSED_COUNT_CAP): `missed` and `missed_recorded` are then lower bounds, shown
+    # with "+" (`kiqbeat missed` and `backfill --dry-run` count the record exactly).
+    missed_capped: bool = False
     new_schedules: int = 0
     lag_s: float = 0.0  # largest (push time - tick instant) among ticks pushed into a queue
     chunks: int = 0
@@ -54,6 +58,7 @@ class Report:
             "missed": self.missed,
             "skipped": self.skipped,
             "missed_recorded": self.missed_recorded,
+            "missed_capped": self.missed_capped,
             "new_schedules": self.new_schedules,
             "lag_s": round(self.lag_s, 3),
             "chunks": self.chunks,
@@ -69,13 +74,14 @@ class Report:
         }
 
     def summary(self) -> str:
-        """One human-readable line."""
-        recorded = (f" ({self.missed_recorded} recorded for kiqbeat backfill)"
+        """One human-readable line; a count that stopped at the cap ends in "+"."""
+        more = "+" if self.missed_capped else ""
+        recorded = (f" ({self.missed_recorded}{more} recorded for kiqbeat backfill)"
                     if self.missed_recorded else "")
         return (
             f"{self.now.isoformat(timespec='seconds')}: {self.schedules} schedules due, "
             f"{self.pushed} pushed, {self.already_pushed} already pushed, "
-            f"{self.missed} missed beyond the window, {self.skipped} skipped{recorded}, "
+            f"{self.missed}{more} missed beyond the window, {self.skipped} skipped{recorded}, "
             f"largest lag {self.lag_s:.1f} s ({self.round_trips} round trips, "
             f"{self.duration_s * 1000:.0f} ms)"
         )

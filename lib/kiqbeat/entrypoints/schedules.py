@@ -30,7 +30,12 @@ from typing import IO, Any
 
 import yaml
 
-from kiqbeat.core.limits import MAX_DEFINITION_BYTES, MAX_REASON_CHARS, MAX_SHOWN_CHARS
+from kiqbeat.core.limits import (
+    MAX_DEFINITION_BYTES,
+    MAX_DEFINITION_FILE_BYTES,
+    MAX_REASON_CHARS,
+    MAX_SHOWN_CHARS,
+)
 from kiqbeat.document import load_config_text
 from kiqbeat.document.fields import BY_NAME
 from kiqbeat.document.jobs import MAX_JOB_BYTES
@@ -92,10 +97,23 @@ def _opened(path: str) -> Iterator[IO[bytes]]:
         yield stream
 
 
-def _read_bytes(path: str) -> bytes:
-    """A file's bytes (or stdin's), at most one past the document limit."""
+def _read_bytes(path: str, limit: int = MAX_DOCUMENT_BYTES) -> bytes:
+    """A file's bytes (or stdin's), at most one past `limit`."""
     with _opened(path) as stream:
-        return stream.read(MAX_DOCUMENT_BYTES + 1)
+        return stream.read(limit + 1)
+
+
+def _read_definition_file(path: str) -> bytes:
+    """The bytes of a file holding one definition, refused past MAX_DEFINITION_FILE_BYTES
+    before anything is parsed (a huge file would otherwise cost several times its size)."""
+    data = _read_bytes(path, MAX_DEFINITION_FILE_BYTES)
+    if len(data) > MAX_DEFINITION_FILE_BYTES:
+        raise ConfigError(f"the file is over {MAX_DEFINITION_FILE_BYTES:,} bytes, more than "
+                          f"any definition can be (at most {MAX_DEFINITION_BYTES:,} bytes as "
+                          "stored); keep large data out of a schedule (its args carry an id, "
+                          "the data lives elsewhere); it was not parsed, and nothing was written",
+                          source=path)
+    return data
 
 
 def _json_value(data: bytes | str, where: str) -> object:
@@ -121,7 +139,7 @@ def _value(data: bytes | str, where: str) -> object:
 def _definition(args: argparse.Namespace) -> Any:
     if args.json_definition is not None:
         return _json_value(args.json_definition, "--json-definition")
-    return _value(_read_bytes(args.file), args.file)
+    return _value(_read_definition_file(args.file), args.file)
 
 
 # ---------------------------------------------------------------------------- one at a time

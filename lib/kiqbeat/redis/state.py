@@ -13,7 +13,7 @@ from typing import Any
 
 import redis
 
-from kiqbeat.core.plan import Group, Plan, from_ms
+from kiqbeat.core.plan import MISSED_COUNT_CAP, Group, Plan, from_ms
 from kiqbeat.core.records import DEFAULT_HISTORY
 from kiqbeat.core.report import PushedJob, Report
 from kiqbeat.core.schedule import Config
@@ -116,6 +116,8 @@ def push(client: redis.Redis, plan: Plan, config: Config, report: Report, deadli
         report.pushed += pushed
         report.already_pushed += already
         report.missed += missed
+        if missed and any(group.missed >= MISSED_COUNT_CAP for group in chunk):
+            report.missed_capped = True  # that schedule's count stopped at the cap
         report.skipped += skipped
         report.new_schedules += new
         if config.wait_replicas and pushed:

@@ -39,8 +39,10 @@ to push), its index entry is set to NEXT in the same step (and a set-aside reaso
 an earlier definition is cleared: this one was read and planned); a stored mark beyond the group's
 was set by a copy that planned further, and that copy set the index.
 
-Every job whose tick is above the stored watermark is pushed; at or below it, it was
-pushed before (or deliberately passed over) and is counted as already pushed. Each pushed
+Every job whose tick is above the stored watermark and the schedule's first-seen is pushed;
+at or below the watermark, it was pushed before (or deliberately passed over), and at or
+below first-seen (a watermark set back by hand) it was never owed: either way it is counted
+as already pushed. Each pushed
 job goes into its schedule's history ("t TICK DELAY", DELAY = the Redis clock - TICK: see
 records.lua), which keeps the newest H.
 
@@ -257,7 +259,11 @@ for _, g in ipairs(groups) do
     redis.call('HSETNX', seen_key, g.name, now_ms)
     push_above(g, tonumber(now_ms))
   else
-    push_above(g, g.cur)
+    -- No pre-history: a watermark set back below first-seen (by hand, to 0 say) must not
+    -- push the window's ticks from before the schedule was first seen.
+    local floor = g.cur
+    if g.n > 0 then floor = math.max(floor, tonumber(redis.call('HGET', seen_key, g.name)) or 0) end
+    push_above(g, floor)
     if g.mark > g.cur then
       marks[#marks + 1], marks[#marks + 2] = g.name, g.mark_text
       missed = missed + g.missed
