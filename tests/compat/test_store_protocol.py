@@ -32,6 +32,7 @@ from kiqbeat.core.schedule import Config
 from kiqbeat.document import load_config_file
 from kiqbeat.engine import Engine, run
 from kiqbeat.settings import Settings
+from kiqbeat.store import Store
 from tests.integration.helpers import pushed_jobs, redis_now
 
 from .harness import RUBY_DIR, need, wait_for
@@ -317,6 +318,8 @@ def test_ruby_writes_each_name_to_its_shard_and_each_shard_pushes_only_its_own(
     assert keys == [f"kiqbeat:due:{shard[n]}/{count}" for n in names]
     assert all(shard_of(n, count) == shard[n] for n in names)  # kiqbeat agrees
 
+    # A sharded deployment records its count once, deliberately (docs/deploy.md, "Shards").
+    Store(client, shards=count).reindex()
     ruby(redis_url, *[["put", n, named({"class": "W", "cron": cron}, n)] for n in names],
          shards=count)
     assert not client.exists("kiqbeat:due")
