@@ -17,7 +17,6 @@ from kiqbeat.core.report import Report
 from kiqbeat.demo.server import RedisServer
 from kiqbeat.engine import run
 from kiqbeat.errors import ConfigError, StateError
-from kiqbeat.redis.connection import connect
 from kiqbeat.redis.state import push
 from kiqbeat.store import Store
 
@@ -39,11 +38,6 @@ schedules:
     class: ReportWorker
     args: [1, "two"]
 """
-
-
-@pytest.fixture
-def client(redis_url: str) -> redis.Redis:
-    return connect(redis_url)
 
 
 def start(client: redis.Redis) -> datetime:

@@ -25,9 +25,11 @@ schedules:
 
 
 def seed_mark(client: redis.Redis, name: str, seconds_ago: float) -> None:
-    """A watermark as if the last invocation ran `seconds_ago` (no sleeping)."""
+    """A watermark (and first-seen) as if the last invocation ran `seconds_ago` (no
+    sleeping): no tick at or before first-seen is ever pushed, so first-seen moves too."""
     mark = redis_now(client) - timedelta(seconds=seconds_ago)
     client.hset("kiqbeat:watermarks", name, int(mark.timestamp() * 1000))
+    client.hset("kiqbeat:first_seen", name, int(mark.timestamp() * 1000))
     client.zadd("kiqbeat:due", {name: 0})  # and "plan me", as its index entry would say
 
 

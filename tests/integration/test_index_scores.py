@@ -5,7 +5,6 @@ counts and names it and `kiqbeat schedules reindex` rescores it "plan me"; a neg
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -16,7 +15,6 @@ from kiqbeat.core.limits import MAX_PLANNABLE_MS
 from kiqbeat.core.plan import to_ms
 from kiqbeat.core.schedule import Config
 from kiqbeat.engine import run
-from kiqbeat.redis.connection import connect
 from kiqbeat.store import Store
 
 from .helpers import minute_floor, pushed_jobs, redis_now
@@ -26,13 +24,6 @@ WATERMARKS = "kiqbeat:watermarks"
 STORE_ONLY = Config(schedules=())
 MINUTELY = {"cron": "* * * * *", "class": "MinuteWorker"}
 UNPLANNABLE = [float("inf"), 1e308, MAX_PLANNABLE_MS + 1]
-
-
-@pytest.fixture
-def client(redis_url: str) -> Iterator[redis.Redis]:
-    c = connect(redis_url)
-    yield c
-    c.close()
 
 
 def stranded(client: redis.Redis) -> Store:

@@ -42,11 +42,6 @@ def every_ten_s(after: datetime, until: datetime) -> list[datetime]:
             for s in range(first, int(until.timestamp()) + 1, 10)]
 
 
-@pytest.fixture
-def client(redis_url: str) -> redis.Redis:
-    return connect(redis_url)
-
-
 def start(client: redis.Redis) -> datetime:
     """A replay instant three hours before the Redis clock, 5.25 s past a minute boundary."""
     return minute_floor(redis_now(client)) - timedelta(hours=3) + timedelta(seconds=5.25)

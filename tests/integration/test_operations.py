@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from itertools import pairwise
@@ -51,13 +51,6 @@ MISSED = "kiqbeat:missed"
 HISTORY = "kiqbeat:history"
 WATERMARKS = "kiqbeat:watermarks"
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def client(redis_url: str) -> Iterator[redis.Redis]:
-    c = connect(redis_url)
-    yield c
-    c.close()
 
 
 # ---------------------------------------------------------------------------- expectations

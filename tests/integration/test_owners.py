@@ -5,7 +5,6 @@ another tool) has a way out: the API and the CLI remove or replace it with an ex
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -14,7 +13,6 @@ import redis
 from kiqbeat.document import load_config_text
 from kiqbeat.engine import run
 from kiqbeat.errors import ConfigError
-from kiqbeat.redis.connection import connect
 from kiqbeat.redis.store import Op, write
 from kiqbeat.store import Store
 
@@ -25,13 +23,6 @@ DUE = "kiqbeat:due"
 WATERMARKS = "kiqbeat:watermarks"
 MINUTELY: dict[str, Any] = {"cron": "* * * * *", "class": "MinuteWorker"}
 HAND_WRITTEN = json.dumps({**MINUTELY, "class": "HandWorker", "source": "/etc/x"})
-
-
-@pytest.fixture
-def client(redis_url: str) -> Iterator[redis.Redis]:
-    c = connect(redis_url)
-    yield c
-    c.close()
 
 
 def hand_written(client: redis.Redis) -> Store:

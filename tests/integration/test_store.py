@@ -19,7 +19,7 @@ import re
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -53,13 +53,6 @@ WATERMARKS = "kiqbeat:watermarks"
 FIRST_SEEN = "kiqbeat:first_seen"
 REJECTED = "kiqbeat:rejected"
 DOCUMENTS = "kiqbeat:documents"
-
-
-@pytest.fixture
-def client(redis_url: str) -> Iterator[redis.Redis]:
-    c = connect(redis_url)
-    yield c
-    c.close()
 
 
 def start(client: redis.Redis) -> datetime:
