@@ -17,6 +17,7 @@ import redis
 
 from kiqbeat.entrypoints.cli import main
 from tests.integration.helpers import room_before_boundary
+from tests.support.marks import rewind_mark
 
 SCHEDULE = """
 missed_jobs_window: 1h
@@ -52,9 +53,7 @@ def test_run_once_pushes_and_reports_json(
     assert json.loads(first.stdout)["new_schedules"] == 2
     assert "jobs" not in json.loads(first.stdout)  # only with --jobs
     # As if the last invocation ran 5 s ago: two or three ticks of */2 are due (no sleeping).
-    mark = int(redis_client.hget("kiqbeat:watermarks", "heartbeat") or 0)
-    redis_client.hset("kiqbeat:watermarks", "heartbeat", mark - 5000)
-    redis_client.zadd("kiqbeat:due", {"heartbeat": 0})
+    rewind_mark(redis_client, "heartbeat", 5)
     second = kiqbeat("run-once", "--config", str(schedule_file), "--redis-url", redis_url,
                      "--json", "--jobs")
     assert second.stdout.count("\n") == 1  # one line, to log

@@ -21,7 +21,7 @@ import pytest
 import redis
 import yaml
 
-from kiqbeat.core.limits import MAX_REASON_CHARS, MAX_SHOWN_CHARS
+from kiqbeat.core.limits import MAX_DEFINITION_FILE_BYTES, MAX_REASON_CHARS, MAX_SHOWN_CHARS
 from kiqbeat.redis import keys
 from tests.entrypoints.conftest import Kiqbeat
 
@@ -278,7 +278,7 @@ def test_a_huge_definition_file_is_refused_with_a_message(
     path.write_bytes(b'{"args": ["' + b"z" * (33 * 1024 * 1024) + b'"]}')
     ran = kiqbeat("schedules", "put", "huge", "--file", str(path))
     assert ran.code == 1
-    assert "the limit is" in ran.err and len(ran.err) < 1000
+    assert f"over {MAX_DEFINITION_FILE_BYTES:,} bytes" in ran.err and len(ran.err) < 1000
     assert raw.hlen(keys.definitions("")) == 0
 
 

@@ -24,9 +24,9 @@ from kiqbeat.core.plan import shard_of
 from kiqbeat.document.sources import Sources
 from kiqbeat.engine import Engine
 from kiqbeat.errors import ConfigError, RedisUnavailableError
-from kiqbeat.redis import keys
 from tests.entrypoints.conftest import Kiqbeat
 from tests.entrypoints.test_sources import hanging_endpoint
+from tests.support.marks import rewind_mark
 
 # Every second, so a second invocation a little over a second later has ticks to push
 # (a schedule's first invocation only marks it first-seen: no backfill).
@@ -114,18 +114,6 @@ def nested(depth: int) -> list[Any]:
     for _ in range(depth - 1):
         value = [value]
     return value
-
-
-def rewind_mark(redis_client: redis.Redis, name: str, seconds: float,
-                shard: tuple[int, int] | None = None) -> None:
-    """Move a schedule's watermark back, as if the last invocation ran `seconds` ago: the
-    next one then has ticks to push, without waiting on the wall clock."""
-    mark = int(redis_client.hget("kiqbeat:watermarks", name) or 0)
-    redis_client.hset("kiqbeat:watermarks", name, mark - int(seconds * 1000))
-    # First seen no later than that, or the ticks before it are no one's (no pre-history).
-    seen = int(redis_client.hget("kiqbeat:first_seen", name) or mark)
-    redis_client.hset("kiqbeat:first_seen", name, min(seen, mark - int(seconds * 1000)))
-    redis_client.zadd(keys.due("", shard), {name: 0})
 
 
 def distinct_jids(redis_client: redis.Redis, queue: str) -> int:

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 import redis
 
+from tests.support.marks import rewind_mark
+
 ROOT = Path(__file__).resolve().parents[2]
 SCHEDULE = """
 schedules:
@@ -44,9 +46,7 @@ def test_invoke_runs_the_handler_on_a_sample_event_and_pushes_ticks(
     assert first.returncode == 0, first.stderr
     assert json.loads(first.stdout)["new_schedules"] == 1
     # As if the first invocation ran 3 s ago: ticks are due, without waiting for them.
-    mark = int(redis_client.hget("kiqbeat:watermarks", "pulse") or 0)
-    redis_client.hset("kiqbeat:watermarks", "pulse", mark - 3000)
-    redis_client.zadd("kiqbeat:due", {"pulse": 0})
+    rewind_mark(redis_client, "pulse", 3)
     second = invoke("--event", event, env=env)
     assert second.returncode == 0, second.stderr
     result = json.loads(second.stdout)  # stdout holds only the handler's result
