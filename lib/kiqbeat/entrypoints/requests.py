@@ -214,9 +214,10 @@ def _json_text(text: str, where: str) -> Any:
 
 
 def _whole_text(text: str) -> int | str:
-    """A command line's whole number as an int; anything else as it is (refused, shown)."""
-    stripped = text.strip()
-    return int(stripped) if stripped.isascii() and stripped.isdigit() and len(stripped) < 10 \
+    """A command line's whole number as an int (negative too, refused as an event's would
+    be); anything else as it is (refused, shown)."""
+    digits = (stripped := text.strip()).removeprefix("-")
+    return int(stripped) if digits.isascii() and digits.isdigit() and len(digits) < 10 \
         else text
 
 
