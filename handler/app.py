@@ -43,13 +43,11 @@ from kiqbeat.entrypoints import requests
 from kiqbeat.entrypoints.outcomes import execute
 from kiqbeat.entrypoints.requests import OPERATOR
 from kiqbeat.errors import ConfigError, shown
-from kiqbeat.settings import KNOBS, VARIABLES, Settings
+from kiqbeat.settings import VARIABLES, Settings, parse_shard
 
 POWERTOOLS_VARIABLES = ("POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE",
                         "POWERTOOLS_LOG_LEVEL")
 ENVIRONMENT = VARIABLES + POWERTOOLS_VARIABLES
-# The event's shard is read exactly as KIQBEAT_SHARD is.
-_parse_shard = next(k.parse for k in KNOBS if k.variable == "KIQBEAT_SHARD")
 Shard = tuple[int, int] | None  # None: the whole store (as is any I/1)
 # Stop pushing this long before Lambda's own timeout, so the invocation ends with a report.
 DEADLINE_MARGIN_S = 3.0
@@ -107,7 +105,7 @@ def event_shard(event: Any) -> Shard:
         if not isinstance(value, str):
             raise ConfigError(f"invalid shard {shown(value)}: expected a string INDEX/COUNT, "
                               "e.g. \"0/4\"")
-        shard: tuple[int, int] = _parse_shard(value)
+        shard = parse_shard(value)  # as KIQBEAT_SHARD is read
     except ConfigError as exc:
         raise ConfigError(f"the event's \"shard\": {exc}") from None
     return shard

@@ -27,7 +27,9 @@ DEFAULT_DEADLINE_S = 40.0
 MAX_HISTORY = 1000
 
 
-def _shard(value: str) -> tuple[int, int]:
+def parse_shard(value: str) -> tuple[int, int]:
+    """A shard written I/N (--shard, KIQBEAT_SHARD, a Lambda event's "shard"); ConfigError
+    otherwise."""
     index, _, count = value.partition("/")
     if not (index.isascii() and index.isdigit() and count.isascii() and count.isdigit()):
         raise ConfigError(f"invalid shard {shown(value)}: expected INDEX/COUNT, e.g. 0/4")
@@ -90,7 +92,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob("namespace", "KIQBEAT_NAMESPACE", "--namespace", _namespace, "PREFIX",
          "key prefix of the store and the queues without a document ('exq:' for Exq); "
          "with one, it must agree with the document's"),
-    Knob("shard", "KIQBEAT_SHARD", "--shard", _shard, "I/N",
+    Knob("shard", "KIQBEAT_SHARD", "--shard", parse_shard, "I/N",
          "only schedules of shard I of N (by a stable hash of their name)"),
     Knob("shard_count", "KIQBEAT_SHARD_COUNT", "--shard-count", _shard_count, "N",
          "how many shards the deployment runs: a shard run must be one of N (I/N), and "
