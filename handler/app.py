@@ -6,21 +6,21 @@ correlation id and the time it was meant to fire, logged as trigger lateness, an
 name the shard to run ("shard": "I/N", as KIQBEAT_SHARD; it wins over that variable).
 template.yaml runs N shards with N schedules, each naming its own.
 
-An operator's event ({"kiqbeat": "missed" | "backfill" | "trigger" | "history" |
-"reindex", ...}) runs that operation of the schedule store instead, over every shard, and
-returns its result: the way to act on a Redis only the function can reach
-(docs/operations.md). It is read into the request model the CLI uses
-(kiqbeat.entrypoints.requests), checked by the same code before anything is done; a
-failed one is logged as a clipped summary, never whole. `{"kiqbeat": "reindex", "shards":
-N}` (N the function's KIQBEAT_SHARD_COUNT) splits the store once before a sharded function
-runs: invocations never record the count themselves.
+An operator's event ({"kiqbeat": "status" | "missed" | "backfill" | "trigger" | "history"
+| "add" | "put" | "update" | "remove" | "pause" | "resume" | "get" | "reindex", ...}) runs
+that request on the schedule store instead, over every shard, and returns its result: the
+way to act on a Redis only the function can reach (docs/operations.md). It is read into the
+request model the CLI reads its command lines into (kiqbeat.entrypoints.requests), checked
+and run by the same code (kiqbeat.entrypoints.outcomes); a failed one is logged as a
+clipped summary, never whole. `{"kiqbeat": "reindex", "shards": N}` (N the function's
+KIQBEAT_SHARD_COUNT) splits the store once before a sharded function runs: invocations
+never record the count themselves.
 
 Settings come from the KIQBEAT_* variables of `kiqbeat.settings` (the same knobs as the
-CLI's flags; template.yaml sets ENVIRONMENT, empty means unset), plus KIQBEAT_SHARD_COUNT,
-the handler's own (the N every invocation's shard must have), and POWERTOOLS_SERVICE_NAME,
-POWERTOOLS_METRICS_NAMESPACE and POWERTOOLS_LOG_LEVEL, read by Powertools. One `Engine` per
-shard lives across warm invocations (client, caches, warnings already logged); they share
-the fetched document and secret.
+CLI's flags, the shard count included; template.yaml sets ENVIRONMENT, empty means unset),
+plus POWERTOOLS_SERVICE_NAME, POWERTOOLS_METRICS_NAMESPACE and POWERTOOLS_LOG_LEVEL, read
+by Powertools. One `Engine` per shard lives across warm invocations (client, caches,
+warnings already logged); they share the fetched document and secret.
 """
 
 from __future__ import annotations
@@ -36,22 +36,18 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from kiqbeat.core.limits import MAX_SHARDS
 from kiqbeat.core.report import Report
 from kiqbeat.document.sources import Sources
 from kiqbeat.engine import Engine
 from kiqbeat.entrypoints import requests
+from kiqbeat.entrypoints.outcomes import execute
 from kiqbeat.entrypoints.requests import OPERATOR
 from kiqbeat.errors import ConfigError, shown
-from kiqbeat.settings import KNOBS, VARIABLES, Settings
+from kiqbeat.settings import VARIABLES, Settings, parse_shard
 
-SHARD_COUNT = "KIQBEAT_SHARD_COUNT"
-HANDLER_VARIABLES = (SHARD_COUNT,)
 POWERTOOLS_VARIABLES = ("POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE",
                         "POWERTOOLS_LOG_LEVEL")
-ENVIRONMENT = VARIABLES + HANDLER_VARIABLES + POWERTOOLS_VARIABLES
-# The event's shard is read exactly as KIQBEAT_SHARD is.
-_parse_shard = next(k.parse for k in KNOBS if k.variable == "KIQBEAT_SHARD")
+ENVIRONMENT = VARIABLES + POWERTOOLS_VARIABLES
 Shard = tuple[int, int] | None  # None: the whole store (as is any I/1)
 # Stop pushing this long before Lambda's own timeout, so the invocation ends with a report.
 DEADLINE_MARGIN_S = 3.0
@@ -109,40 +105,10 @@ def event_shard(event: Any) -> Shard:
         if not isinstance(value, str):
             raise ConfigError(f"invalid shard {shown(value)}: expected a string INDEX/COUNT, "
                               "e.g. \"0/4\"")
-        shard: tuple[int, int] = _parse_shard(value)
+        shard = parse_shard(value)  # as KIQBEAT_SHARD is read
     except ConfigError as exc:
         raise ConfigError(f"the event's \"shard\": {exc}") from None
     return shard
-
-
-def shard_count(environ: Mapping[str, str]) -> int | None:
-    """KIQBEAT_SHARD_COUNT: how many shards the deployment runs (None when unset: any)."""
-    raw = (environ.get(SHARD_COUNT) or "").strip()
-    if not raw:
-        return None
-    if not (raw.isascii() and raw.isdigit() and len(raw) < 10
-            and 1 <= int(raw) <= MAX_SHARDS):
-        raise ConfigError(f"{SHARD_COUNT}: {shown(raw)} must be a whole number of shards, 1 "
-                          f"to {MAX_SHARDS:,}")
-    return int(raw)
-
-
-def shard_to_run(event: Any, settings: Settings, count: int | None) -> Shard:
-    """The event's shard, else KIQBEAT_SHARD's; refused unless it is one of `count` shards.
-
-    The shard count decides which index a changed document is written to: an invocation
-    under another count would file its schedules where this deployment never looks.
-    """
-    named = event_shard(event)
-    shard = named if named is not None else settings.shard
-    if count is not None and (shard[1] if shard else 1) != count:
-        if shard is None:
-            raise ConfigError(f"this function runs {count} shards ({SHARD_COUNT}): name one "
-                              f"in the event, e.g. {{\"shard\": \"0/{count}\"}}")
-        where = "the event's shard" if named is not None else "KIQBEAT_SHARD"
-        raise ConfigError(f"{where} {shard[0]}/{shard[1]} is not one of this function's "
-                          f"{count} shards ({SHARD_COUNT}); expected I/{count}")
-    return shard if shard and shard[1] > 1 else None
 
 
 class _Warm:
@@ -151,7 +117,6 @@ class _Warm:
 
     def __init__(self, environ: Mapping[str, str]) -> None:
         self.settings = Settings.load(environ)
-        self.shard_count = shard_count(environ)
         self.sources = Sources(self.settings.max_age_s)
         self.engines: dict[Shard, Engine] = {}
 
@@ -215,16 +180,11 @@ def _operate(event: Mapping[str, Any], started: float, lambda_left_s: float | No
     engine = None
     try:
         request = requests.from_event(event)
-        warm = _warm_state()
-        count = warm.shard_count
-        if request.kind == "reindex" and count is not None and request.shards != count:
-            raise ConfigError(f"the event's \"shards\": {request.shards}, but this function "
-                              f"runs {count} shard(s) ({SHARD_COUNT}); nothing was done")
-        # The whole store's engine: operations touch no shard's due index.
-        engine = warm.engine(None)
+        # The whole store's engine: operations run no shard's invocation.
+        engine = _warm_state().engine(None)
         deadline = _deadline(engine, started, lambda_left_s)
         with engine.sources.until(deadline):
-            outcome = requests.execute(request, engine.store(), deadline=deadline)
+            outcome = execute(request, engine, deadline=deadline)
     except Exception:
         # A clipped summary, never the whole event (its values may be megabytes).
         logger.exception("kiqbeat operation failed",
@@ -236,10 +196,11 @@ def _operate(event: Mapping[str, Any], started: float, lambda_left_s: float | No
         metrics.add_metric(name="Backfilled", unit=MetricUnit.Count, value=done.pushed)
     # Stopped early, what was pushed is out of the record already (and counted in
     # Backfilled); the result says "finished": false, and invoking it again pushes the rest.
-    for problem in outcome.problems:
+    for problem in outcome.warnings + outcome.problems:
         logger.warning(problem)
     result = {OPERATOR: request.kind} | outcome.result
-    listed = {k: v for k, v in result.items() if k != "jobs"}  # up to 1,000: not logged
+    # Not logged: the pushed jobs (up to 1,000), status's rows, a schedule's definition.
+    listed = {k: v for k, v in result.items() if k not in ("jobs", "schedules", "definition")}
     logger.info(f"kiqbeat {request.kind}", extra={"operation": listed})
     return result
 
@@ -269,7 +230,7 @@ def invoke(event: Any, context: Any) -> dict[str, Any]:
     engine = None
     try:
         warm = _warm_state()
-        shard = shard_to_run(event, warm.settings, warm.shard_count)
+        shard = warm.settings.shard_to_run(event_shard(event), by="the event")
         shard_name = f"{shard[0]}/{shard[1]}" if shard else None  # None: the whole store
         logger.append_keys(shard=shard_name)
         engine = warm.engine(shard)

@@ -3,7 +3,8 @@
 The CLI (`kiqbeat run-once`, `run`, `status`), the loop and the Lambda handler all build a
 `Settings` from the same table, so a knob the Lambda has the CLI has too, under the same
 name. A flag wins over its variable; an empty variable counts as unset. Values are checked
-once, here, with messages naming the flag or variable.
+once, here, with messages naming the flag or variable; so is the one rule between two of
+them (`Settings.shard_to_run`: a shard is one of the deployment's shard count).
 """
 
 from __future__ import annotations
@@ -26,13 +27,24 @@ DEFAULT_DEADLINE_S = 40.0
 MAX_HISTORY = 1000
 
 
-def _shard(value: str) -> tuple[int, int]:
+def parse_shard(value: str) -> tuple[int, int]:
+    """A shard written I/N (--shard, KIQBEAT_SHARD, a Lambda event's "shard"); ConfigError
+    otherwise."""
     index, _, count = value.partition("/")
     if not (index.isascii() and index.isdigit() and count.isascii() and count.isdigit()):
         raise ConfigError(f"invalid shard {shown(value)}: expected INDEX/COUNT, e.g. 0/4")
     if len(index) > 9 or len(count) > 9:  # far beyond MAX_SHARDS: no giant int() to show
         raise ConfigError(f"invalid shard {shown(value)}: at most {MAX_SHARDS:,} shards")
     return check_shard(int(index), int(count))
+
+
+def _shard_count(value: str) -> int:
+    text = value.strip()
+    if not (text.isascii() and text.isdigit() and len(text) < 10
+            and 1 <= int(text) <= MAX_SHARDS):
+        raise ConfigError(f"{shown(value)} must be a whole number of shards, 1 to "
+                          f"{MAX_SHARDS:,}")
+    return int(text)
 
 
 def _history(value: str) -> int:
@@ -80,8 +92,11 @@ KNOBS: tuple[Knob, ...] = (
     Knob("namespace", "KIQBEAT_NAMESPACE", "--namespace", _namespace, "PREFIX",
          "key prefix of the store and the queues without a document ('exq:' for Exq); "
          "with one, it must agree with the document's"),
-    Knob("shard", "KIQBEAT_SHARD", "--shard", _shard, "I/N",
+    Knob("shard", "KIQBEAT_SHARD", "--shard", parse_shard, "I/N",
          "only schedules of shard I of N (by a stable hash of their name)"),
+    Knob("shard_count", "KIQBEAT_SHARD_COUNT", "--shard-count", _shard_count, "N",
+         "how many shards the deployment runs: a shard run must be one of N (I/N), and "
+         "`schedules reindex` splits the store into N (the template's ShardCount)"),
     Knob("history", "KIQBEAT_HISTORY", "--history", _history, "N",
          "pushes kept per schedule for `kiqbeat history` (default 10; 0: none; each costs "
          "about 30 bytes of Redis memory)"),
@@ -108,6 +123,7 @@ class Settings:
     window_s: float | None = None
     namespace: str | None = None
     shard: tuple[int, int] | None = None
+    shard_count: int | None = None  # None: any (each shard names its own count)
     history: int = DEFAULT_HISTORY
     deadline_s: float = DEFAULT_DEADLINE_S
     redis_insecure_tls: bool = False
@@ -140,6 +156,30 @@ class Settings:
             if values[name]:
                 values[name] = f"<{describe(values[name])}>"
         return f"Settings({', '.join(f'{k}={v!r}' for k, v in values.items())})"
+
+    def shard_to_run(self, named: tuple[int, int] | None = None, *, by: str = "",
+                     required: bool = True) -> tuple[int, int] | None:
+        """The shard an invocation runs: `named` (given `by` an event, say) over --shard;
+        None for the whole store (as is any I/1). ConfigError unless it is one of
+        --shard-count's N, or, with `required`, when N > 1 and none is named.
+
+        The shard count decides which index a changed document is written to: an
+        invocation under another count would file its schedules where this deployment
+        never looks.
+        """
+        shard = named if named is not None else self.shard
+        count = self.shard_count
+        if count is not None and (shard[1] if shard else 1) != count and (shard or required):
+            if shard is None:
+                where = (f"in {by}, e.g. {{\"shard\": \"0/{count}\"}}, or " if by else "") + \
+                    f"with --shard I/{count} (KIQBEAT_SHARD)"
+                raise ConfigError(f"this deployment runs {count} shards (KIQBEAT_SHARD_COUNT, "
+                                  f"--shard-count): name one {where}")
+            where = f"{by}'s shard" if named is not None else "--shard (KIQBEAT_SHARD)"
+            raise ConfigError(f"{where} {shard[0]}/{shard[1]} is not one of this deployment's "
+                              f"{count} shards (KIQBEAT_SHARD_COUNT, --shard-count); expected "
+                              f"I/{count}")
+        return shard if shard and shard[1] > 1 else None
 
     def require_config(self) -> str:
         """The document source; ConfigError when neither --config nor KIQBEAT_CONFIG is set."""

@@ -445,11 +445,11 @@ def test_the_events_shard_wins_over_kiqbeat_shard_which_serves_events_without_on
     ({"shard": None}, r"the event's \"shard\": invalid shard None"),
     # Valid shards, but not of this function's 3: a changed document would be filed in
     # indexes no schedule of this deployment reads.
-    ({"shard": "1/4"}, r"the event's shard 1/4 is not one of this function's 3 shards "
-                       r"\(KIQBEAT_SHARD_COUNT\); expected I/3"),
-    ({"shard": "0/1"}, r"the event's shard 0/1 is not one of this function's 3 shards"),
-    ({}, r"this function runs 3 shards \(KIQBEAT_SHARD_COUNT\): name one in the event, e.g. "
-         r"\{\"shard\": \"0/3\"\}"),
+    ({"shard": "1/4"}, r"the event's shard 1/4 is not one of this deployment's 3 shards "
+                       r"\(KIQBEAT_SHARD_COUNT, --shard-count\); expected I/3"),
+    ({"shard": "0/1"}, r"the event's shard 0/1 is not one of this deployment's 3 shards"),
+    ({}, r"this deployment runs 3 shards \(KIQBEAT_SHARD_COUNT, --shard-count\): name one in "
+         r"the event, e.g. \{\"shard\": \"0/3\"\}"),
 ], ids=["not-a-shard", "index-too-large", "a-number", "empty", "null", "other-count",
         "whole-store", "none"])
 def test_a_bad_or_foreign_shard_fails_the_invocation_and_touches_nothing(

@@ -121,12 +121,10 @@ def test_the_template_sets_exactly_the_variables_the_code_reads(function: dict[s
                         {"KIQBEAT_CONFIG": "schedule.yaml", "KIQBEAT_REDIS_URL": "redis://h:1"})
     engine = Engine.from_environ(environ)
     engine.sources.redis_url(engine.settings.redis_environ())
+    # Every knob, the shard count every invocation's shard must have included.
     assert set(app.VARIABLES) <= environ.read
+    assert "KIQBEAT_SHARD_COUNT" in app.VARIABLES
     assert environ.read - set(app.VARIABLES) == {"REDIS_URL"}  # the last-resort address
-    # The handler's own: the shard count every invocation's shard must have.
-    environ.read.clear()
-    app.shard_count(environ)
-    assert environ.read == set(app.HANDLER_VARIABLES)
     # The rest are Powertools' own names, read by Powertools itself.
     assert {constants.SERVICE_NAME_ENV, constants.METRICS_NAMESPACE_ENV,
             constants.POWERTOOLS_LOG_LEVEL_ENV} == set(app.POWERTOOLS_VARIABLES)
@@ -265,9 +263,9 @@ def test_shard_count_n_makes_n_every_minute_schedules_each_naming_its_shard(
     assert sorted(e["shard"] for e in events) == [f"{i}/{count}" for i in range(count)]
     # What the handler then runs: each shard once, and all of them under the function's N.
     variables = _only(stack.resources(), "AWS::Lambda::Function")["Environment"]["Variables"]
-    assert app.shard_count(variables) == count
     settings = Settings.load(variables)
-    shards = {app.shard_to_run(e, settings, count) for e in events}
+    assert settings.shard_count == count
+    shards = {settings.shard_to_run(app.event_shard(e), by="the event") for e in events}
     assert shards == ({None} if count == 1 else {(i, count) for i in range(count)})
     for event in events:
         fired = app.trigger(event)

@@ -70,3 +70,9 @@ MAX_REASON_CHARS = 2000
 # language) would never be planned. Invocations warn about such entries, `kiqbeat status`
 # counts and names them, and `kiqbeat schedules reindex` rescores them "plan me" (0).
 MAX_PLANNABLE_MS = 253_402_300_799_999
+
+# A schedule's name as an operator's request gives it (`kiqbeat schedules get NAME`, an
+# event's "name"): kiqbeat writes names of at most 1,000 characters, but another language
+# may have stored longer ones, which the operator must still reach. Linux's longest single
+# argument (MAX_ARG_STRLEN), so a name any command line can pass, the event can pass too.
+MAX_REQUEST_NAME_CHARS = 131_072

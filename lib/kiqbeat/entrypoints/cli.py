@@ -10,36 +10,36 @@ import os
 import sys
 import traceback
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict
-from typing import Any
+from functools import partial
 
-from kiqbeat.core.limits import MAX_REASON_CHARS
-from kiqbeat.core.records import Push
 from kiqbeat.core.report import Report
 from kiqbeat.core.schedule import Config
 from kiqbeat.engine import Engine
-from kiqbeat.entrypoints.common import opened_engine
 from kiqbeat.entrypoints.loop import print_report, run_loop, stop_on_signals
 from kiqbeat.entrypoints.operations import add_parser as add_operations_parser
+from kiqbeat.entrypoints.operations import run_request
 from kiqbeat.entrypoints.preview import add_import_flags, cmd_next, cmd_validate, parse_instant
+from kiqbeat.entrypoints.requests import DEFAULT_STATUS_ROWS, MAX_NAMES
 from kiqbeat.entrypoints.schedules import add_parser as add_schedules_parser
 from kiqbeat.errors import (
     ConfigError,
     KiqbeatError,
-    foreign_json,
-    json_name,
-    shown,
-    shown_name,
-    shown_text,
 )
 from kiqbeat.redis import keys
 from kiqbeat.redis.connection import redis_errors
 from kiqbeat.settings import add_flags, flags_of
-from kiqbeat.store import MissedRange
 
 
 def _engine(args: argparse.Namespace) -> Engine:
     return Engine.from_environ(flags=flags_of(args))
+
+
+def _invoking(args: argparse.Namespace) -> Engine:
+    """The engine of `run-once` and `run`: its shard (--shard) must be one of the
+    deployment's (--shard-count, KIQBEAT_SHARD_COUNT), as a Lambda invocation's must."""
+    engine = _engine(args)
+    engine.settings.shard_to_run()
+    return engine
 
 
 def _print_warnings(warnings: Sequence[str]) -> None:
@@ -48,7 +48,7 @@ def _print_warnings(warnings: Sequence[str]) -> None:
 
 
 def _cmd_run_once(args: argparse.Namespace) -> int:
-    engine = _engine(args)
+    engine = _invoking(args)
     now = parse_instant(args.now, "--now") if args.now else None
     report = engine.run(now=now, replay=args.replay or _replay_allowed(os.environ))
     if not args.json:
@@ -67,7 +67,7 @@ def _replay_allowed(environ: Mapping[str, str]) -> bool:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    engine = _engine(args)
+    engine = _invoking(args)
     current = engine.config()  # a broken document stops the command before it loops
     stop = stop_on_signals()
 
@@ -112,74 +112,6 @@ def _served(engine: Engine, config: Config) -> str:
         return (f"{len(config.schedules)} schedules of the document {config.source} and the "
                 f"{stored} stored in {key} (the document's among them once applied{of_shard})")
     return f"the {stored} schedules stored in {key} (no document{of_shard})"
-
-
-def _cmd_status(args: argparse.Namespace) -> int:
-    if args.limit < 1 or args.offset < 0:
-        raise ConfigError("--limit must be at least 1 and --offset at least 0")
-    with opened_engine(args) as engine:
-        store = engine.store()
-        status = store.status(args.names, shard=engine.settings.shard, offset=args.offset,
-                              limit=args.limit)
-        # Named schedules also show their recorded missed ticks and their last pushes.
-        records: dict[str, tuple[list[MissedRange], list[Push]]] = {}
-        if args.names:
-            missed = store.missed(args.names)
-            records = {r.name: ([m for m in missed if m.name == r.name],
-                                store.history(r.name)) for r in status.schedules}
-        doc = engine.document_applied() if engine.settings.config_source else None
-    counts = status.counts
-    doc_json = doc and {"source": doc[0].source, "schedules": len(doc[0].definitions),
-                        "applied": doc[1]}
-    if args.json:
-        document = {"now": status.now.isoformat(), "summary": asdict(counts),
-                    "document": doc_json,
-                    "offset": args.offset, "limit": args.limit,
-                    "schedules": [r.as_dict() | _records_dict(records.get(r.name))
-                                  for r in status.schedules],
-                    "set_aside": [{**json_name(n), "why": why} for n, why in status.set_aside],
-                    "unplannable": status.unplannable}
-        print(foreign_json(document, indent=2))
-        return 0
-    print(f"Redis clock: {status.now.isoformat(timespec='seconds')}; {counts.schedules} "
-          f"schedules stored, {counts.indexed} indexed, {counts.overdue} due now, "
-          f"{counts.set_aside} set aside"
-          + (f", {counts.with_missed} with missed ticks recorded (`kiqbeat missed`)"
-             if counts.with_missed else ""))
-    if doc_json:
-        print(f"document {shown_text(str(doc_json['source']))}: {doc_json['schedules']} schedules, "
-              + ("applied" if doc_json["applied"] else
-                 "changed since it was last applied (the next invocation applies it)"))
-    for r in status.schedules:
-        print(r.line())
-        if r.name in records:
-            ranges, pushes = records[r.name]
-            for m in ranges:
-                print(f"  missed: {m.line()}")
-            for push in pushes:
-                print(f"  pushed {push.line()}")
-            if not pushes:
-                print("  no pushes recorded")
-    shown_rows = args.offset + len(status.schedules)
-    if not args.names and shown_rows < counts.indexed:
-        print(f"... {counts.indexed - shown_rows} more (--offset {shown_rows})")
-    for name, why in status.set_aside:
-        print(f"set aside: {shown_name(name)}: {shown_text(why, MAX_REASON_CHARS)}")
-    if counts.unplannable:
-        names = ", ".join(shown(n) for n in status.unplannable)
-        more = counts.unplannable - len(status.unplannable)
-        print(f"never planned: {counts.unplannable:,} index entries scored beyond the year "
-              f"9999 (written by hand?): {names}" + (f" and {more:,} more" if more > 0 else "")
-              + "; `kiqbeat schedules reindex` rescores them to be planned")
-    return 0
-
-
-def _records_dict(records: tuple[list[MissedRange], list[Push]] | None) -> dict[str, Any]:
-    """A named schedule's `status --json` additions."""
-    if records is None:
-        return {}
-    ranges, pushes = records
-    return {"missed": [m.as_dict() for m in ranges], "history": [p.as_dict() for p in pushes]}
 
 
 def _cmd_invoke(args: argparse.Namespace) -> int:
@@ -288,10 +220,12 @@ def _parser() -> argparse.ArgumentParser:
                                       "zone, last tick covered, next tick, lag")
     p.add_argument("names", nargs="*", metavar="NAME", help="only these schedules")
     add_flags(p)
-    p.add_argument("--limit", type=int, default=50, help="schedules shown (default 50)")
-    p.add_argument("--offset", type=int, default=0, help="skip this many first (paging)")
+    p.add_argument("--limit", metavar="N",
+                   help=f"schedules shown (default {DEFAULT_STATUS_ROWS}, at most {MAX_NAMES:,})")
+    p.add_argument("--offset", metavar="N", help="skip this many first (paging)")
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=_cmd_status)
+    # The request model the Lambda's {"kiqbeat": "status", ...} is read into, run the same way.
+    p.set_defaults(func=partial(run_request, "status"))
     add_schedules_parser(sub)
     add_operations_parser(sub)
 

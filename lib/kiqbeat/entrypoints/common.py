@@ -23,6 +23,7 @@ def opened_engine(args: argparse.Namespace) -> Iterator[Engine]:
     validating it also says how to reach the store without it — an operator may need
     `missed`, `trigger` or `status` precisely while the document is broken."""
     engine = Engine.from_environ(flags=flags_of(args))
+    engine.settings.shard_to_run(required=False)  # --shard, if any, one of --shard-count's
     try:
         if source := engine.settings.config_source:
             try:

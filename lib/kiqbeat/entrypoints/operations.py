@@ -13,7 +13,9 @@
 
 Each takes the engine's flags (the store's Redis, namespace, shard count, history size) and
 `--json`. The command line is read into `kiqbeat.entrypoints.requests`' model, which the
-Lambda handler reads its operator events into too: one set of checks, one runner.
+Lambda handler reads its operator events into too: one set of checks, one runner
+(`kiqbeat.entrypoints.outcomes.execute`). `run_request` runs `kiqbeat status` and the
+`kiqbeat schedules` changes the same way.
 """
 
 from __future__ import annotations
@@ -33,27 +35,29 @@ from typing import Any
 from kiqbeat.core.limits import BACKFILL_CONFIRM_JOBS
 from kiqbeat.entrypoints import requests
 from kiqbeat.entrypoints.common import opened_engine, progress_bar
+from kiqbeat.entrypoints.outcomes import execute
 from kiqbeat.errors import foreign_json
 from kiqbeat.settings import add_flags
 
 
-def _run(kind: str, args: argparse.Namespace) -> int:
+def run_request(kind: str, args: argparse.Namespace) -> int:
     """Read the command line into the request model, run it, print the outcome."""
     request = requests.from_args(kind, args)
     show = (kind == "backfill" and not (args.json or args.no_progress or args.dry_run)
             and sys.stderr.isatty())
     with opened_engine(args) as engine, _stopped_by_signals() as signalled:
-        store = engine.store()
         deadline = time.monotonic() + engine.settings.deadline_s
 
         def total() -> int:
-            counted = requests.execute(replace(request, dry_run=True), store,
-                                       deadline=deadline, stop=lambda: bool(signalled))
+            counted = execute(replace(request, dry_run=True), engine, deadline=deadline,
+                              stop=lambda: bool(signalled))
             return counted.backfill.planned if counted.backfill else 0
 
         with progress_bar(show, total, " ticks") as progress:
-            outcome = requests.execute(request, store, deadline=deadline,
-                                       stop=lambda: bool(signalled), progress=progress)
+            outcome = execute(request, engine, deadline=deadline,
+                              stop=lambda: bool(signalled), progress=progress)
+    for warning in outcome.warnings:
+        print(f"kiqbeat: warning: {warning}", file=sys.stderr, flush=True)
     print(foreign_json(outcome.result, indent=2) if args.json
           else "\n".join(outcome.lines))
     if outcome.problems:
@@ -100,12 +104,12 @@ def add_parser(sub: Any) -> None:
 
     p = command("missed", "list the ticks recorded as missed (older than the window, "
                           "passed over by catch_up, or owed when paused), as ranges",
-                partial(_run, "missed"))
+                partial(run_request, "missed"))
     p.add_argument("names", nargs="*", metavar="NAME", help="only these schedules")
     common(p)
 
     p = command("backfill", "push recorded missed ticks, each exactly once, and take them "
-                            "out of the record", partial(_run, "backfill"))
+                            "out of the record", partial(run_request, "backfill"))
     p.add_argument("names", nargs="*", metavar="NAME", help="these schedules' ticks")
     p.add_argument("--all", action="store_true",
                    help="every schedule with missed ticks recorded (instead of NAMEs)")
@@ -129,13 +133,13 @@ def add_parser(sub: Any) -> None:
     common(p)
 
     p = command("trigger", "push one job of a schedule now (a manual run; paused or not)",
-                partial(_run, "trigger"))
+                partial(run_request, "trigger"))
     p.add_argument("name", metavar="NAME", help="the schedule's name")
     p.add_argument("--args", metavar="JSON",
                    help="the job's arguments instead of the schedule's, a JSON array")
     common(p)
 
     p = command("history", "a schedule's last pushes, newest first (ticks, backfills, "
-                           "manual runs)", partial(_run, "history"))
+                           "manual runs)", partial(run_request, "history"))
     p.add_argument("name", metavar="NAME", help="the schedule's name")
     common(p)

@@ -1,15 +1,17 @@
-"""An operator's requests — `missed`, `backfill`, `trigger`, `history` (and, from an event,
-`reindex`) — in one model for
-both entrypoints: read from a command line (`kiqbeat backfill ...`, an argparse Namespace)
-or from a Lambda event (`{"kiqbeat": "backfill", ...}`), checked by the same code, run by
-the same function (`execute`). The CLI and the handler only adapt: they name the fields
-their own way (`--since`, the event's "since") and print or return the outcome.
+"""An operator's requests in one model for both entrypoints: read from a command line
+(`kiqbeat backfill ...`, `kiqbeat schedules put ...`: an argparse Namespace) or from a Lambda
+event (`{"kiqbeat": "backfill", ...}`, `{"kiqbeat": "put", ...}`), checked by the same code,
+run by the same function (`kiqbeat.entrypoints.outcomes.execute`). The CLI and the handler
+only adapt: they name the fields their own way (`--since`, the event's "since") and print or
+return the outcome.
 
-Every check names the field and clips the value (`kiqbeat.errors.shown`): since after
-until, names, job args as a JSON array within MAX_JOB_BYTES and Sidekiq's MAX_JSON_DEPTH
-levels, --max-jobs a whole number. A backfill pushing more than BACKFILL_CONFIRM_JOBS jobs,
-or any tick from before its schedule's first-seen, needs `yes` (or `max_jobs`, for the
-count); docs/operations.md says how each request is written in either form.
+The requests: `status`; `missed`, `backfill`, `trigger`, `history`; the schedules changes
+`add`, `put`, `update`, `remove`, `pause`, `resume` and `get`; `reindex`. Every check names
+the field and clips the value (`kiqbeat.errors.shown`): since after until, names, job args
+as a JSON array within MAX_JOB_BYTES and Sidekiq's MAX_JSON_DEPTH levels, whole numbers
+(--max-jobs, --limit, --offset, shards) in their bounds. A definition is checked by the
+store, as a document's schedule is, with the same messages whichever entrypoint gave it.
+docs/operations.md says how each request is written in either form.
 """
 
 from __future__ import annotations
@@ -17,30 +19,28 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from kiqbeat.core.limits import BACKFILL_CONFIRM_JOBS, MAX_SHARDS, MAX_SHOWN_CHARS
-from kiqbeat.document.fields import MAX_NAME_CHARS
+from kiqbeat.core.limits import MAX_REQUEST_NAME_CHARS, MAX_SHARDS, MAX_SHOWN_CHARS
 from kiqbeat.document.jobs import MAX_JOB_BYTES, MAX_JOB_VALUES, MAX_JSON_DEPTH, Shapes
 from kiqbeat.entrypoints.preview import parse_instant
-from kiqbeat.errors import ConfigError, json_name, shown, shown_name
-from kiqbeat.store import Backfill, Store
+from kiqbeat.errors import ConfigError, shown
 
-# Names one request may list (more: --all, or several requests).
+# Names one request may list, and schedules one status may show (more: --all, paging, or
+# several requests).
 MAX_NAMES = 10_000
-# Exit codes: stopped before the end (deadline, --max-jobs) — run it again for the rest.
-STOPPED_EARLY = 3
+DEFAULT_STATUS_ROWS = 50
 
 
 @dataclass(frozen=True)
 class Request:
     """One operator request, its fields checked: what to do, on which schedules."""
 
-    kind: str  # "missed", "backfill", "trigger" or "history"
-    names: tuple[str, ...] = ()  # missed, backfill: these schedules (none: all)
-    name: str = ""  # trigger, history
+    kind: str  # one of FIELDS
+    names: tuple[str, ...] = ()  # status, missed, backfill: these schedules (none: all)
+    name: str = ""  # trigger, history and the schedules changes
     args: list[Any] | None = None  # trigger: instead of the schedule's own
     since: datetime | None = None  # backfill: ticks at or after
     until: datetime | None = None  # backfill: ticks at or before
@@ -48,24 +48,16 @@ class Request:
     dry_run: bool = False
     yes: bool = False  # backfill: push above BACKFILL_CONFIRM_JOBS, and before first-seen
     max_jobs: int | None = None  # backfill: push at most this many (the oldest)
-    shards: int = 1  # reindex: the count to split the due index into
+    shards: int | None = None  # reindex: the count to split the due index into (None: the
+    # deployment's, --shard-count or --shard's N, else the one recorded)
+    definition: Any = None  # add, put, update: as a document's schedule (the store checks it)
+    force_owner: bool = False  # put, update, remove: whatever source the schedule names
+    limit: int = DEFAULT_STATUS_ROWS  # status: schedules shown
+    offset: int = 0  # status: skipped first (paging)
 
-
-@dataclass
-class Outcome:
-    """What a request did: its JSON form (the Lambda's result, the CLI's --json), its
-    lines for a person, problems for stderr or a warning, and the CLI's exit code."""
-
-    result: dict[str, Any]
-    lines: list[str]
-    problems: list[str] = field(default_factory=list)
-    code: int = 0
-    backfill: Backfill | None = None
-
-
-# --------------------------------------------------------------------------- reading
 
 # Each operation's fields: the event's key -> the command line's spelling.
+_WRITE = {"name": "NAME", "definition": "--json-definition"}
 FIELDS: dict[str, dict[str, str]] = {
     "missed": {"names": "NAME"},
     "backfill": {"names": "NAME", "all": "--all", "since": "--since", "until": "--until",
@@ -73,22 +65,37 @@ FIELDS: dict[str, dict[str, str]] = {
                  "max_jobs": "--max-jobs"},
     "trigger": {"name": "NAME", "args": "--args"},
     "history": {"name": "NAME"},
-    # The Lambda's way to split the store (a Redis only the function reaches); the command
-    # line's is `kiqbeat schedules reindex --shard 0/N`.
-    "reindex": {"shards": "--shard 0/N"},
+    # The command line's is `kiqbeat schedules reindex` (--shard-count N, or --shard 0/N).
+    "reindex": {"shards": "--shard-count"},
+    "status": {"names": "NAME", "limit": "--limit", "offset": "--offset"},
+    "add": _WRITE,
+    "put": _WRITE | {"force_owner": "--force-owner"},
+    "update": _WRITE | {"force_owner": "--force-owner"},
+    "remove": {"name": "NAME", "force_owner": "--force-owner"},
+    "pause": {"name": "NAME"},
+    "resume": {"name": "NAME"},
+    "get": {"name": "NAME"},
 }
+# The fields an event must give (a command line's parser requires its own).
+NEEDED = {"trigger": ("name",), "history": ("name",), "reindex": ("shards",),
+          "add": ("name", "definition"), "put": ("name", "definition"),
+          "update": ("name", "definition"), "remove": ("name",), "pause": ("name",),
+          "resume": ("name",), "get": ("name",)}
 OPERATOR = "kiqbeat"  # the event's key naming the operation
 
 
 def from_args(kind: str, args: argparse.Namespace) -> Request:
-    """The request of a command line (`kiqbeat KIND ...`)."""
+    """The request of a command line (`kiqbeat KIND ...`, `kiqbeat schedules KIND ...`); the
+    definition of a write is the parsed value the command read (`args.definition`)."""
     flags = FIELDS[kind]
-    raw = {f: getattr(args, f) for f in flags
-           if getattr(args, f, None) not in (None, False, [])}
+    raw = {f: value for f in flags
+           if (value := getattr(args, f, None)) is not None and value is not False
+           and value != []}
     if isinstance(raw.get("args"), str):
         raw["args"] = _json_text(raw["args"], "--args")
-    if isinstance(raw.get("max_jobs"), str):
-        raw["max_jobs"] = _whole_text(raw["max_jobs"], "--max-jobs")
+    for key in ("max_jobs", "limit", "offset"):
+        if isinstance(raw.get(key), str):
+            raw[key] = _whole_text(raw[key])
     return _checked(kind, raw, flags.__getitem__)
 
 
@@ -104,9 +111,9 @@ def from_event(event: Mapping[str, Any]) -> Request:
         if key != OPERATOR and key not in fields:
             raise ConfigError(f"{_event_field(str(key)[:60])} is not a field of {kind!r}; "
                               f"its fields: {', '.join(fields)}")
-    needed = {"trigger": "name", "history": "name", "reindex": "shards"}.get(kind)
-    if needed and needed not in event:
-        raise ConfigError(f"{kind!r} needs {_event_field(needed)}")
+    for needed in NEEDED.get(kind, ()):
+        if needed not in event:
+            raise ConfigError(f"{kind!r} needs {_event_field(needed)}")
     return _checked(kind, {k: v for k, v in event.items() if k != OPERATOR}, _event_field)
 
 
@@ -121,6 +128,11 @@ def summary(event: Any) -> dict[str, str] | str:
 
 def _event_field(key: str) -> str:
     return f"the event's \"{key}\""
+
+
+# Whole-number fields: (smallest, largest, what they count).
+_WHOLE = {"max_jobs": (1, None, "jobs"), "shards": (1, MAX_SHARDS, "shards"),
+          "limit": (1, MAX_NAMES, "schedules"), "offset": (0, None, "schedules")}
 
 
 def _checked(kind: str, raw: Mapping[str, Any], where: Callable[[str], str]) -> Request:
@@ -138,17 +150,10 @@ def _checked(kind: str, raw: Mapping[str, Any], where: Callable[[str], str]) -> 
             values[key] = parse_instant(value, where(key))
         elif key == "args":
             values[key] = _job_args(value, where(key))
-        elif key == "max_jobs":
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"{where(key)}: expected a whole number of jobs, 1 or more, "
-                                  f"not {shown(value)}")
-            values[key] = value
-        elif key == "shards":
-            if (isinstance(value, bool) or not isinstance(value, int)
-                    or not 1 <= value <= MAX_SHARDS):
-                raise ConfigError(f"{where(key)}: expected a whole number of shards, 1 to "
-                                  f"{MAX_SHARDS:,}, not {shown(value)}")
-            values[key] = value
+        elif key in _WHOLE:
+            values[key] = _whole(value, where(key), *_WHOLE[key])
+        elif key == "definition":
+            values[key] = value  # the store checks it, with a document's messages
         elif not isinstance(value, bool):
             raise ConfigError(f"{where(key)}: expected true or false, not {shown(value)}")
         else:
@@ -165,6 +170,15 @@ def _checked(kind: str, raw: Mapping[str, Any], where: Callable[[str], str]) -> 
     return Request(kind, **values)
 
 
+def _whole(value: Any, where: str, least: int, most: int | None, unit: str) -> int:
+    if (isinstance(value, bool) or not isinstance(value, int) or value < least
+            or (most is not None and value > most)):
+        bound = f"{least} to {most:,}" if most is not None else f"{least} or more"
+        raise ConfigError(f"{where}: expected a whole number of {unit}, {bound}, not "
+                          f"{shown(value)}")
+    return value
+
+
 def _names(value: Any, where: str) -> tuple[str, ...]:
     if not (isinstance(value, list | tuple) and value):
         raise ConfigError(f"{where}: expected a list of schedule names, not {shown(value)}")
@@ -177,9 +191,10 @@ def _names(value: Any, where: str) -> tuple[str, ...]:
 def _name(value: Any, where: str) -> str:
     if not (isinstance(value, str) and value):
         raise ConfigError(f"{where}: expected a schedule name, not {shown(value)}")
-    if len(value) > MAX_NAME_CHARS:
-        raise ConfigError(f"{where}: {shown(value)} is {len(value):,} characters; no schedule "
-                          f"has a name longer than {MAX_NAME_CHARS:,}")
+    if len(value) > MAX_REQUEST_NAME_CHARS:
+        raise ConfigError(f"{where}: {shown(value)} is {len(value):,} characters, more than a "
+                          f"request may give ({MAX_REQUEST_NAME_CHARS:,}); kiqbeat writes no "
+                          "name over 1,000")
     return value
 
 
@@ -198,9 +213,11 @@ def _json_text(text: str, where: str) -> Any:
                           "it must be a JSON array, e.g. '[42, \"eu\"]'") from None
 
 
-def _whole_text(text: str, where: str) -> int | str:
-    stripped = text.strip()
-    return int(stripped) if stripped.isascii() and stripped.isdigit() and len(stripped) < 10 \
+def _whole_text(text: str) -> int | str:
+    """A command line's whole number as an int (negative too, refused as an event's would
+    be); anything else as it is (refused, shown)."""
+    digits = (stripped := text.strip()).removeprefix("-")
+    return int(stripped) if digits.isascii() and digits.isdigit() and len(digits) < 10 \
         else text
 
 
@@ -215,113 +232,3 @@ def _job_args(value: Any, where: str) -> list[Any]:
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from None
     return value
-
-
-# --------------------------------------------------------------------------- running
-
-def execute(request: Request, store: Store, *, deadline: float,
-            stop: Callable[[], bool] | None = None,
-            progress: Callable[[int], None] | None = None) -> Outcome:
-    """Run a request on the store. A backfill stops between calls at `deadline`
-    (time.monotonic()) or once `stop()` is true, and says what it pushed."""
-    if request.kind == "missed":
-        return _missed(request, store)
-    if request.kind == "trigger":
-        ran = store.trigger(request.name, request.args)
-        return Outcome(ran.as_dict(), [f"pushed {shown(ran.name)} now: jid {ran.jid} into "
-                                       f"queue {shown(ran.queue)}"])
-    if request.kind == "history":
-        pushes = store.history(request.name)
-        lines = [p.line() for p in pushes] or [
-            f"no pushes recorded for {shown(request.name)}"
-            + (" (KIQBEAT_HISTORY / --history is 0: none are kept)"
-               if store.keep_history == 0 else "")]
-        return Outcome({**json_name(request.name), "history": [p.as_dict() for p in pushes]}, lines)
-    if request.kind == "reindex":
-        moved = store.resharded(request.shards).reindex()
-        return Outcome({"shards": request.shards, "moved": moved},
-                       [f"the due index is split into {request.shards} shard(s); {moved:,} "
-                        "entries moved"])
-    unbounded = not (request.yes or request.max_jobs)
-    done = store.backfill(request.names, since=request.since, until=request.until,
-                          latest_only=request.latest_only, dry_run=request.dry_run,
-                          progress=progress, deadline=deadline, stop=stop,
-                          max_jobs=request.max_jobs,
-                          confirm_above=BACKFILL_CONFIRM_JOBS if unbounded else None,
-                          pre_history=request.yes)
-    return _backfilled(request, done)
-
-
-def _missed(request: Request, store: Store) -> Outcome:
-    ranges = store.missed(request.names)
-    listed = {r.name for r in ranges}
-    unknown = [n for n in request.names if n not in listed and store.get(n) is None]
-    if unknown:
-        raise store.no_schedule(unknown)
-    lines = [r.line() for r in ranges]
-    if ranges:
-        ticks = sum(r.ticks or 0 for r in ranges)
-        uncounted = sum(r.ticks is None for r in ranges)
-        more = "+" if uncounted or any(r.capped for r in ranges) else ""
-        lines.append(f"{len(ranges):,} range(s), {ticks:,}{more} tick(s) recorded as missed"
-                     + (f" ({uncounted:,} range(s) not counted: no valid definition)"
-                        if uncounted else "")
-                     + "; `kiqbeat backfill NAME ...` (or --all) pushes them")
-    else:
-        lines.append("no missed ticks recorded"
-                     + (f" for {', '.join(map(repr, request.names))}" if request.names else ""))
-    return Outcome({"missed": [r.as_dict() for r in ranges]}, lines)
-
-
-STOPS = {"deadline": "stopped at the deadline (--deadline, KIQBEAT_DEADLINE, or the Lambda's "
-                     "remaining time)",
-         "signal": "stopped by a signal (SIGINT or SIGTERM)",
-         "max_jobs": "stopped at --max-jobs"}
-
-
-def _backfilled(request: Request, result: Backfill) -> Outcome:
-    """A backfill's lines and exit code: 1 when a named schedule was skipped or ticks were
-    left for another run; STOPPED_EARLY when it stopped before the end."""
-    scope = f"{result.schedules:,} schedule(s)"
-    more = "+" if result.capped else ""
-    if request.dry_run:
-        lines = [f"dry run: would push {result.planned:,}{more} tick(s) of {scope}"
-                 + (f", the newest of each (--latest-only), and take {result.dropped:,}{more} "
-                    "older one(s) out of the record unpushed" if request.latest_only else "")
-                 + "; nothing pushed"]
-        if result.planned > BACKFILL_CONFIRM_JOBS and not request.max_jobs:
-            lines.append(f"more than {BACKFILL_CONFIRM_JOBS:,}: the backfill needs --yes (all) "
-                         "or --max-jobs N (the oldest N)")
-        if result.before_first_seen:
-            lines.append(f"{result.before_first_seen:,}{more} of them from before their "
-                         "schedule was first seen (never owed): the backfill needs --yes, or "
-                         "--since to leave them out")
-    else:
-        lines = [f"backfill of {scope}: {result.pushed:,} pushed, {result.already:,} already "
-                 f"pushed by another backfill, {result.stale:,} left alone (the definition "
-                 "changed meanwhile)"]
-        lines += [f"pushed {j.schedule} tick {j.tick.isoformat()} jid {j.jid}"
-                  for j in result.jobs[:20]]
-        if result.pushed > 20:
-            lines.append(f"... and {result.pushed - 20:,} more (--json lists the first "
-                         f"{len(result.jobs):,})")
-        if request.latest_only:
-            lines.append("older ticks in scope were taken out of the record unpushed "
-                         "(--latest-only)")
-    lines += [f"skipped: {shown_name(name)}: {why}" for name, why in result.skipped]
-    outcome = Outcome(result.as_dict() | {"dry_run": request.dry_run}, lines, backfill=result)
-    if result.stopped:
-        last = (f"the last: {result.last.schedule} tick {result.last.tick.isoformat()}"
-                if result.last else "none")
-        outcome.problems.append(
-            f"{STOPS[result.stopped]} after {result.pushed:,} tick(s) pushed ({last}); run "
-            "the same backfill again to push the rest (no tick is pushed twice)")
-        outcome.code = STOPPED_EARLY
-    if request.names and result.skipped:
-        outcome.problems.append(f"{len(result.skipped)} named schedule(s) skipped")
-    if result.stale:
-        outcome.problems.append(f"{result.stale:,} tick(s) left recorded because their "
-                                "schedule changed meanwhile; run the backfill again")
-    if outcome.problems and not outcome.code:
-        outcome.code = 1
-    return outcome

@@ -33,8 +33,6 @@ import yaml
 from kiqbeat.core.limits import (
     MAX_DEFINITION_BYTES,
     MAX_DEFINITION_FILE_BYTES,
-    MAX_REASON_CHARS,
-    MAX_SHOWN_CHARS,
 )
 from kiqbeat.document import load_config_text
 from kiqbeat.document.fields import BY_NAME
@@ -42,6 +40,7 @@ from kiqbeat.document.jobs import MAX_JOB_BYTES
 from kiqbeat.document.read import MAX_DOCUMENT_BYTES, parse
 from kiqbeat.engine import Engine
 from kiqbeat.entrypoints.common import opened_engine, progress_bar
+from kiqbeat.entrypoints.operations import run_request
 from kiqbeat.errors import (
     ConfigError,
     foreign_json,
@@ -49,10 +48,9 @@ from kiqbeat.errors import (
     json_name,
     shown,
     shown_name,
-    shown_text,
 )
 from kiqbeat.settings import add_flags
-from kiqbeat.store import ImportResult, ScheduleStatus, Store
+from kiqbeat.store import ImportResult, Store
 
 # A JSON line holds one definition, whose job is at most MAX_JOB_BYTES; twice that leaves
 # room for escapes, and bounds what one bad line can make the command hold.
@@ -146,90 +144,14 @@ def _definition(args: argparse.Namespace) -> Any:
 
 
 def _cmd_write(args: argparse.Namespace) -> int:
-    definition = _definition(args)
-    with opened_engine(args) as engine:
-        store = engine.store()
-        force = _forcing(args, store)
-        if args.action == "add":
-            store.add(args.name, definition)
-            changed = True
-        elif args.action == "put":
-            changed = store.put(args.name, definition, force=force)
-        else:
-            changed = store.update(args.name, definition, force=force)
-    verb = {"add": "added", "put": "stored", "update": "updated"}[args.action]
-    text = (f"{verb} {shown(args.name)}; the next invocation plans it" if changed
-            else f"{shown(args.name)} was stored exactly so already; nothing changed")
-    return _done(args, {**json_name(args.name), "action": args.action, "changed": changed},
-                 text)
+    args.definition = _definition(args)  # as the request's "definition" field
+    return run_request(args.action, args)
 
 
-def _cmd_remove(args: argparse.Namespace) -> int:
-    with opened_engine(args) as engine:
-        store = engine.store()
-        removed = store.remove(args.name, force=_forcing(args, store))
-    text = (f"removed {shown(args.name)} and forgot its state" if removed
-            else f"{store.no_schedule([args.name])}; nothing removed")
-    return _done(args, {**json_name(args.name), "action": "remove", "changed": removed}, text)
-
-
-def _forcing(args: argparse.Namespace, store: Store) -> bool:
-    """Whether `--force-owner` was given; if it overrides a document the store knows,
-    a warning says what that document does next."""
-    if not getattr(args, "force_owner", False):
-        return False
-    owned = store.owner(args.name)
-    if owned is not None and owned[1]:
-        then = ("still lists it, and writes it again when its definition there changes"
-                if args.action == "remove" else "may no longer change it: its next change "
-                "of it is refused, with a warning, until it drops the name")
-        _warn([f"schedule {shown(args.name)} belonged to the document "
-               f"{shown(owned[0], MAX_SHOWN_CHARS)}, which the store knows; --force-owner "
-               f"overrides it, and that document {then}"])
-    return True
-
-
-def _cmd_pause(args: argparse.Namespace) -> int:
-    with opened_engine(args) as engine:
-        store = engine.store()
-        pausing = args.action == "pause"
-        changed = store.pause(args.name) if pausing else store.resume(args.name)
-    if changed:
-        text = (f"paused {shown(args.name)}: its ticks pass without jobs until resumed" if pausing
-                else f"resumed {shown(args.name)}: its next tick is pushed")
-    else:
-        text = f"{shown(args.name)} was {'paused' if pausing else 'running'} already"
-    return _done(args, {**json_name(args.name), "action": args.action, "changed": changed},
-                 text)
-
-
-def _iso(row: ScheduleStatus, attribute: str) -> str:
-    value = getattr(row, attribute)
-    return value.isoformat(timespec="seconds") if value else "never"
-
-
-def _cmd_get(args: argparse.Namespace) -> int:
-    with opened_engine(args) as engine:
-        store = engine.store()
-        row = store.get(args.name)
-    if row is None:
-        raise store.no_schedule([args.name])
-    source = shown_text(row.source) if row.source else "the API (or another language)"
-    lines = [f"{shown_name(row.name)}{'' if row.enabled else ' (paused)'}",
-             f"  source: {source}"]
-    if row.next_tick is None:
-        lines.append(f"  set aside: {shown_text(row.set_aside or '', MAX_REASON_CHARS)}")
-    else:
-        lines += [f"  timing: {row.timing}",
-                  f"  next tick: {_iso(row, 'next_tick')}"
-                  + (f" ({row.lag_s:.0f} s overdue)" if row.lag_s > 0 else ""),
-                  f"  last tick covered: {_iso(row, 'covered_through')}",
-                  f"  first seen: {_iso(row, 'first_seen')}"]
-    definition = foreign_json(row.definition)
-    if len(definition) > MAX_DEFINITION_BYTES:  # stored by another writer: --json has it all
-        definition = definition[:MAX_DEFINITION_BYTES] + "... (--json shows it whole)"
-    lines.append("  definition: " + definition)
-    return _done(args, row.as_dict(), "\n".join(lines))
+def _cmd_request(args: argparse.Namespace) -> int:
+    """remove, pause, resume, get, reindex: read into the request model the Lambda's events
+    are read into, and run by the same code (kiqbeat.entrypoints.outcomes)."""
+    return run_request(args.action, args)
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
@@ -447,19 +369,6 @@ def _cmd_export(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------- the parser
 
 
-def _cmd_reindex(args: argparse.Namespace) -> int:
-    with opened_engine(args) as engine:
-        store = engine.store()
-        moved = store.reindex()
-        rescored = store.rescore_unplannable()
-        shards = engine.shards
-    return _done(args, {"action": "reindex", "shards": shards, "indexed": moved,
-                        "rescored": rescored},
-                 f"the due index is split into {shards} shard(s): {moved} entries"
-                 + (f"; {rescored} entries scored beyond the year 9999 (never planned) "
-                    "rescored to be planned" if rescored else ""))
-
-
 def add_parser(sub: Any) -> None:
     """Register `kiqbeat schedules ACTION` on the command's subparsers."""
     p = sub.add_parser("schedules", help="add, change, pause, resume, remove, list, import "
@@ -488,17 +397,18 @@ def add_parser(sub: Any) -> None:
                            help="a YAML or JSON file holding the definition ('-': stdin)")
         if name != "add":
             q.add_argument("--force-owner", action="store_true", help=FORCE_HELP)
-    q = action("remove", "remove a schedule and forget its state", _cmd_remove)
+    q = action("remove", "remove a schedule and forget its state", _cmd_request)
     q.add_argument("--force-owner", action="store_true", help=FORCE_HELP)
-    action("pause", "push nothing for a schedule until resumed", _cmd_pause)
-    action("resume", "push a paused schedule's ticks again, from its next one", _cmd_pause)
-    action("get", "a schedule's definition and state", _cmd_get)
+    action("pause", "push nothing for a schedule until resumed", _cmd_request)
+    action("resume", "push a paused schedule's ticks again, from its next one", _cmd_request)
+    action("get", "a schedule's definition and state", _cmd_request)
     q = action("list", "one page of schedules (HSCAN order)", _cmd_list, named=False)
     q.add_argument("--cursor", type=int, default=0, help="where the page starts (default 0)")
     q.add_argument("--count", type=int, default=100, help="about how many (default 100)")
-    action("reindex", "after changing the shard count (--shard I/N, any I): move every index "
-                      "entry to its shard of N; and rescore entries scored past the year 9999 "
-                      "(never planned) to be planned", _cmd_reindex, named=False)
+    action("reindex", "after changing the shard count (--shard-count N, or --shard I/N, any "
+                      "I; neither: the count recorded): move every index entry to its shard of "
+                      "N; and rescore entries scored past the year 9999 (never planned) to be "
+                      "planned", _cmd_request, named=False)
     q = action("import", "write many schedules: a document, or JSON Lines", _cmd_import,
                named=False)
     q.add_argument("file", metavar="FILE",
