@@ -17,11 +17,15 @@ Schedules written here belong to the API; a document's schedules belong to the d
 (`Engine` applies documents). Each may pause and resume the other's, but not change or
 remove them. Every method raises ConfigError (bad definition, unknown name, ownership)
 or a StateError / RedisUnavailable from Redis.
+
+Every change is recorded in the audit trail (kiqbeat.audit) for the store's `actor` (by
+default user@host), with its `note`: `store.acting("alice", note="INC-42").pause(name)`.
 """
 
 from __future__ import annotations
 
 import builtins
+import copy
 import json
 import secrets
 import time
@@ -32,6 +36,7 @@ from typing import Any
 
 import redis
 
+from kiqbeat.audit import default_actor, record_action
 from kiqbeat.core.payload import jid_ms, job_json
 from kiqbeat.core.plan import (
     MAX_BYTES_PER_CALL,
@@ -210,7 +215,7 @@ class Store:
 
     def __init__(self, client: redis.Redis, *, namespace: str = "", shards: int | None = None,
                  window_s: float = 3600.0, history: int = DEFAULT_HISTORY,
-                 lua: scripts.Caller = scripts.SCRIPTS) -> None:
+                 lua: scripts.Caller = scripts.SCRIPTS, actor: str | None = None) -> None:
         """`shards`: the count the deployment's invocations run with; by default the one
         recorded in Redis (1 before any). A write with another count is refused. `history`:
         pushes kept per schedule by backfills and manual runs (invocations keep their own
@@ -218,6 +223,17 @@ class Store:
         self.client, self.namespace = client, namespace
         self.shards = recorded_shards(client, namespace) if shards is None else shards
         self.window_s, self.keep_history, self._lua = window_s, history, lua
+        self.actor, self.note = actor or default_actor(), ""
+
+    def acting(self, actor: str | None = None, note: str = "") -> Store:
+        """This store, its changes recorded in the audit trail for `actor` with `note`."""
+        other = copy.copy(self)
+        other.actor, other.note = actor or self.actor, note
+        return other
+
+    def _audit(self, action: str, name: str = "", detail: str = "") -> None:
+        record_action(self.client, self.namespace, self.actor, action, name, note=self.note,
+                      detail=detail)
 
     # ------------------------------------------------------------------------ writing
 
@@ -236,14 +252,19 @@ class Store:
     def add(self, name: str, definition: Mapping[str, Any]) -> None:
         """Add a schedule; ConfigError when one of that name exists."""
         self._one(Op("add", name, self.check(name, definition)))
+        self._audit("add", name)
 
     def put(self, name: str, definition: Mapping[str, Any]) -> bool:
         """Add or replace a schedule; False when it was stored exactly so already."""
-        return self._one(Op("put", name, self.check(name, definition))) == "+"
+        changed = self._one(Op("put", name, self.check(name, definition))) == "+"
+        self._audit("put", name, "" if changed else "unchanged")
+        return changed
 
     def update(self, name: str, definition: Mapping[str, Any]) -> bool:
         """Replace a schedule; ConfigError when there is none of that name."""
-        return self._one(Op("update", name, self.check(name, definition))) == "+"
+        changed = self._one(Op("update", name, self.check(name, definition))) == "+"
+        self._audit("update", name, "" if changed else "unchanged")
+        return changed
 
     def remove(self, name: str) -> bool:
         """Remove a schedule and forget its state; False when there was none."""
@@ -251,15 +272,21 @@ class Store:
                             self._lua)[0]
         if code == "O":
             raise ConfigError(f"schedule {name!r} belongs to {owner}; remove it there")
+        if code == "+":
+            self._audit("remove", name)
         return code == "+"
 
     def pause(self, name: str) -> bool:
         """Push nothing for it until resumed (its ticks are passed over); False if it was."""
-        return self._set_enabled(name, False)
+        changed = self._set_enabled(name, False)
+        self._audit("pause", name, "" if changed else "paused already")
+        return changed
 
     def resume(self, name: str) -> bool:
         """Push its ticks again, from the next one on; False if it was not paused."""
-        return self._set_enabled(name, True)
+        changed = self._set_enabled(name, True)
+        self._audit("resume", name, "" if changed else "running already")
+        return changed
 
     def reindex(self, progress: Callable[[int], None] | None = None) -> int:
         """Rebuild the due index for this store's shard count (`shards`), after changing it;
@@ -306,6 +333,8 @@ class Store:
                 flush()
         if ops:
             flush()
+        self._audit("import", "", f"{result.written} written, {result.unchanged} unchanged, "
+                                  f"{len(result.invalid)} invalid, {len(result.refused)} refused")
         return result
 
     def no_schedule(self, names: Iterable[str]) -> ConfigError:
@@ -353,6 +382,10 @@ class Store:
         now = read_clock(self.client)
         rows = self._rows([name], now)
         return rows[0] if rows else None
+
+    def rows(self, names: Sequence[str]) -> builtins.list[ScheduleStatus]:
+        """The schedules of `names` that exist, in that order (one round trip per BATCH)."""
+        return self._rows(names, read_clock(self.client))
 
     def list(self, cursor: int = 0, count: int = 100) -> tuple[int, builtins.list[ScheduleStatus]]:
         """One page of schedules in no particular order: (next cursor, 0 at the end; rows).
@@ -456,6 +489,17 @@ class Store:
         Past `deadline` (time.monotonic()) no call starts but the first, and `finished` is
         False: what was pushed is out of the record, and running it again pushes the rest.
         """
+        result = self._backfill(names, since, until, latest_only, dry_run, progress, deadline)
+        if not dry_run:
+            scope = (f" of {len(names)} schedules" if len(names) > 1 else "" if names
+                     else " (all)")
+            self._audit("backfill", names[0] if len(names) == 1 else "",
+                        f"{result.pushed} pushed{scope}")
+        return result
+
+    def _backfill(self, names: Sequence[str], since: datetime | None, until: datetime | None,
+                  latest_only: bool, dry_run: bool, progress: Callable[[int], None] | None,
+                  deadline: float | None) -> Backfill:
         since_ms = None if since is None else to_ms_up(since)
         until_ms = None if until is None else to_ms(until)
         # Every record parsed before the first push: a garbled one stops the backfill
@@ -572,6 +616,7 @@ class Store:
                            schedule.queue, jid, to_ms(now), job, self.keep_history, self._lua):
             raise ConfigError(f"schedule {name!r} changed or was removed while being run; "
                               "nothing was pushed")
+        self._audit("trigger", name, f"jid {jid}" + ("" if args is None else ", own args"))
         return Triggered(name, jid, schedule.queue, now)
 
     def history(self, name: str) -> builtins.list[Push]:

@@ -32,3 +32,14 @@ MAX_COUNTED_TICKS = 10_000_000
 # A value from the store or from a user shown in a message, a line or a log: at most this
 # many characters, escaped (control, bidi and non-UTF-8 bytes made visible).
 MAX_SHOWN_CHARS = 200
+
+# Audit trail entries kept (a Redis stream trimmed with XADD MAXLEN ~, so a few more may stay
+# until the next trim); about 150 bytes each. An entry's note is clipped to the second.
+MAX_AUDIT_ENTRIES = 10_000
+MAX_AUDIT_NOTE_CHARS = 500
+
+# The console's pages and API: rows a page lists at most, and names one request examines at
+# most when filtering (by state, queue or source), so that a page costs the same whatever
+# the store holds; a filter that matched fewer rows still returns a cursor to go on from.
+MAX_PAGE_ROWS = 200
+MAX_EXAMINED_PER_PAGE = 2_000

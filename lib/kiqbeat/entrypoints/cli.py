@@ -15,6 +15,7 @@ from kiqbeat.core.records import Push
 from kiqbeat.core.report import Report
 from kiqbeat.engine import Engine
 from kiqbeat.entrypoints.common import opened_engine
+from kiqbeat.entrypoints.console import add_parser as add_console_parser
 from kiqbeat.entrypoints.loop import print_report, run_loop, stop_on_signals
 from kiqbeat.entrypoints.operations import add_parser as add_operations_parser
 from kiqbeat.entrypoints.preview import cmd_next, cmd_validate, parse_instant
@@ -242,6 +243,7 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_status)
     add_schedules_parser(sub)
     add_operations_parser(sub)
+    add_console_parser(sub)
 
     p = sub.add_parser("functions", help="print kiqbeat's Redis 7 function library, or --load "
                                          "it (an administrator's step, once per upgrade)")
