@@ -4,6 +4,7 @@ reader's token; httpx clients speak to it as a browser or another language would
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 import time
@@ -39,15 +40,16 @@ class Served:
         headers = {"authorization": f"Bearer {token}"} if token else {}
         return httpx.Client(base_url=self.url, headers=headers, timeout=30)
 
-    def browser(self, token: str | None = OPERATOR_TOKEN) -> httpx.Client:
+    @contextlib.contextmanager
+    def browser(self, token: str | None = OPERATOR_TOKEN) -> Iterator[httpx.Client]:
         """A cookie-keeping client, signed in through the form with `token` (unless None)."""
-        client = httpx.Client(base_url=self.url, timeout=30, follow_redirects=True)
-        if token is not None:
-            page = client.get("/login")
-            done = client.post("/login", data={"token": token, "csrf": csrf_of(page.text),
-                                               "next": "/"})
-            assert done.status_code == 200, done.text
-        return client
+        with httpx.Client(base_url=self.url, timeout=30, follow_redirects=True) as client:
+            if token is not None:
+                page = client.get("/login")
+                done = client.post("/login", data={"token": token, "csrf": csrf_of(page.text),
+                                                   "next": "/"})
+                assert done.status_code == 200, done.text
+            yield client
 
 
 def csrf_of(html: str) -> str:

@@ -41,9 +41,8 @@ def _cmd_web(args: argparse.Namespace) -> int:
     except ImportError as exc:
         raise ConfigError(f"`kiqbeat web` needs the web extra: pip install 'kiqbeat[web]' "
                           f"({exc})") from None
-    loopback = is_loopback(args.host)
-    auth = Auth.from_environ(os.environ, anonymous=loopback)
-    if not loopback and not auth.tokens:
+    auth = Auth.from_environ(os.environ, anonymous=True)  # anonymous: no token is set
+    if auth.anonymous and not is_loopback(args.host):
         raise ConfigError(f"refusing to listen on {args.host} without authentication: set "
                           "KIQBEAT_WEB_TOKEN (operators) and/or KIQBEAT_WEB_READ_TOKEN "
                           "(readers), or their _FILE forms; or listen on 127.0.0.1")
