@@ -7,10 +7,12 @@ behind a team's own server (any ASGI server: uvicorn, hypercorn, granian).
     app = create_app(Engine.from_environ(), Auth.from_environ(os.environ))
 
 Every answer carries a strict Content-Security-Policy (no script at all, styles from this
-origin only, no framing), `X-Content-Type-Options: nosniff`, `Referrer-Policy: no-referrer`
-and `Cache-Control: no-store`. A POST, PUT or DELETE whose Origin header names another
-origin is refused before any handler runs; an anonymous console (no tokens, loopback
-only) refuses a Host header that is not a loopback name (DNS rebinding).
+origin only, no framing), `X-Content-Type-Options: nosniff`, `Cache-Control: no-store` and
+`Referrer-Policy: same-origin` (with `no-referrer`, Chromium posts forms with
+`Origin: null`, which the Origin check refuses: found by the browser tests). A POST, PUT
+or DELETE whose Origin header names another origin is refused before any handler runs; an
+anonymous console (no tokens, loopback only) refuses a Host header that is not a loopback
+name (DNS rebinding).
 
 While the app runs, a thread sweeps the store into the name index (names.py).
 """
@@ -39,7 +41,7 @@ from kiqbeat.web.metrics import metrics_endpoint
 CSP = ("default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
        "frame-ancestors 'none'; base-uri 'none'")
 HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff",
-           "Referrer-Policy": "no-referrer", "X-Frame-Options": "DENY",
+           "Referrer-Policy": "same-origin", "X-Frame-Options": "DENY",
            "Cache-Control": "no-store"}
 UNSAFE = ("POST", "PUT", "PATCH", "DELETE")
 
