@@ -255,6 +255,9 @@ def test_a_reader_reads_and_may_not_act_and_no_token_reads_nothing(
         assert reader.put(path("b"), json=DIGEST).status_code == 403
         assert reader.delete(path("a")).status_code == 403
         assert nobody.get("/api/v1/schedules").status_code == 401
+        assert nobody.get("/metrics").status_code == 401
+        scraped = reader.get("/metrics").text
         assert wrong.get("/api/v1/schedules").status_code == 401
     row = store.get("a")
     assert row is not None and row.enabled and store.get("b") is None
+    assert "kiqbeat_schedules 1.0" in scraped and "kiqbeat_schedules_set_aside 0.0" in scraped
