@@ -261,3 +261,23 @@ def test_a_reader_reads_and_may_not_act_and_no_token_reads_nothing(
     row = store.get("a")
     assert row is not None and row.enabled and store.get("b") is None
     assert "kiqbeat_schedules 1.0" in scraped and "kiqbeat_schedules_set_aside 0.0" in scraped
+
+
+def test_schedules_with_missed_ticks_are_paged_by_cursor_however_small_their_record_hash(
+    console: Served, store: Store, redis_client: redis.Redis
+) -> None:
+    for n in range(120):
+        store.put(f"m{n:03}", DIGEST)
+        redis_client.hset(keys.missed(""), f"m{n:03}", "1700000000000 1700003600000 window")
+    store.put("fine", DIGEST)
+    with console.api() as api:
+        seen, cursor, pages = [], "", 0
+        while True:
+            page = api.get("/api/v1/schedules", params={"state": "missed", "limit": 50,
+                                                         "cursor": cursor}).json()
+            assert len(page["items"]) <= 50
+            seen += [r["name"] for r in page["items"]]
+            pages += 1
+            if not (cursor := page["next_cursor"]):
+                break
+    assert pages == 3 and sorted(seen) == [f"m{n:03}" for n in range(120)]

@@ -197,10 +197,10 @@ class Console:
         kind, value = decode_cursor(cursor) if cursor else ("", "")
         store = self.store()
         if state in ("set_aside", "missed"):
-            names, after = self._scan_hash(state, prefix, int(value or 0) if kind == "s" else 0,
-                                           limit)
+            hscan, skip = (value.split(":", 1) if kind == "s" and ":" in value else ("0", "0"))
+            names, after = self._scan_hash(state, prefix, int(hscan), int(skip), limit)
             names = self._matching(names, "", queue, source)
-            return Page(self._rows(store, names), encode_cursor("s", str(after)) if after
+            return Page(self._rows(store, names), encode_cursor("s", after) if after
                         else None, len(names))
         if prefix and not cursor:
             self._index_if_stored(prefix)
@@ -237,14 +237,20 @@ class Console:
         if exists:
             self.index.add([name])
 
-    def _scan_hash(self, state: str, prefix: str, cursor: int, limit: int
-                   ) -> tuple[list[str], int]:
+    def _scan_hash(self, state: str, prefix: str, cursor: int, skip: int, limit: int
+                   ) -> tuple[list[str], str]:
+        """Up to `limit` names of the set-aside or missed hash, from HSCAN `cursor` less the
+        first `skip` of its page (sorted): a page longer than `limit` (a small hash comes
+        back whole) is handed out in parts, its next cursor "CURSOR:SKIP"; "" at the end."""
         key = keys.rejected(self.namespace) if state == "set_aside" else keys.missed(
             self.namespace)
         pattern = "".join(f"\\{c}" if c in "*?[]\\" else c for c in prefix) + "*"
         with redis_errors(self.client, f"reading {key}"):
-            cursor, page = self.client.hscan(key, cursor, match=pattern, count=limit)
-        return [reply_text(n) for n in page], int(cursor)
+            following, page = self.client.hscan(key, cursor, match=pattern, count=limit)
+        names = sorted(reply_text(n) for n in page)[skip:]
+        if len(names) > limit:
+            return names[:limit], f"{cursor}:{skip + limit}"
+        return names, f"{int(following)}:0" if int(following) else ""
 
     def _matching(self, names: list[str], state: str, queue: str, source: str) -> list[str]:
         """The names among `names` whose definitions exist and pass the filters; names of
