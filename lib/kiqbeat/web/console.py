@@ -38,6 +38,7 @@ from kiqbeat.web.names import NameIndex, Sweep, Tally
 
 STATES = ("active", "paused", "set_aside", "missed")
 FIRES = 20  # fire times a schedule's page previews
+EXAMINE_BATCH = 250  # names a filtered page reads per round trip (HMGET of their definitions)
 # A backfill asked for by a page or an API call stops pushing after this long (a request
 # must answer); its answer then says so, and running it again pushes the rest.
 BACKFILL_DEADLINE_S = 20.0
@@ -209,8 +210,8 @@ class Console:
         examined, at_end = 0, False
         filtered = bool(state or queue or source)
         while len(matched) < limit and examined < MAX_EXAMINED_PER_PAGE:
-            want = min(500, MAX_EXAMINED_PER_PAGE - examined) if filtered else limit - len(
-                matched)
+            want = min(EXAMINE_BATCH, MAX_EXAMINED_PER_PAGE - examined) if filtered else (
+                limit - len(matched))
             batch = self.index.page(prefix, after_name, want)
             if not batch:
                 at_end = True
