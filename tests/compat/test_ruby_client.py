@@ -130,6 +130,7 @@ def test_the_module_docs_store_md_prints_runs_as_printed_in_a_bare_ruby(
                           text=True, timeout=60, check=False,
                           env={**os.environ, "REDIS_URL": redis_url})
     assert done.returncode == 0, done.stderr
-    row = Store(redis.Redis.from_url(redis_url), shards=4).get("digest:42")
+    with redis.Redis.from_url(redis_url) as client:
+        row = Store(client, shards=4).get("digest:42")
     assert row is not None and row.definition == {"class": "DigestWorker", "cron": "0 9 * * *",
                                                   "args": [42]}

@@ -60,6 +60,7 @@ def test_kiqbeat_web_serves_the_console_and_prints_no_token(
             with pytest.raises(urllib.error.HTTPError) as refused:
                 started(port)
             assert refused.value.code == 401
+            refused.value.close()
     finally:
         proc.terminate()
         proc.wait(timeout=10)

@@ -112,4 +112,5 @@ def test_kiqbeat_run_serves_its_metrics_on_the_port_given(redis_url: str, tmp_pa
         proc.terminate()
         proc.wait(timeout=10)
     assert "kiqbeat_ticks_pushed_total 0.0" in text  # a first invocation: first-seen only
-    assert redis.Redis.from_url(redis_url).hexists("kiqbeat:first_seen", "m")
+    with redis.Redis.from_url(redis_url) as client:
+        assert client.hexists("kiqbeat:first_seen", "m")

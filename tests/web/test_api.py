@@ -209,16 +209,15 @@ def test_a_schedule_written_with_plain_redis_commands_is_found_and_a_removed_one
 
 
 def test_the_sweep_indexes_every_stored_name_and_counts_the_paused(
-    redis_client: redis.Redis, redis_url: str
+    redis_client: redis.Redis, store: Store
 ) -> None:
     from kiqbeat.web.names import NameIndex, Sweep
 
-    store = Store(redis.Redis.from_url(redis_url))
     for n in range(1200):
         redis_client.hset(keys.definitions(""), f"s{n:04}", json.dumps(
             {**DIGEST, "enabled": n % 3 != 0}))
     store.trigger("s0001")
-    sweep = Sweep(redis.Redis.from_url(redis_url), "")
+    sweep = Sweep(store.client, "")
     while not sweep.step():
         pass
     assert NameIndex(redis_client, "").page("s", None, 2000) == [f"s{n:04}" for n in range(1200)]

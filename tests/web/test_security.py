@@ -129,9 +129,8 @@ def test_every_page_and_answer_carries_a_strict_policy_and_no_script(
 
 
 def test_names_and_args_from_the_store_are_shown_escaped_and_visible(
-    console: Served, redis_client: redis.Redis
+    console: Served, redis_client: redis.Redis, store: Store
 ) -> None:
-    store = Store(redis.Redis.from_url(console.redis_url))
     store.put(MARKUP, {**DIGEST, "args": HOSTILE_ARGS, "queue": "<b>q</b>"})
     store.trigger(MARKUP, HOSTILE_ARGS)
     # Written by other languages: the name kiqbeat refuses, and an invalid definition.
@@ -207,9 +206,10 @@ def test_the_console_works_under_its_documented_least_privilege_acl(
                            api.get("/api/v1/audit"), api.get("/metrics")):
                 assert answer.status_code == 200
             assert api.delete("/api/v1/schedules/a%2Fb").status_code == 204
-        sweep = Sweep(redis.Redis.from_url(url), "")  # the sweep, under the same user
-        while not sweep.step():
-            pass
+        with redis.Redis.from_url(url) as user:  # the sweep, under the same user
+            sweep = Sweep(user, "")
+            while not sweep.step():
+                pass
     finally:
         redis_client.acl_deluser("kiqbeat-console")
     assert re.search(r"\+zrangebylex", line)
