@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import re
 
 import pytest
 import redis
@@ -78,3 +79,41 @@ def test_delete_asks_for_confirmation_and_a_reader_sees_no_action(
     assert refused.status_code == 403
     row = store.get("a")
     assert row is not None and row.enabled
+
+
+def test_the_app_mounted_under_a_prefix_in_another_asgi_app_links_and_signs_in_under_it(
+    redis_url: str,
+) -> None:
+    import httpx
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
+    from kiqbeat.engine import Engine
+    from kiqbeat.settings import Settings
+    from kiqbeat.web.app import create_app
+    from kiqbeat.web.auth import Auth, Token
+
+    from .conftest import OPERATOR_TOKEN, serve
+
+    engine = Engine(Settings(redis_url=redis_url))
+    inner = create_app(engine, Auth([Token("a", "operator", OPERATOR_TOKEN)]),
+                       root_path="/kiqbeat")
+    server, thread, url = serve(Starlette(routes=[Mount("/kiqbeat", inner)]))
+    try:
+        with httpx.Client(base_url=url) as client:
+            first = client.get("/kiqbeat/")
+            form = client.get("/kiqbeat/login")
+            signed = client.post("/kiqbeat/login", data={
+                "token": OPERATOR_TOKEN, "csrf": csrf_of(form.text), "next": "/kiqbeat/"})
+            overview = client.get("/kiqbeat/")
+            css = client.get("/kiqbeat/static/console.css")
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        engine.close()
+    assert first.headers["location"] == "/kiqbeat/login?next=%2Fkiqbeat%2F"
+    assert signed.headers["location"] == "/kiqbeat/"
+    links = re.findall(r'(?:href|action)="([^"]+)"', overview.text)
+    assert overview.status_code == 200 and links and all(
+        link.startswith("/kiqbeat/") for link in links)
+    assert css.status_code == 200 and "text/css" in css.headers["content-type"]
