@@ -213,7 +213,7 @@ class Engine:
         shards = self.settings.shard[1] if self.settings.shard else None  # None: as recorded
         return Store(self.client, namespace=config.namespace, shards=shards,
                      window_s=config.missed_jobs_window_s, history=self.settings.history,
-                     lua=self._lua)
+                     lua=self._lua, actor=self.settings.actor or None)
 
     def document_applied(self, config: Config | None = None) -> tuple[Document, bool] | None:
         """The settings' document (None without one), and whether the store holds it as it

@@ -106,6 +106,8 @@ KNOBS: tuple[Knob, ...] = (
          "BOOL", "accept a rediss:// URL that turns verification off (warned about each time)"),
     Knob("redis_functions", "KIQBEAT_REDIS_FUNCTIONS", "--redis-functions", _true, "BOOL",
          "call kiqbeat's Redis 7 function library (FCALL) instead of scripts (EVALSHA)"),
+    Knob("actor", "KIQBEAT_ACTOR", "--actor", str.strip, "NAME",
+         "who the audit trail records operator actions for (default USER@HOST)"),
     Knob("tracing", "KIQBEAT_TRACING", "--tracing", _true, "BOOL",
          "Lambda only (no command flag): trace with X-Ray through Powertools Tracer"),
 )
@@ -128,6 +130,7 @@ class Settings:
     deadline_s: float = DEFAULT_DEADLINE_S
     redis_insecure_tls: bool = False
     redis_functions: bool = False
+    actor: str = ""
     tracing: bool = False
     # REDIS_URL, the last resort for the Redis address (often the app's own Redis).
     fallback_redis_url: str = ""

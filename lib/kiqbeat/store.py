@@ -19,11 +19,15 @@ remove them — except with `force=True` (`--force-owner`), the way out for a de
 `"source"` names a document the store does not know (written by hand, or by another tool),
 or one no longer applied anywhere. Every method raises ConfigError (bad definition, unknown
 name, ownership) or a StateError / RedisUnavailable from Redis.
+
+Every change is recorded in the audit trail (kiqbeat.audit) for the store's `actor` (by
+default user@host), with its `note`: `store.acting("alice", note="INC-42").pause(name)`.
 """
 
 from __future__ import annotations
 
 import builtins
+import copy
 import json
 import secrets
 import time
@@ -34,6 +38,7 @@ from typing import Any, cast
 
 import redis
 
+from kiqbeat.audit import default_actor, record_action
 from kiqbeat.core.limits import (
     MAX_COUNTED_TICKS,
     MAX_DEFINITION_BYTES,
@@ -256,7 +261,7 @@ class Store:
 
     def __init__(self, client: redis.Redis, *, namespace: str = "", shards: int | None = None,
                  window_s: float = 3600.0, history: int = DEFAULT_HISTORY,
-                 lua: scripts.Caller = scripts.SCRIPTS) -> None:
+                 lua: scripts.Caller = scripts.SCRIPTS, actor: str | None = None) -> None:
         """`shards`: the count the deployment's invocations run with; by default the one
         recorded in Redis (1 before any). A write with another count is refused. `history`:
         pushes kept per schedule by backfills and manual runs (invocations keep their own
@@ -264,6 +269,17 @@ class Store:
         self.client, self.namespace = client, namespace
         self.shards = recorded_shards(client, namespace) if shards is None else shards
         self.window_s, self.keep_history, self._lua = window_s, history, lua
+        self.actor, self.note = actor or default_actor(), ""
+
+    def acting(self, actor: str | None = None, note: str = "") -> Store:
+        """This store, its changes recorded in the audit trail for `actor` with `note`."""
+        other = copy.copy(self)
+        other.actor, other.note = actor or self.actor, note
+        return other
+
+    def _audit(self, action: str, name: str = "", detail: str = "") -> None:
+        record_action(self.client, self.namespace, self.actor, action, name, note=self.note,
+                      detail=detail)
 
     # ------------------------------------------------------------------------ writing
 
@@ -284,19 +300,24 @@ class Store:
     def add(self, name: str, definition: Mapping[str, Any]) -> None:
         """Add a schedule; ConfigError when one of that name exists."""
         self._one(Op("add", name, self.check(name, definition)))
+        self._audit("add", name)
 
     def put(self, name: str, definition: Mapping[str, Any], *, force: bool = False) -> bool:
         """Add or replace a schedule; False when it was stored exactly so already. `force`:
         replace it whatever source it names (it then belongs to the API)."""
         op = Op("put", name, self.check(name, definition))
-        return (self._forced(op) if force else self._one(op)) == "+"
+        changed = (self._forced(op) if force else self._one(op)) == "+"
+        self._audit("put", name, _detail(changed=changed, forced=force))
+        return changed
 
     def update(self, name: str, definition: Mapping[str, Any], *,
                force: bool = False) -> bool:
         """Replace a schedule; ConfigError when there is none of that name. `force`: as
         `put`'s."""
         op = Op("update", name, self.check(name, definition))
-        return (self._forced(op) if force else self._one(op)) == "+"
+        changed = (self._forced(op) if force else self._one(op)) == "+"
+        self._audit("update", name, _detail(changed=changed, forced=force))
+        return changed
 
     def remove(self, name: str, *, force: bool = False) -> bool:
         """Remove a schedule and forget its state; False when there was none. `force`:
@@ -310,6 +331,8 @@ class Store:
         which case it is, for a warning)."""
         op = Op("del", name)
         code = self._forced(op) if force else self._one(op)
+        if code == "+":
+            self._audit("remove", name, _detail(changed=True, forced=force))
         return code == "+"
 
     def owner(self, name: str) -> tuple[str, bool] | None:
@@ -328,11 +351,15 @@ class Store:
 
     def pause(self, name: str) -> bool:
         """Push nothing for it until resumed (its ticks are passed over); False if it was."""
-        return self._set_enabled(name, False)
+        changed = self._set_enabled(name, False)
+        self._audit("pause", name, "" if changed else "paused already")
+        return changed
 
     def resume(self, name: str) -> bool:
         """Push its ticks again, from the next one on; False if it was not paused."""
-        return self._set_enabled(name, True)
+        changed = self._set_enabled(name, True)
+        self._audit("resume", name, "" if changed else "running already")
+        return changed
 
     def reindex(self, progress: Callable[[int], None] | None = None) -> int:
         """Rebuild the due index for this store's shard count (`shards`), after changing it;
@@ -400,6 +427,8 @@ class Store:
                 flush()
         if ops:
             flush()
+        self._audit("import", "", f"{result.written} written, {result.unchanged} unchanged, "
+                                  f"{len(result.invalid)} invalid, {len(result.refused)} refused")
         return result
 
     def no_schedule(self, names: Iterable[str]) -> ConfigError:
@@ -492,6 +521,10 @@ class Store:
         now = read_clock(self.client)
         rows = self._rows([name], now)
         return rows[0] if rows else None
+
+    def rows(self, names: Sequence[str]) -> builtins.list[ScheduleStatus]:
+        """The schedules of `names` that exist, in that order (one round trip per BATCH)."""
+        return self._rows(names, read_clock(self.client))
 
     def list(self, cursor: int = 0, count: int = 100) -> tuple[int, builtins.list[ScheduleStatus]]:
         """One page of schedules in no particular order: (next cursor, 0 at the end; rows).
@@ -627,8 +660,23 @@ class Store:
         which. What was pushed is out of the record (`pushed`, `last`), and running it again
         pushes the rest, each tick once.
         """
-        since_ms = None if since is None else to_ms_up(since)
-        until_ms = None if until is None else to_ms(until)
+        result = self._backfill(names, since_ms=None if since is None else to_ms_up(since),
+                                until_ms=None if until is None else to_ms(until),
+                                latest_only=latest_only, dry_run=dry_run, progress=progress,
+                                deadline=deadline, stop=stop, max_jobs=max_jobs,
+                                confirm_above=confirm_above, pre_history=pre_history)
+        if not dry_run:
+            scope = (f" of {len(names)} schedules" if len(names) > 1 else "" if names
+                     else " (all)")
+            self._audit("backfill", names[0] if len(names) == 1 else "",
+                        f"{result.pushed} pushed{scope}")
+        return result
+
+    def _backfill(self, names: Sequence[str], *, since_ms: int | None, until_ms: int | None,
+                  latest_only: bool, dry_run: bool, progress: Callable[[int], None] | None,
+                  deadline: float | None, stop: Callable[[], bool] | None,
+                  max_jobs: int | None, confirm_above: int | None,
+                  pre_history: bool) -> Backfill:
         # Every record parsed before the first push: a garbled one stops the backfill
         # before it has pushed anything (definitions are checked one by one below, within
         # the deadline).
@@ -829,6 +877,7 @@ class Store:
                            schedule.queue, jid, to_ms(now), job, self.keep_history, self._lua):
             raise ConfigError(f"schedule {shown(name)} changed or was removed while being run; "
                               "nothing was pushed")
+        self._audit("trigger", name, f"jid {jid}" + ("" if args is None else ", own args"))
         return Triggered(name, jid, schedule.queue, now)
 
     def history(self, name: str) -> builtins.list[Push]:
@@ -937,6 +986,12 @@ def _exportable(name: str, data: bytes | None) -> dict[str, Any] | str:
     if not isinstance(value, dict):
         return f"its definition is not a JSON object: {shown(value)}"
     return value
+
+
+def _detail(*, changed: bool, forced: bool) -> str:
+    """An audit entry's detail for a write: whether it changed anything, whether forced."""
+    return ", ".join(word for word, said in (("unchanged", not changed), ("forced", forced))
+                     if said)
 
 
 def _definition(data: bytes) -> dict[str, Any] | None:

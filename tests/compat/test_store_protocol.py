@@ -38,6 +38,7 @@ from tests.integration.helpers import pushed_jobs, redis_now
 from .harness import RUBY_DIR, need, wait_for
 
 STORE_WRITER = RUBY_DIR / "store_writer.rb"
+STORE_MODULE = Path(__file__).parents[2] / "clients" / "ruby" / "lib" / "kiqbeat" / "store.rb"
 DOCS = Path(__file__).parents[2] / "docs"
 MODULE_BEGIN, MODULE_END = "# --- KiqbeatStore: begin ---", "# --- KiqbeatStore: end ---"
 NO_DOCUMENT = Config(schedules=())
@@ -423,7 +424,7 @@ def test_sidekiq_cron_jobs_move_to_the_store_and_leave_sidekiq_cron(
 
 
 def ruby_module() -> str:
-    source = STORE_WRITER.read_text(encoding="utf-8")
+    source = STORE_MODULE.read_text(encoding="utf-8")
     return source[source.index(MODULE_BEGIN):source.index(MODULE_END) + len(MODULE_END)]
 
 

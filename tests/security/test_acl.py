@@ -9,9 +9,9 @@ Both need the commands the Lua runs, which Redis checks against the same user (T
 HSET, HSETNX, LPUSH, SADD, ZADD; HGETALL and HDEL when removed schedules are forgotten) and
 HLEN (counting stored marks on a new config). The Lua touches only keys passed in KEYS, so
 key patterns are checked before it starts. The operator's commands (`missed`, `backfill`,
-`trigger`, `history`) need nothing more. Optional: INFO (startup warnings) and EXISTS/HMGET
-on sidekiq-scheduler's and sidekiq-cron's keys (the same-name check); without them kiqbeat
-warns and carries on.
+`trigger`, `history`) need XADD besides, for the audit trail (XREVRANGE reads it).
+Optional: INFO (startup warnings) and EXISTS/HMGET on sidekiq-scheduler's and
+sidekiq-cron's keys (the same-name check); without them kiqbeat warns and carries on.
 """
 
 from __future__ import annotations
@@ -45,6 +45,8 @@ REQUIRED = ("+time", "+hmget", "+type", "+hget", "+hset", "+hsetnx", "+hdel", "+
             "+hstrlen")
 # `kiqbeat status` (and the store API's reads) besides.
 FOR_STATUS = ("+hlen", "+zcard", "+zcount", "+zrange", "+hscan")
+# The audit trail of operators' actions (`pause`, `trigger`, `backfill`, ...; `kiqbeat audit`).
+FOR_AUDIT = ("+xadd", "+xrevrange")
 OPTIONAL = ("+exists", "+info")
 MODES = tuple(LUA)
 
@@ -52,7 +54,8 @@ MODES = tuple(LUA)
 def acl_rules(mode: str = "scripts", without: str | None = None) -> list[str]:
     """The least-privilege rules of one mode, optionally without one of them."""
     rules = ["on", ">PASSWORD", "resetkeys", "resetchannels", *KEY_PATTERNS,
-             *NEIGHBOUR_PATTERNS, "-@all", *LUA[mode], *REQUIRED, *FOR_STATUS, *OPTIONAL]
+             *NEIGHBOUR_PATTERNS, "-@all", *LUA[mode], *REQUIRED, *FOR_STATUS, *FOR_AUDIT,
+             *OPTIONAL]
     return [r for r in rules if r != without]
 
 

@@ -33,14 +33,23 @@ def imports() -> dict[str, set[str]]:
     return {m: {i for i in found if i in graph} for m, found in graph.items()}
 
 
+WEB = "kiqbeat.web"  # the console: only `kiqbeat web` (entrypoints/console.py) imports it
+
+
 @pytest.mark.parametrize(("layer", "forbidden"), [
     ("kiqbeat.core", ("kiqbeat.redis", "kiqbeat.document", "kiqbeat.entrypoints",
-                      "kiqbeat.engine", "kiqbeat.settings", "kiqbeat.demo", "handler")),
+                      "kiqbeat.engine", "kiqbeat.settings", "kiqbeat.demo", "handler", WEB)),
     ("kiqbeat.document", ("kiqbeat.redis", "kiqbeat.entrypoints", "kiqbeat.engine",
-                          "kiqbeat.demo", "handler")),
+                          "kiqbeat.demo", "handler", WEB)),
     ("kiqbeat.redis", ("kiqbeat.document", "kiqbeat.entrypoints", "kiqbeat.engine",
-                       "kiqbeat.demo", "handler")),
-    ("kiqbeat.engine", ("kiqbeat.entrypoints", "kiqbeat.demo", "handler")),
+                       "kiqbeat.demo", "handler", WEB)),
+    ("kiqbeat.engine", ("kiqbeat.entrypoints", "kiqbeat.demo", "handler", WEB)),
+    ("kiqbeat.store", ("kiqbeat.entrypoints", "kiqbeat.demo", "handler", WEB)),
+    ("kiqbeat.audit", ("kiqbeat.entrypoints", "kiqbeat.engine", "kiqbeat.store", "handler",
+                       WEB)),
+    ("kiqbeat.settings", ("kiqbeat.entrypoints", "handler", WEB)),
+    ("handler", (WEB, "kiqbeat.entrypoints.console")),
+    ("kiqbeat.web", ("handler",)),
 ])
 def test_a_layer_never_imports_the_layers_above_it(layer: str, forbidden: tuple[str, ...]) -> None:
     bad = sorted(f"{m} imports {i}" for m, found in imports().items()
@@ -69,3 +78,18 @@ def test_the_import_graph_has_no_cycle() -> None:
         if module not in state:
             visit(module, [module])
     assert cycles == []
+
+
+def test_the_invocation_path_loads_nothing_of_the_web_stack() -> None:
+    """The Lambda handler, the CLI and an invocation import no module of the console or of
+    its libraries (starlette, jinja2, uvicorn, prometheus_client): `kiqbeat web` alone
+    loads them, so the function's package and cold start do not pay for them."""
+    import subprocess
+    import sys
+
+    code = ("import sys, handler.app, kiqbeat.entrypoints.cli, kiqbeat.engine, kiqbeat.store;"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('starlette', 'jinja2',"
+            " 'uvicorn', 'prometheus_client', 'multipart') or m.startswith('kiqbeat.web')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=LIB.parent, check=True)
+    assert done.stdout.strip() == "[]"

@@ -76,3 +76,13 @@ MAX_PLANNABLE_MS = 253_402_300_799_999
 # may have stored longer ones, which the operator must still reach. Linux's longest single
 # argument (MAX_ARG_STRLEN), so a name any command line can pass, the event can pass too.
 MAX_REQUEST_NAME_CHARS = 131_072
+# Audit trail entries kept (a Redis stream trimmed with XADD MAXLEN ~, so a few more may stay
+# until the next trim); about 150 bytes each. An entry's note is clipped to the second.
+MAX_AUDIT_ENTRIES = 10_000
+MAX_AUDIT_NOTE_CHARS = 500
+
+# The console's pages and API: rows a page lists at most, and names one request examines at
+# most when filtering (by state, queue or source), so that a page costs the same whatever
+# the store holds; a filter that matched fewer rows still returns a cursor to go on from.
+MAX_PAGE_ROWS = 200
+MAX_EXAMINED_PER_PAGE = 2_000

@@ -9,12 +9,13 @@ import json
 import os
 import sys
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 
 from kiqbeat.core.report import Report
 from kiqbeat.core.schedule import Config
 from kiqbeat.engine import Engine
+from kiqbeat.entrypoints.console import add_parser as add_console_parser
 from kiqbeat.entrypoints.loop import print_report, run_loop, stop_on_signals
 from kiqbeat.entrypoints.operations import add_parser as add_operations_parser
 from kiqbeat.entrypoints.operations import run_request
@@ -70,6 +71,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     engine = _invoking(args)
     current = engine.config()  # a broken document stops the command before it loops
     stop = stop_on_signals()
+    observe = _metrics(args.metrics_port)
 
     def invoke() -> Report | None:
         nonlocal current
@@ -78,11 +80,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
             report = engine.run(current)
         except KiqbeatError as exc:
             print(f"kiqbeat: invocation failed: {exc}", file=sys.stderr, flush=True)
+            observe(None)
             return None
         except Exception:  # a bug must not stop the service: the next invocation catches up
             print("kiqbeat: invocation failed unexpectedly:\n" + traceback.format_exc(),
                   file=sys.stderr, flush=True)
+            observe(None)
             return None
+        observe(report)
         if not args.json:  # each new one once; an invocation's own each time
             _print_warnings(report.warnings)
         print_report(report, args.json)
@@ -95,6 +100,21 @@ def _cmd_run(args: argparse.Namespace) -> int:
     engine.close()
     print("kiqbeat: stopped", file=notes, flush=True)
     return 0
+
+
+def _metrics(port: int | None) -> Callable[[Report | None], None]:
+    """What counts each invocation: Prometheus counters served on `port` (the web extra's
+    prometheus-client), or nothing."""
+    if port is None:
+        return lambda report: None
+    try:
+        from kiqbeat.web.metrics import InvocationMetrics
+    except ImportError as exc:
+        raise ConfigError(f"--metrics-port needs the web extra: pip install 'kiqbeat[web]' "
+                          f"({exc})") from None
+    metrics = InvocationMetrics()
+    metrics.serve(port, host="0.0.0.0")  # a pod's metrics port
+    return metrics.observe
 
 
 def _served(engine: Engine, config: Config) -> str:
@@ -214,6 +234,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true",
                    help="print each invocation's report as one JSON line (instead of a "
                         "summary when it pushed)")
+    p.add_argument("--metrics-port", type=int, metavar="PORT",
+                   help="serve Prometheus metrics of the invocations on this port (GET "
+                        "/metrics; the web extra)")
     p.set_defaults(func=_cmd_run)
 
     p = sub.add_parser("status", help="counts by state, then per schedule (most overdue first): "
@@ -228,6 +251,7 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(func=partial(run_request, "status"))
     add_schedules_parser(sub)
     add_operations_parser(sub)
+    add_console_parser(sub)
 
     p = sub.add_parser("functions", help="print kiqbeat's Redis 7 function library, or --load "
                                          "it (an administrator's step, once per upgrade)")

@@ -152,3 +152,19 @@ def cron_job_key(ns: str, name: str) -> str:
 def schedules_changed_key(ns: str) -> str:
     """Sorted set of edited names that a dynamic sidekiq-scheduler reloads; never written here."""
     return f"{ns}schedules_changed"
+
+
+def audit(ns: str) -> str:
+    """Stream: the audit trail, one entry per operator action from any entrypoint (who, what,
+    which schedule, a note), its id the Redis clock's instant; capped at
+    `limits.MAX_AUDIT_ENTRIES` (XADD MAXLEN ~), so it never grows with time."""
+    return f"{ns}kiqbeat:audit"
+
+
+def names(ns: str) -> str:
+    """Sorted set, every score 0: schedule names, for the console's prefix search and paging
+    (ZRANGEBYLEX); the definitions hash cannot be searched by prefix without reading it
+    all. Kept by the console alone: its own writes, and a bounded background sweep of the
+    definitions hash for writers that bypass it (other languages, the CLI); a name whose
+    definition is gone is dropped when met. Nothing else reads it."""
+    return f"{ns}kiqbeat:names"

@@ -1,0 +1,195 @@
+# KiqbeatStore: kiqbeat's schedule store spoken with plain Redis commands (docs/store.md):
+# add, change, pause, resume and remove schedules, and move sidekiq-cron's jobs over. No
+# kiqbeat server is needed; kiqbeat validates what is written at its next invocation (for
+# validation at write time, use KiqbeatClient and the console's API: kiqbeat/client.rb).
+# docs/store.md prints the module between the marker lines verbatim.
+# --- KiqbeatStore: begin ---
+# kiqbeat's schedule store from Ruby (docs/store.md): needs the redis gem (4.x or 5.x);
+# json and zlib are Ruby's own.
+# `ns` is kiqbeat's key prefix (KIQBEAT_NAMESPACE; "" unless set); `shards` is N when kiqbeat
+# runs as N shards (KIQBEAT_SHARD=I/N), else 1.
+require "json"
+require "zlib"
+
+module KiqbeatStore
+  class Error < StandardError; end
+
+  TRUTHY = /\A(true|t|yes|y|1)\z/i
+  SIDEKIQ_OPTIONS = %w[retry retry_for retry_queue backtrace dead tags].freeze
+
+  module_function
+
+  def definitions_key(ns = "")
+    "#{ns}kiqbeat:schedules"
+  end
+
+  def rejected_key(ns = "")
+    "#{ns}kiqbeat:rejected"
+  end
+
+  # The due index holding `name`: with N shards, shard crc32(name) % N has its own.
+  def due_key(name, ns = "", shards = 1)
+    return "#{ns}kiqbeat:due" if shards == 1
+
+    "#{ns}kiqbeat:due:#{Zlib.crc32(name) % shards}/#{shards}"
+  end
+
+  # Add or replace a schedule: `definition` is a Hash in a kiqbeat document's schedule form.
+  def put(redis, name, definition, ns: "", shards: 1)
+    json = JSON.generate(definition)
+    change(redis, name, ns) do |current|
+      mine!(name, current)
+      writes(name, json, ns, shards)
+    end
+  end
+
+  # Remove a schedule; kiqbeat's next invocation forgets its state. False if there was none.
+  def remove(redis, name, ns: "", shards: 1)
+    change(redis, name, ns) do |current|
+      next [] if current.nil?
+
+      mine!(name, current)
+      [[:hdel, definitions_key(ns), name], [:zadd, due_key(name, ns, shards), 0, name]]
+    end
+  end
+
+  # Pause (or resume) a schedule, a document's too: its ticks are passed over, not pushed.
+  # False if it was paused (resumed) already.
+  def pause(redis, name, ns: "", shards: 1)
+    enable(redis, name, false, ns: ns, shards: shards)
+  end
+
+  def resume(redis, name, ns: "", shards: 1)
+    enable(redis, name, true, ns: ns, shards: shards)
+  end
+
+  def enable(redis, name, enabled, ns: "", shards: 1)
+    change(redis, name, ns) do |current|
+      raise Error, "no schedule #{name.inspect} in the store" if current.nil?
+
+      definition = parse(current)
+      raise Error, "schedule #{name.inspect} is not a JSON object; put it again" unless definition
+      next [] if definition.fetch("enabled", true) == enabled
+
+      writes(name, JSON.generate(definition.merge("enabled" => enabled)), ns, shards)
+    end
+  end
+
+  # The definition, its set-aside reason cleared, and its index entry at 0: "plan me".
+  def writes(name, json, ns, shards)
+    [[:hset, definitions_key(ns), name, json], [:hdel, rejected_key(ns), name],
+     [:zadd, due_key(name, ns, shards), 0, name]]
+  end
+
+  # Runs the block's commands in MULTI, reading again if another writer changed the
+  # definitions meanwhile (WATCH). True when written, false when the block gave none.
+  def change(redis, name, ns)
+    key = definitions_key(ns)
+    loop do
+      done = redis.watch(key) do
+        commands = yield redis.hget(key, name)
+        if commands.empty?
+          redis.unwatch
+          return false
+        end
+        redis.multi { |tx| commands.each { |command| tx.public_send(*command) } }
+      end
+      return true unless done.nil?
+    end
+  end
+
+  def parse(json)
+    value = JSON.parse(json)
+    value.is_a?(Hash) ? value : nil
+  rescue JSON::ParserError
+    nil
+  end
+
+  # A definition with a "source" belongs to that document: change or remove it there.
+  def mine!(name, current)
+    source = current && parse(current)&.fetch("source", nil)
+    raise Error, "schedule #{name.inspect} belongs to #{source}; change it there" if source
+  end
+
+  # ---- moving sidekiq-cron's jobs (docs/migration.md) ----
+
+  # sidekiq-cron's jobs as [set, key, fields]: 1.x lists its job hashes' keys in the set
+  # cron_jobs, 2.x in cron_jobs:NAMESPACE.
+  def sidekiq_cron_jobs(redis)
+    sets = ["cron_jobs", *redis.scan_each(match: "cron_jobs:*")]
+    sets.flat_map do |set|
+      redis.smembers(set).filter_map do |key|
+        fields = redis.hgetall(key)
+        [set, key, fields] unless fields.empty?
+      end
+    end
+  end
+
+  # A sidekiq-cron job hash as a kiqbeat definition. `tz` is the zone sidekiq-cron read
+  # crons in (the Sidekiq servers' local zone); a zone at the end of a cron still wins.
+  def from_sidekiq_cron(job, tz)
+    message = parse(job["message"].to_s) || {}
+    args = JSON.parse(job["args"] || "[]") rescue [job["args"]]
+    definition = { "cron" => job["cron"], "tz" => tz, "class" => job["klass"],
+                   "args" => args.is_a?(Array) ? args : [args],
+                   "queue" => message["queue"] || "default" }
+    definition["description"] = job["description"] unless job["description"].to_s.empty?
+    definition["enabled"] = false if job["status"] == "disabled"
+    definition["include_metadata"] = true if job["date_as_argument"].to_s.match?(TRUTHY)
+    if job["active_job"].to_s.match?(TRUTHY)
+      definition["active_job"] = "legacy"
+      prefix, delimiter = job["queue_name_prefix"].to_s, job["queue_name_delimiter"].to_s
+      definition["queue"] = [prefix, definition["queue"]].join(delimiter.empty? ? "_" : delimiter) unless prefix.empty?
+    end
+    options = message.slice(*SIDEKIQ_OPTIONS)
+    payload = message.reject { |key, _| SIDEKIQ_OPTIONS.include?(key) || %w[class args queue].include?(key) }
+    definition.merge!(options)
+    definition["payload"] = payload unless payload.empty?
+    definition
+  end
+
+  # Write each sidekiq-cron job as a kiqbeat schedule of the same name, wait until kiqbeat
+  # has planned it, then delete sidekiq-cron's job (what Job#destroy deletes) in one step.
+  # A definition kiqbeat sets aside is removed again and its job left to sidekiq-cron.
+  # Returns {"moved" => [names], "refused" => {name => why}}.
+  def migrate_sidekiq_cron(redis, tz:, ns: "", shards: 1, timeout_s: 300, poll_s: 0.2)
+    waiting, moved, refused = {}, [], {}
+    sidekiq_cron_jobs(redis).each do |set, key, job|
+      put(redis, job["name"], from_sidekiq_cron(job, tz), ns: ns, shards: shards)
+      waiting[job["name"]] = [set, key]
+    rescue Error => e # a document's schedule of that name
+      refused[job["name"]] = e.message
+    end
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + timeout_s
+    until waiting.empty?
+      names = waiting.keys
+      scores = redis.pipelined { |p| names.each { |n| p.zscore(due_key(n, ns, shards), n) } }
+      reasons = redis.hmget(rejected_key(ns), *names)
+      names.zip(scores, reasons).each do |name, score, reason|
+        next if score == 0 # not planned yet
+
+        set, key = waiting.delete(name)
+        if score.nil? # set aside (or removed meanwhile): sidekiq-cron keeps it
+          remove(redis, name, ns: ns, shards: shards)
+          refused[name] = reason || "removed from the store meanwhile"
+        else
+          redis.multi do |tx|
+            tx.srem(set, key)
+            tx.del(key, "#{key}:enqueued", "#{key}:jid_history")
+          end
+          moved << name
+        end
+      end
+      break if waiting.empty?
+
+      if Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+        waiting.each_key { |name| remove(redis, name, ns: ns, shards: shards) }
+        raise Error, "kiqbeat planned none of #{waiting.keys.inspect} within #{timeout_s} s " \
+                     "(is it running, on this Redis and key prefix?); they stay with sidekiq-cron"
+      end
+      sleep poll_s
+    end
+    { "moved" => moved, "refused" => refused }
+  end
+end
+# --- KiqbeatStore: end ---

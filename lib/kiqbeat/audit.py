@@ -1,0 +1,108 @@
+"""The audit trail (DESIGN §9): every operator action, from every entrypoint, in one place.
+
+The Store records each action it carries out for an operator — add, put, update, remove,
+pause, resume, trigger, backfill, import — with who asked (the actor the entrypoint gives
+it: the console's token name, the command's `--actor` / `KIQBEAT_ACTOR`, by default
+user@host), which schedule, a note when given, and a short detail (the manual run's jid,
+the count a backfill pushed). Entries live in one Redis stream (`keys.audit`) whose ids are
+the Redis clock's instants, trimmed to about `MAX_AUDIT_ENTRIES`: bounded state.
+
+An entry is written after the action succeeded (a refused action records nothing); if
+Redis refuses the entry, the error says the action was done but not recorded.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import redis
+
+from kiqbeat.core.limits import MAX_AUDIT_ENTRIES, MAX_AUDIT_NOTE_CHARS, MAX_SHOWN_CHARS
+from kiqbeat.redis import keys
+from kiqbeat.redis.connection import redis_errors, reply_text
+
+ACTIONS = ("add", "put", "update", "remove", "pause", "resume", "trigger", "backfill",
+           "import")
+_PAGE = 500  # stream entries read per round trip when filtering by schedule
+
+
+def default_actor() -> str:
+    """user@host of this process: who an action is recorded for when no actor is given."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry (a container's arbitrary uid)
+        user = f"uid{os.getuid()}"
+    return f"{user}@{socket.gethostname()}"
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    """One recorded operator action."""
+
+    at: datetime  # by the Redis clock
+    actor: str
+    action: str
+    name: str  # the schedule ("" for an action on several: an import, a backfill --all)
+    note: str
+    detail: str
+
+    def line(self) -> str:
+        """One line for a person (`kiqbeat audit`)."""
+        target = f" {self.name!r}" if self.name else ""
+        return (f"{self.at.isoformat(timespec='seconds')} {self.actor}: {self.action}{target}"
+                + (f" ({self.detail})" if self.detail else "")
+                + (f" — {self.note}" if self.note else ""))
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {"at": self.at.isoformat(), "actor": self.actor, "action": self.action,
+                "name": self.name, "note": self.note, "detail": self.detail}
+
+
+def record_action(client: redis.Redis, namespace: str, actor: str, action: str,
+                  name: str = "", *, note: str = "", detail: str = "") -> None:
+    """Append one entry to the audit trail (one XADD, trimming the stream in the same call)."""
+    fields = {"actor": actor[:MAX_SHOWN_CHARS], "action": action, "name": name,
+              "note": note[:MAX_AUDIT_NOTE_CHARS], "detail": detail[:MAX_SHOWN_CHARS]}
+    key = keys.audit(namespace)
+    with redis_errors(client, f"recording {action} of {name!r} in the audit trail {key} "
+                              "(the action itself was done)"):
+        client.xadd(key, fields, maxlen=MAX_AUDIT_ENTRIES, approximate=True)  # type: ignore[arg-type]
+
+
+def _entry(entry_id: Any, fields: Any) -> AuditEntry:
+    values = {reply_text(k): reply_text(v) for k, v in fields.items()}
+    at = datetime.fromtimestamp(int(reply_text(entry_id).split("-")[0]) / 1000, tz=UTC)
+    return AuditEntry(at, values.get("actor", ""), values.get("action", ""),
+                      values.get("name", ""), values.get("note", ""), values.get("detail", ""))
+
+
+def _newest_first(client: redis.Redis, key: str) -> Iterator[AuditEntry]:
+    upper = "+"
+    while True:
+        with redis_errors(client, f"reading the audit trail {key}"):
+            page: Any = client.xrevrange(key, max=upper, min="-", count=_PAGE)
+        for entry_id, fields in page:
+            yield _entry(entry_id, fields)
+        if len(page) < _PAGE:
+            return
+        upper = "(" + reply_text(page[-1][0])
+
+
+def read_audit(client: redis.Redis, namespace: str, name: str | None = None,
+               limit: int = 50) -> list[AuditEntry]:
+    """The newest `limit` entries, of schedule `name` only when given (the trail is bounded,
+    so filtering reads at most `MAX_AUDIT_ENTRIES` entries, a page per round trip)."""
+    out: list[AuditEntry] = []
+    for entry in _newest_first(client, keys.audit(namespace)):
+        if name is None or entry.name == name:
+            out.append(entry)
+            if len(out) >= limit:
+                break
+    return out

@@ -1,0 +1,264 @@
+"""The JSON API, version 1 (`/api/v1/...`): schedules created and changed from any language,
+validated at write time with the messages `kiqbeat validate` gives.
+
+Every request carries `Authorization: Bearer TOKEN` (a reader's token reads, an operator's
+also acts); answers are JSON; errors are `{"error": MESSAGE, "problems": [...]}` with 400
+(a malformed request), 401, 403, 404 (no such schedule), 409 (a document's schedule), 413,
+422 (an invalid definition: one problem per message, each naming the field) or 503 (Redis).
+A schedule's name is the rest of the path, percent-encoded (`/` included: `a%2Fb`).
+The OpenAPI description is served at /api/v1/openapi.json (openapi.py).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from kiqbeat.core.limits import MAX_AUDIT_NOTE_CHARS, MAX_DEFINITION_BYTES
+from kiqbeat.entrypoints.preview import parse_instant
+from kiqbeat.errors import ConfigError, KiqbeatError, RedisUnavailableError, shown
+from kiqbeat.web.auth import Principal
+from kiqbeat.web.console import Console, NotFoundError, OwnedError
+from kiqbeat.web.openapi import openapi
+
+MAX_BODY_BYTES = 2 * MAX_DEFINITION_BYTES
+
+Handler = Callable[[Request, Principal], Response]
+
+
+def problem(status: int, message: str, problems: list[str] | None = None) -> JSONResponse:
+    """An error answer."""
+    return JSONResponse({"error": message, "problems": problems or [message]},
+                        status_code=status)
+
+
+def error_answer(exc: KiqbeatError) -> JSONResponse:
+    """The status and body of an error raised by the console."""
+    if isinstance(exc, NotFoundError):
+        return problem(404, str(exc))
+    if isinstance(exc, OwnedError):
+        return problem(409, str(exc))
+    if isinstance(exc, ConfigError):
+        return problem(422, str(exc), exc.problems)
+    if isinstance(exc, RedisUnavailableError):
+        return problem(503, str(exc))
+    return problem(500, str(exc))
+
+
+def _principal(request: Request) -> Principal | None:
+    auth = request.app.state.auth
+    principal: Principal | None = auth.bearer(request.headers.get("authorization", ""))
+    return principal
+
+
+def endpoint(handler: Handler, *, act: bool = False) -> Callable[[Request], Response]:
+    """A sync endpoint (Starlette runs it in a thread) with the bearer check and the
+    console's errors turned into answers."""
+
+    def run(request: Request) -> Response:
+        principal = _principal(request)
+        if principal is None:
+            return problem(401, "a valid bearer token is required (Authorization: Bearer "
+                                "TOKEN)")
+        if act and not principal.operator:
+            return problem(403, "this token may read, not act (an operator's token acts)")
+        try:
+            return handler(request, principal)
+        except KiqbeatError as exc:
+            return error_answer(exc)
+
+    return run
+
+
+def _console(request: Request) -> Console:
+    console: Console = request.app.state.console
+    return console
+
+
+def _name(request: Request) -> str:
+    return str(request.path_params["name"])
+
+
+def _body(request: Request) -> Any:
+    """The JSON body (None when empty); ConfigError when it is not JSON or too large."""
+    raw = request.state.body
+    if len(raw) > MAX_BODY_BYTES:
+        raise ConfigError(f"the request body is over {MAX_BODY_BYTES:,} bytes")
+    if not raw.strip():
+        return None
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise ConfigError(f"the request body is not JSON ({str(exc)[:120]})") from None
+
+
+def _note(request: Request, body: Any) -> str:
+    note = body.get("note", "") if isinstance(body, dict) else ""
+    note = note or request.headers.get("x-kiqbeat-note", "")
+    if not isinstance(note, str):
+        raise ConfigError(f"note must be a string, got {shown(note)}")
+    return note[:MAX_AUDIT_NOTE_CHARS]
+
+
+def _limit(request: Request) -> int:
+    text = request.query_params.get("limit", "50")
+    if not text.isascii() or not text.isdigit() or not 1 <= int(text) <= 200:
+        raise ConfigError(f"limit {shown(text)} must be a whole number from 1 to 200")
+    return int(text)
+
+
+def list_schedules(request: Request, _: Principal) -> Response:
+    q = request.query_params
+    page = _console(request).page(prefix=q.get("prefix", ""), state=q.get("state", ""),
+                                  queue=q.get("queue", ""), source=q.get("source", ""),
+                                  cursor=q.get("cursor", ""), limit=_limit(request))
+    return JSONResponse({"items": [r.as_dict() for r in page.rows],
+                         "next_cursor": page.next_cursor})
+
+
+def get_schedule(request: Request, _: Principal) -> Response:
+    detail = _console(request).detail(_name(request))
+    return JSONResponse(detail.row.as_dict() | {
+        "fires": detail.fires, "history": [p.as_dict() for p in detail.history],
+        "missed": [m.as_dict() for m in detail.missed],
+        "audit": [a.as_dict() for a in detail.audit]})
+
+
+def put_schedule(request: Request, principal: Principal) -> Response:
+    body = _body(request)
+    name = _name(request)
+    if not isinstance(body, dict):
+        raise ConfigError(f"schedule {shown(name)}: the body must be a JSON object of fields "
+                          f"(cron, class, ...), got {shown(body)}")
+    note = str(request.headers.get("x-kiqbeat-note", ""))[:MAX_AUDIT_NOTE_CHARS]
+    created = _console(request).put(principal.actor, name, body, note)
+    row = _console(request).get(name)
+    return JSONResponse(row.as_dict(), status_code=201 if created else 200)
+
+
+def delete_schedule(request: Request, principal: Principal) -> Response:
+    _console(request).remove(principal.actor, _name(request), _note(request, None))
+    return Response(status_code=204)
+
+
+def pause(request: Request, principal: Principal) -> Response:
+    body = _body(request)
+    changed = _console(request).pause(principal.actor, _name(request), _note(request, body))
+    return JSONResponse({"name": _name(request), "paused": True, "changed": changed})
+
+
+def resume(request: Request, principal: Principal) -> Response:
+    body = _body(request)
+    changed = _console(request).resume(principal.actor, _name(request), _note(request, body))
+    return JSONResponse({"name": _name(request), "paused": False, "changed": changed})
+
+
+def trigger(request: Request, principal: Principal) -> Response:
+    body = _body(request)
+    args = body.get("args") if isinstance(body, dict) else None
+    if args is not None and not isinstance(args, list):
+        raise ConfigError(f"args must be a JSON array (the job's arguments), got {shown(args)}")
+    done = _console(request).trigger(principal.actor, _name(request), args,
+                                     _note(request, body))
+    return JSONResponse(done.as_dict(), status_code=201)
+
+
+def _instant(body: dict[str, Any], key: str) -> datetime | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ConfigError(f"{key} must be an ISO 8601 instant, got {shown(value)}")
+    return parse_instant(value, key)
+
+
+def backfill(request: Request, principal: Principal) -> Response:
+    body = _body(request) or {}
+    if not isinstance(body, dict):
+        raise ConfigError(f"the body must be a JSON object, got {shown(body)}")
+    unknown = sorted(set(body) - {"since", "until", "latest_only", "dry_run", "note"})
+    if unknown:
+        raise ConfigError([f"unknown field {shown(k)}: expected since, until, latest_only, "
+                           "dry_run, note" for k in unknown])
+    flags = {k: body.get(k, False) for k in ("latest_only", "dry_run")}
+    for key, value in flags.items():
+        if not isinstance(value, bool):
+            raise ConfigError(f"{key} must be true or false, got {shown(value)}")
+    result = _console(request).backfill(
+        principal.actor, _name(request), since=_instant(body, "since"),
+        until=_instant(body, "until"), latest_only=flags["latest_only"],
+        dry_run=flags["dry_run"], note=_note(request, body))
+    return JSONResponse(result.as_dict() | {"dry_run": flags["dry_run"]})
+
+
+def missed(request: Request, _: Principal) -> Response:
+    store = _console(request).store()
+    names = request.query_params.getlist("name")
+    return JSONResponse({"missed": [m.as_dict() for m in store.missed(names)]})
+
+
+def status(request: Request, _: Principal) -> Response:
+    return JSONResponse(_console(request).overview().as_dict())
+
+
+def audit(request: Request, _: Principal) -> Response:
+    name = request.query_params.get("name")
+    return JSONResponse({"audit": [a.as_dict() for a in
+                                   _console(request).audit(name, _limit(request))]})
+
+
+def openapi_json(request: Request) -> Response:
+    return JSONResponse(openapi())
+
+
+def _with_body(handler: Callable[[Request], Response]) -> Callable[[Request], Any]:
+    """Read the body before the sync handler runs in its thread (Starlette reads it async)."""
+
+    async def run(request: Request) -> Response:
+        from starlette.concurrency import run_in_threadpool
+
+        size = int(request.headers.get("content-length") or 0)
+        if size > MAX_BODY_BYTES:
+            return problem(413, f"the request body is over {MAX_BODY_BYTES:,} bytes")
+        chunks, total = [], 0
+        async for chunk in request.stream():
+            total += len(chunk)
+            if total > MAX_BODY_BYTES:
+                return problem(413, f"the request body is over {MAX_BODY_BYTES:,} bytes")
+            chunks.append(chunk)
+        request.state.body = b"".join(chunks)
+        response: Response = await run_in_threadpool(handler, request)
+        return response
+
+    return run
+
+
+def routes() -> list[Route]:
+    """The API's routes (the action routes before the plain ones: a name may end in
+    "/pause")."""
+    base = "/api/v1"
+    acting: list[tuple[str, Handler]] = [("pause", pause), ("resume", resume),
+                                        ("trigger", trigger), ("backfill", backfill)]
+    out = [Route(f"{base}/openapi.json", openapi_json, methods=["GET"]),
+           Route(f"{base}/schedules", _with_body(endpoint(list_schedules)), methods=["GET"]),
+           Route(f"{base}/missed", _with_body(endpoint(missed)), methods=["GET"]),
+           Route(f"{base}/status", _with_body(endpoint(status)), methods=["GET"]),
+           Route(f"{base}/audit", _with_body(endpoint(audit)), methods=["GET"])]
+    out += [Route(f"{base}/schedules/{{name:path}}/{verb}",
+                  _with_body(endpoint(handler, act=True)), methods=["POST"])
+            for verb, handler in acting]
+    out += [Route(f"{base}/schedules/{{name:path}}", _with_body(endpoint(get_schedule)),
+                  methods=["GET"]),
+            Route(f"{base}/schedules/{{name:path}}", _with_body(endpoint(put_schedule,
+                                                                           act=True)),
+                  methods=["PUT"]),
+            Route(f"{base}/schedules/{{name:path}}", _with_body(endpoint(delete_schedule,
+                                                                           act=True)),
+                  methods=["DELETE"])]
+    return out

@@ -1,0 +1,115 @@
+"""The console as an ASGI app: `create_app(engine, auth)`, served by `kiqbeat web` or mounted
+behind a team's own server (any ASGI server: uvicorn, hypercorn, granian).
+
+    from kiqbeat.engine import Engine
+    from kiqbeat.web.app import create_app
+    from kiqbeat.web.auth import Auth
+    app = create_app(Engine.from_environ(), Auth.from_environ(os.environ))
+
+Every answer carries a strict Content-Security-Policy (no script at all, styles from this
+origin only, no framing), `X-Content-Type-Options: nosniff`, `Cache-Control: no-store` and
+`Referrer-Policy: same-origin` (with `no-referrer`, Chromium posts forms with
+`Origin: null`, which the Origin check refuses: found by the browser tests). A POST, PUT
+or DELETE whose Origin header names another origin is refused before any handler runs; an
+anonymous console (no tokens, loopback only) refuses a Host header that is not a loopback
+name (DNS rebinding).
+
+While the app runs, a thread sweeps the store into the name index (names.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable
+from importlib import resources
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.base import BaseHTTPMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from kiqbeat.engine import Engine
+from kiqbeat.web import api, pages
+from kiqbeat.web.auth import NONCE_COOKIE, SESSION_COOKIE, Auth, is_loopback_host
+from kiqbeat.web.console import Console
+from kiqbeat.web.metrics import metrics_endpoint
+
+CSP = ("default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
+       "frame-ancestors 'none'; base-uri 'none'")
+HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff",
+           "Referrer-Policy": "same-origin", "X-Frame-Options": "DENY",
+           "Cache-Control": "no-store"}
+UNSAFE = ("POST", "PUT", "PATCH", "DELETE")
+
+
+def _origin_of(request: Request) -> str:
+    return f"{request.url.scheme}://{request.headers.get('host', '')}"
+
+
+async def _guard(request: Request, call_next: Callable[[Request], Awaitable[Response]]
+                 ) -> Response:
+    auth: Auth = request.app.state.auth
+    response: Response
+    if auth.anonymous and not is_loopback_host(request.headers.get("host", "")):
+        response = PlainTextResponse("refused: this console has no tokens and answers only "
+                                     "to a loopback Host (127.0.0.1, localhost)",
+                                     status_code=403)
+    elif request.method in UNSAFE and request.headers.get("origin") not in (
+            None, _origin_of(request)):
+        response = PlainTextResponse("refused: a request from another origin",
+                                     status_code=403)
+    else:
+        nonce = request.cookies.get(NONCE_COOKIE, "")
+        fresh = not (16 <= len(nonce) <= 64)
+        request.state.nonce = auth.new_nonce() if fresh else nonce
+        request.state.principal = auth.from_session(request.cookies.get(SESSION_COOKIE, ""))
+        response = await call_next(request)
+        if fresh:
+            response.set_cookie(NONCE_COOKIE, request.state.nonce, httponly=True,
+                                samesite="strict", path="/",
+                                secure=request.url.scheme == "https")
+    for name, value in HEADERS.items():
+        response.headers.setdefault(name, value)
+    return response
+
+
+def _health(request: Request) -> Response:
+    return JSONResponse({"ok": True})
+
+
+def create_app(engine: Engine, auth: Auth, *, root_path: str = "", sweep: bool = True
+               ) -> Starlette:
+    """The console and API over `engine`'s store; `root_path` is where it is mounted (links
+    are made under it); `sweep` runs the name index's sweep in a thread while it serves."""
+    console = Console(engine)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        stop = threading.Event()
+        thread = None
+        if sweep:
+            thread = threading.Thread(target=console.sweep.run_until, args=(stop,),
+                                      name="kiqbeat-sweep", daemon=True)
+            thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            if thread is not None:
+                thread.join(timeout=5)
+
+    static = StaticFiles(directory=str(resources.files("kiqbeat.web") / "static"))
+    routes = [*api.routes(), *pages.routes(),
+              Route("/healthz", _health, methods=["GET"]),
+              Route("/metrics", metrics_endpoint, methods=["GET"]),
+              Mount("/static", static, name="static")]
+    app = Starlette(routes=routes, lifespan=lifespan,
+                    middleware=[Middleware(BaseHTTPMiddleware, dispatch=_guard)])
+    app.state.auth = auth
+    app.state.console = console
+    app.state.pages = pages.Pages(console, auth, root_path)
+    return app

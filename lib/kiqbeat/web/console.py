@@ -1,0 +1,434 @@
+"""What the console's pages and its JSON API do, in one place, over `kiqbeat.store.Store`.
+
+Both front ends call these methods and only format the results, so a page and an API call
+answer alike: the same rows, the same validation messages (`Store.check`, as `kiqbeat
+validate` gives them), the same refusals. Every change goes through the Store, which
+records it in the audit trail for the actor the front end names (its token's name).
+
+Cost per call is bounded whatever the store holds: a page reads at most `limit` rows and
+examines at most `MAX_EXAMINED_PER_PAGE` names (limits.py), through the name index
+(names.py); the overview reads counts, one page of the due index and the sweep's tally.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from kiqbeat.audit import AuditEntry, read_audit
+from kiqbeat.core.limits import MAX_DEFINITION_BYTES, MAX_EXAMINED_PER_PAGE, MAX_PAGE_ROWS
+from kiqbeat.core.records import Push, parse_history
+from kiqbeat.core.schedule import Config
+from kiqbeat.document.read import parse
+from kiqbeat.document.validate import read_definition
+from kiqbeat.engine import Engine
+from kiqbeat.entrypoints.preview import _next_fires, _reading
+from kiqbeat.errors import ConfigError, shown
+from kiqbeat.redis import keys
+from kiqbeat.redis.connection import redis_errors, reply_bytes, reply_text
+from kiqbeat.redis.store import read_clock
+from kiqbeat.store import Backfill, MissedRange, ScheduleStatus, Status, Store, Triggered
+from kiqbeat.web.names import NameIndex, Sweep, Tally
+
+STATES = ("active", "paused", "set_aside", "missed")
+FIRES = 20  # fire times a schedule's page previews
+EXAMINE_BATCH = 250  # names a filtered page reads per round trip (HMGET of their definitions)
+# A backfill asked for by a page or an API call stops pushing after this long (a request
+# must answer); its answer then says so, and running it again pushes the rest.
+BACKFILL_DEADLINE_S = 20.0
+
+
+class NotFoundError(ConfigError):
+    """No schedule of that name (the API's 404)."""
+
+
+class OwnedError(ConfigError):
+    """The schedule belongs to a document: read-only here (the API's 409)."""
+
+
+@dataclass(frozen=True)
+class Row:
+    """One schedule as the lists show it."""
+
+    status: ScheduleStatus
+    reading: str  # its timing in words
+    queue: str
+    last_push: Push | None
+    has_missed: bool
+
+    @property
+    def state(self) -> str:
+        """active, paused or set_aside."""
+        if self.status.next_tick is None:
+            return "set_aside"
+        return "active" if self.status.enabled else "paused"
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form: the Store's, and what the console adds."""
+        return self.status.as_dict() | {
+            "state": self.state, "reading": self.reading, "queue": self.queue,
+            "has_missed": self.has_missed,
+            "last_push": self.last_push.as_dict() if self.last_push else None}
+
+
+@dataclass(frozen=True)
+class Page:
+    """A page of schedules and the cursor of the next (None: the end)."""
+
+    rows: list[Row]
+    next_cursor: str | None
+    examined: int
+
+
+@dataclass(frozen=True)
+class Detail:
+    """One schedule's page."""
+
+    row: Row
+    fires: list[dict[str, str | None]]
+    history: list[Push]
+    missed: list[MissedRange]
+    audit: list[AuditEntry]
+
+
+@dataclass(frozen=True)
+class Overview:
+    """The store at a glance."""
+
+    status: Status
+    tally: Tally | None  # the sweep's last full pass (None before the first)
+    document: tuple[str, int, bool] | None  # (source, schedules, applied)
+    indexed: int
+
+    @property
+    def paused(self) -> int | None:
+        """Paused schedules, as of the sweep's last pass."""
+        return self.tally.paused if self.tally else None
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form (GET /api/v1/status)."""
+        counts = self.status.counts
+        tally = self.tally
+        return {
+            "now": self.status.now.isoformat(),
+            "counts": {"schedules": counts.schedules, "due_now": counts.overdue,
+                       "set_aside": counts.set_aside, "with_missed": counts.with_missed,
+                       "paused": self.paused,
+                       "active": (counts.schedules - counts.set_aside - tally.paused)
+                       if tally else None,
+                       "counted_at": tally.finished_at.isoformat()
+                       if tally and tally.finished_at else None},
+            "most_overdue": [r.as_dict() for r in self.status.schedules],
+            "set_aside": [{"name": n, "why": w} for n, w in self.status.set_aside],
+            "recent_pushes": [{"name": p.name, "kind": p.kind, "tick": p.tick.isoformat(),
+                               "when": p.when.isoformat()} for p in (tally.recent if tally
+                                                                     else [])],
+            "document": None if self.document is None else {
+                "source": self.document[0], "schedules": self.document[1],
+                "applied": self.document[2]},
+            "names_indexed": self.indexed,
+        }
+
+
+def encode_cursor(kind: str, value: str) -> str:
+    """An opaque page cursor."""
+    raw = value.encode(errors="surrogateescape")
+    return kind + base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[str, str]:
+    """(kind, value) of a cursor; ConfigError when it is not one of ours."""
+    kind, body = cursor[:1], cursor[1:]
+    try:
+        value = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)).decode(
+            errors="surrogateescape")
+    except ValueError:
+        raise ConfigError(f"cursor {shown(cursor)} is not one this console gave") from None
+    if kind not in "ns" or not kind:
+        raise ConfigError(f"cursor {shown(cursor)} is not one this console gave")
+    return kind, value
+
+
+def definition_of(text: str, name: str) -> dict[str, Any]:
+    """A definition typed into a form (YAML or JSON, a document's schedule form) as a
+    mapping; ConfigError naming the problem. Read as documents are (alias bombs refused)."""
+    if len(text.encode()) > MAX_DEFINITION_BYTES:
+        raise ConfigError(f"schedule {shown(name)}: the definition is over "
+                          f"{MAX_DEFINITION_BYTES:,} bytes")
+    value, _ = parse(text, source=f"the definition of {shown(name)}")
+    if not isinstance(value, dict):
+        raise ConfigError(f"schedule {shown(name)}: a definition is a mapping of fields "
+                          f"(cron, class, ...), got {shown(value)}")
+    return value
+
+
+class Console:
+    """The console's reads and actions over one deployment's store."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._lock = threading.Lock()  # the engine's config cache is not shared-safe
+        base = self.store()
+        self.client, self.namespace = base.client, base.namespace
+        self.index = NameIndex(self.client, self.namespace)
+        self.sweep = Sweep(self.client, self.namespace)
+        self.backfilled = 0  # ticks this process's backfills pushed (a metric)
+
+    def store(self, actor: str | None = None, note: str = "") -> Store:
+        """The deployment's store, acting for `actor` with `note`."""
+        with self._lock:
+            store = self.engine.store()
+        return store.acting(actor, note)
+
+    # ------------------------------------------------------------------------ reading
+
+    def page(self, *, prefix: str = "", state: str = "", queue: str = "", source: str = "",
+             cursor: str = "", limit: int = 50) -> Page:
+        """A page of schedules whose names start with `prefix`, filtered; `source` is "api"
+        for the API's own or a document's location."""
+        if state and state not in STATES:
+            raise ConfigError(f"state {shown(state)} is not one of {', '.join(STATES)}")
+        limit = max(1, min(limit, MAX_PAGE_ROWS))
+        kind, value = decode_cursor(cursor) if cursor else ("", "")
+        store = self.store()
+        if state in ("set_aside", "missed"):
+            hscan, skip = (value.split(":", 1) if kind == "s" and ":" in value else ("0", "0"))
+            names, after = self._scan_hash(state, prefix, int(hscan), int(skip), limit)
+            names = self._matching(names, "", queue, source)
+            return Page(self._rows(store, names), encode_cursor("s", after) if after
+                        else None, len(names))
+        if prefix and not cursor:
+            self._index_if_stored(prefix)
+        after_name: str | None = value if kind == "n" else None
+        matched: list[str] = []
+        examined, at_end = 0, False
+        filtered = bool(state or queue or source)
+        while len(matched) < limit and examined < MAX_EXAMINED_PER_PAGE:
+            want = min(EXAMINE_BATCH, MAX_EXAMINED_PER_PAGE - examined) if filtered else (
+                limit - len(matched))
+            batch = self.index.page(prefix, after_name, want)
+            if not batch:
+                at_end = True
+                break
+            ok = set(self._matching(batch, state, queue, source))
+            for name in batch:
+                examined += 1
+                after_name = name
+                if name in ok:
+                    matched.append(name)
+                    if len(matched) == limit:
+                        break
+            if len(batch) < want and after_name == batch[-1]:
+                at_end = True
+                break
+        more = not at_end and after_name is not None
+        return Page(self._rows(store, matched),
+                    encode_cursor("n", after_name) if more and after_name is not None else None,
+                    examined)
+
+    def _index_if_stored(self, name: str) -> None:
+        with redis_errors(self.client, "reading a definition"):
+            exists = self.client.hexists(keys.definitions(self.namespace), name)
+        if exists:
+            self.index.add([name])
+
+    def _scan_hash(self, state: str, prefix: str, cursor: int, skip: int, limit: int
+                   ) -> tuple[list[str], str]:
+        """Up to `limit` names of the set-aside or missed hash, from HSCAN `cursor` less the
+        first `skip` of its page (sorted): a page longer than `limit` (a small hash comes
+        back whole) is handed out in parts, its next cursor "CURSOR:SKIP"; "" at the end."""
+        key = keys.rejected(self.namespace) if state == "set_aside" else keys.missed(
+            self.namespace)
+        pattern = "".join(f"\\{c}" if c in "*?[]\\" else c for c in prefix) + "*"
+        with redis_errors(self.client, f"reading {key}"):
+            following, page = self.client.hscan(key, cursor, match=pattern, count=limit)
+        names = sorted(reply_text(n) for n in page)[skip:]
+        if len(names) > limit:
+            return names[:limit], f"{cursor}:{skip + limit}"
+        return names, f"{int(following)}:0" if int(following) else ""
+
+    def _matching(self, names: list[str], state: str, queue: str, source: str) -> list[str]:
+        """The names among `names` whose definitions exist and pass the filters; names of
+        the index whose definitions are gone are dropped from it."""
+        if not names:
+            return []
+        with redis_errors(self.client, "reading definitions"):
+            pipe = self.client.pipeline(transaction=False)
+            pipe.hmget(keys.definitions(self.namespace), names)
+            pipe.hmget(keys.rejected(self.namespace), names)
+            defs, rejected = pipe.execute()
+        gone = [n for n, d in zip(names, defs, strict=True) if d is None]
+        self.index.forget(gone)
+        out = []
+        for name, data, why in zip(names, defs, rejected, strict=True):
+            if data is None:
+                continue
+            if not (state or queue or source):
+                out.append(name)
+                continue
+            try:
+                raw = json.loads(data)
+            except (ValueError, RecursionError):
+                raw = None
+            if not isinstance(raw, dict):
+                raw, why = {}, why or b"not a JSON object"
+            if state == "active" and (why is not None or raw.get("enabled", True) is False):
+                continue
+            if state == "paused" and (why is not None or raw.get("enabled", True) is not False):
+                continue
+            if queue and str(raw.get("queue", "default")) != queue:
+                continue
+            if source and str(raw.get("source", "") or "api") != source:
+                continue
+            out.append(name)
+        return out
+
+    def _rows(self, store: Store, names: list[str]) -> list[Row]:
+        statuses = store.rows(names)
+        if not statuses:
+            return []
+        listed = [s.name for s in statuses]
+        with redis_errors(self.client, "reading histories"):
+            pipe = self.client.pipeline(transaction=False)
+            pipe.hmget(keys.history(self.namespace), listed)
+            pipe.hmget(keys.missed(self.namespace), listed)
+            histories, missed = pipe.execute()
+        rows = []
+        for status, history, record in zip(statuses, histories, missed, strict=True):
+            rows.append(self._row(store, status, history, record is not None))
+        return rows
+
+    def _row(self, store: Store, status: ScheduleStatus, history: Any, has_missed: bool) -> Row:
+        last = None
+        if history is not None:
+            try:
+                pushes = parse_history(status.name, reply_text(history).split("\n", 1)[0])
+                last = pushes[0] if pushes else None
+            except ValueError:
+                last = None
+        reading, queue = "", "default"
+        if status.definition is not None:
+            queue = str(status.definition.get("queue", "default"))
+            if status.next_tick is not None:
+                data = json.dumps(status.definition).encode()
+                try:
+                    schedule = read_definition(status.name, data, window_s=store.window_s)
+                    reading = _reading(schedule.timetable)
+                except ConfigError:
+                    reading = ""
+        return Row(status, reading, queue, last, has_missed)
+
+    def get(self, name: str) -> Row:
+        """One schedule's row; NotFoundError when there is none."""
+        store = self.store()
+        rows = self._rows(store, [name])
+        if not rows:
+            raise NotFoundError(str(store.no_schedule([name])))
+        return rows[0]
+
+    def detail(self, name: str) -> Detail:
+        """One schedule's page: its row, next fire times, history, missed ranges, audit."""
+        store = self.store()
+        row = self.get(name)
+        fires: list[dict[str, str | None]] = []
+        with redis_errors(self.client, "reading a definition"):
+            data = reply_bytes(self.client.hget(keys.definitions(self.namespace), name))
+        if data is not None and row.status.next_tick is not None:
+            try:
+                schedule = read_definition(name, data, window_s=store.window_s)
+            except ConfigError:
+                schedule = None
+            if schedule is not None:
+                fires = _next_fires(Config((schedule,)), read_clock(self.client), FIRES)[0]
+        return Detail(row, fires, store.history(name), store.missed([name]),
+                      read_audit(self.client, self.namespace, name, limit=20))
+
+    def overview(self) -> Overview:
+        """Counts by state, the most overdue, set-aside definitions, recent pushes, the
+        document's state."""
+        store = self.store()
+        status = store.status(limit=10)
+        document = None
+        if self.engine.settings.config_source:
+            with self._lock:
+                applied = self.engine.document_applied()
+            if applied is not None:
+                document = (applied[0].source, len(applied[0].definitions), applied[1])
+        return Overview(status, self.sweep.last, document, self.index.size())
+
+    def audit(self, name: str | None = None, limit: int = 100) -> list[AuditEntry]:
+        """The newest audit entries (of `name` when given)."""
+        return read_audit(self.client, self.namespace, name, limit=max(1, min(limit, 1000)))
+
+    # ------------------------------------------------------------------------ acting
+
+    def _owned(self, store: Store, name: str, *, must_exist: bool) -> ScheduleStatus | None:
+        rows = store.rows([name])
+        if not rows:
+            if must_exist:
+                raise NotFoundError(str(store.no_schedule([name])))
+            return None
+        if rows[0].source:
+            raise OwnedError(f"schedule {shown(name)} belongs to the document "
+                             f"{shown(rows[0].source, 200)}: change it there (it is read-only "
+                             "here)")
+        return rows[0]
+
+    def put(self, actor: str, name: str, definition: Mapping[str, Any], note: str = ""
+            ) -> bool:
+        """Create or replace an API-owned schedule; True when it was created. ConfigError
+        with the validation messages; OwnedError for a document's."""
+        store = self.store(actor, note)
+        store.check(name, definition)  # the messages first, whoever owns the name
+        existed = self._owned(store, name, must_exist=False) is not None
+        store.put(name, definition)
+        self.index.add([name])
+        return not existed
+
+    def remove(self, actor: str, name: str, note: str = "") -> None:
+        """Delete an API-owned schedule."""
+        store = self.store(actor, note)
+        self._owned(store, name, must_exist=True)
+        store.remove(name)
+        self.index.forget([name])
+
+    def pause(self, actor: str, name: str, note: str = "") -> bool:
+        """Pause a schedule (a document's too); False when it was paused."""
+        store = self.store(actor, note)
+        self.get(name)
+        return store.pause(name)
+
+    def resume(self, actor: str, name: str, note: str = "") -> bool:
+        """Resume a schedule; False when it was running."""
+        store = self.store(actor, note)
+        self.get(name)
+        return store.resume(name)
+
+    def trigger(self, actor: str, name: str, args: list[Any] | None = None, note: str = ""
+                ) -> Triggered:
+        """Push one job of the schedule now, with `args` instead of its own if given."""
+        store = self.store(actor, note)
+        self.get(name)
+        return store.trigger(name, args)
+
+    def backfill(self, actor: str, name: str, *, since: datetime | None = None,
+                 until: datetime | None = None, latest_only: bool = False,
+                 dry_run: bool = False, note: str = "") -> Backfill:
+        """Push (or, dry, count) the schedule's recorded missed ticks in [since, until]."""
+        if since and until and since > until:
+            raise ConfigError(f"since {since.isoformat()} is later than until "
+                              f"{until.isoformat()}; nothing was done")
+        store = self.store(actor, note)
+        self.get(name)
+        result = store.backfill([name], since=since, until=until, latest_only=latest_only,
+                                dry_run=dry_run,
+                                deadline=time.monotonic() + BACKFILL_DEADLINE_S)
+        self.backfilled += result.pushed
+        return result
+

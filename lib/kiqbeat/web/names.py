@@ -1,0 +1,187 @@
+"""The console's name index (`keys.names`): prefix search and paging at any store size.
+
+The definitions hash cannot be read by prefix (HSCAN MATCH reads it all), so the console
+keeps every name in a sorted set with score 0 and pages it with ZRANGEBYLEX: a page costs
+O(log N + page) whatever the store holds. The store's other writers (documents, the CLI,
+other languages' plain Redis commands, docs/store.md) do not know this index, so it is
+kept from both sides:
+
+- the console adds or removes the names it writes itself, at once;
+- `Sweep` walks the definitions hash with HSCAN, one bounded page per call, adding every
+  name it meets (a full pass at 1,000,000 schedules is about 4,000 calls; the console runs
+  one page every `SWEEP_PAUSE_S`), and tallies the states the overview shows;
+- a name met in the index whose definition is gone is dropped by the reader that met it.
+
+So a schedule written by another writer appears in search at the latest one pass later
+(it is always found by its exact name), and a removed one never shows.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import redis
+
+from kiqbeat.core.plan import from_ms
+from kiqbeat.core.records import KINDS
+from kiqbeat.errors import KiqbeatError
+from kiqbeat.redis import keys
+from kiqbeat.redis.connection import redis_errors, reply_bytes, reply_text
+
+# HSCAN COUNT: definitions read per sweep call. 500 made one call of 5.3 ms at 1,000,000
+# schedules (bench/console.py), over the 5 ms every Redis call keeps under; 250 about half.
+SWEEP_PAGE = 250
+SWEEP_PAUSE_S = 0.01  # between sweep calls: a pass at 1,000,000 takes about a minute
+RECENT = 20  # recent pushes the overview lists
+
+
+def _lex(name: str) -> bytes:
+    return name.encode(errors="surrogateescape")
+
+
+class NameIndex:
+    """The sorted set of names, read and written."""
+
+    def __init__(self, client: redis.Redis, namespace: str) -> None:
+        self.client, self.key = client, keys.names(namespace)
+
+    def add(self, names: list[str]) -> None:
+        """Index `names` (idempotent)."""
+        if names:
+            with redis_errors(self.client, f"indexing names in {self.key}"):
+                self.client.zadd(self.key, {_lex(n): 0 for n in names})
+
+    def forget(self, names: list[str]) -> None:
+        """Drop `names` from the index (their definitions are gone)."""
+        if names:
+            with redis_errors(self.client, f"dropping names from {self.key}"):
+                self.client.zrem(self.key, *[_lex(n) for n in names])
+
+    def page(self, prefix: str, after: str | None, count: int) -> list[str]:
+        """Up to `count` indexed names starting with `prefix`, in byte order, after `after`."""
+        low = b"(" + _lex(after) if after is not None else b"[" + _lex(prefix)
+        # 0xFF never occurs in UTF-8: every name with the prefix sorts below prefix + 0xFF.
+        high = b"[" + _lex(prefix) + b"\xff" if prefix else b"+"
+        with redis_errors(self.client, f"reading {self.key}"):
+            page: Any = self.client.zrangebylex(self.key, low, high, start=0, num=count)
+        return [reply_text(n) if isinstance(n, str) else n.decode(errors="surrogateescape")
+                for n in page]
+
+    def size(self) -> int:
+        """Names indexed."""
+        with redis_errors(self.client, f"reading {self.key}"):
+            return int(self.client.zcard(self.key))
+
+
+@dataclass(frozen=True)
+class RecentPush:
+    """A push seen in a schedule's history by the sweep."""
+
+    when: datetime
+    name: str
+    kind: str
+    tick: datetime
+
+
+@dataclass
+class Tally:
+    """What one full pass of the sweep counted."""
+
+    schedules: int = 0
+    paused: int = 0
+    queues: Counter[str] = field(default_factory=Counter)
+    sources: Counter[str] = field(default_factory=Counter)
+    recent: list[RecentPush] = field(default_factory=list)  # newest first
+    finished_at: datetime | None = None  # the Redis clock when the pass ended
+
+
+class Sweep:
+    """Walks the definitions and history hashes, a page per `step`, indexing every name and
+    tallying states; `last` is the tally of the last finished pass."""
+
+    def __init__(self, client: redis.Redis, namespace: str) -> None:
+        self.client, self.namespace = client, namespace
+        self.index = NameIndex(client, namespace)
+        self.last: Tally | None = None
+        self._current, self._defs_cursor, self._history_cursor = Tally(), 0, 0
+        self._recent: list[tuple[int, str, str, int]] = []  # (when ms, name, kind, tick ms)
+        self._lock = threading.Lock()
+
+    def step(self) -> bool:
+        """Sweep one page of each hash; True when this call finished a pass."""
+        with self._lock:
+            defs_key, history_key = keys.definitions(self.namespace), keys.history(self.namespace)
+            with redis_errors(self.client, f"sweeping {defs_key}"):
+                pipe = self.client.pipeline(transaction=False)
+                if self._defs_cursor >= 0:
+                    pipe.hscan(defs_key, self._defs_cursor, count=SWEEP_PAGE)
+                if self._history_cursor >= 0:
+                    pipe.hscan(history_key, self._history_cursor, count=SWEEP_PAGE)
+                pipe.time()
+                replies: list[Any] = pipe.execute()
+            now = replies[-1]
+            replies = replies[:-1]
+            if self._defs_cursor >= 0:
+                cursor, page = replies.pop(0)
+                self._defs_cursor = int(cursor) or -1
+                self.index.add([reply_text(n) if isinstance(n, str) else
+                                n.decode(errors="surrogateescape") for n in page])
+                for data in page.values():
+                    self._count(reply_bytes(data) or b"")
+            if self._history_cursor >= 0:
+                cursor, page = replies.pop(0)
+                self._history_cursor = int(cursor) or -1
+                for name, text in page.items():
+                    self._note_push(reply_text(name), reply_text(text))
+            if self._defs_cursor >= 0 or self._history_cursor >= 0:
+                return False
+            tally = self._current
+            tally.recent = [RecentPush(from_ms(w), n, KINDS.get(k, k), from_ms(t))
+                            for w, n, k, t in sorted(self._recent, reverse=True)]
+            tally.finished_at = from_ms(int(now[0]) * 1000 + int(now[1]) // 1000)
+            self.last = tally
+            self._current, self._defs_cursor, self._history_cursor = Tally(), 0, 0
+            self._recent = []
+            return True
+
+    def _count(self, data: bytes) -> None:
+        tally = self._current
+        tally.schedules += 1
+        try:
+            raw = json.loads(data)
+        except (ValueError, RecursionError):
+            return
+        if not isinstance(raw, dict):
+            return
+        tally.paused += raw.get("enabled", True) is False
+        tally.queues[str(raw.get("queue", "default"))[:100]] += 1
+        tally.sources[str(raw.get("source", ""))[:200]] += 1
+
+    def _note_push(self, name: str, text: str) -> None:
+        first = text.split("\n", 1)[0].split(" ")
+        try:
+            kind, tick_ms, delay_ms = first[0], int(first[1]), int(first[2])
+        except (IndexError, ValueError):
+            return
+        item = (tick_ms + delay_ms, name, kind, tick_ms)  # a min-heap: the oldest on top
+        if len(self._recent) < RECENT:
+            heapq.heappush(self._recent, item)
+        else:
+            heapq.heappushpop(self._recent, item)
+
+    def run_until(self, stop: threading.Event) -> None:
+        """Sweep until `stop` is set: a page every SWEEP_PAUSE_S (a thread's loop); a Redis
+        error waits a second and goes on."""
+        while not stop.is_set():
+            try:
+                self.step()
+            except KiqbeatError:
+                stop.wait(1.0)
+                continue
+            stop.wait(SWEEP_PAUSE_S)

@@ -1,0 +1,87 @@
+"""The OpenAPI 3.1 description of the JSON API (served at /api/v1/openapi.json)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+_ERROR = {"description": "an error", "content": {"application/json": {"schema": {
+    "$ref": "#/components/schemas/Error"}}}}
+
+
+def _op(summary: str, *, ok: str = "200", body: str | None = None,
+        errors: tuple[str, ...] = ("401", "404"), query: tuple[str, ...] = ()) -> dict[str, Any]:
+    op: dict[str, Any] = {"summary": summary, "responses": {ok: {"description": "done"}}}
+    for code in errors:
+        op["responses"][code] = _ERROR
+    if body:
+        op["requestBody"] = {"content": {"application/json": {"schema": {
+            "$ref": f"#/components/schemas/{body}"}}}}
+    if query:
+        op["parameters"] = [{"name": q, "in": "query", "required": False,
+                             "schema": {"type": "string"}} for q in query]
+    return op
+
+
+_NAME = [{"name": "name", "in": "path", "required": True, "schema": {"type": "string"},
+          "description": "the schedule's name, percent-encoded (/ as %2F)"}]
+
+
+def openapi() -> dict[str, Any]:
+    """The description, as a JSON-ready mapping."""
+    acting = ("401", "403", "404", "422", "503")
+    paths: dict[str, Any] = {
+        "/api/v1/schedules": {"get": _op(
+            "a page of schedules, by name prefix and filters; next_cursor continues",
+            errors=("401", "422"), query=("prefix", "state", "queue", "source", "cursor",
+                                          "limit"))},
+        "/api/v1/schedules/{name}": {
+            "parameters": _NAME,
+            "get": _op("one schedule: definition, state, next 20 fire times, history, "
+                       "missed ranges, audit"),
+            "put": _op("create (201) or replace (200) an API-owned schedule; an invalid "
+                       "definition is answered 422 with `kiqbeat validate`'s messages",
+                       body="Definition", errors=("401", "403", "409", "422", "503")),
+            "delete": _op("delete an API-owned schedule", ok="204",
+                          errors=("401", "403", "404", "409", "503"))},
+        "/api/v1/schedules/{name}/pause": {"parameters": _NAME, "post": _op(
+            "pause (push nothing until resumed)", body="Note", errors=acting)},
+        "/api/v1/schedules/{name}/resume": {"parameters": _NAME, "post": _op(
+            "resume", body="Note", errors=acting)},
+        "/api/v1/schedules/{name}/trigger": {"parameters": _NAME, "post": _op(
+            "push one job now (a manual run), optionally with other args", ok="201",
+            body="Trigger", errors=acting)},
+        "/api/v1/schedules/{name}/backfill": {"parameters": _NAME, "post": _op(
+            "push the recorded missed ticks in [since, until] once each (dry_run: count)",
+            body="Backfill", errors=acting)},
+        "/api/v1/missed": {"get": _op("recorded missed ranges", errors=("401",),
+                                      query=("name",))},
+        "/api/v1/status": {"get": _op("counts by state, most overdue, set aside, recent "
+                                      "pushes, the document's state", errors=("401",))},
+        "/api/v1/audit": {"get": _op("the audit trail, newest first", errors=("401",),
+                                     query=("name", "limit"))},
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "kiqbeat console API", "version": "1",
+                 "description": "Schedules of a kiqbeat store, read and changed with "
+                                "validation at write time."},
+        "paths": paths,
+        "security": [{"bearer": []}],
+        "components": {
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "schemas": {
+                "Error": {"type": "object", "required": ["error", "problems"], "properties": {
+                    "error": {"type": "string"},
+                    "problems": {"type": "array", "items": {"type": "string"}}}},
+                "Definition": {"type": "object", "description": "a schedule in a document's "
+                               "schedule form: cron or every, class, queue, args, tz, ...",
+                               "additionalProperties": True},
+                "Note": {"type": "object", "properties": {"note": {"type": "string"}}},
+                "Trigger": {"type": "object", "properties": {
+                    "args": {"type": "array"}, "note": {"type": "string"}}},
+                "Backfill": {"type": "object", "properties": {
+                    "since": {"type": "string", "format": "date-time"},
+                    "until": {"type": "string", "format": "date-time"},
+                    "latest_only": {"type": "boolean"}, "dry_run": {"type": "boolean"},
+                    "note": {"type": "string"}}}}},
+    }

@@ -1,0 +1,312 @@
+"""The console's pages: server-rendered HTML that works without JavaScript.
+
+Every value from the store is escaped twice over: `visible` turns control, bidi and other
+invisible characters into `\\uXXXX` text (a name cannot reorder or hide what follows it),
+then Jinja2's autoescape escapes markup. A schedule is addressed by a query parameter
+(`/schedule?name=...`), never by a path segment, so that any name works. Actions are POST
+forms carrying the CSRF field (auth.py); after one, the browser is sent back to the
+schedule's page (303) with a fixed message.
+"""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+from collections.abc import Callable
+from importlib import resources
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from kiqbeat.core.limits import MAX_AUDIT_ENTRIES, MAX_AUDIT_NOTE_CHARS
+from kiqbeat.core.records import REASONS
+from kiqbeat.entrypoints.preview import parse_instant
+from kiqbeat.errors import ConfigError, KiqbeatError, shown
+from kiqbeat.web.auth import SESSION_COOKIE, SESSION_S, Auth, Principal
+from kiqbeat.web.console import STATES, Console, NotFoundError, definition_of
+
+_INVISIBLE = ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp")
+FLASH = {"paused": "Paused.", "resumed": "Resumed.", "unchanged": "Nothing to change.",
+         "triggered": "Pushed one job now.", "saved": "Saved; the next invocation plans it.",
+         "created": "Created; the next invocation plans it.", "deleted": "Deleted.",
+         "signed-in": "Signed in."}
+
+
+def visible(value: object) -> str:
+    """`value` as text with every invisible or control character written as \\uXXXX."""
+    text = "" if value is None else str(value)
+    if text.isascii() and text.isprintable():
+        return text
+    return "".join(f"\\u{ord(c):04x}" if unicodedata.category(c) in _INVISIBLE else c
+                   for c in text)
+
+
+def quoted(value: object) -> str:
+    """A name percent-encoded for a query string (every reserved character, `/` too)."""
+    return quote(str(value).encode(errors="surrogateescape"), safe="")
+
+
+def _environment() -> Environment:
+    folder = resources.files("kiqbeat.web") / "templates"
+    env = Environment(loader=FileSystemLoader(str(folder)),
+                      autoescape=select_autoescape(default=True, default_for_string=True))
+    env.filters["v"] = visible
+    env.filters["q"] = quoted
+    return env
+
+
+TEMPLATES = _environment()
+
+
+class Pages:
+    """Renders pages for one app (its root path, auth and console)."""
+
+    def __init__(self, console: Console, auth: Auth, root: str = "") -> None:
+        self.console, self.auth, self.root = console, auth, root.rstrip("/")
+
+    def render(self, request: Request, template: str, status: int = 200,
+               **context: Any) -> HTMLResponse:
+        """A page with what every page needs (the principal, the CSRF field, the flash)."""
+        nonce = request.state.nonce
+        flash = FLASH.get(request.query_params.get("done", ""), "")
+        html = TEMPLATES.get_template(template).render(
+            root=self.root, principal=request.state.principal, anonymous=self.auth.anonymous,
+            csrf=self.auth.csrf_field(nonce), flash=flash, states=STATES, reasons=REASONS,
+            **context)
+        return HTMLResponse(html, status_code=status)
+
+    def problems(self, request: Request, title: str, problems: list[str], status: int,
+                 back: str = "") -> HTMLResponse:
+        """An error page listing `problems` (escaped like every value)."""
+        return self.render(request, "error.html", status, title=title, problems=problems,
+                           back=back or f"{self.root}/")
+
+    def go(self, path: str, **query: str) -> RedirectResponse:
+        """A 303 to one of the console's pages."""
+        return RedirectResponse(f"{self.root}{path}" + (f"?{urlencode(query)}" if query
+                                                        else ""), status_code=303)
+
+
+def _pages(request: Request) -> Pages:
+    pages: Pages = request.app.state.pages
+    return pages
+
+
+def page(handler: Callable[[Request, Pages, Principal], Response], *, act: bool = False,
+         form: bool = False) -> Callable[[Request], Any]:
+    """An HTML endpoint: signed in (else to /login), an operator for `act`, the CSRF field
+    checked on a posted `form`, the console's errors shown as a page."""
+
+    async def run(request: Request) -> Response:
+        from starlette.concurrency import run_in_threadpool
+
+        pages = _pages(request)
+        principal: Principal | None = request.state.principal
+        if principal is None:
+            target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+            return pages.go("/login", next=target)
+        if act and not principal.operator:
+            return pages.problems(request, "Not allowed", [
+                "this token may read, not act (an operator's token acts)"], 403)
+        if form:
+            data = await request.form(max_files=0, max_fields=20, max_part_size=256 * 1024)
+            fields = {k: v for k, v in data.items() if isinstance(v, str)}
+            if not pages.auth.csrf_ok(request.state.nonce, fields.get("csrf", "")):
+                return pages.problems(request, "Form refused", [
+                    "the form's CSRF field is missing or does not match this browser "
+                    "(reload the page and try again)"], 403)
+            request.state.fields = fields
+        try:
+            response: Response = await run_in_threadpool(handler, request, pages, principal)
+            return response
+        except NotFoundError as exc:
+            return pages.problems(request, "No such schedule", exc.problems, 404)
+        except ConfigError as exc:
+            return pages.problems(request, "Refused", exc.problems, 422)
+        except KiqbeatError as exc:
+            return pages.problems(request, "Failed", [str(exc)], 503)
+
+    return run
+
+
+def _fields(request: Request) -> dict[str, str]:
+    fields: dict[str, str] = request.state.fields
+    return fields
+
+
+def overview(request: Request, pages: Pages, _: Principal) -> Response:
+    return pages.render(request, "overview.html", o=pages.console.overview())
+
+
+def schedules(request: Request, pages: Pages, _: Principal) -> Response:
+    q = request.query_params
+    f = {k: q.get(k, "") for k in ("prefix", "state", "queue", "source")}
+    result = pages.console.page(**f, cursor=q.get("cursor", ""), limit=50)
+    next_url = ""
+    if result.next_cursor:
+        next_url = f"{pages.root}/schedules?" + urlencode(
+            {**{k: v for k, v in f.items() if v}, "cursor": result.next_cursor})
+    return pages.render(request, "schedules.html", page=result, f=f, next_url=next_url)
+
+
+def schedule(request: Request, pages: Pages, _: Principal) -> Response:
+    name = request.query_params.get("name", "")
+    d = pages.console.detail(name)
+    definition = json.dumps(d.row.status.definition, indent=2, ensure_ascii=False)
+    return pages.render(request, "schedule.html", d=d, definition=definition,
+                        entries=d.audit)
+
+
+def audit(request: Request, pages: Pages, _: Principal) -> Response:
+    name = request.query_params.get("name") or None
+    return pages.render(request, "audit.html", name=name, kept=MAX_AUDIT_ENTRIES,
+                        entries=pages.console.audit(name, 200))
+
+
+def new(request: Request, pages: Pages, _: Principal) -> Response:
+    text = "cron: \"0 9 * * *\"\nclass: MyWorker\nqueue: default\nargs: []\n"
+    return pages.render(request, "edit.html", editing=False, name="", text=text, problems=[])
+
+
+def edit(request: Request, pages: Pages, _: Principal) -> Response:
+    name = request.query_params.get("name", "")
+    row = pages.console.get(name)
+    if row.status.source:
+        return pages.problems(request, "Read-only here", [
+            f"schedule {shown(name)} belongs to the document {shown(row.status.source, 200)}: "
+            "change it there"], 409, back=f"{pages.root}/schedule?name={quoted(name)}")
+    text = json.dumps(row.status.definition, indent=2, ensure_ascii=False)
+    return pages.render(request, "edit.html", editing=True, name=name, text=text, problems=[])
+
+
+def save(request: Request, pages: Pages, principal: Principal) -> Response:
+    fields = _fields(request)
+    name, text = fields.get("name", ""), fields.get("definition", "")
+    editing = bool(fields.get("editing"))
+    try:
+        if not name:
+            raise ConfigError("a schedule needs a name")
+        created = pages.console.put(principal.actor, name, definition_of(text, name),
+                                    fields.get("note", "")[:MAX_AUDIT_NOTE_CHARS])
+    except NotFoundError:
+        raise
+    except ConfigError as exc:
+        return pages.render(request, "edit.html", 422, editing=editing, name=name, text=text,
+                            problems=exc.problems)
+    return pages.go("/schedule", name=name, done="created" if created else "saved")
+
+
+def act(request: Request, pages: Pages, principal: Principal) -> Response:
+    fields = _fields(request)
+    name, action = fields.get("name", ""), fields.get("action", "")
+    note = fields.get("note", "")[:MAX_AUDIT_NOTE_CHARS]
+    console = pages.console
+    if action == "pause":
+        done = "paused" if console.pause(principal.actor, name, note) else "unchanged"
+    elif action == "resume":
+        done = "resumed" if console.resume(principal.actor, name, note) else "unchanged"
+    elif action == "trigger":
+        args = None
+        if text := fields.get("args", "").strip():
+            try:
+                args = json.loads(text)
+            except ValueError:
+                args = None
+            if not isinstance(args, list):
+                raise ConfigError(f"args {shown(text)} must be a JSON array, e.g. [42, \"eu\"]")
+        console.trigger(principal.actor, name, args, note)
+        done = "triggered"
+    elif action == "delete":
+        if fields.get("confirm") != "1":
+            raise ConfigError("tick 'really delete' to delete the schedule")
+        console.remove(principal.actor, name, note)
+        return pages.go("/schedules", done="deleted")
+    else:
+        raise ConfigError(f"unknown action {shown(action)}")
+    return pages.go("/schedule", name=name, done=done)
+
+
+def backfill_form(request: Request, pages: Pages, _: Principal) -> Response:
+    name = request.query_params.get("name", "")
+    pages.console.get(name)
+    return pages.render(request, "backfill.html", name=name, result=None, dry=True,
+                        missed=pages.console.store().missed([name]), since="", until="",
+                        latest_only=False)
+
+
+def backfill(request: Request, pages: Pages, principal: Principal) -> Response:
+    fields = _fields(request)
+    name = fields.get("name", "")
+    since_text, until_text = fields.get("since", "").strip(), fields.get("until", "").strip()
+    since = parse_instant(since_text, "since") if since_text else None
+    until = parse_instant(until_text, "until") if until_text else None
+    latest_only, confirm = bool(fields.get("latest_only")), fields.get("confirm") == "1"
+    result = pages.console.backfill(principal.actor, name, since=since, until=until,
+                                    latest_only=latest_only, dry_run=not confirm,
+                                    note=fields.get("note", "")[:MAX_AUDIT_NOTE_CHARS])
+    return pages.render(request, "backfill.html", name=name, result=result, dry=not confirm,
+                        missed=pages.console.store().missed([name]), since=since_text,
+                        until=until_text, latest_only=latest_only)
+
+
+async def login(request: Request) -> Response:
+    """The sign-in form (GET) and its check (POST): a session cookie for a valid token."""
+    pages = _pages(request)
+    auth = pages.auth
+    target = request.query_params.get("next", "")
+    if request.method == "GET":
+        if auth.anonymous:
+            return pages.go("/")
+        return pages.render(request, "login.html", next=target, error="")
+    data = await request.form(max_files=0, max_fields=5, max_part_size=4096)
+    fields = {k: v for k, v in data.items() if isinstance(v, str)}
+    target = fields.get("next", "")
+    if not auth.csrf_ok(request.state.nonce, fields.get("csrf", "")):
+        return pages.problems(request, "Form refused", [
+            "the form's CSRF field is missing or does not match this browser (reload the "
+            "page and try again)"], 403)
+    principal = auth.match(fields.get("token", ""))
+    if principal is None:
+        return pages.render(request, "login.html", 401, next=target,
+                            error="That token is not valid.")
+    # Only a path of this console: never another site (an open redirect).
+    safe = target if target.startswith("/") and not target.startswith("//") and \
+        "\\" not in target else f"{pages.root}/"
+    response = RedirectResponse(safe, status_code=303)
+    response.set_cookie(SESSION_COOKIE, auth.session(principal), max_age=SESSION_S,
+                        httponly=True, samesite="strict", path="/",
+                        secure=request.url.scheme == "https")
+    return response
+
+
+async def logout(request: Request) -> Response:
+    """Sign out (a CSRF-checked form): the session cookie is cleared."""
+    pages = _pages(request)
+    data = await request.form(max_files=0, max_fields=5, max_part_size=4096)
+    csrf = data.get("csrf", "")
+    if not pages.auth.csrf_ok(request.state.nonce, csrf if isinstance(csrf, str) else ""):
+        return pages.problems(request, "Form refused", ["the form's CSRF field is missing"],
+                              403)
+    response = pages.go("/login")
+    response.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="strict")
+    return response
+
+
+def routes() -> list[Route]:
+    """The pages' routes."""
+    return [Route("/", page(overview), methods=["GET"]),
+            Route("/schedules", page(schedules), methods=["GET"]),
+            Route("/schedule", page(schedule), methods=["GET"]),
+            Route("/audit", page(audit), methods=["GET"]),
+            Route("/new", page(new, act=True), methods=["GET"]),
+            Route("/edit", page(edit, act=True), methods=["GET"]),
+            Route("/save", page(save, act=True, form=True), methods=["POST"]),
+            Route("/act", page(act, act=True, form=True), methods=["POST"]),
+            Route("/backfill", page(backfill_form, act=True), methods=["GET"]),
+            Route("/backfill", page(backfill, act=True, form=True), methods=["POST"]),
+            Route("/login", login, methods=["GET", "POST"]),
+            Route("/logout", logout, methods=["POST"])]

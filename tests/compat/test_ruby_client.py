@@ -1,0 +1,136 @@
+"""The Ruby client library (clients/ruby/) against a real Redis, a real `kiqbeat web` and a
+real Sidekiq: what Ruby writes is checked in the store, and what kiqbeat pushes is run by the
+worker."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from kiqbeat.audit import read_audit
+from kiqbeat.core.payload import jid
+from kiqbeat.core.schedule import Config
+from kiqbeat.engine import Engine, run
+from kiqbeat.errors import ConfigError
+from kiqbeat.settings import Settings
+from kiqbeat.store import Store
+from kiqbeat.web.app import create_app
+from kiqbeat.web.auth import Auth, Token
+from tests.web.conftest import OPERATOR_TOKEN, serve
+
+from .harness import Sidekiq, need
+
+LIB = Path(__file__).resolve().parents[2] / "clients" / "ruby" / "lib"
+EVERY_MINUTE = {"cron": "* * * * *", "class": "RecordingWorker", "args": [1]}
+INVALID = {"cron": "* * 31 2 *", "class": "RecordingWorker", "quue": "low"}
+
+# Each step's result, or the error it raised ({"error": class, "problems": [...]}).
+SCRIPT = r'''
+require "kiqbeat"
+client = KiqbeatClient.new(ENV.fetch("KIQBEAT_URL"), token: ENV.fetch("KIQBEAT_TOKEN"))
+steps = JSON.parse(ARGV.fetch(0))
+out = steps.map do |op, *args|
+  case op
+  when "put" then client.put(args[0], args[1], note: "from ruby").to_s
+  when "get" then client.get(args[0])
+  when "pause" then client.pause(args[0])
+  when "resume" then client.resume(args[0])
+  when "trigger" then client.trigger(args[0], args: args[1])
+  when "remove" then client.remove(args[0])
+  when "names" then client.each_schedule(prefix: args[0]).map { |s| s["name"] }
+  end
+rescue KiqbeatClient::Error => e
+  { "error" => e.class.name, "status" => e.status, "problems" => e.problems }
+end
+puts JSON.generate(out)
+'''
+
+
+@pytest.fixture
+def console_url(sidekiq: Sidekiq) -> Iterator[str]:
+    """`kiqbeat web`'s app on the worker's Redis."""
+    engine = Engine(Settings(redis_url=sidekiq.url))
+    server, thread, url = serve(create_app(
+        engine, Auth([Token("ruby", "operator", OPERATOR_TOKEN)])))
+    yield url
+    server.should_exit = True
+    thread.join(timeout=10)
+    engine.close()
+
+
+def ruby(url: str, *steps: list[Any]) -> list[Any]:
+    done = subprocess.run([need("ruby"), "-I", str(LIB), "-e", SCRIPT, json.dumps(steps)],
+                          env={**os.environ, "KIQBEAT_URL": url, "KIQBEAT_TOKEN": OPERATOR_TOKEN},
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result: list[Any] = json.loads(done.stdout)
+    return result
+
+
+def test_ruby_adds_changes_pauses_runs_and_removes_a_schedule_that_sidekiq_runs(
+    sidekiq: Sidekiq, console_url: str
+) -> None:
+    client = redis.Redis.from_url(sidekiq.url)
+    store = Store(client)
+    name = "ruby/every minute"
+    results = ruby(console_url, ["put", name, {**EVERY_MINUTE, "args": [0]}],
+                   ["put", name, EVERY_MINUTE], ["pause", name], ["resume", name],
+                   ["put", "ruby/bad", INVALID], ["names", "ruby/"],
+                   ["trigger", name, [5]], ["get", "nobody"])
+    created, replaced, paused, resumed, invalid, names, manual, nobody = results
+    assert (created, replaced, paused, resumed) == ("created", "replaced", True, True)
+    with pytest.raises(ConfigError) as raised:
+        store.check("ruby/bad", INVALID)
+    assert invalid == {"error": "KiqbeatClient::ValidationError", "status": 422,
+                       "problems": raised.value.problems}
+    assert any("did you mean 'queue'" in p for p in invalid["problems"])
+    assert names == [name] and nobody is None and store.get("ruby/bad") is None
+    row = store.get(name)
+    assert row is not None and row.definition == {**EVERY_MINUTE, "enabled": True}
+    # The manual run and the next tick an invocation pushes: the real worker runs both.
+    minute = sidekiq.redis_now().replace(second=0, microsecond=0)
+    run(client, Config(schedules=()), now=minute - timedelta(seconds=30))
+    report = run(client, Config(schedules=()), now=minute)
+    assert report.pushed == 1
+    ran = sidekiq.wait_runs({manual["jid"], jid(name, minute)})
+    performed = {r["jid"]: r["args"] for r in ran if r["kind"] == "perform"}
+    assert performed == {manual["jid"]: [5], jid(name, minute): [1]}
+    assert ruby(console_url, ["remove", name], ["remove", name]) == [True, False]
+    assert store.get(name) is None
+    audit = [(e.actor, e.action, e.note) for e in read_audit(client, "", name)]
+    assert audit == [("web:ruby", "remove", ""), ("web:ruby", "trigger", ""),
+                     ("web:ruby", "resume", ""), ("web:ruby", "pause", ""),
+                     ("web:ruby", "put", "from ruby"), ("web:ruby", "put", "from ruby")]
+    client.close()
+
+
+def test_the_module_docs_store_md_prints_runs_as_printed_in_a_bare_ruby(
+    redis_url: str, tmp_path: Path
+) -> None:
+    """The first printing lacked `require "json"` and `require "zlib"`: a fresh Ruby with
+    only the redis gem raised NameError (uninitialized constant KiqbeatStore::JSON)."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "store.md").read_text()
+    begin, end = "# --- KiqbeatStore: begin ---", "# --- KiqbeatStore: end ---"
+    module = tmp_path / "kiqbeat_store.rb"
+    module.write_text(doc[doc.index(begin):doc.index(end) + len(end)] + "\n")
+    script = ('require "redis"\nrequire_relative "kiqbeat_store"\n'
+              'redis = Redis.new(url: ENV.fetch("REDIS_URL"))\n'
+              'KiqbeatStore.put(redis, "digest:42", { "class" => "DigestWorker", '
+              '"cron" => "0 9 * * *", "args" => [42] }, shards: 4)\n'
+              'puts KiqbeatStore.due_key("digest:42", "", 4)\n')
+    done = subprocess.run([need("ruby"), "-e", script], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60, check=False,
+                          env={**os.environ, "REDIS_URL": redis_url})
+    assert done.returncode == 0, done.stderr
+    with redis.Redis.from_url(redis_url) as client:
+        row = Store(client, shards=4).get("digest:42")
+    assert row is not None and row.definition == {"class": "DigestWorker", "cron": "0 9 * * *",
+                                                  "args": [42]}

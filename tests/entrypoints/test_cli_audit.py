@@ -1,0 +1,109 @@
+"""The audit trail (kiqbeat.audit): every operator action through the Store, from the Python
+API and the command line, read back from the Redis stream itself."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+import redis
+
+from kiqbeat import audit
+from kiqbeat.audit import default_actor, read_audit, record_action
+from kiqbeat.engine import Engine
+from kiqbeat.redis import keys
+from kiqbeat.settings import Settings
+from kiqbeat.store import Store
+from tests.integration.helpers import config, minute_floor, redis_now
+
+from .conftest import Kiqbeat
+
+DIGEST = {"cron": "0 9 * * *", "class": "DigestWorker", "args": [1]}
+
+
+def stream(client: redis.Redis) -> list[dict[str, str]]:
+    """The audit stream's entries, oldest first, as Redis holds them."""
+    def text(value: bytes | str) -> str:
+        return value.decode() if isinstance(value, bytes) else value
+
+    return [{text(k): text(v) for k, v in fields.items()}
+            for _, fields in client.xrange(keys.audit(""))]
+
+
+def test_every_store_action_is_recorded_with_its_actor_schedule_and_note(
+    redis_url: str,
+) -> None:
+    client = redis.Redis.from_url(redis_url)
+    store = Store(client, actor="ops-bot")
+    store.add("a", DIGEST)
+    store.put("a", {**DIGEST, "args": [2]})
+    store.update("a", {**DIGEST, "args": [2]})
+    noted = store.acting("alice", note="INC-42: mail provider down")
+    noted.pause("a")
+    noted.resume("a")
+    manual = store.trigger("a", [9])
+    store.import_definitions([("b", DIGEST), ("c", {"cron": "nope"})])
+    store.remove("b")
+    entries = stream(client)
+    assert [(e["actor"], e["action"], e["name"]) for e in entries] == [
+        ("ops-bot", "add", "a"), ("ops-bot", "put", "a"), ("ops-bot", "update", "a"),
+        ("alice", "pause", "a"), ("alice", "resume", "a"), ("ops-bot", "trigger", "a"),
+        ("ops-bot", "import", ""), ("ops-bot", "remove", "b")]
+    assert entries[2]["detail"] == "unchanged"
+    assert {e["note"] for e in entries[3:5]} == {"INC-42: mail provider down"}
+    assert manual.jid in entries[5]["detail"]
+    assert entries[6]["detail"] == "1 written, 0 unchanged, 1 invalid, 0 refused"
+    assert Store(client).actor == default_actor() and "@" in default_actor()
+    # A refused action records nothing.
+    with pytest.raises(Exception, match="exists"):
+        store.add("a", DIGEST)
+    assert len(stream(client)) == len(entries)
+    assert [e.action for e in read_audit(client, "", "a")] == [
+        "trigger", "resume", "pause", "update", "put", "add"]
+    client.close()
+
+
+def test_a_backfill_is_recorded_once_with_the_count_it_pushed_and_a_dry_run_is_not(
+    redis_url: str,
+) -> None:
+    client = redis.Redis.from_url(redis_url)
+    cfg = config("missed_jobs_window: 1h\nschedules:\n  m: {cron: '* * * * *', class: W}\n")
+    t0 = minute_floor(redis_now(client)) - timedelta(hours=4)
+    engine = Engine(Settings(actor="carol"), client=client)
+    engine.run(cfg, now=t0)
+    engine.run(cfg, now=t0 + timedelta(hours=2))
+    store = engine.store(cfg)
+    store.backfill(["m"], dry_run=True)
+    store.backfill(["m"])
+    assert [(e["actor"], e["action"], e["name"], e["detail"]) for e in stream(client)] == [
+        ("carol", "backfill", "m", "60 pushed")]
+    client.close()
+
+
+def test_the_trail_is_bounded(redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    client = redis.Redis.from_url(redis_url)
+    monkeypatch.setattr(audit, "MAX_AUDIT_ENTRIES", 100)
+    for n in range(1000):
+        record_action(client, "", "bot", "pause", f"s{n}", note="x" * 2000)
+    # XADD MAXLEN ~ trims whole nodes of 100 entries: at most one node above the cap.
+    assert client.xlen(keys.audit("")) <= 200
+    newest = read_audit(client, "", limit=1)[0]
+    assert newest.name == "s999" and len(newest.note) == 500
+    client.close()
+
+
+def test_the_command_line_records_its_actor_and_kiqbeat_audit_shows_the_trail(
+    kiqbeat: Kiqbeat, redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    definition = json.dumps(DIGEST)
+    assert kiqbeat("schedules", "add", "a", "--json-definition", definition).code == 0
+    assert kiqbeat("schedules", "pause", "a", "--actor", "dave").code == 0
+    monkeypatch.setenv("KIQBEAT_ACTOR", "erin")
+    assert kiqbeat("trigger", "a").code == 0
+    shown = kiqbeat("audit", "a")
+    as_json = kiqbeat("audit", "--json").json()["audit"]
+    assert [(e["actor"], e["action"]) for e in as_json] == [
+        ("erin", "trigger"), ("dave", "pause"), (default_actor(), "add")]
+    assert shown.code == 0 and shown.out.count("\n") == 3 and "dave: pause 'a'" in shown.out
+    assert [e["actor"] for e in stream(redis_client)] == [default_actor(), "dave", "erin"]

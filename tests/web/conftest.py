@@ -1,0 +1,114 @@
+"""A real console for the web tests: `create_app` served by uvicorn on a free loopback port,
+over the session's private redis-server (emptied for each test), with an operator's and a
+reader's token; httpx clients speak to it as a browser or another language would."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import httpx
+import pytest
+import redis
+import uvicorn
+
+from kiqbeat.engine import Engine
+from kiqbeat.settings import Settings
+from kiqbeat.store import Store
+from kiqbeat.web.app import create_app
+from kiqbeat.web.auth import Auth, Token
+from tests.entrypoints.conftest import free_port
+
+OPERATOR_TOKEN = "op-" + "7" * 29
+READER_TOKEN = "rd-" + "5" * 29
+
+
+@dataclass
+class Served:
+    """A running console: its URL, the tokens, and the Redis it serves."""
+
+    url: str
+    redis_url: str
+    server: uvicorn.Server
+
+    def api(self, token: str | None = OPERATOR_TOKEN) -> httpx.Client:
+        """A client of the JSON API (with a bearer token unless None)."""
+        headers = {"authorization": f"Bearer {token}"} if token else {}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=30)
+
+    @contextlib.contextmanager
+    def browser(self, token: str | None = OPERATOR_TOKEN) -> Iterator[httpx.Client]:
+        """A cookie-keeping client, signed in through the form with `token` (unless None)."""
+        with httpx.Client(base_url=self.url, timeout=30, follow_redirects=True) as client:
+            if token is not None:
+                page = client.get("/login")
+                done = client.post("/login", data={"token": token, "csrf": csrf_of(page.text),
+                                                   "next": "/"})
+                assert done.status_code == 200, done.text
+            yield client
+
+
+def csrf_of(html: str) -> str:
+    """The CSRF field of the first form on a page."""
+    found = re.search(r'name="csrf" value="([^"]+)"', html)
+    assert found, "no CSRF field on the page"
+    return found.group(1)
+
+
+def serve(app: object) -> tuple[uvicorn.Server, threading.Thread, str]:
+    """Serve an ASGI app from a thread; returns once it accepts connections."""
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,  # type: ignore[arg-type]
+                                           log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("the console did not start")
+        time.sleep(0.02)
+    return server, thread, f"http://127.0.0.1:{port}"
+
+
+Start = Callable[..., Served]
+
+
+@pytest.fixture
+def start_console(redis_url: str) -> Iterator[Start]:
+    """Start a console over the test's Redis (tokens, or anonymous)."""
+    running: list[tuple[uvicorn.Server, threading.Thread, Engine]] = []
+
+    def start(*, tokens: list[Token] | None = None, anonymous: bool = False,
+              url: str = redis_url, sweep: bool = True) -> Served:
+        engine = Engine(Settings(redis_url=url))
+        auth = Auth([Token("alice", "operator", OPERATOR_TOKEN),
+                     Token("bob", "reader", READER_TOKEN)] if tokens is None else tokens,
+                    anonymous=anonymous)
+        server, thread, base = serve(create_app(engine, auth, sweep=sweep))
+        running.append((server, thread, engine))
+        return Served(base, url, server)
+
+    yield start
+    for server, thread, engine in running:
+        server.should_exit = True
+        thread.join(timeout=10)
+        engine.close()
+
+
+@pytest.fixture
+def console(start_console: Start) -> Served:
+    """A console with an operator (alice) and a reader (bob)."""
+    return start_console()
+
+
+@pytest.fixture
+def store(redis_url: str) -> Iterator[Store]:
+    """The store the console serves, as the Python API sees it."""
+    client = redis.Redis.from_url(redis_url)
+    yield Store(client)
+    client.close()
+

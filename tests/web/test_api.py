@@ -1,0 +1,282 @@
+"""The JSON API against a real console and a real Redis: what it writes is checked in Redis
+and through the Python API, not in its own answers alone."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from datetime import timedelta
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+import redis
+
+from kiqbeat.core.payload import jid
+from kiqbeat.engine import Engine
+from kiqbeat.errors import ConfigError
+from kiqbeat.redis import keys
+from kiqbeat.redis.store import Op, write
+from kiqbeat.settings import Settings
+from kiqbeat.store import Store
+from tests.integration.helpers import config, minute_floor, pushed_jobs, redis_now
+from tests.security.conftest import kiqbeat_cli
+
+from .conftest import READER_TOKEN, Served
+
+DIGEST = {"cron": "0 9 * * *", "tz": "Asia/Kolkata", "class": "DigestWorker", "args": [42]}
+OUTAGE = """
+missed_jobs_window: 1h
+schedules:
+  minutely: {cron: "* * * * *", class: MinuteWorker}
+"""
+
+
+def path(name: str) -> str:
+    return "/api/v1/schedules/" + quote(name, safe="")
+
+
+def test_a_schedule_put_through_the_api_is_stored_as_the_python_api_would_store_it(
+    console: Served, store: Store, redis_client: redis.Redis
+) -> None:
+    with console.api() as api:
+        created = api.put(path("digest:42"), json=DIGEST)
+        replaced = api.put(path("digest:42"), json={**DIGEST, "args": [43]})
+        again = api.put(path("digest:42"), json={**DIGEST, "args": [43]})
+    assert (created.status_code, replaced.status_code, again.status_code) == (201, 200, 200)
+    row = store.get("digest:42")
+    assert row is not None and row.definition == {**DIGEST, "args": [43]} and row.source == ""
+    assert created.json()["reading"] == "at 09:00" and created.json()["zone"] == "Asia/Kolkata"
+    assert redis_client.zscore(keys.due(""), "digest:42") == 0  # "plan me"
+
+
+def test_an_invalid_definition_is_answered_422_with_the_messages_of_validate_and_not_written(
+    console: Served, store: Store, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    bad = {"cron": "61 9 * * *", "class": "DigestWorker", "quue": "mail"}
+    with console.api() as api:
+        answer = api.put(path("digest"), json=bad)
+    assert answer.status_code == 422
+    problems = answer.json()["problems"]
+    with pytest.raises(ConfigError) as raised:
+        store.check("digest", bad)
+    assert problems == raised.value.problems
+    assert any("'quue'" in p and "did you mean 'queue'" in p for p in problems)
+    assert any("(field 'cron')" in p and "'61'" in p for p in problems)
+    # `kiqbeat validate` of a document holding the same schedule says the same things.
+    document = tmp_path / "doc.yaml"
+    document.write_text(json.dumps({"schedules": {"digest": bad}}))
+    validated = kiqbeat_cli("validate", str(document))
+    assert validated.returncode == 1
+    assert all(p in validated.stderr for p in problems)
+    assert not redis_client.hexists(keys.definitions(""), "digest")
+
+
+@pytest.mark.parametrize("name", ["a/b", "team/eu/daily report", "50% off", "ünïcødé ✓",
+                                  "x/pause", "?#&=+"])
+def test_any_name_kiqbeat_allows_round_trips_through_the_path(
+    console: Served, store: Store, name: str
+) -> None:
+    with console.api() as api:
+        assert api.put(path(name), json=DIGEST).status_code == 201
+        assert api.get(path(name)).json()["name"] == name
+        assert api.post(path(name) + "/pause").json() == {"name": name, "paused": True,
+                                                          "changed": True}
+        row = store.get(name)
+        assert row is not None and not row.enabled
+        assert api.delete(path(name)).status_code == 204
+    assert store.get(name) is None
+
+
+def _document_schedule(client: redis.Redis, name: str) -> None:
+    from kiqbeat.document.validate import encode_definition
+
+    data = encode_definition({"cron": "* * * * *", "class": "W"}, "s3://bucket/kiqbeat.yaml")
+    write(client, "", 1, [Op("put", name, data, "s3://bucket/kiqbeat.yaml")])
+
+
+def test_a_documents_schedule_is_read_only_through_the_api_but_may_be_paused(
+    console: Served, store: Store, redis_client: redis.Redis
+) -> None:
+    _document_schedule(redis_client, "owned")
+    with console.api() as api:
+        put = api.put(path("owned"), json=DIGEST)
+        delete = api.delete(path("owned"))
+        paused = api.post(path("owned") + "/pause", json={"note": "INC-7"})
+    assert (put.status_code, delete.status_code, paused.status_code) == (409, 409, 200)
+    assert "s3://bucket/kiqbeat.yaml" in put.json()["error"]
+    row = store.get("owned")
+    assert row is not None and row.source == "s3://bucket/kiqbeat.yaml" and not row.enabled
+
+
+def test_a_manual_run_through_the_api_pushes_one_job_with_the_args_given(
+    console: Served, store: Store, redis_client: redis.Redis
+) -> None:
+    store.put("report", DIGEST)
+    with console.api() as api:
+        done = api.post(path("report") + "/trigger", json={"args": [7, "eu"]})
+        refused = api.post(path("report") + "/trigger", json={"args": "7"})
+        missing = api.post(path("nobody") + "/trigger")
+    assert (done.status_code, refused.status_code, missing.status_code) == (201, 422, 404)
+    jobs = pushed_jobs(redis_client)
+    assert [(j["jid"], j["args"], j["class"]) for j in jobs] == [
+        (done.json()["jid"], [7, "eu"], "DigestWorker")]
+    assert [p.kind for p in store.history("report")] == ["manual"]
+
+
+def test_a_backfill_through_the_api_counts_first_then_pushes_each_recorded_tick_once(
+    console: Served, redis_client: redis.Redis
+) -> None:
+    cfg = config(OUTAGE)
+    client = redis.Redis.from_url(console.redis_url)
+    t0 = minute_floor(redis_now(client)) - timedelta(hours=5)
+    t1 = t0 + timedelta(hours=3)
+    engine = Engine(Settings(), client=client)
+    engine.run(cfg, now=t0)
+    engine.run(cfg, now=t1)
+    with console.api() as api:
+        missed = api.get("/api/v1/missed").json()["missed"]
+        dry = api.post(path("minutely") + "/backfill", json={"dry_run": True}).json()
+        jobs_before = len(pushed_jobs(redis_client))
+        done = api.post(path("minutely") + "/backfill", json={}).json()
+        again = api.post(path("minutely") + "/backfill", json={}).json()
+    assert [m["ticks"] for m in missed] == [120]
+    assert dry["planned"] == 120 and dry["pushed"] == 0
+    assert jobs_before == 60  # the invocation at t1 pushed the last hour's
+    assert done["pushed"] == 120 and again["pushed"] == 0
+    jids = Counter(j["jid"] for j in pushed_jobs(redis_client))
+    expected = {jid("minutely", t0 + timedelta(minutes=m)) for m in range(1, 181)}
+    assert set(jids) == expected and max(jids.values()) == 1
+    client.close()
+
+
+def test_schedules_are_paged_by_cursor_and_filtered_by_prefix_state_queue_and_source(
+    console: Served, store: Store, redis_client: redis.Redis
+) -> None:
+    for n in range(120):
+        store.put(f"team-{n % 3}/job-{n:03}", {**DIGEST, "queue": "mail" if n % 4 else "low",
+                                               "enabled": n % 5 != 0})
+    store.put("other", DIGEST)
+    _document_schedule(redis_client, "team-9/owned")
+    with console.api() as api:
+        seen: list[str] = []
+        cursor = ""
+        pages = 0
+        while True:
+            answer = api.get("/api/v1/schedules", params={"limit": 50, "cursor": cursor}).json()
+            seen += [r["name"] for r in answer["items"]]
+            pages += 1
+            if not answer["next_cursor"]:
+                break
+            cursor = answer["next_cursor"]
+
+        def names(**params: str) -> list[str]:
+            out, cursor = [], ""
+            while True:
+                page = api.get("/api/v1/schedules", params={**params, "cursor": cursor}).json()
+                out += [r["name"] for r in page["items"]]
+                if not (cursor := page["next_cursor"]):
+                    return out
+
+        by_prefix = names(prefix="team-1/")
+        paused = names(state="paused", prefix="team-")
+        low = names(queue="low")
+        documents = names(source="s3://bucket/kiqbeat.yaml")
+        api_owned = names(source="api", prefix="o")
+        bad_state = api.get("/api/v1/schedules", params={"state": "sleeping"})
+    assert pages == 3 and sorted(seen) == seen and len(seen) == len(set(seen)) == 122
+    assert by_prefix == sorted(f"team-1/job-{n:03}" for n in range(120) if n % 3 == 1)
+    assert paused == sorted(f"team-{n % 3}/job-{n:03}" for n in range(120) if n % 5 == 0)
+    assert low == sorted(f"team-{n % 3}/job-{n:03}" for n in range(120) if n % 4 == 0)
+    assert documents == ["team-9/owned"] and api_owned == ["other"]
+    assert bad_state.status_code == 422 and "sleeping" in bad_state.json()["error"]
+
+
+def test_a_schedule_written_with_plain_redis_commands_is_found_and_a_removed_one_is_not(
+    console: Served, redis_client: redis.Redis
+) -> None:
+    # docs/store.md's protocol, bypassing the console's name index.
+    redis_client.hset(keys.definitions(""), "ruby/nightly", json.dumps(DIGEST))
+    redis_client.zadd(keys.due(""), {"ruby/nightly": 0})
+    with console.api() as api:
+        exact = api.get("/api/v1/schedules", params={"prefix": "ruby/nightly"}).json()
+        assert [r["name"] for r in exact["items"]] == ["ruby/nightly"]
+        redis_client.hdel(keys.definitions(""), "ruby/nightly")
+        redis_client.zrem(keys.due(""), "ruby/nightly")
+        gone = api.get("/api/v1/schedules", params={"prefix": "ruby/"}).json()
+    assert gone["items"] == []
+    assert redis_client.zscore(keys.names(""), "ruby/nightly") is None
+
+
+def test_the_sweep_indexes_every_stored_name_and_counts_the_paused(
+    redis_client: redis.Redis, store: Store
+) -> None:
+    from kiqbeat.web.names import NameIndex, Sweep
+
+    for n in range(1200):
+        redis_client.hset(keys.definitions(""), f"s{n:04}", json.dumps(
+            {**DIGEST, "enabled": n % 3 != 0}))
+    store.trigger("s0001")
+    sweep = Sweep(store.client, "")
+    while not sweep.step():
+        pass
+    assert NameIndex(redis_client, "").page("s", None, 2000) == [f"s{n:04}" for n in range(1200)]
+    assert sweep.last is not None and sweep.last.schedules == 1200
+    assert sweep.last.paused == 400
+    assert [(p.name, p.kind) for p in sweep.last.recent] == [("s0001", "manual")]
+
+
+def test_status_missed_audit_and_the_openapi_description_are_served(
+    console: Served, store: Store
+) -> None:
+    store.put("a", DIGEST)
+    with console.api() as api:
+        status = api.get("/api/v1/status").json()
+        audit = api.get("/api/v1/audit").json()["audit"]
+        spec = api.get("/api/v1/openapi.json").json()
+    assert status["counts"]["schedules"] == 1 and status["most_overdue"][0]["name"] == "a"
+    assert [(a["action"], a["name"]) for a in audit] == [("put", "a")]
+    assert spec["openapi"].startswith("3.") and {
+        "/api/v1/schedules", "/api/v1/schedules/{name}", "/api/v1/schedules/{name}/pause",
+        "/api/v1/schedules/{name}/resume", "/api/v1/schedules/{name}/trigger",
+        "/api/v1/schedules/{name}/backfill", "/api/v1/missed", "/api/v1/status",
+    } <= set(spec["paths"])
+
+
+def test_a_reader_reads_and_may_not_act_and_no_token_reads_nothing(
+    console: Served, store: Store
+) -> None:
+    store.put("a", DIGEST)
+    with console.api(READER_TOKEN) as reader, console.api(None) as nobody, \
+            console.api("x" * 32) as wrong:
+        assert reader.get(path("a")).status_code == 200
+        assert reader.post(path("a") + "/pause").status_code == 403
+        assert reader.put(path("b"), json=DIGEST).status_code == 403
+        assert reader.delete(path("a")).status_code == 403
+        assert nobody.get("/api/v1/schedules").status_code == 401
+        assert nobody.get("/metrics").status_code == 401
+        scraped = reader.get("/metrics").text
+        assert wrong.get("/api/v1/schedules").status_code == 401
+    row = store.get("a")
+    assert row is not None and row.enabled and store.get("b") is None
+    assert "kiqbeat_schedules 1.0" in scraped and "kiqbeat_schedules_set_aside 0.0" in scraped
+
+
+def test_schedules_with_missed_ticks_are_paged_by_cursor_however_small_their_record_hash(
+    console: Served, store: Store, redis_client: redis.Redis
+) -> None:
+    for n in range(120):
+        store.put(f"m{n:03}", DIGEST)
+        redis_client.hset(keys.missed(""), f"m{n:03}", "1700000000000 1700003600000 window")
+    store.put("fine", DIGEST)
+    with console.api() as api:
+        seen, cursor, pages = [], "", 0
+        while True:
+            page = api.get("/api/v1/schedules", params={"state": "missed", "limit": 50,
+                                                         "cursor": cursor}).json()
+            assert len(page["items"]) <= 50
+            seen += [r["name"] for r in page["items"]]
+            pages += 1
+            if not (cursor := page["next_cursor"]):
+                break
+    assert pages == 3 and sorted(seen) == [f"m{n:03}" for n in range(120)]

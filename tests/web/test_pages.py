@@ -1,0 +1,119 @@
+"""The console's forms without a browser: what they write is checked through the Store."""
+
+from __future__ import annotations
+
+import html
+import re
+
+import pytest
+import redis
+
+from kiqbeat.audit import read_audit
+from kiqbeat.errors import ConfigError
+from kiqbeat.store import Store
+
+from .conftest import READER_TOKEN, Served, csrf_of
+from .test_api import DIGEST, _document_schedule
+
+BAD_YAML = "cron: '0 25 * * *'\nclass: DigestWorker\nqueu: mail\n"
+
+
+def test_a_schedule_created_in_the_form_is_stored_and_an_invalid_one_shows_validates_messages(
+    console: Served, store: Store
+) -> None:
+    with console.browser() as browser:
+        form = browser.get("/new")
+        bad = browser.post("/save", data={"csrf": csrf_of(form.text), "name": "digest",
+                                          "definition": BAD_YAML})
+        good = browser.post("/save", data={
+            "csrf": csrf_of(form.text), "name": "team/digest", "note": "ticket 12",
+            "definition": "cron: '0 9 * * 1-5'\ntz: Europe/Paris\nclass: DigestWorker\n"})
+    assert bad.status_code == 422 and store.get("digest") is None
+    with pytest.raises(ConfigError) as raised:
+        store.check("digest", {"cron": "0 25 * * *", "class": "DigestWorker", "queu": "mail"})
+    shown = html.unescape(bad.text)
+    assert all(p in shown for p in raised.value.problems) and len(raised.value.problems) == 2
+    assert BAD_YAML.splitlines()[2] in shown  # the text typed is kept for a fix
+    assert good.status_code == 200 and "Created" in good.text
+    row = store.get("team/digest")
+    assert row is not None and row.definition == {"cron": "0 9 * * 1-5", "tz": "Europe/Paris",
+                                                  "class": "DigestWorker"}
+    assert [(a.actor, a.action, a.note) for a in
+            read_audit(store.client, "", "team/digest")] == [
+        ("web:alice", "put", "ticket 12")]
+
+
+def test_a_documents_schedule_cannot_be_edited_or_deleted_in_the_console(
+    console: Served, store: Store, redis_client: redis.Redis
+) -> None:
+    _document_schedule(redis_client, "owned")
+    with console.browser() as browser:
+        page = browser.get("/schedule", params={"name": "owned"})
+        edit = browser.get("/edit", params={"name": "owned"})
+        delete = browser.post("/act", data={"csrf": csrf_of(page.text), "name": "owned",
+                                            "action": "delete", "confirm": "1"})
+    assert "belongs to the document" in page.text and "s3://bucket/kiqbeat.yaml" in page.text
+    assert 'action="/save"' not in page.text
+    assert (edit.status_code, delete.status_code) == (409, 422)
+    assert store.get("owned") is not None
+
+
+def test_delete_asks_for_confirmation_and_a_reader_sees_no_action(
+    console: Served, store: Store
+) -> None:
+    store.put("a", DIGEST)
+    with console.browser() as browser:
+        page = browser.get("/schedule", params={"name": "a"})
+        unconfirmed = browser.post("/act", data={"csrf": csrf_of(page.text), "name": "a",
+                                                 "action": "delete"})
+        assert unconfirmed.status_code == 422 and store.get("a") is not None
+        done = browser.post("/act", data={"csrf": csrf_of(page.text), "name": "a",
+                                          "action": "delete", "confirm": "1"})
+        assert done.status_code == 200 and store.get("a") is None
+    store.put("a", DIGEST)
+    with console.browser(READER_TOKEN) as reader:
+        page = reader.get("/schedule", params={"name": "a"})
+        refused = reader.post("/act", data={"csrf": csrf_of(page.text), "name": "a",
+                                            "action": "pause"})
+    assert "Run now" not in page.text and "Pause</button>" not in page.text
+    assert refused.status_code == 403
+    row = store.get("a")
+    assert row is not None and row.enabled
+
+
+def test_the_app_mounted_under_a_prefix_in_another_asgi_app_links_and_signs_in_under_it(
+    redis_url: str,
+) -> None:
+    import httpx
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
+    from kiqbeat.engine import Engine
+    from kiqbeat.settings import Settings
+    from kiqbeat.web.app import create_app
+    from kiqbeat.web.auth import Auth, Token
+
+    from .conftest import OPERATOR_TOKEN, serve
+
+    engine = Engine(Settings(redis_url=redis_url))
+    inner = create_app(engine, Auth([Token("a", "operator", OPERATOR_TOKEN)]),
+                       root_path="/kiqbeat")
+    server, thread, url = serve(Starlette(routes=[Mount("/kiqbeat", inner)]))
+    try:
+        with httpx.Client(base_url=url) as client:
+            first = client.get("/kiqbeat/")
+            form = client.get("/kiqbeat/login")
+            signed = client.post("/kiqbeat/login", data={
+                "token": OPERATOR_TOKEN, "csrf": csrf_of(form.text), "next": "/kiqbeat/"})
+            overview = client.get("/kiqbeat/")
+            css = client.get("/kiqbeat/static/console.css")
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        engine.close()
+    assert first.headers["location"] == "/kiqbeat/login?next=%2Fkiqbeat%2F"
+    assert signed.headers["location"] == "/kiqbeat/"
+    links = re.findall(r'(?:href|action)="([^"]+)"', overview.text)
+    assert overview.status_code == 200 and links and all(
+        link.startswith("/kiqbeat/") for link in links)
+    assert css.status_code == 200 and "text/css" in css.headers["content-type"]
