@@ -175,13 +175,17 @@ def _record(report: Report, lateness_s: float | None) -> None:
 # same code (kiqbeat.entrypoints.requests).
 
 
-def _operate(event: Mapping[str, Any], started: float, lambda_left_s: float | None
-             ) -> dict[str, Any]:
+def _operate(event: Mapping[str, Any], started: float, lambda_left_s: float | None,
+             function_name: str) -> dict[str, Any]:
     engine = None
     try:
         request = requests.from_event(event)
         # The whole store's engine: operations run no shard's invocation.
         engine = _warm_state().engine(None)
+        # Who asks, for the audit trail: the event's "actor", else KIQBEAT_ACTOR, else the
+        # function itself.
+        if not (request.actor or engine.settings.actor):
+            request = replace(request, actor=f"lambda:{function_name}")
         deadline = _deadline(engine, started, lambda_left_s)
         with engine.sources.until(deadline):
             outcome = execute(request, engine, deadline=deadline)
@@ -226,7 +230,8 @@ def invoke(event: Any, context: Any) -> dict[str, Any]:
                        scheduled_time=fired.scheduled_time.isoformat() if fired.scheduled_time
                        else None)
     if isinstance(event, Mapping) and OPERATOR in event:
-        return _operate(event, started, lambda_left_s)
+        return _operate(event, started, lambda_left_s,
+                        str(getattr(context, "function_name", "") or "kiqbeat"))
     engine = None
     try:
         warm = _warm_state()

@@ -107,3 +107,14 @@ def test_the_command_line_records_its_actor_and_kiqbeat_audit_shows_the_trail(
         ("erin", "trigger"), ("dave", "pause"), (default_actor(), "add")]
     assert shown.code == 0 and shown.out.count("\n") == 3 and "dave: pause 'a'" in shown.out
     assert [e["actor"] for e in stream(redis_client)] == [default_actor(), "dave", "erin"]
+
+
+def test_a_commands_note_goes_into_the_audit_trail_with_the_action(
+    kiqbeat: Kiqbeat, redis_client: redis.Redis,
+) -> None:
+    assert kiqbeat("schedules", "put", "n", "--json-definition", json.dumps(DIGEST)).code == 0
+    paused = kiqbeat("schedules", "pause", "n", "--actor", "erin", "--note", "INC-9: on hold")
+    assert paused.code == 0
+    (last,) = stream(redis_client)[-1:]
+    assert (last["actor"], last["action"], last["name"], last["note"]) == (
+        "erin", "pause", "n", "INC-9: on hold")

@@ -653,3 +653,18 @@ def test_a_failed_operator_event_is_a_clear_error_logged_as_a_clipped_summary(
     assert json.loads(line)["message"] == "kiqbeat operation failed"
     assert len(line) < 20_000 and "RecursionError" not in line  # not the whole event
     assert redis_client.llen("queue:pulse") == 0
+
+
+def test_operator_events_are_audited_with_their_actor_and_note_else_the_functions_name(
+    lambda_env: Path, redis_client: redis.Redis,
+) -> None:
+    definition = {"cron": "0 9 * * *", "class": "DigestWorker"}
+    app.lambda_handler({"kiqbeat": "put", "name": "d", "definition": definition}, Context())
+    app.lambda_handler({"kiqbeat": "pause", "name": "d", "actor": "alice",
+                        "note": "INC-7: provider down"}, Context())
+    with pytest.raises(ConfigError, match="note"):
+        app.lambda_handler({"kiqbeat": "resume", "name": "d", "note": "x" * 501}, Context())
+    entries = [{k.decode(): v.decode() for k, v in fields.items()}
+               for _, fields in redis_client.xrange("kiqbeat:audit")]
+    assert [(e["actor"], e["action"], e["note"]) for e in entries] == [
+        ("lambda:kiqbeat-test", "put", ""), ("alice", "pause", "INC-7: provider down")]

@@ -101,6 +101,7 @@ def add_parser(sub: Any) -> None:
     def common(p: argparse.ArgumentParser) -> None:
         add_flags(p)
         p.add_argument("--json", action="store_true", help="print JSON")
+        p.add_argument("--note", metavar="TEXT", help="why, for the audit trail")
 
     p = command("missed", "list the ticks recorded as missed (older than the window, "
                           "passed over by catch_up, or owed when paused), as ranges",

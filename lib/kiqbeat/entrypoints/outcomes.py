@@ -53,7 +53,7 @@ def execute(request: Request, engine: Engine, *, deadline: float,
     (time.monotonic()) or once `stop()` is true, and says what it pushed."""
     if request.kind == "reindex":
         return _reindex(request, engine)
-    store = engine.store()
+    store = engine.store().acting(request.actor or None, request.note)
     if request.kind == "status":
         return _status(request, engine, store)
     if request.kind == "backfill":

@@ -23,7 +23,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from kiqbeat.core.limits import MAX_REQUEST_NAME_CHARS, MAX_SHARDS, MAX_SHOWN_CHARS
+from kiqbeat.core.limits import (
+    MAX_AUDIT_NOTE_CHARS,
+    MAX_REQUEST_NAME_CHARS,
+    MAX_SHARDS,
+    MAX_SHOWN_CHARS,
+)
 from kiqbeat.document.jobs import MAX_JOB_BYTES, MAX_JOB_VALUES, MAX_JSON_DEPTH, Shapes
 from kiqbeat.entrypoints.preview import parse_instant
 from kiqbeat.errors import ConfigError, shown
@@ -54,10 +59,15 @@ class Request:
     force_owner: bool = False  # put, update, remove: whatever source the schedule names
     limit: int = DEFAULT_STATUS_ROWS  # status: schedules shown
     offset: int = 0  # status: skipped first (paging)
+    # Every request: who asks (default: the entrypoint's: --actor / KIQBEAT_ACTOR, else
+    # user@host; the Lambda's function name) and why, for the audit trail (kiqbeat.audit).
+    actor: str = ""
+    note: str = ""
 
 
 # Each operation's fields: the event's key -> the command line's spelling.
 _WRITE = {"name": "NAME", "definition": "--json-definition"}
+_AUDITED = {"actor": "--actor", "note": "--note"}  # every operation's, for the audit trail
 FIELDS: dict[str, dict[str, str]] = {
     "missed": {"names": "NAME"},
     "backfill": {"names": "NAME", "all": "--all", "since": "--since", "until": "--until",
@@ -76,6 +86,7 @@ FIELDS: dict[str, dict[str, str]] = {
     "resume": {"name": "NAME"},
     "get": {"name": "NAME"},
 }
+FIELDS = {kind: fields | _AUDITED for kind, fields in FIELDS.items()}
 # The fields an event must give (a command line's parser requires its own).
 NEEDED = {"trigger": ("name",), "history": ("name",), "reindex": ("shards",),
           "add": ("name", "definition"), "put": ("name", "definition"),
@@ -154,6 +165,8 @@ def _checked(kind: str, raw: Mapping[str, Any], where: Callable[[str], str]) -> 
             values[key] = _whole(value, where(key), *_WHOLE[key])
         elif key == "definition":
             values[key] = value  # the store checks it, with a document's messages
+        elif key in _AUDITED:
+            values[key] = _text(value, where(key), _TEXT_CHARS[key])
         elif not isinstance(value, bool):
             raise ConfigError(f"{where(key)}: expected true or false, not {shown(value)}")
         else:
@@ -168,6 +181,17 @@ def _checked(kind: str, raw: Mapping[str, Any], where: Callable[[str], str]) -> 
             raise ConfigError(f"{where('since')} {shown(raw['since'])} is later than "
                               f"{where('until')} {shown(raw['until'])}; nothing was done")
     return Request(kind, **values)
+
+
+# The longest actor and note a request may give (the audit trail keeps them whole).
+_TEXT_CHARS = {"actor": MAX_SHOWN_CHARS, "note": MAX_AUDIT_NOTE_CHARS}
+
+
+def _text(value: Any, where: str, most: int) -> str:
+    if not isinstance(value, str) or len(value) > most:
+        raise ConfigError(f"{where}: expected text of at most {most:,} characters, not "
+                          f"{shown(value)}")
+    return value.strip()
 
 
 def _whole(value: Any, where: str, least: int, most: int | None, unit: str) -> int:

@@ -382,6 +382,7 @@ def add_parser(sub: Any) -> None:
             q.add_argument("name", metavar="NAME", help="the schedule's name")
         add_flags(q)
         q.add_argument("--json", action="store_true", help="print JSON")
+        q.add_argument("--note", metavar="TEXT", help="why, for the audit trail")
         q.set_defaults(func=func)
         return q
 
