@@ -91,6 +91,14 @@ def documents(ns: str) -> str:
     return f"{ns}kiqbeat:documents"
 
 
+def document_bytes(ns: str) -> str:
+    """Hash: document location -> the record of the bytes it was last applied from (JSON:
+    their fingerprint, the digest of the definitions applied, the document's settings), so
+    that a new process running an unchanged document does not parse it
+    (document/fingerprint.py). Trusted only while `documents` holds the same digest."""
+    return f"{ns}kiqbeat:document_bytes"
+
+
 def document_index(ns: str, source: str) -> str:
     """String: the names and definition digests a document last applied ("NAME\tDIGEST"
     lines, zlib-compressed, base64), from which its next change is a diff."""
