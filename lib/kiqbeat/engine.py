@@ -135,14 +135,15 @@ class _Probe:
     confirmed: bool = False  # the record held: the invocation runs on it
 
     def queue(self, pipe: Any) -> None:
-        pipe.hget(keys.document_bytes(self.namespace), self.source)
-        pipe.hget(keys.documents(self.namespace), self.source)
+        pipe.hmget(keys.documents(self.namespace),
+                   [keys.document_bytes_field(self.source), self.source])
 
-    def holds(self, record: Any, applied: Any) -> Applied | None:
+    def holds(self, reply: Any) -> Applied | None:
         """The record, when it is of these bytes in this namespace and the store still holds
         the definitions it applied; None otherwise (then the document is parsed)."""
-        if isinstance(record, Exception) or isinstance(applied, Exception):
+        if isinstance(reply, Exception):
             return None
+        record, applied = reply
         found = Applied.decode(record)
         if (found is None or found.mark != self.mark or found.namespace != self.namespace
                 or applied is None or reply_text(applied) != found.definitions_digest):
@@ -368,7 +369,7 @@ class Engine:
             if probe is not None:
                 probe.queue(pipe)
             if mark is not None:
-                pipe.hget(keys.document_bytes(namespace), marked)
+                pipe.hget(keys.documents(namespace), keys.document_bytes_field(marked))
             neighbours.queue(pipe)
             # Read, never recorded here: only `kiqbeat schedules reindex` records the count,
             # so a typo in a first invocation's --shard is refused, not kept for good.
@@ -387,7 +388,7 @@ class Engine:
         indexed_for = more.pop()
         recorded = None
         if probe is not None:
-            found = probe.holds(more.pop(0), more.pop(0))
+            found = probe.holds(more.pop(0))
             if found is None:
                 self._checked_client = None  # the next attempt reports startup warnings again
                 return None
@@ -467,9 +468,9 @@ class Engine:
         new processes then run it without parsing it (one write, after the push)."""
         if isinstance(recorded, Exception) or Applied.decode(recorded) == applied:
             return
-        key = keys.document_bytes(applied.namespace)
+        key = keys.documents(applied.namespace)
         with redis_errors(self.client, f"writing {key}"):
-            self.client.hset(key, source, applied.encode())
+            self.client.hset(key, keys.document_bytes_field(source), applied.encode())
         report.round_trips += 1
 
     def _apply(self, document: Document, namespace: str, report: Report,

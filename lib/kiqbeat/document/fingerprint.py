@@ -3,7 +3,7 @@
 A CronJob pod or a cold Lambda is a new process every minute. Parsing and validating a
 document of 100,000 schedules costs seconds, so an invocation that applied a document records,
 beside the digest of the definitions it applied (`keys.documents`), an `Applied` record
-(`keys.document_bytes`): the fingerprint of the bytes it parsed and what an invocation needs
+(`keys.document_bytes_field`): the fingerprint of the bytes it parsed and what an invocation needs
 of the document besides its schedules (namespace, window, durability). A new process reads
 the bytes, computes the fingerprint and, when the record holds it and the store still holds
 those definitions as applied, plans from the store without parsing, validating or checking
