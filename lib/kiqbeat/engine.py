@@ -229,11 +229,12 @@ class Engine:
         """One invocation: apply the document if it changed, push every due tick exactly
         once, and report what happened.
 
-        `config` defaults to the settings' document; `now` replays an invocation at an
-        earlier instant (tests, rehearsals) and may not be later than the Redis clock; with
-        `replay` False (the CLI without --replay) nor more than the missed-jobs window
-        before it. With more than one shard, the store must record the count (`reindex`):
-        an invocation never records it.
+        `config` defaults to the settings' document, which is then not parsed when its
+        bytes are those the store records as applied (`_invoke_unchanged`); `now` replays
+        an invocation at an earlier instant (tests, rehearsals) and may not be later than
+        the Redis clock; with `replay` False (the CLI without --replay) nor more than the
+        missed-jobs window before it. With more than one shard, the store must record the
+        count (`reindex`): an invocation never records it.
         Raises KiqbeatError subclasses; anything pushed before an error is pushed with its
         watermark, anything not pushed is left for the next invocation. The client is kept
         after Redis was unavailable: redis-py reconnects, and behind Sentinel it asks for
