@@ -241,8 +241,8 @@ def invoke(event: Any, context: Any) -> dict[str, Any]:
         engine = warm.engine(shard)
         deadline = _deadline(engine, started, lambda_left_s)
         with engine.sources.until(deadline):
-            config = engine.config()
-            report = engine.run(config, deadline_s=max(0.0, deadline - time.monotonic()))
+            # No config passed: a cold start with an unchanged document does not parse it.
+            report = engine.run(deadline_s=max(0.0, deadline - time.monotonic()))
     except Exception:
         metrics.add_metric(name="InvocationsFailed", unit=MetricUnit.Count, value=1)
         logger.exception("kiqbeat invocation failed",

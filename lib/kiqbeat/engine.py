@@ -17,7 +17,12 @@ An invocation (DESIGN §1, §7): one pipeline reads the Redis clock, the first b
 index entries (definition and watermark of each) and the digest of the document as last
 applied; a changed document is applied as a diff first (then the batch is read again);
 each batch is planned and pushed by the push script, which moves each schedule's index
-entry in the same step; the next batch is read until one says nothing more is due. A batch
+entry in the same step; the next batch is read until one says nothing more is due.
+A new process whose document's bytes are those last applied does not parse them at all
+(`_invoke_unchanged`, document/fingerprint.py): the same first round trip reads the record
+of those bytes, and the due schedules are planned from their stored definitions; when the
+record does not hold, the batch read is dropped and the document is parsed (one more round
+trip, only on the invocation that meets a changed document). A batch
 carries at most MAX_BATCH_DEFINITION_BYTES of definitions, and a definition over
 MAX_DEFINITION_BYTES is set aside without being read, so an invocation's memory is bounded
 whatever the store holds (core/limits.py). The same first round trip counts the index
@@ -26,7 +31,8 @@ comes due (the report's `next_due_ms`, which paces `kiqbeat run`: the lowest ent
 now, and those the pushes move). Round trips:
 one when nothing is due, two for an ordinary minute. Extras, each said where it happens:
 the startup checks (one pipelined INFO) and script loads on a new client or server; the
-neighbour check rides in the first pipeline whenever the engine meets a new config;
+neighbour check rides in the first pipeline whenever the engine meets a new parsed
+config; an invocation that parsed the document records its fingerprint once (one write);
 setting aside invalid definitions takes one write; `wait_replicas` adds a WAIT per push
 call; `sidekiq_scheduler_ui` adds the tab's toggles to the first pipeline and one write.
 """
@@ -46,9 +52,17 @@ from kiqbeat.core.limits import MAX_PARSED_DEFINITION_BYTES, MAX_PLANNABLE_MS, M
 from kiqbeat.core.plan import Entry, TickMemo, plan_due, to_ms
 from kiqbeat.core.report import Report
 from kiqbeat.core.schedule import Config, Schedule
+from kiqbeat.document.fingerprint import Applied, fingerprint, namespace_guess
 from kiqbeat.document.sources import Sources
 from kiqbeat.document.validate import encode_definition, read_definition, with_window
-from kiqbeat.errors import ConfigError, DeadlineError, shown, shown_text
+from kiqbeat.errors import (
+    ConfigError,
+    DeadlineError,
+    RedisRefusedError,
+    StateError,
+    shown,
+    shown_text,
+)
 from kiqbeat.redis import keys, scripts
 from kiqbeat.redis.connection import connect, redis_errors, reply_text, startup_warnings
 from kiqbeat.redis.neighbours import Neighbours
@@ -108,6 +122,36 @@ _LAST_DOCUMENT: dict[str, tuple[Config, Document]] = {}
 _NO_DOCUMENT = Config(schedules=())
 
 
+@dataclass
+class _Probe:
+    """An invocation's look for the record of its document's bytes (document/fingerprint.py):
+    `mark` is their fingerprint, `namespace` where the record is looked for (`guessed`: from
+    the bytes, not from the settings)."""
+
+    source: str
+    mark: str
+    namespace: str
+    guessed: bool
+    confirmed: bool = False  # the record held: the invocation runs on it
+
+    def queue(self, pipe: Any) -> None:
+        pipe.hmget(keys.documents(self.namespace),
+                   [keys.document_bytes_field(self.source), self.source])
+
+    def holds(self, reply: Any) -> Applied | None:
+        """The record, when it is of these bytes in this namespace and the store still holds
+        the definitions it applied; None otherwise (then the document is parsed)."""
+        if isinstance(reply, Exception):
+            return None
+        record, applied = reply
+        found = Applied.decode(record)
+        if (found is None or found.mark != self.mark or found.namespace != self.namespace
+                or applied is None or reply_text(applied) != found.definitions_digest):
+            return None
+        self.confirmed = True
+        return found
+
+
 class Engine:
     """One deployment's invocations: builds or holds the client, owns what they share."""
 
@@ -126,6 +170,7 @@ class Engine:
         self._parsed: dict[tuple[str, bytes], Schedule | str] = {}
         self._parsed_bytes = 0  # the definitions `_parsed` holds, in bytes
         self._memo = TickMemo()
+        self._window_parsed_s: float | None = None  # the window `_parsed` was filled with
         self._reported: set[str] = set()
         self._lua = scripts.Caller(functions=self.settings.redis_functions)
 
@@ -184,11 +229,12 @@ class Engine:
         """One invocation: apply the document if it changed, push every due tick exactly
         once, and report what happened.
 
-        `config` defaults to the settings' document; `now` replays an invocation at an
-        earlier instant (tests, rehearsals) and may not be later than the Redis clock; with
-        `replay` False (the CLI without --replay) nor more than the missed-jobs window
-        before it. With more than one shard, the store must record the count (`reindex`):
-        an invocation never records it.
+        `config` defaults to the settings' document, which is then not parsed when its
+        bytes are those the store records as applied (`_invoke_unchanged`); `now` replays
+        an invocation at an earlier instant (tests, rehearsals) and may not be later than
+        the Redis clock; with `replay` False (the CLI without --replay) nor more than the
+        missed-jobs window before it. With more than one shard, the store must record the
+        count (`reindex`): an invocation never records it.
         Raises KiqbeatError subclasses; anything pushed before an error is pushed with its
         watermark, anything not pushed is left for the next invocation. The client is kept
         after Redis was unavailable: redis-py reconnects, and behind Sentinel it asks for
@@ -201,8 +247,11 @@ class Engine:
         started = time.monotonic()
         limit_s = self.settings.deadline_s if deadline_s is None else deadline_s
         deadline = started + limit_s
-        config = self.config() if config is None else config
-        report = self._invoke(config, now, deadline, replay)
+        report = self._invoke_unchanged(now, deadline, replay) if config is None else None
+        if report is None:
+            config = self.config() if config is None else config
+            report = self._invoke(config, now, deadline, replay)
+            assert report is not None  # only a probe's invocation gives up
         report.duration_s = time.monotonic() - started
         return report
 
@@ -249,8 +298,55 @@ class Engine:
             self._forget_parsed()  # the window may have changed, and lookaheads with it
         return document
 
+    def _mark_of(self, config: Config) -> str | None:
+        """The fingerprint of the bytes `config` was parsed from, when it is the settings'
+        document as this engine read it (and may be recorded: no Recurring Jobs tab)."""
+        source = self.settings.config_source.strip()
+        loaded = self._overridden
+        if not source or config.sidekiq_scheduler_ui or loaded is None or loaded[1] is not config:
+            return None
+        parsed = self.sources.parsed(source)
+        if parsed is None or parsed[1] is not loaded[0]:
+            return None
+        return fingerprint(parsed[0], source, window_s=self.settings.window_s,
+                           namespace=self.settings.namespace)
+
+    def _invoke_unchanged(self, now: datetime | None, deadline: float,
+                          replay: bool) -> Report | None:
+        """An invocation of the settings' document without parsing it, when a new process
+        meets the bytes last applied (document/fingerprint.py): no validation, no neighbour
+        check, no document warnings (`kiqbeat validate` shows them); the due schedules are
+        read from the store as any stored one is. None when the document must be parsed:
+        no document, a parse of these very bytes at hand (a warm process plans faster with
+        it), or no record that holds (then nothing was written)."""
+        source = self.settings.config_source
+        if not source:
+            return None
+        raw = self.sources.read_document(source)
+        parsed = self.sources.parsed(raw.source)
+        if parsed is not None and parsed[0] == raw.digest:
+            return None
+        namespace = self.settings.namespace
+        probe = _Probe(raw.source, fingerprint(raw.digest, raw.source,
+                                               window_s=self.settings.window_s,
+                                               namespace=namespace),
+                       namespace_guess(raw.data) if namespace is None else namespace,
+                       guessed=namespace is None)
+        stand_in = Config(schedules=(), namespace=probe.namespace)  # until the record says
+        try:
+            return self._invoke(stand_in, now, deadline, replay, probe)
+        except (RedisRefusedError, StateError):
+            # A guessed namespace may be one this user may not read, or whose keys are not
+            # kiqbeat's: the document says which, once parsed.
+            if probe.confirmed or not probe.guessed:
+                raise
+            self._checked_client = None  # the next attempt reports startup warnings again
+            return None
+
     def _invoke(self, config: Config, now: datetime | None, deadline: float,
-                replay: bool) -> Report:
+                replay: bool, probe: _Probe | None = None) -> Report | None:
+        """One invocation of `config`, or (with `probe`) of the document the record found
+        names; None when the probe's record does not hold (nothing was written)."""
         client = self.client
         warnings = list(config.warnings)
         if self._checked_client is not client:
@@ -264,10 +360,17 @@ class Engine:
         document = self._document_of(config)
         last = self._checked_config
         neighbours = Neighbours(config, check=last is not config and last != config)
+        mark = None if probe is not None or document is None or not applies else (
+            self._mark_of(config))
+        marked = document.source if document is not None else ""
 
         due_key = keys.due(namespace, shard)
 
         def more_reads(pipe: Any) -> None:
+            if probe is not None:
+                probe.queue(pipe)
+            if mark is not None:
+                pipe.hget(keys.documents(namespace), keys.document_bytes_field(marked))
             neighbours.queue(pipe)
             # Read, never recorded here: only `kiqbeat schedules reindex` records the count,
             # so a typo in a first invocation's --shard is refused, not kept for good.
@@ -284,7 +387,20 @@ class Engine:
         unplannable = more.pop()
         applied = more.pop() if document is not None and applies else None
         indexed_for = more.pop()
-        config = neighbours.apply(more)
+        recorded = None
+        if probe is not None:
+            found = probe.holds(more.pop(0))
+            if found is None:
+                self._checked_client = None  # the next attempt reports startup warnings again
+                return None
+            config = found.config()
+            if config.missed_jobs_window_s != self._window_parsed_s:
+                self._forget_parsed()  # parsed with another window (lookaheads depend on it)
+                self._window_parsed_s = config.missed_jobs_window_s
+        else:
+            if mark is not None:
+                recorded = more.pop(0)
+            config = neighbours.apply(more)
         self._checked_config = neighbours.config
         warnings += neighbours.warnings
         if now is None:
@@ -329,8 +445,10 @@ class Engine:
                 applied is None or reply_text(applied) != document.digest):
             # At most half the time left: the rest is for pushing what is due.
             clock = time.monotonic()
-            warnings += self._apply(document, namespace, report,
-                                    clock + max(0.0, deadline - clock) / 2)
+            applied_warnings, finished = self._apply(document, namespace, report,
+                                                     clock + max(0.0, deadline - clock) / 2)
+            warnings += applied_warnings
+            applied = document.digest.encode() if finished else None
             batch = None
         report.warnings = self._not_yet_reported(warnings)
         if self._unverified_tls:  # said every time, on purpose
@@ -340,11 +458,26 @@ class Engine:
         self._push_due(client, config, batch, report, deadline)
         if config.sidekiq_scheduler_ui:
             neighbours.write_tab(client, config, report)
+        if (mark is not None and document is not None and applied is not None
+                and reply_text(applied) == document.digest):
+            self._record(Applied.of(config, mark, document.digest), document.source, recorded,
+                         report)
         return report
 
+    def _record(self, applied: Applied, source: str, recorded: Any, report: Report) -> None:
+        """Record that the document's bytes are applied, unless the store says so already:
+        new processes then run it without parsing it (one write, after the push)."""
+        if isinstance(recorded, Exception) or Applied.decode(recorded) == applied:
+            return
+        key = keys.documents(applied.namespace)
+        with redis_errors(self.client, f"writing {key}"):
+            self.client.hset(key, keys.document_bytes_field(source), applied.encode())
+        report.round_trips += 1
+
     def _apply(self, document: Document, namespace: str, report: Report,
-               deadline: float) -> list[str]:
-        """Apply a changed document to the store; warnings for what it may not change."""
+               deadline: float) -> tuple[list[str], bool]:
+        """Apply a changed document to the store; warnings for what it may not change, and
+        whether it is applied in full."""
         change = apply_document(self.client, namespace, self.shards, document.source,
                                 document.definitions, document.digest, self._lua,
                                 deadline=deadline, now_ms=to_ms(report.now))
@@ -352,11 +485,11 @@ class Engine:
         report.documents_applied += 1
         if not change.finished:
             return [f"the document {document.source} is applied in part (the invocation's "
-                    "deadline came first); the next invocation goes on"]
+                    "deadline came first); the next invocation goes on"], False
         return [f"schedule {shown(name)} of the document was not applied: the store's schedule "
                 f"of that name belongs to {shown_text(owner) if owner else 'the API'}; remove "
                 "it there, or rename this one"
-                for name, owner in change.refused]
+                for name, owner in change.refused], True
 
     def _push_due(self, client: redis.Redis, config: Config, batch: DueBatch | None,
                   report: Report, deadline: float) -> None:

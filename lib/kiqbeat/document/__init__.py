@@ -17,7 +17,7 @@ from pathlib import Path
 from kiqbeat.core.schedule import Config
 from kiqbeat.document.convert import convert
 from kiqbeat.document.imported import KIQBEAT, ImportOptions
-from kiqbeat.document.read import MAX_DOCUMENT_BYTES, parse
+from kiqbeat.document.read import parse, read_file
 from kiqbeat.document.validate import validate
 from kiqbeat.errors import ConfigError
 
@@ -32,16 +32,7 @@ def load_config_text(data: bytes | str, *, source: str = "",
 def load_config_file(path: str | Path, options: ImportOptions | None = None) -> Config:
     """The validated Config of a schedule file (`options`: how to import another tool's)."""
     source = str(path)
-    try:
-        size = Path(path).stat().st_size
-        if size > MAX_DOCUMENT_BYTES:  # before reading it all
-            raise ConfigError(f"the file is {size:,} bytes; the limit is "
-                              f"{MAX_DOCUMENT_BYTES:,} bytes", source=source)
-        data = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise ConfigError("schedule file not found", source=source) from None
-    except OSError as exc:
-        raise ConfigError(f"cannot read the file: {exc.strerror or exc}", source=source) from exc
+    data = read_file(source)
     return load_config_text(data, source=source, options=options)
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -35,6 +36,20 @@ _BOM = "\ufeff"
 _NON_PRINTABLE = re.compile(
     "[^\x09\x0a\x0d\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]")
 _BASE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available
+
+
+def read_file(path: str) -> bytes:
+    """A schedule file's bytes, refused by its size before it is read; ConfigError."""
+    try:
+        size = Path(path).stat().st_size
+        if size > MAX_DOCUMENT_BYTES:  # before reading it all
+            raise ConfigError(f"the file is {size:,} bytes; the limit is "
+                              f"{MAX_DOCUMENT_BYTES:,} bytes", source=path)
+        return Path(path).read_bytes()
+    except FileNotFoundError:
+        raise ConfigError("schedule file not found", source=path) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read the file: {exc.strerror or exc}", source=path) from exc
 
 
 def parse(data: bytes | str, source: str = "") -> tuple[object, list[str]]:

@@ -31,7 +31,7 @@ from typing import Any
 from urllib.parse import quote
 
 from kiqbeat.core.schedule import Config
-from kiqbeat.document import load_config_file, load_config_text
+from kiqbeat.document import load_config_text
 from kiqbeat.document.aws import (
     BotoConfig,
     CallLimits,
@@ -40,7 +40,7 @@ from kiqbeat.document.aws import (
     call_limits,
 )
 from kiqbeat.document.imported import ImportOptions
-from kiqbeat.document.read import MAX_DOCUMENT_BYTES
+from kiqbeat.document.read import MAX_DOCUMENT_BYTES, read_file
 from kiqbeat.errors import ConfigError
 
 DEFAULT_MAX_AGE_S = 60.0
@@ -61,6 +61,21 @@ class _Entry:
     value: Any = field(repr=False)  # a secret's Redis URL holds its password
 
 
+@dataclass(frozen=True)
+class DocumentBytes:
+    """A schedule document as read, before anything parses it: its bytes and their SHA-256
+    (what a cold invocation compares with the record of the document last applied)."""
+
+    source: str
+    data: bytes = field(repr=False)
+    digest: str
+
+
+def document_bytes(source: str, data: bytes) -> DocumentBytes:
+    """A document's bytes with their digest."""
+    return DocumentBytes(source, data, hashlib.sha256(data).hexdigest())
+
+
 class Sources:
     """Schedule documents and Redis URLs, with the caches warm invocations reuse."""
 
@@ -69,7 +84,9 @@ class Sources:
         self._lock = threading.Lock()
         self._documents: dict[str, _Entry] = {}
         self._secrets: dict[str, _Entry] = {}
-        self._files: dict[str, tuple[tuple[int, int, ImportOptions | None], Config]] = {}
+        self._files: dict[str, tuple[tuple[int, int], DocumentBytes]] = {}
+        # The last parse of each source: (digest of its bytes, options, config).
+        self._parsed: dict[str, tuple[str, ImportOptions | None, Config]] = {}
         self._aws: dict[tuple[str, CallLimits], Any] = {}  # boto3 clients, Powertools providers
         self._deadline: float | None = None  # time.monotonic() instant AWS calls must end by
 
@@ -101,6 +118,7 @@ class Sources:
             self._documents.clear()
             self._secrets.clear()
             self._files.clear()
+            self._parsed.clear()
             self._aws.clear()
 
     def load_config(self, source: str, *, max_age_s: float | None = None,
@@ -108,25 +126,47 @@ class Sources:
         """The validated document from a file, s3://bucket/key, ssm:NAME or appconfig:A/E/P
         (`options`: how to import another tool's file).
 
-        Files are parsed again only when their size or modification time changes; remote
-        documents are fetched again after `max_age_s` seconds (and parsed again only if
-        changed).
+        Its bytes come from `read_document`; they are parsed again only when they (or the
+        options) changed since the last parse of this source.
+        """
+        raw = self.read_document(source, max_age_s=max_age_s)
+        with self._lock:
+            parsed = self._parsed.get(raw.source)
+        if parsed is not None and parsed[:2] == (raw.digest, options):
+            return parsed[2]
+        config = load_config_text(raw.data, source=raw.source, options=options)
+        with self._lock:
+            self._parsed[raw.source] = (raw.digest, options, config)
+        return config
+
+    def parsed(self, source: str) -> tuple[str, Config] | None:
+        """The digest of the bytes `load_config` last parsed for `source`, and their config
+        (None before any parse)."""
+        with self._lock:
+            parsed = self._parsed.get(source.strip())
+        return None if parsed is None else (parsed[0], parsed[2])
+
+    def read_document(self, source: str, *, max_age_s: float | None = None) -> DocumentBytes:
+        """The bytes of a file, s3://bucket/key, ssm:NAME or appconfig:A/E/P, unparsed.
+
+        A file is read again only when its size or modification time changes; a remote
+        document is fetched again after `max_age_s` seconds (default: the sources').
         """
         source = source.strip()
         if is_remote(source):
-            return self._remote_config(source, self._age(max_age_s), options)
+            return self._remote_bytes(source, self._age(max_age_s))
         scheme = re.match(r"([A-Za-z][A-Za-z0-9+.-]*):(//)?", source)
         if scheme and (scheme.group(2) or len(scheme.group(1)) > 1) and not Path(
                 source).exists():
             raise ConfigError(f"unsupported schedule source scheme {scheme.group(1)!r}; use a "
                               "file path, s3://BUCKET/KEY, ssm:/PARAMETER or "
                               "appconfig:APP/ENV/PROFILE", source=source)
-        return self._file_config(source, options)
+        return self._file_bytes(source)
 
     def _age(self, max_age_s: float | None) -> float:
         return self.max_age_s if max_age_s is None else max_age_s
 
-    def _file_config(self, path: str, options: ImportOptions | None) -> Config:
+    def _file_bytes(self, path: str) -> DocumentBytes:
         try:
             stat = Path(path).stat()
         except FileNotFoundError:
@@ -134,30 +174,25 @@ class Sources:
         except OSError as exc:
             raise ConfigError(f"cannot read the schedule file: {exc.strerror or exc}",
                               source=path) from exc
-        stamp = (stat.st_mtime_ns, stat.st_size, options)
+        stamp = (stat.st_mtime_ns, stat.st_size)
         with self._lock:
             cached = self._files.get(path)
         if cached and cached[0] == stamp:
             return cached[1]
-        config = load_config_file(path, options)
+        raw = document_bytes(path, read_file(path))
         with self._lock:
-            self._files[path] = (stamp, config)
-        return config
+            self._files[path] = (stamp, raw)
+        return raw
 
-    def _remote_config(self, source: str, max_age_s: float,
-                       options: ImportOptions | None = None) -> Config:
+    def _remote_bytes(self, source: str, max_age_s: float) -> DocumentBytes:
         with self._lock:
             entry = self._documents.get(source)
         if entry and time.monotonic() - entry.fetched_at_s < max_age_s:
             return entry.value  # type: ignore[no-any-return]
-        data = self.fetch_document(source)
-        digest = hashlib.sha256(data + repr(options).encode()).hexdigest()
-        unchanged = entry is not None and entry.digest == digest
-        config: Config = (entry.value if entry and unchanged
-                          else load_config_text(data, source=source, options=options))
+        raw = document_bytes(source, self.fetch_document(source))
         with self._lock:
-            self._documents[source] = _Entry(time.monotonic(), digest, config)
-        return config
+            self._documents[source] = _Entry(time.monotonic(), raw.digest, raw)
+        return raw
 
     def fetch_document(self, source: str) -> bytes:
         """The bytes of a remote schedule document, fetched now (no cache); ConfigError."""

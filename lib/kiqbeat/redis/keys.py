@@ -87,8 +87,18 @@ def manual(ns: str) -> str:
 
 
 def documents(ns: str) -> str:
-    """Hash: document location -> SHA-256 of the definitions it last applied."""
+    """Hash: document location -> SHA-256 of the definitions it last applied; and, for a
+    document applied by an invocation that parsed it, `document_bytes_field(location)` ->
+    the record of the bytes it was applied from (document/fingerprint.py), so that a new
+    process running the same bytes does not parse them. The record is trusted only while
+    the location's digest is the one it names."""
     return f"{ns}kiqbeat:documents"
+
+
+def document_bytes_field(source: str) -> str:
+    """The `documents` field of the record of a document's bytes ("bytes of LOCATION"; a
+    location that happened to be named so would only make its invocations parse)."""
+    return f"bytes of {source}"
 
 
 def document_index(ns: str, source: str) -> str:
