@@ -39,6 +39,7 @@ from typing import Any, cast
 import redis
 
 from kiqbeat.core.cron import parse_cron
+from kiqbeat.core.limits import MAX_AUDIT_ENTRIES
 from kiqbeat.core.payload import jid
 from kiqbeat.core.schedule import Config, Timetable
 from kiqbeat.document.validate import read_definition
@@ -313,7 +314,8 @@ def kiqbeat_state_size(client: redis.Redis, namespace: str = "") -> dict[str, in
         name = _text(key)
         kind = _text(client.type(name))
         sizes[name] = (int(client.hlen(name)) if kind == "hash" else
-                       int(client.zcard(name)) if kind == "zset" else 1)
+                       int(client.zcard(name)) if kind == "zset" else
+                       int(client.xlen(name)) if kind == "stream" else 1)
     return sizes
 
 
@@ -324,9 +326,14 @@ def assert_bounded_state(client: redis.Redis, schedules: int, namespace: str = "
     schedule, or a due index other than those of `shards`
     shards, or an index entry in a shard its name does not belong to."""
     sizes = kiqbeat_state_size(client, namespace)
+    # The audit trail is bounded by its own cap (XADD MAXLEN ~: a trim may leave up to one
+    # macro node of 100 entries more), not by the number of schedules.
+    audit = sizes.pop(keys.audit(namespace), 0)
+    assert audit <= MAX_AUDIT_ENTRIES + 100, f"{keys.audit(namespace)}: {audit} entries"
     fixed = {keys.watermarks(namespace), keys.first_seen(namespace),
              keys.definitions(namespace), keys.rejected(namespace), keys.documents(namespace),
-             keys.shards(namespace), keys.missed(namespace), keys.history(namespace)}
+             keys.shards(namespace), keys.missed(namespace), keys.history(namespace),
+             keys.names(namespace)}
     shaped = (keys.due(namespace), keys.document_index(namespace, ""))
     assert all(k in fixed or k.startswith(shaped) for k in sizes), sizes
     assert all(size <= schedules for size in sizes.values()), sizes
