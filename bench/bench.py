@@ -29,7 +29,7 @@ from kiqbeat.document import parse_config
 from kiqbeat.engine import Engine
 from kiqbeat.redis import keys
 from kiqbeat.redis.connection import connect
-from kiqbeat.redis.store import BATCH
+from kiqbeat.redis.definitions import BATCH
 
 
 class CountingConnection(redis.Connection):

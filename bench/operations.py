@@ -34,7 +34,7 @@ import redis
 from kiqbeat.demo.server import RedisServer, redis_server_path
 from kiqbeat.engine import Engine
 from kiqbeat.redis import keys, scripts
-from kiqbeat.redis.store import read_clock
+from kiqbeat.redis.clock import read_clock
 from kiqbeat.settings import Settings
 from kiqbeat.store import Store
 

@@ -65,19 +65,11 @@ from kiqbeat.errors import (
 )
 from kiqbeat.redis import keys, scripts
 from kiqbeat.redis.connection import connect, redis_errors, reply_text, startup_warnings
+from kiqbeat.redis.definitions import Op, Oversized, definition_sha
+from kiqbeat.redis.documents import document_digest
+from kiqbeat.redis.due import Due, DueBatch, Reads
 from kiqbeat.redis.neighbours import Neighbours
-from kiqbeat.redis.state import push
-from kiqbeat.redis.store import (
-    Due,
-    DueBatch,
-    Op,
-    Oversized,
-    apply_document,
-    definition_sha,
-    document_digest,
-    read_due,
-    write,
-)
+from kiqbeat.redis.side import RedisSide
 from kiqbeat.redis.urls import describe, parse_url
 from kiqbeat.settings import DEFAULT_DEADLINE_S, Settings
 from kiqbeat.store import Status, Store
@@ -271,10 +263,7 @@ class Engine:
         document = self._document_of(config)
         if document is None:
             return None
-        client = self.client
-        with redis_errors(client, f"reading {keys.documents(config.namespace)}"):
-            applied = client.hget(keys.documents(config.namespace), document.source)
-        return document, applied is not None and reply_text(applied) == document.digest
+        return document, self._side(config).applied_digest(document.source) == document.digest
 
     def load_functions(self) -> str:
         """Load (replace) kiqbeat's function library into Redis: an administrator's step."""
@@ -343,11 +332,17 @@ class Engine:
             self._checked_client = None  # the next attempt reports startup warnings again
             return None
 
+    def _side(self, config: Config) -> RedisSide:
+        """The store this engine's invocations of `config` run on (its client, the config's
+        namespace, the settings' shard count and way of running scripts)."""
+        return RedisSide(self.client, config.namespace, self.shards, self._lua)
+
     def _invoke(self, config: Config, now: datetime | None, deadline: float,
                 replay: bool, probe: _Probe | None = None) -> Report | None:
         """One invocation of `config`, or (with `probe`) of the document the record found
         names; None when the probe's record does not hold (nothing was written)."""
         client = self.client
+        side = self._side(config)
         warnings = list(config.warnings)
         if self._checked_client is not client:
             with redis_errors(client, "running startup checks"):
@@ -366,30 +361,32 @@ class Engine:
 
         due_key = keys.due(namespace, shard)
 
-        def more_reads(pipe: Any) -> None:
+        def more_reads(reads: Reads) -> None:
             if probe is not None:
-                probe.queue(pipe)
+                reads.add("probe", probe.queue)
             if mark is not None:
-                pipe.hget(keys.documents(namespace), keys.document_bytes_field(marked))
-            neighbours.queue(pipe)
+                reads.add("recorded", lambda pipe: pipe.hget(
+                    keys.documents(namespace), keys.document_bytes_field(marked)))
+            reads.add("neighbours", neighbours.queue)
             # Read, never recorded here: only `kiqbeat schedules reindex` records the count,
             # so a typo in a first invocation's --shard is refused, not kept for good.
-            pipe.get(keys.shards(namespace))
+            reads.add("shards", lambda pipe: pipe.get(keys.shards(namespace)))
             if document is not None and applies:
-                pipe.hget(keys.documents(namespace), document.source)
-            pipe.zcount(due_key, f"({MAX_PLANNABLE_MS}", "+inf")  # never planned: say so
+                reads.add("applied", lambda pipe: pipe.hget(keys.documents(namespace),
+                                                            document.source))
+            reads.add("unplannable",  # never planned: say so
+                      lambda pipe: pipe.zcount(due_key, f"({MAX_PLANNABLE_MS}", "+inf"))
 
         upto_ms = None if now is None else to_ms(now)
-        read = read_due(client, namespace, shard, upto_ms=upto_ms, more=more_reads,
-                        lua=self._lua)
-        redis_now, more = read.now, read.replies
+        read = side.read_due(shard, upto_ms=upto_ms, more=more_reads)
+        redis_now, replies = read.now, read.replies
         batch: DueBatch | None = read.batch
-        unplannable = more.pop()
-        applied = more.pop() if document is not None and applies else None
-        indexed_for = more.pop()
+        unplannable = replies.one("unplannable")
+        applied = replies.one("applied")
+        indexed_for = replies.one("shards")
         recorded = None
         if probe is not None:
-            found = probe.holds(more.pop(0))
+            found = probe.holds(replies.one("probe"))
             if found is None:
                 self._checked_client = None  # the next attempt reports startup warnings again
                 return None
@@ -398,9 +395,8 @@ class Engine:
                 self._forget_parsed()  # parsed with another window (lookaheads depend on it)
                 self._window_parsed_s = config.missed_jobs_window_s
         else:
-            if mark is not None:
-                recorded = more.pop(0)
-            config = neighbours.apply(more)
+            recorded = replies.one("recorded")
+            config = neighbours.apply(replies.all("neighbours"))
         self._checked_config = neighbours.config
         warnings += neighbours.warnings
         if now is None:
@@ -445,7 +441,7 @@ class Engine:
                 applied is None or reply_text(applied) != document.digest):
             # At most half the time left: the rest is for pushing what is due.
             clock = time.monotonic()
-            applied_warnings, finished = self._apply(document, namespace, report,
+            applied_warnings, finished = self._apply(side, document, report,
                                                      clock + max(0.0, deadline - clock) / 2)
             warnings += applied_warnings
             applied = document.digest.encode() if finished else None
@@ -455,7 +451,7 @@ class Engine:
             report.warnings.append(f"TLS to Redis at {describe(self._url)} is not verified "
                                    "(KIQBEAT_REDIS_INSECURE_TLS): anyone on the path can read "
                                    "the password and push jobs")
-        self._push_due(client, config, batch, report, deadline)
+        self._push_due(side, config, batch, report, deadline)
         if config.sidekiq_scheduler_ui:
             neighbours.write_tab(client, config, report)
         if (mark is not None and document is not None and applied is not None
@@ -474,13 +470,12 @@ class Engine:
             self.client.hset(key, keys.document_bytes_field(source), applied.encode())
         report.round_trips += 1
 
-    def _apply(self, document: Document, namespace: str, report: Report,
+    def _apply(self, side: RedisSide, document: Document, report: Report,
                deadline: float) -> tuple[list[str], bool]:
         """Apply a changed document to the store; warnings for what it may not change, and
         whether it is applied in full."""
-        change = apply_document(self.client, namespace, self.shards, document.source,
-                                document.definitions, document.digest, self._lua,
-                                deadline=deadline, now_ms=to_ms(report.now))
+        change = side.apply_document(document.source, document.definitions, document.digest,
+                                     deadline=deadline, now_ms=to_ms(report.now))
         report.round_trips += change.round_trips
         report.documents_applied += 1
         if not change.finished:
@@ -491,7 +486,7 @@ class Engine:
                 "it there, or rename this one"
                 for name, owner in change.refused], True
 
-    def _push_due(self, client: redis.Redis, config: Config, batch: DueBatch | None,
+    def _push_due(self, side: RedisSide, config: Config, batch: DueBatch | None,
                   report: Report, deadline: float) -> None:
         """Plan and push the due entries, a batch at a time, until a batch says no more are
         due (a batch cut short by the bytes of its definitions does not end the invocation).
@@ -499,9 +494,8 @@ class Engine:
         Entries met again in a later batch (their index entry did not move: another copy
         planned further, or a definition changed meanwhile) are left for the next invocation.
         """
-        namespace, shard = config.namespace, self.settings.shard
+        shard = self.settings.shard
         upto_ms = to_ms(report.now)
-        due_key = keys.due(namespace, shard)
         seen: set[str] = set()
         offset = sent = 0
         # The document's schedules as this invocation runs them (the tab's toggles applied).
@@ -513,30 +507,29 @@ class Engine:
                 if time.monotonic() > deadline:
                     raise DeadlineError(f"invocation deadline passed after {report.pushed} "
                                         "jobs pushed; the next invocation pushes the rest")
-                again = read_due(client, namespace, shard, upto_ms=upto_ms, offset=offset,
-                                 lua=self._lua)
+                again = side.read_due(shard, upto_ms=upto_ms, offset=offset)
                 batch = again.batch
                 report.round_trips += 1
                 report.next_due_ms = _earlier(report.next_due_ms, again.next_due_ms)
             fresh = [due for due in batch.entries if due.name not in seen]
             offset += len(batch.entries) - len(fresh)
             seen.update(due.name for due in fresh)
-            entries = self._entries(fresh, config, own, report)
+            entries = self._entries(side, fresh, config, own, report)
             report.schedules += len(fresh)
             plan = plan_due(entries, report.now, config.missed_jobs_window_s, self._memo)
             if plan.failed:
-                self._set_aside([Op("reject", name, why.encode(), expect=sha)
-                                 for name, sha, why in plan.failed], config, report)
-            sent = push(client, plan, config, report, deadline, self._lua, due_key=due_key,
-                        sent=sent, history=self.settings.history)
+                self._set_aside(side, [Op("reject", name, why.encode(), expect=sha)
+                                       for name, sha, why in plan.failed], report)
+            sent = side.push(plan, config, report, deadline, shard=shard, sent=sent,
+                             history=self.settings.history)
             for group in plan.groups:  # where the push moved their index entries
                 report.next_due_ms = _earlier(report.next_due_ms, group.next_due_ms)
             if sent < 0 or not batch.more:
                 return
             batch = None
 
-    def _entries(self, batch: Sequence[Due], config: Config, own: Mapping[str, Schedule],
-                 report: Report) -> list[Entry]:
+    def _entries(self, side: RedisSide, batch: Sequence[Due], config: Config,
+                 own: Mapping[str, Schedule], report: Report) -> list[Entry]:
         """The batch's schedules to plan; invalid definitions are set aside (one write)."""
         entries: list[Entry] = []
         aside: list[Op] = []
@@ -556,12 +549,13 @@ class Engine:
             else:
                 entries.append(Entry(parsed, due.mark_ms, sha))
         if aside:
-            self._set_aside(aside, config, report)
+            self._set_aside(side, aside, report)
         return entries
 
-    def _set_aside(self, aside: list[Op], config: Config, report: Report) -> None:
-        """Set definitions aside (or forget removed ones), one write; warn for each."""
-        results = write(self.client, config.namespace, self.shards, aside, self._lua)
+    def _set_aside(self, side: RedisSide, aside: list[Op], report: Report) -> None:
+        """Set definitions aside (or forget removed ones), one write at the invocation's
+        instant; warn for each."""
+        results = side.write(aside, now_ms=to_ms(report.now))
         report.round_trips += 1
         for op, (code, _) in zip(aside, results, strict=True):
             if code == "+" and op.definition:

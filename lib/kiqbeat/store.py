@@ -22,6 +22,11 @@ name, ownership) or a StateError / RedisUnavailable from Redis.
 
 Every change is recorded in the audit trail (kiqbeat.audit) for the store's `actor` (by
 default user@host), with its `note`: `store.acting("alice", note="INC-42").pause(name)`.
+
+The operator's commands — `status`, `missed`, `backfill`, `trigger`, `history` — live in
+`kiqbeat.operator` and are methods of every Store. Single writes take the instant of the
+change from the Redis clock inside their one atomic call; reads that show rows read the
+clock once per call.
 """
 
 from __future__ import annotations
@@ -29,144 +34,42 @@ from __future__ import annotations
 import builtins
 import copy
 import json
-import secrets
-import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
-from typing import Any, cast
+from typing import Any
 
-import redis
-
-from kiqbeat.audit import default_actor, record_action
-from kiqbeat.core.limits import (
-    MAX_COUNTED_TICKS,
-    MAX_DEFINITION_BYTES,
-    MAX_REASON_CHARS,
-    MAX_SHOWN_CHARS,
-)
-from kiqbeat.core.payload import jid_ms, job_json
-from kiqbeat.core.plan import (
-    MAX_BYTES_PER_CALL,
-    MAX_JOBS_PER_CALL,
-    TickMemo,
-    from_ms,
-    to_ms,
-    to_ms_up,
-)
-from kiqbeat.core.records import (
-    DEFAULT_HISTORY,
-    REASONS,
-    Push,
-    Range,
-    count_ticks,
-    last_tick_in,
-    parse_history,
-    parse_ranges,
-    ticks_in,
-)
-from kiqbeat.core.report import PushedJob
-from kiqbeat.core.schedule import Schedule
+from kiqbeat.core.limits import MAX_DEFINITION_BYTES, MAX_SHOWN_CHARS
 from kiqbeat.document.validate import check_size, encode_definition, read_definition
 from kiqbeat.errors import (
     ConfigError,
     KiqbeatError,
     RedisRefusedError,
     StateError,
-    json_name,
     shown,
-    shown_name,
     shown_text,
 )
-from kiqbeat.redis import keys, scripts
-from kiqbeat.redis.connection import redis_errors, reply_text
-from kiqbeat.redis.records import (
-    Piece,
-    push_backfill,
-    push_manual,
-    read_first_seen,
-    read_present,
-    read_records,
+from kiqbeat.operator import (
+    MAX_LISTED,
+    Backfill,
+    MissedRange,
+    Operator,
+    ScheduleStatus,
+    Status,
+    Triggered,
+    as_mapping,
 )
-from kiqbeat.redis.store import (
+from kiqbeat.redis.definitions import (
     BATCH,
     WRITE_CODES,
-    Counts,
     Op,
     Oversized,
-    Stored,
     definition_sha,
-    read_clock,
-    read_counts,
-    read_order,
-    read_stored,
-    read_unplannable,
-    recorded_shards,
-    reindex,
-    rescore_unplannable,
-    scan_items,
-    scan_names,
-    write,
-)
-from kiqbeat.redis.store import (
-    _batches as write_batches,  # the atomic calls `write` makes of a list of ops
+    write_batches,
 )
 
-
-@dataclass(frozen=True)
-class ScheduleStatus:
-    """Where one stored schedule stands: for `kiqbeat status` and `Store.get`."""
-
-    name: str
-    definition: Mapping[str, Any] | None  # as stored, without its source
-    source: str  # "" for the API (or another language), else the document's location
-    enabled: bool
-    zone: str
-    timing: str
-    covered_through: datetime | None  # every tick up to here was pushed or passed over
-    first_seen: datetime | None
-    next_tick: datetime | None  # None when set aside
-    lag_s: float  # how overdue the next tick is (0 when it is in the future)
-    set_aside: str | None  # why its definition was refused, when it was
-    # The definition's length when it is over MAX_DEFINITION_BYTES: it was not read (then
-    # `definition` is None and `set_aside` says so).
-    oversized_bytes: int | None = None
-
-    def line(self) -> str:
-        """One line for a person (`kiqbeat status`, `kiqbeat schedules list`); what another
-        writer stored (name, source, reason) is escaped and clipped (`errors.shown_name`)."""
-        name = shown_name(self.name)
-        if self.next_tick is None:
-            return f"{name}: set aside: {shown_text(self.set_aside or '', MAX_REASON_CHARS)}"
-        covered = (self.covered_through.isoformat(timespec="seconds") if self.covered_through
-                   else "never seen")
-        late = f", {self.lag_s:.0f} s overdue" if self.lag_s > 0 else ""
-        return (f"{name}{'' if self.enabled else ' (paused)'}: {self.timing}; last tick "
-                f"covered {covered}; next {self.next_tick.isoformat(timespec='seconds')}{late}"
-                + (f"; from {shown_text(self.source)}" if self.source else ""))
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-ready form (a name that is not UTF-8: `errors.json_name`)."""
-        def iso(t: datetime | None) -> str | None:
-            return t.isoformat() if t else None
-        return {**json_name(self.name), "source": self.source, "enabled": self.enabled,
-                "zone": self.zone, "timing": self.timing,
-                "covered_through": iso(self.covered_through),
-                "first_seen": iso(self.first_seen), "next_tick": iso(self.next_tick),
-                "lag_s": round(self.lag_s, 3), "set_aside": self.set_aside,
-                "oversized_bytes": self.oversized_bytes, "definition": self.definition}
-
-
-@dataclass(frozen=True)
-class Status:
-    """The store at a glance and one page of schedules, most overdue first."""
-
-    now: datetime
-    counts: Counts
-    schedules: list[ScheduleStatus]
-    set_aside: list[tuple[str, str]]  # (name, why), at most one page
-    # The first names of index entries no invocation plans (`counts.unplannable` in all).
-    unplannable: list[str] = field(default_factory=list)
+# The operator's results, importable from here as they always were.
+__all__ = ["MAX_LISTED", "Backfill", "ImportResult", "MissedRange", "ScheduleStatus", "Status",
+           "Store", "Triggered", "unexported"]
 
 
 @dataclass
@@ -179,107 +82,13 @@ class ImportResult:
     refused: list[tuple[str, str]] = field(default_factory=list)  # (name, why): not written
 
 
-@dataclass(frozen=True)
-class MissedRange:
-    """Recorded missed ticks of one schedule: those in (after, through]."""
-
-    name: str
-    after: datetime
-    through: datetime
-    reason: str  # "window", "policy" or "paused" (core/records.py REASONS)
-    ticks: int | None  # counted with the current definition (None: there is none)
-    capped: bool  # counting stopped at records.COUNT_CAP: there are more
-
-    def line(self) -> str:
-        """One line for a person (`kiqbeat missed`)."""
-        count = ("? ticks (no valid definition)" if self.ticks is None else
-                 f"{self.ticks:,}{'+' if self.capped else ''} tick(s)")
-        return (f"{shown_name(self.name)}: {count} after "
-                f"{self.after.isoformat(timespec='seconds')} through "
-                f"{self.through.isoformat(timespec='seconds')}: {REASONS[self.reason]}")
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return {**json_name(self.name), "after": self.after.isoformat(),
-                "through": self.through.isoformat(), "reason": self.reason,
-                "ticks": self.ticks, "capped": self.capped}
 
 
-@dataclass
-class Backfill:
-    """What a backfill did (or, dry, would do)."""
-
-    schedules: int = 0  # schedules with recorded ticks in scope
-    planned: int = 0  # ticks it meant to push (dry run: counted, at most COUNT_CAP a range)
-    capped: bool = False  # a dry run's count stopped at MAX_COUNTED_TICKS: there are more
-    dropped: int = 0  # a latest-only dry run: older ticks it would take out unpushed
-    before_first_seen: int = 0  # a dry run: ticks it would push from before first-seen
-    pushed: int = 0
-    already: int = 0  # pushed by another backfill first
-    stale: int = 0  # ticks left alone: the definition changed meanwhile (run it again)
-    finished: bool = True  # False: stopped early (`stopped`); run it again for the rest
-    stopped: str = ""  # why it stopped early: "deadline", "signal" or "max_jobs"
-    last: PushedJob | None = None  # the last job pushed
-    skipped: list[tuple[str, str]] = field(default_factory=list)  # (name, why): not touched
-    jobs: list[PushedJob] = field(default_factory=list)  # the first MAX_LISTED pushed
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        def job(j: PushedJob) -> dict[str, Any]:
-            return {"schedule": j.schedule, "tick": j.tick.isoformat(), "jid": j.jid,
-                    "queue": j.queue}
-        return {"schedules": self.schedules, "planned": self.planned, "capped": self.capped,
-                "dropped": self.dropped, "before_first_seen": self.before_first_seen,
-                "pushed": self.pushed, "already": self.already, "stale": self.stale,
-                "finished": self.finished, "stopped": self.stopped or None,
-                "last": job(self.last) if self.last else None,
-                "skipped": [{**json_name(n), "why": w} for n, w in self.skipped],
-                "jobs": [job(j) for j in self.jobs]}
-
-
-@dataclass(frozen=True)
-class Triggered:
-    """A manual run: the job pushed now."""
-
-    name: str
-    jid: str
-    queue: str
-    at: datetime
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return {"name": self.name, "jid": self.jid, "queue": self.queue,
-                "at": self.at.isoformat()}
-
-
-MAX_LISTED = 1000  # pushed jobs a Backfill lists
-SHOWN_UNPLANNABLE = 5  # names of unplannable index entries `status` shows
-
-
-class Store:
-    """The schedules in one Redis under one key prefix, read and written."""
-
-    def __init__(self, client: redis.Redis, *, namespace: str = "", shards: int | None = None,
-                 window_s: float = 3600.0, history: int = DEFAULT_HISTORY,
-                 lua: scripts.Caller = scripts.SCRIPTS, actor: str | None = None) -> None:
-        """`shards`: the count the deployment's invocations run with; by default the one
-        recorded in Redis (1 before any). A write with another count is refused. `history`:
-        pushes kept per schedule by backfills and manual runs (invocations keep their own
-        setting's)."""
-        self.client, self.namespace = client, namespace
-        self.shards = recorded_shards(client, namespace) if shards is None else shards
-        self.window_s, self.keep_history, self._lua = window_s, history, lua
-        self.actor, self.note = actor or default_actor(), ""
-
-    def acting(self, actor: str | None = None, note: str = "") -> Store:
-        """This store, its changes recorded in the audit trail for `actor` with `note`."""
-        other = copy.copy(self)
-        other.actor, other.note = actor or self.actor, note
-        return other
-
-    def _audit(self, action: str, name: str = "", detail: str = "") -> None:
-        record_action(self.client, self.namespace, self.actor, action, name, note=self.note,
-                      detail=detail)
+class Store(Operator):
+    """The schedules in one Redis under one key prefix, read and written; the operator's
+    commands (status, missed, backfill, trigger, history) are inherited from
+    `kiqbeat.operator.Operator`. Built as `Operator` is: `Store(client, namespace=...,
+    shards=..., window_s=..., history=..., lua=..., actor=...)`."""
 
     # ------------------------------------------------------------------------ writing
 
@@ -340,12 +149,12 @@ class Store:
         whether the store knows it as a document (it applied one from there, or is
         applying one); None when there is no schedule of that name. One round trip, two
         for a document's."""
-        data = read_present(self.client, self.namespace, [name], self._lua).get(name)
+        data = self.side.read_present([name]).get(name)
         if data is None:
             return None
         if isinstance(data, Oversized):
             return "", False  # over the limit: not read, and any writer may replace it
-        source = (_definition(data) or {}).get("source", "")
+        source = (as_mapping(data) or {}).get("source", "")
         source = source if isinstance(source, str) else ""
         return source, bool(source) and self._knows_document(source)
 
@@ -366,18 +175,19 @@ class Store:
         returns the entries indexed. Safe while invocations run (no tick twice); until it
         is done, invocations of the new count miss the entries not yet moved (late, within
         the window, not lost)."""
-        return reindex(self.client, self.namespace, self.shards, progress)
+        return self.side.reindex(progress)
 
     def resharded(self, shards: int) -> Store:
         """This store as writers with another shard count see it (for `reindex`)."""
-        return Store(self.client, namespace=self.namespace, shards=shards,
-                     window_s=self.window_s, history=self.keep_history, lua=self._lua)
+        other = copy.copy(self)
+        other.side = self.side.resharded(shards)
+        return other
 
     def rescore_unplannable(self) -> int:
         """Rescore "plan me" every due index entry scored beyond any instant kiqbeat plans
         (past the year 9999: +inf, 1e308, written by hand), which no invocation would ever
         plan; returns how many. The next invocation plans each from its watermark."""
-        return rescore_unplannable(self.client, self.namespace, self.shards)
+        return self.side.rescore_unplannable()
 
     def import_definitions(
         self, items: Iterable[tuple[str, Mapping[str, Any]]], *, replace: bool = True,
@@ -398,7 +208,7 @@ class Store:
         def write_calls() -> Iterator[tuple[Op, tuple[str, str]]]:
             for call in write_batches(ops):  # one atomic call each
                 try:
-                    codes = write(self.client, self.namespace, self.shards, call, self._lua)
+                    codes = self.side.write(call, now_ms=None)
                 except KiqbeatError as exc:
                     raise type(exc)(_stopped(exc, result, call)) from exc
                 yield from zip(call, codes, strict=True)
@@ -431,14 +241,8 @@ class Store:
                                   f"{len(result.invalid)} invalid, {len(result.refused)} refused")
         return result
 
-    def no_schedule(self, names: Iterable[str]) -> ConfigError:
-        """The error for `names` the store does not hold: it names the hash looked in, so
-        that a wrong namespace (key prefix) shows."""
-        key = keys.definitions(self.namespace)
-        return ConfigError([f"no schedule {shown(n)} in the store ({key})" for n in names])
-
     def _one(self, op: Op) -> str:
-        code, owner = write(self.client, self.namespace, self.shards, [op], self._lua)[0]
+        code, owner = self.side.write([op], now_ms=None)[0]
         if code in "+=" or (code == "M" and op.op == "del"):
             return code
         if code == "O":
@@ -451,18 +255,17 @@ class Store:
         """`op` (put, update, del) whatever source holds the name: written against the
         definition read just before (write.lua's EXPECT), read again if it changed."""
         for _ in range(10):  # another writer between the read and the write: read again
-            data = read_present(self.client, self.namespace, [op.name], self._lua).get(op.name)
+            data = self.side.read_present([op.name]).get(op.name)
             if isinstance(data, Oversized):
                 return self._one(op)  # over the limit: not read, and belongs to no source
             if data is None:
                 if op.op != "put":
                     return self._one(op)  # "M": nothing to remove, or no_schedule
-                code, _ = write(self.client, self.namespace, self.shards, [op], self._lua)[0]
+                code, _ = self.side.write([op], now_ms=None)[0]
             else:
                 forced = replace(op, op="del" if op.op == "del" else "set",
                                  expect=definition_sha(data))
-                code, _ = write(self.client, self.namespace, self.shards, [forced],
-                                self._lua)[0]
+                code, _ = self.side.write([forced], now_ms=None)[0]
             if code in "+=":
                 return code
         raise ConfigError(f"schedule {shown(op.name)} kept changing while being forced")
@@ -470,12 +273,7 @@ class Store:
     def _knows_document(self, source: str) -> bool:
         """Whether the store knows a document of this location: it records the digest it
         last applied, or its index (a document being applied has dropped its digest)."""
-        with redis_errors(self.client, f"reading {keys.documents(self.namespace)}"):
-            pipe = self.client.pipeline(transaction=False)
-            pipe.hexists(keys.documents(self.namespace), source)
-            pipe.exists(keys.document_index(self.namespace, source))
-            recorded, indexed = pipe.execute()
-        return bool(recorded) or bool(indexed)
+        return self.side.knows_document(source)
 
     def _held_by(self, op: Op, owner: str) -> ConfigError:
         """The refusal of `op` on a schedule another source holds."""
@@ -493,12 +291,12 @@ class Store:
 
     def _set_enabled(self, name: str, enabled: bool) -> bool:
         for _ in range(10):  # another writer between the read and the write: read again
-            data = read_present(self.client, self.namespace, [name], self._lua).get(name)
+            data = self.side.read_present([name]).get(name)
             if data is None:
                 raise self.no_schedule([name])
             if isinstance(data, Oversized):
                 raise ConfigError(f"schedule {shown(name)}: {data.why()}")
-            current = _definition(data)
+            current = as_mapping(data)
             if current is None:
                 raise ConfigError(f"schedule {shown(name)} has a definition that is not a JSON "
                                   "object; write it again")
@@ -506,25 +304,23 @@ class Store:
                 return False
             source = current.pop("source", "")
             new = encode_definition({**current, "enabled": enabled}, str(source))
-            code, _ = write(self.client, self.namespace, self.shards,
-                            [Op("set", name, new, expect=definition_sha(data))], self._lua)[0]
+            code, _ = self.side.write([Op("set", name, new, expect=definition_sha(data))],
+                                      now_ms=None)[0]
             if code in "+=":
                 return True
             if code == "M":
                 raise self.no_schedule([name])
         raise ConfigError(f"schedule {shown(name)} kept changing while being paused or resumed")
 
-    # ------------------------------------------------------------------------ reading
-
     def get(self, name: str) -> ScheduleStatus | None:
         """One schedule's definition and state; None when there is none of that name."""
-        now = read_clock(self.client)
+        now = self.side.clock()
         rows = self._rows([name], now)
         return rows[0] if rows else None
 
     def rows(self, names: Sequence[str]) -> builtins.list[ScheduleStatus]:
         """The schedules of `names` that exist, in that order (one round trip per BATCH)."""
-        return self._rows(names, read_clock(self.client))
+        return self._rows(names, self.side.clock())
 
     def list(self, cursor: int = 0, count: int = 100) -> tuple[int, builtins.list[ScheduleStatus]]:
         """One page of schedules in no particular order: (next cursor, 0 at the end; rows).
@@ -532,8 +328,8 @@ class Store:
         Pages come from HSCAN, so a schedule added or removed meanwhile may or may not
         appear; none present throughout is missed.
         """
-        cursor, names = scan_names(self.client, keys.definitions(self.namespace), cursor, count)
-        return cursor, self._rows(names, read_clock(self.client))
+        cursor, names = self.side.scan_names(cursor, count)
+        return cursor, self._rows(names, self.side.clock())
 
     def export(self, unreadable: builtins.list[tuple[str, str]] | None = None
                ) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -546,7 +342,7 @@ class Store:
         has been given, so that a backup is never silently short.
         """
         passed = [] if unreadable is None else unreadable
-        for name, data in scan_items(self.client, keys.definitions(self.namespace)):
+        for name, data in self.side.scan_definitions():
             definition = _exportable(name, data)
             if isinstance(definition, str):
                 passed.append((name, definition))
@@ -555,393 +351,6 @@ class Store:
             yield name, definition
         if unreadable is None and passed:
             raise StateError(unexported(passed))
-
-    def status(self, names: Sequence[str] = (), *, shard: tuple[int, int] | None = None,
-               offset: int = 0, limit: int = 50) -> Status:
-        """Counts, then `names` (or a page of the due index, most overdue first) and a page
-        of set-aside definitions; of `shard`, or of every shard."""
-        now = read_clock(self.client)
-        shards: list[tuple[int, int] | None] = (
-            [shard] if shard is not None else
-            [(i, self.shards) for i in range(self.shards)] if self.shards > 1 else [None])
-        counts = read_counts(self.client, self.namespace, shards, to_ms(now))
-        if names:
-            rows = self._rows(names, now)
-            unknown = sorted(set(names) - {r.name for r in rows})
-            if unknown:
-                raise self.no_schedule(unknown)
-        else:
-            rows = self._rows(read_order(self.client, self.namespace, shards, offset, limit),
-                              now)
-        aside = []
-        if counts.set_aside:
-            for name, why in scan_items(self.client, keys.rejected(self.namespace)):
-                aside.append((name, reply_text(why)))
-                if len(aside) >= limit:
-                    break
-        unplannable = (read_unplannable(self.client, self.namespace, shards, SHOWN_UNPLANNABLE)
-                       if counts.unplannable else [])
-        return Status(now, counts, rows, aside, unplannable)
-
-    def _rows(self, names: Sequence[str], now: datetime) -> builtins.list[ScheduleStatus]:
-        return [row for stored in read_stored(self.client, self.namespace, names, self._lua)
-                if (row := self._row(stored, now)) is not None]
-
-    def _row(self, stored: Stored, now: datetime) -> ScheduleStatus | None:
-        if stored.definition is None:
-            return None
-        mark = from_ms(stored.mark_ms) if stored.mark_ms is not None else None
-        seen = from_ms(stored.first_seen_ms) if stored.first_seen_ms is not None else None
-        if isinstance(stored.definition, Oversized):
-            return ScheduleStatus(stored.name, None, "", False, "", "", mark, seen, None, 0.0,
-                                  stored.definition.why(), stored.definition.size_bytes)
-        raw = _definition(stored.definition)
-        source = str(raw.pop("source", "")) if raw is not None else ""
-        try:
-            schedule = read_definition(stored.name, stored.definition, window_s=self.window_s)
-        except ConfigError as exc:
-            why = stored.rejected or "; ".join(exc.problems)
-            return ScheduleStatus(stored.name, raw, source, False, "", "", mark, seen, None,
-                                  0.0, why)
-        window_start = now - timedelta(seconds=self.window_s)
-        after = max(mark, window_start) if mark else now
-        nxt = schedule.timetable.next_after(after)
-        return ScheduleStatus(stored.name, raw, source, schedule.enabled,
-                              schedule.timetable.zone_name, schedule.timing, mark, seen, nxt,
-                              max(0.0, (now - nxt).total_seconds()), stored.rejected)
-
-
-    # ------------------------------------------------------------------------ operations
-
-    def missed(self, names: Sequence[str] = ()) -> builtins.list[MissedRange]:
-        """The recorded missed ticks of `names` (default: every schedule), as ranges."""
-        records = dict(read_records(self.client, keys.missed(self.namespace), names))
-        definitions = read_present(self.client, self.namespace, builtins.list(records),
-                                   self._lua)
-        out = []
-        for name, text in sorted(records.items()):
-            schedule = self._schedule(name, definitions.get(name))
-            for r in _ranges(name, text):
-                count: tuple[int | None, bool] = (None, False)
-                if not isinstance(schedule, str):
-                    count = count_ticks(schedule.timetable, r.after_ms, r.through_ms)
-                out.append(MissedRange(name, from_ms(r.after_ms), from_ms(r.through_ms),
-                                       r.reason, *count))
-        return out
-
-    def backfill(self, names: Sequence[str] = (), *, since: datetime | None = None,
-                 until: datetime | None = None, latest_only: bool = False,
-                 dry_run: bool = False, progress: Callable[[int], None] | None = None,
-                 deadline: float | None = None, stop: Callable[[], bool] | None = None,
-                 max_jobs: int | None = None, confirm_above: int | None = None,
-                 pre_history: bool = True) -> Backfill:
-        """Push the recorded missed ticks of `names` (default: every schedule with some) at
-        or after `since` and at or before `until`, and take them out of the record.
-
-        Each recorded tick is pushed at most once whatever runs at the same time (other
-        backfills, invocations, a backfill killed half-way and run again): backfill.lua
-        pushes a tick only while it is still recorded, and takes it out in the same step.
-        The job is the tick's own (its jid, `include_metadata`'s `scheduled_at`) into the
-        schedule's queue. `latest_only` pushes only the newest tick in scope per schedule
-        and takes the rest out of the record unpushed. Paused schedules, and those without a
-        valid definition, are left as they are (`skipped` says why). `progress(n)` follows
-        each call: n ticks handled.
-
-        Counting: `dry_run` pushes nothing and counts what would be, exactly up to
-        MAX_COUNTED_TICKS (then `capped`). With `confirm_above`, a backfill that would push
-        more jobs than that is refused (ConfigError, nothing pushed) after the same count;
-        with `pre_history` False, so is one that would push a tick at or before its
-        schedule's first-seen (DESIGN §2 "No pre-history": such ticks were never owed).
-
-        Stopping: `max_jobs` pushes at most that many, oldest first per schedule, schedules
-        in name order (what is left stays recorded for the next run). Past `deadline`
-        (time.monotonic()) no call starts but the first, and once `stop()` is true none
-        starts at all; each of the three ends it with `finished` False and `stopped` saying
-        which. What was pushed is out of the record (`pushed`, `last`), and running it again
-        pushes the rest, each tick once.
-        """
-        result = self._backfill(names, since_ms=None if since is None else to_ms_up(since),
-                                until_ms=None if until is None else to_ms(until),
-                                latest_only=latest_only, dry_run=dry_run, progress=progress,
-                                deadline=deadline, stop=stop, max_jobs=max_jobs,
-                                confirm_above=confirm_above, pre_history=pre_history)
-        if not dry_run:
-            scope = (f" of {len(names)} schedules" if len(names) > 1 else "" if names
-                     else " (all)")
-            self._audit("backfill", names[0] if len(names) == 1 else "",
-                        f"{result.pushed} pushed{scope}")
-        return result
-
-    def _backfill(self, names: Sequence[str], *, since_ms: int | None, until_ms: int | None,
-                  latest_only: bool, dry_run: bool, progress: Callable[[int], None] | None,
-                  deadline: float | None, stop: Callable[[], bool] | None,
-                  max_jobs: int | None, confirm_above: int | None,
-                  pre_history: bool) -> Backfill:
-        # Every record parsed before the first push: a garbled one stops the backfill
-        # before it has pushed anything (definitions are checked one by one below, within
-        # the deadline).
-        recorded = {name: _ranges(name, text) for name, text
-                    in read_records(self.client, keys.missed(self.namespace), names)}
-        definitions = read_present(self.client, self.namespace, builtins.list(names)
-                                   or builtins.list(recorded), self._lua)
-        result = Backfill()
-        # Named, with neither definition nor record (one with a record is skipped below).
-        result.skipped += [(n, "no schedule of that name") for n in names
-                           if n not in definitions and n not in recorded]
-        clock, started = read_clock(self.client), time.monotonic()
-        memo = TickMemo()
-
-        def late() -> bool:  # past the deadline, after a first call (which always goes)
-            return deadline is not None and calls > 0 and time.monotonic() > deadline
-
-        def stopping() -> str:
-            if stop is not None and stop():
-                return "signal"
-            return "deadline" if late() else ""
-
-        # The schedules in scope, and their ranges, in name order.
-        scope: builtins.list[tuple[Schedule, builtins.list[Range]]] = []
-        for name, record in sorted(recorded.items()):
-            schedule = self._schedule(name, definitions.get(name))
-            if isinstance(schedule, str):
-                result.skipped.append((name, schedule))
-                continue
-            if not schedule.enabled:
-                result.skipped.append((name, "paused: resume it to backfill its missed ticks"))
-                continue
-            ranges = [c for r in record if (c := r.clip(since_ms, until_ms))]
-            if ranges:
-                scope.append((schedule, ranges))
-        result.schedules = len(scope)
-
-        def give_up() -> bool:  # counting: a signal, or the deadline (before any call)
-            return ((stop is not None and stop())
-                    or (deadline is not None and time.monotonic() > deadline))
-
-        calls = 0
-        if dry_run or confirm_above is not None or not pre_history:
-            self._count(result, scope, latest_only, give_up)
-            if dry_run:
-                return result
-            if not pre_history and result.before_first_seen:
-                raise ConfigError(
-                    f"this backfill would push {result.before_first_seen:,}"
-                    f"{'+' if result.capped else ''} tick(s) from before their schedule was "
-                    "first seen, which were never owed (no pre-history): leave them out with "
-                    "--since (`kiqbeat status NAME` shows first-seen), or confirm with --yes "
-                    "(an event's \"yes\": true); nothing was pushed")
-            if confirm_above is not None and result.planned > confirm_above:
-                raise ConfigError(
-                    f"this backfill would push {result.planned:,}{'+' if result.capped else ''}"
-                    f" jobs of {result.schedules:,} schedule(s), more than "
-                    f"{confirm_above:,} without confirmation: push them all with --yes, or at "
-                    "most N (the oldest first; run it again for the next N) with --max-jobs N "
-                    "(an event's \"yes\": true or \"max_jobs\": N); nothing was pushed")
-            result.planned = result.dropped = 0
-            result.before_first_seen, result.capped = 0, False
-
-        batch: builtins.list[Piece] = []
-        batch_jobs = batch_bytes = 0
-
-        def flush() -> None:
-            nonlocal calls, batch_jobs, batch_bytes
-            try:
-                pushed, already, stale, flags = push_backfill(
-                    self.client, self.namespace, batch, self.keep_history, self._lua)
-            except KiqbeatError as exc:
-                if not calls:
-                    raise
-                raise type(exc)(f"{exc}; before this, {result.pushed:,} tick(s) were pushed by "
-                                f"{calls} earlier call(s) and taken out of the record (running "
-                                "the backfill again pushes the rest)") from exc
-            result.pushed, result.already = result.pushed + pushed, result.already + already
-            result.stale += stale
-            jobs = ((piece, tick) for piece in batch for tick, _ in piece.jobs)
-            for (piece, tick), flag in zip(jobs, flags, strict=True):
-                if flag == "1":
-                    job = PushedJob(piece.name, from_ms(tick), jid_ms(piece.name, tick),
-                                    piece.queue)
-                    result.last = job
-                    if len(result.jobs) < MAX_LISTED:
-                        result.jobs.append(job)
-            if progress is not None:
-                progress(len(flags))
-            batch.clear()
-            calls, batch_jobs, batch_bytes = calls + 1, 0, 0
-
-        def pieces() -> Iterator[Piece]:
-            for schedule, ranges in scope:
-                sha = definition_sha(cast(bytes, definitions[schedule.name]))  # Oversized: skipped
-
-                def job(tick_ms: int, schedule: Schedule = schedule) -> str:
-                    now = clock + timedelta(seconds=time.monotonic() - started)
-                    return memo.payload(schedule, from_ms(tick_ms),
-                                        jid_ms(schedule.name, tick_ms), now, scheduled=False)
-
-                yield from _pieces(schedule, sha, ranges, latest_only, job)
-
-        for piece in pieces():
-            why = stopping()
-            if not why and max_jobs is not None and result.planned >= max_jobs:
-                why = "max_jobs"
-            if why:
-                result.finished, result.stopped = False, why
-                if why != "max_jobs":
-                    return result  # the batch is not sent: it stays recorded
-                break
-            cut = False
-            if max_jobs is not None and result.planned + len(piece.jobs) > max_jobs:
-                # Cut after the last job allowed: the rest of the range stays recorded.
-                jobs = piece.jobs[:max_jobs - result.planned]
-                piece = replace(piece, through_ms=jobs[-1][0], jobs=jobs)
-                result.finished, result.stopped, cut = False, "max_jobs", True
-            result.planned += len(piece.jobs)
-            size = sum(len(j) for _, j in piece.jobs)
-            if batch and (len(batch) >= MAX_JOBS_PER_CALL
-                          or batch_jobs + len(piece.jobs) > MAX_JOBS_PER_CALL
-                          or batch_bytes + size > MAX_BYTES_PER_CALL):
-                flush()
-            batch.append(piece)
-            batch_jobs, batch_bytes = batch_jobs + len(piece.jobs), batch_bytes + size
-            if cut:
-                break
-        if batch:
-            why = stopping()
-            if why:
-                result.finished, result.stopped = False, why
-            else:
-                flush()
-        return result
-
-    def _count(self, result: Backfill, scope: Sequence[tuple[Schedule, Sequence[Range]]],
-               latest_only: bool, give_up: Callable[[], bool]) -> None:
-        """Count a backfill's scope into `result` (planned, dropped, before_first_seen),
-        exactly up to MAX_COUNTED_TICKS ticks in all; `capped` when counting stopped there
-        (or at the deadline, or a signal)."""
-        seen = read_first_seen(self.client, self.namespace, [s.name for s, _ in scope])
-        budget = MAX_COUNTED_TICKS
-
-        def count(schedule: Schedule, ranges: Iterable[Range]) -> int:
-            nonlocal budget
-            ticks = 0
-            for r in ranges:
-                for _ in ticks_in(schedule.timetable, r.after_ms, r.through_ms):
-                    if budget == 0 or (budget % 65_536 == 0 and give_up()):
-                        result.capped = True
-                        return ticks
-                    budget -= 1
-                    ticks += 1
-            return ticks
-
-        for schedule, ranges in scope:
-            first_ms = seen.get(schedule.name)
-            before = after = 0
-            if first_ms is None:
-                after = count(schedule, ranges)
-            else:
-                before = count(schedule, [c for r in ranges if (c := r.clip(None, first_ms))])
-                after = count(schedule, [c for r in ranges if (c := r.clip(first_ms + 1, None))])
-            ticks = before + after
-            if latest_only:
-                # The newest is pushed (from before first-seen only if all are), the older
-                # taken out of the record.
-                result.planned += 1 if ticks else 0
-                result.dropped += max(0, ticks - 1)
-                result.before_first_seen += 1 if before and not after else 0
-            else:
-                result.planned += ticks
-                result.before_first_seen += before
-            if result.capped:
-                return
-
-    def trigger(self, name: str, args: builtins.list[Any] | None = None) -> Triggered:
-        """Push one job of schedule `name` now ("run now"), with `args` instead of its own if
-        given, paused or not. Its jid is "manual" and 18 random hex digits: never a tick's
-        (24 hex digits), so it neither stands for nor hides any tick. Recorded in the
-        schedule's history as manual."""
-        stored = read_present(self.client, self.namespace, [name], self._lua).get(name)
-        if stored is None:
-            raise self.no_schedule([name])
-        if isinstance(stored, Oversized):
-            raise ConfigError(f"schedule {shown(name)}: {stored.why()}")
-        data = stored
-        if args is not None:
-            raw = _definition(stored) or {}
-            raw["args"] = args
-            data = json.dumps(raw).encode()
-        schedule = read_definition(name, data, window_s=self.window_s)
-        now = read_clock(self.client)
-        jid = "manual" + secrets.token_hex(9)
-        job = job_json(schedule, now, pushed_at=now, job_id=jid)
-        if not push_manual(self.client, self.namespace, name, definition_sha(stored),
-                           schedule.queue, jid, to_ms(now), job, self.keep_history, self._lua):
-            raise ConfigError(f"schedule {shown(name)} changed or was removed while being run; "
-                              "nothing was pushed")
-        self._audit("trigger", name, f"jid {jid}" + ("" if args is None else ", own args"))
-        return Triggered(name, jid, schedule.queue, now)
-
-    def history(self, name: str) -> builtins.list[Push]:
-        """Schedule `name`'s last pushes, newest first; ConfigError when there is no such
-        schedule and no history."""
-        key = keys.history(self.namespace)
-        with redis_errors(self.client, f"reading {key}"):
-            pipe = self.client.pipeline(transaction=False)
-            pipe.hget(key, name)
-            pipe.hexists(keys.definitions(self.namespace), name)
-            text, exists = pipe.execute()
-        if text is None and not exists:
-            raise self.no_schedule([name])
-        try:
-            return parse_history(name, reply_text(text)) if text is not None else []
-        except ValueError:
-            raise ConfigError(f"the history of schedule {shown(name)} in {key} is garbled: "
-                              f"{shown(reply_text(text))}") from None
-
-    def _schedule(self, name: str, data: bytes | Oversized | None) -> Schedule | str:
-        """The checked schedule of a stored definition, or why there is none."""
-        if data is None:
-            return "no schedule of that name"
-        if isinstance(data, Oversized):
-            return data.why()
-        try:
-            return read_definition(name, data, window_s=self.window_s)
-        except ConfigError as exc:
-            return "its definition is invalid: " + "; ".join(exc.problems)
-
-
-def _ranges(name: str, text: str) -> builtins.list[Range]:
-    try:
-        return parse_ranges(text)
-    except ValueError:
-        raise ConfigError(f"the missed-ticks record of schedule {shown(name)} is garbled: "
-                          f"{shown(text)}") from None
-
-
-def _pieces(schedule: Schedule, sha: str, ranges: Sequence[Range], latest_only: bool,
-            job: Callable[[int], str]) -> Iterator[Piece]:
-    """The backfill calls' parts for one schedule's ranges (ascending), at most
-    MAX_JOBS_PER_CALL jobs each; each covers from where the last ended. A range (or, for
-    `latest_only`, a scope) holding no tick gives none."""
-    name, queue, timetable = schedule.name, schedule.queue, schedule.timetable
-    if latest_only:
-        newest = next((t for r in reversed(ranges)
-                       if (t := last_tick_in(timetable, r.after_ms, r.through_ms))), None)
-        if newest is not None:
-            yield Piece(name, ranges[0].after_ms, ranges[-1].through_ms, queue, sha,
-                        [(to_ms(newest), job(to_ms(newest)))])
-        return
-    for r in ranges:
-        after, any_tick = r.after_ms, False
-        jobs: builtins.list[tuple[int, str]] = []
-        for tick in ticks_in(timetable, r.after_ms, r.through_ms):
-            if len(jobs) == MAX_JOBS_PER_CALL:
-                yield Piece(name, after, jobs[-1][0], queue, sha, jobs)
-                after, jobs = jobs[-1][0], []
-            tick_ms = to_ms(tick)
-            jobs.append((tick_ms, job(tick_ms)))
-            any_tick = True
-        if any_tick:  # a scope without a tick leaves the record as it is (no split)
-            yield Piece(name, after, r.through_ms, queue, sha, jobs)
 
 
 def _stopped(exc: KiqbeatError, result: ImportResult, call: Sequence[Op]) -> str:
@@ -994,9 +403,3 @@ def _detail(*, changed: bool, forced: bool) -> str:
                      if said)
 
 
-def _definition(data: bytes) -> dict[str, Any] | None:
-    try:
-        value = json.loads(data)
-    except (ValueError, RecursionError):
-        return None
-    return value if isinstance(value, dict) else None

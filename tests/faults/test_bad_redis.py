@@ -18,7 +18,7 @@ import redis
 from kiqbeat.demo.server import RedisServer
 from kiqbeat.document import load_config_file
 from kiqbeat.redis import keys
-from kiqbeat.redis.state import PUSH_SHA
+from kiqbeat.redis.pushes import PUSH_SHA
 from tests.integration.helpers import minute_floor, redis_now
 from tests.support.proxy import FaultProxy
 

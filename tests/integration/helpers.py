@@ -13,7 +13,8 @@ from kiqbeat.core.plan import Entry, Plan, plan_due
 from kiqbeat.core.schedule import Config
 from kiqbeat.document import load_config_text
 from kiqbeat.engine import Document
-from kiqbeat.redis.store import apply_document, definition_sha
+from kiqbeat.redis.definitions import definition_sha
+from kiqbeat.redis.side import RedisSide
 
 
 def config(text: str) -> Config:
@@ -64,7 +65,8 @@ def store(client: redis.Redis, cfg: Config) -> dict[str, str]:
     """Apply the document to the store, as an invocation meeting it does; each schedule's
     definition SHA1 (what a plan made from the store carries)."""
     doc = Document.of(cfg)
-    apply_document(client, cfg.namespace, 1, doc.source, doc.definitions, doc.digest)
+    RedisSide(client, cfg.namespace).apply_document(doc.source, doc.definitions,
+                                                    doc.digest, now_ms=None)
     return {name: definition_sha(d) for name, d in doc.definitions.items()}
 
 

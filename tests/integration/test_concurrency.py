@@ -19,7 +19,7 @@ from kiqbeat.core.cron import fire_times
 from kiqbeat.core.payload import jid
 from kiqbeat.engine import run
 from kiqbeat.redis.connection import connect
-from kiqbeat.redis.state import PUSH_SHA
+from kiqbeat.redis.pushes import PUSH_SHA
 
 from .helpers import config, minute_floor, pushed_jobs, redis_now
 

@@ -39,8 +39,8 @@ from kiqbeat.document.validate import read_definition
 from kiqbeat.engine import Engine
 from kiqbeat.errors import ConfigError
 from kiqbeat.redis.connection import connect
-from kiqbeat.redis.state import push
-from kiqbeat.redis.store import definition_sha, read_due
+from kiqbeat.redis.definitions import definition_sha
+from kiqbeat.redis.side import RedisSide
 from kiqbeat.store import Store
 from tests.integration.helpers import minute_floor, pushed_jobs, redis_now
 from tests.integration.test_store import cron_jids
@@ -217,15 +217,15 @@ def test_scripts_never_read_a_definition_swapped_for_an_oversized_one(
     t0 = minute_floor(redis_now(client)) - timedelta(minutes=3) + timedelta(seconds=5)
     Engine(client=client).run(STORE_ONLY, now=t0)
     now = t0 + timedelta(minutes=2)
-    batch = read_due(client, "", None, upto_ms=to_ms(now)).batch.entries
+    batch = RedisSide(client).read_due(None, upto_ms=to_ms(now)).batch.entries
     assert [d.name for d in batch] == ["x"] and isinstance(batch[0].definition, bytes)
     entries = [Entry(read_definition("x", batch[0].definition), batch[0].mark_ms,
                      definition_sha(batch[0].definition))]
     plan = plan_due(entries, now, 3600.0)
     client.hset(SCHEDULES, "x", b"y" * GARBAGE_BYTES)  # swapped between read and push
     report = Report(now=now)
-    rise = peak_rise(client, lambda: push(client, plan, STORE_ONLY, report,
-                                          time.monotonic() + 30))
+    rise = peak_rise(client, lambda: RedisSide(client).push(
+        plan, STORE_ONLY, report, time.monotonic() + 30))
     assert (report.stale, report.pushed) == (1, 0)
     assert rise < GARBAGE_BYTES // 4, f"push.lua read the swapped definition ({rise:,} B)"
 

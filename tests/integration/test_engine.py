@@ -17,7 +17,7 @@ from kiqbeat.core.report import Report
 from kiqbeat.demo.server import RedisServer
 from kiqbeat.engine import run
 from kiqbeat.errors import ConfigError, StateError
-from kiqbeat.redis.state import push
+from kiqbeat.redis.side import RedisSide
 from kiqbeat.store import Store
 
 from .helpers import (
@@ -303,7 +303,7 @@ def test_copies_racing_to_register_a_new_schedule_lose_no_tick(client: redis.Red
     late_plan = plan_stored(client, cfg, {"report": None},
                             boundary + timedelta(milliseconds=10))
     report = Report(now=boundary)
-    push(client, late_plan, cfg, report, deadline=time.monotonic() + 10)
+    RedisSide(client).push(late_plan, cfg, report, deadline=time.monotonic() + 10)
     assert report.new_schedules == 0, "the second registration changes nothing"
     later = run(client, cfg, now=boundary + timedelta(seconds=30))
     assert [(j.schedule, j.tick) for j in later.jobs] == [("report", boundary)]

@@ -81,9 +81,9 @@ def test_an_engine_reads_its_document_and_redis_from_settings(
 def test_one_invocation_sends_a_bounded_number_of_bytes_and_the_next_goes_on(
     redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from kiqbeat.redis import state
+    from kiqbeat.redis import pushes
 
-    monkeypatch.setattr(state, "MAX_BYTES_PER_INVOCATION", 150_000)
+    monkeypatch.setattr(pushes, "MAX_BYTES_PER_INVOCATION", 150_000)
     cfg = config("missed_jobs_window: 1h\nschedules:\n  big:\n    cron: '* * * * * *'\n"
                  "    class: BigWorker\n    args: ['" + "x" * 60_000 + "']\n")
     engine = Engine(client=redis_client)

@@ -22,7 +22,7 @@ from kiqbeat.core.plan import MAX_JOBS_PER_CALL, to_ms
 from kiqbeat.core.report import Report
 from kiqbeat.engine import run
 from kiqbeat.redis.connection import connect
-from kiqbeat.redis.state import push
+from kiqbeat.redis.side import RedisSide
 
 from .helpers import config, marks, minute_floor, plan_stored, redis_now
 
@@ -113,7 +113,7 @@ def test_copies_racing_to_register_a_lookahead_schedule_push_each_tick_once(
     reports = []
     for at in (winner, loser):
         report = Report(now=at)
-        push(client, plans[at], cfg, report, deadline=time.monotonic() + 10)
+        RedisSide(client).push(plans[at], cfg, report, deadline=time.monotonic() + 10)
         reports.append(report)
     assert (reports[0].new_schedules, reports[0].pushed) == (1, 6)
     assert (reports[1].new_schedules, reports[1].pushed) == (0, 0), "the loser changes nothing"

@@ -13,7 +13,8 @@ import redis
 from kiqbeat.document import load_config_text
 from kiqbeat.engine import run
 from kiqbeat.errors import ConfigError
-from kiqbeat.redis.store import Op, write
+from kiqbeat.redis.definitions import Op
+from kiqbeat.redis.side import RedisSide
 from kiqbeat.store import Store
 
 from .helpers import pushed_jobs
@@ -96,7 +97,7 @@ def test_a_forced_removal_is_refused_when_the_definition_changed_since_it_was_re
     """write.lua removes another source's definition only if it is the one the caller read
     (its SHA1): a definition written meanwhile is left alone."""
     hand_written(client)
-    (result,) = write(client, "", 1, [Op("del", "x", expect="0" * 40)])
+    (result,) = RedisSide(client).write([Op("del", "x", expect="0" * 40)], now_ms=None)
     assert result == ("S", "")
     assert client.hget(SCHEDULES, "x") == HAND_WRITTEN.encode()
     assert pushed_jobs(client) == []

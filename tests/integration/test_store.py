@@ -36,8 +36,8 @@ from kiqbeat.document.validate import encode_definition, read_definition
 from kiqbeat.engine import Document, Engine, run
 from kiqbeat.errors import ConfigError
 from kiqbeat.redis.connection import connect
-from kiqbeat.redis.state import push
-from kiqbeat.redis.store import apply_document, definition_sha, read_due
+from kiqbeat.redis.definitions import definition_sha
+from kiqbeat.redis.side import RedisSide
 from kiqbeat.settings import Settings
 from kiqbeat.store import Store
 
@@ -557,7 +557,7 @@ def test_a_definition_changed_between_read_and_push_is_left_alone_and_planned_af
     t0 = start(client)
     run(client, STORE_ONLY, now=t0)
     now = t0 + timedelta(minutes=3)
-    batch = read_due(client, "", None, upto_ms=to_ms(now)).batch.entries
+    batch = RedisSide(client).read_due(None, upto_ms=to_ms(now)).batch.entries
     assert sorted(due.name for due in batch) == ["x", "y"]
     entries = [Entry(read_definition(due.name, due.definition), due.mark_ms,
                      definition_sha(due.definition))
@@ -566,7 +566,7 @@ def test_a_definition_changed_between_read_and_push_is_left_alone_and_planned_af
 
     store.put("x", {"cron": "*/2 * * * *", "class": "NewWorker"})  # between read and push
     report = Report(now=now)
-    push(client, plan, STORE_ONLY, report, time.monotonic() + 30)
+    RedisSide(client).push(plan, STORE_ONLY, report, time.monotonic() + 30)
     assert (report.stale, report.pushed) == (1, 3)
     assert {job.schedule for job in report.jobs} == {"y"}
     assert client.zscore(DUE, "x") == 0, "x's index entry still says 'plan me'"
@@ -586,14 +586,14 @@ def test_a_schedule_removed_between_read_and_push_is_not_pushed_nor_brought_back
 ) -> None:
     store, t0 = registered(client)
     now = t0 + timedelta(minutes=3)
-    batch = read_due(client, "", None, upto_ms=to_ms(now)).batch.entries
+    batch = RedisSide(client).read_due(None, upto_ms=to_ms(now)).batch.entries
     entries = [Entry(read_definition(due.name, due.definition), due.mark_ms,
                      definition_sha(due.definition))
                for due in batch if due.definition is not None]
     plan = plan_due(entries, now, STORE_ONLY.missed_jobs_window_s)
     assert store.remove("x") is True  # between read and push
     report = Report(now=now)
-    push(client, plan, STORE_ONLY, report, time.monotonic() + 30)
+    RedisSide(client).push(plan, STORE_ONLY, report, time.monotonic() + 30)
     assert (report.stale, report.pushed) == (1, 0)
     assert pushed_jobs(client) == []
     assert forgotten(client, "x")
@@ -610,14 +610,14 @@ def test_a_schedule_removed_and_added_again_between_read_and_push_starts_afresh(
     t0 = start(client)
     run(client, STORE_ONLY, now=t0)
     now = t0 + timedelta(minutes=3)
-    batch = read_due(client, "", None, upto_ms=to_ms(now)).batch.entries
+    batch = RedisSide(client).read_due(None, upto_ms=to_ms(now)).batch.entries
     entries = [Entry(read_definition(d.name, d.definition), d.mark_ms,
                      definition_sha(d.definition)) for d in batch if d.definition]
     plan = plan_due(entries, now, STORE_ONLY.missed_jobs_window_s)
     store.remove("x")
     store.put("x", definition)  # the same bytes again
     report = Report(now=now)
-    push(client, plan, STORE_ONLY, report, time.monotonic() + 30)
+    RedisSide(client).push(plan, STORE_ONLY, report, time.monotonic() + 30)
     assert (report.pushed, report.new_schedules) == (0, 0)
     assert not client.hexists(WATERMARKS, "x") and client.zscore(DUE, "x") == 0
     assert run(client, STORE_ONLY, now=now).new_schedules == 1
@@ -668,8 +668,8 @@ def test_a_document_apply_cut_off_half_way_is_completed_whatever_the_document_sa
         f"  a{i}: {{cron: '* * * * *', class: A}}\n" for i in range(1500)),
         source="s3://bucket/doc.yml")
     doc = Document.of(v2)
-    change = apply_document(client, "", 1, doc.source, doc.definitions, doc.digest,
-                            deadline=time.monotonic() - 1)  # only the first batch runs
+    change = RedisSide(client).apply_document(  # only the first batch runs
+        doc.source, doc.definitions, doc.digest, deadline=time.monotonic() - 1, now_ms=None)
     assert not change.finished and 1 < client.hlen(SCHEDULES) < 1501
     report = run(client, v1, now=t0 + timedelta(minutes=1))
     assert report.documents_applied == 1

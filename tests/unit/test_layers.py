@@ -45,6 +45,8 @@ WEB = "kiqbeat.web"  # the console: only `kiqbeat web` (entrypoints/console.py) 
                        "kiqbeat.demo", "handler", WEB)),
     ("kiqbeat.engine", ("kiqbeat.entrypoints", "kiqbeat.demo", "handler", WEB)),
     ("kiqbeat.store", ("kiqbeat.entrypoints", "kiqbeat.demo", "handler", WEB)),
+    ("kiqbeat.operator", ("kiqbeat.store", "kiqbeat.engine", "kiqbeat.entrypoints",
+                          "kiqbeat.demo", "handler", WEB)),
     ("kiqbeat.audit", ("kiqbeat.entrypoints", "kiqbeat.engine", "kiqbeat.store", "handler",
                        WEB)),
     ("kiqbeat.settings", ("kiqbeat.entrypoints", "handler", WEB)),
@@ -56,6 +58,53 @@ def test_a_layer_never_imports_the_layers_above_it(layer: str, forbidden: tuple[
                  if m == layer or m.startswith(layer + ".")
                  for i in found if i.startswith(forbidden))
     assert bad == []
+
+
+# The Redis side by role (kiqbeat.redis.side.RedisSide strings them together): each module
+# may import only the Redis-side modules listed, so a role never reaches into another's.
+REDIS_BASE = ("kiqbeat.redis.keys", "kiqbeat.redis.scripts", "kiqbeat.redis.connection",
+              "kiqbeat.redis.urls", "kiqbeat.redis.clock")
+REDIS_LAYOUT: dict[str, tuple[str, ...]] = {
+    "kiqbeat.redis.urls": (),
+    "kiqbeat.redis.keys": (),
+    "kiqbeat.redis.scripts": (),
+    "kiqbeat.redis.connection": ("kiqbeat.redis.urls",),
+    "kiqbeat.redis.clock": ("kiqbeat.redis.connection",),
+    "kiqbeat.redis.definitions": REDIS_BASE,
+    "kiqbeat.redis.due": (*REDIS_BASE, "kiqbeat.redis.definitions"),
+    "kiqbeat.redis.documents": (*REDIS_BASE, "kiqbeat.redis.definitions"),
+    "kiqbeat.redis.pushes": REDIS_BASE,
+    "kiqbeat.redis.operator_reads": (*REDIS_BASE, "kiqbeat.redis.definitions",
+                                     "kiqbeat.redis.due"),
+    "kiqbeat.redis.side": (*REDIS_BASE, "kiqbeat.redis.definitions", "kiqbeat.redis.due",
+                           "kiqbeat.redis.documents", "kiqbeat.redis.pushes",
+                           "kiqbeat.redis.operator_reads"),
+    "kiqbeat.redis.scheduler_ui": ("kiqbeat.redis.keys",),
+    "kiqbeat.redis.neighbours": ("kiqbeat.redis.keys", "kiqbeat.redis.connection",
+                                 "kiqbeat.redis.scheduler_ui"),
+}
+
+
+def test_the_redis_side_is_laid_out_by_role() -> None:
+    """Every module of kiqbeat.redis is in the layout, and imports only the Redis-side
+    modules its role may: due reads, definitions, documents, pushes and operator reads
+    each stand on the base (keys, scripts, connection, clock), not on each other, but for
+    the definitions they read; `side` alone strings them together."""
+    graph = imports()
+    modules = {m for m in graph if m.startswith("kiqbeat.redis.")}
+    assert modules == set(REDIS_LAYOUT)
+    bad = sorted(f"{m} imports {i}" for m in modules for i in graph[m]
+                 if i.startswith("kiqbeat.redis.") and i not in REDIS_LAYOUT[m])
+    assert bad == []
+
+
+def test_one_module_name_means_one_thing() -> None:
+    """No two modules share a name across the schedules API and the Redis side (there is
+    one `store`: the schedules API), and the operator's commands have their own module."""
+    graph = imports()
+    assert "kiqbeat.store" in graph and "kiqbeat.operator" in graph
+    assert not [m for m in graph if m.startswith("kiqbeat.redis.")
+                and m.rsplit(".", 1)[1] in ("store", "state", "records", "operator")]
 
 
 def test_the_import_graph_has_no_cycle() -> None:

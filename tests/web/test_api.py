@@ -16,7 +16,8 @@ from kiqbeat.core.payload import jid
 from kiqbeat.engine import Engine
 from kiqbeat.errors import ConfigError
 from kiqbeat.redis import keys
-from kiqbeat.redis.store import Op, write
+from kiqbeat.redis.definitions import Op
+from kiqbeat.redis.side import RedisSide
 from kiqbeat.settings import Settings
 from kiqbeat.store import Store
 from tests.integration.helpers import config, minute_floor, pushed_jobs, redis_now
@@ -92,7 +93,7 @@ def _document_schedule(client: redis.Redis, name: str) -> None:
     from kiqbeat.document.validate import encode_definition
 
     data = encode_definition({"cron": "* * * * *", "class": "W"}, "s3://bucket/kiqbeat.yaml")
-    write(client, "", 1, [Op("put", name, data, "s3://bucket/kiqbeat.yaml")])
+    RedisSide(client).write([Op("put", name, data, "s3://bucket/kiqbeat.yaml")], now_ms=None)
 
 
 def test_a_documents_schedule_is_read_only_through_the_api_but_may_be_paused(

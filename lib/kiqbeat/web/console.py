@@ -31,8 +31,8 @@ from kiqbeat.engine import Engine
 from kiqbeat.entrypoints.preview import _next_fires, _reading
 from kiqbeat.errors import ConfigError, shown
 from kiqbeat.redis import keys
+from kiqbeat.redis.clock import read_clock
 from kiqbeat.redis.connection import redis_errors, reply_bytes, reply_text
-from kiqbeat.redis.store import read_clock
 from kiqbeat.store import Backfill, MissedRange, ScheduleStatus, Status, Store, Triggered
 from kiqbeat.web.names import NameIndex, Sweep, Tally
 

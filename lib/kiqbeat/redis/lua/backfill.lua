@@ -83,19 +83,14 @@ if #groups == 0 then return {0, 0, 0, ''} end
 
 -- Each schedule's record and history, read once and kept current across its groups (a
 -- call may carry several parts of one schedule), then written once.
-local records = redis.call('HMGET', missed_key, unpack(names))
+local recorded = redis.call('HMGET', missed_key, unpack(names))
 -- A definition swapped meanwhile for one over the limit is not read: it has changed.
 local defs = read_definitions(defs_key, names, math.huge)
 local pasts = keep > 0 and redis.call('HMGET', history_key, unpack(names)) or {}
 local state = {}
 for k, name in ipairs(names) do
   local s = {def = defs[k], history = pasts[k], done = {}}
-  if records[k] then
-    s.ranges = {}
-    for a, t, r in string.gmatch(records[k], '(%d+) (%d+) (%l+)') do
-      s.ranges[#s.ranges + 1] = {tonumber(a), tonumber(t), r}
-    end
-  end
+  if recorded[k] then s.ranges = read_ranges(recorded[k]) end
   state[name] = s
 end
 
@@ -111,7 +106,7 @@ for _, g in ipairs(groups) do
     for j = 1, g.n do
       local tick, held = g.ticks[j], false
       for _, range in ipairs(s.ranges) do
-        if range[1] < tick and tick <= range[2] then held = true break end
+        if range[1] and range[1] < tick and tick <= range[2] then held = true break end
       end
       if held then
         local list = lists[g.target] or {}
@@ -129,7 +124,7 @@ for _, g in ipairs(groups) do
     local left = {}
     for _, range in ipairs(s.ranges) do
       local a, t, r = range[1], range[2], range[3]
-      if t <= g.after or a >= g.through then
+      if not a or t <= g.after or a >= g.through then
         left[#left + 1] = range
       else
         if a < g.after then left[#left + 1] = {a, g.after, r} end
@@ -142,17 +137,7 @@ end
 local histories = {}
 for _, name in ipairs(names) do
   local s = state[name]
-  if s.changed then
-    local lines = {}
-    for _, range in ipairs(s.ranges) do
-      lines[#lines + 1] = ms_text(range[1]) .. ' ' .. ms_text(range[2]) .. ' ' .. range[3]
-    end
-    if #lines > 0 then
-      redis.call('HSET', missed_key, name, table.concat(lines, '\n'))
-    else
-      redis.call('HDEL', missed_key, name)
-    end
-  end
+  if s.changed then write_ranges(missed_key, name, s.ranges) end
   if keep > 0 and #s.done > 0 then
     histories[#histories + 1], histories[#histories + 2] = name,
       remembered(s.history, s.done, keep, true)

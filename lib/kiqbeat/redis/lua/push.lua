@@ -26,7 +26,7 @@ ARGV[4+Q]  the groups, one per schedule, packed in one string (one argument inst
     planning), the SHA1 of the definition it was planned from, and the number of missed
     ranges to record;
   R times "AFTER THROUGH REASON COUNT\n": ticks in (AFTER, THROUGH] passed over, why
-    ("window" or "policy"), and how many (core/missed.py);
+    ("window" or "policy"), and how many (core/plan.py);
   N times "TICK LENGTH\n" and LENGTH bytes of job JSON; TICK is epoch ms, negative for a
     job into the schedule set (scored by its instant).
 

@@ -1,14 +1,21 @@
-"""Pushing: the acting half of an invocation.
+"""Pushes: every way kiqbeat puts a job into a queue, one atomic script each.
 
-`core.plan` decides what an invocation pushes; `push` carries it out, one atomic script
-call (push.lua) per chunk, each pushing its jobs, advancing the watermarks it covers and
-moving the schedules' due index entries, in one step. `redis.store` reads what is due;
-the engine (`kiqbeat.engine`) strings them together.
+- an invocation's (`push`, push.lua): `core.plan` decides what is due; each chunk pushes
+  its jobs, advances the watermarks it covers and moves the schedules' due index entries,
+  in one step. `redis.due` reads what is due; the engine (`kiqbeat.engine`) strings them
+  together;
+- a backfill's (`push_backfill`, backfill.lua): recorded missed ticks, pushed while still
+  recorded and taken out of the record in the same step;
+- a manual run's (`push_manual`, trigger.lua): one job now, once even when re-sent.
+
+`kiqbeat.operator` decides what a backfill or a manual run pushes; this carries it out.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import redis
@@ -17,7 +24,7 @@ from kiqbeat.core.plan import MISSED_COUNT_CAP, Group, Plan, from_ms
 from kiqbeat.core.records import DEFAULT_HISTORY
 from kiqbeat.core.report import PushedJob, Report
 from kiqbeat.core.schedule import Config
-from kiqbeat.errors import DeadlineError, KiqbeatError
+from kiqbeat.errors import DeadlineError, KiqbeatError, shown
 from kiqbeat.redis import keys, scripts
 from kiqbeat.redis.connection import redis_errors, reply_text
 
@@ -58,7 +65,7 @@ def _push_chunk(
     return counts, reply_text(flags)
 
 
-def _wait_for_replicas(client: redis.Redis, config: Config, pushed: int, report: Report) -> None:
+def wait_for_replicas(client: redis.Redis, config: Config, pushed: int, report: Report) -> None:
     """Block until `wait_replicas` replicas hold what was just pushed, or the timeout passes.
 
     Redis replicates asynchronously: a master that dies right after a push can take the push
@@ -76,8 +83,8 @@ def _wait_for_replicas(client: redis.Redis, config: Config, pushed: int, report:
             f"within {config.wait_timeout_s:g} s; a failover now could push them again")
 
 
-def push(client: redis.Redis, plan: Plan, config: Config, report: Report, deadline: float,
-         lua: scripts.Caller = scripts.SCRIPTS, *, due_key: str | None = None,
+def push(client: redis.Redis, namespace: str, plan: Plan, config: Config, report: Report,
+         deadline: float, lua: scripts.Caller = scripts.SCRIPTS, *, due_key: str | None = None,
          sent: int = 0, history: int = DEFAULT_HISTORY) -> int:
     """Carry out a plan, one atomic script call per chunk, filling in the report; each
     schedule's history keeps its last `history` pushes.
@@ -85,7 +92,6 @@ def push(client: redis.Redis, plan: Plan, config: Config, report: Report, deadli
     `sent` is the job bytes this invocation already sent (the 64 MiB bound counts them all);
     returns it with this plan's added, or -1 once the bound stopped the plan.
     """
-    namespace = config.namespace
     due_key = due_key or keys.due(namespace)
     now = from_ms(plan.now_ms)
     for chunk in plan.chunks():
@@ -121,7 +127,7 @@ def push(client: redis.Redis, plan: Plan, config: Config, report: Report, deadli
         report.skipped += skipped
         report.new_schedules += new
         if config.wait_replicas and pushed:
-            _wait_for_replicas(client, config, pushed, report)
+            wait_for_replicas(client, config, pushed, report)
         jobs = (job for group in chunk for job in group.jobs)
         for job, flag in zip(jobs, flags, strict=True):
             if flag != "1":
@@ -131,3 +137,53 @@ def push(client: redis.Redis, plan: Plan, config: Config, report: Report, deadli
             if job.queue is not None:
                 report.lag_s = max(report.lag_s, (now - tick).total_seconds())
     return sent
+
+
+@dataclass
+class Piece:
+    """Part of one schedule's record that one backfill call settles: (after_ms, through_ms]
+    is taken out of the record, and the jobs (tick_ms, JSON) pushed if still recorded."""
+
+    name: str
+    after_ms: int
+    through_ms: int
+    queue: str
+    sha: str
+    jobs: list[tuple[int, str]]
+
+
+def push_backfill(client: redis.Redis, namespace: str, pieces: Sequence[Piece],
+                  history: int, lua: scripts.Caller = scripts.SCRIPTS) -> tuple[int, int, int, str]:
+    """One atomic backfill call: (pushed, already, stale, flags), flags one "1"/"0" per job
+    in order."""
+    queue_index: dict[str, int] = {}
+    parts: list[bytes] = []
+    for piece in pieces:
+        target = queue_index.setdefault(piece.queue, len(queue_index) + 1)
+        parts.append(b"%s\n%d %d %d %d %s\n" % (
+            piece.name.encode(errors="surrogateescape"), piece.after_ms, piece.through_ms,
+            len(piece.jobs), target, piece.sha.encode()))
+        for tick_ms, job in piece.jobs:
+            payload = job.encode()
+            parts += (b"%d %d\n" % (tick_ms, len(payload)), payload)
+    queues = list(queue_index)
+    script_keys = [keys.missed(namespace), keys.definitions(namespace), keys.history(namespace),
+                   keys.queues(namespace), *(keys.queue(namespace, q) for q in queues)]
+    with redis_errors(client, "backfilling missed ticks"):
+        pushed, already, stale, flags = lua.call(
+            scripts.BACKFILL, client, script_keys,
+            [history, len(queues), *queues, b"".join(parts)])
+    return int(pushed), int(already), int(stale), reply_text(flags)
+
+
+def push_manual(client: redis.Redis, namespace: str, name: str, sha: str, queue: str,
+                jid: str, at_ms: int, job: str, history: int,
+                lua: scripts.Caller = scripts.SCRIPTS) -> bool:
+    """Push one manual job (trigger.lua), once even when the call is re-sent; False when
+    the definition changed meanwhile."""
+    script_keys = [keys.definitions(namespace), keys.history(namespace), keys.queues(namespace),
+                   keys.queue(namespace, queue), keys.manual(namespace)]
+    with redis_errors(client, f"running schedule {shown(name)} now"):
+        done = lua.call(scripts.TRIGGER, client, script_keys,
+                        [name, sha, history, queue, jid, at_ms, job])
+    return int(done) > 0

@@ -1,0 +1,212 @@
+"""Definitions in Redis (DESIGN §7): reading them, writing them, and the size checks both do.
+
+Every schedule kiqbeat runs is a definition in one hash (`keys.definitions`), with an entry
+in a due index (`keys.due`) scored by when it next needs planning. Writers — documents, the
+Python API, any other language — change definitions with `write` (one atomic write.lua call
+per batch) or with the plain commands docs/store.md gives. Nothing here validates:
+definitions are bytes, and the caller (the engine, `kiqbeat.store`) decides what they mean.
+
+Bounds: a read is at most `BATCH` names, and the definitions it carries at most
+`MAX_BATCH_DEFINITION_BYTES`; a definition over `MAX_DEFINITION_BYTES` is never read (the
+scripts ask its length first, and report it as `Oversized`). One write call is at most
+`WRITE_BATCH` operations and `MAX_WRITE_BYTES`, so no script holds Redis for more than a few
+milliseconds, whatever one definition's size.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from kiqbeat.core.limits import MAX_DEFINITION_BYTES
+from kiqbeat.core.plan import shard_of
+from kiqbeat.redis import keys, scripts
+from kiqbeat.redis.connection import redis_errors, reply_bytes, reply_text
+
+BATCH = 500
+WRITE_BATCH = 200  # a write op costs Redis more than a read: smaller calls
+# 1 MiB of definitions at the limit held Redis 3 ms a write call (median; max 6-24 ms); 256 KiB
+# 0.9 ms (max 1.2-4.6 ms): 300 definitions of 64 KiB imported, SLOWLOG.
+MAX_WRITE_BYTES = 256 * 1024
+WRITE_CODES = {"+": "done", "=": "unchanged", "E": "exists", "M": "missing",
+               "O": "belongs to another source", "S": "changed since it was read",
+               "L": f"over the size limit of {MAX_DEFINITION_BYTES:,} bytes"}
+
+
+def definition_sha(definition: bytes) -> str:
+    """SHA1 of a stored definition, as the scripts compute it (redis.sha1hex)."""
+    return hashlib.sha1(definition).hexdigest()
+
+
+def due_key(namespace: str, name: str, shards: int) -> str:
+    """The due index that holds `name` when the store is split into `shards`."""
+    return keys.due(namespace, (shard_of(name, shards), shards) if shards > 1 else None)
+
+
+@dataclass(frozen=True)
+class Oversized:
+    """A stored definition over MAX_DEFINITION_BYTES, in place of its bytes: it was not read
+    (Redis gave its length), and is set aside as such."""
+
+    size_bytes: int
+
+    def why(self) -> str:
+        """The reason it is set aside, for `kiqbeat:rejected`, reports and listings."""
+        return (f"its definition is {self.size_bytes:,} bytes, over the limit of "
+                f"{MAX_DEFINITION_BYTES:,} bytes (not read; keep large data out of a "
+                "schedule, e.g. an id in args, and write it again)")
+
+
+def as_stored(definition: Any, size_bytes: Any) -> bytes | Oversized | None:
+    """A definition as a script read it (nil when gone or not read) with its length."""
+    if int(size_bytes) > MAX_DEFINITION_BYTES:
+        return Oversized(int(size_bytes))
+    return reply_bytes(definition)
+
+
+@dataclass(frozen=True)
+class Op:
+    """One change to the store: `op` is put, add, update, set, del or reject (write.lua)."""
+
+    op: str
+    name: str
+    definition: bytes = b""
+    source: str = ""
+    expect: str = "-"
+
+
+def _pack(ops: Sequence[Op], index: Mapping[str, int], namespace: str, shards: int) -> bytes:
+    parts: list[bytes] = []
+    for op in ops:
+        source, name = op.source.encode(), op.name.encode(errors="surrogateescape")
+        k = index[due_key(namespace, op.name, shards)]
+        parts += (b"%s %d %d %s %d %d\n" % (op.op.encode(), k, len(source), op.expect.encode(),
+                                            len(name), len(op.definition)),
+                  source, name, op.definition)
+    return b"".join(parts)
+
+
+def write_batches(ops: Sequence[Op]) -> Iterator[Sequence[Op]]:
+    start = size = 0
+    for end, op in enumerate(ops):
+        size += len(op.definition) + len(op.name) + 64
+        if end > start and (end - start >= WRITE_BATCH or size > MAX_WRITE_BYTES):
+            yield ops[start:end]
+            start, size = end, len(op.definition) + len(op.name) + 64
+    if start < len(ops):
+        yield ops[start:]
+
+
+@dataclass(frozen=True)
+class Applied:
+    """A document to record as applied (its location, digest and index), with the last
+    write of its diff."""
+
+    source: str
+    digest: str
+    index: bytes
+
+
+def write(client: redis.Redis, namespace: str, shards: int, ops: Sequence[Op],
+          lua: scripts.Caller = scripts.SCRIPTS, *, applied: Applied | None = None,
+          deadline: float | None = None, now_ms: int | None) -> list[tuple[str, str]]:
+    """Apply `ops` in order, atomically per batch; each op's (code, owner) as write.lua
+    says: code "+" done, "=" already so, "E", "M", "O" (owner then set), "S". `applied`
+    goes with the last batch (alone when there are no ops); write.lua skips it if that batch
+    refused an op. Past `deadline` (time.monotonic()), no further batch starts: the results
+    are then fewer than the ops.
+
+    `now_ms` is the instant of the change, always given by the caller: the one Redis clock
+    read of the public call making it (an invocation applying a document gives its own
+    `now`, replays included), or None for the instant the script itself runs at (its own
+    TIME, in the same atomic step: a single write, or an import whose calls each take
+    their own instant)."""
+    results: list[tuple[str, str]] = []
+    batches = list(write_batches(ops)) or [[]]
+    for number, batch in enumerate(batches, start=1):
+        if deadline is not None and number > 1 and time.monotonic() > deadline:
+            break
+        due_keys = list(dict.fromkeys(due_key(namespace, op.name, shards) for op in batch))
+        index = {key: k for k, key in enumerate(due_keys, start=1)}
+        last = applied if number == len(batches) else None
+        script_keys = [keys.definitions(namespace), keys.watermarks(namespace),
+                       keys.first_seen(namespace), keys.rejected(namespace),
+                       keys.documents(namespace),
+                       keys.document_index(namespace, last.source if last else ""),
+                       keys.shards(namespace), keys.missed(namespace), keys.history(namespace),
+                       keys.manual(namespace), *due_keys]
+        args: list[scripts.Arg] = [_pack(batch, index, namespace, shards), shards]
+        if last is not None:
+            args += ["1", last.source, last.digest, last.index]
+        else:
+            args += ["", "", "", ""]
+        args.append("" if now_ms is None else now_ms)
+        with redis_errors(client, "writing schedule definitions"):
+            codes, owners = lua.call(scripts.WRITE, client, script_keys, args)
+        owner_of = iter(reply_text(o) for o in owners)
+        results += [(code, next(owner_of) if code == "O" else "") for code in reply_text(codes)]
+    return results
+
+
+
+def recorded_shards(client: redis.Redis, namespace: str) -> int:
+    """The shard count the due index is split into (1 before any is recorded)."""
+    with redis_errors(client, f"reading {keys.shards(namespace)}"):
+        value = client.get(keys.shards(namespace))
+    try:
+        return max(1, int(reply_text(value))) if value is not None else 1
+    except ValueError:
+        return 1
+
+
+
+def read_definitions(client: redis.Redis, namespace: str, names: Sequence[str],
+                     lua: scripts.Caller = scripts.SCRIPTS) -> list[bytes | Oversized | None]:
+    """The stored definitions of `names`, in order: None when gone, Oversized when over
+    MAX_DEFINITION_BYTES (read.lua asks each length first, in the same step, and never
+    reads such a one). One call per `BATCH` names, or fewer once the definitions read pass
+    MAX_BATCH_DEFINITION_BYTES: what one call brings back is bounded."""
+    out: list[bytes | Oversized | None] = []
+    key = keys.definitions(namespace)
+    while len(out) < len(names):
+        batch = [n.encode(errors="surrogateescape") for n in names[len(out):len(out) + BATCH]]
+        with redis_errors(client, f"reading {key}"):
+            definitions, lengths, count = lua.call(scripts.READ, client, [key], batch)
+        out += [as_stored(d, n) for d, n in zip(definitions, lengths[:int(count)], strict=True)]
+    return out
+
+
+
+def scan_names(client: redis.Redis, key: str, cursor: int = 0,
+               count: int = BATCH) -> tuple[int, list[str]]:
+    """One HSCAN page of a hash's field names: (next cursor, 0 when done; names)."""
+    with redis_errors(client, "listing stored schedules"):
+        cursor, page = client.hscan(key, cursor, count=count)
+    return int(cursor), [reply_text(n) for n in page]
+
+
+def scan_items(client: redis.Redis, key: str, count: int = BATCH
+               ) -> Iterable[tuple[str, bytes]]:
+    """Every field and value of a hash, one HSCAN page per round trip."""
+    cursor = 0
+    while True:
+        with redis_errors(client, f"reading {key}"):
+            cursor, page = client.hscan(key, cursor, count=count)
+        assert isinstance(page, dict)
+        for name, value in page.items():
+            yield reply_text(name), reply_bytes(value) or b""
+        if not int(cursor):
+            return
+
+
+def read_present(client: redis.Redis, namespace: str, names: Sequence[str],
+                 lua: scripts.Caller = scripts.SCRIPTS) -> dict[str, bytes | Oversized]:
+    """The stored definitions of `names`, absent ones left out, over the limit ones as
+    Oversized (never read: `read_definitions`)."""
+    return {name: d for name, d in zip(names, read_definitions(client, namespace, names, lua),
+                                       strict=True) if d is not None}

@@ -1,0 +1,160 @@
+"""What the operator's commands read (`kiqbeat status`, `missed`, `backfill`, `history`):
+counts of the store, the due order, a schedule's stored state, its recorded missed ranges
+and first-seen. Reads only; `kiqbeat.operator` decides what they mean.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from kiqbeat.core.limits import MAX_PLANNABLE_MS
+from kiqbeat.redis import keys, scripts
+from kiqbeat.redis.connection import redis_errors, reply_text
+from kiqbeat.redis.definitions import BATCH, Oversized, read_definitions, scan_items
+from kiqbeat.redis.due import due_keys
+
+
+@dataclass(frozen=True)
+class Stored:
+    """One schedule as stored: definition (Oversized when over the limit: not read) and
+    state (None where absent)."""
+
+    name: str
+    definition: bytes | Oversized | None
+    mark_ms: int | None
+    first_seen_ms: int | None
+    rejected: str | None
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def read_stored(client: redis.Redis, namespace: str, names: Sequence[str],
+                lua: scripts.Caller = scripts.SCRIPTS) -> list[Stored]:
+    """The stored state of `names`: per `BATCH` names, the definitions (`read_definitions`)
+    and one pipelined round trip for the rest.
+
+    Names are sent as bytes (a name read from Redis that was not UTF-8 is sent back as the
+    bytes it was), whatever the client's own encoding settings."""
+    out: list[Stored] = []
+    for first in range(0, len(names), BATCH):
+        batch = list(names[first:first + BATCH])
+        defs = read_definitions(client, namespace, batch, lua)
+        sent = [name.encode(errors="surrogateescape") for name in batch]
+        with redis_errors(client, "reading stored schedules"):
+            pipe = client.pipeline(transaction=False)
+            pipe.hmget(keys.watermarks(namespace), sent)
+            pipe.hmget(keys.first_seen(namespace), sent)
+            pipe.hmget(keys.rejected(namespace), sent)
+            marks, seen, rejected = pipe.execute()
+        out += [Stored(name, d, _int(m), _int(s),
+                       None if r is None else reply_text(r))
+                for name, d, m, s, r in zip(batch, defs, marks, seen, rejected, strict=True)]
+    return out
+
+
+@dataclass(frozen=True)
+class Counts:
+    """The store at a glance, for `kiqbeat status`."""
+
+    schedules: int  # definitions stored
+    indexed: int  # with an entry in this shard's due index
+    overdue: int  # entries at or below now: planned by the next invocation
+    set_aside: int  # definitions refused, waiting for a fix
+    with_missed: int = 0  # schedules with missed ticks recorded (`kiqbeat missed`)
+    unplannable: int = 0  # entries scored beyond MAX_PLANNABLE_MS: never planned (reindex)
+
+
+def read_counts(client: redis.Redis, namespace: str,
+                shards: Sequence[tuple[int, int] | None], now_ms: int) -> Counts:
+    """Counts of the store (the index entries of `shards`), in one round trip."""
+    with redis_errors(client, "counting stored schedules"):
+        pipe = client.pipeline(transaction=False)
+        pipe.hlen(keys.definitions(namespace))
+        pipe.hlen(keys.rejected(namespace))
+        pipe.hlen(keys.missed(namespace))
+        for key in due_keys(namespace, shards):
+            pipe.zcard(key)
+            pipe.zcount(key, "-inf", now_ms)
+            pipe.zcount(key, f"({MAX_PLANNABLE_MS}", "+inf")
+        stored, aside, missed, *per_shard = (int(v) for v in pipe.execute())
+    return Counts(stored, sum(per_shard[0::3]), sum(per_shard[1::3]), aside, missed,
+                  sum(per_shard[2::3]))
+
+
+def read_unplannable(client: redis.Redis, namespace: str,
+                     shards: Sequence[tuple[int, int] | None], limit: int) -> list[str]:
+    """Up to `limit` names of the entries of `shards`' due indexes scored beyond any instant
+    kiqbeat plans (`MAX_PLANNABLE_MS`), which no invocation ever plans; one round trip."""
+    with redis_errors(client, "reading the due index"):
+        pipe = client.pipeline(transaction=False)
+        for key in due_keys(namespace, shards):
+            pipe.zrangebyscore(key, f"({MAX_PLANNABLE_MS}", "+inf", start=0, num=limit)
+        pages: list[Any] = pipe.execute()
+    return [reply_text(name) for page in pages for name in page][:limit]
+
+
+def read_order(client: redis.Redis, namespace: str, shards: Sequence[tuple[int, int] | None],
+               offset: int, limit: int) -> list[str]:
+    """Names in due order (most overdue first) across `shards`, a page of them."""
+    with redis_errors(client, "reading the due index"):
+        pipe = client.pipeline(transaction=False)
+        for key in due_keys(namespace, shards):
+            pipe.zrange(key, 0, offset + limit - 1, withscores=True)
+        pages: list[Any] = pipe.execute()
+    merged = sorted((score, reply_text(name)) for page in pages for name, score in page)
+    return [name for _, name in merged[offset:offset + limit]]
+
+
+def _hmget(client: redis.Redis, key: str, names: Sequence[str]) -> Iterator[tuple[str, Any]]:
+    """(name, value) of each of `names` present in hash `key`, one HMGET per `BATCH`."""
+    for first in range(0, len(names), BATCH):
+        batch = list(names[first:first + BATCH])
+        with redis_errors(client, f"reading {key}"):
+            values = client.hmget(key, batch)
+        yield from ((n, v) for n, v in zip(batch, values, strict=True) if v is not None)
+
+
+def read_missed(client: redis.Redis, namespace: str, names: Sequence[str]
+                ) -> Iterable[tuple[str, str]]:
+    """(name, its missed ranges as recorded) of each named schedule that has some, or of
+    every one when no names are given (HSCAN pages); `core.records.parse_ranges` reads
+    them."""
+    key = keys.missed(namespace)
+    if not names:
+        for name, value in scan_items(client, key):
+            yield name, value.decode(errors="replace")
+        return
+    for name, found in _hmget(client, key, names):
+        yield name, reply_text(found)
+
+
+def read_first_seen(client: redis.Redis, namespace: str, names: Sequence[str]
+                    ) -> dict[str, int]:
+    """When each of `names` was first seen, epoch ms (absent or garbled ones left out)."""
+    seen = {}
+    for name, value in _hmget(client, keys.first_seen(namespace), names):
+        text = reply_text(value)
+        if text.isascii() and text.isdigit():
+            seen[name] = int(text)
+    return seen
+
+
+def read_history(client: redis.Redis, namespace: str, name: str) -> tuple[str | None, bool]:
+    """Schedule `name`'s history as recorded (None when there is none; `core.records.
+    parse_history` reads it) and whether its definition exists; one round trip."""
+    key = keys.history(namespace)
+    with redis_errors(client, f"reading {key}"):
+        pipe = client.pipeline(transaction=False)
+        pipe.hget(key, name)
+        pipe.hexists(keys.definitions(namespace), name)
+        text, exists = pipe.execute()
+    return (None if text is None else reply_text(text)), bool(exists)

@@ -1,0 +1,191 @@
+"""The Redis side of kiqbeat as one object: `RedisSide` owns the client, the key prefix
+(namespace), the shard count and the way scripts are run, so callers stop passing them.
+
+Its methods are the Redis side's operations, by role, each carried out by the module named
+for it:
+
+- `redis.clock`: the Redis clock, read once per public call and passed down (`now_ms`);
+- `redis.due`: the due index — what is due (with further reads named), reindex, rescore;
+- `redis.definitions`: definitions — reading, writing (write.lua), size checks;
+- `redis.documents`: documents — applied as diffs, their digests and indexes;
+- `redis.pushes`: every push — an invocation's, a backfill's, a manual run's;
+- `redis.operator_reads`: what the operator's commands read — counts, due order, stored
+  state, missed ranges, first-seen, history.
+
+One wire format per script, in one place on the Python side: the module that calls it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+import redis
+
+from kiqbeat.core.plan import Plan
+from kiqbeat.core.records import DEFAULT_HISTORY
+from kiqbeat.core.report import Report
+from kiqbeat.core.schedule import Config
+from kiqbeat.redis import clock, definitions, documents, due, keys, operator_reads, pushes, scripts
+from kiqbeat.redis.definitions import Applied, Op, Oversized
+from kiqbeat.redis.documents import DocumentChange
+from kiqbeat.redis.due import DueRead, Reads
+from kiqbeat.redis.operator_reads import Counts, Stored
+from kiqbeat.redis.pushes import Piece
+
+Shard = tuple[int, int] | None  # (index, count), or None: the index is not split
+
+
+@dataclass(frozen=True)
+class RedisSide:
+    """One store in Redis: `client`, key prefix `namespace`, due index split into `shards`,
+    scripts run by `lua` (EVALSHA or FCALL)."""
+
+    client: redis.Redis
+    namespace: str = ""
+    shards: int = 1
+    lua: scripts.Caller = scripts.SCRIPTS
+
+    @classmethod
+    def recorded(cls, client: redis.Redis, namespace: str = "",
+                 lua: scripts.Caller = scripts.SCRIPTS) -> RedisSide:
+        """The store with the shard count it records (1 before any is recorded)."""
+        return cls(client, namespace, definitions.recorded_shards(client, namespace), lua)
+
+    def resharded(self, shards: int) -> RedisSide:
+        """This store as writers with another shard count see it."""
+        return replace(self, shards=shards)
+
+    @property
+    def layout(self) -> list[Shard]:
+        """Every shard of this count (one None when not split)."""
+        return [(i, self.shards) for i in range(self.shards)] if self.shards > 1 else [None]
+
+    # ------------------------------------------------------------------------ clock
+
+    def clock(self) -> datetime:
+        """The Redis clock (one TIME)."""
+        return clock.read_clock(self.client)
+
+    # ------------------------------------------------------------------------ due index
+
+    def due_key(self, name: str) -> str:
+        """The due index key that holds `name` with this shard count."""
+        return definitions.due_key(self.namespace, name, self.shards)
+
+    def read_due(self, shard: Shard, *, upto_ms: int | None = None, offset: int = 0,
+                 limit: int = definitions.BATCH,
+                 more: Callable[[Reads], None] | None = None) -> DueRead:
+        """`redis.due.read_due` on this store."""
+        return due.read_due(self.client, self.namespace, shard, upto_ms=upto_ms,
+                            offset=offset, limit=limit, more=more, lua=self.lua)
+
+    def reindex(self, progress: Callable[[int], None] | None = None) -> int:
+        """`redis.due.reindex` to this shard count."""
+        return due.reindex(self.client, self.namespace, self.shards, progress)
+
+    def rescore_unplannable(self) -> int:
+        """`redis.due.rescore_unplannable` over this shard count's index."""
+        return due.rescore_unplannable(self.client, self.namespace, self.shards)
+
+    def recorded_shards(self) -> int:
+        """The shard count the store records (1 before any)."""
+        return definitions.recorded_shards(self.client, self.namespace)
+
+    # ------------------------------------------------------------------------ definitions
+
+    def write(self, ops: Sequence[Op], *, now_ms: int | None, applied: Applied | None = None,
+              deadline: float | None = None) -> list[tuple[str, str]]:
+        """`redis.definitions.write` on this store."""
+        return definitions.write(self.client, self.namespace, self.shards, ops, self.lua,
+                                 applied=applied, deadline=deadline, now_ms=now_ms)
+
+    def read_definitions(self, names: Sequence[str]) -> list[bytes | Oversized | None]:
+        """`redis.definitions.read_definitions` on this store."""
+        return definitions.read_definitions(self.client, self.namespace, names, self.lua)
+
+    def read_present(self, names: Sequence[str]) -> dict[str, bytes | Oversized]:
+        """`redis.definitions.read_present` on this store."""
+        return definitions.read_present(self.client, self.namespace, names, self.lua)
+
+    def scan_names(self, cursor: int = 0, count: int = definitions.BATCH
+                   ) -> tuple[int, list[str]]:
+        """One HSCAN page of the stored names: (next cursor, 0 when done; names)."""
+        return definitions.scan_names(self.client, keys.definitions(self.namespace), cursor,
+                                      count)
+
+    def scan_definitions(self) -> Iterable[tuple[str, bytes]]:
+        """Every stored (name, definition), one HSCAN page per round trip."""
+        return definitions.scan_items(self.client, keys.definitions(self.namespace))
+
+    def scan_rejected(self) -> Iterable[tuple[str, bytes]]:
+        """Every set-aside (name, why), one HSCAN page per round trip."""
+        return definitions.scan_items(self.client, keys.rejected(self.namespace))
+
+    # ------------------------------------------------------------------------ documents
+
+    def apply_document(self, source: str, definitions: Mapping[str, bytes], digest: str, *,
+                       now_ms: int | None, deadline: float | None = None) -> DocumentChange:
+        """`redis.documents.apply_document` on this store."""
+        return documents.apply_document(self.client, self.namespace, self.shards, source,
+                                        definitions, digest, self.lua, deadline=deadline,
+                                        now_ms=now_ms)
+
+    def applied_digest(self, source: str) -> str | None:
+        """The digest of the document from `source` as last applied (None: none)."""
+        return documents.applied_digest(self.client, self.namespace, source)
+
+    def knows_document(self, source: str) -> bool:
+        """`redis.documents.knows_document` on this store."""
+        return documents.knows_document(self.client, self.namespace, source)
+
+    # ------------------------------------------------------------------------ pushes
+
+    def push(self, plan: Plan, config: Config, report: Report, deadline: float, *,
+             shard: Shard = None, sent: int = 0, history: int = DEFAULT_HISTORY) -> int:
+        """`redis.pushes.push`: an invocation's plan, into `shard`'s due index."""
+        return pushes.push(self.client, self.namespace, plan, config, report, deadline,
+                           self.lua, due_key=keys.due(self.namespace, shard), sent=sent,
+                           history=history)
+
+    def push_backfill(self, pieces: Sequence[Piece], history: int
+                      ) -> tuple[int, int, int, str]:
+        """`redis.pushes.push_backfill` on this store."""
+        return pushes.push_backfill(self.client, self.namespace, pieces, history, self.lua)
+
+    def push_manual(self, name: str, sha: str, queue: str, jid: str, at_ms: int, job: str,
+                    history: int) -> bool:
+        """`redis.pushes.push_manual` on this store."""
+        return pushes.push_manual(self.client, self.namespace, name, sha, queue, jid, at_ms,
+                                  job, history, self.lua)
+
+    # ------------------------------------------------------------------------ operator reads
+
+    def read_stored(self, names: Sequence[str]) -> list[Stored]:
+        """`redis.operator_reads.read_stored` on this store."""
+        return operator_reads.read_stored(self.client, self.namespace, names, self.lua)
+
+    def read_counts(self, shards: Sequence[Shard], now_ms: int) -> Counts:
+        """`redis.operator_reads.read_counts` on this store."""
+        return operator_reads.read_counts(self.client, self.namespace, shards, now_ms)
+
+    def read_order(self, shards: Sequence[Shard], offset: int, limit: int) -> list[str]:
+        """`redis.operator_reads.read_order` on this store."""
+        return operator_reads.read_order(self.client, self.namespace, shards, offset, limit)
+
+    def read_unplannable(self, shards: Sequence[Shard], limit: int) -> list[str]:
+        """`redis.operator_reads.read_unplannable` on this store."""
+        return operator_reads.read_unplannable(self.client, self.namespace, shards, limit)
+
+    def read_missed(self, names: Sequence[str]) -> Iterable[tuple[str, str]]:
+        """`redis.operator_reads.read_missed` on this store."""
+        return operator_reads.read_missed(self.client, self.namespace, names)
+
+    def read_first_seen(self, names: Sequence[str]) -> dict[str, int]:
+        """`redis.operator_reads.read_first_seen` on this store."""
+        return operator_reads.read_first_seen(self.client, self.namespace, names)
+
+    def read_history(self, name: str) -> tuple[str | None, bool]:
+        """`redis.operator_reads.read_history` on this store."""
+        return operator_reads.read_history(self.client, self.namespace, name)

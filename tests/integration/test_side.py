@@ -1,0 +1,60 @@
+"""The Redis side as one object (`kiqbeat.redis.side.RedisSide`): it owns the client, key
+prefix, shard count and scripts; the reads queued with a due read come back by name."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+
+from kiqbeat.operator import Operator
+from kiqbeat.redis import keys
+from kiqbeat.redis.due import Reads
+from kiqbeat.redis.side import RedisSide
+from kiqbeat.store import Store
+
+
+def test_reads_queued_with_a_due_read_come_back_under_their_names_not_their_places(
+    client: redis.Redis,
+) -> None:
+    client.set("a", "one")
+    client.rpush("list", "x", "y")
+
+    def more(reads: Reads) -> None:
+        reads.add("two", lambda pipe: (pipe.llen("list"), pipe.lrange("list", 0, -1)))
+        reads.add("one", lambda pipe: pipe.get("a"))
+        reads.add("none", lambda pipe: None)  # queues nothing
+
+    replies = RedisSide(client).read_due(None, more=more).replies
+    assert replies.one("one") == b"one"
+    assert replies.all("two") == [2, [b"x", b"y"]]
+    assert replies.all("none") == []
+    assert "absent" not in replies and replies.one("absent", "default") == "default"
+    with pytest.raises(ValueError, match="'two' has 2 replies"):
+        replies.one("two")
+
+
+def test_a_read_queued_twice_under_one_name_is_refused(client: redis.Redis) -> None:
+    def more(reads: Reads) -> None:
+        reads.add("twice", lambda pipe: pipe.get("a"))
+        reads.add("twice", lambda pipe: pipe.get("b"))
+
+    with pytest.raises(ValueError, match="'twice' is queued already"):
+        RedisSide(client).read_due(None, more=more)
+
+
+def test_a_side_by_default_has_the_shard_count_the_store_records(client: redis.Redis) -> None:
+    assert RedisSide.recorded(client, "ns").shards == 1
+    client.set(keys.shards("ns"), 4)
+    side = RedisSide.recorded(client, "ns")
+    assert (side.namespace, side.shards) == ("ns", 4)
+    assert side.layout == [(0, 4), (1, 4), (2, 4), (3, 4)]
+    assert side.resharded(1).layout == [None]
+
+
+def test_the_operators_commands_are_methods_of_every_store(client: redis.Redis) -> None:
+    store = Store(client, namespace="ns", shards=2, actor="alice")
+    assert isinstance(store, Operator)
+    assert (store.client, store.namespace, store.shards) == (client, "ns", 2)
+    other = store.acting("bob", note="INC-1").resharded(3)
+    assert isinstance(other, Store)
+    assert (other.actor, other.note, other.shards, store.shards) == ("bob", "INC-1", 3, 2)
