@@ -61,8 +61,8 @@ class AuditEntry:
     detail: str
 
     def line(self) -> str:
-        """One line for a person (`kiqbeat audit`): the name quoted (`shown`), the rest as
-        `shown_text` shows text, each escaped and clipped."""
+        """One line for a person (`kiqbeat audit`), each part escaped and clipped: the
+        name quoted (`shown`), the actor as `shown_name`, the rest as `shown_text`."""
         target = f" {shown(self.name, MAX_SHOWN_CHARS)}" if self.name else ""
         return (f"{self.at.isoformat(timespec='seconds')} {shown_name(self.actor)}: "
                 f"{shown_text(self.action)}{target}"
