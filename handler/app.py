@@ -36,7 +36,7 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from kiqbeat.core.report import Report
+from kiqbeat.core.report import REPORT_METRICS, Report
 from kiqbeat.document.sources import Sources
 from kiqbeat.engine import Engine
 from kiqbeat.entrypoints import requests
@@ -149,23 +149,14 @@ def _lambda_left_s(context: Any) -> float | None:
     return None if remaining is None else float(remaining()) / 1000 - DEADLINE_MARGIN_S
 
 
-# An invocation's numbers as metrics: name, unit, and the field of `Report.as_dict` it
-# carries (the fields `kiqbeat run-once --json` prints, so other deployments log the same).
-REPORT_METRICS: tuple[tuple[str, MetricUnit, str], ...] = (
-    ("TicksPushed", MetricUnit.Count, "pushed"),
-    ("TicksAlreadyPushed", MetricUnit.Count, "already_pushed"),
-    ("TicksMissed", MetricUnit.Count, "missed"),
-    ("MissedRecorded", MetricUnit.Count, "missed_recorded"),
-    ("LargestLag", MetricUnit.Seconds, "lag_s"),
-    ("Schedules", MetricUnit.Count, "schedules"),
-    ("DefinitionsSetAside", MetricUnit.Count, "set_aside"),
-)
-
-
 def _record(report: Report, lateness_s: float | None) -> None:
+    # An invocation's numbers as metrics (kiqbeat.core.report's table, which `kiqbeat run
+    # --metrics-port` reads too), each the field of `Report.as_dict` that `kiqbeat run-once
+    # --json` prints, so other deployments log the same.
     numbers = report.as_dict()
-    for name, unit, field in REPORT_METRICS:
-        metrics.add_metric(name=name, unit=unit, value=numbers[field])
+    for metric in REPORT_METRICS:
+        metrics.add_metric(name=metric.cloudwatch, value=numbers[metric.field],
+                           unit=MetricUnit.Seconds if metric.seconds else MetricUnit.Count)
     if lateness_s is not None:
         metrics.add_metric(name="TriggerLateness", unit=MetricUnit.Seconds, value=lateness_s)
 

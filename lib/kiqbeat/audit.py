@@ -1,14 +1,21 @@
 """The audit trail (DESIGN §9): every operator action, from every entrypoint, in one place.
 
 The Store records each action it carries out for an operator — add, put, update, remove,
-pause, resume, trigger, backfill, import — with who asked (the actor the entrypoint gives
+pause, resume, trigger, backfill, import — and `kiqbeat schedules reindex` records its own
+(`record_reindex`) — with who asked (the actor the entrypoint gives
 it: the console's token name, the command's `--actor` / `KIQBEAT_ACTOR`, by default
 user@host), which schedule, a note when given, and a short detail (the manual run's jid,
 the count a backfill pushed). Entries live in one Redis stream (`keys.audit`) whose ids are
 the Redis clock's instants, trimmed to about `MAX_AUDIT_ENTRIES`: bounded state.
 
 An entry is written after the action succeeded (a refused action records nothing); if
-Redis refuses the entry, the error says the action was done but not recorded.
+Redis refuses the entry, the error says the action was done but not recorded. Its fields are
+sent as bytes (a name that is not UTF-8 as its own bytes), whatever the client's encoding
+settings, so that recording an action done never fails on its text.
+
+An entry is shown escaped and clipped (`errors.shown_name`, `shown_text`: text written by
+an operator or another language never reaches a terminal raw), and in JSON with a name that
+is not UTF-8 as `json_name` gives it.
 """
 
 from __future__ import annotations
@@ -24,11 +31,12 @@ from typing import Any
 import redis
 
 from kiqbeat.core.limits import MAX_AUDIT_ENTRIES, MAX_AUDIT_NOTE_CHARS, MAX_SHOWN_CHARS
+from kiqbeat.errors import json_name, shown, shown_name, shown_text
 from kiqbeat.redis import keys
 from kiqbeat.redis.connection import redis_errors, reply_text
 
 ACTIONS = ("add", "put", "update", "remove", "pause", "resume", "trigger", "backfill",
-           "import")
+           "import", "reindex")
 _PAGE = 500  # stream entries read per round trip when filtering by schedule
 
 
@@ -53,27 +61,42 @@ class AuditEntry:
     detail: str
 
     def line(self) -> str:
-        """One line for a person (`kiqbeat audit`)."""
-        target = f" {self.name!r}" if self.name else ""
-        return (f"{self.at.isoformat(timespec='seconds')} {self.actor}: {self.action}{target}"
-                + (f" ({self.detail})" if self.detail else "")
-                + (f" — {self.note}" if self.note else ""))
+        """One line for a person (`kiqbeat audit`), each part escaped and clipped: the
+        name quoted (`shown`), the actor as `shown_name`, the rest as `shown_text`."""
+        target = f" {shown(self.name, MAX_SHOWN_CHARS)}" if self.name else ""
+        return (f"{self.at.isoformat(timespec='seconds')} {shown_name(self.actor)}: "
+                f"{shown_text(self.action)}{target}"
+                + (f" ({shown_text(self.detail)})" if self.detail else "")
+                + (f" — {shown_text(self.note, MAX_AUDIT_NOTE_CHARS)}" if self.note else ""))
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
+        """JSON-ready form (a name that is not UTF-8: also its bytes, `json_name`)."""
         return {"at": self.at.isoformat(), "actor": self.actor, "action": self.action,
-                "name": self.name, "note": self.note, "detail": self.detail}
+                **json_name(self.name), "note": self.note, "detail": self.detail}
 
 
 def record_action(client: redis.Redis, namespace: str, actor: str, action: str,
                   name: str = "", *, note: str = "", detail: str = "") -> None:
-    """Append one entry to the audit trail (one XADD, trimming the stream in the same call)."""
+    """Append one entry to the audit trail (one XADD, trimming the stream in the same call).
+
+    Each field is sent as bytes — text that is not UTF-8 (a name another language wrote,
+    read back as lone surrogates) as its own bytes — so a client's encoding settings never
+    make an action done go unrecorded."""
     fields = {"actor": actor[:MAX_SHOWN_CHARS], "action": action, "name": name,
               "note": note[:MAX_AUDIT_NOTE_CHARS], "detail": detail[:MAX_SHOWN_CHARS]}
+    sent = {k.encode(): v.encode(errors="surrogateescape") for k, v in fields.items()}
     key = keys.audit(namespace)
-    with redis_errors(client, f"recording {action} of {name!r} in the audit trail {key} "
+    with redis_errors(client, f"recording {action} of {shown(name)} in the audit trail {key} "
                               "(the action itself was done)"):
-        client.xadd(key, fields, maxlen=MAX_AUDIT_ENTRIES, approximate=True)  # type: ignore[arg-type]
+        client.xadd(key, sent, maxlen=MAX_AUDIT_ENTRIES, approximate=True)  # type: ignore[arg-type]
+
+
+def record_reindex(client: redis.Redis, namespace: str, actor: str, *, shards: int,
+                   moved: int, rescored: int, note: str = "") -> None:
+    """Record a reindex (`kiqbeat schedules reindex`, an event's "reindex"): the shard count
+    it split the due index into, the entries it moved and those it rescored."""
+    record_action(client, namespace, actor, "reindex", note=note,
+                  detail=f"{shards} shard(s): {moved} entries, {rescored} rescored")
 
 
 def _entry(entry_id: Any, fields: Any) -> AuditEntry:

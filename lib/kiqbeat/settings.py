@@ -15,7 +15,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from kiqbeat.core.durations import duration_s
-from kiqbeat.core.limits import MAX_SHARDS
+from kiqbeat.core.limits import MAX_SHARDS, MAX_SHOWN_CHARS
 from kiqbeat.core.plan import check_shard
 from kiqbeat.core.records import DEFAULT_HISTORY
 from kiqbeat.document.fields import namespace, positive_duration_s
@@ -56,6 +56,14 @@ def _history(value: str) -> int:
 
 def _namespace(value: str) -> str:
     return namespace(value.strip())
+
+
+def _actor(value: str) -> str:
+    """Who the audit trail records: the bound a request's "actor" has (MAX_SHOWN_CHARS)."""
+    text = value.strip()
+    if len(text) > MAX_SHOWN_CHARS:
+        raise ConfigError(f"{shown(value)} is longer than {MAX_SHOWN_CHARS} characters")
+    return text
 
 
 def _true(value: str) -> bool:
@@ -106,8 +114,13 @@ KNOBS: tuple[Knob, ...] = (
          "BOOL", "accept a rediss:// URL that turns verification off (warned about each time)"),
     Knob("redis_functions", "KIQBEAT_REDIS_FUNCTIONS", "--redis-functions", _true, "BOOL",
          "call kiqbeat's Redis 7 function library (FCALL) instead of scripts (EVALSHA)"),
-    Knob("actor", "KIQBEAT_ACTOR", "--actor", str.strip, "NAME",
-         "who the audit trail records operator actions for (default USER@HOST)"),
+    Knob("actor", "KIQBEAT_ACTOR", "--actor", _actor, "NAME",
+         "who the audit trail records operator actions for (default USER@HOST; at most "
+         f"{MAX_SHOWN_CHARS} characters)"),
+    # `run-once --replay` is the flag (it takes no value); this is its variable: set it
+    # where replays are the point (a test suite, a rehearsal on a copy of the store).
+    Knob("replay", "KIQBEAT_ALLOW_REPLAY", "--replay", _true, "BOOL",
+         "run-once only: allow --now further back than the missed-jobs window"),
     Knob("tracing", "KIQBEAT_TRACING", "--tracing", _true, "BOOL",
          "Lambda only (no command flag): trace with X-Ray through Powertools Tracer"),
 )
@@ -131,6 +144,7 @@ class Settings:
     redis_insecure_tls: bool = False
     redis_functions: bool = False
     actor: str = ""
+    replay: bool = False  # `run-once --now` may go back further than the window
     tracing: bool = False
     # REDIS_URL, the last resort for the Redis address (often the app's own Redis).
     fallback_redis_url: str = ""
@@ -198,9 +212,11 @@ class Settings:
                 "REDIS_URL": self.fallback_redis_url}
 
 
-def add_flags(parser: argparse.ArgumentParser, *, skip: tuple[str, ...] = ("tracing",)) -> None:
+def add_flags(parser: argparse.ArgumentParser, *,
+              skip: tuple[str, ...] = ("tracing", "replay")) -> None:
     """Add the knobs' flags to a command's parser (default: its environment variable);
-    tracing is the Lambda's alone, so commands skip it."""
+    tracing is the Lambda's alone, so commands skip it, and `run-once` adds --replay
+    itself (a flag without a value)."""
     for knob in KNOBS:
         if knob.name in skip:
             continue

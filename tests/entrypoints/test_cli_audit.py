@@ -118,3 +118,53 @@ def test_a_commands_note_goes_into_the_audit_trail_with_the_action(
     (last,) = stream(redis_client)[-1:]
     assert (last["actor"], last["action"], last["name"], last["note"]) == (
         "erin", "pause", "n", "INC-9: on hold")
+
+
+# Text another language (or an operator) wrote, which must never reach a terminal raw: ESC
+# (an escape sequence), U+202E (reverses the rest of the line), a newline (forges a line).
+FORGING = "\x1b[31m\u202egnp.exe\nforged"
+
+
+def test_a_name_that_is_not_utf8_is_recorded_through_a_plain_client_and_listed_by_its_bytes(
+    kiqbeat: Kiqbeat, redis_url: str,
+) -> None:
+    client = redis.Redis.from_url(redis_url)  # the documented Store(redis.Redis(...))
+    name = b"bad\xff".decode(errors="surrogateescape")  # as kiqbeat reads such a name
+    client.hset(keys.definitions(""), b"bad\xff", json.dumps(DIGEST))
+    store = Store(client, actor="ops")
+    assert store.pause(name)  # done, and recorded: no UnicodeEncodeError after the action
+    ((_, fields),) = client.xrange(keys.audit(""))
+    assert fields[b"name"] == b"bad\xff" and fields[b"action"] == b"pause"
+    listed = kiqbeat("audit", "--json")
+    assert listed.code == 0
+    (entry,) = listed.json()["audit"]
+    assert (entry["name"], entry["name_hex"]) == ("bad\\udcff", "626164ff")
+    assert "pause 'bad\\udcff'" in kiqbeat("audit").out
+    client.close()
+
+
+def test_kiqbeat_audit_shows_names_actors_and_notes_escaped_one_line_each(
+    kiqbeat: Kiqbeat, redis_client: redis.Redis,
+) -> None:
+    record_action(redis_client, "", f"mallory{FORGING}", "pause", f"s{FORGING}",
+                  note=f"INC-1{FORGING}", detail=f"d{FORGING}")
+    record_action(redis_client, "", "bot", "resume", "x" * 1000)
+    shown = kiqbeat("audit")
+    assert shown.code == 0 and shown.out.count("\n") == 2
+    assert not {"\x1b", "\u202e"} & set(shown.out)
+    assert shown.out.count("\\x1b[31m\\u202egnp.exe\\nforged") == 4  # actor, name, note, detail
+    assert "x" * 201 not in shown.out  # a name is clipped (MAX_SHOWN_CHARS)
+
+
+def test_a_reindex_is_recorded_with_its_actor_note_and_counts(
+    kiqbeat: Kiqbeat, redis_client: redis.Redis,
+) -> None:
+    assert kiqbeat("schedules", "add", "a", "--json-definition", json.dumps(DIGEST)).code == 0
+    done = kiqbeat("schedules", "reindex", "--shard-count", "2", "--actor", "frank", "--note",
+                   "INC-7: split")
+    assert done.code == 0, done.err
+    last = stream(redis_client)[-1]
+    assert (last["actor"], last["action"], last["name"], last["note"]) == (
+        "frank", "reindex", "", "INC-7: split")
+    assert last["detail"] == "2 shard(s): 1 entries, 0 rescored"
+    assert "reindex" in audit.ACTIONS

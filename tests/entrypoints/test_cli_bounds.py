@@ -174,6 +174,24 @@ def test_now_further_back_than_the_window_is_refused_without_replay(
     assert kiqbeat("run-once", "--now", back, "--replay").code == 0
 
 
+def test_replay_and_actor_variables_are_checked_as_every_knob_is(
+    kiqbeat: Kiqbeat, redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    back = (redis_now(redis_client) - timedelta(hours=2)).isoformat()
+    monkeypatch.setenv("KIQBEAT_ALLOW_REPLAY", "maybe")
+    refused = kiqbeat("run-once", "--now", back)
+    assert refused.code == 1 and "KIQBEAT_ALLOW_REPLAY: 'maybe' must be true or false" in (
+        refused.err)
+    assert redis_client.dbsize() == 0
+    monkeypatch.setenv("KIQBEAT_ALLOW_REPLAY", " Yes ")
+    assert kiqbeat("run-once", "--now", back).code == 0  # as --replay
+    monkeypatch.setenv("KIQBEAT_ACTOR", "a" * 201)  # a request's actor has at most 200
+    long = kiqbeat("schedules", "pause", "x")
+    assert long.code == 1 and "KIQBEAT_ACTOR: " in long.err and "200 characters" in long.err
+    assert "a" * 201 not in long.err
+    assert not redis_client.exists("kiqbeat:audit")
+
+
 def test_a_shard_count_above_the_bound_is_refused_and_nothing_is_written(
     kiqbeat: Kiqbeat, redis_client: redis.Redis,
 ) -> None:

@@ -12,6 +12,7 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -331,12 +332,39 @@ def test_a_large_backfill_draws_a_bar_on_a_terminal(
                               env=env, capture_output=True, text=True, timeout=60)
         assert done.returncode == 0, done.stderr
     pushed = redis_client.llen("queue:default")
+    # With --yes the bar's count is the only one, and gives it its total.
     code, out, terminal = _run_on_a_terminal(
-        [sys.executable, "-m", "kiqbeat", "backfill", "pulse"], env, (24, 100))
+        [sys.executable, "-m", "kiqbeat", "backfill", "pulse", "--yes"], env, (24, 100))
     assert code == 0, terminal
     backfilled = redis_client.llen("queue:default") - pushed
     assert backfilled > 7000 and f"{backfilled:,} pushed" in out
     assert f"{backfilled}/{backfilled}" in terminal and "ticks/s" in terminal
+
+
+def test_a_backfill_with_a_bar_counts_its_ticks_once(
+    kiqbeat: Kiqbeat, redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kiqbeat.store import Store
+
+    gone = outage(kiqbeat, redis_client)
+    counted: list[int] = []
+    count = Store._count
+
+    def spied(self: Store, result: Any, *args: Any) -> None:
+        count(self, result, *args)
+        counted.append(result.planned)
+
+    monkeypatch.setattr(Store, "_count", spied)
+    # stderr as a terminal of 24 rows of 100 columns: the bar is drawn.
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    monkeypatch.setattr(sys.stderr, "fileno", lambda: 2)
+    monkeypatch.setattr(os, "get_terminal_size", lambda fd: os.terminal_size((100, 24)))
+    for args in (["report"], ["digest", "--yes"]):  # counted by the backfill; by the bar
+        counted.clear()
+        done = kiqbeat("backfill", *args)
+        assert done.code == 0, done.err
+        assert counted == [len(gone.missed(args[0]))]
+        assert f"{counted[0]:,} pushed" in done.out
 
 
 def test_a_latest_only_dry_run_counts_what_the_real_run_pushes(
@@ -355,3 +383,25 @@ def test_a_latest_only_dry_run_counts_what_the_real_run_pushes(
         assert dry.json()["planned"] == real.json()["pushed"] == (scope == "some"), scope
         # ticks[0..4] in scope: the newest pushed, four taken out unpushed.
         assert dry.json()["dropped"] == (4 if scope == "some" else 0), scope
+
+
+def test_backfill_and_missed_lines_show_a_long_name_clipped(
+    kiqbeat: Kiqbeat, redis_client: redis.Redis
+) -> None:
+    long = "n" * 1000  # the longest name kiqbeat writes; another language may write longer
+    added = kiqbeat("schedules", "add", long, "--json-definition",
+                    json.dumps({"cron": CRONS["report"], "class": "W"}))
+    assert added.code == 0, added.err
+    start = redis_now(redis_client) - timedelta(hours=5)
+    for args in (["--now", start.isoformat(), "--replay"], []):
+        assert kiqbeat("run-once", *args).code == 0
+    done = kiqbeat("backfill", long, "--max-jobs", "2")
+    assert done.code == 3, done.err  # stopped at --max-jobs
+    assert done.out.count("pushed 'nnn") == 2 and "the last: 'nnn" in done.err
+    # Each line shows at most MAX_SHOWN_CHARS of the name (200), never all 1,000.
+    for line in [*done.out.splitlines(), *done.err.splitlines()]:
+        assert "n" * 201 not in line
+    assert kiqbeat("backfill", long, "--yes").code == 0  # the rest
+    nothing = kiqbeat("missed", long)
+    assert nothing.code == 0 and "no missed ticks recorded for 'nnn" in nothing.out
+    assert "n" * 201 not in nothing.out

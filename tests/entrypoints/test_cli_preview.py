@@ -249,3 +249,37 @@ def test_validate_format_flag_names_the_tool_in_errors(
     assert "(read as a sidekiq-scheduler file)" in err
     assert "rufus-scheduler) refuses too; fugit's natural-language reader would make it " \
            "'0 * * * *'" in err
+
+
+def test_validate_warns_of_daylight_saving_nights_and_an_invocation_does_not_look(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from kiqbeat.document.sources import Sources
+
+    path = str(CORPUS / "dst_new_york.yml")
+    assert main(["validate", path]) == 0
+    out = capsys.readouterr().out
+    assert "schedule 'morning_batch': daylight saving" in out
+    assert "schedule 'early_batch': daylight saving" in out
+    # An invocation reads the same file without comparing it with fugit's readings over
+    # the next 12 months: no such warning logged on every cold invocation.
+    config = Sources().load_config(path)
+    assert [s.name for s in config.schedules] == ["morning_batch", "early_batch",
+                                                  "every_quarter_hour"]
+    assert not [w for w in config.warnings if "daylight saving" in w]
+
+
+def test_an_invocation_reading_kiqbeats_own_document_loads_no_importer(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    document = tmp_path / "schedules.yaml"
+    document.write_text("schedules:\n  a: {cron: '0 9 * * *', tz: Europe/Paris, class: W}\n")
+    importers = ["kiqbeat.document.sidekiq", "kiqbeat.document.rails", "kiqbeat.core.fugit",
+                 "kiqbeat.core.natural"]
+    code = ("import sys; import kiqbeat.engine; from kiqbeat.document.sources import Sources; "
+            f"Sources().load_config({str(document)!r}); "
+            f"print([m for m in {importers!r} if m in sys.modules])")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, check=True)
+    assert done.stdout.strip() == "[]"

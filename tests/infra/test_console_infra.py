@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
 import redis
 import yaml
 from prometheus_client import generate_latest
@@ -114,3 +115,27 @@ def test_kiqbeat_run_serves_its_metrics_on_the_port_given(redis_url: str, tmp_pa
     assert "kiqbeat_ticks_pushed_total 0.0" in text  # a first invocation: first-seen only
     with redis.Redis.from_url(redis_url) as client:
         assert client.hexists("kiqbeat:first_seen", "m")
+
+
+def test_kiqbeat_run_exports_every_number_the_lambda_sends_as_a_metric(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from handler import app
+
+    report = Report(now=datetime.now(UTC), schedules=7, pushed=3, already_pushed=2, missed=1,
+                    missed_recorded=4, set_aside=5, lag_s=0.5, duration_s=0.02)
+    sent: dict[str, float] = {}
+    monkeypatch.setattr(app.metrics, "add_metric",
+                        lambda name, unit, value: sent.__setitem__(name, value))
+    app._record(report, None)
+    metrics = InvocationMetrics()
+    metrics.observe(report)
+    text = generate_latest(metrics.registry).decode()
+    exported = {name: float(value) for name, value
+                in re.findall(r"^(kiqbeat_[a-z_]+) ([0-9.e+-]+)$", text, re.MULTILINE)}
+    # Each CloudWatch metric has a Prometheus twin carrying the same number (the report's
+    # numbers are distinct), and there is no other.
+    twins = sorted(value for name, value in exported.items()
+                   if (name.endswith("_total") or name == "kiqbeat_largest_lag_seconds")
+                   and name != "kiqbeat_invocations_failed_total")
+    assert len(sent) == 7 and sorted(sent.values()) == twins

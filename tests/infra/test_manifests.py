@@ -185,7 +185,7 @@ def test_pods_run_non_root_on_a_read_only_root_with_redis_from_a_secret(manifest
 def test_the_deployment_runs_the_loop_logging_each_invocation_as_a_json_line(
     tmp_path: Path, redis_url: str,
 ) -> None:
-    from handler.app import REPORT_METRICS
+    from kiqbeat.core.report import REPORT_METRICS
 
     (container,) = pod_spec("deployment.yaml")["containers"]
     assert container["args"][0] == "run"
@@ -208,7 +208,7 @@ def test_the_deployment_runs_the_loop_logging_each_invocation_as_a_json_line(
     assert report["new_schedules"] == 1
     # The pod's log carries every number the Lambda sends as a metric, under the same field,
     # one line per invocation and nothing else on stdout.
-    assert {field for _, _, field in REPORT_METRICS} <= set(report)
+    assert {m.field for m in REPORT_METRICS} <= set(report)
     assert all(json.loads(line) for line in out.splitlines())
 
 
@@ -284,7 +284,7 @@ def test_the_image_command_works_outside_a_container(
     assert report["new_schedules"] == 1
     assert redis_client.dbsize() > 0  # kiqbeat recorded the schedule as first seen
     # The pod's log carries every number the Lambda sends as a metric, under the same field.
-    from handler.app import REPORT_METRICS
+    from kiqbeat.core.report import REPORT_METRICS
 
-    assert {field for _, _, field in REPORT_METRICS} <= set(report)
+    assert {m.field for m in REPORT_METRICS} <= set(report)
     assert not (tmp_path / "no-home").exists()

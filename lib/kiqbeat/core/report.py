@@ -85,3 +85,36 @@ class Report:
             f"largest lag {self.lag_s:.1f} s ({self.round_trips} round trips, "
             f"{self.duration_s * 1000:.0f} ms)"
         )
+
+
+@dataclass(frozen=True)
+class ReportMetric:
+    """One number of a `Report` published as a metric, under the same field by every
+    deployment: the Lambda's CloudWatch metric (handler/app.py) and `kiqbeat run
+    --metrics-port`'s Prometheus one (kiqbeat.web.metrics)."""
+
+    field: str  # the key of `Report.as_dict` it carries
+    cloudwatch: str  # Powertools metric name (unit Count, or Seconds when `seconds`)
+    # Prometheus name: a counter summed over invocations (exposed with `_total`), or, for
+    # seconds, a gauge holding the last invocation's value.
+    prometheus: str
+    help: str
+    seconds: bool = False
+
+
+# Every number an invocation reports as a metric: the one table both exporters read.
+REPORT_METRICS: tuple[ReportMetric, ...] = (
+    ReportMetric("pushed", "TicksPushed", "kiqbeat_ticks_pushed", "ticks pushed"),
+    ReportMetric("already_pushed", "TicksAlreadyPushed", "kiqbeat_ticks_already_pushed",
+                 "ticks another invocation had pushed"),
+    ReportMetric("missed", "TicksMissed", "kiqbeat_ticks_missed",
+                 "ticks older than the missed-jobs window"),
+    ReportMetric("missed_recorded", "MissedRecorded", "kiqbeat_missed_recorded",
+                 "missed ticks recorded for a backfill"),
+    ReportMetric("lag_s", "LargestLag", "kiqbeat_largest_lag_seconds",
+                 "the last invocation's largest push time - tick instant", seconds=True),
+    ReportMetric("schedules", "Schedules", "kiqbeat_schedules_planned",
+                 "schedules due, summed over invocations"),
+    ReportMetric("set_aside", "DefinitionsSetAside", "kiqbeat_definitions_set_aside",
+                 "stored definitions set aside (invalid)"),
+)

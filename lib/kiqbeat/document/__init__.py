@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 
 from kiqbeat.core.schedule import Config
@@ -23,31 +23,37 @@ from kiqbeat.errors import ConfigError
 
 
 def load_config_text(data: bytes | str, *, source: str = "",
-                     options: ImportOptions | None = None) -> Config:
-    """The validated Config of a YAML or JSON document in any supported format."""
+                     options: ImportOptions | None = None,
+                     now: datetime | None = None) -> Config:
+    """The validated Config of a YAML or JSON document in any supported format (`now`: as
+    `parse_config`)."""
     doc, duplicates = parse(data, source)
-    return parse_config(doc, source=source, problems=duplicates, options=options)
+    return parse_config(doc, source=source, problems=duplicates, options=options, now=now)
 
 
-def load_config_file(path: str | Path, options: ImportOptions | None = None) -> Config:
-    """The validated Config of a schedule file (`options`: how to import another tool's)."""
+def load_config_file(path: str | Path, options: ImportOptions | None = None,
+                     now: datetime | None = None) -> Config:
+    """The validated Config of a schedule file (`options`: how to import another tool's;
+    `now`: as `parse_config`)."""
     source = str(path)
     data = read_file(source)
-    return load_config_text(data, source=source, options=options)
+    return load_config_text(data, source=source, options=options, now=now)
 
 
 def parse_config(doc: object, *, source: str = "", problems: Sequence[str] = (),
                  options: ImportOptions | None = None, now: datetime | None = None) -> Config:
     """The validated Config of an already decoded document in any supported format.
 
-    Another tool's file is converted first (`options` say how; the daylight-saving
-    differences it warns about are searched in the 12 months after `now`, default the
-    clock); its errors name the tool.
+    Another tool's file is converted first (`options` say how); its errors name the tool.
+    Given `now` (an import a person reads: `kiqbeat validate`, `next`, `schedules
+    import`), it also warns where daylight saving makes the tool's fire times differ from
+    kiqbeat's in the 12 months after `now`; without it (an invocation: time is an
+    argument, and a cold one should not run that comparison per schedule) it does not.
     """
     if doc is None:
         raise ConfigError("the document is empty; expected a mapping with 'schedules:'",
                           source=source)
-    converted = convert(doc, options, source=source, now=now or datetime.now(UTC))
+    converted = convert(doc, options, source=source, now=now)
     try:
         return validate(converted.document, source=source,
                         problems=[*problems, *converted.problems], warnings=converted.warnings)

@@ -7,13 +7,19 @@ and sidekiq-cron, `rails` for GoodJob and Solid Queue), and warns wherever kiqbe
 differs from the tool's; `validate` then checks the result exactly as it checks kiqbeat's
 own. Every warning and error names the tool.
 
+kiqbeat's own form passes through untouched: the readers of the other tools' files (`sidekiq`,
+`rails`, `core.fugit`, `core.natural`) are imported only when a file needs them, so that an
+invocation reading kiqbeat's own document never loads them.
+
 All four tools read crons with fugit, so each import warns, per schedule:
 
 - where fugit fires the cron on other days (`core.fugit.fugit_differences`);
-- where daylight saving makes kiqbeat's fire times differ from fugit's within the next 12
-  months (`core.fugit.fugit_dst_differences`: a fixed-time cron's skipped wall time fires
-  when the gap ends in kiqbeat and not at all in fugit; a repeated one fires once in
-  kiqbeat and in both passes in fugit);
+- where daylight saving makes kiqbeat's fire times differ from fugit's within the 12
+  months after the `now` given (`core.fugit.fugit_dst_differences`: a fixed-time cron's
+  skipped wall time fires when the gap ends in kiqbeat and not at all in fugit; a repeated
+  one fires once in kiqbeat and in both passes in fugit) — only when a caller passes
+  `now`: `kiqbeat validate`, `next` and `schedules import` do; an invocation does not, so
+  a cold one neither runs that comparison nor logs its warnings;
 - once per file, that zone-less crons ran in the app's zone (Rails `config.time_zone`, else
   `$TZ`, else the server clock: fugit's `EtOrbi`), while kiqbeat reads them in the
   document's `time_zone` (UTC by default); `app_zone` (`--app-zone`) sets that zone.
@@ -25,9 +31,7 @@ from datetime import datetime
 from typing import Any
 
 from kiqbeat.core.cron import parse_cron
-from kiqbeat.core.fugit import fugit_differences, fugit_dst_differences
 from kiqbeat.core.zones import zone
-from kiqbeat.document import rails, sidekiq
 from kiqbeat.document.detect import detect_format, locate
 from kiqbeat.document.fields import KIQBEAT_MARKERS
 from kiqbeat.document.imported import (
@@ -100,6 +104,8 @@ def convert(doc: object, options: ImportOptions | None = None, *, source: str = 
 
 
 def _schedules(doc: object, out: Converted) -> dict[str, Any]:
+    from kiqbeat.document import rails, sidekiq  # another tool's file only
+
     schedules: dict[str, Any] = {}
     if out.format in (GOOD_JOB, SOLID_QUEUE):
         if not isinstance(doc, dict):
@@ -150,6 +156,8 @@ def _cron_of(entry: object, out: Converted) -> Any:
 
 def _warn_fugit_readings(schedules: dict[str, Any], out: Converted) -> None:
     """Warn per schedule where fugit, which every tool uses, fired the cron on other days."""
+    from kiqbeat.core.fugit import fugit_differences  # another tool's file only
+
     for name, entry in schedules.items():
         expr = entry.get("cron")
         if not isinstance(expr, str):
@@ -165,6 +173,8 @@ def _warn_fugit_readings(schedules: dict[str, Any], out: Converted) -> None:
 def _warn_dst(schedules: dict[str, Any], out: Converted, now: datetime) -> None:
     """Warn per schedule where daylight saving makes fugit's fire times differ from
     kiqbeat's within the next 12 months."""
+    from kiqbeat.core.fugit import fugit_dst_differences  # another tool's file only
+
     for name, entry in schedules.items():
         cron = _cron_of(entry, out)
         if cron is not None and cron.zone_name != "UTC":

@@ -17,8 +17,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from kiqbeat.core.fugit import fugit_cron
-from kiqbeat.core.natural import is_natural, natural_cron
 from kiqbeat.document.read import RubySymbol
 from kiqbeat.errors import ConfigError, did_you_mean, shown
 
@@ -155,6 +153,11 @@ class Converted:
         translate it or (`translate=False`) the tool does not read natural language. A cron
         in a form fugit reads and kiqbeat's grammar lacks (`@noon`, hour 24, `+09:00`) is
         rewritten to the same instants, with a warning (`core.fugit.fugit_cron`)."""
+        # Imported here: only another tool's file needs them, and an invocation reading
+        # kiqbeat's own document should not pay for loading them (DESIGN: cold path).
+        from kiqbeat.core.fugit import fugit_cron
+        from kiqbeat.core.natural import is_natural, natural_cron
+
         if not isinstance(value, str) or not value.strip():
             return value
         if not is_natural(value):

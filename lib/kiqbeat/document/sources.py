@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -122,14 +123,20 @@ class Sources:
             self._aws.clear()
 
     def load_config(self, source: str, *, max_age_s: float | None = None,
-                    options: ImportOptions | None = None) -> Config:
+                    options: ImportOptions | None = None,
+                    now: datetime | None = None) -> Config:
         """The validated document from a file, s3://bucket/key, ssm:NAME or appconfig:A/E/P
         (`options`: how to import another tool's file).
 
         Its bytes come from `read_document`; they are parsed again only when they (or the
-        options) changed since the last parse of this source.
+        options) changed since the last parse of this source. Invocations pass no `now`;
+        with one (`kiqbeat validate`, `next`, `schedules import`), another tool's file is
+        also compared with it for daylight saving in the 12 months after `now`
+        (`document.parse_config`), parsed afresh and not cached.
         """
         raw = self.read_document(source, max_age_s=max_age_s)
+        if now is not None:
+            return load_config_text(raw.data, source=raw.source, options=options, now=now)
         with self._lock:
             parsed = self._parsed.get(raw.source)
         if parsed is not None and parsed[:2] == (raw.digest, options):

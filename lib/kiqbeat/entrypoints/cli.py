@@ -9,7 +9,7 @@ import json
 import os
 import sys
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 
 from kiqbeat.core.report import Report
@@ -51,20 +51,11 @@ def _print_warnings(warnings: Sequence[str]) -> None:
 def _cmd_run_once(args: argparse.Namespace) -> int:
     engine = _invoking(args)
     now = parse_instant(args.now, "--now") if args.now else None
-    report = engine.run(now=now, replay=args.replay or _replay_allowed(os.environ))
+    report = engine.run(now=now, replay=engine.settings.replay)
     if not args.json:
         _print_warnings(report.warnings)
     print_report(report, args.json, jobs=args.jobs, quiet=False)
     return 0
-
-
-# Set to 1 (true, yes) where replays are the point (a test suite, a rehearsal on a copy):
-# as --replay for every `run-once --now` started there.
-ALLOW_REPLAY = "KIQBEAT_ALLOW_REPLAY"
-
-
-def _replay_allowed(environ: Mapping[str, str]) -> bool:
-    return (environ.get(ALLOW_REPLAY) or "").strip().lower() in ("1", "true", "yes")
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -220,7 +211,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--now", help="replay an invocation at this earlier ISO instant (at most "
                                  "the missed-jobs window before the Redis clock, unless "
                                  "--replay)")
-    p.add_argument("--replay", action="store_true",
+    p.add_argument("--replay", action="store_true", default=None,  # None: the variable's
                    help="allow --now further back than the missed-jobs window: a deliberate "
                         "replay (tests, a rehearsal on a copy of the store), which registers "
                         "new schedules as first seen then [$KIQBEAT_ALLOW_REPLAY]")

@@ -41,17 +41,25 @@ from kiqbeat.settings import add_flags
 
 
 def run_request(kind: str, args: argparse.Namespace) -> int:
-    """Read the command line into the request model, run it, print the outcome."""
+    """Read the command line into the request model, run it, print the outcome.
+
+    A backfill's ticks are counted once (up to MAX_COUNTED_TICKS, on the command's
+    deadline): without --yes the backfill counts them itself, before its confirmation
+    checks, and its bar then shows the ticks pushed and their rate without a total; with
+    --yes nothing else counts them, and a dry-run count gives the bar its total."""
     request = requests.from_args(kind, args)
     show = (kind == "backfill" and not (args.json or args.no_progress or args.dry_run)
             and sys.stderr.isatty())
     with opened_engine(args) as engine, _stopped_by_signals() as signalled:
         deadline = time.monotonic() + engine.settings.deadline_s
 
-        def total() -> int:
+        def total() -> int | None:
+            if not request.yes:  # Store.backfill counts (confirm_above, pre_history)
+                return None
             counted = execute(replace(request, dry_run=True), engine, deadline=deadline,
                               stop=lambda: bool(signalled))
-            return counted.backfill.planned if counted.backfill else 0
+            planned = counted.backfill.planned if counted.backfill else 0
+            return min(planned, request.max_jobs) if request.max_jobs else planned
 
         with progress_bar(show, total, " ticks") as progress:
             outcome = execute(request, engine, deadline=deadline,

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from kiqbeat.audit import record_reindex
 from kiqbeat.core.limits import (
     BACKFILL_CONFIRM_JOBS,
     MAX_DEFINITION_BYTES,
@@ -87,7 +88,8 @@ def _missed(request: Request, store: Store) -> Outcome:
                      + "; `kiqbeat backfill NAME ...` (or --all) pushes them")
     else:
         lines.append("no missed ticks recorded"
-                     + (f" for {', '.join(map(repr, request.names))}" if request.names else ""))
+                     + (f" for {', '.join(map(shown_name, request.names))}"
+                        if request.names else ""))
     return Outcome({"missed": [r.as_dict() for r in ranges]}, lines)
 
 
@@ -108,18 +110,21 @@ def _history(request: Request, store: Store) -> Outcome:
 
 def _reindex(request: Request, engine: Engine) -> Outcome:
     """Split the due index into the request's count (else the deployment's: --shard-count
-    or --shard's N; else the one recorded), and rescore entries no invocation plans."""
+    or --shard's N; else the one recorded), and rescore entries no invocation plans;
+    recorded in the audit trail (the request's actor and note) with those counts."""
     settings = engine.settings
     count = settings.shard_count
     if request.shards is not None and count is not None and request.shards != count:
         raise ConfigError(f"a reindex into {request.shards} shard(s), but this deployment runs "
                           f"{count} (KIQBEAT_SHARD_COUNT, --shard-count); nothing was done")
     shard = settings.shard_to_run(required=False)  # --shard I/M refused unless M is the count
-    store = engine.store()
+    store = engine.store().acting(request.actor or None, request.note)
     shards = request.shards or count or (shard[1] if shard else store.shards)
     resharded = store.resharded(shards)
     moved = resharded.reindex()
     rescored = resharded.rescore_unplannable()
+    record_reindex(store.client, store.namespace, store.actor, shards=shards, moved=moved,
+                   rescored=rescored, note=store.note)
     return Outcome({"action": "reindex", "shards": shards, "moved": moved, "rescored": rescored},
                    [f"the due index is split into {shards} shard(s): {moved:,} entries"
                     + (f"; {rescored:,} entries scored beyond the year 9999 (never planned) "
@@ -307,7 +312,7 @@ def _backfilled(request: Request, result: Backfill) -> Outcome:
         lines = [f"backfill of {scope}: {result.pushed:,} pushed, {result.already:,} already "
                  f"pushed by another backfill, {result.stale:,} left alone (the definition "
                  "changed meanwhile)"]
-        lines += [f"pushed {j.schedule} tick {j.tick.isoformat()} jid {j.jid}"
+        lines += [f"pushed {shown_name(j.schedule)} tick {j.tick.isoformat()} jid {j.jid}"
                   for j in result.jobs[:20]]
         if result.pushed > 20:
             lines.append(f"... and {result.pushed - 20:,} more (--json lists the first "
@@ -318,7 +323,8 @@ def _backfilled(request: Request, result: Backfill) -> Outcome:
     lines += [f"skipped: {shown_name(name)}: {why}" for name, why in result.skipped]
     outcome = Outcome(result.as_dict() | {"dry_run": request.dry_run}, lines, backfill=result)
     if result.stopped:
-        last = (f"the last: {result.last.schedule} tick {result.last.tick.isoformat()}"
+        last = (f"the last: {shown_name(result.last.schedule)} tick "
+                f"{result.last.tick.isoformat()}"
                 if result.last else "none")
         outcome.problems.append(
             f"{STOPS[result.stopped]} after {result.pushed:,} tick(s) pushed ({last}); run "

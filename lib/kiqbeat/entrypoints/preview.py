@@ -56,7 +56,7 @@ def import_options(args: argparse.Namespace) -> ImportOptions:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     source = _document_source(args.file)
-    config = Sources().load_config(source, options=import_options(args))
+    config = Sources().load_config(source, options=import_options(args), now=datetime.now(UTC))
     count = len(config.schedules)
     print(f"{source}: OK, {count} schedule{'' if count == 1 else 's'}")
     rows = [(s.name, s.timing, f"{s.job_class} -> {s.queue}",
@@ -128,7 +128,7 @@ def _next_config(args: argparse.Namespace) -> Config:
         every = parse_every(args.every)
         return Config((Schedule("", every, "", timing=f"every {args.every}"),))
     source = _document_source(args.file)
-    config = Sources().load_config(source, options=import_options(args))
+    config = Sources().load_config(source, options=import_options(args), now=datetime.now(UTC))
     return only_named(config, args.names, source=source)
 
 

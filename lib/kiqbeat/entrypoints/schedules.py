@@ -26,6 +26,7 @@ import json
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
+from datetime import UTC, datetime
 from typing import IO, Any
 
 import yaml
@@ -238,10 +239,11 @@ def _count_lines(path: str) -> int | None:
 
 def _document_items(engine: Engine, store: Store, path: str) -> list[tuple[str, Any]]:
     """The schedules of a document, checked as `kiqbeat validate` checks it."""
+    now = datetime.now(UTC)  # daylight-saving differences an import warns about: from now
     if path == STDIN:
-        config = load_config_text(_read_bytes(path), source="<stdin>")
+        config = load_config_text(_read_bytes(path), source="<stdin>", now=now)
     else:
-        config = engine.sources.load_config(path)
+        config = engine.sources.load_config(path, now=now)
     if config.namespace and config.namespace != store.namespace:
         raise ConfigError(f"the document's namespace {config.namespace!r} is not the store's "
                           f"{store.namespace!r}; pass --namespace {config.namespace!r} to "

@@ -5,11 +5,11 @@ Two sources, one set of names (infra/grafana/kiqbeat.json charts them):
 - **Invocations** (`kiqbeat run --metrics-port PORT`): counters fed from each `Report` —
   `kiqbeat_ticks_pushed_total`, `kiqbeat_ticks_already_pushed_total`,
   `kiqbeat_ticks_missed_total`, `kiqbeat_missed_recorded_total`,
-  `kiqbeat_definitions_set_aside_total`, `kiqbeat_invocations_failed_total`; the gauge
+  `kiqbeat_definitions_set_aside_total`, `kiqbeat_schedules_planned_total`,
+  `kiqbeat_invocations_failed_total`; the gauge
   `kiqbeat_largest_lag_seconds` (the last invocation's) and the histogram
-  `kiqbeat_invocation_duration_seconds`. Names match handler/app.py's REPORT_METRICS
-  (TicksPushed, TicksAlreadyPushed, TicksMissed, MissedRecorded, LargestLag,
-  DefinitionsSetAside, InvocationsFailed).
+  `kiqbeat_invocation_duration_seconds`. The report's numbers come from
+  kiqbeat.core.report's REPORT_METRICS, the table the Lambda's metrics read too.
 - **The store** (the console's GET /metrics), read from Redis at each scrape in one
   pipelined round trip plus one page of the due index: `kiqbeat_schedules`,
   `kiqbeat_schedules_set_aside`, `kiqbeat_schedules_with_missed`,
@@ -40,7 +40,7 @@ from prometheus_client.registry import Collector
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
-from kiqbeat.core.report import Report
+from kiqbeat.core.report import REPORT_METRICS, Report
 
 if TYPE_CHECKING:
     from kiqbeat.web.console import Console
@@ -52,19 +52,11 @@ class InvocationMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
         r = self.registry
-        self.pushed = Counter("kiqbeat_ticks_pushed", "ticks pushed", registry=r)
-        self.already = Counter("kiqbeat_ticks_already_pushed",
-                               "ticks another invocation had pushed", registry=r)
-        self.missed = Counter("kiqbeat_ticks_missed", "ticks older than the missed-jobs "
-                              "window", registry=r)
-        self.recorded = Counter("kiqbeat_missed_recorded", "missed ticks recorded for a "
-                                "backfill", registry=r)
-        self.set_aside = Counter("kiqbeat_definitions_set_aside", "stored definitions set "
-                                 "aside (invalid)", registry=r)
+        self.numbers = {m.field: (Gauge if m.seconds else Counter)(m.prometheus, m.help,
+                                                                   registry=r)
+                        for m in REPORT_METRICS}
         self.failed = Counter("kiqbeat_invocations_failed", "invocations that failed",
                               registry=r)
-        self.lag = Gauge("kiqbeat_largest_lag_seconds", "the last invocation's largest "
-                         "push time - tick instant", registry=r)
         self.duration = Histogram("kiqbeat_invocation_duration_seconds", "invocation "
                                   "duration", registry=r,
                                   buckets=(.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10,
@@ -75,12 +67,9 @@ class InvocationMetrics:
         if report is None:
             self.failed.inc()
             return
-        self.pushed.inc(report.pushed)
-        self.already.inc(report.already_pushed)
-        self.missed.inc(report.missed)
-        self.recorded.inc(report.missed_recorded)
-        self.set_aside.inc(report.set_aside)
-        self.lag.set(report.lag_s)
+        numbers = report.as_dict()
+        for field, metric in self.numbers.items():
+            (metric.set if isinstance(metric, Gauge) else metric.inc)(numbers[field])
         self.duration.observe(report.duration_s)
 
     def serve(self, port: int, host: str = "127.0.0.1") -> None:
