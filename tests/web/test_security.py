@@ -151,7 +151,7 @@ def test_names_and_args_from_the_store_are_shown_escaped_and_visible(
         for invisible in ("\x1b", "\u202e", "\u2066", "\u200d", "\x00"):
             assert invisible not in html
     assert "&lt;img src=x onerror=alert(1)&gt;" in pages[6]  # its args, in the definition
-    assert "&lt;script&gt;alert(1)&lt;/script&gt;\\u001b[31m\\u202egpj.exe" in pages[-1]
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;\\x1b[31m\\u202egpj.exe" in pages[-1]
 
 
 def test_no_token_reaches_a_page_an_answer_a_header_or_a_log(
