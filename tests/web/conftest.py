@@ -77,13 +77,14 @@ def serve(app: object) -> tuple[uvicorn.Server, threading.Thread, str]:
 
 def form_of(page: str, action: str, marker: str = "") -> dict[str, str]:
     """What a browser posts from the page's form to `action` (the first whose HTML holds
-    `marker`): its inputs' values (checkboxes ticked) and textareas' text, unescaped."""
+    `marker`): its hidden inputs' values and textareas' text, unescaped (the fields a
+    person fills in or ticks are the caller's to add)."""
     for form in re.findall(r'<form method="post" action="([^"]*)"[^>]*>(.*?)</form>', page,
                            flags=re.S):
         if not form[0].endswith(action) or marker not in form[1]:
             continue
         fields = {n: html.unescape(v) for n, v in re.findall(
-            r'<input type="(?:hidden|checkbox)" name="([^"]+)" value="([^"]*)"', form[1])}
+            r'<input type="hidden" name="([^"]+)" value="([^"]*)"', form[1])}
         fields |= {n: html.unescape(v) for n, v in re.findall(
             r'<textarea name="([^"]+)"[^>]*>(.*?)</textarea>', form[1], flags=re.S)}
         return fields

@@ -135,7 +135,8 @@ def test_each_form_acts_on_the_schedule_shown_not_on_one_named_as_its_escaped_fo
         edit = browser.get("/edit", params={"name": bidi})
         # kiqbeat's own writers refuse such a name: saving it is refused, not the decoy saved
         saved = browser.post("/save", data=form_of(edit.text, "/save"))
-        deleted = browser.post("/act", data=form_of(page.text, "/act", 'value="delete"'))
+        deleted = browser.post("/act", data=form_of(page.text, "/act", 'value="delete"')
+                                | {"confirm": "1"})
     assert (paused.status_code, saved.status_code, deleted.status_code) == (200, 422, 200)
     assert decoy in html.unescape(page.text)  # `bidi` is shown escaped, as the decoy's name
     untouched = store.get(decoy)

@@ -448,16 +448,18 @@ class Console:
         """Push (or, dry, count) the named schedule's recorded missed ticks in [since, until]
         (`request`: checked by `kiqbeat.entrypoints.requests.from_fields`, as the CLI's and
         the Lambda's are). The operator's bounds hold as on the command line: without `yes`
-        a backfill of more than BACKFILL_CONFIRM_JOBS jobs, or of any tick from before its
-        schedule was first seen, is refused (ConfigError) and pushes nothing; `max_jobs`
-        pushes at most that many, the oldest first."""
+        or `max_jobs` a backfill of more than BACKFILL_CONFIRM_JOBS jobs is refused
+        (ConfigError) and pushes nothing, and so, without `yes`, is one of any tick from
+        before its schedule was first seen; `max_jobs` pushes at most that many, the oldest
+        first (run it again for the next)."""
         store = self.store(actor, request.note)
         for name in request.names:
             self.get(name)
         result = store.backfill(list(request.names), since=request.since, until=request.until,
                                 latest_only=request.latest_only, dry_run=request.dry_run,
                                 max_jobs=request.max_jobs,
-                                confirm_above=None if request.yes else BACKFILL_CONFIRM_JOBS,
+                                confirm_above=None if request.yes or request.max_jobs
+                                else BACKFILL_CONFIRM_JOBS,
                                 pre_history=request.yes,
                                 deadline=time.monotonic() + BACKFILL_DEADLINE_S)
         self.backfilled += result.pushed
