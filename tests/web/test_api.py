@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
+import time
 from collections import Counter
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -20,6 +22,7 @@ from kiqbeat.redis import keys
 from kiqbeat.redis.store import Op, write
 from kiqbeat.settings import Settings
 from kiqbeat.store import Store
+from kiqbeat.web.names import Sweep
 from tests.integration.helpers import config, minute_floor, pushed_jobs, redis_now
 from tests.security.conftest import kiqbeat_cli
 
@@ -159,6 +162,9 @@ def test_schedules_are_paged_by_cursor_and_filtered_by_prefix_state_queue_and_so
                                                "enabled": n % 5 != 0})
     store.put("other", DIGEST)
     _document_schedule(redis_client, "team-9/owned")
+    sweep = Sweep(redis_client, "")  # a pass of the console's sweep, done now
+    while not sweep.step():
+        pass
     with console.api() as api:
         seen: list[str] = []
         cursor = ""
@@ -212,7 +218,7 @@ def test_a_schedule_written_with_plain_redis_commands_is_found_and_a_removed_one
 def test_the_sweep_indexes_every_stored_name_and_counts_the_paused(
     redis_client: redis.Redis, store: Store
 ) -> None:
-    from kiqbeat.web.names import NameIndex, Sweep
+    from kiqbeat.web.names import NameIndex
 
     for n in range(1200):
         redis_client.hset(keys.definitions(""), f"s{n:04}", json.dumps(
@@ -370,3 +376,68 @@ def test_the_status_answer_carries_a_name_that_is_not_utf8_in_hex(
     assert answer.status_code == 200, answer.text
     assert {"name": "bad\\udcffname", "name_hex": name.hex(), "why": "invalid cron"} in \
         answer.json()["set_aside"]
+
+
+def _sent_bytes(client: redis.Redis) -> int:
+    """Bytes the Redis server has sent to all its clients (INFO stats)."""
+    return int(client.info("stats")["total_net_output_bytes"])
+
+
+def test_the_sweep_never_reads_an_oversized_definition_and_drops_names_whose_definition_is_gone(
+    redis_client: redis.Redis,
+) -> None:
+    huge = json.dumps({**DIGEST, "args": ["x" * 4_000_000]})  # far over MAX_DEFINITION_BYTES
+    redis_client.hset(keys.definitions(""), "huge", huge)
+    for n in range(300):
+        redis_client.hset(keys.definitions(""), f"s{n:03}", json.dumps(DIGEST))
+    redis_client.zadd(keys.names(""), {"removed-by-ruby": 0, "removed/by-cli": 0, "s001": 0})
+    sweep = Sweep(redis_client, "")
+    before = _sent_bytes(redis_client)
+    while not sweep.step():
+        pass
+    sent = _sent_bytes(redis_client) - before
+    assert sent < 1_000_000, f"the sweep brought back {sent:,} bytes"
+    assert sweep.last is not None and sweep.last.schedules == 301
+    indexed = redis_client.zrange(keys.names(""), 0, -1)
+    assert sorted(indexed) == sorted(["huge", *(f"s{n:03}" for n in range(300))])
+
+
+def test_the_sweep_begins_a_pass_at_most_once_a_minute(redis_client: redis.Redis) -> None:
+    redis_client.hset(keys.definitions(""), "a", json.dumps(DIGEST))
+    sweep = Sweep(redis_client, "")
+    stop = threading.Event()
+    thread = threading.Thread(target=sweep.run_until, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 20
+        while sweep.last is None:
+            assert time.monotonic() < deadline, "the first pass did not finish"
+            time.sleep(0.01)
+        redis_client.config_resetstat()
+        time.sleep(1.0)  # a hundred pages' time at SWEEP_PAUSE_S: none is swept
+        stats = redis_client.info("commandstats")
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+    assert "cmdstat_hscan" not in stats and "cmdstat_evalsha" not in stats
+
+
+def test_pages_and_answers_never_read_an_oversized_definition_and_show_it_set_aside(
+    console: Served, redis_client: redis.Redis
+) -> None:
+    huge = json.dumps({**DIGEST, "args": ["x" * 4_000_000]})
+    redis_client.hset(keys.definitions(""), "big", huge)  # plain Redis: no writer refused it
+    time.sleep(0.3)  # the console's sweep's first pass (it reads no definition either)
+    before = _sent_bytes(redis_client)
+    with console.api() as api, console.browser() as browser:
+        filtered = [api.get("/api/v1/schedules", params={"prefix": "big", "state": s})
+                    for s in ("paused", "active")]
+        queued = api.get("/api/v1/schedules", params={"prefix": "b", "queue": "default"})
+        one = api.get(path("big"))
+        page = browser.get("/schedule", params={"name": "big"})
+    sent = _sent_bytes(redis_client) - before
+    assert sent < 1_000_000, f"the console brought back {sent:,} bytes"
+    assert [f.json()["items"] for f in filtered] == [[], []] and queued.json()["items"] == []
+    assert one.status_code == 200 and one.json()["definition"] is None
+    assert one.json()["oversized_bytes"] == len(huge) and one.json()["fires"] == []
+    assert page.status_code == 200 and "not read: " in page.text

@@ -37,7 +37,7 @@ from kiqbeat.engine import Engine
 from kiqbeat.entrypoints.preview import _next_fires, _reading
 from kiqbeat.entrypoints.requests import Request
 from kiqbeat.errors import ConfigError, json_name, shown
-from kiqbeat.redis import keys
+from kiqbeat.redis import keys, scripts
 from kiqbeat.redis.connection import redis_errors, reply_text
 from kiqbeat.redis.records import read_present
 from kiqbeat.redis.store import read_clock
@@ -214,7 +214,8 @@ class Console:
         base = self.store()
         self.client, self.namespace = base.client, base.namespace
         self.index = NameIndex(self.client, self.namespace)
-        self.sweep = Sweep(self.client, self.namespace)
+        self.lua = scripts.Caller(functions=engine.settings.redis_functions)
+        self.sweep = Sweep(self.client, self.namespace, self.lua)
         self.backfilled = 0  # ticks this process's backfills pushed (a metric)
 
     def store(self, actor: str | None = None, note: str = "") -> Store:
@@ -295,7 +296,7 @@ class Console:
         the index whose definitions are gone are dropped from it."""
         if not names:
             return []
-        present = read_present(self.client, self.namespace, names)  # oversized ones unread
+        present = read_present(self.client, self.namespace, names, self.lua)  # oversized: unread
         self.index.forget([n for n in names if n not in present])
         if not (state or queue or source):
             return [n for n in names if n in present]
@@ -308,8 +309,8 @@ class Console:
             if data is None:
                 continue
             raw = json_object(data)
-            if raw is None:
-                raw, why = {}, why or b"not a JSON object (or over the size limit: unread)"
+            if raw is None:  # garbled, or over the limit (unread): set aside, fields unknown
+                continue
             if state == "active" and (why is not None or raw.get("enabled", True) is False):
                 continue
             if state == "paused" and (why is not None or raw.get("enabled", True) is not False):
