@@ -318,6 +318,8 @@ def test_a_backfill_through_the_api_asks_for_yes_above_the_bound_and_before_firs
         some = api.post(path("minutely") + "/backfill", json={"max_jobs": 20, "yes": True})
         rest = api.post(path("minutely") + "/backfill", json={"yes": True})
         bad = api.post(path("minutely") + "/backfill", json={"yes": "please"})
+        described = api.get("/api/v1/openapi.json").json()["components"]["schemas"]
+    assert {"yes", "max_jobs"} <= set(described["Backfill"]["properties"])
     assert (dry["planned"], dry["before_first_seen"]) == (120, 60)
     assert unasked.status_code == 422 and "first seen" in unasked.json()["error"]
     assert reversed_.status_code == 422 and "later than" in reversed_.json()["error"]
