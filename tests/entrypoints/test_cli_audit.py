@@ -118,3 +118,12 @@ def test_a_commands_note_goes_into_the_audit_trail_with_the_action(
     (last,) = stream(redis_client)[-1:]
     assert (last["actor"], last["action"], last["name"], last["note"]) == (
         "erin", "pause", "n", "INC-9: on hold")
+
+
+def test_kiqbeat_audit_of_a_schedule_without_entries_shows_its_name_clipped_and_escaped(
+    kiqbeat: Kiqbeat,
+) -> None:
+    name = "\x1b[31m" + "x" * 5000 + "\u202e"
+    shown = kiqbeat("audit", name)
+    assert shown.code == 0 and "no actions recorded for '\\x1b[31mxxx" in shown.out
+    assert "\x1b" not in shown.out and len(shown.out) < 300

@@ -373,11 +373,16 @@ def test_the_status_answer_carries_a_name_that_is_not_utf8_in_hex(
     name = b"bad\xffname"
     redis_client.hset(keys.definitions(""), name, b'{"cron": "nope", "class": "W"}')
     redis_client.hset(keys.rejected(""), name, "invalid cron")
+    redis_client.xadd(keys.audit(""), {"actor": "ruby", "action": "pause", "name": name})
     with console.api() as api:
         answer = api.get("/api/v1/status")
+        audit = api.get("/api/v1/audit")
     assert answer.status_code == 200, answer.text
     assert {"name": "bad\\udcffname", "name_hex": name.hex(), "why": "invalid cron"} in \
         answer.json()["set_aside"]
+    assert audit.status_code == 200, audit.text
+    assert [(e["action"], e["name_hex"]) for e in audit.json()["audit"]] == [
+        ("pause", name.hex())]
 
 
 def _sent_bytes(client: redis.Redis) -> int:

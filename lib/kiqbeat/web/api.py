@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from kiqbeat.audit import AuditEntry
 from kiqbeat.core.limits import MAX_DEFINITION_BYTES
 from kiqbeat.entrypoints.requests import from_fields
 from kiqbeat.errors import ConfigError, KiqbeatError, RedisUnavailableError, json_name, shown
@@ -126,7 +127,7 @@ def get_schedule(request: Request, _: Principal) -> Response:
     return JSONResponse(detail.row.as_dict() | {
         "fires": detail.fires, "history": [p.as_dict() for p in detail.history],
         "missed": [m.as_dict() for m in detail.missed],
-        "audit": [a.as_dict() for a in detail.audit]})
+        "audit": [_entry(a) for a in detail.audit]})
 
 
 def put_schedule(request: Request, principal: Principal) -> Response:
@@ -193,8 +194,13 @@ def status(request: Request, _: Principal) -> Response:
 
 def audit(request: Request, _: Principal) -> Response:
     name = request.query_params.get("name")
-    return JSONResponse({"audit": [a.as_dict() for a in
+    return JSONResponse({"audit": [_entry(a) for a in
                                    _console(request).audit(name, _limit(request))]})
+
+
+def _entry(entry: AuditEntry) -> dict[str, Any]:
+    """An audit entry as JSON: a name that is not UTF-8 as `json_name` gives it."""
+    return entry.as_dict() | json_name(entry.name)
 
 
 def openapi_json(request: Request) -> Response:
