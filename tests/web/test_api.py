@@ -307,6 +307,9 @@ def test_a_backfill_through_the_api_asks_for_yes_above_the_bound_and_before_firs
     client.hset(keys.first_seen(""), "minutely", str(int(
         (t0 + timedelta(hours=1)).timestamp() * 1000)))
     monkeypatch.setattr("kiqbeat.web.console.BACKFILL_CONFIRM_JOBS", 100)
+    with console.browser() as browser:
+        form = browser.get("/backfill", params={"name": "minutely"})
+        page = browser.post("/backfill", data=form_of(form.text, "/backfill")).text
     with console.api() as api:
         dry = api.post(path("minutely") + "/backfill", json={"dry_run": True}).json()
         before = len(pushed_jobs(redis_client))
@@ -320,6 +323,7 @@ def test_a_backfill_through_the_api_asks_for_yes_above_the_bound_and_before_firs
         bad = api.post(path("minutely") + "/backfill", json={"yes": "please"})
         described = api.get("/api/v1/openapi.json").json()["components"]["schemas"]
     assert {"yes", "max_jobs"} <= set(described["Backfill"]["properties"])
+    assert 'id="before-first-seen">60 of them' in page and 'name="yes" value="1"' in page
     assert (dry["planned"], dry["before_first_seen"]) == (120, 60)
     assert unasked.status_code == 422 and "first seen" in unasked.json()["error"]
     assert reversed_.status_code == 422 and "later than" in reversed_.json()["error"]
