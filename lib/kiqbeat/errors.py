@@ -90,6 +90,14 @@ def _visible(text: str) -> str:
     return _NOT_ASCII.sub(fix, text)
 
 
+def escaped(text: str | bytes) -> str:
+    """`text` whole, unquoted, with every character `shown` escapes escaped the same way
+    (for a page that shows a name in full: two names that differ never look alike)."""
+    if isinstance(text, bytes):
+        text = text.decode(errors="surrogateescape")
+    return _visible(text)
+
+
 def shown(value: object, limit: int = 60) -> str:
     """A bounded, escaped `repr(value)` for messages: a message never carries a whole user
     value (a YAML alias can make a few bytes into a billion items), and never a character

@@ -18,6 +18,7 @@ import redis
 from kiqbeat.audit import read_audit
 from kiqbeat.core.payload import jid
 from kiqbeat.core.schedule import Config
+from kiqbeat.document.validate import check_size
 from kiqbeat.engine import Engine, run
 from kiqbeat.errors import ConfigError
 from kiqbeat.settings import Settings
@@ -134,3 +135,47 @@ def test_the_module_docs_store_md_prints_runs_as_printed_in_a_bare_ruby(
         row = Store(client, shards=4).get("digest:42")
     assert row is not None and row.definition == {"class": "DigestWorker", "cron": "0 9 * * *",
                                                   "args": [42]}
+
+
+def test_ruby_refuses_an_oversized_definition_and_never_reads_one_stored(
+    redis_url: str, tmp_path: Path
+) -> None:
+    script = r'''
+require "json"
+require "redis"
+require "kiqbeat/store"
+redis = Redis.new(url: ENV.fetch("REDIS_URL"))
+big = { "class" => "W", "cron" => "* * * * *", "args" => ["x" * 70_000] }
+out = [["put", "big", big], ["pause", "stored-big"], ["put", "stored-big",
+       { "class" => "W", "cron" => "* * * * *" }]].map do |op, name, definition|
+  case op
+  when "put" then KiqbeatStore.put(redis, name, definition)
+  when "pause" then KiqbeatStore.pause(redis, name)
+  end
+rescue KiqbeatStore::Error => e
+  { "error" => e.message }
+end
+puts JSON.generate(out)
+'''
+    with redis.Redis.from_url(redis_url) as client:
+        client.hset("kiqbeat:schedules", "stored-big", json.dumps(
+            {"class": "W", "cron": "* * * * *", "args": ["y" * 1_000_000]}))
+        client.config_resetstat()
+        done = subprocess.run([need("ruby"), "-I", str(LIB), "-e", script],
+                              capture_output=True, text=True, timeout=60, check=False,
+                              env={**os.environ, "REDIS_URL": redis_url})
+        assert done.returncode == 0, done.stderr[-2000:]
+        refused, paused, replaced = json.loads(done.stdout)
+        stats = client.info("commandstats")
+        stored = Store(client).get("stored-big")
+        big_stored = client.hexists("kiqbeat:schedules", "big")
+    with pytest.raises(ConfigError) as raised:
+        check_size("big", json.dumps({"class": "W", "cron": "* * * * *",
+                                      "args": ["x" * 70_000]}, separators=(",", ":")).encode())
+    assert refused == {"error": raised.value.problems[0].replace("'big'", '"big"')}
+    assert not big_stored
+    assert "over the limit of 65,536 bytes (not read)" in paused["error"]
+    # the million-byte definition was measured (HSTRLEN), never read (no HGET)
+    assert "cmdstat_hget" not in stats and stats["cmdstat_hstrlen"]["calls"] == 2
+    assert replaced is True and stored is not None and stored.definition == {
+        "class": "W", "cron": "* * * * *"}

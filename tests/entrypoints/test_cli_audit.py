@@ -168,3 +168,12 @@ def test_a_reindex_is_recorded_with_its_actor_note_and_counts(
         "frank", "reindex", "", "INC-7: split")
     assert last["detail"] == "2 shard(s): 1 entries, 0 rescored"
     assert "reindex" in audit.ACTIONS
+
+
+def test_kiqbeat_audit_of_a_schedule_without_entries_shows_its_name_clipped_and_escaped(
+    kiqbeat: Kiqbeat,
+) -> None:
+    name = "\x1b[31m" + "x" * 5000 + "\u202e"
+    shown = kiqbeat("audit", name)
+    assert shown.code == 0 and "no actions recorded for '\\x1b[31mxxx" in shown.out
+    assert "\x1b" not in shown.out and len(shown.out) < 300

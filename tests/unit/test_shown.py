@@ -12,7 +12,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kiqbeat.core.limits import MAX_REASON_CHARS, MAX_SHOWN_CHARS
-from kiqbeat.errors import ConfigError, foreign_json, json_name, shown, shown_name, shown_text
+from kiqbeat.errors import (
+    ConfigError,
+    escaped,
+    foreign_json,
+    json_name,
+    shown,
+    shown_name,
+    shown_text,
+)
 from kiqbeat.redis.connection import connect
 from kiqbeat.settings import Settings
 
@@ -47,10 +55,13 @@ def test_a_plain_name_is_shown_as_it_is_and_an_escaped_one_quoted() -> None:
 
 @given(st.text(), st.integers(min_value=1, max_value=10 * MAX_SHOWN_CHARS))
 def test_every_form_is_printable_and_clipped_to_the_bound(text: str, limit: int) -> None:
-    bound = min(limit, MAX_SHOWN_CHARS) + 5  # quotes and "..."
-    for form in (shown(text, limit), shown_name(text, limit), shown_text(text, limit)):
+    # Quotes and "..." beyond the bound; a reason (shown_text) may be longer than a value.
+    shown_bound = max(min(limit, MAX_SHOWN_CHARS) + 5, 2 + 5)
+    text_bound = min(limit, MAX_REASON_CHARS) + 3
+    for form, bound in ((shown(text, limit), shown_bound), (shown_name(text, limit), shown_bound),
+                        (shown_text(text, limit), text_bound)):
         assert form.isprintable()
-        assert len(form) <= max(bound, 2 + 5), (form, limit)
+        assert len(form) <= bound, (form, limit)
 
 
 def test_a_huge_value_is_never_repeated_whole() -> None:
@@ -113,3 +124,17 @@ def test_an_unreadable_tls_file_is_reported_as_unreadable(tmp_path: Path) -> Non
     if os.geteuid() != 0:
         with pytest.raises(ConfigError, match=r"key file .* cannot be read: Permission denied"):
             connect(f"rediss://127.0.0.1:1/0?ssl_keyfile={key}")
+
+
+@given(st.text(max_size=80))
+def test_escaped_shows_a_whole_name_as_shown_name_escapes_it(text: str) -> None:
+    whole = escaped(text)
+    assert whole.isprintable() and (not text or whole in shown_name(text, 400)
+                                    or "\\" in text or text[0] in "'\"")
+
+
+@pytest.mark.parametrize("text", FORGING)
+def test_escaped_leaves_no_forging_character_and_does_not_clip(text: str) -> None:
+    long = text * 100
+    assert escaped(long) == escaped(text) * 100
+    assert all(c not in escaped(long) for c in "\x1b\u202e\u2066\u200f\n\r\u200b\u3164\udcff")

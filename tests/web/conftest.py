@@ -5,6 +5,7 @@ reader's token; httpx clients speak to it as a browser or another language would
 from __future__ import annotations
 
 import contextlib
+import html
 import re
 import threading
 import time
@@ -72,6 +73,22 @@ def serve(app: object) -> tuple[uvicorn.Server, threading.Thread, str]:
             raise RuntimeError("the console did not start")
         time.sleep(0.02)
     return server, thread, f"http://127.0.0.1:{port}"
+
+
+def form_of(page: str, action: str, marker: str = "") -> dict[str, str]:
+    """What a browser posts from the page's form to `action` (the first whose HTML holds
+    `marker`): its hidden inputs' values and textareas' text, unescaped (the fields a
+    person fills in or ticks are the caller's to add)."""
+    for form in re.findall(r'<form method="post" action="([^"]*)"[^>]*>(.*?)</form>', page,
+                           flags=re.S):
+        if not form[0].endswith(action) or marker not in form[1]:
+            continue
+        fields = {n: html.unescape(v) for n, v in re.findall(
+            r'<input type="hidden" name="([^"]+)" value="([^"]*)"', form[1])}
+        fields |= {n: html.unescape(v) for n, v in re.findall(
+            r'<textarea name="([^"]+)"[^>]*>(.*?)</textarea>', form[1], flags=re.S)}
+        return fields
+    raise AssertionError(f"no form posting to {action} holding {marker!r}")
 
 
 Start = Callable[..., Served]

@@ -3,9 +3,12 @@ and through the Python API, not in its own answers alone."""
 
 from __future__ import annotations
 
+import base64
 import json
+import threading
+import time
 from collections import Counter
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from urllib.parse import quote
 
@@ -20,10 +23,11 @@ from kiqbeat.redis.definitions import Op
 from kiqbeat.redis.side import RedisSide
 from kiqbeat.settings import Settings
 from kiqbeat.store import Store
+from kiqbeat.web.names import Sweep
 from tests.integration.helpers import config, minute_floor, pushed_jobs, redis_now
 from tests.security.conftest import kiqbeat_cli
 
-from .conftest import READER_TOKEN, Served
+from .conftest import READER_TOKEN, Served, form_of
 
 DIGEST = {"cron": "0 9 * * *", "tz": "Asia/Kolkata", "class": "DigestWorker", "args": [42]}
 OUTAGE = """
@@ -159,6 +163,9 @@ def test_schedules_are_paged_by_cursor_and_filtered_by_prefix_state_queue_and_so
                                                "enabled": n % 5 != 0})
     store.put("other", DIGEST)
     _document_schedule(redis_client, "team-9/owned")
+    sweep = Sweep(redis_client, "")  # a pass of the console's sweep, done now
+    while not sweep.step():
+        pass
     with console.api() as api:
         seen: list[str] = []
         cursor = ""
@@ -212,7 +219,7 @@ def test_a_schedule_written_with_plain_redis_commands_is_found_and_a_removed_one
 def test_the_sweep_indexes_every_stored_name_and_counts_the_paused(
     redis_client: redis.Redis, store: Store
 ) -> None:
-    from kiqbeat.web.names import NameIndex, Sweep
+    from kiqbeat.web.names import NameIndex
 
     for n in range(1200):
         redis_client.hset(keys.definitions(""), f"s{n:04}", json.dumps(
@@ -281,3 +288,168 @@ def test_schedules_with_missed_ticks_are_paged_by_cursor_however_small_their_rec
             if not (cursor := page["next_cursor"]):
                 break
     assert pages == 3 and sorted(seen) == [f"m{n:03}" for n in range(120)]
+
+
+def _outage(console: Served) -> tuple[redis.Redis, datetime]:
+    """minutely's record after a 3-hour outage: 120 missed ticks after t0 (returned)."""
+    client = redis.Redis.from_url(console.redis_url)
+    t0 = minute_floor(redis_now(client)) - timedelta(hours=5)
+    engine = Engine(Settings(), client=client)
+    engine.run(config(OUTAGE), now=t0)
+    engine.run(config(OUTAGE), now=t0 + timedelta(hours=3))
+    return client, t0
+
+
+def test_a_backfill_through_the_api_asks_for_yes_above_the_bound_and_before_first_seen(
+    console: Served, redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client, t0 = _outage(console)
+    # first seen an hour into the outage: its first 60 missed ticks were never owed
+    client.hset(keys.first_seen(""), "minutely", str(int(
+        (t0 + timedelta(hours=1)).timestamp() * 1000)))
+    monkeypatch.setattr("kiqbeat.web.console.BACKFILL_CONFIRM_JOBS", 100)
+    with console.browser() as browser:
+        form = browser.get("/backfill", params={"name": "minutely"})
+        page = browser.post("/backfill", data=form_of(form.text, "/backfill")).text
+    with console.api() as api:
+        dry = api.post(path("minutely") + "/backfill", json={"dry_run": True}).json()
+        before = len(pushed_jobs(redis_client))
+        unasked = api.post(path("minutely") + "/backfill", json={})
+        since = (t0 + timedelta(hours=1)).isoformat()
+        reversed_ = api.post(path("minutely") + "/backfill", json={"since": since,
+                                                              "until": t0.isoformat()})
+        pushed_after_refusals = len(pushed_jobs(redis_client))
+        some = api.post(path("minutely") + "/backfill", json={"max_jobs": 20, "yes": True})
+        rest = api.post(path("minutely") + "/backfill", json={"yes": True})
+        bad = api.post(path("minutely") + "/backfill", json={"yes": "please"})
+        described = api.get("/api/v1/openapi.json").json()["components"]["schemas"]
+    assert {"yes", "max_jobs"} <= set(described["Backfill"]["properties"])
+    assert 'id="before-first-seen">60 of them' in page and 'name="yes" value="1"' in page
+    assert (dry["planned"], dry["before_first_seen"]) == (120, 60)
+    assert unasked.status_code == 422 and "first seen" in unasked.json()["error"]
+    assert reversed_.status_code == 422 and "later than" in reversed_.json()["error"]
+    assert pushed_after_refusals == before
+    assert some.status_code == 200 and some.json()["pushed"] == 20
+    assert rest.json()["pushed"] == 100
+    assert bad.status_code == 422 and "yes" in bad.json()["error"]
+    jids = Counter(j["jid"] for j in pushed_jobs(redis_client))
+    assert len(jids) == before + 120 and max(jids.values()) == 1
+    client.close()
+
+
+def test_a_backfill_of_more_jobs_than_the_bound_is_refused_without_yes_and_counted_first(
+    console: Served, redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client, _ = _outage(console)
+    monkeypatch.setattr("kiqbeat.web.console.BACKFILL_CONFIRM_JOBS", 100)
+    before = len(pushed_jobs(redis_client))
+    with console.api() as api:
+        refused = api.post(path("minutely") + "/backfill", json={})
+        capped = api.post(path("minutely") + "/backfill", json={"max_jobs": 100})
+    assert refused.status_code == 422 and "more than 100" in refused.json()["error"]
+    assert capped.status_code == 200 and capped.json()["pushed"] == 100  # as --max-jobs
+    assert len(pushed_jobs(redis_client)) == before + 100
+    monkeypatch.setattr("kiqbeat.web.console.BACKFILL_CONFIRM_JOBS", 10)
+    with console.browser() as browser:  # the page's dry run counts; its button confirms
+        form = browser.get("/backfill", params={"name": "minutely"})
+        dry = browser.post("/backfill", data=form_of(form.text, "/backfill"))
+        done = browser.post("/backfill", data=form_of(dry.text, "/backfill"))
+    assert 'id="planned">20<' in dry.text
+    assert done.status_code == 200 and 'id="pushed">20<' in done.text
+    assert len(set(j["jid"] for j in pushed_jobs(redis_client))) == before + 120
+    client.close()
+
+
+def test_a_forged_cursor_is_refused_naming_it(console: Served) -> None:
+    forged = "s" + base64.urlsafe_b64encode(b"x:y").decode()
+    with console.api() as api:
+        answers = [api.get("/api/v1/schedules", params={"state": "set_aside", "cursor": c})
+                   for c in (forged, "s!!", "q" + forged[1:])]
+    with console.browser() as browser:
+        page = browser.get("/schedules", params={"state": "missed", "cursor": forged})
+    assert [a.status_code for a in answers] == [422, 422, 422]
+    assert all("cursor" in a.json()["error"] for a in answers)
+    assert page.status_code == 422 and "is not one this console gave" in page.text
+
+
+def test_the_status_answer_carries_a_name_that_is_not_utf8_in_hex(
+    console: Served, redis_client: redis.Redis
+) -> None:
+    name = b"bad\xffname"
+    redis_client.hset(keys.definitions(""), name, b'{"cron": "nope", "class": "W"}')
+    redis_client.hset(keys.rejected(""), name, "invalid cron")
+    redis_client.xadd(keys.audit(""), {"actor": "ruby", "action": "pause", "name": name})
+    with console.api() as api:
+        answer = api.get("/api/v1/status")
+        audit = api.get("/api/v1/audit")
+    assert answer.status_code == 200, answer.text
+    assert {"name": "bad\\udcffname", "name_hex": name.hex(), "why": "invalid cron"} in \
+        answer.json()["set_aside"]
+    assert audit.status_code == 200, audit.text
+    assert [(e["action"], e["name_hex"]) for e in audit.json()["audit"]] == [
+        ("pause", name.hex())]
+
+
+def _sent_bytes(client: redis.Redis) -> int:
+    """Bytes the Redis server has sent to all its clients (INFO stats)."""
+    return int(client.info("stats")["total_net_output_bytes"])
+
+
+def test_the_sweep_never_reads_an_oversized_definition_and_drops_names_whose_definition_is_gone(
+    redis_client: redis.Redis,
+) -> None:
+    huge = json.dumps({**DIGEST, "args": ["x" * 4_000_000]})  # far over MAX_DEFINITION_BYTES
+    redis_client.hset(keys.definitions(""), "huge", huge)
+    for n in range(300):
+        redis_client.hset(keys.definitions(""), f"s{n:03}", json.dumps(DIGEST))
+    redis_client.zadd(keys.names(""), {"removed-by-ruby": 0, "removed/by-cli": 0, "s001": 0})
+    sweep = Sweep(redis_client, "")
+    before = _sent_bytes(redis_client)
+    while not sweep.step():
+        pass
+    sent = _sent_bytes(redis_client) - before
+    assert sent < 1_000_000, f"the sweep brought back {sent:,} bytes"
+    assert sweep.last is not None and sweep.last.schedules == 301
+    indexed = redis_client.zrange(keys.names(""), 0, -1)
+    assert sorted(indexed) == sorted(["huge", *(f"s{n:03}" for n in range(300))])
+
+
+def test_the_sweep_begins_a_pass_at_most_once_a_minute(redis_client: redis.Redis) -> None:
+    redis_client.hset(keys.definitions(""), "a", json.dumps(DIGEST))
+    sweep = Sweep(redis_client, "")
+    stop = threading.Event()
+    thread = threading.Thread(target=sweep.run_until, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 20
+        while sweep.last is None:
+            assert time.monotonic() < deadline, "the first pass did not finish"
+            time.sleep(0.01)
+        redis_client.config_resetstat()
+        time.sleep(1.0)  # a hundred pages' time at SWEEP_PAUSE_S: none is swept
+        stats = redis_client.info("commandstats")
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+    assert "cmdstat_hscan" not in stats and "cmdstat_evalsha" not in stats
+
+
+def test_pages_and_answers_never_read_an_oversized_definition_and_show_it_set_aside(
+    console: Served, redis_client: redis.Redis
+) -> None:
+    huge = json.dumps({**DIGEST, "args": ["x" * 4_000_000]})
+    redis_client.hset(keys.definitions(""), "big", huge)  # plain Redis: no writer refused it
+    time.sleep(0.3)  # the console's sweep's first pass (it reads no definition either)
+    before = _sent_bytes(redis_client)
+    with console.api() as api, console.browser() as browser:
+        filtered = [api.get("/api/v1/schedules", params={"prefix": "big", "state": s})
+                    for s in ("paused", "active")]
+        queued = api.get("/api/v1/schedules", params={"prefix": "b", "queue": "default"})
+        one = api.get(path("big"))
+        page = browser.get("/schedule", params={"name": "big"})
+    sent = _sent_bytes(redis_client) - before
+    assert sent < 1_000_000, f"the console brought back {sent:,} bytes"
+    assert [f.json()["items"] for f in filtered] == [[], []] and queued.json()["items"] == []
+    assert one.status_code == 200 and one.json()["definition"] is None
+    assert one.json()["oversized_bytes"] == len(huge) and one.json()["fires"] == []
+    assert page.status_code == 200 and "not read: " in page.text

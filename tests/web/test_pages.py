@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import html
+import json
 import re
 
 import pytest
 import redis
 
 from kiqbeat.audit import read_audit
+from kiqbeat.core.limits import MAX_AUDIT_NOTE_CHARS
 from kiqbeat.errors import ConfigError
+from kiqbeat.redis import keys
 from kiqbeat.store import Store
 
-from .conftest import READER_TOKEN, Served, csrf_of
-from .test_api import DIGEST, _document_schedule
+from .conftest import READER_TOKEN, Served, csrf_of, form_of
+from .test_api import DIGEST, _document_schedule, path
 
 BAD_YAML = "cron: '0 25 * * *'\nclass: DigestWorker\nqueu: mail\n"
 
@@ -117,3 +120,66 @@ def test_the_app_mounted_under_a_prefix_in_another_asgi_app_links_and_signs_in_u
     assert overview.status_code == 200 and links and all(
         link.startswith("/kiqbeat/") for link in links)
     assert css.status_code == 200 and "text/css" in css.headers["content-type"]
+
+
+def test_each_form_acts_on_the_schedule_shown_not_on_one_named_as_its_escaped_form(
+    console: Served, store: Store, redis_client: redis.Redis
+) -> None:
+    bidi = "nightly\u202ereport"
+    decoy = "nightly\\u202ereport"  # a separate schedule, literally named as `bidi` is shown
+    redis_client.hset(keys.definitions(""), bidi, json.dumps(DIGEST))  # other languages
+    store.put(decoy, DIGEST)
+    with console.browser() as browser:
+        page = browser.get("/schedule", params={"name": bidi})
+        paused = browser.post("/act", data=form_of(page.text, "/act", 'value="pause"'))
+        edit = browser.get("/edit", params={"name": bidi})
+        # kiqbeat's own writers refuse such a name: saving it is refused, not the decoy saved
+        saved = browser.post("/save", data=form_of(edit.text, "/save"))
+        deleted = browser.post("/act", data=form_of(page.text, "/act", 'value="delete"')
+                                | {"confirm": "1"})
+    assert (paused.status_code, saved.status_code, deleted.status_code) == (200, 422, 200)
+    assert decoy in html.unescape(page.text)  # `bidi` is shown escaped, as the decoy's name
+    untouched = store.get(decoy)
+    assert untouched is not None and untouched.enabled
+    assert [a.action for a in read_audit(store.client, "", decoy)] == ["put"]
+    assert [a.action for a in reversed(read_audit(store.client, "", bidi))] == [
+        "pause", "remove"]
+    assert store.get(bidi) is None
+
+
+def test_the_edit_and_new_forms_submitted_unchanged_save_the_same_definition(
+    console: Served, store: Store
+) -> None:
+    definition = {**DIGEST, "args": ["line one\nline two", "\u202e"], "queue": "mail"}
+    store.put("digest", definition)
+    with console.browser() as browser:
+        edit = browser.get("/edit", params={"name": "digest"})
+        saved = browser.post("/save", data=form_of(edit.text, "/save"))
+        new = browser.get("/new")
+        created = browser.post("/save", data=form_of(new.text, "/save") | {"name": "fresh"})
+    assert saved.status_code == 200 and "Saved" in saved.text
+    row = store.get("digest")
+    assert row is not None and row.definition == definition
+    assert created.status_code == 200 and store.get("fresh") is not None
+
+
+def test_a_note_over_the_audit_trails_bound_is_refused_not_cut(
+    console: Served, store: Store
+) -> None:
+    store.put("a", DIGEST)
+    long_note = "n" * (MAX_AUDIT_NOTE_CHARS + 1)
+    with console.browser() as browser:
+        page = browser.get("/schedule", params={"name": "a"})
+        refused = browser.post("/act", data=form_of(page.text, "/act", 'value="pause"') | {
+            "note": long_note})
+    with console.api() as api:
+        answers = [api.post(path("a") + "/pause", json={"note": long_note}),
+                   api.put(path("a"), json=DIGEST, headers={"x-kiqbeat-note": long_note}),
+                   api.delete(path("a"), headers={"x-kiqbeat-note": long_note}),
+                   api.post(path("a") + "/backfill", json={"note": long_note})]
+    assert refused.status_code == 422 and f"at most {MAX_AUDIT_NOTE_CHARS}" in refused.text
+    assert [a.status_code for a in answers] == [422] * 4
+    assert all(f"at most {MAX_AUDIT_NOTE_CHARS}" in a.json()["error"] for a in answers)
+    row = store.get("a")
+    assert row is not None and row.enabled and read_audit(store.client, "", "a") == [
+        a for a in read_audit(store.client, "", "a") if a.action == "put"]

@@ -13,10 +13,10 @@ import pytest
 import redis
 
 from kiqbeat.entrypoints.cli import main
-from kiqbeat.errors import ConfigError
+from kiqbeat.errors import ConfigError, escaped, shown_name
 from kiqbeat.redis import keys
 from kiqbeat.store import Store
-from kiqbeat.web.auth import SESSION_S, Auth, Principal, Token
+from kiqbeat.web.auth import SESSION_S, Auth, Principal, Token, is_loopback
 from kiqbeat.web.names import Sweep
 
 from .conftest import OPERATOR_TOKEN, READER_TOKEN, Served, Start, csrf_of
@@ -151,7 +151,7 @@ def test_names_and_args_from_the_store_are_shown_escaped_and_visible(
         for invisible in ("\x1b", "\u202e", "\u2066", "\u200d", "\x00"):
             assert invisible not in html
     assert "&lt;img src=x onerror=alert(1)&gt;" in pages[6]  # its args, in the definition
-    assert "&lt;script&gt;alert(1)&lt;/script&gt;\\u001b[31m\\u202egpj.exe" in pages[-1]
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;\\x1b[31m\\u202egpj.exe" in pages[-1]
 
 
 def test_no_token_reaches_a_page_an_answer_a_header_or_a_log(
@@ -213,3 +213,31 @@ def test_the_console_works_under_its_documented_least_privilege_acl(
     finally:
         redis_client.acl_deluser("kiqbeat-console")
     assert re.search(r"\+zrangebylex", line)
+
+
+def test_an_anonymous_console_answers_to_exactly_the_loopback_hosts_it_may_listen_on(
+    start_console: Start,
+) -> None:
+    served = start_console(tokens=[], anonymous=True)
+    hosts = ("127.0.0.1", "127.0.0.2", "localhost", "LOCALHOST", "::1", "0.0.0.0",
+             "192.168.1.20", "console.internal", "127.0.0.1.evil.example")
+    with httpx.Client(base_url=served.url) as client:
+        answered = {host: client.get("/api/v1/status", headers={
+            "host": (f"[{host}]" if ":" in host else host) + ":8080"}).status_code != 403
+            for host in hosts}
+    assert answered == {host: is_loopback(host) for host in hosts}
+    assert [h for h, ok in answered.items() if ok] == ["127.0.0.1", "127.0.0.2", "localhost",
+                                                       "LOCALHOST", "::1"]
+
+
+def test_names_the_command_line_tells_apart_look_different_in_the_console(
+    console: Served, redis_client: redis.Redis
+) -> None:
+    lookalikes = ["x\u3164", "x\u115f", "x\u2800", "x\u00a0", "x\u202f", "x\u034f"]
+    for name in lookalikes:
+        redis_client.hset(keys.definitions(""), name, json.dumps(DIGEST))
+    with console.browser() as browser:
+        pages = [browser.get("/schedule", params={"name": n}).text for n in lookalikes]
+    for name, html in zip(lookalikes, pages, strict=True):
+        assert name[1] not in html
+        assert f"<h1>{escaped(name)} " in html and escaped(name) in shown_name(name)

@@ -10,7 +10,6 @@ command, and neither the Lambda handler nor an invocation, loads it.
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import json
 import os
 from typing import Any
@@ -18,18 +17,8 @@ from typing import Any
 from kiqbeat.audit import read_audit
 from kiqbeat.engine import Engine
 from kiqbeat.entrypoints.common import opened_engine
-from kiqbeat.errors import ConfigError
+from kiqbeat.errors import ConfigError, shown
 from kiqbeat.settings import add_flags, flags_of
-
-
-def is_loopback(host: str) -> bool:
-    """Whether a listen address is reachable from this machine only."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False  # a name that may resolve anywhere
 
 
 def _cmd_web(args: argparse.Namespace) -> int:
@@ -37,7 +26,7 @@ def _cmd_web(args: argparse.Namespace) -> int:
         import uvicorn
 
         from kiqbeat.web.app import create_app
-        from kiqbeat.web.auth import Auth
+        from kiqbeat.web.auth import Auth, is_loopback
     except ImportError as exc:
         raise ConfigError(f"`kiqbeat web` needs the web extra: pip install 'kiqbeat[web]' "
                           f"({exc})") from None
@@ -70,7 +59,7 @@ def _cmd_audit(args: argparse.Namespace) -> int:
                          ensure_ascii=False))
     else:
         print("\n".join(e.line() for e in entries) or "no actions recorded"
-              + (f" for {args.name!r}" if args.name else ""))
+              + (f" for {shown(args.name)}" if args.name else ""))
     return 0
 
 

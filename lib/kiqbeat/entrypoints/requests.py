@@ -128,6 +128,16 @@ def from_event(event: Mapping[str, Any]) -> Request:
     return _checked(kind, {k: v for k, v in event.items() if k != OPERATOR}, _event_field)
 
 
+def from_fields(kind: str, raw: Mapping[str, Any]) -> Request:
+    """The request of fields named as the event names them, from another front end (the
+    console's JSON body or form): the same checks, messages naming the bare field."""
+    unknown = sorted(str(k)[:60] for k in raw if k not in FIELDS[kind])
+    if unknown:
+        raise ConfigError([f"{shown(k)} is not a field of {kind!r}; its fields: "
+                           f"{', '.join(FIELDS[kind])}" for k in unknown])
+    return _checked(kind, raw, str)
+
+
 def summary(event: Any) -> dict[str, str] | str:
     """A clipped summary of an event for a log line: never the whole event (its values may
     be megabytes), at most 20 fields, each value `shown`."""

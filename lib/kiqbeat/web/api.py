@@ -13,18 +13,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from kiqbeat.core.limits import MAX_AUDIT_NOTE_CHARS, MAX_DEFINITION_BYTES
-from kiqbeat.entrypoints.preview import parse_instant
-from kiqbeat.errors import ConfigError, KiqbeatError, RedisUnavailableError, shown
+from kiqbeat.audit import AuditEntry
+from kiqbeat.core.limits import MAX_DEFINITION_BYTES
+from kiqbeat.entrypoints.requests import from_fields
+from kiqbeat.errors import ConfigError, KiqbeatError, RedisUnavailableError, json_name, shown
 from kiqbeat.web.auth import Principal
-from kiqbeat.web.console import Console, NotFoundError, OwnedError
+from kiqbeat.web.console import Console, NotFoundError, OwnedError, checked_note
 from kiqbeat.web.openapi import openapi
 
 MAX_BODY_BYTES = 2 * MAX_DEFINITION_BYTES
@@ -99,11 +99,11 @@ def _body(request: Request) -> Any:
 
 
 def _note(request: Request, body: Any) -> str:
+    """The request's note (the body's "note", else the X-Kiqbeat-Note header); ConfigError
+    (422) when it is not text or over MAX_AUDIT_NOTE_CHARS, as the CLI and the Lambda
+    refuse it: never cut."""
     note = body.get("note", "") if isinstance(body, dict) else ""
-    note = note or request.headers.get("x-kiqbeat-note", "")
-    if not isinstance(note, str):
-        raise ConfigError(f"note must be a string, got {shown(note)}")
-    return note[:MAX_AUDIT_NOTE_CHARS]
+    return checked_note(note or request.headers.get("x-kiqbeat-note", ""))
 
 
 def _limit(request: Request) -> int:
@@ -127,7 +127,7 @@ def get_schedule(request: Request, _: Principal) -> Response:
     return JSONResponse(detail.row.as_dict() | {
         "fires": detail.fires, "history": [p.as_dict() for p in detail.history],
         "missed": [m.as_dict() for m in detail.missed],
-        "audit": [a.as_dict() for a in detail.audit]})
+        "audit": [_entry(a) for a in detail.audit]})
 
 
 def put_schedule(request: Request, principal: Principal) -> Response:
@@ -136,7 +136,7 @@ def put_schedule(request: Request, principal: Principal) -> Response:
     if not isinstance(body, dict):
         raise ConfigError(f"schedule {shown(name)}: the body must be a JSON object of fields "
                           f"(cron, class, ...), got {shown(body)}")
-    note = str(request.headers.get("x-kiqbeat-note", ""))[:MAX_AUDIT_NOTE_CHARS]
+    note = _note(request, None)
     created = _console(request).put(principal.actor, name, body, note)
     row = _console(request).get(name)
     return JSONResponse(row.as_dict(), status_code=201 if created else 200)
@@ -150,13 +150,13 @@ def delete_schedule(request: Request, principal: Principal) -> Response:
 def pause(request: Request, principal: Principal) -> Response:
     body = _body(request)
     changed = _console(request).pause(principal.actor, _name(request), _note(request, body))
-    return JSONResponse({"name": _name(request), "paused": True, "changed": changed})
+    return JSONResponse({**json_name(_name(request)), "paused": True, "changed": changed})
 
 
 def resume(request: Request, principal: Principal) -> Response:
     body = _body(request)
     changed = _console(request).resume(principal.actor, _name(request), _note(request, body))
-    return JSONResponse({"name": _name(request), "paused": False, "changed": changed})
+    return JSONResponse({**json_name(_name(request)), "paused": False, "changed": changed})
 
 
 def trigger(request: Request, principal: Principal) -> Response:
@@ -169,32 +169,17 @@ def trigger(request: Request, principal: Principal) -> Response:
     return JSONResponse(done.as_dict(), status_code=201)
 
 
-def _instant(body: dict[str, Any], key: str) -> datetime | None:
-    value = body.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise ConfigError(f"{key} must be an ISO 8601 instant, got {shown(value)}")
-    return parse_instant(value, key)
-
-
 def backfill(request: Request, principal: Principal) -> Response:
     body = _body(request) or {}
     if not isinstance(body, dict):
         raise ConfigError(f"the body must be a JSON object, got {shown(body)}")
-    unknown = sorted(set(body) - {"since", "until", "latest_only", "dry_run", "note"})
-    if unknown:
-        raise ConfigError([f"unknown field {shown(k)}: expected since, until, latest_only, "
-                           "dry_run, note" for k in unknown])
-    flags = {k: body.get(k, False) for k in ("latest_only", "dry_run")}
-    for key, value in flags.items():
-        if not isinstance(value, bool):
-            raise ConfigError(f"{key} must be true or false, got {shown(value)}")
-    result = _console(request).backfill(
-        principal.actor, _name(request), since=_instant(body, "since"),
-        until=_instant(body, "until"), latest_only=flags["latest_only"],
-        dry_run=flags["dry_run"], note=_note(request, body))
-    return JSONResponse(result.as_dict() | {"dry_run": flags["dry_run"]})
+    if set(body) & {"names", "all", "actor"}:
+        raise ConfigError("the schedule is the one the path names: names, all and actor are "
+                          "not fields of this body")
+    asked = from_fields("backfill", {**body, "names": [_name(request)],
+                                     "note": _note(request, body)})
+    result = _console(request).backfill(principal.actor, asked)
+    return JSONResponse(result.as_dict() | {"dry_run": asked.dry_run})
 
 
 def missed(request: Request, _: Principal) -> Response:
@@ -209,8 +194,13 @@ def status(request: Request, _: Principal) -> Response:
 
 def audit(request: Request, _: Principal) -> Response:
     name = request.query_params.get("name")
-    return JSONResponse({"audit": [a.as_dict() for a in
+    return JSONResponse({"audit": [_entry(a) for a in
                                    _console(request).audit(name, _limit(request))]})
+
+
+def _entry(entry: AuditEntry) -> dict[str, Any]:
+    """An audit entry as JSON: a name that is not UTF-8 as `json_name` gives it."""
+    return entry.as_dict() | json_name(entry.name)
 
 
 def openapi_json(request: Request) -> Response:

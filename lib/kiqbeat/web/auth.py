@@ -26,6 +26,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import ipaddress
 import secrets
 import time
 from collections.abc import Mapping
@@ -39,7 +40,6 @@ MIN_TOKEN_CHARS = 16
 SESSION_S = 12 * 3600
 SESSION_COOKIE = "kiqbeat_session"
 NONCE_COOKIE = "kiqbeat_csrf"
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]", "::1")
 VARIABLES = {"operator": ("KIQBEAT_WEB_TOKEN", "KIQBEAT_WEB_TOKEN_FILE"),
              "reader": ("KIQBEAT_WEB_READ_TOKEN", "KIQBEAT_WEB_READ_TOKEN_FILE")}
 
@@ -192,11 +192,25 @@ class Auth:
                                                    self.csrf_field(nonce).encode())
 
 
+def is_loopback(host: str) -> bool:
+    """Whether an address (a listen address, or a Host header's host) names this machine
+    only: `localhost`, or any loopback IP (127.0.0.0/8, ::1), bracketed or not. A name
+    that may resolve anywhere is not."""
+    host = host.strip().lower()
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.removeprefix("[").removesuffix("]")).is_loopback
+    except ValueError:
+        return False
+
+
 def is_loopback_host(host_header: str) -> bool:
-    """Whether a Host header names this machine by a loopback name (port ignored)."""
-    host = host_header.strip().lower()
+    """Whether a Host header names this machine by a loopback address (port ignored): the
+    same test `kiqbeat web` applies to its listen address (`is_loopback`)."""
+    host = host_header.strip()
     if host.startswith("["):
         host = host[:host.find("]") + 1]
     elif host.count(":") == 1:
         host = host.split(":")[0]
-    return host in LOOPBACK_HOSTS
+    return is_loopback(host)

@@ -14,25 +14,33 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, field
 from typing import Any
 
 from kiqbeat.audit import AuditEntry, read_audit
-from kiqbeat.core.limits import MAX_DEFINITION_BYTES, MAX_EXAMINED_PER_PAGE, MAX_PAGE_ROWS
+from kiqbeat.core.limits import (
+    BACKFILL_CONFIRM_JOBS,
+    MAX_AUDIT_NOTE_CHARS,
+    MAX_DEFINITION_BYTES,
+    MAX_EXAMINED_PER_PAGE,
+    MAX_PAGE_ROWS,
+)
 from kiqbeat.core.records import Push, parse_history
-from kiqbeat.core.schedule import Config
+from kiqbeat.core.schedule import Config, Schedule
 from kiqbeat.document.read import parse
 from kiqbeat.document.validate import read_definition
 from kiqbeat.engine import Engine
 from kiqbeat.entrypoints.preview import _next_fires, _reading
-from kiqbeat.errors import ConfigError, shown
-from kiqbeat.redis import keys
+from kiqbeat.entrypoints.requests import Request
+from kiqbeat.errors import ConfigError, json_name, shown
+from kiqbeat.redis import keys, scripts
 from kiqbeat.redis.clock import read_clock
-from kiqbeat.redis.connection import redis_errors, reply_bytes, reply_text
+from kiqbeat.redis.connection import redis_errors, reply_text
+from kiqbeat.redis.definitions import read_present
 from kiqbeat.store import Backfill, MissedRange, ScheduleStatus, Status, Store, Triggered
 from kiqbeat.web.names import NameIndex, Sweep, Tally
 
@@ -61,6 +69,8 @@ class Row:
     queue: str
     last_push: Push | None
     has_missed: bool
+    # The parsed definition of a plannable schedule (None: set aside, oversized, unparsable).
+    schedule: Schedule | None = field(default=None, compare=False, repr=False)
 
     @property
     def state(self) -> str:
@@ -125,8 +135,8 @@ class Overview:
                        "counted_at": tally.finished_at.isoformat()
                        if tally and tally.finished_at else None},
             "most_overdue": [r.as_dict() for r in self.status.schedules],
-            "set_aside": [{"name": n, "why": w} for n, w in self.status.set_aside],
-            "recent_pushes": [{"name": p.name, "kind": p.kind, "tick": p.tick.isoformat(),
+            "set_aside": [{**json_name(n), "why": w} for n, w in self.status.set_aside],
+            "recent_pushes": [{**json_name(p.name), "kind": p.kind, "tick": p.tick.isoformat(),
                                "when": p.when.isoformat()} for p in (tally.recent if tally
                                                                      else [])],
             "document": None if self.document is None else {
@@ -134,6 +144,11 @@ class Overview:
                 "applied": self.document[2]},
             "names_indexed": self.indexed,
         }
+
+
+# A set-aside or missed page's cursor: "HSCAN-CURSOR:SKIP" (Redis's cursor is a 64-bit
+# unsigned number; SKIP is under a page of HSCAN's own).
+_HSCAN_AT = re.compile(r"[0-9]{1,20}:[0-9]{1,9}")
 
 
 def encode_cursor(kind: str, value: str) -> str:
@@ -150,7 +165,7 @@ def decode_cursor(cursor: str) -> tuple[str, str]:
             errors="surrogateescape")
     except ValueError:
         raise ConfigError(f"cursor {shown(cursor)} is not one this console gave") from None
-    if kind not in "ns" or not kind:
+    if kind not in "ns" or not kind or (kind == "s" and not _HSCAN_AT.fullmatch(value)):
         raise ConfigError(f"cursor {shown(cursor)} is not one this console gave")
     return kind, value
 
@@ -168,6 +183,28 @@ def definition_of(text: str, name: str) -> dict[str, Any]:
     return value
 
 
+def json_object(data: bytes | object) -> dict[str, Any] | None:
+    """A stored definition's JSON object, or None when it is not one (garbled, not an
+    object, or an Oversized placeholder: a definition over the limit is never read)."""
+    if not isinstance(data, bytes | str):
+        return None
+    try:
+        raw = json.loads(data)
+    except (ValueError, RecursionError):
+        return None
+    return raw if isinstance(raw, dict) else None
+
+
+def checked_note(note: object) -> str:
+    """A note for the audit trail as a page or the API gave it; ConfigError (422) when it is
+    not text or is over MAX_AUDIT_NOTE_CHARS, as the CLI and the Lambda refuse it (a note is
+    never cut)."""
+    if not isinstance(note, str) or len(note) > MAX_AUDIT_NOTE_CHARS:
+        raise ConfigError(f"note: expected text of at most {MAX_AUDIT_NOTE_CHARS:,} "
+                          f"characters, not {shown(note)}")
+    return note.strip()
+
+
 class Console:
     """The console's reads and actions over one deployment's store."""
 
@@ -177,7 +214,8 @@ class Console:
         base = self.store()
         self.client, self.namespace = base.client, base.namespace
         self.index = NameIndex(self.client, self.namespace)
-        self.sweep = Sweep(self.client, self.namespace)
+        self.lua = scripts.Caller(functions=engine.settings.redis_functions)
+        self.sweep = Sweep(self.client, self.namespace, self.lua)
         self.backfilled = 0  # ticks this process's backfills pushed (a metric)
 
     def store(self, actor: str | None = None, note: str = "") -> Store:
@@ -258,26 +296,21 @@ class Console:
         the index whose definitions are gone are dropped from it."""
         if not names:
             return []
+        present = read_present(self.client, self.namespace, names, self.lua)  # oversized: unread
+        self.index.forget([n for n in names if n not in present])
+        if not (state or queue or source):
+            return [n for n in names if n in present]
         with redis_errors(self.client, "reading definitions"):
-            pipe = self.client.pipeline(transaction=False)
-            pipe.hmget(keys.definitions(self.namespace), names)
-            pipe.hmget(keys.rejected(self.namespace), names)
-            defs, rejected = pipe.execute()
-        gone = [n for n, d in zip(names, defs, strict=True) if d is None]
-        self.index.forget(gone)
+            rejected = self.client.hmget(keys.rejected(self.namespace),
+                                         [n.encode(errors="surrogateescape") for n in names])
         out = []
-        for name, data, why in zip(names, defs, rejected, strict=True):
+        for name, why in zip(names, rejected, strict=True):
+            data = present.get(name)
             if data is None:
                 continue
-            if not (state or queue or source):
-                out.append(name)
+            raw = json_object(data)
+            if raw is None:  # garbled, or over the limit (unread): set aside, fields unknown
                 continue
-            try:
-                raw = json.loads(data)
-            except (ValueError, RecursionError):
-                raw = None
-            if not isinstance(raw, dict):
-                raw, why = {}, why or b"not a JSON object"
             if state == "active" and (why is not None or raw.get("enabled", True) is False):
                 continue
             if state == "paused" and (why is not None or raw.get("enabled", True) is not False):
@@ -290,6 +323,8 @@ class Console:
         return out
 
     def _rows(self, store: Store, names: list[str]) -> list[Row]:
+        """The rows of `names` (absent ones left out), through the Store's length-checked
+        reads: a definition over MAX_DEFINITION_BYTES is never read, its row set aside."""
         statuses = store.rows(names)
         if not statuses:
             return []
@@ -312,7 +347,7 @@ class Console:
                 last = pushes[0] if pushes else None
             except ValueError:
                 last = None
-        reading, queue = "", "default"
+        reading, queue, schedule = "", "default", None
         if status.definition is not None:
             queue = str(status.definition.get("queue", "default"))
             if status.next_tick is not None:
@@ -322,7 +357,7 @@ class Console:
                     reading = _reading(schedule.timetable)
                 except ConfigError:
                     reading = ""
-        return Row(status, reading, queue, last, has_missed)
+        return Row(status, reading, queue, last, has_missed, schedule)
 
     def get(self, name: str) -> Row:
         """One schedule's row; NotFoundError when there is none."""
@@ -335,17 +370,10 @@ class Console:
     def detail(self, name: str) -> Detail:
         """One schedule's page: its row, next fire times, history, missed ranges, audit."""
         store = self.store()
-        row = self.get(name)
+        row = self.get(name)  # the definition read once, length-checked, parsed once
         fires: list[dict[str, str | None]] = []
-        with redis_errors(self.client, "reading a definition"):
-            data = reply_bytes(self.client.hget(keys.definitions(self.namespace), name))
-        if data is not None and row.status.next_tick is not None:
-            try:
-                schedule = read_definition(name, data, window_s=store.window_s)
-            except ConfigError:
-                schedule = None
-            if schedule is not None:
-                fires = _next_fires(Config((schedule,)), read_clock(self.client), FIRES)[0]
+        if row.schedule is not None:
+            fires = _next_fires(Config((row.schedule,)), read_clock(self.client), FIRES)[0]
         return Detail(row, fires, store.history(name), store.missed([name]),
                       read_audit(self.client, self.namespace, name, limit=20))
 
@@ -417,17 +445,23 @@ class Console:
         self.get(name)
         return store.trigger(name, args)
 
-    def backfill(self, actor: str, name: str, *, since: datetime | None = None,
-                 until: datetime | None = None, latest_only: bool = False,
-                 dry_run: bool = False, note: str = "") -> Backfill:
-        """Push (or, dry, count) the schedule's recorded missed ticks in [since, until]."""
-        if since and until and since > until:
-            raise ConfigError(f"since {since.isoformat()} is later than until "
-                              f"{until.isoformat()}; nothing was done")
-        store = self.store(actor, note)
-        self.get(name)
-        result = store.backfill([name], since=since, until=until, latest_only=latest_only,
-                                dry_run=dry_run,
+    def backfill(self, actor: str, request: Request) -> Backfill:
+        """Push (or, dry, count) the named schedule's recorded missed ticks in [since, until]
+        (`request`: checked by `kiqbeat.entrypoints.requests.from_fields`, as the CLI's and
+        the Lambda's are). The operator's bounds hold as on the command line: without `yes`
+        or `max_jobs` a backfill of more than BACKFILL_CONFIRM_JOBS jobs is refused
+        (ConfigError) and pushes nothing, and so, without `yes`, is one of any tick from
+        before its schedule was first seen; `max_jobs` pushes at most that many, the oldest
+        first (run it again for the next)."""
+        store = self.store(actor, request.note)
+        for name in request.names:
+            self.get(name)
+        result = store.backfill(list(request.names), since=request.since, until=request.until,
+                                latest_only=request.latest_only, dry_run=request.dry_run,
+                                max_jobs=request.max_jobs,
+                                confirm_above=None if request.yes or request.max_jobs
+                                else BACKFILL_CONFIRM_JOBS,
+                                pre_history=request.yes,
                                 deadline=time.monotonic() + BACKFILL_DEADLINE_S)
         self.backfilled += result.pushed
         return result

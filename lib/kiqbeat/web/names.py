@@ -21,9 +21,11 @@ from __future__ import annotations
 import heapq
 import json
 import threading
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
+from importlib import resources
 from typing import Any
 
 import redis
@@ -31,18 +33,28 @@ import redis
 from kiqbeat.core.plan import from_ms
 from kiqbeat.core.records import KINDS
 from kiqbeat.errors import KiqbeatError
-from kiqbeat.redis import keys
-from kiqbeat.redis.connection import redis_errors, reply_bytes, reply_text
+from kiqbeat.redis import keys, scripts
+from kiqbeat.redis.connection import redis_errors, reply_text
+from kiqbeat.redis.definitions import Oversized, read_present
 
-# HSCAN COUNT: definitions read per sweep call. 500 made one call of 5.3 ms at 1,000,000
-# schedules (bench/console.py), over the 5 ms every Redis call keeps under; 250 about half.
+# Names per sweep call (HSCAN COUNT, and index names checked). 500 made one call of 5.3 ms
+# at 1,000,000 schedules (bench/console.py), over the 5 ms every Redis call keeps under;
+# 250 about half.
 SWEEP_PAGE = 250
 SWEEP_PAUSE_S = 0.01  # between sweep calls: a pass at 1,000,000 takes about a minute
+# A pass begins at most once a minute: at 1,000,000 schedules of 1 KB a pass reads ~1 GB of
+# definitions (the tally's), so the sweep re-streams the store at most that much a minute.
+SWEEP_PASS_S = 60.0
 RECENT = 20  # recent pushes the overview lists
 
 
 def _lex(name: str) -> bytes:
     return name.encode(errors="surrogateescape")
+
+
+def _text(name: str | bytes) -> str:
+    """A name from a reply as the store's names are held (bytes not UTF-8 kept)."""
+    return name if isinstance(name, str) else name.decode(errors="surrogateescape")
 
 
 class NameIndex:
@@ -70,8 +82,7 @@ class NameIndex:
         high = b"[" + _lex(prefix) + b"\xff" if prefix else b"+"
         with redis_errors(self.client, f"reading {self.key}"):
             page: Any = self.client.zrangebylex(self.key, low, high, start=0, num=count)
-        return [reply_text(n) if isinstance(n, str) else n.decode(errors="surrogateescape")
-                for n in page]
+        return [_text(n) for n in page]
 
     def size(self) -> int:
         """Names indexed."""
@@ -102,44 +113,72 @@ class Tally:
 
 
 class Sweep:
-    """Walks the definitions and history hashes, a page per `step`, indexing every name and
-    tallying states; `last` is the tally of the last finished pass."""
+    """Walks the definitions and history hashes and the name index, a page per `step`:
+    every stored name indexed, every indexed name whose definition is gone dropped, states
+    tallied; `last` is the tally of the last finished pass.
 
-    def __init__(self, client: redis.Redis, namespace: str) -> None:
-        self.client, self.namespace = client, namespace
+    Bounded (DESIGN §2, "Confined"): the walk of the definitions hash runs in Redis
+    (sweep.lua) and brings back names only; the tally reads definitions through the
+    length-checked reader (`read_present`), so one over MAX_DEFINITION_BYTES is never read,
+    only counted. `run_until` begins a pass at most once every SWEEP_PASS_S."""
+
+    def __init__(self, client: redis.Redis, namespace: str,
+                 lua: scripts.Caller = scripts.SCRIPTS) -> None:
+        self.client, self.namespace, self.lua = client, namespace, lua
         self.index = NameIndex(client, namespace)
         self.last: Tally | None = None
         self._current, self._defs_cursor, self._history_cursor = Tally(), 0, 0
+        self._index_at: bytes | None = b"-"  # ZRANGEBYLEX start of the index walk
         self._recent: list[tuple[int, str, str, int]] = []  # (when ms, name, kind, tick ms)
+        self._novalues = True  # HSCAN NOVALUES (Redis 7.4); off after the server refuses it
+        self._script = client.register_script(
+            (resources.files("kiqbeat.web") / "sweep.lua").read_text())
         self._lock = threading.Lock()
 
+    def _walk(self) -> tuple[int, list[str], bytes | None]:
+        """One call of sweep.lua: (next HSCAN cursor or -1, names met, next index start)."""
+        defs_key, names_key = keys.definitions(self.namespace), keys.names(self.namespace)
+        args: list[str | bytes | int] = [
+            str(self._defs_cursor) if self._defs_cursor >= 0 else "", SWEEP_PAGE,
+            self._index_at if self._index_at is not None else b""]
+        with redis_errors(self.client, f"sweeping {defs_key}"):
+            try:
+                reply: Any = self._script(keys=[defs_key, names_key],
+                                          args=[*args, "1" if self._novalues else "0"])
+            except redis.ResponseError as exc:
+                if not self._novalues or "syntax" not in str(exc).lower():
+                    raise
+                self._novalues = False  # before Redis 7.4: the script drops the values
+                reply = self._script(keys=[defs_key, names_key], args=[*args, "0"])
+        cursor, met, start, _ = reply
+        cursor_text = reply_text(cursor)
+        start_bytes = start.encode() if isinstance(start, str) else bytes(start)
+        return (int(cursor_text) if cursor_text else -1,
+                [_text(n) for n in met], start_bytes or None)
+
     def step(self) -> bool:
-        """Sweep one page of each hash; True when this call finished a pass."""
+        """Sweep one page of each hash and of the index; True when this call finished a
+        pass."""
         with self._lock:
-            defs_key, history_key = keys.definitions(self.namespace), keys.history(self.namespace)
-            with redis_errors(self.client, f"sweeping {defs_key}"):
+            if self._defs_cursor >= 0 or self._index_at is not None:
+                self._defs_cursor, met, self._index_at = self._walk()
+                for data in read_present(self.client, self.namespace, met, self.lua).values():
+                    self._count(data)
+            history_key = keys.history(self.namespace)
+            with redis_errors(self.client, f"sweeping {history_key}"):
                 pipe = self.client.pipeline(transaction=False)
-                if self._defs_cursor >= 0:
-                    pipe.hscan(defs_key, self._defs_cursor, count=SWEEP_PAGE)
                 if self._history_cursor >= 0:
                     pipe.hscan(history_key, self._history_cursor, count=SWEEP_PAGE)
                 pipe.time()
                 replies: list[Any] = pipe.execute()
             now = replies[-1]
-            replies = replies[:-1]
-            if self._defs_cursor >= 0:
-                cursor, page = replies.pop(0)
-                self._defs_cursor = int(cursor) or -1
-                self.index.add([reply_text(n) if isinstance(n, str) else
-                                n.decode(errors="surrogateescape") for n in page])
-                for data in page.values():
-                    self._count(reply_bytes(data) or b"")
             if self._history_cursor >= 0:
-                cursor, page = replies.pop(0)
+                cursor, page = replies[0]
                 self._history_cursor = int(cursor) or -1
                 for name, text in page.items():
-                    self._note_push(reply_text(name), reply_text(text))
-            if self._defs_cursor >= 0 or self._history_cursor >= 0:
+                    self._note_push(_text(name), reply_text(text))
+            if self._defs_cursor >= 0 or self._history_cursor >= 0 or (
+                    self._index_at is not None):
                 return False
             tally = self._current
             tally.recent = [RecentPush(from_ms(w), n, KINDS.get(k, k), from_ms(t))
@@ -147,12 +186,14 @@ class Sweep:
             tally.finished_at = from_ms(int(now[0]) * 1000 + int(now[1]) // 1000)
             self.last = tally
             self._current, self._defs_cursor, self._history_cursor = Tally(), 0, 0
-            self._recent = []
+            self._index_at, self._recent = b"-", []
             return True
 
-    def _count(self, data: bytes) -> None:
+    def _count(self, data: bytes | Oversized) -> None:
         tally = self._current
         tally.schedules += 1
+        if isinstance(data, Oversized):
+            return  # set aside, never read
         try:
             raw = json.loads(data)
         except (ValueError, RecursionError):
@@ -176,12 +217,18 @@ class Sweep:
             heapq.heappushpop(self._recent, item)
 
     def run_until(self, stop: threading.Event) -> None:
-        """Sweep until `stop` is set: a page every SWEEP_PAUSE_S (a thread's loop); a Redis
-        error waits a second and goes on."""
+        """Sweep until `stop` is set (a thread's loop): a page every SWEEP_PAUSE_S, and a
+        pass begun at most once every SWEEP_PASS_S; a Redis error waits a second and goes
+        on."""
+        began = time.monotonic()
         while not stop.is_set():
             try:
-                self.step()
+                finished = self.step()
             except KiqbeatError:
                 stop.wait(1.0)
                 continue
-            stop.wait(SWEEP_PAUSE_S)
+            if finished:
+                stop.wait(max(0.0, began + SWEEP_PASS_S - time.monotonic()))
+                began = time.monotonic()
+            else:
+                stop.wait(SWEEP_PAUSE_S)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kiqbeat.core.limits import BACKFILL_CONFIRM_JOBS, MAX_AUDIT_NOTE_CHARS
+
 _ERROR = {"description": "an error", "content": {"application/json": {"schema": {
     "$ref": "#/components/schemas/Error"}}}}
 
@@ -51,7 +53,10 @@ def openapi() -> dict[str, Any]:
             "push one job now (a manual run), optionally with other args", ok="201",
             body="Trigger", errors=acting)},
         "/api/v1/schedules/{name}/backfill": {"parameters": _NAME, "post": _op(
-            "push the recorded missed ticks in [since, until] once each (dry_run: count)",
+            "push the recorded missed ticks in [since, until] once each (dry_run: count "
+            "them, and those from before first-seen); without yes, refused (422, nothing "
+            f"pushed) above {BACKFILL_CONFIRM_JOBS:,} jobs unless max_jobs is given, and "
+            "whenever a tick is from before the schedule was first seen",
             body="Backfill", errors=acting)},
         "/api/v1/missed": {"get": _op("recorded missed ranges", errors=("401",),
                                       query=("name",))},
@@ -76,12 +81,21 @@ def openapi() -> dict[str, Any]:
                 "Definition": {"type": "object", "description": "a schedule in a document's "
                                "schedule form: cron or every, class, queue, args, tz, ...",
                                "additionalProperties": True},
-                "Note": {"type": "object", "properties": {"note": {"type": "string"}}},
+                "Note": {"type": "object", "properties": {"note": {
+                    "type": "string", "maxLength": MAX_AUDIT_NOTE_CHARS}}},
                 "Trigger": {"type": "object", "properties": {
-                    "args": {"type": "array"}, "note": {"type": "string"}}},
+                    "args": {"type": "array"}, "note": {
+                        "type": "string", "maxLength": MAX_AUDIT_NOTE_CHARS}}},
                 "Backfill": {"type": "object", "properties": {
                     "since": {"type": "string", "format": "date-time"},
                     "until": {"type": "string", "format": "date-time"},
                     "latest_only": {"type": "boolean"}, "dry_run": {"type": "boolean"},
-                    "note": {"type": "string"}}}}},
+                    "yes": {"type": "boolean", "description": "push above "
+                            f"{BACKFILL_CONFIRM_JOBS:,} jobs, and ticks from before first-seen "
+                            "(the CLI's --yes)"},
+                    "max_jobs": {"type": "integer", "minimum": 1, "description": "push at "
+                                 "most this many, the oldest first; run it again for the next "
+                                 "(the CLI's --max-jobs)"},
+                    "note": {"type": "string", "maxLength": MAX_AUDIT_NOTE_CHARS}},
+                    "additionalProperties": False}}},
     }

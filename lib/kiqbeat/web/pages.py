@@ -1,35 +1,36 @@
 """The console's pages: server-rendered HTML that works without JavaScript.
 
-Every value from the store is escaped twice over: `visible` turns control, bidi and other
-invisible characters into `\\uXXXX` text (a name cannot reorder or hide what follows it),
-then Jinja2's autoescape escapes markup. A schedule is addressed by a query parameter
-(`/schedule?name=...`), never by a path segment, so that any name works. Actions are POST
-forms carrying the CSRF field (auth.py); after one, the browser is sent back to the
-schedule's page (303) with a fixed message.
+Every value from the store is escaped twice over: the `v` filter (`kiqbeat.errors.escaped`,
+the CLI's escaping) turns control, bidi and other invisible characters into `\\u202e`-style
+text (a name cannot reorder or hide what follows it), then Jinja2's autoescape escapes
+markup. That escaped text is for display only: a form carries the schedule's name
+losslessly, percent-encoded in its `key` field (`form_name` reads it back), so an action
+always hits the schedule shown, never one literally named as its escaped form. A schedule
+is addressed by a query parameter (`/schedule?name=...`), never by a path segment, so that
+any name works. Actions are POST forms carrying the CSRF field (auth.py); after one, the
+browser is sent back to the schedule's page (303) with a fixed message.
 """
 
 from __future__ import annotations
 
 import json
-import unicodedata
 from collections.abc import Callable
 from importlib import resources
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, unquote, urlencode
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from kiqbeat.core.limits import MAX_AUDIT_ENTRIES, MAX_AUDIT_NOTE_CHARS
+from kiqbeat.core.limits import MAX_AUDIT_ENTRIES, MAX_DEFINITION_BYTES
 from kiqbeat.core.records import REASONS
-from kiqbeat.entrypoints.preview import parse_instant
-from kiqbeat.errors import ConfigError, KiqbeatError, shown
+from kiqbeat.entrypoints.requests import from_fields
+from kiqbeat.errors import ConfigError, KiqbeatError, escaped, foreign_json, shown
 from kiqbeat.web.auth import SESSION_COOKIE, SESSION_S, Auth, Principal
-from kiqbeat.web.console import STATES, Console, NotFoundError, definition_of
+from kiqbeat.web.console import STATES, Console, NotFoundError, checked_note, definition_of
 
-_INVISIBLE = ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp")
 FLASH = {"paused": "Paused.", "resumed": "Resumed.", "unchanged": "Nothing to change.",
          "triggered": "Pushed one job now.", "saved": "Saved; the next invocation plans it.",
          "created": "Created; the next invocation plans it.", "deleted": "Deleted.",
@@ -37,17 +38,27 @@ FLASH = {"paused": "Paused.", "resumed": "Resumed.", "unchanged": "Nothing to ch
 
 
 def visible(value: object) -> str:
-    """`value` as text with every invisible or control character written as \\uXXXX."""
-    text = "" if value is None else str(value)
-    if text.isascii() and text.isprintable():
-        return text
-    return "".join(f"\\u{ord(c):04x}" if unicodedata.category(c) in _INVISIBLE else c
-                   for c in text)
+    """`value` as text for display, escaped as the CLI escapes it (`kiqbeat.errors.escaped`)."""
+    return escaped("" if value is None else str(value))
 
 
 def quoted(value: object) -> str:
     """A name percent-encoded for a query string (every reserved character, `/` too)."""
     return quote(str(value).encode(errors="surrogateescape"), safe="")
+
+
+def form_name(fields: dict[str, str]) -> str:
+    """The schedule a posted form names: its `key` field (`quoted` by the page, lossless:
+    any character, any byte) or else its `name` field as typed."""
+    if "key" in fields:
+        return unquote(fields["key"], errors="surrogateescape")
+    return fields.get("name", "")
+
+
+def note_of(fields: dict[str, str]) -> str:
+    """A form's note for the audit trail; ConfigError when it is over the bound the CLI
+    and the Lambda keep (it is refused, never cut)."""
+    return checked_note(fields.get("note", ""))
 
 
 def _environment() -> Environment:
@@ -87,8 +98,9 @@ class Pages:
 
     def go(self, path: str, **query: str) -> RedirectResponse:
         """A 303 to one of the console's pages."""
-        return RedirectResponse(f"{self.root}{path}" + (f"?{urlencode(query)}" if query
-                                                        else ""), status_code=303)
+        text = "&".join(f"{k}={quoted(v)}" for k, v in query.items())
+        return RedirectResponse(f"{self.root}{path}" + (f"?{text}" if text else ""),
+                                status_code=303)
 
 
 def _pages(request: Request) -> Pages:
@@ -156,7 +168,10 @@ def schedules(request: Request, pages: Pages, _: Principal) -> Response:
 def schedule(request: Request, pages: Pages, _: Principal) -> Response:
     name = request.query_params.get("name", "")
     d = pages.console.detail(name)
-    definition = json.dumps(d.row.status.definition, indent=2, ensure_ascii=False)
+    size = d.row.status.oversized_bytes
+    definition = (foreign_json(d.row.status.definition, indent=2) if size is None else
+                  f"(not read: {size:,} bytes, over the limit of {MAX_DEFINITION_BYTES:,}; "
+                  "set aside)")
     return pages.render(request, "schedule.html", d=d, definition=definition,
                         entries=d.audit)
 
@@ -179,19 +194,19 @@ def edit(request: Request, pages: Pages, _: Principal) -> Response:
         return pages.problems(request, "Read-only here", [
             f"schedule {shown(name)} belongs to the document {shown(row.status.source, 200)}: "
             "change it there"], 409, back=f"{pages.root}/schedule?name={quoted(name)}")
-    text = json.dumps(row.status.definition, indent=2, ensure_ascii=False)
+    text = foreign_json(row.status.definition, indent=2)
     return pages.render(request, "edit.html", editing=True, name=name, text=text, problems=[])
 
 
 def save(request: Request, pages: Pages, principal: Principal) -> Response:
     fields = _fields(request)
-    name, text = fields.get("name", ""), fields.get("definition", "")
+    name, text = form_name(fields), fields.get("definition", "")
     editing = bool(fields.get("editing"))
     try:
         if not name:
             raise ConfigError("a schedule needs a name")
         created = pages.console.put(principal.actor, name, definition_of(text, name),
-                                    fields.get("note", "")[:MAX_AUDIT_NOTE_CHARS])
+                                    note_of(fields))
     except NotFoundError:
         raise
     except ConfigError as exc:
@@ -202,8 +217,8 @@ def save(request: Request, pages: Pages, principal: Principal) -> Response:
 
 def act(request: Request, pages: Pages, principal: Principal) -> Response:
     fields = _fields(request)
-    name, action = fields.get("name", ""), fields.get("action", "")
-    note = fields.get("note", "")[:MAX_AUDIT_NOTE_CHARS]
+    name, action = form_name(fields), fields.get("action", "")
+    note = note_of(fields)
     console = pages.console
     if action == "pause":
         done = "paused" if console.pause(principal.actor, name, note) else "unchanged"
@@ -239,15 +254,17 @@ def backfill_form(request: Request, pages: Pages, _: Principal) -> Response:
 
 
 def backfill(request: Request, pages: Pages, principal: Principal) -> Response:
+    """A dry run (the count, and how many ticks are from before first-seen), or, confirmed
+    from the dry run's page (which posts `yes`: the operator saw the count), the push."""
     fields = _fields(request)
-    name = fields.get("name", "")
+    name = form_name(fields)
     since_text, until_text = fields.get("since", "").strip(), fields.get("until", "").strip()
-    since = parse_instant(since_text, "since") if since_text else None
-    until = parse_instant(until_text, "until") if until_text else None
     latest_only, confirm = bool(fields.get("latest_only")), fields.get("confirm") == "1"
-    result = pages.console.backfill(principal.actor, name, since=since, until=until,
-                                    latest_only=latest_only, dry_run=not confirm,
-                                    note=fields.get("note", "")[:MAX_AUDIT_NOTE_CHARS])
+    raw: dict[str, Any] = {"names": [name], "latest_only": latest_only,
+                           "dry_run": not confirm, "yes": fields.get("yes") == "1",
+                           "note": fields.get("note", "")}
+    raw |= {k: v for k, v in (("since", since_text), ("until", until_text)) if v}
+    result = pages.console.backfill(principal.actor, from_fields("backfill", raw))
     return pages.render(request, "backfill.html", name=name, result=result, dry=not confirm,
                         missed=pages.console.store().missed([name]), since=since_text,
                         until=until_text, latest_only=latest_only)

@@ -15,6 +15,11 @@ module KiqbeatStore
   class Error < StandardError; end
 
   TRUTHY = /\A(true|t|yes|y|1)\z/i
+  # kiqbeat never reads a definition over this many bytes as stored (it sets it aside,
+  # unread): writers refuse one up front, and read none that is.
+  MAX_DEFINITION_BYTES = 65_536
+  # A stored definition over the limit, in place of its text: its length, not read.
+  Oversized = Struct.new(:size_bytes)
   SIDEKIQ_OPTIONS = %w[retry retry_for retry_queue backtrace dead tags].freeze
 
   module_function
@@ -37,6 +42,7 @@ module KiqbeatStore
   # Add or replace a schedule: `definition` is a Hash in a kiqbeat document's schedule form.
   def put(redis, name, definition, ns: "", shards: 1)
     json = JSON.generate(definition)
+    fits!(name, json)
     change(redis, name, ns) do |current|
       mine!(name, current)
       writes(name, json, ns, shards)
@@ -66,13 +72,33 @@ module KiqbeatStore
   def enable(redis, name, enabled, ns: "", shards: 1)
     change(redis, name, ns) do |current|
       raise Error, "no schedule #{name.inspect} in the store" if current.nil?
+      if current.is_a?(Oversized)
+        raise Error, "schedule #{name.inspect}: its definition is #{bytes(current.size_bytes)} " \
+                     "bytes as stored, over the limit of #{bytes(MAX_DEFINITION_BYTES)} bytes " \
+                     "(not read); put it again"
+      end
 
       definition = parse(current)
       raise Error, "schedule #{name.inspect} is not a JSON object; put it again" unless definition
       next [] if definition.fetch("enabled", true) == enabled
 
-      writes(name, JSON.generate(definition.merge("enabled" => enabled)), ns, shards)
+      json = JSON.generate(definition.merge("enabled" => enabled))
+      fits!(name, json)
+      writes(name, json, ns, shards)
     end
+  end
+
+  # Refuse a definition kiqbeat would set aside unread (kiqbeat's own message).
+  def fits!(name, json)
+    return if json.bytesize <= MAX_DEFINITION_BYTES
+
+    raise Error, "schedule #{name.inspect}: its definition is #{bytes(json.bytesize)} bytes " \
+                 "as stored, over the limit of #{bytes(MAX_DEFINITION_BYTES)} bytes; keep " \
+                 "large data out of a schedule (its args carry an id, the data lives elsewhere)"
+  end
+
+  def bytes(count)
+    count.to_s.reverse.scan(/\d{1,3}/).join(",").reverse
   end
 
   # The definition, its set-aside reason cleared, and its index entry at 0: "plan me".
@@ -82,12 +108,15 @@ module KiqbeatStore
   end
 
   # Runs the block's commands in MULTI, reading again if another writer changed the
-  # definitions meanwhile (WATCH). True when written, false when the block gave none.
+  # definitions meanwhile (WATCH). True when written, false when the block gave none. The
+  # block gets the current definition: nil, its text, or Oversized (its length asked first:
+  # one over the limit is never read).
   def change(redis, name, ns)
     key = definitions_key(ns)
     loop do
       done = redis.watch(key) do
-        commands = yield redis.hget(key, name)
+        size = redis.hstrlen(key, name)
+        commands = yield(size > MAX_DEFINITION_BYTES ? Oversized.new(size) : redis.hget(key, name))
         if commands.empty?
           redis.unwatch
           return false
@@ -99,6 +128,8 @@ module KiqbeatStore
   end
 
   def parse(json)
+    return nil unless json.is_a?(String)
+
     value = JSON.parse(json)
     value.is_a?(Hash) ? value : nil
   rescue JSON::ParserError

@@ -1,0 +1,57 @@
+-- One step of the console's sweep (kiqbeat.web.names.Sweep): a page of the definitions
+-- hash's names added to the name index, and a page of the index checked against the hash.
+-- No definition ever leaves Redis: the reply holds names only, whatever the values' size.
+--
+-- KEYS[1]: the definitions hash (kiqbeat:schedules)
+-- KEYS[2]: the name index (kiqbeat:names, a sorted set, every score 0)
+-- ARGV[1]: HSCAN cursor of KEYS[1], or "" when this pass's walk of the hash is done
+-- ARGV[2]: page length: HSCAN COUNT, and the index names checked per call
+-- ARGV[3]: ZRANGEBYLEX start of the index walk ("-": its first name, "(" .. NAME: after
+--          NAME), or "" when this pass's walk of the index is done
+-- ARGV[4]: "1" when the server has HSCAN NOVALUES (Redis 7.4 and later): the values are
+--          not even handed to the script
+-- Returns {next HSCAN cursor ("" when the hash's walk is done), {names met in the hash},
+--          next index start ("" when the index's walk is done), names dropped from the index}
+
+local page = tonumber(ARGV[2])
+local met = {}
+local cursor = ""
+if ARGV[1] ~= "" then
+    local reply
+    if ARGV[4] == "1" then
+        reply = redis.call("HSCAN", KEYS[1], ARGV[1], "COUNT", page, "NOVALUES")
+        met = reply[2]
+    else
+        reply = redis.call("HSCAN", KEYS[1], ARGV[1], "COUNT", page)
+        for i = 1, #reply[2], 2 do
+            met[#met + 1] = reply[2][i]
+        end
+    end
+    if reply[1] ~= "0" then
+        cursor = reply[1]
+    end
+    for first = 1, #met, 200 do  -- ZADD in pieces: unpack's stack is bounded
+        local args = {}
+        for i = first, math.min(first + 199, #met) do
+            args[#args + 1] = 0
+            args[#args + 1] = met[i]
+        end
+        redis.call("ZADD", KEYS[2], unpack(args))
+    end
+end
+
+local dropped = 0
+local start = ""
+if ARGV[3] ~= "" then
+    local names = redis.call("ZRANGEBYLEX", KEYS[2], ARGV[3], "+", "LIMIT", 0, page)
+    for _, name in ipairs(names) do
+        if redis.call("HEXISTS", KEYS[1], name) == 0 then
+            redis.call("ZREM", KEYS[2], name)
+            dropped = dropped + 1
+        end
+    end
+    if #names == page then
+        start = "(" .. names[#names]
+    end
+end
+return {cursor, met, start, dropped}
