@@ -251,7 +251,8 @@ class Engine:
         """The schedule store API on this engine's client, with the namespace, window and
         shard count of its settings."""
         config = self.config() if config is None else config
-        shards = self.settings.shard[1] if self.settings.shard else None  # None: as recorded
+        # The deployment's count (--shard, --shard-count), else the one the store records.
+        shards = self.settings.shard[1] if self.settings.shard else self.settings.shard_count
         return Store(self.client, namespace=config.namespace, shards=shards,
                      window_s=config.missed_jobs_window_s, history=self.settings.history,
                      lua=self._lua, actor=self.settings.actor or None)

@@ -140,15 +140,17 @@ def shown_text(text: str | bytes, limit: int = MAX_SHOWN_CHARS) -> str:
     return head if len(text) <= limit and len(head) <= limit else head[:limit] + "..."
 
 
-def json_name(name: str) -> dict[str, str]:
+def json_name(name: str, key: str = "name") -> dict[str, str]:
     """A name's fields in JSON output: `{"name": NAME}`, or, for a name that is not UTF-8
     (which no JSON string can hold), its escaped form (as `shown_text`) and, losslessly,
-    its bytes in hex: `{"name": "bad\\udcff", "name_hex": "626164ff"}`."""
+    its bytes in hex: `{"name": "bad\\udcff", "name_hex": "626164ff"}`; `key` names the
+    field (`schedule` for a pushed job's)."""
     try:
         name.encode()
     except UnicodeEncodeError:
-        return {"name": shown_text(name), "name_hex": name.encode(errors="surrogateescape").hex()}
-    return {"name": name}
+        return {key: shown_text(name),
+                f"{key}_hex": name.encode(errors="surrogateescape").hex()}
+    return {key: name}
 
 
 def foreign_json(value: Any, *, indent: int | None = None) -> str:

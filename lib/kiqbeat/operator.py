@@ -164,8 +164,8 @@ class Backfill:
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         def job(j: PushedJob) -> dict[str, Any]:
-            return {"schedule": j.schedule, "tick": j.tick.isoformat(), "jid": j.jid,
-                    "queue": j.queue}
+            return {**json_name(j.schedule, "schedule"), "tick": j.tick.isoformat(),
+                    "jid": j.jid, "queue": j.queue}
         return {"schedules": self.schedules, "planned": self.planned, "capped": self.capped,
                 "dropped": self.dropped, "before_first_seen": self.before_first_seen,
                 "pushed": self.pushed, "already": self.already, "stale": self.stale,
@@ -186,7 +186,7 @@ class Triggered:
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
-        return {"name": self.name, "jid": self.jid, "queue": self.queue,
+        return {**json_name(self.name), "jid": self.jid, "queue": self.queue,
                 "at": self.at.isoformat()}
 
 

@@ -58,3 +58,16 @@ def test_the_operators_commands_are_methods_of_every_store(client: redis.Redis) 
     other = store.acting("bob", note="INC-1").resharded(3)
     assert isinstance(other, Store)
     assert (other.actor, other.note, other.shards, store.shards) == ("bob", "INC-1", 3, 2)
+
+
+def test_the_store_api_of_a_sharded_deployment_writes_into_its_shards_before_any_reindex(
+    client: redis.Redis,
+) -> None:
+    from kiqbeat.core.plan import shard_of
+    from kiqbeat.engine import Engine
+    from kiqbeat.settings import Settings
+
+    store = Engine(Settings(shard_count=3), client=client).store()
+    store.put("digest:1", {"cron": "0 9 * * *", "class": "DigestWorker"})
+    assert client.zscore(f"kiqbeat:due:{shard_of('digest:1', 3)}/3", "digest:1") is not None
+    assert not client.exists("kiqbeat:due")

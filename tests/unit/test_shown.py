@@ -138,3 +138,20 @@ def test_escaped_leaves_no_forging_character_and_does_not_clip(text: str) -> Non
     long = text * 100
     assert escaped(long) == escaped(text) * 100
     assert all(c not in escaped(long) for c in "\x1b\u202e\u2066\u200f\n\r\u200b\u3164\udcff")
+
+
+def test_operator_answers_carry_a_name_that_is_not_utf8_in_hex_and_stay_json() -> None:
+    from datetime import UTC, datetime
+
+    from kiqbeat.core.report import PushedJob
+    from kiqbeat.operator import Backfill, Triggered
+
+    name = b"bad\xff".decode(errors="surrogateescape")
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    job = PushedJob(name, at, "0" * 24, "default")
+    backfilled = Backfill(pushed=1, last=job, jobs=[job]).as_dict()
+    triggered = Triggered(name, "manual" + "0" * 18, "default", at).as_dict()
+    assert backfilled["last"]["schedule_hex"] == "626164ff"
+    assert backfilled["jobs"][0]["schedule_hex"] == "626164ff"
+    assert triggered["name_hex"] == "626164ff"
+    json.dumps([backfilled, triggered]).encode()  # valid JSON that UTF-8 can carry

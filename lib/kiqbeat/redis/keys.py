@@ -50,10 +50,11 @@ def due(ns: str, shard: tuple[int, int] | None = None) -> str:
 
 
 def shards(ns: str) -> str:
-    """String: how many shards the due index is split into (absent: as the first invocation
-    found it). Set once by an invocation (SET NX) and by `kiqbeat schedules reindex`; an
-    invocation run with another count warns, since the index it reads is then not the one
-    writers fill."""
+    """String: how many shards the due index is split into (absent: one). Recorded by
+    `kiqbeat schedules reindex` (and by a writer's first write to an empty store, with the
+    writer's count); never by an invocation, which refuses to run with another count (or
+    with N > 1 when none is recorded), since the index it would read is not the one writers
+    fill."""
     return f"{ns}kiqbeat:shards"
 
 
