@@ -453,3 +453,66 @@ def test_pages_and_answers_never_read_an_oversized_definition_and_show_it_set_as
     assert one.status_code == 200 and one.json()["definition"] is None
     assert one.json()["oversized_bytes"] == len(huge) and one.json()["fires"] == []
     assert page.status_code == 200 and "not read: " in page.text
+
+
+# ---------------------------------------------------------------------------- validate
+
+NEW_YORK_CRON_JOBS = {  # as Debian's sidekiq-cron 1.8 stores them in Redis
+    "weekdays": {"name": "weekdays", "klass": "W", "cron": "0 0 */2 * 1-5", "args": "[]",
+                 "message": json.dumps({"queue": "low", "class": "W", "args": []}),
+                 "status": "enabled", "active_job": "false", "description": "",
+                 "last_enqueue_time": ""},
+    "nightly": {"name": "nightly", "klass": "N", "cron": "30 2 * * *", "args": "[1]",
+                "message": json.dumps({"queue": "default", "class": "N", "args": [1]}),
+                "status": "enabled", "active_job": "false", "description": ""},
+}
+
+
+def test_validate_answers_a_sidekiq_cron_jobs_warnings_as_kiqbeat_validate_gives_them(
+    console: Served, tmp_path: Path, redis_client: redis.Redis
+) -> None:
+    document = tmp_path / "schedule.yml"
+    document.write_text("weekdays: {cron: '0 0 */2 * 1-5', class: W, queue: low}\n"
+                        "nightly: {cron: '30 2 * * *', class: N, args: [1]}\n")
+    printed = kiqbeat_cli("validate", str(document), "--format", "sidekiq-cron",
+                          "--app-zone", "America/New_York")
+    assert printed.returncode == 0, printed.stderr
+    lines = [line.removeprefix("warning: ") for line in printed.stdout.splitlines()
+             if line.startswith("warning: ")]
+    with console.api(READER_TOKEN) as api:
+        answers = {name: api.post("/api/v1/validate", json={
+            "definition": job, "format": "sidekiq-cron", "app_zone": "America/New_York"})
+            for name, job in NEW_YORK_CRON_JOBS.items()}
+    assert {a.status_code for a in answers.values()} == {200}
+    for name, answer in answers.items():
+        body = answer.json()
+        own = [w for w in lines if f"schedule '{name}'" in w]
+        assert own and [w for w in body["warnings"] if f"schedule '{name}'" in w] == own
+        assert body["problems"] == []
+    weekdays, nightly = answers["weekdays"].json(), answers["nightly"].json()
+    assert any("fugit" in w and "'*/2'" in w for w in weekdays["warnings"])
+    assert any("daylight saving" in w and "(fugit) does not fire" in w
+               for w in nightly["warnings"])
+    assert any("without a zone" in w and "America/New_York" in w for w in nightly["warnings"])
+    assert weekdays["definition"] == {"class": "W", "cron": "0 0 */2 * 1-5", "args": [],
+                                      "enabled": True, "queue": "low"}
+    assert not redis_client.exists("kiqbeat:schedules")  # it wrote nothing
+
+
+def test_validate_answers_a_kiqbeat_definitions_problems_and_refuses_a_malformed_request(
+    console: Served, store: Store
+) -> None:
+    bad = {"cron": "* * 31 2 *", "class": "W", "quue": "low"}
+    with pytest.raises(ConfigError) as raised:
+        store.check("bad", bad)
+    with console.api(READER_TOKEN) as api:
+        checked = api.post("/api/v1/validate", json={"definition": bad, "name": "bad"})
+        unknown = api.post("/api/v1/validate", json={"definition": bad, "format": "cronjob"})
+        no_definition = api.post("/api/v1/validate", json={"format": "kiqbeat"})
+        bad_now = api.post("/api/v1/validate", json={"definition": bad, "now": "soon"})
+    assert checked.status_code == 200
+    assert checked.json()["problems"] == raised.value.problems
+    assert store.get("bad") is None
+    assert (unknown.status_code, no_definition.status_code, bad_now.status_code) \
+        == (422, 422, 422)
+    assert "'cronjob'" in unknown.json()["error"] and "'soon'" in bad_now.json()["error"]

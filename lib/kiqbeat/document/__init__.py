@@ -10,16 +10,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from kiqbeat.core.schedule import Config
 from kiqbeat.document.convert import convert
-from kiqbeat.document.imported import KIQBEAT, ImportOptions
+from kiqbeat.document.imported import KIQBEAT, SIDEKIQ_CRON, ImportOptions
 from kiqbeat.document.read import parse, read_file
 from kiqbeat.document.validate import validate
-from kiqbeat.errors import ConfigError
+from kiqbeat.errors import ConfigError, shown
 
 
 def load_config_text(data: bytes | str, *, source: str = "",
@@ -63,3 +65,51 @@ def parse_config(doc: object, *, source: str = "", problems: Sequence[str] = (),
         where = f"{source} " if source else ""
         raise ConfigError(exc.problems, source=f"{where}(read as a {converted.tool} file)"
                           ) from None
+
+
+CHECKED_FORMATS = (KIQBEAT, SIDEKIQ_CRON)
+
+
+@dataclass(frozen=True)
+class Checked:
+    """One definition as `kiqbeat validate` reads it: its problems, its warnings, and the
+    kiqbeat definition it converts to (None when it converts to none)."""
+
+    problems: list[str]
+    warnings: list[str]
+    definition: dict[str, Any] | None
+
+
+def check_definition(name: str, definition: Mapping[str, Any], fmt: str = KIQBEAT, *,
+                     app_zone: str | None = None, now: datetime | None = None) -> Checked:
+    """One schedule read as `kiqbeat validate` reads a file holding it alone, with the same
+    messages; nothing is written.
+
+    `fmt` is "kiqbeat" (a definition in a document's schedule form) or "sidekiq-cron" (one
+    job hash as sidekiq-cron stores it in Redis, `sidekiq.stored_cron_job`, read by the
+    sidekiq-cron importer: fugit's readings, daylight saving in the 12 months after `now`
+    when given, the zone a zone-less cron ran in — `app_zone`, the zone sidekiq-cron read
+    crons in). ConfigError when `fmt` or `app_zone` is not one kiqbeat knows.
+    """
+    from kiqbeat.document import sidekiq  # another tool's job only
+
+    if fmt not in CHECKED_FORMATS:
+        raise ConfigError(f"format {shown(fmt)} must be one of "
+                          f"{', '.join(map(repr, CHECKED_FORMATS))}")
+    doc: object
+    if fmt == SIDEKIQ_CRON:
+        doc = [{**sidekiq.stored_cron_job(dict(definition)), "name": name}]
+    else:
+        doc = {"schedules": {name: dict(definition)}}
+    converted = convert(doc, ImportOptions(format=fmt, app_zone=app_zone), now=now)
+    if converted.options.format is None:  # the options themselves were refused
+        raise ConfigError(converted.problems)
+    schedules = converted.document.get("schedules")
+    out = schedules.get(name) if isinstance(schedules, dict) else None
+    try:
+        config = validate(converted.document, problems=converted.problems,
+                          warnings=converted.warnings)
+    except ConfigError as exc:
+        return Checked(list(exc.problems), list(converted.warnings),
+                       out if isinstance(out, dict) else None)
+    return Checked([], list(config.warnings), out if isinstance(out, dict) else None)

@@ -246,6 +246,25 @@ def _cron_args(value: object) -> list[Any]:
     return value if isinstance(value, list) else [value]
 
 
+def stored_cron_job(fields: dict[str, Any]) -> dict[str, Any]:
+    """A job hash as sidekiq-cron stores it in Redis (`cron_job:NAME`: every value a string,
+    the queue and Sidekiq options inside the JSON `message`) as an entry of a sidekiq-cron
+    file, which `from_cron` reads: `message`'s queue and retry become the entry's (its other
+    keys are left out), and the bookkeeping fields and empty strings are dropped."""
+    entry = {k: v for k, v in fields.items()
+             if k not in ("message", "last_enqueue_time") and v != ""}
+    message = fields.get("message")
+    try:
+        parsed = json.loads(message) if isinstance(message, str) else message
+    except (ValueError, RecursionError):
+        parsed = None
+    if isinstance(parsed, dict):
+        for key in ("queue", "retry"):
+            if key not in entry and parsed.get(key) is not None:
+                entry[key] = parsed[key]
+    return entry
+
+
 def from_cron(name: object, entry: object, out: Converted) -> dict[str, Any] | None:
     label = f"schedule {shown(name)}"
     if not is_entry(entry, label, out):

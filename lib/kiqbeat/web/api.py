@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from starlette.requests import Request
@@ -21,6 +22,7 @@ from starlette.routing import Route
 
 from kiqbeat.audit import AuditEntry
 from kiqbeat.core.limits import MAX_DEFINITION_BYTES
+from kiqbeat.document import check_definition
 from kiqbeat.entrypoints.requests import from_fields
 from kiqbeat.errors import ConfigError, KiqbeatError, RedisUnavailableError, json_name, shown
 from kiqbeat.web.auth import Principal
@@ -203,6 +205,44 @@ def _entry(entry: AuditEntry) -> dict[str, Any]:
     return entry.as_dict() | json_name(entry.name)
 
 
+def validate(request: Request, _: Principal) -> Response:
+    """One definition read as `kiqbeat validate` reads it (`check_definition`): 200 with
+    its problems, warnings and kiqbeat definition, the problems included (nothing is
+    written, so a reader's token may ask); 422 for a malformed request."""
+    body = _body(request)
+    if not isinstance(body, dict) or not isinstance(body.get("definition"), dict):
+        raise ConfigError("the body must be a JSON object with 'definition', a JSON object "
+                          f"(and optionally format, name, app_zone, now), got {shown(body)}")
+    unknown = sorted(set(body) - {"definition", "format", "name", "app_zone", "now"})
+    if unknown:
+        raise ConfigError(f"unknown field {shown(unknown[0])} in the body (definition, "
+                          "format, name, app_zone, now)")
+    definition, fmt = body["definition"], body.get("format", "kiqbeat")
+    name = body.get("name") or definition.get("name") or "schedule"
+    app_zone = body.get("app_zone")
+    for field, value in (("format", fmt), ("name", name), ("app_zone", app_zone)):
+        if value is not None and not isinstance(value, str):
+            raise ConfigError(f"{field} {shown(value)} must be a string")
+    checked = check_definition(name, definition, fmt, app_zone=app_zone,
+                               now=_instant(body.get("now")))
+    return JSONResponse({"problems": checked.problems, "warnings": checked.warnings,
+                         "definition": checked.definition})
+
+
+def _instant(value: object) -> datetime:
+    """The request's `now` (ISO 8601; a zone-less one is UTC), else the present."""
+    if value is None:
+        return datetime.now(UTC)
+    try:
+        when = datetime.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        when = None
+    if when is None:
+        raise ConfigError(f"now {shown(value)} must be an ISO 8601 date and time "
+                          "('2026-11-26T10:00:00Z')")
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
 def openapi_json(request: Request) -> Response:
     return JSONResponse(openapi())
 
@@ -239,7 +279,8 @@ def routes() -> list[Route]:
            Route(f"{base}/schedules", _with_body(endpoint(list_schedules)), methods=["GET"]),
            Route(f"{base}/missed", _with_body(endpoint(missed)), methods=["GET"]),
            Route(f"{base}/status", _with_body(endpoint(status)), methods=["GET"]),
-           Route(f"{base}/audit", _with_body(endpoint(audit)), methods=["GET"])]
+           Route(f"{base}/audit", _with_body(endpoint(audit)), methods=["GET"]),
+           Route(f"{base}/validate", _with_body(endpoint(validate)), methods=["POST"])]
     out += [Route(f"{base}/schedules/{{name:path}}/{verb}",
                   _with_body(endpoint(handler, act=True)), methods=["POST"])
             for verb, handler in acting]

@@ -64,7 +64,13 @@ def openapi() -> dict[str, Any]:
                                       "pushes, the document's state", errors=("401",))},
         "/api/v1/audit": {"get": _op("the audit trail, newest first", errors=("401",),
                                      query=("name", "limit"))},
+        "/api/v1/validate": {"post": _op(
+            "read one definition as `kiqbeat validate` reads it and answer its problems, "
+            "warnings and kiqbeat definition (Checked); writes nothing, so a reader's token "
+            "may ask", body="Validate", errors=("401", "422"))},
     }
+    paths["/api/v1/validate"]["post"]["responses"]["200"]["content"] = {
+        "application/json": {"schema": {"$ref": "#/components/schemas/Checked"}}}
     return {
         "openapi": "3.1.0",
         "info": {"title": "kiqbeat console API", "version": "1",
@@ -81,6 +87,27 @@ def openapi() -> dict[str, Any]:
                 "Definition": {"type": "object", "description": "a schedule in a document's "
                                "schedule form: cron or every, class, queue, args, tz, ...",
                                "additionalProperties": True},
+                "Validate": {"type": "object", "required": ["definition"], "properties": {
+                    "definition": {"type": "object", "description": "a schedule in a "
+                                   "document's schedule form, or (format sidekiq-cron) one "
+                                   "job hash as sidekiq-cron stores it in Redis",
+                                   "additionalProperties": True},
+                    "format": {"type": "string", "enum": ["kiqbeat", "sidekiq-cron"],
+                               "default": "kiqbeat"},
+                    "name": {"type": "string", "description": "the schedule's name (default: "
+                             "the definition's name, else 'schedule')"},
+                    "app_zone": {"type": "string", "description": "the zone the tool read "
+                                 "zone-less crons in (sidekiq-cron: the Sidekiq servers' "
+                                 "zone), as --app-zone"},
+                    "now": {"type": "string", "format": "date-time", "description": "start "
+                            "of the 12 months searched for daylight-saving differences "
+                            "(default: now)"}},
+                    "additionalProperties": False},
+                "Checked": {"type": "object", "required": ["problems", "warnings",
+                                                           "definition"], "properties": {
+                    "problems": {"type": "array", "items": {"type": "string"}},
+                    "warnings": {"type": "array", "items": {"type": "string"}},
+                    "definition": {"type": ["object", "null"]}}},
                 "Note": {"type": "object", "properties": {"note": {
                     "type": "string", "maxLength": MAX_AUDIT_NOTE_CHARS}}},
                 "Trigger": {"type": "object", "properties": {
