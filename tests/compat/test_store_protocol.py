@@ -17,7 +17,7 @@ import re
 import subprocess
 import zlib
 from collections.abc import Iterator, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -29,11 +29,15 @@ from kiqbeat.core.payload import jid
 from kiqbeat.core.plan import shard_of, to_ms
 from kiqbeat.core.report import Report
 from kiqbeat.core.schedule import Config
-from kiqbeat.document import load_config_file
+from kiqbeat.document import load_config_file, load_config_text
+from kiqbeat.document.imported import ImportOptions
 from kiqbeat.engine import Engine, run
 from kiqbeat.settings import Settings
 from kiqbeat.store import Store
+from kiqbeat.web.app import create_app
+from kiqbeat.web.auth import Auth, Token
 from tests.integration.helpers import pushed_jobs, redis_now
+from tests.web.conftest import READER_TOKEN, serve
 
 from .harness import RUBY_DIR, need, wait_for
 
@@ -390,6 +394,8 @@ def test_sidekiq_cron_jobs_move_to_the_store_and_leave_sidekiq_cron(
     assert sorted(result["moved"]) == ["cron_dated", "cron_digest", "cron_paused"]
     assert list(result["refused"]) == ["cron_words"]
     assert "every 5 minutes" in result["refused"]["cron_words"]
+    # Without a client, fugit's readings were not asked, and the result says so.
+    assert (result["warnings"], result["warnings_checked"]) == ({}, False)
 
     # sidekiq-cron's own API sees only the refused job; nothing of the others is left.
     assert sidekiq_cron(redis_url, 'require "sidekiq-cron"; '
@@ -418,6 +424,72 @@ def test_sidekiq_cron_jobs_move_to_the_store_and_leave_sidekiq_cron(
     ticks = fire_times("*/10 * * * * Europe/Paris", after=base, until=until)
     assert {j: job["args"] for j, job in jobs.items() if job["class"] == "DatedWorker"} \
         == {jid("cron_dated", t): [{"scheduled_at": t.timestamp()}] for t in ticks}
+
+
+MAKE_NEW_YORK_JOBS = """
+require "sidekiq"
+require "sidekiq-cron"
+Sidekiq.logger.level = Logger::WARN
+jobs = [{name: "weekdays", cron: "0 0 */2 * 1-5", class: "WeekdayWorker"},
+        {name: "nightly", cron: "30 2 * * *", class: "NightlyWorker", args: [1]}]
+jobs.each { |job| Sidekiq::Cron::Job.create(job) || abort("refused: #{job}") }
+"""
+NEW_YORK_FILE = """
+weekdays: {cron: "0 0 */2 * 1-5", class: WeekdayWorker}
+nightly: {cron: "30 2 * * *", class: NightlyWorker, args: [1]}
+"""
+
+
+def migration_snippet() -> str:
+    """The Ruby block of docs/migration.md's "Moving the jobs sidekiq-cron holds now"."""
+    doc = (DOCS / "migration.md").read_text(encoding="utf-8")
+    section = doc[doc.index("### Moving the jobs sidekiq-cron holds now"):]
+    start = section.index("```ruby\n") + len("```ruby\n")
+    return section[start:section.index("\n```", start)]
+
+
+def test_the_printed_migration_warns_where_fugit_read_a_sidekiq_cron_job_differently(
+    client: redis.Redis, redis_url: str, base: datetime,
+) -> None:
+    sidekiq_cron(redis_url, MAKE_NEW_YORK_JOBS)
+    engine = Engine(Settings(redis_url=redis_url))
+    server, thread, url = serve(create_app(engine, Auth([Token("ruby", "reader",
+                                                               READER_TOKEN)])))
+    try:
+        with subprocess.Popen([need("ruby"), "-I", str(STORE_MODULE.parents[1]), "-e",
+                               migration_snippet()],
+                              env={**os.environ, "REDIS_URL": redis_url, "KIQBEAT_URL": url,
+                                   "KIQBEAT_TOKEN": READER_TOKEN},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) as migrate:
+            wait_for("the migration to write both definitions (or stop)",
+                     lambda: client.hlen("kiqbeat:schedules") == 2
+                     or migrate.poll() is not None, timeout_s=60)
+            if migrate.poll() is None:
+                invoke(client, base)
+            out, err = migrate.communicate(timeout=60)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        engine.close()
+    assert migrate.returncode == 0, err[-2000:]
+    result = json.loads(out)
+    assert sorted(result["moved"]) == ["nightly", "weekdays"] and result["refused"] == {}
+    assert result["warnings_checked"] is True
+    # The same warnings, per job, as kiqbeat validate gives on a sidekiq-cron file of them.
+    read = load_config_text(NEW_YORK_FILE, options=ImportOptions(
+        format="sidekiq-cron", app_zone="America/New_York"), now=datetime.now(UTC))
+    for name in ("weekdays", "nightly"):
+        own = [w for w in read.warnings if f"schedule '{name}'" in w]
+        assert own and [w for w in result["warnings"][name] if f"schedule '{name}'" in w] == own
+    assert any("fugit" in w and "'*/2'" in w and "either one" in w
+               for w in result["warnings"]["weekdays"])
+    assert any("daylight saving" in w and "America/New_York" in w
+               and "sidekiq-cron (fugit) does not fire it" in w
+               for w in result["warnings"]["nightly"])
+    assert any("without a zone" in w and "America/New_York" in w
+               for w in result["warnings"]["nightly"])
+    assert client.scard("cron_jobs") == 0
 
 
 # ---------------------------------------------------------------------------- the docs

@@ -510,6 +510,12 @@ def test_validate_answers_a_kiqbeat_definitions_problems_and_refuses_a_malformed
         unknown = api.post("/api/v1/validate", json={"definition": bad, "format": "cronjob"})
         no_definition = api.post("/api/v1/validate", json={"format": "kiqbeat"})
         bad_now = api.post("/api/v1/validate", json={"definition": bad, "now": "soon"})
+        described = api.get("/api/v1/openapi.json").json()
+    with console.api(None) as anonymous:
+        unauthenticated = anonymous.post("/api/v1/validate", json={"definition": bad})
+    assert unauthenticated.status_code == 401
+    assert "post" in described["paths"]["/api/v1/validate"]
+    assert "Validate" in described["components"]["schemas"]
     assert checked.status_code == 200
     assert checked.json()["problems"] == raised.value.problems
     assert store.get("bad") is None

@@ -89,7 +89,8 @@ def check_definition(name: str, definition: Mapping[str, Any], fmt: str = KIQBEA
     job hash as sidekiq-cron stores it in Redis, `sidekiq.stored_cron_job`, read by the
     sidekiq-cron importer: fugit's readings, daylight saving in the 12 months after `now`
     when given, the zone a zone-less cron ran in — `app_zone`, the zone sidekiq-cron read
-    crons in). ConfigError when `fmt` or `app_zone` is not one kiqbeat knows.
+    crons in); the warning on how a file was recognised is left out, the format being
+    given. ConfigError when `fmt` or `app_zone` is not one kiqbeat knows.
     """
     from kiqbeat.document import sidekiq  # another tool's job only
 
@@ -102,6 +103,8 @@ def check_definition(name: str, definition: Mapping[str, Any], fmt: str = KIQBEA
     else:
         doc = {"schedules": {name: dict(definition)}}
     converted = convert(doc, ImportOptions(format=fmt, app_zone=app_zone), now=now)
+    if fmt != KIQBEAT:  # its first warning tells how a file was recognised: not asked here
+        converted.warnings[:] = converted.warnings[1:]
     if converted.options.format is None:  # the options themselves were refused
         raise ConfigError(converted.problems)
     schedules = converted.document.get("schedules")

@@ -10,6 +10,7 @@
 #   client.trigger("digest:42", args: [43])                            # => {"jid" => ...}
 #   client.each_schedule(prefix: "digest:") { |s| puts s["name"] }
 #   client.remove("digest:42")
+#   client.validate({ "cron" => "0 0 */2 * 1-5", "class" => "W" })["warnings"]
 require "json"
 require "net/http"
 require "uri"
@@ -112,6 +113,17 @@ class KiqbeatClient
   def missed(*names)
     query = URI.encode_www_form(names.map { |n| ["name", n] })
     request(:get, "/api/v1/missed#{query.empty? ? "" : "?#{query}"}")[1]["missed"]
+  end
+
+  # Read one definition as `kiqbeat validate` reads it, writing nothing (a reader's token is
+  # enough): {"problems" => [...], "warnings" => [...], "definition" => kiqbeat's form}.
+  # format: "kiqbeat" (a document's schedule form) or "sidekiq-cron" (a job hash as
+  # sidekiq-cron stores it; app_zone: the zone sidekiq-cron read zone-less crons in).
+  def validate(definition, format: "kiqbeat", name: nil, app_zone: nil, now: nil)
+    body = { "definition" => definition, "format" => format, "name" => name,
+             "app_zone" => app_zone,
+             "now" => now.respond_to?(:iso8601) ? now.iso8601 : now }.compact
+    request(:post, "/api/v1/validate", body)[1]
   end
 
   def audit(name = nil, limit: 50)

@@ -182,10 +182,20 @@ module KiqbeatStore
   # Write each sidekiq-cron job as a kiqbeat schedule of the same name, wait until kiqbeat
   # has planned it, then delete sidekiq-cron's job (what Job#destroy deletes) in one step.
   # A definition kiqbeat sets aside is removed again and its job left to sidekiq-cron.
-  # Returns {"moved" => [names], "refused" => {name => why}}.
-  def migrate_sidekiq_cron(redis, tz:, ns: "", shards: 1, timeout_s: 300, poll_s: 0.2)
-    waiting, moved, refused = {}, [], {}
+  # `client` (a KiqbeatClient, kiqbeat/client.rb) asks `kiqbeat validate`'s warnings for
+  # each job before it is moved: where fugit, which sidekiq-cron used, fires the cron on
+  # other days or, in the next 12 months, on daylight-saving nights at other times.
+  # Returns {"moved" => [names], "refused" => {name => why}, "warnings" => {name =>
+  # [warnings]} (the jobs that have any), "warnings_checked" => true}; without a client,
+  # "warnings" is {} and "warnings_checked" false: pass one to have them checked.
+  def migrate_sidekiq_cron(redis, tz:, client: nil, ns: "", shards: 1, timeout_s: 300,
+                           poll_s: 0.2)
+    waiting, moved, refused, warnings = {}, [], {}, {}
     sidekiq_cron_jobs(redis).each do |set, key, job|
+      if client
+        said = client.validate(job, format: "sidekiq-cron", name: job["name"], app_zone: tz)
+        warnings[job["name"]] = said["warnings"] unless said["warnings"].empty?
+      end
       put(redis, job["name"], from_sidekiq_cron(job, tz), ns: ns, shards: shards)
       waiting[job["name"]] = [set, key]
     rescue Error => e # a document's schedule of that name
@@ -220,7 +230,8 @@ module KiqbeatStore
       end
       sleep poll_s
     end
-    { "moved" => moved, "refused" => refused }
+    { "moved" => moved, "refused" => refused, "warnings" => warnings,
+      "warnings_checked" => !client.nil? }
   end
 end
 # --- KiqbeatStore: end ---
