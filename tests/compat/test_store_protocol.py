@@ -36,6 +36,7 @@ from kiqbeat.settings import Settings
 from kiqbeat.store import Store
 from kiqbeat.web.app import create_app
 from kiqbeat.web.auth import Auth, Token
+from tests.entrypoints.conftest import free_port
 from tests.integration.helpers import pushed_jobs, redis_now
 from tests.web.conftest import READER_TOKEN, serve
 
@@ -490,6 +491,23 @@ def test_the_printed_migration_warns_where_fugit_read_a_sidekiq_cron_job_differe
     assert any("without a zone" in w and "America/New_York" in w
                for w in result["warnings"]["nightly"])
     assert client.scard("cron_jobs") == 0
+
+
+def test_the_printed_migration_moves_nothing_when_the_console_cannot_be_asked(
+    client: redis.Redis, redis_url: str,
+) -> None:
+    sidekiq_cron(redis_url, MAKE_NEW_YORK_JOBS)
+    done = subprocess.run([need("ruby"), "-I", str(STORE_MODULE.parents[1]), "-e",
+                           migration_snippet()],
+                          env={**os.environ, "REDIS_URL": redis_url,
+                               "KIQBEAT_URL": f"http://127.0.0.1:{free_port()}",
+                               "KIQBEAT_TOKEN": READER_TOKEN},
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode != 0 and "Connection refused" in done.stderr, done.stderr[-2000:]
+    assert not client.exists("kiqbeat:schedules")
+    assert sidekiq_cron(redis_url, 'require "sidekiq-cron"; '
+                                   'print Sidekiq::Cron::Job.all.map(&:name).sort.join(",")') \
+        == "nightly,weekdays"
 
 
 # ---------------------------------------------------------------------------- the docs

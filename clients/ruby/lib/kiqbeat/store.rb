@@ -184,18 +184,24 @@ module KiqbeatStore
   # A definition kiqbeat sets aside is removed again and its job left to sidekiq-cron.
   # `client` (a KiqbeatClient, kiqbeat/client.rb) asks `kiqbeat validate`'s warnings for
   # each job before it is moved: where fugit, which sidekiq-cron used, fires the cron on
-  # other days or, in the next 12 months, on daylight-saving nights at other times.
+  # other days or, in the next 12 months, on daylight-saving nights at other times (all are
+  # asked before any job is written: if the console fails, its error is raised and nothing
+  # has moved).
   # Returns {"moved" => [names], "refused" => {name => why}, "warnings" => {name =>
   # [warnings]} (the jobs that have any), "warnings_checked" => true}; without a client,
   # "warnings" is {} and "warnings_checked" false: pass one to have them checked.
   def migrate_sidekiq_cron(redis, tz:, client: nil, ns: "", shards: 1, timeout_s: 300,
                            poll_s: 0.2)
     waiting, moved, refused, warnings = {}, [], {}, {}
-    sidekiq_cron_jobs(redis).each do |set, key, job|
-      if client
-        said = client.validate(job, format: "sidekiq-cron", name: job["name"], app_zone: tz)
-        warnings[job["name"]] = said["warnings"] unless said["warnings"].empty?
-      end
+    jobs = sidekiq_cron_jobs(redis)
+    # Every job's warnings first: a console that fails raises before anything is written.
+    jobs.each do |_, _, job|
+      next if JSON.generate(from_sidekiq_cron(job, tz)).bytesize > MAX_DEFINITION_BYTES # put refuses it
+
+      said = client&.validate(job, format: "sidekiq-cron", name: job["name"], app_zone: tz)
+      warnings[job["name"]] = said["warnings"] unless said.nil? || said["warnings"].empty?
+    end
+    jobs.each do |set, key, job|
       put(redis, job["name"], from_sidekiq_cron(job, tz), ns: ns, shards: shards)
       waiting[job["name"]] = [set, key]
     rescue Error => e # a document's schedule of that name
