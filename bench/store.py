@@ -62,7 +62,6 @@ import redis
 from bench import redis_benchmark_lpush  # bench/bench.py, beside this file
 
 from kiqbeat import engine as engine_module
-from kiqbeat import store as store_module
 from kiqbeat.core.report import Report
 from kiqbeat.core.schedule import Config
 from kiqbeat.demo.server import RedisServer, redis_server_path
@@ -70,6 +69,7 @@ from kiqbeat.document import parse_config
 from kiqbeat.engine import Document, Engine
 from kiqbeat.errors import DeadlineError
 from kiqbeat.redis import keys, scripts
+from kiqbeat.redis.side import RedisSide
 from kiqbeat.store import Store
 
 ZONES = ("UTC", "Asia/Kolkata", "Europe/Paris", "America/New_York", "Australia/Sydney")
@@ -130,13 +130,13 @@ def _gc_timer() -> Callable[[str, dict[str, Any]], None]:
 
 
 gc.callbacks.append(_gc_timer())
-SPLIT.wrap(engine_module, "read_due", "read_due")
+SPLIT.wrap(RedisSide, "read_due", "read_due")
 SPLIT.wrap(Engine, "_entries", "parse+validate")
 SPLIT.wrap(engine_module, "plan_due", "plan")
-SPLIT.wrap(engine_module, "push", "push")
+SPLIT.wrap(RedisSide, "push", "push")
 SPLIT.wrap(Engine, "_apply", "apply document")
 SPLIT.wrap(Store, "check", "validate")
-SPLIT.wrap(store_module, "write", "redis write")
+SPLIT.wrap(RedisSide, "write", "redis write")
 STEPS = ("read_due", "parse+validate", "plan", "push")
 
 
