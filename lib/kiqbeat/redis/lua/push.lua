@@ -223,11 +223,10 @@ local function push_above(g, floor)
   end
 end
 
--- Record g's missed ranges above the stored mark and first-seen, extending the last one
--- where they meet.
-local function record(g)
+-- Record g's missed ranges above `floor` (the stored mark and first-seen), extending the
+-- last one where they meet.
+local function record(g, floor)
   local ranges = {}
-  local floor = math.max(g.cur, tonumber(redis.call('HGET', seen_key, g.name)) or 0)
   for _, range in ipairs(g.ranges) do
     local after, through = math.max(range[1], floor), range[2]
     if after < through then
@@ -260,15 +259,18 @@ for _, g in ipairs(groups) do
     push_above(g, tonumber(now_ms))
   else
     -- No pre-history: a watermark set back below first-seen (by hand, to 0 say) must not
-    -- push the window's ticks from before the schedule was first seen.
+    -- push or record the window's ticks from before the schedule was first seen. First-seen
+    -- is read once, and only when there is a tick to push or a range to record.
     local floor = g.cur
-    if g.n > 0 then floor = math.max(floor, tonumber(redis.call('HGET', seen_key, g.name)) or 0) end
+    if g.n > 0 or (g.mark > g.cur and #g.ranges > 0) then
+      floor = math.max(floor, tonumber(redis.call('HGET', seen_key, g.name)) or 0)
+    end
     push_above(g, floor)
     if g.mark > g.cur then
       marks[#marks + 1], marks[#marks + 2] = g.name, g.mark_text
       missed = missed + g.missed
       skipped = skipped + g.skipped
-      if #g.ranges > 0 then record(g) end
+      if #g.ranges > 0 then record(g, floor) end
       reindex(g)
     elseif g.mark == g.cur then
       reindex(g)
