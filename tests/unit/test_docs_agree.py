@@ -367,3 +367,32 @@ def test_the_readme_gives_the_test_command_ci_runs() -> None:
 
 def test_the_readme_is_a_front_door_of_at_most_250_lines() -> None:
     assert len(text(ROOT / "README.md").splitlines()) <= 250
+
+
+def template() -> dict[str, object]:
+    """template.yaml read as YAML, CloudFormation's tags (`!Ref`, `!If`, ...) kept as text."""
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_multi_constructor("!", lambda loader, suffix, node: suffix)
+    loaded: dict[str, object] = yaml.load((ROOT / "template.yaml").read_text(), Loader=Loader)
+    return loaded
+
+
+def test_deploy_parameter_table_names_every_template_parameter() -> None:
+    rows = table(text(DOCS / "deploy.md"), "Typical parameter overrides:")
+    named = {name.strip("` ") for row in rows for name in row[0].split(",")}
+    parameters = template()["Parameters"]
+    assert isinstance(parameters, dict)
+    assert set(parameters) <= named, sorted(set(parameters) - named)
+    assert named <= set(parameters), sorted(named - set(parameters))
+
+
+def test_deploy_environment_table_names_every_variable_the_function_sets() -> None:
+    resources = template()["Resources"]
+    assert isinstance(resources, dict)
+    environment = resources["KiqbeatFunction"]["Properties"]["Environment"]["Variables"]
+    rows = table(text(DOCS / "deploy.md"), "### The function's environment")
+    named = {row[0].strip("`") for row in rows}
+    assert named == set(environment), set(environment) ^ named
