@@ -34,6 +34,7 @@ FOREIGN_FLAGS = {
     "sam": {"--guided", "--parameter-overrides", "--env-vars"},
     "docker": {"--build-arg"},
     "kubectl": {"--from-literal"},
+    "redis-cli": {"--scan", "--pattern"},
     "kubernetes-validate": {"--strict"},
     "bench/cold.py": {"--before"},
     "aws": {"--stack-name", "--query", "--output", "--filter-pattern", "--queue-url",
