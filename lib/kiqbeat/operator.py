@@ -86,11 +86,11 @@ class ScheduleStatus:
         name = shown_name(self.name)
         if self.next_tick is None:
             return f"{name}: set aside: {shown_text(self.set_aside or '', MAX_REASON_CHARS)}"
-        covered = (self.covered_through.isoformat(timespec="seconds") if self.covered_through
-                   else "never seen")
+        covered = (f"last tick covered {self.covered_through.isoformat(timespec='seconds')}"
+                   if self.covered_through else "not planned yet")
         late = f", {self.lag_s:.0f} s overdue" if self.lag_s > 0 else ""
-        return (f"{name}{'' if self.enabled else ' (paused)'}: {self.timing}; last tick "
-                f"covered {covered}; next {self.next_tick.isoformat(timespec='seconds')}{late}"
+        return (f"{name}{'' if self.enabled else ' (paused)'}: {self.timing}; {covered}; "
+                f"next {self.next_tick.isoformat(timespec='seconds')}{late}"
                 + (f"; from {shown_text(self.source)}" if self.source else ""))
 
     def as_dict(self) -> dict[str, Any]:

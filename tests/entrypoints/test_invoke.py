@@ -73,3 +73,21 @@ def test_invoke_reports_a_failed_invocation_with_exit_code_1(
     assert done.returncode == 1
     assert "/nope.yaml: schedule file not found" in done.stderr
     assert redis_client.dbsize() == 0
+
+
+def test_invoke_without_the_aws_extra_says_to_install_it(
+        env: dict[str, str], tmp_path: Path) -> None:
+    """Powertools missing (no `aws` extra) is not a wrong directory: the message says which
+    extra to install, and nothing is run."""
+    shim = tmp_path / "no_extra"
+    shim.mkdir()
+    (shim / "aws_lambda_powertools.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'aws_lambda_powertools'\", "
+        "name='aws_lambda_powertools')\n")
+    path = os.pathsep.join(p for p in (str(shim), env.get("PYTHONPATH", "")) if p)
+    done = invoke("--event", "events/scheduler.json", env=env | {"PYTHONPATH": path})
+    assert done.returncode == 1
+    assert "needs aws_lambda_powertools, which is not installed: pip install " \
+           "'kiqbeat[aws]'" in done.stderr
+    assert "project directory" not in done.stderr
+    assert "Traceback" not in done.stderr

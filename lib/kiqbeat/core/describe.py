@@ -18,6 +18,13 @@ _MONTH_NAMES = (
 )  # fmt: skip
 
 
+def counted(count: int, noun: str, plural: str = "", *, more: bool = False) -> str:
+    """`count` and `noun` as a sentence has them: "1 schedule", "2 schedules", "1,000+ ticks"
+    (`more`: the count stopped at a cap); `plural` when adding "s" is not it."""
+    return (f"{count:,}{'+' if more else ''} "
+            f"{noun if count == 1 and not more else plural or noun + 's'}")
+
+
 def _ordinal(n: int) -> str:
     suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
     return f"{n}{suffix}"

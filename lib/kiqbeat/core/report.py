@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from kiqbeat.core.describe import counted
+
 
 @dataclass(frozen=True)
 class PushedJob:
@@ -79,10 +81,10 @@ class Report:
         recorded = (f" ({self.missed_recorded}{more} recorded for kiqbeat backfill)"
                     if self.missed_recorded else "")
         return (
-            f"{self.now.isoformat(timespec='seconds')}: {self.schedules} schedules due, "
-            f"{self.pushed} pushed, {self.already_pushed} already pushed, "
+            f"{self.now.isoformat(timespec='seconds')}: {counted(self.schedules, 'schedule')} "
+            f"due, {self.pushed} pushed, {self.already_pushed} already pushed, "
             f"{self.missed}{more} missed beyond the window, {self.skipped} skipped{recorded}, "
-            f"largest lag {self.lag_s:.1f} s ({self.round_trips} round trips, "
+            f"largest lag {self.lag_s:.1f} s ({counted(self.round_trips, 'round trip')}, "
             f"{self.duration_s * 1000:.0f} ms)"
         )
 

@@ -154,7 +154,7 @@ class Converted:
         in a form fugit reads and kiqbeat's grammar lacks (`@noon`, hour 24, `+09:00`) is
         rewritten to the same instants, with a warning (`core.fugit.fugit_cron`)."""
         # Imported here: only another tool's file needs them, and an invocation reading
-        # kiqbeat's own document should not pay for loading them (DESIGN: cold path).
+        # kiqbeat's own document should not pay for loading them (DESIGN §7, the cold path).
         from kiqbeat.core.fugit import fugit_cron
         from kiqbeat.core.natural import is_natural, natural_cron
 

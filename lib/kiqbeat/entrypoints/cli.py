@@ -125,6 +125,10 @@ def _served(engine: Engine, config: Config) -> str:
     return f"the {stored} schedules stored in {key} (no document{of_shard})"
 
 
+# The extra that installs a package the Lambda handler imports.
+_EXTRAS = {"aws_lambda_powertools": "aws", "boto3": "aws", "botocore": "aws"}
+
+
 def _cmd_invoke(args: argparse.Namespace) -> int:
     """Run the real Lambda handler in this process on a sample event (no Docker needed)."""
     import importlib
@@ -148,6 +152,15 @@ def _cmd_invoke(args: argparse.Namespace) -> int:
         sys.path.insert(0, os.getcwd())
         try:
             handler = getattr(importlib.import_module(module_name), function_name)
+        except ModuleNotFoundError as exc:
+            missing = (exc.name or "").partition(".")[0]
+            if missing and missing != module_name.partition(".")[0]:  # the handler's own import
+                extra = _EXTRAS.get(missing)
+                how = f"pip install 'kiqbeat[{extra}]'" if extra else f"install {missing}"
+                raise ConfigError(f"the handler {args.handler!r} needs {missing}, which is not "
+                                  f"installed: {how}") from exc
+            raise ConfigError(f"cannot import the handler {args.handler!r} ({exc}); run from "
+                              "the project directory or pass --handler MODULE.FUNCTION") from exc
         except (ImportError, AttributeError) as exc:
             raise ConfigError(f"cannot import the handler {args.handler!r} ({exc}); run from "
                               "the project directory or pass --handler MODULE.FUNCTION") from exc

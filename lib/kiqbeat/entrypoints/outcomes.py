@@ -262,7 +262,7 @@ def _described(row: ScheduleStatus) -> list[str]:
     else:
         def iso(attribute: str) -> str:
             value = getattr(row, attribute)
-            return value.isoformat(timespec="seconds") if value else "never"
+            return value.isoformat(timespec="seconds") if value else "not yet (never planned)"
 
         lines += [f"  timing: {row.timing}",
                   f"  next tick: {iso('next_tick')}"
