@@ -90,6 +90,7 @@ def _print_jobs(config: Config) -> None:
 def _next_fires(config: Config, after: datetime, count: int) -> list[list[dict[str, str | None]]]:
     """Per schedule, its next `count` fire instants after `after`, in UTC and its own zone."""
     from kiqbeat.core.cron import Cron
+    from kiqbeat.core.lifecycle import ENDED
     from kiqbeat.core.zones import zone
 
     previews = []
@@ -102,6 +103,8 @@ def _next_fires(config: Config, after: datetime, count: int) -> list[list[dict[s
             try:
                 instant = timetable.next_after(instant)
             except ValueError:  # a cron that does not fire again within 400 years
+                break
+            if instant >= ENDED:  # past its end_at, a one-shot done
                 break
             local = instant.astimezone(local_zone)
             note = timetable.dst_note(instant) if isinstance(timetable, Cron) else ""
