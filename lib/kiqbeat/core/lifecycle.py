@@ -293,6 +293,10 @@ def has_ended(schedule: Schedule, after: datetime, runs: int = 0) -> bool:
 # ---------------------------------------------------------------------------- preview
 
 
+def _z(instant: datetime) -> str:
+    return instant.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
 @dataclass(frozen=True)
 class Upcoming:
     """One line of a preview: a tick and what becomes of it: pushed (fate ''), or withheld
@@ -327,7 +331,7 @@ def upcoming(schedule: Schedule, after: datetime, *, count: int,
         note = inner.dst_note(tick) if isinstance(inner, Cron) else ""
         why = bounded.fate(tick) if bounded is not None else ""
         if bounded is not None and bounded.start is not None and why == "before start_at":
-            out.append(Upcoming(tick, why, f"starts at {bounded.start.isoformat()}"))
+            out.append(Upcoming(tick, why, f"starts at {_z(bounded.start)}"))
             cursor = max(tick, bounded.start - _TINY)
             continue
         if bounded is not None and why == "excluded":
