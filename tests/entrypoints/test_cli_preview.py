@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -283,3 +284,97 @@ def test_an_invocation_reading_kiqbeats_own_document_loads_no_importer(tmp_path:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60, check=True)
     assert done.stdout.strip() == "[]"
+
+
+LIFE = """
+time_zone: Europe/Paris
+calendars:
+  holidays: ['2026-12-25', '2027-01-01']
+schedules:
+  report:
+    cron: "0 9 * * *"
+    class: ReportWorker
+    start_at: "2026-12-24T00:00:00+01:00"
+    end_at: "2027-01-03T00:00:00Z"
+    except: [holidays]
+    max_runs: 5
+  spread:
+    cron: "0 9 * * *"
+    class: SpreadWorker
+    jitter: 5m
+    overlap: skip
+  once:
+    at: "2026-12-24T17:00:00+01:00"
+    class: OnceWorker
+"""
+
+
+def test_validate_describes_every_life_field(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", write(tmp_path, LIFE)]) == 0
+    report, spread, once = capsys.readouterr().out.splitlines()[1:4]
+    assert report.endswith("at 09:00; from 2026-12-23T23:00:00Z; until 2027-01-03T00:00:00Z; "
+                           "except 2 dates (holidays) in Europe/Paris; at most 5 runs")
+    assert spread.endswith("at 09:00; each job delivered up to 5m after its tick (jitter); "
+                           "no tick while its previous job waits or runs (overlap: skip)")
+    assert once.split()[:3] == ["once", "at", "2026-12-24T16:00:00Z"]
+    assert once.endswith("once, at 2026-12-24T16:00:00Z")
+
+
+def test_next_marks_the_start_excluded_dates_and_the_run_limit_between_two_instants(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path, LIFE)
+    assert main(["next", path, "report", "--from", "2026-12-22T12:00:00Z",
+                 "--until", "2027-02-01T00:00:00Z"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "after 2026-12-22T12:00:00Z until 2027-02-01T00:00:00Z:"
+    marks = [(line.split()[0], line.partition("[")[2]) for line in lines[2:]]
+    assert marks == [
+        ("2026-12-23", "before start_at, not pushed; starts at 2026-12-23T23:00:00Z]"),
+        ("2026-12-24", ""),
+        ("2026-12-25", "excluded: 2026-12-25 (holidays), not pushed]"),
+        ("2026-12-26", ""), ("2026-12-27", ""), ("2026-12-28", ""), ("2026-12-29", ""),
+        ("2026-12-30", "run limit: max_runs 5 reached, not pushed: the schedule has ended]"),
+    ]
+
+
+def test_next_marks_the_end_and_a_one_shot_after_its_tick_has_none(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path, LIFE.replace("max_runs: 5", "max_runs: 50"))
+    assert main(["next", path, "report", "once", "--from", "2027-01-01T12:00:00Z",
+                 "--json"]) == 0
+    report, once = json.loads(capsys.readouterr().out)["schedules"]
+    assert [(f["utc"], f.get("fate")) for f in report["fires"]] == [
+        ("2027-01-02T08:00:00Z", None), ("2027-01-03T08:00:00Z", "after end_at")]
+    assert once["fires"] == []
+    assert main(["next", path, "once", "--from", "2027-01-01T12:00:00Z"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "  (does not fire again)"
+
+
+def test_next_shows_each_jittered_jobs_delivery_within_the_window_and_the_same_each_time(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path, LIFE)
+    argv = ["next", path, "spread", "-n", "20", "--from", "2026-03-01T00:00:00Z", "--json"]
+    assert main(argv) == 0
+    fires = json.loads(capsys.readouterr().out)["schedules"][0]["fires"]
+    assert main(argv) == 0
+    assert json.loads(capsys.readouterr().out)["schedules"][0]["fires"] == fires
+    for fire in fires:
+        tick = datetime.fromisoformat(fire["utc"])
+        delivered = datetime.fromisoformat(fire["delivered"])
+        assert tick <= delivered < tick + timedelta(minutes=5)
+        assert (delivered - tick) // timedelta(milliseconds=1) == fire["jitter_ms"]
+    assert len({f["jitter_ms"] for f in fires}) > 10  # spread, not one offset
+
+
+def test_next_refuses_an_until_before_the_start(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["next", "--cron", "0 * * * *", "--from", "2026-03-02T00:00:00Z",
+                 "--until", "2026-03-01T00:00:00Z"]) == 1
+    assert "--until '2026-03-01T00:00:00Z' is not after --from '2026-03-02T00:00:00Z'" in (
+        capsys.readouterr().err)
+
+
+def test_next_until_lists_every_tick_in_the_span(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["next", "--every", "15m", "--from", "2026-03-01T00:00:00Z",
+                 "--until", "2026-03-01T06:00:00Z"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 2 + 24

@@ -180,8 +180,8 @@ def test_a_job_option_may_not_be_set_twice() -> None:
 def test_cron_and_every_are_exclusive_and_one_is_required() -> None:
     assert problems("schedules: {a: {cron: '* * * * *', every: 5m, class: A}, b: {class: B}}"
                     ) == ["schedule 'a': has both 'cron' and 'every'; keep one",
-                          "schedule 'b': needs 'cron' (e.g. '0 * * * *') or 'every' "
-                          "(e.g. '15m')"]
+                          "schedule 'b': needs 'cron' (e.g. '0 * * * *'), 'every' "
+                          "(e.g. '15m') or 'at' (e.g. '2026-03-01T17:00:00+01:00')"]
 
 
 @pytest.mark.parametrize(("written", "seconds"), [

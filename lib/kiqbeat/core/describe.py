@@ -7,9 +7,12 @@ what fires; shapes without a short idiom fall back to a field-by-field wording.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
 
 from kiqbeat.core.cron import Cron, Every
 from kiqbeat.core.cron_fields import runs
+from kiqbeat.core.lifecycle import Bounded, OneShot, base
+from kiqbeat.core.schedule import Schedule, Timetable
 
 _DAY_NAMES = ("Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday")
 _MONTH_NAMES = (
@@ -153,3 +156,58 @@ def describe_every(every: Every) -> str:
     if seconds >= 3600:
         return f"{text} from 00:00 UTC"
     return text
+
+
+def duration_text(seconds: float) -> str:
+    """A duration as `every` writes it: '5m', '1h30m', '90s', '1.5s'."""
+    if seconds != int(seconds):
+        return f"{seconds:g}s"
+    left, parts = int(seconds), []
+    for unit, size in (("d", 86_400), ("h", 3600), ("m", 60), ("s", 1)):
+        if left >= size:
+            parts.append(f"{left // size}{unit}")
+            left %= size
+    return "".join(parts) or "0s"
+
+
+def _instant(instant: datetime) -> str:
+    return instant.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def describe_timetable(timetable: Timetable) -> str:
+    """The plain-English reading of any timetable: a cron, an interval, a one-shot, with
+    the cron's or interval's reading under start/end/except (`describe_life` says those)."""
+    inner = base(timetable)
+    if isinstance(inner, Cron):
+        return describe_cron(inner)
+    if isinstance(inner, Every):
+        return describe_every(inner)
+    if isinstance(inner, OneShot):
+        return f"once, at {_instant(inner.at)}"
+    return ""
+
+
+def describe_life(schedule: Schedule) -> str:
+    """The rules of a schedule's life in plain English ('' when it has none): its bounds,
+    excluded dates, run limit, jitter and overlap."""
+    parts: list[str] = []
+    timetable = schedule.timetable
+    if isinstance(timetable, Bounded):
+        if timetable.start is not None:
+            parts.append(f"from {_instant(timetable.start)}")
+        if timetable.end is not None:
+            parts.append(f"until {_instant(timetable.end)}")
+        if timetable.excluded:
+            count = len(timetable.excluded)
+            names = ", ".join(name for name, _ in timetable.calendars)
+            parts.append(f"except {count} date{'' if count == 1 else 's'}"
+                         + (f" ({names})" if names else "")
+                         + f" in {timetable.dates_zone}")
+    if schedule.max_runs is not None:
+        parts.append(f"at most {schedule.max_runs:,} run{'' if schedule.max_runs == 1 else 's'}")
+    if schedule.jitter_s:
+        parts.append(f"each job delivered up to {duration_text(schedule.jitter_s)} after its "
+                     "tick (jitter)")
+    if schedule.overlap == "skip":
+        parts.append("no tick while its previous job waits or runs (overlap: skip)")
+    return "; ".join(parts)

@@ -86,3 +86,19 @@ MAX_AUDIT_NOTE_CHARS = 500
 # the store holds; a filter that matched fewer rows still returns a cursor to go on from.
 MAX_PAGE_ROWS = 200
 MAX_EXAMINED_PER_PAGE = 2_000
+
+# A schedule's `jitter` (core/lifecycle.py): at most a day, and at most the schedule's
+# shortest period between two ticks (on a day without a DST change), so a tick's job is
+# always delivered before the next tick's: jobs keep their order, and with `overlap: skip`
+# a job still waiting for its own offset never makes the next tick skip. A day because a
+# longer delay is not jitter but another schedule.
+MAX_JITTER_S = 86_400
+
+# A schedule's `max_runs`: the run count lives in a Lua number (a double), exact up to 2**53.
+MAX_RUNS = 2**53
+
+# Dates one schedule excludes (`except:`, with the calendars it names written in): forty
+# years of twenty-five holidays, about 13 KB of a definition's 64 KiB; and the calendars a
+# document may define.
+MAX_EXCLUDED_DATES = 1_000
+MAX_CALENDARS = 100

@@ -39,6 +39,8 @@ from typing import Any
 from kiqbeat.core.schedule import Schedule
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# The job key naming the schedule of an `overlap: skip` job (docs/compatibility.md).
+OVERLAP_KEY = "kiqbeat_schedule"
 _MS = timedelta(milliseconds=1)
 _encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
 
@@ -124,6 +126,11 @@ def job_payload(
     job["retry"] = True
     job["created_at"] = _stamp(pushed_at, fmt)
     job["enqueued_at"] = _stamp(tick if scheduled else pushed_at, fmt)
+    if schedule.overlap == "skip":
+        # Only these jobs carry it: the worker middleware (clients/ruby, Kiqbeat::
+        # RunningMiddleware) marks `keys.running` while such a job runs, which the push step
+        # checks; every other job is byte for byte what it was.
+        job[OVERLAP_KEY] = schedule.name
     # Validation keeps `extra` away from the keys set above, except `retry`.
     job.update(schedule.extra)
     return job

@@ -9,6 +9,7 @@ from typing import Any, Literal, Protocol
 
 CatchUp = Literal["all", "latest", "none"]
 TimestampFormat = Literal["s", "ms"]
+Overlap = Literal["allow", "skip"]
 
 
 class Timetable(Protocol):
@@ -34,7 +35,8 @@ class Timetable(Protocol):
         ...
 
     def next_after(self, after: datetime) -> datetime:
-        """The first fire instant strictly after `after` (aware UTC)."""
+        """The first fire instant strictly after `after` (aware UTC); `lifecycle.ENDED` when
+        none is left (a schedule past its end_at, a one-shot done)."""
         ...
 
 
@@ -57,6 +59,12 @@ class Schedule:
     extra: Mapping[str, Any] = field(default_factory=dict)
     lookahead_s: float = 0.0
     timestamp_format: TimestampFormat = "s"
+    # A schedule's life (DESIGN §8; start_at, end_at, at and except live in its timetable,
+    # core/lifecycle.py): ticks it may ever push (None: no limit), each job's delivery
+    # delay window, and whether a tick is pushed while the previous job still waits.
+    max_runs: int | None = None
+    jitter_s: float = 0.0
+    overlap: Overlap = "allow"
     # Human-readable source of the timetable ("0 * * * * Asia/Kolkata", "every 15m").
     timing: str = ""
     # The schedule's stored form (DESIGN §7): its document fields with the document-wide

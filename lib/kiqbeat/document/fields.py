@@ -13,15 +13,18 @@ import re
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, date, datetime
 from typing import Any
 
 from kiqbeat.core.durations import duration_s
+from kiqbeat.core.limits import MAX_CALENDARS, MAX_EXCLUDED_DATES, MAX_JITTER_S, MAX_RUNS
 from kiqbeat.core.zones import zone
 from kiqbeat.errors import ConfigError, did_you_mean, shown
 
 ACTIVE_JOB_WRAPPER = "Sidekiq::ActiveJob::Wrapper"
 LEGACY_ACTIVE_JOB_WRAPPER = "ActiveJob::QueueAdapters::SidekiqAdapter::JobWrapper"
 CATCH_UP = ("all", "latest", "none")
+OVERLAP = ("allow", "skip")
 TIMESTAMP_FORMATS = ("s", "ms")
 _WORD_OK = re.compile(r"\S+")
 # Worker classes as each ecosystem names them: a Ruby constant path (Reports::DailyWorker),
@@ -180,6 +183,119 @@ def tags(value: object) -> list[str]:
     return list(items)
 
 
+# Instants a schedule's life is bounded by: from the epoch (where `every` counts from) to
+# the start of the year 9999 (past which no tick is planned).
+_FIRST_INSTANT = datetime(1970, 1, 1, tzinfo=UTC)
+_LAST_INSTANT = datetime(9999, 1, 1, tzinfo=UTC)
+_INSTANT_HINT = ("an ISO 8601 instant with its UTC offset, e.g. '2026-03-01T09:00:00+01:00' "
+                 "or '2026-03-01T08:00:00Z'")
+_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", re.ASCII)
+
+
+def instant(value: object) -> datetime:
+    """`start_at` / `end_at`: an ISO 8601 instant WITH an offset (a wall time alone would
+    mean different instants to different readers), as aware UTC."""
+    if isinstance(value, datetime):
+        moment = value
+    elif isinstance(value, str):
+        try:
+            moment = datetime.fromisoformat(value.strip())
+        except ValueError:
+            raise ConfigError(f"{shown(value)} is not {_INSTANT_HINT}") from None
+    else:
+        raise ConfigError(f"{shown(value)} must be {_INSTANT_HINT}")
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        raise ConfigError(f"{shown(value)} has no UTC offset; add 'Z' or '+hh:mm' "
+                          f"({_INSTANT_HINT})")
+    moment = moment.astimezone(UTC)
+    if not _FIRST_INSTANT <= moment < _LAST_INSTANT:
+        raise ConfigError(f"{shown(value)} must be from 1970-01-01 to before 9999-01-01")
+    return moment
+
+
+def tick_instant(value: object) -> datetime:
+    """`at`: an instant (as `instant`) on a whole second, as every tick is."""
+    moment = instant(value)
+    if moment.microsecond:
+        raise ConfigError(f"{shown(value)} must be a whole second (ticks are)")
+    return moment
+
+
+def run_limit(value: object) -> int:
+    """`max_runs`: a whole number of ticks, at least 1."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_RUNS:
+        raise ConfigError(f"{shown(value)} must be a whole number from 1 to {MAX_RUNS}")
+    return value
+
+
+def jitter_s(value: object) -> float:
+    """`jitter`: a duration (the grammar `every` reads) of at most a day; 0 is none. Checked
+    against the schedule's shortest period in `validate`."""
+    seconds = duration_s(value)
+    if seconds > MAX_JITTER_S:
+        raise ConfigError(f"{shown(value)} is longer than a day (1d); a longer delay is not "
+                          "jitter but another schedule")
+    if seconds * 1000 != int(seconds * 1000):
+        raise ConfigError(f"{shown(value)} must be a whole number of milliseconds")
+    return seconds
+
+
+def a_date(value: object) -> date:
+    """A calendar date written YYYY-MM-DD."""
+    if not isinstance(value, str) or not _DATE.fullmatch(value):
+        raise ConfigError(f"{shown(value)} is not a date written YYYY-MM-DD")
+    try:
+        return date.fromisoformat(value)
+    except ValueError as exc:
+        raise ConfigError(f"{shown(value)} is not a date: {exc}") from None
+
+
+def exclusions(value: object) -> tuple[date | str, ...]:
+    """`except`: dates (YYYY-MM-DD, in the schedule's zone) and names of calendars; one
+    string is a list of one. Calendar names are resolved in `validate`."""
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not items:
+        raise ConfigError(f"{shown(value)} must be a list of dates (YYYY-MM-DD) and calendar "
+                          "names, e.g. ['2026-12-25', 'holidays']")
+    if len(items) > MAX_EXCLUDED_DATES:
+        raise ConfigError(f"lists {len(items):,} items; at most {MAX_EXCLUDED_DATES:,}")
+    out: list[date | str] = []
+    for item in items:
+        if isinstance(item, str) and item[:1].isdigit():
+            out.append(a_date(item))
+        else:
+            out.append(word("holidays")(item))
+    return tuple(out)
+
+
+def calendars(value: object) -> dict[str, tuple[date, ...]]:
+    """`calendars`: name -> a list of dates (YYYY-MM-DD) that `except:` may name."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ConfigError(f"{shown(value)} must be a mapping of calendar name to a list of "
+                          "dates, e.g. {holidays: ['2026-12-25', '2027-01-01']}")
+    if len(value) > MAX_CALENDARS:
+        raise ConfigError(f"defines {len(value):,} calendars; at most {MAX_CALENDARS:,}")
+    out: dict[str, tuple[date, ...]] = {}
+    for name, dates in value.items():
+        if isinstance(name, str) and name[:1].isdigit():
+            raise ConfigError(f"calendar name {shown(name)} must not start with a digit "
+                              "(it would read as a date in 'except')")
+        label = word("holidays")(name)
+        if not isinstance(dates, list):
+            raise ConfigError(f"calendar {shown(label)}: {shown(dates)} must be a list of "
+                              "dates (YYYY-MM-DD)")
+        if len(dates) > MAX_EXCLUDED_DATES:
+            raise ConfigError(f"calendar {shown(label)} lists {len(dates):,} dates; at most "
+                              f"{MAX_EXCLUDED_DATES:,}")
+        try:
+            out[label] = tuple(a_date(d) for d in dates)
+        except ConfigError as exc:
+            raise ConfigError(f"calendar {shown(label)}: {exc}") from None
+    return out
+
+
 def anything(value: object) -> object:
     """Checked elsewhere (args, payload, cron, every: see `validate`)."""
     return value
@@ -217,6 +333,19 @@ FIELDS: tuple[Field, ...] = (
     Field("schedules", anything, None, top=True, doc="name -> schedule"),
     Field("cron", anything, None, schedule=True, doc="cron expression, optional zone"),
     Field("every", anything, None, schedule=True, doc="interval from the epoch"),
+    Field("at", tick_instant, None, schedule=True,
+          doc="one-shot: a single tick at this instant (instead of cron or every)"),
+    Field("start_at", instant, None, schedule=True, doc="no tick before this instant"),
+    Field("end_at", instant, None, schedule=True, doc="no tick after this instant"),
+    Field("max_runs", run_limit, None, schedule=True, doc="ticks pushed over its life"),
+    Field("jitter", jitter_s, 0.0, schedule=True,
+          doc="deliver each tick at a fixed offset in [0, jitter)"),
+    Field("overlap", choice(OVERLAP), "allow", schedule=True,
+          doc="skip: no tick while the previous job waits or runs"),
+    Field("except", exclusions, None, schedule=True,
+          doc="dates (YYYY-MM-DD) and calendar names with no tick"),
+    Field("calendars", calendars, None, top=True, schedule=True,
+          doc="name -> dates, for except"),
     Field("class", class_name, None, schedule=True, doc="worker class"),
     Field("queue", word("default"), "default", schedule=True, doc="Sidekiq queue"),
     Field("args", anything, (), schedule=True, doc="job arguments"),
@@ -248,6 +377,7 @@ KIQBEAT_MARKERS = TOP_LEVEL_KEYS
 # may write (a job carrying them looks like a failed one to the retry set and the Web UI).
 RESERVED_PAYLOAD_KEYS = frozenset({
     "class", "args", "jid", "queue", "created_at", "enqueued_at", "wrapped", "at",
+    "kiqbeat_schedule",
     "retry_count", "retried_at", "failed_at", "error_message", "error_class",
     "error_backtrace",
 })

@@ -16,8 +16,16 @@ from functools import partial
 from typing import Any, TypeVar, cast
 
 from kiqbeat.core.cron import Cron, Every, parse_cron, parse_every
+from kiqbeat.core.lifecycle import OneShot
 from kiqbeat.core.limits import MAX_DEFINITION_BYTES
-from kiqbeat.core.schedule import CatchUp, Config, Schedule, TimestampFormat, Timetable
+from kiqbeat.core.schedule import (
+    CatchUp,
+    Config,
+    Overlap,
+    Schedule,
+    TimestampFormat,
+    Timetable,
+)
 from kiqbeat.document.fields import (
     BY_NAME,
     JOB_OPTIONS,
@@ -34,6 +42,7 @@ from kiqbeat.document.jobs import (
     encoding_problem,
     payload_keys,
 )
+from kiqbeat.document.lifecycle import lifecycle_rules
 from kiqbeat.errors import ConfigError, did_you_mean, shown
 
 # A window shorter than this is shorter than a minute's trigger period plus its jitter, so a
@@ -296,7 +305,7 @@ def _schedule(name: object, raw: object, top: Mapping[str, Any], out: _Checker,
     if isinstance(timetable, Cron) and tz and timetable.zone_name != tz:
         out.warnings.append(f"{label}: the zone in its cron string ({timetable.zone_name}) "
                             f"wins over tz {tz!r}")
-    if isinstance(timetable, Every) and tz:
+    if isinstance(timetable, Every) and tz and "except" not in raw:
         out.warnings.append(f"{label}: tz has no effect on 'every', which counts from "
                             "1970-01-01 00:00 UTC")
     lookahead_s = values["lookahead"] or 0.0
@@ -331,7 +340,8 @@ def _schedule(name: object, raw: object, top: Mapping[str, Any], out: _Checker,
             "a CronJob; within about a second of each under `kiqbeat run`); elsewhere, set "
             "lookahead (e.g. 60s)")
     timing = (f"{timetable.expr} ({timetable.zone_name})" if isinstance(timetable, Cron)
-              else f"every {str(raw['every']).strip()}")
+              else f"at {timetable.at.isoformat().replace('+00:00', 'Z')}"
+              if isinstance(timetable, OneShot) else f"every {str(raw['every']).strip()}")
     definition = dict(raw)  # with the document-wide values it relies on written in
     for key in ("lookahead", "timestamp_format"):
         if key not in raw and top[key] != BY_NAME[key].default:
@@ -339,13 +349,21 @@ def _schedule(name: object, raw: object, top: Mapping[str, Any], out: _Checker,
     if (isinstance(timetable, Cron) and "tz" not in raw and timetable.zone_name != "UTC"
             and timetable.zone_name == top["time_zone"]):  # the document's zone, not the cron's
         definition["tz"] = timetable.zone_name
+    life = lifecycle_rules(raw, values, top, timetable, tz or top["time_zone"], label,
+                           at, out)
+    if life is None:
+        return None
+    timetable, written_in = life
+    definition.update(written_in)
     schedule = Schedule(
         name=name, timetable=timetable, definition=definition, job_class=values["class"],
         queue=values["queue"],
         args=args, enabled=values["enabled"], description=values["description"],
         catch_up=cast(CatchUp, values["catch_up"]), include_metadata=values["include_metadata"],
         active_job_wrapper=values["active_job"], extra=extra, lookahead_s=lookahead_s,
-        timestamp_format=cast(TimestampFormat, values["timestamp_format"]), timing=timing)
+        timestamp_format=cast(TimestampFormat, values["timestamp_format"]), timing=timing,
+        max_runs=values["max_runs"], jitter_s=values["jitter"],
+        overlap=cast(Overlap, values["overlap"]))
     wrong = encoding_problem(schedule)
     if wrong:
         out.problems.append(f"{label}: {wrong}")
@@ -355,14 +373,20 @@ def _schedule(name: object, raw: object, top: Mapping[str, Any], out: _Checker,
 
 def _timetable(raw: dict[Any, Any], zone_name: str, label: str,
                at: Callable[[str], str], out: _Checker) -> Timetable | None:
-    has_cron, has_every = "cron" in raw, "every" in raw
-    if has_cron and has_every:
-        out.problems.append(f"{label}: has both 'cron' and 'every'; keep one")
+    given = [k for k in ("cron", "every", "at") if k in raw]
+    if len(given) > 1:
+        out.problems.append(f"{label}: has both {given[0]!r} and {given[1]!r}; keep one")
         return None
-    if not (has_cron or has_every):
-        out.problems.append(f"{label}: needs 'cron' (e.g. '0 * * * *') or 'every' (e.g. '15m')")
+    if not given:
+        out.problems.append(f"{label}: needs 'cron' (e.g. '0 * * * *'), 'every' (e.g. '15m') "
+                            "or 'at' (e.g. '2026-03-01T17:00:00+01:00')")
         return None
-    if has_cron:
+    if given == ["at"]:
+        try:
+            return OneShot(BY_NAME["at"].check(raw["at"]), zone_name)
+        except ConfigError:  # reported with the other fields' checks
+            return None
+    if given == ["cron"]:
         expr = raw["cron"]
         if not isinstance(expr, str):
             out.problems.append(f"{at('cron')}: {shown(expr)} must be a string such as "

@@ -210,8 +210,11 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("next", help="preview upcoming fire times")
     p.add_argument("file", nargs="?", help="schedule document (default: $KIQBEAT_CONFIG)")
     p.add_argument("names", nargs="*", metavar="NAME", help="only these schedules")
-    p.add_argument("-n", type=int, default=5, help="how many fire times per schedule (default 5)")
-    p.add_argument("--after", help="start after this ISO instant (default: now)")
+    p.add_argument("-n", type=int, default=None,
+                   help="how many pushed ticks per schedule (default 5; 1000 with --until)")
+    p.add_argument("--after", "--from", dest="after",
+                   help="start after this ISO instant (default: now)")
+    p.add_argument("--until", help="stop at this ISO instant (inclusive)")
     p.add_argument("--cron", help="preview a cron expression instead of a file")
     p.add_argument("--tz", default="UTC", help="zone for --cron (default UTC)")
     p.add_argument("--every", metavar="DURATION", help="preview an interval such as 15m instead")

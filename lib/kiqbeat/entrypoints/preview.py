@@ -12,9 +12,10 @@ import json
 import os
 from collections.abc import Sequence
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from kiqbeat.core.schedule import Config
+from kiqbeat.core.schedule import Config, Schedule
 from kiqbeat.document.imported import FORMATS, ImportOptions
 from kiqbeat.document.sources import Sources
 from kiqbeat.errors import ConfigError, did_you_mean
@@ -22,15 +23,19 @@ from kiqbeat.settings import Settings
 
 
 def _reading(timetable: object) -> str:
-    """The plain-English reading of a timetable (cron or interval)."""
-    from kiqbeat.core.cron import Cron, Every
-    from kiqbeat.core.describe import describe_cron, describe_every
+    """The plain-English reading of a timetable (cron, interval or one-shot)."""
+    from kiqbeat.core.describe import describe_timetable
 
-    if isinstance(timetable, Cron):
-        return describe_cron(timetable)
-    if isinstance(timetable, Every):
-        return describe_every(timetable)
-    return ""
+    return describe_timetable(timetable)  # type: ignore[arg-type]
+
+
+def _described(schedule: Schedule) -> str:
+    """The timetable's reading, then its life's rules, then '(disabled)' when it is."""
+    from kiqbeat.core.describe import describe_life
+
+    life = describe_life(schedule)
+    return (_reading(schedule.timetable) + (f"; {life}" if life else "")
+            + ("" if schedule.enabled else " (disabled)"))
 
 
 def add_import_flags(parser: argparse.ArgumentParser) -> None:
@@ -59,8 +64,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     config = Sources().load_config(source, options=import_options(args), now=datetime.now(UTC))
     count = len(config.schedules)
     print(f"{source}: OK, {count} schedule{'' if count == 1 else 's'}")
-    rows = [(s.name, s.timing, f"{s.job_class} -> {s.queue}",
-             _reading(s.timetable) + ("" if s.enabled else " (disabled)"))
+    rows = [(s.name, s.timing, f"{s.job_class} -> {s.queue}", _described(s))
             for s in config.schedules]
     widths = [max((len(r[i]) for r in rows), default=0) for i in range(3)]
     for row in rows:
@@ -87,29 +91,72 @@ def _print_jobs(config: Config) -> None:
         print("  " + job_json(schedule, tick, pushed_at=now))
 
 
-def _next_fires(config: Config, after: datetime, count: int) -> list[list[dict[str, str | None]]]:
-    """Per schedule, its next `count` fire instants after `after`, in UTC and its own zone."""
-    from kiqbeat.core.cron import Cron
+Fire = dict[str, Any]  # JSON values: str, an int (jitter_ms), None
+
+
+def _next_fires(config: Config, after: datetime, count: int) -> list[list[Fire]]:
+    """Per schedule, its next `count` fire instants after `after`, in UTC and its own zone
+    (the ticks it pushes: see `_previews` for the ticks its rules withhold too)."""
+    return [[f for f in fires if "fate" not in f]
+            for fires in _previews(config, after, count, None)]
+
+
+def _previews(config: Config, after: datetime, count: int,
+              until: datetime | None) -> list[list[Fire]]:
+    """Per schedule, its next `count` pushed ticks in (after, until], in UTC and its own
+    zone, with the ticks its rules withhold listed among them (`lifecycle.upcoming`): each
+    with its DST note, its delivery instant under jitter, or why it is withheld."""
+    from kiqbeat.core.lifecycle import upcoming
     from kiqbeat.core.zones import zone
 
     previews = []
     for schedule in config.schedules:
-        timetable = schedule.timetable
-        local_zone = zone(timetable.zone_name)
-        fires: list[dict[str, str | None]] = []
-        instant = after
-        for _ in range(count):
-            try:
-                instant = timetable.next_after(instant)
-            except ValueError:  # a cron that does not fire again within 400 years
-                break
-            local = instant.astimezone(local_zone)
-            note = timetable.dst_note(instant) if isinstance(timetable, Cron) else ""
-            fires.append({"utc": instant.isoformat().replace("+00:00", "Z"),
-                          "local": local.isoformat(), "zone_abbrev": local.strftime("%Z"),
-                          "weekday": local.strftime("%a"), "dst": note or None})
+        local_zone = zone(schedule.timetable.zone_name)
+        fires: list[Fire] = []
+        for line in upcoming(schedule, after, count=count, until=until):
+            local = line.tick.astimezone(local_zone)
+            fire: Fire = {"utc": _z(line.tick), "local": local.isoformat(),
+                          "zone_abbrev": local.strftime("%Z"),
+                          "weekday": local.strftime("%a"),
+                          "dst": line.note if line.note and not line.fate else None}
+            if line.delivery is not None:
+                fire["delivered"] = _z(line.delivery.isoformat(timespec="milliseconds"))
+                fire["jitter_ms"] = (line.delivery - line.tick) // timedelta(milliseconds=1)
+            if line.fate:
+                fire["fate"], fire["why"] = line.fate, line.note
+            fires.append(fire)
         previews.append(fires)
     return previews
+
+
+def _z(instant: datetime | str) -> str:
+    """An instant (or its ISO text) in UTC written with 'Z'."""
+    text = instant if isinstance(instant, str) else instant.isoformat()
+    return text.replace("+00:00", "Z")
+
+
+def _marks(fire: Fire) -> str:
+    """What a preview line says beside the instant: DST, jitter, or why it is withheld."""
+    marks = [str(fire["dst"])] if fire["dst"] else []
+    if "delivered" in fire:
+        marks.append(f"delivered {str(fire['delivered'])[11:23]}Z, "
+                     f"+{_offset_text(int(fire['jitter_ms'] or 0))} jitter")
+    fate = fire.get("fate")
+    if fate == "excluded":
+        marks.append(f"excluded: {fire['why']}, not pushed")
+    elif fate == "before start_at":
+        marks.append(f"before start_at, not pushed; {fire['why']}")
+    elif fate == "after end_at":
+        marks.append("after end_at, not pushed: the schedule has ended")
+    elif fate == "run limit":
+        marks.append(f"run limit: {fire['why']}, not pushed: the schedule has ended")
+    return f"   [{'; '.join(marks)}]" if marks else ""
+
+
+def _offset_text(ms: int) -> str:
+    from kiqbeat.core.describe import duration_text
+
+    return duration_text(ms / 1000 if ms % 1000 else ms // 1000)
 
 
 def _next_config(args: argparse.Namespace) -> Config:
@@ -153,31 +200,44 @@ def _document_source(given: str | None) -> str:
 
 
 def cmd_next(args: argparse.Namespace) -> int:
-    if not 1 <= args.n <= 1000:
-        raise ConfigError(f"-n {args.n}: expected a count from 1 to 1000")
-    after = parse_instant(args.after, "--after") if args.after else datetime.now(UTC)
+    until = parse_instant(args.until, "--until") if args.until else None
+    count = args.n if args.n is not None else (MAX_PREVIEW if until else 5)
+    if not 1 <= count <= MAX_PREVIEW:
+        raise ConfigError(f"-n {count}: expected a count from 1 to {MAX_PREVIEW}")
+    after = parse_instant(args.after, "--from") if args.after else datetime.now(UTC)
+    if until is not None and until <= after:
+        raise ConfigError(f"--until {args.until!r} is not after --from "
+                          f"{_z(after)!r}")
     config = _next_config(args)
-    previews = _next_fires(config, after, args.n)
+    previews = _previews(config, after, count, until)
     if args.json:
-        print(json.dumps({"after": after.isoformat().replace("+00:00", "Z"), "schedules": [
+        from kiqbeat.core.describe import describe_life
+
+        print(json.dumps({"after": _z(after), **({"until": _z(until)} if until else {}),
+                          "schedules": [
             {"name": s.name or None, "timing": s.timing, "zone": s.timetable.zone_name,
-             "reading": _reading(s.timetable), "enabled": s.enabled, "fires": fires}
+             "reading": _reading(s.timetable), "enabled": s.enabled,
+             **({"life": life} if (life := describe_life(s)) else {}), "fires": fires}
             for s, fires in zip(config.schedules, previews, strict=True)]}, indent=2))
         return 0
-    print(f"after {after.isoformat(timespec='seconds').replace('+00:00', 'Z')}:")
+    span = f" until {until.isoformat(timespec='seconds').replace('+00:00', 'Z')}" if until else ""
+    print(f"after {after.isoformat(timespec='seconds').replace('+00:00', 'Z')}{span}:")
     for s, fires in zip(config.schedules, previews, strict=True):
         title = f"{s.name}: {s.timing}" if s.name else s.timing
-        flag = "" if s.enabled else " (disabled)"
-        print(f"{title}: {_reading(s.timetable)}{flag}")
+        print(f"{title}: {_described(s)}")
         for fire in fires:
             utc, local = str(fire["utc"]), str(fire["local"])
             offset = local[-6:] if local[-6] in "+-" else "+00:00"
             line = (f"  {utc[:19].replace('T', ' ')} UTC   {local[:19].replace('T', ' ')} "
                     f"{fire['zone_abbrev']} ({offset}) {fire['weekday']}")
-            print(line + (f"   [{fire['dst']}]" if fire["dst"] else ""))
+            print(line + _marks(fire))
         if not fires:
-            print("  (does not fire again)")
+            print("  (no tick in that span)" if until else "  (does not fire again)")
     return 0
+
+
+# Lines `next` prints per schedule at most (-n, and the default with --until).
+MAX_PREVIEW = 1000
 
 
 def parse_instant(text: str, option: str) -> datetime:

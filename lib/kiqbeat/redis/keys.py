@@ -87,6 +87,18 @@ def manual(ns: str) -> str:
     return f"{ns}kiqbeat:manual"
 
 
+def running(ns: str, name: str) -> str:
+    """String: the jid of the schedule's job while a worker runs it, with a TTL (default 1 h).
+
+    Written only by the worker middleware (clients/ruby/lib/kiqbeat/running.rb, Kiqbeat::
+    RunningMiddleware; docs/compatibility.md sketches Exq's) for jobs carrying
+    `"kiqbeat_schedule": NAME` (pushed for `overlap: skip` schedules): SET ... PX ttl when the
+    job starts, deleted when it ends if it still holds that jid. The push step skips an
+    `overlap: skip` tick while it exists. One key per running schedule, expiring: bounded.
+    """
+    return f"{ns}kiqbeat:running:{name}"
+
+
 def documents(ns: str) -> str:
     """Hash: document location -> SHA-256 of the definitions it last applied; and, for a
     document applied by an invocation that parsed it, `document_bytes_field(location)` ->

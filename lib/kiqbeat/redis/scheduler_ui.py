@@ -54,6 +54,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kiqbeat.core.cron import Cron
+from kiqbeat.core.lifecycle import OneShot, base
 from kiqbeat.core.schedule import Config, Schedule
 from kiqbeat.errors import shown
 from kiqbeat.redis import keys
@@ -81,9 +82,11 @@ def time_text(instant: datetime) -> str:
 def schedule_spec(schedule: Schedule) -> dict[str, Any]:
     """The decoded `schedules` value for one schedule, as the tab lists it."""
     spec: dict[str, Any] = {}
-    timetable = schedule.timetable
+    timetable = base(schedule.timetable)  # the tab shows the cron under start/end/except
     if isinstance(timetable, Cron):
         spec["cron"] = f"{timetable.expr} {timetable.zone_name}"
+    elif isinstance(timetable, OneShot):
+        spec["at"] = time_text(timetable.at)  # sidekiq-scheduler's own one-shot key
     else:
         spec["every"] = schedule.timing.removeprefix("every ").strip() or timetable.key
     spec["class"] = schedule.job_class

@@ -8,6 +8,8 @@ require "json"
 require "logger"
 require "sidekiq"
 require "sidekiq/api"
+# The middleware kiqbeat ships for `overlap: skip` (marks a schedule's job while it runs).
+require_relative "../../../clients/ruby/lib/kiqbeat/running"
 
 begin
   require "active_job"
@@ -51,7 +53,10 @@ module KiqbeatCompat
 end
 
 Sidekiq.configure_server do |config|
-  config.server_middleware { |chain| chain.add KiqbeatCompat::Recorder }
+  config.server_middleware do |chain|
+    chain.add KiqbeatCompat::Recorder
+    chain.add Kiqbeat::RunningMiddleware, ttl: 120
+  end
   # Poll the `schedule` set about every second and skip the 10 s start-up wait, so jobs
   # pushed ahead with `lookahead` are released within the test's time budget.
   Sidekiq.options[:poll_interval_average] = 1
@@ -67,6 +72,17 @@ class RecordingWorker
 end
 
 class CriticalWorker < RecordingWorker; end
+
+# Runs for args[0] seconds (a job still running), then records its end.
+class SleepingWorker
+  include Sidekiq::Worker
+
+  def perform(seconds, *_rest)
+    sleep(seconds.to_f)
+    KiqbeatCompat.record("kind" => "perform", "class" => self.class.name, "jid" => jid,
+                         "args" => [seconds])
+  end
+end
 
 class FailingWorker
   include Sidekiq::Worker

@@ -1,0 +1,353 @@
+"""A schedule's life around its ticks (DESIGN §8), as pure rules of the definition and the tick.
+
+- `Bounded` wraps a timetable: no tick before `start_at` or after `end_at`, none on an
+  excluded date (`except:`, in the schedule's zone, DST days included). Its `between` and
+  `next_after` already apply them, so a planner that asks it for ticks never sees an
+  excluded one (and never records one as missed).
+- `OneShot` is the timetable of an `at` schedule: one tick.
+- A timetable with no tick left answers `next_after` with `ENDED`, the last instant Python
+  represents (9999-12-31T23:59:59.999999Z). In epoch ms it is `ENDED_MS` =
+  `limits.MAX_PLANNABLE_MS`: a due index entry scored exactly there is never due (no clock
+  reaches it), is not "beyond what kiqbeat plans" (so never warned about as unplannable),
+  and `ZRANGEBYSCORE due ENDED_MS ENDED_MS` lists the ended schedules. No tick can equal it:
+  ticks are whole seconds, and it is not.
+- `jitter_offset_ms` is a tick's delivery delay: a hash of the name and the tick, so every
+  invoker computes the same one.
+- `fates` and `Ledger.step` say which of a group's ticks the push step pushes, given the
+  schedule's run count, its pending skips and whether its previous job is still waiting:
+  the reference the atomic push script follows (`max_runs` never exceeded, whatever the
+  interleaving of racing invocations).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, date, datetime, time, timedelta
+from enum import StrEnum
+from hashlib import blake2b
+from itertools import pairwise
+
+from kiqbeat.core.cron import Cron, Every
+from kiqbeat.core.limits import MAX_PLANNABLE_MS
+from kiqbeat.core.schedule import Schedule, Timetable
+from kiqbeat.core.zones import zone
+
+ENDED = datetime.max.replace(tzinfo=UTC)
+ENDED_MS = MAX_PLANNABLE_MS
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MS = timedelta(milliseconds=1)
+_TINY = timedelta(microseconds=1)
+_DAY = timedelta(days=1)
+
+
+def epoch_ms(instant: datetime) -> int:
+    """Epoch milliseconds of an aware instant, rounded down."""
+    return (instant - _EPOCH) // _MS
+
+
+# ---------------------------------------------------------------------------- timetables
+
+
+@dataclass(frozen=True)
+class Bounded:
+    """A timetable's ticks within [start, end] and off the excluded dates (read in
+    `dates_zone`); past the last one, `next_after` answers ENDED."""
+
+    inner: Timetable
+    start: datetime | None = None
+    end: datetime | None = None
+    excluded: frozenset[date] = frozenset()
+    dates_zone: str = "UTC"
+    # Calendar name -> its dates, for messages and previews ("excluded: holidays").
+    calendars: tuple[tuple[str, frozenset[date]], ...] = field(default=(), compare=False)
+
+    @property
+    def key(self) -> str:
+        """The inner key with the bounds and a digest of the excluded dates."""
+        dates = ",".join(sorted(d.isoformat() for d in self.excluded))
+        digest = blake2b(dates.encode(), digest_size=8).hexdigest() if dates else ""
+        start = "" if self.start is None else epoch_ms(self.start)
+        end = "" if self.end is None else epoch_ms(self.end)
+        return f"{self.inner.key}|{start}|{end}|{digest}|{self.dates_zone if dates else ''}"
+
+    @property
+    def zone_name(self) -> str:
+        """The inner timetable's zone."""
+        return self.inner.zone_name
+
+    @property
+    def has_seconds(self) -> bool:
+        """As the inner timetable."""
+        return self.inner.has_seconds
+
+    def local_date(self, tick: datetime) -> date:
+        """The tick's date in the zone the excluded dates are read in."""
+        return tick.astimezone(zone(self.dates_zone)).date()
+
+    def is_excluded(self, tick: datetime) -> bool:
+        """True when the tick falls on an excluded date."""
+        return bool(self.excluded) and self.local_date(tick) in self.excluded
+
+    def excluded_by(self, day: date) -> str:
+        """What excludes `day`: the calendars naming it, else 'except' (a date of its own)."""
+        names = [name for name, dates in self.calendars if day in dates]
+        return ", ".join(names) or "except"
+
+    def fate(self, tick: datetime) -> str:
+        """'' when the inner tick stands, else why not: 'before start_at', 'after end_at',
+        'excluded'."""
+        if self.start is not None and tick < self.start:
+            return "before start_at"
+        if self.end is not None and tick > self.end:
+            return "after end_at"
+        return "excluded" if self.is_excluded(tick) else ""
+
+    def between(self, after: datetime, until: datetime) -> list[datetime]:
+        """Every standing tick in (after, until], aware UTC, ascending."""
+        if self.start is not None and after < self.start:
+            after = self.start - _TINY
+        if self.end is not None and until > self.end:
+            until = self.end
+        if until <= after:
+            return []
+        return [t for t in self.inner.between(after, until) if not self.fate(t)]
+
+    def next_after(self, after: datetime) -> datetime:
+        """The first standing tick strictly after `after`, or ENDED when none is left."""
+        cursor = after
+        if self.start is not None and cursor < self.start:
+            cursor = self.start - _TINY
+        while True:
+            try:
+                tick = self.inner.next_after(cursor)
+            except ValueError:  # the inner one never fires again
+                if self.end is not None:
+                    return ENDED
+                raise
+            if tick >= ENDED or (self.end is not None and tick > self.end):
+                return ENDED
+            why = self.fate(tick)
+            if not why:
+                return tick
+            # Excluded (or just before start): go on from the end of that local day, where
+            # the next tick may stand; a whole excluded day costs one step, not one per tick.
+            cursor = max(tick, self._day_end(tick)) if why == "excluded" else tick
+
+    def _day_end(self, tick: datetime) -> datetime:
+        """The last instant of the tick's local date (before the next day's first)."""
+        tz = zone(self.dates_zone)
+        following = datetime.combine(self.local_date(tick) + _DAY, time(), tzinfo=tz)
+        return following.astimezone(UTC) - _TINY
+
+
+@dataclass(frozen=True)
+class OneShot:
+    """The timetable of an `at` schedule: one tick at `at` (whole seconds), then ENDED."""
+
+    at: datetime
+    zone_name: str = "UTC"  # the zone its instant is shown in
+
+    @property
+    def key(self) -> str:
+        """Equal for one-shots at the same instant."""
+        return f"at:{epoch_ms(self.at)}"
+
+    @property
+    def has_seconds(self) -> bool:
+        """True unless the instant is on a minute boundary."""
+        return self.at.second != 0
+
+    def between(self, after: datetime, until: datetime) -> list[datetime]:
+        """[at] when it is in (after, until], else []."""
+        return [self.at] if after < self.at <= until else []
+
+    def next_after(self, after: datetime) -> datetime:
+        """`at` when it is after `after`, else ENDED."""
+        return self.at if after < self.at else ENDED
+
+
+def base(timetable: Timetable) -> Timetable:
+    """The cron or interval under any lifecycle wrapper (itself for a one-shot)."""
+    return timetable.inner if isinstance(timetable, Bounded) else timetable
+
+
+def shortest_period_s(timetable: Timetable) -> int | None:
+    """The fewest seconds between two consecutive ticks on a day without a DST change;
+    None for a one-shot or when it is more than a day."""
+    inner = base(timetable)
+    if isinstance(inner, Every):
+        return inner.seconds
+    if not isinstance(inner, Cron):
+        return None
+    times = sorted(h * 3600 + m * 60 + s
+                   for h in inner.hours for m in inner.minutes for s in inner.seconds)
+    gaps = [b - a for a, b in pairwise(times)]
+    if _fires_on_consecutive_days(inner):
+        gaps.append(times[0] + 86_400 - times[-1])
+    return min(gaps) if gaps and min(gaps) <= 86_400 else None
+
+
+def _fires_on_consecutive_days(cron: Cron) -> bool:
+    """True when two consecutive dates both match (looked for over eight years, a leap
+    cycle and every weekday of every date)."""
+    day = date(2024, 1, 1)
+    previous = False
+    for _ in range(8 * 366):
+        fires = day.month in cron.months and cron._day_fits(day.day, (day.weekday() + 1) % 7)
+        if fires and previous:
+            return True
+        previous, day = fires, day + _DAY
+    return False
+
+
+# ---------------------------------------------------------------------------- per tick
+
+
+def jitter_offset_ms(name: str, tick_ms: int, jitter_ms: int) -> int:
+    """A tick's delivery delay, in [0, jitter_ms): uniform, and a function of the schedule's
+    name and the tick alone (so every invoker, in any language, computes the same)."""
+    if jitter_ms <= 0:
+        return 0
+    digest = blake2b(f"{name}\x00{tick_ms}".encode(), digest_size=8,
+                     person=b"kiqbeat-jitter").digest()
+    # Multiply-shift maps 64 uniform bits onto [0, jitter_ms) without modulo's bias.
+    return (int.from_bytes(digest, "big") * jitter_ms) >> 64
+
+
+class Fate(StrEnum):
+    """What the push step does with one due tick."""
+
+    PUSH = "push"
+    SKIPPED = "skipped"  # an operator's `schedules skip` (recorded in history, not missed)
+    OVERLAP = "overlap"  # `overlap: skip` and a job still waiting (recorded as missed)
+    LIMIT = "limit"  # `max_runs` reached: the schedule has ended
+
+
+def runs_left(max_runs: int | None, runs: int) -> int | None:
+    """How many more ticks the schedule may push (None: no limit)."""
+    return None if max_runs is None else max(0, max_runs - runs)
+
+
+def fates(count: int, *, runs: int = 0, max_runs: int | None = None, skips: int = 0,
+          overlap_busy: bool | None = None) -> list[Fate]:
+    """The fate of each of a group's `count` due ticks, oldest first.
+
+    In this order: the schedule's pending `skips` take the first ticks (they are the next
+    ones); with `overlap: skip` (`overlap_busy` not None) a tick is pushed only when no job
+    of the schedule is waiting, so at most one per group, none if one was already waiting;
+    `max_runs` then caps what is pushed, counting `runs` pushed before. Skipped ticks do
+    not count as runs.
+    """
+    out: list[Fate] = []
+    left = runs_left(max_runs, runs)
+    busy = bool(overlap_busy)
+    for _ in range(count):
+        if skips > 0:
+            skips -= 1
+            out.append(Fate.SKIPPED)
+        elif left == 0:
+            out.append(Fate.LIMIT)
+        elif busy:
+            out.append(Fate.OVERLAP)
+        else:
+            out.append(Fate.PUSH)
+            left = None if left is None else left - 1
+            busy = overlap_busy is not None  # the job just pushed is now waiting
+    return out
+
+
+@dataclass(frozen=True)
+class Ledger:
+    """A schedule's state as the push step sees it: the watermark, the ticks pushed over its
+    life, the skips still pending. `step` is one atomic push; racing invokers only change
+    which ticks each step is offered."""
+
+    watermark_ms: int = 0
+    runs: int = 0
+    skips: int = 0
+
+    def step(self, ticks_ms: Sequence[int], *, max_runs: int | None = None,
+             overlap_busy: bool | None = None) -> tuple[Ledger, list[int]]:
+        """The state after one push step offered `ticks_ms` (ascending), and the ticks it
+        pushed: only ticks above the watermark count; the watermark passes all of them."""
+        fresh = [t for t in ticks_ms if t > self.watermark_ms]
+        if not fresh:
+            return self, []
+        decided = fates(len(fresh), runs=self.runs, max_runs=max_runs, skips=self.skips,
+                        overlap_busy=overlap_busy)
+        pushed = [t for t, f in zip(fresh, decided, strict=True) if f is Fate.PUSH]
+        skipped = sum(f is Fate.SKIPPED for f in decided)
+        return replace(self, watermark_ms=fresh[-1], runs=self.runs + len(pushed),
+                       skips=self.skips - skipped), pushed
+
+
+def has_ended(schedule: Schedule, after: datetime, runs: int = 0) -> bool:
+    """True when the schedule pushes nothing after `after`: past its end, its one-shot
+    done, or its `max_runs` reached."""
+    if schedule.max_runs is not None and runs >= schedule.max_runs:
+        return True
+    return schedule.timetable.next_after(after) >= ENDED
+
+
+# ---------------------------------------------------------------------------- preview
+
+
+def _z(instant: datetime) -> str:
+    return instant.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class Upcoming:
+    """One line of a preview: a tick and what becomes of it: pushed (fate ''), or withheld
+    as 'before start_at', 'excluded', 'after end_at' or 'run limit'."""
+
+    tick: datetime
+    fate: str = ""  # empty when pushed; else why not (see `upcoming`)
+    note: str = ""  # DST move or repeat, what excluded it
+    delivery: datetime | None = None  # with jitter: when the job is released
+
+
+def upcoming(schedule: Schedule, after: datetime, *, count: int,
+             until: datetime | None = None, runs: int = 0) -> list[Upcoming]:
+    """The schedule's next `count` pushed ticks after `after` (up to `until`), each rule
+    applied and every tick it withholds listed: one line for the span before start_at, one
+    per excluded date, and the tick past the end or the run limit, which ends the list."""
+    timetable = schedule.timetable
+    inner = base(timetable)
+    bounded = timetable if isinstance(timetable, Bounded) else None
+    jitter_ms = round(schedule.jitter_s * 1000)
+    left = runs_left(schedule.max_runs, runs)
+    out: list[Upcoming] = []
+    cursor = after
+    pushed = 0
+    while pushed < count:
+        try:
+            tick = inner.next_after(cursor)
+        except ValueError:  # does not fire again
+            break
+        if tick >= ENDED or (until is not None and tick > until):
+            break
+        note = inner.dst_note(tick) if isinstance(inner, Cron) else ""
+        why = bounded.fate(tick) if bounded is not None else ""
+        if bounded is not None and bounded.start is not None and why == "before start_at":
+            out.append(Upcoming(tick, why, f"starts at {_z(bounded.start)}"))
+            cursor = max(tick, bounded.start - _TINY)
+            continue
+        if bounded is not None and why == "excluded":
+            day = bounded.local_date(tick)
+            out.append(Upcoming(tick, why, f"{day.isoformat()} ({bounded.excluded_by(day)})"))
+            cursor = max(tick, bounded._day_end(tick))
+            continue
+        if why:
+            out.append(Upcoming(tick, why, note))
+            break
+        if left == 0:
+            out.append(Upcoming(tick, "run limit", f"max_runs {schedule.max_runs} reached"))
+            break
+        offset = jitter_offset_ms(schedule.name, epoch_ms(tick), jitter_ms)
+        out.append(Upcoming(tick, "", note, tick + offset * _MS if jitter_ms else None))
+        pushed += 1
+        left = None if left is None else left - 1
+        cursor = tick
+    return out

@@ -1,0 +1,85 @@
+"""`overlap: skip` with a real Sidekiq: the middleware kiqbeat ships (clients/ruby,
+Kiqbeat::RunningMiddleware) marks a schedule's job in Redis while it runs, and only then."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from datetime import UTC, datetime
+
+from kiqbeat.core.payload import job_json
+from kiqbeat.core.schedule import Schedule
+from kiqbeat.document import load_config_text
+from kiqbeat.redis import keys
+
+from .harness import Sidekiq, wait_for
+
+
+def schedule(name: str, worker: str, args: str, overlap: str) -> Schedule:
+    (found,) = load_config_text(textwrap.dedent(f"""
+        schedules:
+          {name}: {{cron: '* * * * *', class: {worker}, args: {args}, overlap: {overlap},
+                    retry: false}}
+    """)).schedules
+    return found
+
+
+def push(sidekiq: Sidekiq, job: Schedule) -> str:
+    """Push one tick's job exactly as kiqbeat builds it; its jid."""
+    now = sidekiq.redis_now()
+    tick = now.replace(second=0, microsecond=0)
+    payload = job_json(job, tick, pushed_at=now)
+    sidekiq.client.sadd("queues", "default")
+    sidekiq.client.lpush("queue:default", payload)
+    jid: str = json.loads(payload)["jid"]
+    return jid
+
+
+def started(sidekiq: Sidekiq, jid: str) -> bool:
+    return any(r["kind"] == "middleware" for r in sidekiq.runs({jid}))
+
+
+def finished(sidekiq: Sidekiq, jid: str) -> bool:
+    return any(r["kind"] == "perform" for r in sidekiq.runs({jid}))
+
+
+def test_a_skip_schedules_job_is_marked_running_while_it_runs_and_unmarked_after(
+        sidekiq: Sidekiq) -> None:
+    job = schedule("overlap:sleepy", "SleepingWorker", "[2]", "skip")
+    jid = push(sidekiq, job)
+    marker = keys.running("", "overlap:sleepy")
+    wait_for("the job to start", lambda: started(sidekiq, jid) or None)
+    seen = wait_for("the running marker", lambda: sidekiq.client.get(marker))
+    assert seen.decode() == jid
+    assert not finished(sidekiq, jid)  # still running while marked
+    assert 0 < sidekiq.client.pttl(marker) <= 120_000  # the middleware's ttl: 120
+    wait_for("the job to end", lambda: finished(sidekiq, jid) or None)
+    wait_for("the marker to go", lambda: sidekiq.client.exists(marker) == 0 or None)
+
+
+def test_a_failed_job_clears_its_marker_too(sidekiq: Sidekiq) -> None:
+    job = schedule("overlap:failing", "FailingWorker", "[]", "skip")
+    jid = push(sidekiq, job)
+    wait_for("the job to run", lambda: finished(sidekiq, jid) or None)
+    marker = keys.running("", "overlap:failing")
+    wait_for("the marker to go", lambda: sidekiq.client.exists(marker) == 0 or None)
+    assert sidekiq.client.zcard("retry") == 0  # retry: false, so not run again
+
+
+def test_a_job_of_an_allow_schedule_carries_no_name_and_writes_no_marker(
+        sidekiq: Sidekiq) -> None:
+    job = schedule("overlap:plain", "SleepingWorker", "[1]", "allow")
+    jid = push(sidekiq, job)
+    wait_for("the job to start", lambda: started(sidekiq, jid) or None)
+    (record,) = [r for r in sidekiq.runs({jid}) if r["kind"] == "middleware"]
+    assert "kiqbeat_schedule" not in record["job"]
+    assert list(sidekiq.client.scan_iter(match="kiqbeat:running:*")) == []
+    wait_for("the job to end", lambda: finished(sidekiq, jid) or None)
+
+
+def test_the_job_names_its_schedule_only_when_overlap_is_skip() -> None:
+    tick = datetime(2026, 3, 1, tzinfo=UTC)
+    skip = schedule("a", "A", "[]", "skip")
+    assert '"kiqbeat_schedule":"a"' in job_json(skip, tick, pushed_at=tick)
+    assert "kiqbeat_schedule" not in job_json(schedule("a", "A", "[]", "allow"), tick,
+                                              pushed_at=tick)
