@@ -86,3 +86,20 @@ MAX_AUDIT_NOTE_CHARS = 500
 # the store holds; a filter that matched fewer rows still returns a cursor to go on from.
 MAX_PAGE_ROWS = 200
 MAX_EXAMINED_PER_PAGE = 2_000
+
+# Missed ticks counted per schedule, by an invocation (the report's `missed`, the
+# MissedRecorded metric) and by `kiqbeat missed` / `backfill --dry-run`'s listing alike: one
+# cap, so the two never disagree. Beyond it a count is a lower bound, shown "N+". Counting
+# walks the timetable tick by tick: a schedule firing every second that was down for a month
+# would otherwise cost millions of steps inside an invocation just to print a number.
+MAX_MISSED_COUNTED = 10_000
+
+# A push call (push.lua) is sized by the time it is estimated to hold Redis, not by a count:
+# PUSH_US_PER_GROUP per schedule (its watermark, definition SHA1, history and index entry)
+# plus PUSH_US_PER_JOB per job (its LPUSH and history line), kept within
+# PUSH_CALL_BUDGET_US, so that no call blocks other clients for long (DESIGN §1: at most
+# 5 ms at any size; target per call: 99th percentile 2 ms). Measured with SLOWLOG (Redis
+# 7.0.15, 2 cores, bench/store.py): see redis/pushes.py.
+PUSH_CALL_BUDGET_US = 1_500
+PUSH_US_PER_GROUP = 4.0
+PUSH_US_PER_JOB = 1.5

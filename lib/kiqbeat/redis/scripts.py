@@ -106,9 +106,9 @@ class Caller:
 
 
 DUE = Lua.named("due", "definitions")
-PUSH = Lua.named("push", "definitions", "records")
+PUSH = Lua.named("push", "definitions", "records", "frames")
 WRITE = Lua.named("write", "definitions", "records")
-BACKFILL = Lua.named("backfill", "definitions", "records")
+BACKFILL = Lua.named("backfill", "definitions", "records", "frames")
 TRIGGER = Lua.named("trigger", "definitions", "records")
 READ = Lua.named("read", "definitions")
 SCRIPTS = Caller(functions=False)

@@ -32,7 +32,7 @@ from kiqbeat.redis.definitions import Applied, Op, Oversized
 from kiqbeat.redis.documents import DocumentChange
 from kiqbeat.redis.due import DueRead, Reads
 from kiqbeat.redis.operator_reads import Counts, Stored
-from kiqbeat.redis.pushes import Piece
+from kiqbeat.redis.frames import Piece
 
 Shard = tuple[int, int] | None  # (index, count), or None: the index is not split
 
