@@ -31,8 +31,8 @@ from kiqbeat.redis import clock, definitions, documents, due, keys, operator_rea
 from kiqbeat.redis.definitions import Applied, Op, Oversized
 from kiqbeat.redis.documents import DocumentChange
 from kiqbeat.redis.due import DueRead, Reads
-from kiqbeat.redis.operator_reads import Counts, Stored
 from kiqbeat.redis.frames import Piece
+from kiqbeat.redis.operator_reads import Counts, Stored
 
 Shard = tuple[int, int] | None  # (index, count), or None: the index is not split
 
