@@ -309,6 +309,11 @@ def _plan_new(schedule: Schedule, now: datetime, now_ms: int, memo: TickMemo) ->
     return group
 
 
+# Due ticks shared by the schedules of one plan with the same timetable, lower bound and
+# horizon: (ticks, their epoch ms, how many are at or before now).
+_Shared = dict[tuple[str, int, int], tuple[list[datetime], list[int], int]]
+
+
 def _plan_schedule(
     schedule: Schedule,
     mark_ms: int | None,
@@ -317,56 +322,61 @@ def _plan_schedule(
     window: timedelta,
     window_ms: int,
     memo: TickMemo,
-    shared: dict[tuple[str, datetime, datetime], list[datetime]],
+    shared: _Shared,
 ) -> Group | None:
     if mark_ms is None:
         return _plan_new(schedule, now, now_ms, memo)
-    if mark_ms >= now_ms - window_ms:  # the common case, in integers: nothing due yet?
-        horizon_ms = now_ms + int(schedule.lookahead_s * 1000) if schedule.enabled else now_ms
-        if memo.next_ms(schedule.timetable, mark_ms) > horizon_ms:
-            return None
-    mark = from_ms(mark_ms)
+    enabled = schedule.enabled
+    horizon_ms = now_ms + int(schedule.lookahead_s * 1000) if enabled else now_ms
+    # The common case, in integers: nothing due yet?
+    if mark_ms >= now_ms - window_ms and memo.next_ms(schedule.timetable, mark_ms) > horizon_ms:
+        return None
     window_start = now - window
+    # mark < window_start, in integers (the mark is whole ms; the window's start may not be)
+    early = mark_ms < to_ms_up(window_start)
     group = Group(schedule.name, mark_ms, queue=schedule.queue)
-    if mark < window_start and not schedule.enabled:
+    if early and not enabled:
         group.mark_ms = to_ms(window_start)  # paused: passed over, owed nothing, not recorded
-    elif mark < window_start:
-        group.missed = _count_missed(schedule.timetable, mark, window_start)
+    elif early:
+        group.missed = _count_missed(schedule.timetable, from_ms(mark_ms), window_start)
         if group.missed:
             group.mark_ms = max(group.mark_ms, to_ms(window_start))
             group.ranges.append((mark_ms, group.mark_ms, "window", group.missed))
-    lower = max(mark, window_start)
-    horizon = now + timedelta(seconds=schedule.lookahead_s) if schedule.enabled else now
-    key = (schedule.timetable.key, lower, horizon)
-    due = shared.get(key)
-    if due is None:
-        due = shared[key] = memo.ticks(schedule.timetable, lower, horizon)
+    key = (schedule.timetable.key, -1 if early else mark_ms, horizon_ms)
+    found = shared.get(key)
+    if found is None:
+        lower = window_start if early else from_ms(mark_ms)
+        horizon = now + timedelta(seconds=schedule.lookahead_s) if enabled else now
+        due = memo.ticks(schedule.timetable, lower, horizon)
+        due_ms = [to_ms(t) for t in due]
+        found = shared[key] = (due, due_ms, sum(1 for t in due if t <= now))
+    due, due_ms, n_past = found
     if not due:
         return group if group.mark_ms != mark_ms else None
 
-    past = [t for t in due if t <= now]
-    future = due[len(past):]
-    if not schedule.enabled:
-        keep: list[datetime] = []
+    if not enabled:
+        first, last = n_past, n_past  # none kept
     elif schedule.catch_up == "latest":
-        keep = past[-1:]
+        first, last = max(0, n_past - 1), n_past
     elif schedule.catch_up == "none":
-        keep = [t for t in past if (now - t).total_seconds() < ON_TIME_S]
+        first = next((k for k in range(n_past) if (now - due[k]).total_seconds() < ON_TIME_S),
+                     n_past)
+        last = n_past
     else:
-        keep = past
-    group.skipped = len(past) - len(keep)
-    if group.skipped and schedule.enabled:
-        group.ranges.append((max(mark_ms, to_ms(window_start)), to_ms(past[group.skipped - 1]),
+        first, last = 0, n_past
+    group.skipped = n_past - (last - first)
+    if group.skipped and enabled:
+        group.ranges.append((max(mark_ms, to_ms(window_start)), due_ms[group.skipped - 1],
                              "policy", group.skipped))
-    group.mark_ms = max(group.mark_ms, to_ms(due[-1]))
+    group.mark_ms = max(group.mark_ms, due_ms[-1])
     name, payload = schedule.name, memo.payload
-    for tick in keep:
-        tick_ms = to_ms(tick)
-        group.add(tick_ms, 0, payload(schedule, tick, jid_ms(name, tick_ms), now,
+    for k in range(first, last):
+        tick_ms = due_ms[k]
+        group.add(tick_ms, 0, payload(schedule, due[k], jid_ms(name, tick_ms), now,
                                       scheduled=False).encode())
-    for tick in future:  # lookahead: into the schedule set, released at the tick
-        tick_ms = to_ms(tick)
-        group.add(tick_ms, tick_ms, payload(schedule, tick, jid_ms(name, tick_ms), now,
+    for k in range(n_past, len(due)):  # lookahead: into the schedule set, at the tick
+        tick_ms = due_ms[k]
+        group.add(tick_ms, tick_ms, payload(schedule, due[k], jid_ms(name, tick_ms), now,
                                             scheduled=True).encode())
     return group
 
@@ -399,7 +409,7 @@ def plan_due(entries: Sequence[Entry], now: datetime, window_s: float,
     now_ms = to_ms(now)
     window = timedelta(seconds=window_s)
     window_ms = to_ms(_EPOCH + window)
-    shared: dict[tuple[str, datetime, datetime], list[datetime]] = {}
+    shared: _Shared = {}
     plan = Plan(now_ms, [])
     for entry in entries:
         schedule, mark = entry.schedule, entry.mark_ms

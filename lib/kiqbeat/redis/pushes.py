@@ -14,7 +14,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import redis
 
@@ -34,11 +35,9 @@ PUSH_SHA = scripts.PUSH.sha
 MAX_BYTES_PER_INVOCATION = 64 * 1024 * 1024
 
 
-def push_call(client: redis.Redis, namespace: str, due_key: str, now_ms: int,
-              chunk: Sequence[Group], history: int,
-              lua: scripts.Caller = scripts.SCRIPTS) -> tuple[list[int], str]:
-    """One push.lua call (an atomic chunk of a plan): its counts (pushed, already, missed,
-    skipped, new, stale, recorded) and flags, one "1"/"0" per job in order."""
+def _push_args(namespace: str, due_key: str, now_ms: int, chunk: Sequence[Group],
+               history: int) -> tuple[list[str], list[scripts.Arg]]:
+    """push.lua's KEYS and ARGV for one chunk (its header names them)."""
     queues = frames.Queues()
     body = frames.push_request(chunk, queues)
     names = queues.names
@@ -46,9 +45,17 @@ def push_call(client: redis.Redis, namespace: str, due_key: str, now_ms: int,
                    keys.schedule(namespace), due_key, keys.definitions(namespace),
                    keys.rejected(namespace), keys.missed(namespace), keys.history(namespace),
                    *(keys.queue(namespace, q) for q in names)]
+    return script_keys, [now_ms, history, len(names), *names, body]
+
+
+def push_call(client: redis.Redis, namespace: str, due_key: str, now_ms: int,
+              chunk: Sequence[Group], history: int,
+              lua: scripts.Caller = scripts.SCRIPTS) -> tuple[list[int], str]:
+    """One push.lua call (an atomic chunk of a plan): its counts (pushed, already, missed,
+    skipped, new, stale, recorded) and flags, one "1"/"0" per job in order."""
+    script_keys, args = _push_args(namespace, due_key, now_ms, chunk, history)
     with redis_errors(client, "pushing jobs"):
-        reply = lua.call(scripts.PUSH, client, script_keys,
-                         [now_ms, history, len(names), *names, body])
+        reply = lua.call(scripts.PUSH, client, script_keys, args)
     return [int(c) for c in reply[:7]], reply_text(reply[7])
 
 
@@ -103,40 +110,93 @@ def settle(report: Report, chunk: Sequence[Group], counts: Sequence[int], flags:
     report.lag_s = lag_ms / 1000
 
 
-def push(client: redis.Redis, namespace: str, plan: Plan, config: Config, report: Report,
-         deadline: float, lua: scripts.Caller = scripts.SCRIPTS, *, due_key: str | None = None,
-         sent: int = 0, history: int = DEFAULT_HISTORY) -> int:
-    """Carry out a plan, one atomic script call per chunk, filling in the report; each
-    schedule's history keeps its last `history` pushes.
+class Pusher:
+    """Carries out an invocation's plans, one push call (an atomic chunk) at a time, filling
+    in the report; each schedule's history keeps its last `history` pushes.
 
-    `sent` is the job bytes this invocation already sent (the 64 MiB bound counts them all);
-    returns it with this plan's added, or -1 once the bound stopped the plan.
+    A call is sent and its reply read only when the next call is ready to go (`send`) or the
+    caller must see Redis settled (`wait`): the caller plans and encodes the next call while
+    Redis runs this one. One call at most is in flight, so a failed call stops every call
+    after it, no two calls of one schedule (the parts of a split catch-up) ever overlap, and
+    a later part is sent only once the earlier one is known to be applied.
     """
-    due_key = due_key or keys.due(namespace)
-    for chunk in plan.chunks():
+
+    def __init__(self, client: redis.Redis, namespace: str, config: Config, report: Report,
+                 deadline: float, lua: scripts.Caller = scripts.SCRIPTS, *,
+                 due_key: str | None = None, history: int = DEFAULT_HISTORY) -> None:
+        self.client, self.namespace, self.config = client, namespace, config
+        self.report, self.deadline, self.lua, self.history = report, deadline, lua, history
+        self.due_key = due_key or keys.due(namespace)
+        self.sent = 0  # job bytes this invocation sent (MAX_BYTES_PER_INVOCATION)
+        self.stopped = False  # the byte bound stopped the invocation
+        self._flight: tuple[scripts.Pending, Sequence[Group], int] | None = None
+
+    def send(self, chunk: Sequence[Group], now_ms: int) -> bool:
+        """Send one chunk's call, after reading the reply of the call in flight; False (and
+        nothing sent) once the invocation's byte bound is reached."""
         size = sum(len(payload) for group in chunk for payload in group.payloads)
-        if sent and sent + size > MAX_BYTES_PER_INVOCATION:
+        script_keys, args = _push_args(self.namespace, self.due_key, now_ms, chunk,
+                                       self.history)
+        self.wait()
+        report = self.report
+        if self.sent and self.sent + size > MAX_BYTES_PER_INVOCATION:
             report.warnings.append(
-                f"this invocation sent {sent:,} bytes of jobs, the most one may; the next "
+                f"this invocation sent {self.sent:,} bytes of jobs, the most one may; the next "
                 "invocation pushes the rest (within the missed-jobs window)")
-            return -1
-        sent += size
-        if time.monotonic() > deadline:
+            self.stopped = True
+            return False
+        if time.monotonic() > self.deadline:
             raise DeadlineError(
                 f"invocation deadline passed after {report.chunks} push calls "
                 f"({report.pushed} jobs pushed); the next invocation pushes the rest")
+        self.sent += size
+        with self._errors():
+            pending = self.lua.start(scripts.PUSH, self.client, script_keys, args)
+        self._flight = (pending, chunk, now_ms)
+        return True
+
+    def wait(self) -> None:
+        """Read the reply of the call in flight, if any, into the report."""
+        if self._flight is None:
+            return
+        pending, chunk, now_ms = self._flight
+        self._flight = None
+        with self._errors():
+            reply = pending.result()
+        counts = [int(c) for c in reply[:7]]
+        settle(self.report, chunk, counts, reply_text(reply[7]), now_ms)
+        if self.config.wait_replicas and counts[0]:
+            wait_for_replicas(self.client, self.config, counts[0], self.report)
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        report = self.report
         try:
-            counts, flags = push_call(client, namespace, due_key, plan.now_ms, chunk, history,
-                                      lua)
+            with redis_errors(self.client, "pushing jobs"):
+                yield
         except KiqbeatError as exc:
             if not report.pushed:
                 raise
             raise type(exc)(f"{exc}; before this, {report.pushed} jobs were pushed by "
                             f"{report.chunks} earlier calls, with their watermarks") from exc
-        settle(report, chunk, counts, flags, plan.now_ms)
-        if config.wait_replicas and counts[0]:
-            wait_for_replicas(client, config, counts[0], report)
-    return sent
+
+
+def push(client: redis.Redis, namespace: str, plan: Plan, config: Config, report: Report,
+         deadline: float, lua: scripts.Caller = scripts.SCRIPTS, *, due_key: str | None = None,
+         sent: int = 0, history: int = DEFAULT_HISTORY) -> int:
+    """Carry out a plan (`Pusher`), filling in the report.
+
+    `sent` is the job bytes this invocation already sent (the 64 MiB bound counts them all);
+    returns it with this plan's added, or -1 once the bound stopped the plan.
+    """
+    pusher = Pusher(client, namespace, config, report, deadline, lua, due_key=due_key,
+                    history=history)
+    pusher.sent = sent
+    for chunk in plan.chunks():
+        if not pusher.send(chunk, plan.now_ms):
+            break
+    pusher.wait()
+    return -1 if pusher.stopped else pusher.sent
 
 
 def push_backfill(client: redis.Redis, namespace: str, pieces: Sequence[Piece],

@@ -149,6 +149,12 @@ class RedisSide:
                            self.lua, due_key=keys.due(self.namespace, shard), sent=sent,
                            history=history)
 
+    def pusher(self, config: Config, report: Report, deadline: float, *, shard: Shard = None,
+               history: int = DEFAULT_HISTORY) -> pushes.Pusher:
+        """`redis.pushes.Pusher`: an invocation's push calls into `shard`'s due index."""
+        return pushes.Pusher(self.client, self.namespace, config, report, deadline, self.lua,
+                             due_key=keys.due(self.namespace, shard), history=history)
+
     def push_backfill(self, pieces: Sequence[Piece], history: int
                       ) -> tuple[int, int, int, str]:
         """`redis.pushes.push_backfill` on this store."""
