@@ -77,7 +77,7 @@ from kiqbeat.demo.server import RedisServer, redis_server_path
 from kiqbeat.document import parse_config
 from kiqbeat.engine import Document, Engine
 from kiqbeat.errors import DeadlineError
-from kiqbeat.redis import keys, scripts
+from kiqbeat.redis import keys, pushes, scripts
 from kiqbeat.redis.side import RedisSide
 from kiqbeat.settings import Settings
 from kiqbeat.store import Store
@@ -147,11 +147,14 @@ gc.callbacks.append(_gc_timer())
 SPLIT.wrap(RedisSide, "read_due", "read_due")
 SPLIT.wrap(Engine, "_entries", "parse+validate")
 SPLIT.wrap(engine_module, "plan_due", "plan")
-SPLIT.wrap(RedisSide, "push", "push")
+# Pushes overlap planning (redis/pushes.py Pusher): encoding a call, and waiting for the
+# reply of the one in flight (what Redis did not finish while Python planned), apart.
+SPLIT.wrap(pushes, "_push_args", "push: encode")
+SPLIT.wrap(scripts.Pending, "result", "push: wait")
 SPLIT.wrap(Engine, "_apply", "apply document")
 SPLIT.wrap(Store, "check", "validate")
 SPLIT.wrap(RedisSide, "write", "redis write")
-STEPS = ("read_due", "parse+validate", "plan", "push")
+STEPS = ("read_due", "parse+validate", "plan", "push: encode", "push: wait")
 
 
 @dataclass

@@ -39,6 +39,7 @@ call; `sidekiq_scheduler_ui` adds the tab's toggles to the first pipeline and on
 
 from __future__ import annotations
 
+import gc
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -48,7 +49,14 @@ from typing import Any
 
 import redis
 
-from kiqbeat.core.limits import MAX_PARSED_DEFINITION_BYTES, MAX_PLANNABLE_MS, MAX_REASON_CHARS
+from kiqbeat.core.limits import (
+    MAX_PARSED_DEFINITION_BYTES,
+    MAX_PLANNABLE_MS,
+    MAX_REASON_CHARS,
+    PUSH_CALL_BUDGET_US,
+    PUSH_US_PER_GROUP,
+    PUSH_US_PER_JOB,
+)
 from kiqbeat.core.plan import Entry, TickMemo, plan_due, to_ms
 from kiqbeat.core.report import Report
 from kiqbeat.core.schedule import Config, Schedule
@@ -77,6 +85,9 @@ from kiqbeat.store import Status, Store
 # Parsed definitions kept by a warm engine (about 2 KB each), and at most
 # MAX_PARSED_DEFINITION_BYTES of definitions in all (core/limits.py).
 MAX_PARSED = 20_000
+# Entries planned at a time: one push call's worth of one-job schedules (core/limits.py's
+# time budget), so the next slice is planned while Redis runs the call made from this one.
+PLAN_SLICE = max(1, int(PUSH_CALL_BUDGET_US // (PUSH_US_PER_GROUP + PUSH_US_PER_JOB)))
 # The source a document without a location is stored as (a Config built in a test).
 UNNAMED_DOCUMENT = "document"
 
@@ -162,6 +173,7 @@ class Engine:
         self._parsed: dict[tuple[str, bytes], Schedule | str] = {}
         self._parsed_bytes = 0  # the definitions `_parsed` holds, in bytes
         self._memo = TickMemo()
+        self._invocations = 0  # that pushed (`_warm_up`)
         self._window_parsed_s: float | None = None  # the window `_parsed` was filled with
         self._reported: set[str] = set()
         self._lua = scripts.Caller(functions=self.settings.redis_functions)
@@ -492,42 +504,76 @@ class Engine:
         """Plan and push the due entries, a batch at a time, until a batch says no more are
         due (a batch cut short by the bytes of its definitions does not end the invocation).
 
+        A batch is planned a slice at a time (PLAN_SLICE entries, about one push call), and
+        each call is sent before the next slice is planned: Python plans while Redis pushes
+        (`Pusher`: one call in flight, read before the next is sent). The cyclic garbage
+        collector is paused meanwhile (the loop makes no cycles; its full collections over
+        the engine's caches cost more than the loop itself), and the engine's long-lived
+        objects are frozen out of its reach once it is warm (`_warm_up`).
+
         Entries met again in a later batch (their index entry did not move: another copy
         planned further, or a definition changed meanwhile) are left for the next invocation.
         """
         shard = self.settings.shard
         upto_ms = to_ms(report.now)
         seen: set[str] = set()
-        offset = sent = 0
+        offset = 0
         # The document's schedules as this invocation runs them (the tab's toggles applied).
         document = self._document
         own = (document.schedules if document is not None and not config.sidekiq_scheduler_ui
                else {s.name: s for s in config.schedules})
-        while True:
-            if batch is None:
-                if time.monotonic() > deadline:
-                    raise DeadlineError(f"invocation deadline passed after {report.pushed} "
-                                        "jobs pushed; the next invocation pushes the rest")
-                again = side.read_due(shard, upto_ms=upto_ms, offset=offset)
-                batch = again.batch
-                report.round_trips += 1
-                report.next_due_ms = _earlier(report.next_due_ms, again.next_due_ms)
-            fresh = [due for due in batch.entries if due.name not in seen]
-            offset += len(batch.entries) - len(fresh)
-            seen.update(due.name for due in fresh)
-            entries = self._entries(side, fresh, config, own, report)
-            report.schedules += len(fresh)
-            plan = plan_due(entries, report.now, config.missed_jobs_window_s, self._memo)
-            if plan.failed:
-                self._set_aside(side, [Op("reject", name, why.encode(), expect=sha)
-                                       for name, sha, why in plan.failed], report)
-            sent = side.push(plan, config, report, deadline, shard=shard, sent=sent,
+        pusher = side.pusher(config, report, deadline, shard=shard,
                              history=self.settings.history)
-            for group in plan.groups:  # where the push moved their index entries
-                report.next_due_ms = _earlier(report.next_due_ms, group.next_due_ms)
-            if sent < 0 or not batch.more:
-                return
-            batch = None
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            while True:
+                if batch is None:
+                    if time.monotonic() > deadline:
+                        raise DeadlineError(f"invocation deadline passed after {report.pushed} "
+                                            "jobs pushed; the next invocation pushes the rest")
+                    pusher.wait()  # the read must see where the pushes moved the index
+                    again = side.read_due(shard, upto_ms=upto_ms, offset=offset)
+                    batch = again.batch
+                    report.round_trips += 1
+                    report.next_due_ms = _earlier(report.next_due_ms, again.next_due_ms)
+                fresh = [due for due in batch.entries if due.name not in seen]
+                offset += len(batch.entries) - len(fresh)
+                seen.update(due.name for due in fresh)
+                entries = self._entries(side, fresh, config, own, report)
+                report.schedules += len(fresh)
+                for first in range(0, len(entries), PLAN_SLICE):
+                    plan = plan_due(entries[first:first + PLAN_SLICE], report.now,
+                                    config.missed_jobs_window_s, self._memo)
+                    if plan.failed:
+                        self._set_aside(side, [Op("reject", name, why.encode(), expect=sha)
+                                               for name, sha, why in plan.failed], report)
+                    for chunk in plan.chunks():
+                        if not pusher.send(chunk, plan.now_ms):
+                            break
+                    for group in plan.groups:  # where the push moves their index entries
+                        report.next_due_ms = _earlier(report.next_due_ms, group.next_due_ms)
+                    if pusher.stopped:
+                        break
+                if pusher.stopped or not batch.more:
+                    break
+                batch = None
+            pusher.wait()
+        finally:
+            if collecting:
+                gc.enable()
+        self._warm_up()
+
+    def _warm_up(self) -> None:
+        """Once the engine is warm (its second invocation: a process that runs one, as
+        `kiqbeat run-once` does, gains nothing and pays a collection), move what it holds
+        (parsed definitions, the tick memo, templates, imported modules) out of the cyclic
+        collector's generations (`gc.freeze`): later full collections skip them. Once per
+        engine: what is frozen is never collected, and little of it ever becomes garbage."""
+        self._invocations += 1
+        if self._invocations == 2:
+            gc.collect()
+            gc.freeze()
 
     def _entries(self, side: RedisSide, batch: Sequence[Due], config: Config,
                  own: Mapping[str, Schedule], report: Report) -> list[Entry]:

@@ -7,10 +7,12 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from kiqbeat.core.cron import fire_times
+from kiqbeat.core.limits import PUSH_CALL_BUDGET_US
 from kiqbeat.core.plan import (
     MAX_BYTES_PER_CALL,
     MAX_JOBS_PER_CALL,
     ON_TIME_S,
+    call_cost_us,
     plan_ticks,
     to_ms,
 )
@@ -50,44 +52,27 @@ def test_a_schedule_without_a_mark_is_planned_as_new_with_no_jobs() -> None:
     assert (group.new, group.jobs, group.mark_ms) == (True, [], to_ms(NOW))
 
 
-def test_registering_many_new_schedules_is_split_into_bounded_calls() -> None:
+def test_registering_many_new_schedules_is_split_into_calls_within_the_time_budget() -> None:
     config = load_config_text("schedules:\n" + "".join(
         f"  s{i}: {{cron: '* * * * *', class: A}}\n" for i in range(2_500)))
     chunks = list(plan_ticks(config, {}, NOW).chunks())
-    assert [len(chunk) for chunk in chunks] == [
-        min(MAX_JOBS_PER_CALL, 2_500 - i) for i in range(0, 2_500, MAX_JOBS_PER_CALL)]
+    assert len(chunks) > 1
+    assert [g.name for chunk in chunks for g in chunk] == [f"s{i}" for i in range(2_500)]
+    for chunk in chunks:
+        assert call_cost_us(len(chunk), sum(len(g.ticks) for g in chunk)) <= PUSH_CALL_BUDGET_US
 
 
-LOOKAHEAD = """
-schedules:
-  fast: {cron: "*/10 * * * * *", class: A, lookahead: 60s}
-"""
-
-
-def test_a_new_lookahead_schedule_plans_its_ticks_after_now_into_the_schedule_set() -> None:
-    config = load_config_text(LOOKAHEAD)
-    (group,) = plan_ticks(config, {"fast": None}, NOW).groups
-    ticks = [NOW.replace(second=10) + timedelta(seconds=10 * k) for k in range(6)]
-    assert group.new
-    assert [(j.tick_ms, j.queue) for j in group.jobs] == [(to_ms(t), None) for t in ticks]
-    assert group.mark_ms == to_ms(ticks[-1])  # the mark covers them
-
-
-def test_a_new_schedules_tick_at_now_itself_is_not_planned() -> None:
-    # First-seen is `now`: a tick at that very instant is pre-history (strictly after only).
-    config = load_config_text(LOOKAHEAD)
-    on_tick = NOW.replace(second=10)
-    (group,) = plan_ticks(config, {"fast": None}, on_tick).groups
-    assert min(j.tick_ms for j in group.jobs) == to_ms(on_tick) + 10_000
-
-
-def test_a_new_disabled_schedule_plans_no_jobs_even_with_lookahead() -> None:
-    config = load_config_text("""
-schedules:
-  fast: {cron: "*/10 * * * * *", class: A, lookahead: 60s, enabled: false}
-""")
-    (group,) = plan_ticks(config, {"fast": None}, NOW).groups
-    assert (group.new, group.jobs, group.mark_ms) == (True, [], to_ms(NOW))
+def test_a_call_is_sized_by_its_estimated_time_not_by_a_job_count() -> None:
+    """A catch-up of one schedule is cut where the next job would pass the budget: more
+    jobs a call when each costs less."""
+    config = load_config_text("missed_jobs_window: 2h\nschedules: {s: {every: 1s, class: A}}")
+    plan = plan_ticks(config, {"s": to_ms(NOW - timedelta(seconds=3_000))}, NOW)
+    for budget in (300.0, 900.0):
+        chunks = list(plan.chunks(budget_us=budget))
+        jobs = [sum(len(g.ticks) for g in chunk) for chunk in chunks]
+        assert sum(jobs) == 3_000
+        assert all(call_cost_us(1, n) <= budget for n in jobs)
+        assert all(call_cost_us(1, n + 1) > budget for n in jobs[:-1])  # filled to the budget
 
 
 def test_a_new_schedules_jobs_fit_one_call_and_are_never_split() -> None:
@@ -106,7 +91,7 @@ schedules:
     assert new.mark_ms == new.jobs[-1].tick_ms
     parts = [g for chunk in plan.chunks() for g in chunk if g.name == "second"]
     assert len(parts) == 1 and parts[0] is new  # not split, though 600 jobs came before
-    for chunk in plan.chunks(max_jobs=100):
+    for chunk in plan.chunks(budget_us=call_cost_us(1, 100)):
         assert all(g.jobs == new.jobs for g in chunk if g.name == "second")
 
 

@@ -36,18 +36,24 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
-from kiqbeat.core.limits import MAX_SHARDS
+from kiqbeat.core.limits import (
+    MAX_MISSED_COUNTED,
+    MAX_SHARDS,
+    PUSH_CALL_BUDGET_US,
+    PUSH_US_PER_GROUP,
+    PUSH_US_PER_JOB,
+)
 from kiqbeat.core.payload import JobTemplate, jid_ms, job_json, job_template
 from kiqbeat.core.schedule import Config, Schedule, Timetable
 from kiqbeat.errors import ConfigError
 
 # `catch_up: none` still pushes ticks this fresh: one trigger period, the normal lag.
 ON_TIME_S = 120.0
-# Counting missed ticks stops here; a schedule firing every second that was down for a
-# month would otherwise cost millions of steps just to print a number.
-MISSED_COUNT_CAP = 10_000
-# One push-script call carries at most this many jobs / payload bytes, so a large
-# catch-up never blocks Redis for more than a few milliseconds at a time.
+# Counting missed ticks stops here (core/limits.py: the one cap, `kiqbeat missed` too).
+MISSED_COUNT_CAP = MAX_MISSED_COUNTED
+# A new schedule's group (never split) and a backfill call carry at most this many jobs; a
+# push call carries at most MAX_BYTES_PER_CALL of jobs, and is otherwise sized by time
+# (`Plan.chunks`), so a large catch-up never blocks Redis for more than a few milliseconds.
 MAX_JOBS_PER_CALL = 200
 MAX_BYTES_PER_CALL = 512 * 1024
 
@@ -93,24 +99,30 @@ def shard_of(name: str, count: int) -> int:
 
 @dataclass(frozen=True)
 class Job:
-    """One tick of one schedule, ready to push."""
+    """One tick of one schedule, ready to push: a view of a group's lists (`Group.jobs`),
+    for tests and reports; planning and pushing keep no object per job."""
 
     schedule: str
     tick_ms: int
     queue: str | None  # None: the `schedule` set (lookahead), not a queue
     jid: str
     payload: str
+    release_ms: int = 0  # into the `schedule` set: the instant it is released (epoch ms)
 
 
 @dataclass
 class Group:
-    """What one invocation decided for one schedule: its jobs and the mark covering them."""
+    """What one invocation decided for one schedule: its jobs and the mark covering them.
+
+    Its jobs are three aligned lists, ticks ascending: the tick (epoch ms, which names the
+    jid and the watermark), where the job goes (`releases`: 0, into `queue` now; an instant,
+    epoch ms, into the `schedule` set, released then) and the job's JSON bytes.
+    """
 
     name: str
     mark_ms: int
     missed: int = 0
     skipped: int = 0
-    jobs: list[Job] = field(default_factory=list)
     # No stored mark when planned: register the schedule (first-seen = the plan's now) and
     # push its jobs, all after that now; or, if a mark is found, do nothing at all.
     new: bool = False
@@ -120,6 +132,35 @@ class Group:
     sha: str = ""
     # Ticks passed over, to record for a backfill: (after_ms, through_ms, reason, count).
     ranges: list[tuple[int, int, str, int]] = field(default_factory=list)
+    queue: str = "default"
+    ticks: list[int] = field(default_factory=list)
+    releases: list[int] = field(default_factory=list)
+    payloads: list[bytes] = field(default_factory=list)
+
+    def add(self, tick_ms: int, release_ms: int, payload: bytes) -> None:
+        """Append a job (after every job it holds)."""
+        self.ticks.append(tick_ms)
+        self.releases.append(release_ms)
+        self.payloads.append(payload)
+
+    @property
+    def jobs(self) -> list[Job]:
+        """Its jobs as objects (built on each call: not for the hot path)."""
+        return [Job(self.name, tick, None if release else self.queue, jid_ms(self.name, tick),
+                    payload.decode(), release)
+                for tick, release, payload in zip(self.ticks, self.releases, self.payloads,
+                                                  strict=True)]
+
+    def cut(self, start: int, stop: int) -> Group:
+        """The same group with only jobs [start, stop)."""
+        return replace(self, ticks=self.ticks[start:stop], releases=self.releases[start:stop],
+                       payloads=self.payloads[start:stop])
+
+
+def call_cost_us(groups: int, jobs: int) -> float:
+    """The estimated time a push call of `groups` groups and `jobs` jobs holds Redis, in µs
+    (core/limits.py: measured)."""
+    return groups * PUSH_US_PER_GROUP + jobs * PUSH_US_PER_JOB
 
 
 @dataclass
@@ -132,48 +173,53 @@ class Plan:
     # timetable beyond the representable years): set aside, never sinking the others.
     failed: list[tuple[str, str, str]] = field(default_factory=list)
 
-    def chunks(
-        self, max_jobs: int = MAX_JOBS_PER_CALL, max_bytes: int = MAX_BYTES_PER_CALL
-    ) -> Iterator[list[Group]]:
-        """Split into push-script calls; a schedule's jobs may span calls, marks ascending.
+    def chunks(self, budget_us: float = PUSH_CALL_BUDGET_US,
+               max_bytes: int = MAX_BYTES_PER_CALL) -> Iterator[list[Group]]:
+        """Split into push-script calls, each estimated to hold Redis at most `budget_us`
+        (`call_cost_us`) and carrying at most `max_bytes` of jobs; a schedule's jobs may
+        span calls, marks ascending.
 
-        A call also holds at most `max_jobs` groups: registering 100,000 new schedules is
-        100 calls, not one long one. A new schedule's group is never split (module
-        docstring): it starts a call of its own when it does not fit in the current one.
+        A new schedule's group is never split (module docstring): it starts a call of its
+        own when it does not fit in the current one. Only the first job of a call may pass
+        the bounds on its own.
         """
         chunk: list[Group] = []
-        jobs = size = 0
+        cost = 0.0
+        size = 0
         for group in self.groups:
-            if len(chunk) >= max_jobs:
+            cost += PUSH_US_PER_GROUP
+            if chunk and cost > budget_us:
                 yield chunk
-                chunk, jobs, size = [], 0, 0
+                chunk, cost, size = [], PUSH_US_PER_GROUP, 0
             rest = group
             while True:
-                room_jobs = max_jobs - jobs
                 take = 0
                 taken_bytes = 0
-                for job in rest.jobs:
-                    # Only the first job of a call may exceed the byte cap on its own.
-                    too_big = (jobs + take) > 0 and (
-                        size + taken_bytes + len(job.payload) > max_bytes)
-                    if take >= room_jobs or too_big:
+                payloads = rest.payloads
+                for payload in payloads:
+                    grows = cost + PUSH_US_PER_JOB > budget_us or (
+                        size + taken_bytes + len(payload) > max_bytes)
+                    if grows and (chunk or take):
                         break
                     take += 1
-                    taken_bytes += len(job.payload)
-                if take == len(rest.jobs) or (rest.new and not chunk):
+                    cost += PUSH_US_PER_JOB
+                    taken_bytes += len(payload)
+                if take == len(payloads) or (rest.new and not chunk):
+                    if take < len(payloads):  # a new group alone: whole, whatever it costs
+                        cost += (len(payloads) - take) * PUSH_US_PER_JOB
+                        taken_bytes += sum(len(p) for p in payloads[take:])
                     chunk.append(rest)
-                    jobs += len(rest.jobs)
-                    size += sum(len(job.payload) for job in rest.jobs)
+                    size += taken_bytes
                     break
                 if take and not rest.new:
                     # The head's index entry says "due": the rest is, if this call is the last.
-                    head = replace(rest, mark_ms=rest.jobs[take - 1].tick_ms,
-                                   jobs=rest.jobs[:take], next_due_ms=0)
+                    head = replace(rest.cut(0, take), mark_ms=rest.ticks[take - 1],
+                                   next_due_ms=0)
                     chunk.append(head)
-                    rest = replace(rest, missed=0, skipped=0, ranges=[],
-                                   jobs=rest.jobs[take:])
+                    rest = replace(rest.cut(take, len(payloads)), missed=0, skipped=0,
+                                   ranges=[])
                 yield chunk
-                chunk, jobs, size = [], 0, 0
+                chunk, cost, size = [], PUSH_US_PER_GROUP, 0
         if chunk:
             yield chunk
 
@@ -244,23 +290,28 @@ def _plan_new(schedule: Schedule, now: datetime, now_ms: int, memo: TickMemo) ->
     future, so they all go to the `schedule` set and no catch-up policy applies. Capped to
     one call's jobs and bytes, since the group may not be split.
     """
-    group = Group(schedule.name, now_ms, new=True)
+    group = Group(schedule.name, now_ms, new=True, queue=schedule.queue)
     if not schedule.enabled or schedule.lookahead_s <= 0:
         return group
     horizon = now + timedelta(seconds=schedule.lookahead_s)
     size = 0
     for tick in memo.ticks(schedule.timetable, now, horizon):
         tick_ms = to_ms(tick)
-        job_id = jid_ms(schedule.name, tick_ms)
-        payload = memo.payload(schedule, tick, job_id, now, scheduled=True)
-        if group.jobs and (len(group.jobs) >= MAX_JOBS_PER_CALL
-                           or size + len(payload) > MAX_BYTES_PER_CALL):
+        payload = memo.payload(schedule, tick, jid_ms(schedule.name, tick_ms), now,
+                               scheduled=True).encode()
+        if group.ticks and (len(group.ticks) >= MAX_JOBS_PER_CALL
+                            or size + len(payload) > MAX_BYTES_PER_CALL):
             break
-        group.jobs.append(Job(schedule.name, tick_ms, None, job_id, payload))
+        group.add(tick_ms, tick_ms, payload)
         size += len(payload)
-    if group.jobs:
-        group.mark_ms = max(now_ms, group.jobs[-1].tick_ms)
+    if group.ticks:
+        group.mark_ms = max(now_ms, group.ticks[-1])
     return group
+
+
+# Due ticks shared by the schedules of one plan with the same timetable, lower bound and
+# horizon: (ticks, their epoch ms, how many are at or before now).
+_Shared = dict[tuple[str, int, int], tuple[list[datetime], list[int], int]]
 
 
 def _plan_schedule(
@@ -271,58 +322,62 @@ def _plan_schedule(
     window: timedelta,
     window_ms: int,
     memo: TickMemo,
-    shared: dict[tuple[str, datetime, datetime], list[datetime]],
+    shared: _Shared,
 ) -> Group | None:
     if mark_ms is None:
         return _plan_new(schedule, now, now_ms, memo)
-    if mark_ms >= now_ms - window_ms:  # the common case, in integers: nothing due yet?
-        horizon_ms = now_ms + int(schedule.lookahead_s * 1000) if schedule.enabled else now_ms
-        if memo.next_ms(schedule.timetable, mark_ms) > horizon_ms:
-            return None
-    mark = from_ms(mark_ms)
+    enabled = schedule.enabled
+    horizon_ms = now_ms + int(schedule.lookahead_s * 1000) if enabled else now_ms
+    # The common case, in integers: nothing due yet?
+    if mark_ms >= now_ms - window_ms and memo.next_ms(schedule.timetable, mark_ms) > horizon_ms:
+        return None
     window_start = now - window
-    group = Group(schedule.name, mark_ms)
-    if mark < window_start and not schedule.enabled:
+    # mark < window_start, in integers (the mark is whole ms; the window's start may not be)
+    early = mark_ms < to_ms_up(window_start)
+    group = Group(schedule.name, mark_ms, queue=schedule.queue)
+    if early and not enabled:
         group.mark_ms = to_ms(window_start)  # paused: passed over, owed nothing, not recorded
-    elif mark < window_start:
-        group.missed = _count_missed(schedule.timetable, mark, window_start)
+    elif early:
+        group.missed = _count_missed(schedule.timetable, from_ms(mark_ms), window_start)
         if group.missed:
             group.mark_ms = max(group.mark_ms, to_ms(window_start))
             group.ranges.append((mark_ms, group.mark_ms, "window", group.missed))
-    lower = max(mark, window_start)
-    horizon = now + timedelta(seconds=schedule.lookahead_s) if schedule.enabled else now
-    key = (schedule.timetable.key, lower, horizon)
-    due = shared.get(key)
-    if due is None:
-        due = shared[key] = memo.ticks(schedule.timetable, lower, horizon)
+    key = (schedule.timetable.key, -1 if early else mark_ms, horizon_ms)
+    found = shared.get(key)
+    if found is None:
+        lower = window_start if early else from_ms(mark_ms)
+        horizon = now + timedelta(seconds=schedule.lookahead_s) if enabled else now
+        due = memo.ticks(schedule.timetable, lower, horizon)
+        due_ms = [to_ms(t) for t in due]
+        found = shared[key] = (due, due_ms, sum(1 for t in due if t <= now))
+    due, due_ms, n_past = found
     if not due:
         return group if group.mark_ms != mark_ms else None
 
-    past = [t for t in due if t <= now]
-    future = due[len(past):]
-    if not schedule.enabled:
-        keep: list[datetime] = []
+    if not enabled:
+        first, last = n_past, n_past  # none kept
     elif schedule.catch_up == "latest":
-        keep = past[-1:]
+        first, last = max(0, n_past - 1), n_past
     elif schedule.catch_up == "none":
-        keep = [t for t in past if (now - t).total_seconds() < ON_TIME_S]
+        first = next((k for k in range(n_past) if (now - due[k]).total_seconds() < ON_TIME_S),
+                     n_past)
+        last = n_past
     else:
-        keep = past
-    group.skipped = len(past) - len(keep)
-    if group.skipped and schedule.enabled:
-        group.ranges.append((max(mark_ms, to_ms(window_start)), to_ms(past[group.skipped - 1]),
+        first, last = 0, n_past
+    group.skipped = n_past - (last - first)
+    if group.skipped and enabled:
+        group.ranges.append((max(mark_ms, to_ms(window_start)), due_ms[group.skipped - 1],
                              "policy", group.skipped))
-    group.mark_ms = max(group.mark_ms, to_ms(due[-1]))
-    for tick in keep:
-        tick_ms = to_ms(tick)
-        job_id = jid_ms(schedule.name, tick_ms)
-        group.jobs.append(Job(schedule.name, tick_ms, schedule.queue, job_id,
-                              memo.payload(schedule, tick, job_id, now, scheduled=False)))
-    for tick in future:
-        tick_ms = to_ms(tick)
-        job_id = jid_ms(schedule.name, tick_ms)
-        group.jobs.append(Job(schedule.name, tick_ms, None, job_id,
-                              memo.payload(schedule, tick, job_id, now, scheduled=True)))
+    group.mark_ms = max(group.mark_ms, due_ms[-1])
+    name, payload = schedule.name, memo.payload
+    for k in range(first, last):
+        tick_ms = due_ms[k]
+        group.add(tick_ms, 0, payload(schedule, due[k], jid_ms(name, tick_ms), now,
+                                      scheduled=False).encode())
+    for k in range(n_past, len(due)):  # lookahead: into the schedule set, at the tick
+        tick_ms = due_ms[k]
+        group.add(tick_ms, tick_ms, payload(schedule, due[k], jid_ms(name, tick_ms), now,
+                                            scheduled=True).encode())
     return group
 
 
@@ -354,7 +409,7 @@ def plan_due(entries: Sequence[Entry], now: datetime, window_s: float,
     now_ms = to_ms(now)
     window = timedelta(seconds=window_s)
     window_ms = to_ms(_EPOCH + window)
-    shared: dict[tuple[str, datetime, datetime], list[datetime]] = {}
+    shared: _Shared = {}
     plan = Plan(now_ms, [])
     for entry in entries:
         schedule, mark = entry.schedule, entry.mark_ms
@@ -364,7 +419,7 @@ def plan_due(entries: Sequence[Entry], now: datetime, window_s: float,
             if group is None:
                 if not reindex or mark is None:
                     continue
-                group = Group(schedule.name, mark)
+                group = Group(schedule.name, mark, queue=schedule.queue)
             group.sha = entry.sha
             group.next_due_ms = next_due_ms(schedule, group.mark_ms, memo)
         except (ValueError, OverflowError) as exc:  # datetime's range, for one schedule

@@ -35,6 +35,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from kiqbeat.core.limits import MAX_MISSED_COUNTED
 from kiqbeat.core.payload import jid_ms
 from kiqbeat.core.plan import from_ms, to_ms
 from kiqbeat.core.schedule import Timetable
@@ -49,8 +50,9 @@ REASONS = {"window": "older than the missed-jobs window",
 # Ranges kept per schedule (records.lua drops the oldest "policy" one beyond, else the
 # oldest): `catch_up: latest` on a schedule firing every second records one each invocation.
 MAX_RANGES = 100
-# Counting a range's ticks for a listing stops here.
-COUNT_CAP = 100_000
+# Counting a range's ticks for a listing stops here: the cap an invocation's count stops at
+# too (core/limits.py), so `kiqbeat missed` and the report agree.
+COUNT_CAP = MAX_MISSED_COUNTED
 # Ticks are listed in steps of this much time; an empty step is skipped with next_after.
 _STEP = timedelta(hours=1)
 

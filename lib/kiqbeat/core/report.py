@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from kiqbeat.core.describe import counted
+from kiqbeat.core.payload import jid_ms
 
 
 @dataclass(frozen=True)
@@ -30,9 +32,9 @@ class Report:
     missed: int = 0
     skipped: int = 0
     missed_recorded: int = 0  # missed and skipped ticks recorded for a backfill
-    # True when a schedule's missed ticks were more than the planner counts
-    # (plan.MISSED_COUNT_CAP): `missed` and `missed_recorded` are then lower bounds, shown
-    # with "+" (`kiqbeat missed` and `backfill --dry-run` count the record exactly).
+    # True when a schedule's missed ticks were more than are counted
+    # (limits.MAX_MISSED_COUNTED, the cap `kiqbeat missed` counts to as well): `missed` and
+    # `missed_recorded` are then lower bounds, shown with "+".
     missed_capped: bool = False
     new_schedules: int = 0
     lag_s: float = 0.0  # largest (push time - tick instant) among ticks pushed into a queue
@@ -48,7 +50,25 @@ class Report:
     # more is indexed. `kiqbeat run` invokes again then, if that is before the next minute.
     next_due_ms: int | None = None
     warnings: list[str] = field(default_factory=list)
-    jobs: list[PushedJob] = field(default_factory=list)
+    # What the push calls pushed, as they came back: per schedule (name, queue, ticks,
+    # releases, flags), a job's release 0 for its queue and flag "1" when pushed. `jobs`
+    # lists them as objects, built only when asked: a 10,000-job minute builds none.
+    pushed_runs: list[tuple[str, str, Sequence[int], Sequence[int], str]] = field(
+        default_factory=list, repr=False)
+    _jobs: list[PushedJob] = field(default_factory=list, repr=False, compare=False)
+
+    @property
+    def jobs(self) -> list[PushedJob]:
+        """Every job this invocation pushed, in push order (built when first asked)."""
+        if self.pushed_runs:
+            self._jobs += [
+                PushedJob(name, datetime.fromtimestamp(tick / 1000, tz=UTC),
+                          jid_ms(name, tick), None if release else queue)
+                for name, queue, ticks, releases, flags in self.pushed_runs
+                for tick, release, flag in zip(ticks, releases, flags, strict=True)
+                if flag == "1"]
+            self.pushed_runs = []
+        return self._jobs
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready summary (without the per-job list)."""

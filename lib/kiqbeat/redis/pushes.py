@@ -14,20 +14,20 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import redis
 
-from kiqbeat.core.plan import MISSED_COUNT_CAP, Group, Plan, from_ms
+from kiqbeat.core.plan import MISSED_COUNT_CAP, Group, Plan
 from kiqbeat.core.records import DEFAULT_HISTORY
-from kiqbeat.core.report import PushedJob, Report
+from kiqbeat.core.report import Report
 from kiqbeat.core.schedule import Config
 from kiqbeat.errors import DeadlineError, KiqbeatError, shown
-from kiqbeat.redis import keys, scripts
+from kiqbeat.redis import frames, keys, scripts
 from kiqbeat.redis.connection import redis_errors, reply_text
 
+Piece = frames.Piece  # where operator code has always found it
 PUSH_SHA = scripts.PUSH.sha
 # Job bytes one invocation sends at most: a catch-up of big jobs goes on in the next
 # invocations (its watermarks only move with what was pushed), and neither kiqbeat's memory
@@ -35,34 +35,28 @@ PUSH_SHA = scripts.PUSH.sha
 MAX_BYTES_PER_INVOCATION = 64 * 1024 * 1024
 
 
-def _push_chunk(
-    client: redis.Redis, namespace: str, due_key: str, now_ms: int, chunk: list[Group],
-    lua: scripts.Caller, history: int,
-) -> tuple[list[Any], str]:
-    queue_index: dict[str, int] = {}
-    parts: list[bytes] = []  # the groups packed in one argument; push.lua's header says how
-    for group in chunk:
-        queue = next((job.queue for job in group.jobs if job.queue is not None), None)
-        target = 0 if queue is None else queue_index.setdefault(queue, len(queue_index) + 1)
-        parts.append(f"{group.name}\n{group.mark_ms} {group.missed} {group.skipped} "
-                     f"{len(group.jobs)} {target} {int(group.new)} {group.next_due_ms} "
-                     f"{group.sha or '0'} {len(group.ranges)}\n".encode())
-        parts += (b"%d %d %s %d\n" % (after, through, reason.encode(), count)
-                  for after, through, reason, count in group.ranges)
-        for job in group.jobs:
-            payload = job.payload.encode()
-            tick = job.tick_ms if job.queue is not None else -job.tick_ms
-            parts += (b"%d %d\n" % (tick, len(payload)), payload)
-    queue_names = list(queue_index)
+def _push_args(namespace: str, due_key: str, now_ms: int, chunk: Sequence[Group],
+               history: int) -> tuple[list[str], list[scripts.Arg]]:
+    """push.lua's KEYS and ARGV for one chunk (its header names them)."""
+    queues = frames.Queues()
+    body = frames.push_request(chunk, queues)
+    names = queues.names
     script_keys = [keys.watermarks(namespace), keys.first_seen(namespace), keys.queues(namespace),
                    keys.schedule(namespace), due_key, keys.definitions(namespace),
                    keys.rejected(namespace), keys.missed(namespace), keys.history(namespace),
-                   *(keys.queue(namespace, q) for q in queue_names)]
+                   *(keys.queue(namespace, q) for q in names)]
+    return script_keys, [now_ms, history, len(names), *names, body]
+
+
+def push_call(client: redis.Redis, namespace: str, due_key: str, now_ms: int,
+              chunk: Sequence[Group], history: int,
+              lua: scripts.Caller = scripts.SCRIPTS) -> tuple[list[int], str]:
+    """One push.lua call (an atomic chunk of a plan): its counts (pushed, already, missed,
+    skipped, new, stale, recorded) and flags, one "1"/"0" per job in order."""
+    script_keys, args = _push_args(namespace, due_key, now_ms, chunk, history)
     with redis_errors(client, "pushing jobs"):
-        reply = lua.call(scripts.PUSH, client, script_keys,
-                         [now_ms, history, len(queue_names), *queue_names, b"".join(parts)])
-    counts, flags = reply[:7], reply[7]
-    return counts, reply_text(flags)
+        reply = lua.call(scripts.PUSH, client, script_keys, args)
+    return [int(c) for c in reply[:7]], reply_text(reply[7])
 
 
 def wait_for_replicas(client: redis.Redis, config: Config, pushed: int, report: Report) -> None:
@@ -83,96 +77,140 @@ def wait_for_replicas(client: redis.Redis, config: Config, pushed: int, report: 
             f"within {config.wait_timeout_s:g} s; a failover now could push them again")
 
 
-def push(client: redis.Redis, namespace: str, plan: Plan, config: Config, report: Report,
-         deadline: float, lua: scripts.Caller = scripts.SCRIPTS, *, due_key: str | None = None,
-         sent: int = 0, history: int = DEFAULT_HISTORY) -> int:
-    """Carry out a plan, one atomic script call per chunk, filling in the report; each
-    schedule's history keeps its last `history` pushes.
+def settle(report: Report, chunk: Sequence[Group], counts: Sequence[int], flags: str,
+           now_ms: int) -> None:
+    """Add one push call's outcome to the report: its counts, and which jobs it pushed (kept
+    as the groups' lists; `Report.jobs` builds objects only when asked)."""
+    pushed, already, missed, skipped, new, stale, recorded = counts
+    report.chunks += 1
+    report.round_trips += 1
+    report.missed_recorded += recorded
+    report.stale += stale
+    report.pushed += pushed
+    report.already_pushed += already
+    report.missed += missed
+    if missed and any(group.missed >= MISSED_COUNT_CAP for group in chunk):
+        report.missed_capped = True  # that schedule's count stopped at the cap
+    report.skipped += skipped
+    report.new_schedules += new
+    if not pushed:
+        return
+    lag_ms = report.lag_s * 1000
+    at = 0
+    for group in chunk:
+        n = len(group.ticks)
+        mine = flags[at:at + n]
+        at += n
+        if "1" not in mine:
+            continue
+        report.pushed_runs.append((group.name, group.queue, group.ticks, group.releases, mine))
+        for tick, release, flag in zip(group.ticks, group.releases, mine, strict=True):
+            if flag == "1" and not release and now_ms - tick > lag_ms:
+                lag_ms = now_ms - tick
+    report.lag_s = lag_ms / 1000
 
-    `sent` is the job bytes this invocation already sent (the 64 MiB bound counts them all);
-    returns it with this plan's added, or -1 once the bound stopped the plan.
+
+class Pusher:
+    """Carries out an invocation's plans, one push call (an atomic chunk) at a time, filling
+    in the report; each schedule's history keeps its last `history` pushes.
+
+    A call is sent and its reply read only when the next call is ready to go (`send`) or the
+    caller must see Redis settled (`wait`): the caller plans and encodes the next call while
+    Redis runs this one. One call at most is in flight, so a failed call stops every call
+    after it, no two calls of one schedule (the parts of a split catch-up) ever overlap, and
+    a later part is sent only once the earlier one is known to be applied.
     """
-    due_key = due_key or keys.due(namespace)
-    now = from_ms(plan.now_ms)
-    for chunk in plan.chunks():
-        size = sum(len(job.payload) for group in chunk for job in group.jobs)
-        if sent and sent + size > MAX_BYTES_PER_INVOCATION:
+
+    def __init__(self, client: redis.Redis, namespace: str, config: Config, report: Report,
+                 deadline: float, lua: scripts.Caller = scripts.SCRIPTS, *,
+                 due_key: str | None = None, history: int = DEFAULT_HISTORY) -> None:
+        self.client, self.namespace, self.config = client, namespace, config
+        self.report, self.deadline, self.lua, self.history = report, deadline, lua, history
+        self.due_key = due_key or keys.due(namespace)
+        self.sent = 0  # job bytes this invocation sent (MAX_BYTES_PER_INVOCATION)
+        self.stopped = False  # the byte bound stopped the invocation
+        self._flight: tuple[scripts.Pending, Sequence[Group], int] | None = None
+
+    def send(self, chunk: Sequence[Group], now_ms: int) -> bool:
+        """Send one chunk's call, after reading the reply of the call in flight; False (and
+        nothing sent) once the invocation's byte bound is reached."""
+        size = sum(len(payload) for group in chunk for payload in group.payloads)
+        script_keys, args = _push_args(self.namespace, self.due_key, now_ms, chunk,
+                                       self.history)
+        self.wait()
+        report = self.report
+        if self.sent and self.sent + size > MAX_BYTES_PER_INVOCATION:
             report.warnings.append(
-                f"this invocation sent {sent:,} bytes of jobs, the most one may; the next "
+                f"this invocation sent {self.sent:,} bytes of jobs, the most one may; the next "
                 "invocation pushes the rest (within the missed-jobs window)")
-            return -1
-        sent += size
-        if time.monotonic() > deadline:
+            self.stopped = True
+            return False
+        if time.monotonic() > self.deadline:
             raise DeadlineError(
                 f"invocation deadline passed after {report.chunks} push calls "
                 f"({report.pushed} jobs pushed); the next invocation pushes the rest")
+        self.sent += size
+        with self._errors():
+            pending = self.lua.start(scripts.PUSH, self.client, script_keys, args)
+        self._flight = (pending, chunk, now_ms)
+        return True
+
+    def wait(self) -> None:
+        """Read the reply of the call in flight, if any, into the report."""
+        if self._flight is None:
+            return
+        pending, chunk, now_ms = self._flight
+        self._flight = None
+        with self._errors():
+            reply = pending.result()
+        counts = [int(c) for c in reply[:7]]
+        settle(self.report, chunk, counts, reply_text(reply[7]), now_ms)
+        if self.config.wait_replicas and counts[0]:
+            wait_for_replicas(self.client, self.config, counts[0], self.report)
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        report = self.report
         try:
-            counts, flags = _push_chunk(client, namespace, due_key, plan.now_ms, chunk, lua,
-                                        history)
+            with redis_errors(self.client, "pushing jobs"):
+                yield
         except KiqbeatError as exc:
             if not report.pushed:
                 raise
             raise type(exc)(f"{exc}; before this, {report.pushed} jobs were pushed by "
                             f"{report.chunks} earlier calls, with their watermarks") from exc
-        report.chunks += 1
-        report.round_trips += 1
-        pushed, already, missed, skipped, new, stale, recorded = (int(c) for c in counts)
-        report.missed_recorded += recorded
-        report.stale += stale
-        report.pushed += pushed
-        report.already_pushed += already
-        report.missed += missed
-        if missed and any(group.missed >= MISSED_COUNT_CAP for group in chunk):
-            report.missed_capped = True  # that schedule's count stopped at the cap
-        report.skipped += skipped
-        report.new_schedules += new
-        if config.wait_replicas and pushed:
-            wait_for_replicas(client, config, pushed, report)
-        jobs = (job for group in chunk for job in group.jobs)
-        for job, flag in zip(jobs, flags, strict=True):
-            if flag != "1":
-                continue
-            tick = from_ms(job.tick_ms)
-            report.jobs.append(PushedJob(job.schedule, tick, job.jid, job.queue))
-            if job.queue is not None:
-                report.lag_s = max(report.lag_s, (now - tick).total_seconds())
-    return sent
 
 
-@dataclass
-class Piece:
-    """Part of one schedule's record that one backfill call settles: (after_ms, through_ms]
-    is taken out of the record, and the jobs (tick_ms, JSON) pushed if still recorded."""
+def push(client: redis.Redis, namespace: str, plan: Plan, config: Config, report: Report,
+         deadline: float, lua: scripts.Caller = scripts.SCRIPTS, *, due_key: str | None = None,
+         sent: int = 0, history: int = DEFAULT_HISTORY) -> int:
+    """Carry out a plan (`Pusher`), filling in the report.
 
-    name: str
-    after_ms: int
-    through_ms: int
-    queue: str
-    sha: str
-    jobs: list[tuple[int, str]]
+    `sent` is the job bytes this invocation already sent (the 64 MiB bound counts them all);
+    returns it with this plan's added, or -1 once the bound stopped the plan.
+    """
+    pusher = Pusher(client, namespace, config, report, deadline, lua, due_key=due_key,
+                    history=history)
+    pusher.sent = sent
+    for chunk in plan.chunks():
+        if not pusher.send(chunk, plan.now_ms):
+            break
+    pusher.wait()
+    return -1 if pusher.stopped else pusher.sent
 
 
 def push_backfill(client: redis.Redis, namespace: str, pieces: Sequence[Piece],
                   history: int, lua: scripts.Caller = scripts.SCRIPTS) -> tuple[int, int, int, str]:
     """One atomic backfill call: (pushed, already, stale, flags), flags one "1"/"0" per job
     in order."""
-    queue_index: dict[str, int] = {}
-    parts: list[bytes] = []
-    for piece in pieces:
-        target = queue_index.setdefault(piece.queue, len(queue_index) + 1)
-        parts.append(b"%s\n%d %d %d %d %s\n" % (
-            piece.name.encode(errors="surrogateescape"), piece.after_ms, piece.through_ms,
-            len(piece.jobs), target, piece.sha.encode()))
-        for tick_ms, job in piece.jobs:
-            payload = job.encode()
-            parts += (b"%d %d\n" % (tick_ms, len(payload)), payload)
-    queues = list(queue_index)
+    queues = frames.Queues()
+    body = frames.backfill_request(pieces, queues)
+    names = queues.names
     script_keys = [keys.missed(namespace), keys.definitions(namespace), keys.history(namespace),
-                   keys.queues(namespace), *(keys.queue(namespace, q) for q in queues)]
+                   keys.queues(namespace), *(keys.queue(namespace, q) for q in names)]
     with redis_errors(client, "backfilling missed ticks"):
         pushed, already, stale, flags = lua.call(
-            scripts.BACKFILL, client, script_keys,
-            [history, len(queues), *queues, b"".join(parts)])
+            scripts.BACKFILL, client, script_keys, [history, len(names), *names, body])
     return int(pushed), int(already), int(stale), reply_text(flags)
 
 
@@ -185,5 +223,5 @@ def push_manual(client: redis.Redis, namespace: str, name: str, sha: str, queue:
                    keys.queue(namespace, queue), keys.manual(namespace)]
     with redis_errors(client, f"running schedule {shown(name)} now"):
         done = lua.call(scripts.TRIGGER, client, script_keys,
-                        [name, sha, history, queue, jid, at_ms, job])
+                        frames.manual_run(name, sha, history, queue, jid, at_ms, job))
     return int(done) > 0

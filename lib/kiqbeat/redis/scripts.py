@@ -88,6 +88,27 @@ class Caller:
             client.script_load(lua.text)
             return client.evalsha(lua.sha, len(keys), *keys, *args)
 
+    def start(self, lua: Lua, client: redis.Redis, keys: Sequence[str],
+              args: Sequence[Arg]) -> Pending:
+        """Send a call without reading its reply (`Pending.result` reads it): the caller does
+        its next piece of work while Redis runs this one. Only for scripts that are safe to
+        send again (a lost connection is retried as `call` retries it)."""
+        pending = Pending(self, lua, client, keys, args)
+        pool = client.connection_pool
+        conn: Any = pool.get_connection()
+        try:
+            conn.send_command(*self.command(lua), len(keys), *keys, *args)
+        except (redis.ConnectionError, redis.TimeoutError):
+            conn.disconnect()
+            pool.release(conn)
+            return pending  # sent again by `result`, with the client's retries
+        pending.conn = conn
+        return pending
+
+    def command(self, lua: Lua) -> tuple[str, str]:
+        """The command that runs `lua` this way, and its first argument."""
+        return ("FCALL", lua.function) if self.functions else ("EVALSHA", lua.sha)
+
     def explained(self, exc: Exception) -> Exception:
         """`exc`, saying what to do when the function library is missing or out of date."""
         if self.functions and "function not found" in str(exc).lower():
@@ -105,10 +126,45 @@ class Caller:
         client.script_load(lua.text)
 
 
+@dataclass
+class Pending:
+    """A script call sent on a connection of its own, its reply not read yet."""
+
+    caller: Caller
+    lua: Lua
+    client: redis.Redis
+    keys: Sequence[str]
+    args: Sequence[Arg]
+    conn: Any = None  # None: not sent (the connection failed): `result` sends it again
+
+    def result(self) -> Any:
+        """The call's reply; a lost connection or an unknown script (NOSCRIPT) sends it again
+        through `Caller.call` (with the client's retries, loading the script)."""
+        conn, self.conn = self.conn, None
+        if conn is None:
+            return self.caller.call(self.lua, self.client, self.keys, self.args)
+        pool = self.client.connection_pool
+        try:
+            client: Any = self.client
+            reply = client.parse_response(conn, self.caller.command(self.lua)[0])
+        except (redis.ConnectionError, redis.TimeoutError):
+            conn.disconnect()
+            pool.release(conn)
+            return self.caller.call(self.lua, self.client, self.keys, self.args)
+        except redis.exceptions.NoScriptError:
+            pool.release(conn)
+            return self.caller.call(self.lua, self.client, self.keys, self.args)
+        except redis.ResponseError as exc:
+            pool.release(conn)
+            raise self.caller.explained(exc) from exc
+        pool.release(conn)
+        return reply
+
+
 DUE = Lua.named("due", "definitions")
-PUSH = Lua.named("push", "definitions", "records")
+PUSH = Lua.named("push", "definitions", "records", "frames")
 WRITE = Lua.named("write", "definitions", "records")
-BACKFILL = Lua.named("backfill", "definitions", "records")
+BACKFILL = Lua.named("backfill", "definitions", "records", "frames")
 TRIGGER = Lua.named("trigger", "definitions", "records")
 READ = Lua.named("read", "definitions")
 SCRIPTS = Caller(functions=False)

@@ -31,8 +31,8 @@ from kiqbeat.redis import clock, definitions, documents, due, keys, operator_rea
 from kiqbeat.redis.definitions import Applied, Op, Oversized
 from kiqbeat.redis.documents import DocumentChange
 from kiqbeat.redis.due import DueRead, Reads
+from kiqbeat.redis.frames import Piece
 from kiqbeat.redis.operator_reads import Counts, Stored
-from kiqbeat.redis.pushes import Piece
 
 Shard = tuple[int, int] | None  # (index, count), or None: the index is not split
 
@@ -148,6 +148,12 @@ class RedisSide:
         return pushes.push(self.client, self.namespace, plan, config, report, deadline,
                            self.lua, due_key=keys.due(self.namespace, shard), sent=sent,
                            history=history)
+
+    def pusher(self, config: Config, report: Report, deadline: float, *, shard: Shard = None,
+               history: int = DEFAULT_HISTORY) -> pushes.Pusher:
+        """`redis.pushes.Pusher`: an invocation's push calls into `shard`'s due index."""
+        return pushes.Pusher(self.client, self.namespace, config, report, deadline, self.lua,
+                             due_key=keys.due(self.namespace, shard), history=history)
 
     def push_backfill(self, pieces: Sequence[Piece], history: int
                       ) -> tuple[int, int, int, str]:

@@ -10,12 +10,13 @@ KEYS[5..4+Q]  queue lists, one per distinct queue in this call
 ARGV[1]  H, how many pushes each schedule's history keeps (0: none); never fewer than it holds
 ARGV[2]  Q, number of queue lists
 ARGV[3..2+Q]  queue names, aligned with KEYS[5..]
-ARGV[3+Q]  the groups, one per schedule, packed in one string:
-  "NAME\n";
-  "AFTER THROUGH N TARGET SHA\n": the part of the record this call settles, (AFTER,
-    THROUGH] in epoch ms, the number of jobs, the queue they go to (k: queue k), and the
-    SHA1 of the definition the jobs were built from;
-  N times "TICK LENGTH\n" and LENGTH bytes of job JSON, TICK in (AFTER, THROUGH], ascending.
+ARGV[3+Q]  the pieces, one per part of a schedule's record, in one packed argument
+  (frames.lua): first the number of fields a piece holds (6), then per piece, in order:
+  NAME (bytes); SHA, the SHA1 of the definition the jobs were built from; AFTER and
+  THROUGH, the part of the record this call settles, (AFTER, THROUGH] in epoch ms; QUEUE,
+  k: the jobs' queue is KEYS[4+k] named ARGV[2+k]; N, then N job frames (frames.lua:
+  TICK RELEASE JOB, RELEASE 0, TICK in (AFTER, THROUGH], ascending). A field is added
+  before N, as in push.lua.
 
 A job is pushed only if its tick is still recorded: another backfill that pushed it first
 removed it, so racing or repeated backfills push each recorded tick once. Then (AFTER,
@@ -34,6 +35,7 @@ local missed_key, defs_key, history_key, queues_key = KEYS[1], KEYS[2], KEYS[3],
 local FIRST_QUEUE = 4
 local keep = tonumber(ARGV[1])
 local nq = tonumber(ARGV[2])
+local PIECE_FIELDS = 6
 
 local err = expect_type(missed_key, 'hash') or expect_type(defs_key, 'hash')
   or expect_type(history_key, 'hash') or expect_type(queues_key, 'set')
@@ -50,38 +52,32 @@ for k = 1, nq do
 end
 
 local body = ARGV[3 + nq]
-local function line(from)
-  local stop = string.find(body, '\n', from, true)
-  return string.sub(body, from, stop - 1), stop + 1
-end
-
-local groups, names, seen = {}, {}, {}
-local pos = 1
+local pos
+pos, err = expect_format(body, 'backfill', PIECE_FIELDS)
+if err then return err end
+local p_name, p_sha, p_after, p_through, p_target, first_job, n_jobs = {}, {}, {}, {}, {}, {}, {}
+local jobs = job_frames()
+local names, seen = {}, {}
+local np = 0
 while pos <= #body do
-  local name, header
-  name, pos = line(pos)
-  header, pos = line(pos)
-  local after, through, n, target, sha =
-    string.match(header, '^(%d+) (%d+) (%d+) (%d+) (%x+)$')
-  local g = {name = name, after = tonumber(after), through = tonumber(through),
-             n = tonumber(n), target = tonumber(target), sha = sha, ticks = {}, jobs = {}}
-  for j = 1, g.n do
-    local head
-    head, pos = line(pos)
-    local tick, length = string.match(head, '^(%d+) (%d+)$')
-    g.ticks[j] = tonumber(tick)
-    g.jobs[j] = string.sub(body, pos, pos + tonumber(length) - 1)
-    pos = pos + tonumber(length)
-  end
-  groups[#groups + 1] = g
-  if not seen[name] then
-    seen[name] = true
-    names[#names + 1] = name
+  np = np + 1
+  p_name[np], pos = bytes(body, pos)
+  p_sha[np], pos = field(body, pos)
+  p_after[np], pos = number(body, pos)
+  p_through[np], pos = number(body, pos)
+  p_target[np], pos = number(body, pos)
+  local n
+  n, pos = number(body, pos)
+  first_job[np], n_jobs[np] = jobs.count + 1, n
+  pos = jobs:read(body, pos, n)
+  if not seen[p_name[np]] then
+    seen[p_name[np]] = true
+    names[#names + 1] = p_name[np]
   end
 end
-if #groups == 0 then return {0, 0, 0, ''} end
+if np == 0 then return {0, 0, 0, ''} end
 
--- Each schedule's record and history, read once and kept current across its groups (a
+-- Each schedule's record and history, read once and kept current across its pieces (a
 -- call may carry several parts of one schedule), then written once.
 local recorded = redis.call('HMGET', missed_key, unpack(names))
 -- A definition swapped meanwhile for one over the limit is not read: it has changed.
@@ -96,39 +92,39 @@ end
 
 local when = clock_ms()
 local pushed, already, stale = 0, 0, 0
-local flags, lists = {}, {}
-for _, g in ipairs(groups) do
-  local s = state[g.name]
-  if not s.def or redis.sha1hex(s.def) ~= g.sha or not s.ranges then
-    if s.ranges then stale = stale + g.n else already = already + g.n end
-    for _ = 1, g.n do flags[#flags + 1] = '0' end
+local flags = {}
+local out = destinations(FIRST_QUEUE, 3, queues_key, nil)
+for i = 1, np do
+  local s, n = state[p_name[i]], n_jobs[i]
+  if not s.def or redis.sha1hex(s.def) ~= p_sha[i] or not s.ranges then
+    if s.ranges then stale = stale + n else already = already + n end
+    for _ = 1, n do flags[#flags + 1] = '0' end
   else
-    for j = 1, g.n do
-      local tick, held = g.ticks[j], false
+    for j = first_job[i], first_job[i] + n - 1 do
+      local tick, held = jobs.ticks[j], false
       for _, range in ipairs(s.ranges) do
         if range[1] and range[1] < tick and tick <= range[2] then held = true break end
       end
       if held then
-        local list = lists[g.target] or {}
-        lists[g.target] = list
-        list[#list + 1] = g.jobs[j]
+        out:add(p_target[i], jobs.releases[j], jobs:json(body, j))
         pushed = pushed + 1
         flags[#flags + 1] = '1'
-        s.done[#s.done + 1] = pushed_line('b', tick, when)
+        s.done[#s.done + 1] = pushed_line('b', tick, when, nil, jobs.tick_texts[j])
       else
         already = already + 1
         flags[#flags + 1] = '0'
       end
     end
     -- What is left of each range once (AFTER, THROUGH] is taken out.
+    local after, through = p_after[i], p_through[i]
     local left = {}
     for _, range in ipairs(s.ranges) do
       local a, t, r = range[1], range[2], range[3]
-      if not a or t <= g.after or a >= g.through then
+      if not a or t <= after or a >= through then
         left[#left + 1] = range
       else
-        if a < g.after then left[#left + 1] = {a, g.after, r} end
-        if g.through < t then left[#left + 1] = {g.through, t, r} end
+        if a < after then left[#left + 1] = {a, after, r} end
+        if through < t then left[#left + 1] = {through, t, r} end
       end
     end
     s.ranges, s.changed = left, true
@@ -140,14 +136,9 @@ for _, name in ipairs(names) do
   if s.changed then write_ranges(missed_key, name, s.ranges) end
   if keep > 0 and #s.done > 0 then
     histories[#histories + 1], histories[#histories + 2] = name,
-      remembered(s.history, s.done, keep, true)
+      remembered(s.history, s.done, 1, #s.done, keep, true)
   end
 end
-for k, list in pairs(lists) do
-  for first = 1, #list, 500 do
-    redis.call('LPUSH', KEYS[FIRST_QUEUE + k], unpack(list, first, math.min(first + 499, #list)))
-  end
-  redis.call('SADD', queues_key, ARGV[2 + k])
-end
-if #histories > 0 then redis.call('HSET', history_key, unpack(histories)) end
+out:write()
+flush('HSET', history_key, histories)
 return {pushed, already, stale, table.concat(flags)}

@@ -16,19 +16,21 @@ ARGV[1]  now, epoch ms (recorded as first-seen for new schedules)
 ARGV[2]  H, how many pushes each schedule's history keeps (0: none)
 ARGV[3]  Q, number of queue lists
 ARGV[4..3+Q]  queue names, aligned with KEYS[10..]
-ARGV[4+Q]  the groups, one per schedule, packed in one string (one argument instead of
-  thousands: packing arguments one by one is what a client spends its time on):
-  "NAME\n" (names hold no control characters);
-  "MARK MISSED SKIPPED N TARGET NEW NEXT SHA R\n": the watermark to set (epoch ms), ticks
-    beyond the window (counted), ticks passed over by policy (counted), the number of jobs,
-    the queue they go to (k >= 1: queue k), 1 if the schedule had no watermark when
-    planned, the index entry that goes with MARK (epoch ms the schedule next needs
-    planning), the SHA1 of the definition it was planned from, and the number of missed
-    ranges to record;
-  R times "AFTER THROUGH REASON COUNT\n": ticks in (AFTER, THROUGH] passed over, why
-    ("window" or "policy"), and how many (core/plan.py);
-  N times "TICK LENGTH\n" and LENGTH bytes of job JSON; TICK is epoch ms, negative for a
-    job into the schedule set (scored by its instant).
+ARGV[4+Q]  the groups, one per schedule, in one packed argument (frames.lua: one argument
+  instead of thousands, read with plain finds): first the number of fields a group holds
+  (10), then per group, in this order:
+  NAME (bytes); SHA, the SHA1 of the definition it was planned from ("0": none); MARK, the
+  watermark to set (epoch ms); NEXT, the index entry that goes with MARK (epoch ms the
+  schedule next needs planning); NEW, 1 if the schedule had no watermark when planned;
+  MISSED, ticks beyond the window (counted); SKIPPED, ticks passed over by policy
+  (counted); QUEUE, k: its jobs' queue is KEYS[9+k] named ARGV[3+k];
+  R, then R missed ranges, each AFTER THROUGH REASON COUNT: ticks in (AFTER, THROUGH]
+    passed over, why ("window" or "policy"), and how many (core/plan.py);
+  N, then N job frames (frames.lua: TICK RELEASE JOB; RELEASE 0 into the queue, else into
+    the schedule set released at that instant), ticks ascending.
+  A field issue 20 adds per group (a run count limit, the previous jid to check) goes
+  after QUEUE, before the two lists: read where the others are read below, and written in
+  the same place by redis/frames.py, the count of fields going up by one on both sides.
 
 A group whose definition has changed or gone since it was read is left alone entirely (its
 index entry says "plan me" again, or it was removed): the next invocation plans it afresh.
@@ -81,6 +83,7 @@ local FIRST_QUEUE = 9
 local now_ms = ARGV[1]
 local keep = tonumber(ARGV[2])
 local nq = tonumber(ARGV[3])
+local GROUP_FIELDS = 10
 
 
 -- Pass 1: read and check everything, write nothing.
@@ -109,74 +112,78 @@ for k = 1, nq do
   err = expect_allowed('LPUSH', KEYS[FIRST_QUEUE + k], 'job')
   if err then return err end
 end
-local zadd_checked = false
 
+-- The groups, field by field into flat arrays (group i's jobs are jobs first_job[i] ..
+-- first_job[i] + n_jobs[i] - 1, its ranges likewise).
 local body = ARGV[4 + nq]
-local function line(from)
-  local stop = string.find(body, '\n', from, true)
-  return string.sub(body, from, stop - 1), stop + 1
-end
-
-local groups = {}
-local pos = 1
+local pos
+pos, err = expect_format(body, 'push', GROUP_FIELDS)
+if err then return err end
+local names, shas, mark_texts, marks, nexts, news = {}, {}, {}, {}, {}, {}
+local misseds, skippeds, targets, first_job, n_jobs = {}, {}, {}, {}, {}
+local first_range, n_ranges = {}, {}
+local r_after, r_through, r_reason, r_count = {}, {}, {}, {}
+local jobs = job_frames()
+local any_scheduled = false
+local ng = 0
 while pos <= #body do
-  local name, header
-  name, pos = line(pos)
-  header, pos = line(pos)
-  local mark, missed, skipped, n, target, new, next_due, sha, r =
-    string.match(header, '^(%d+) (%d+) (%d+) (%d+) (%d+) ([01]) (%d+) (%x+) (%d+)$')
-  local g = {name = name, mark = tonumber(mark), mark_text = mark, missed = tonumber(missed),
-             skipped = tonumber(skipped), n = tonumber(n), target = tonumber(target),
-             new = new == '1', next_due = next_due, sha = sha, ticks = {}, starts = {},
-             lengths = {}, ranges = {}}
-  for j = 1, tonumber(r) do
-    local range
-    range, pos = line(pos)
-    local after, through, reason, count = string.match(range, '^(%d+) (%d+) (%l+) (%d+)$')
-    g.ranges[j] = {tonumber(after), tonumber(through), reason, tonumber(count)}
+  ng = ng + 1
+  names[ng], pos = bytes(body, pos)
+  shas[ng], pos = field(body, pos)
+  mark_texts[ng], pos = field(body, pos)
+  marks[ng] = tonumber(mark_texts[ng])
+  nexts[ng], pos = field(body, pos)
+  news[ng], pos = field(body, pos)
+  misseds[ng], pos = number(body, pos)
+  skippeds[ng], pos = number(body, pos)
+  targets[ng], pos = number(body, pos)
+  local r
+  r, pos = number(body, pos)
+  first_range[ng], n_ranges[ng] = #r_after + 1, r
+  for _ = 1, r do
+    local j = #r_after + 1
+    r_after[j], pos = number(body, pos)
+    r_through[j], pos = number(body, pos)
+    r_reason[j], pos = field(body, pos)
+    r_count[j], pos = number(body, pos)
   end
-  for j = 1, g.n do
-    local head
-    head, pos = line(pos)
-    local tick, length = string.match(head, '^(-?%d+) (%d+)$')
-    g.ticks[j], g.starts[j], g.lengths[j] = tonumber(tick), pos, tonumber(length)
-    pos = pos + g.lengths[j]
-  end
-  groups[#groups + 1] = g
-  if not zadd_checked and g.n > 0 and g.ticks[g.n] < 0 then
-    err = expect_allowed('ZADD', sched_key, '0', 'job')
-    if err then return err end
-    zadd_checked = true
+  local n
+  n, pos = number(body, pos)
+  first_job[ng], n_jobs[ng] = jobs.count + 1, n
+  pos = jobs:read(body, pos, n)
+end
+for j = 1, jobs.count do
+  if jobs.releases[j] > 0 then
+    any_scheduled = true
+    break
   end
 end
+if any_scheduled then
+  err = expect_allowed('ZADD', sched_key, '0', 'job')
+  if err then return err end
+end
 
--- Commands take many fields or values at once: BATCH per call (Lua's unpack has a limit).
-local BATCH = 500
-for first = 1, #groups, BATCH do
-  local last = math.min(first + BATCH - 1, #groups)
-  local names = {}
-  for k = first, last do names[#names + 1] = groups[k].name end
-  local raws = redis.call('HMGET', wm_key, unpack(names))
+-- The stored state each group is checked against: watermark (`curs`, nil when none),
+-- history, and whether its definition is the one it was planned from.
+local curs, pasts, stales = {}, {}, {}
+for first = 1, ng, BATCH do
+  local last = math.min(first + BATCH - 1, ng)
+  local batch = {unpack(names, first, last)}
+  local raws = redis.call('HMGET', wm_key, unpack(batch))
   -- A definition swapped meanwhile for one over the limit is not read: it has changed.
-  local defs = read_definitions(defs_key, names, math.huge)
-  local pasts = keep > 0 and redis.call('HMGET', history_key, unpack(names)) or {}
+  local defs = read_definitions(defs_key, batch, math.huge)
+  local held = keep > 0 and redis.call('HMGET', history_key, unpack(batch)) or {}
   for k = first, last do
-    local g, raw, def = groups[k], raws[k - first + 1], defs[k - first + 1]
-    g.history = pasts[k - first + 1]
-    g.stale = not def or redis.sha1hex(def) ~= g.sha
+    local raw, def = raws[k - first + 1], defs[k - first + 1]
+    pasts[k] = held[k - first + 1]
+    stales[k] = not def or redis.sha1hex(def) ~= shas[k]
     if raw then
-      g.cur = tonumber(raw)
-      if not g.cur then
-        return redis.error_reply("KIQBEAT_GARBLED watermark of schedule '" .. g.name .. "' in " ..
-          wm_key .. ' is not a number: ' .. string.sub(raw, 1, 40))
+      curs[k] = tonumber(raw)
+      if not curs[k] then
+        return redis.error_reply("KIQBEAT_GARBLED watermark of schedule '" .. names[k] ..
+          "' in " .. wm_key .. ' is not a number: ' .. string.sub(raw, 1, 40))
       end
     end
-  end
-end
-
-local function flush(command, key, values)
-  for first = 1, #values, BATCH do
-    redis.call(command, key, unpack(values, first, math.min(first + BATCH - 1, #values)))
   end
 end
 
@@ -184,105 +191,100 @@ end
 local pushed, already, missed, skipped, new, stale, recorded = 0, 0, 0, 0, 0, 0, 0
 local when = clock_ms()
 local flags = {}
+local out = destinations(FIRST_QUEUE, 4, queues_key, sched_key)
 local histories = {} -- name, history, name, history...
-local lists = {}     -- queue k -> jobs, in push order
-local scheduled = {} -- score, job, score, job...
-local marks = {}     -- name, mark, name, mark...
+local lines = {}     -- the history lines of the group at hand, oldest first
+local new_marks = {} -- name, mark, name, mark...
 local index = {}     -- next due, name, next due, name...
 local planned = {}   -- names whose index entry is set
 
--- Queue every job of g whose tick is above floor (epoch ms); count the others as already.
-local function push_above(g, floor)
-  local done = {}
-  for j = 1, g.n do
-    local tick = g.ticks[j]
-    if math.abs(tick) > floor then
-      local job = string.sub(body, g.starts[j], g.starts[j] + g.lengths[j] - 1)
-      if tick < 0 then
-        scheduled[#scheduled + 1] = string.format('%.3f', -tick / 1000)
-        scheduled[#scheduled + 1] = job
-      else
-        local list = lists[g.target]
-        if not list then
-          list = {}
-          lists[g.target] = list
-        end
-        list[#list + 1] = job
-      end
+-- Queue every job of group i whose tick is above floor (epoch ms); count the others as
+-- already pushed.
+local function push_above(i, floor)
+  local count = 0
+  local ticks, releases = jobs.ticks, jobs.releases
+  local k = targets[i]
+  for j = first_job[i], first_job[i] + n_jobs[i] - 1 do
+    local tick = ticks[j]
+    if tick > floor then
+      out:add(k, releases[j], jobs:json(body, j))
       pushed = pushed + 1
       flags[#flags + 1] = '1'
-      done[#done + 1] = pushed_line('t', math.abs(tick), when)
+      count = count + 1
+      lines[count] = pushed_line('t', tick, when, nil, jobs.tick_texts[j])
     else
       already = already + 1
       flags[#flags + 1] = '0'
     end
   end
-  if keep > 0 and #done > 0 then
-    histories[#histories + 1], histories[#histories + 2] = g.name,
-      remembered(g.history, done, keep)
+  if keep > 0 and count > 0 then
+    histories[#histories + 1], histories[#histories + 2] = names[i],
+      remembered(pasts[i], lines, 1, count, keep)
   end
 end
 
--- Record g's missed ranges above `floor` (the stored mark and first-seen), extending the
--- last one where they meet.
-local function record(g, floor)
+-- Record group i's missed ranges above `floor` (the stored mark and first-seen), extending
+-- the last one where they meet.
+local function record(i, floor)
   local ranges = {}
-  for _, range in ipairs(g.ranges) do
-    local after, through = math.max(range[1], floor), range[2]
+  for j = first_range[i], first_range[i] + n_ranges[i] - 1 do
+    local after, through = math.max(r_after[j], floor), r_through[j]
     if after < through then
-      ranges[#ranges + 1] = {after, through, range[3]}
+      ranges[#ranges + 1] = {after, through, r_reason[j]}
       -- Clipped by another copy's mark: its share of the count, as near as instants tell.
-      recorded = recorded + math.floor(range[4] * (through - after) / (through - range[1]) + 0.5)
+      recorded = recorded + math.floor(r_count[j] * (through - after) / (through - r_after[j])
+        + 0.5)
     end
   end
-  if #ranges > 0 then add_ranges(missed_key, g.name, ranges) end
+  if #ranges > 0 then add_ranges(missed_key, names[i], ranges) end
 end
 
-local function reindex(g)
-  index[#index + 1], index[#index + 2] = g.next_due, g.name
-  planned[#planned + 1] = g.name
+local function reindex(i)
+  index[#index + 1], index[#index + 2] = nexts[i], names[i]
+  planned[#planned + 1] = names[i]
 end
 
-for _, g in ipairs(groups) do
-  if g.stale then
+local function leave_alone(i)
+  for _ = 1, n_jobs[i] do flags[#flags + 1] = '0' end
+end
+
+for i = 1, ng do
+  local cur = curs[i]
+  if stales[i] then
     stale = stale + 1
-    for _ = 1, g.n do flags[#flags + 1] = '0' end
-  elseif (g.new and g.cur) or (not g.new and not g.cur) then
+    leave_alone(i)
+  elseif (news[i] == '1') == (cur ~= nil) then
     -- New, but another copy registered it first; or planned with a watermark that has gone
     -- since (removed, maybe added again: its index entry says "plan me"): left alone.
-    for _ = 1, g.n do flags[#flags + 1] = '0' end
-  elseif not g.cur then
+    leave_alone(i)
+  elseif not cur then
     new = new + 1
-    marks[#marks + 1], marks[#marks + 2] = g.name, g.mark_text
-    reindex(g)
-    redis.call('HSETNX', seen_key, g.name, now_ms)
-    push_above(g, tonumber(now_ms))
+    new_marks[#new_marks + 1], new_marks[#new_marks + 2] = names[i], mark_texts[i]
+    reindex(i)
+    redis.call('HSETNX', seen_key, names[i], now_ms)
+    push_above(i, tonumber(now_ms))
   else
     -- No pre-history: a watermark set back below first-seen (by hand, to 0 say) must not
     -- push or record the window's ticks from before the schedule was first seen. First-seen
     -- is read once, and only when there is a tick to push or a range to record.
-    local floor = g.cur
-    if g.n > 0 or (g.mark > g.cur and #g.ranges > 0) then
-      floor = math.max(floor, tonumber(redis.call('HGET', seen_key, g.name)) or 0)
+    local floor = cur
+    if n_jobs[i] > 0 or (marks[i] > cur and n_ranges[i] > 0) then
+      floor = math.max(floor, tonumber(redis.call('HGET', seen_key, names[i])) or 0)
     end
-    push_above(g, floor)
-    if g.mark > g.cur then
-      marks[#marks + 1], marks[#marks + 2] = g.name, g.mark_text
-      missed = missed + g.missed
-      skipped = skipped + g.skipped
-      if #g.ranges > 0 then record(g, floor) end
-      reindex(g)
-    elseif g.mark == g.cur then
-      reindex(g)
+    push_above(i, floor)
+    if marks[i] > cur then
+      new_marks[#new_marks + 1], new_marks[#new_marks + 2] = names[i], mark_texts[i]
+      missed = missed + misseds[i]
+      skipped = skipped + skippeds[i]
+      if n_ranges[i] > 0 then record(i, floor) end
+      reindex(i)
+    elseif marks[i] == cur then
+      reindex(i)
     end
   end
 end
-for k, list in pairs(lists) do
-  flush('LPUSH', KEYS[FIRST_QUEUE + k], list)
-  redis.call('SADD', queues_key, ARGV[3 + k])
-end
-flush('ZADD', sched_key, scheduled)
-flush('HSET', wm_key, marks)
+out:write()
+flush('HSET', wm_key, new_marks)
 flush('ZADD', due_key, index)
 flush('HDEL', rejected_key, planned)
 flush('HSET', history_key, histories)

@@ -17,30 +17,35 @@ end
 
 -- One push as its history line: "KIND TICK DELAY", DELAY = push instant - tick (ms; negative
 -- for a job placed ahead in the schedule set); a manual run's line ends with its jid.
-local function pushed_line(kind, tick, when, jid)
-  local text = kind .. ' ' .. ms_text(tick) .. ' ' .. ms_text(when - tick)
+-- `tick_text`, when given, is the tick's digits as received (saves formatting it).
+local function pushed_line(kind, tick, when, jid, tick_text)
+  local text = kind .. ' ' .. (tick_text or ms_text(tick)) .. ' ' .. ms_text(when - tick)
   if jid then text = text .. ' ' .. jid end
   return text
 end
 
--- A schedule's history (newest first, one push a line) with `done` (oldest first) on top,
--- keeping the newest `keep` — or, with `no_shorter` (an operator's backfill or run now,
--- whose own history setting may be smaller than the deployment's), at least as many as
--- it held: bounded all the same, by the larger of the two settings.
-local function remembered(old, done, keep, no_shorter)
+-- A schedule's history (newest first, one push a line) with the pushes done[first..last]
+-- (oldest first) on top, keeping the newest `keep` lines — or, with `no_shorter` (an
+-- operator's backfill or run now, whose own history setting may be smaller than the
+-- deployment's), at least as many as it held: bounded all the same, by the larger of the
+-- two settings. The old history is not split into lines: the new ones go in front and the
+-- text is cut at its keep-th newline.
+local function remembered(old, done, first, last, keep, no_shorter)
+  if old == '' then old = nil end
   if no_shorter and old then
-    local _, held = string.gsub(old, '[^\n]+', '')
-    keep = math.max(keep, held)
+    local _, newlines = string.gsub(old, '\n', '')
+    keep = math.max(keep, newlines + 1)
   end
-  local lines = {}
-  for j = #done, math.max(1, #done - keep + 1), -1 do lines[#lines + 1] = done[j] end
-  if old then
-    for l in string.gmatch(old, '[^\n]+') do
-      if #lines >= keep then break end
-      lines[#lines + 1] = l
-    end
+  local top = {}
+  for j = last, math.max(first, last - keep + 1), -1 do top[#top + 1] = done[j] end
+  local text = table.concat(top, '\n')
+  if old and #top < keep then text = text .. '\n' .. old end
+  local pos = 0
+  for _ = 1, keep do
+    pos = string.find(text, '\n', pos + 1, true)
+    if not pos then return text end
   end
-  return table.concat(lines, '\n')
+  return string.sub(text, 1, pos - 1)
 end
 
 -- A schedule's record of missed ranges, "AFTER THROUGH REASON" lines oldest first, as

@@ -6,6 +6,7 @@ KEYS[4]  the queue list      KEYS[5]  manual hash (name -> jid of its last manua
 ARGV[1]  schedule name       ARGV[2]  SHA1 of the definition the job was built from
 ARGV[3]  H, how many pushes the history keeps (never fewer than it holds)    ARGV[4]  queue name
 ARGV[5]  the job's jid       ARGV[6]  the job's instant, epoch ms    ARGV[7]  job JSON
+(built by redis/frames.py `manual_run`, the one encoder of every push request)
 
 Pushed only while the definition is the one the job was built from, and only once: the
 call re-sent after a lost reply (redis-py retries) finds its jid as the schedule's last
@@ -36,6 +37,6 @@ redis.call('SADD', queues_key, ARGV[4])
 local keep = tonumber(ARGV[3])
 if keep > 0 then
   redis.call('HSET', history_key, ARGV[1], remembered(redis.call('HGET', history_key, ARGV[1]),
-    {pushed_line('m', tonumber(ARGV[6]), clock_ms(), ARGV[5])}, keep, true))
+    {pushed_line('m', tonumber(ARGV[6]), clock_ms(), ARGV[5])}, 1, 1, keep, true))
 end
 return 1

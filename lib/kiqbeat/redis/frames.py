@@ -1,0 +1,107 @@
+"""kiqbeat's wire format, the Python side: the one encoder of the requests the push, backfill
+and run-now scripts take (lua/frames.lua is the one Lua reader; each script's header names
+its fields).
+
+A packed argument is a flat run of fields, each followed by one space: a number or a word as
+its text, bytes (a name, a job's JSON) as their length, a space and the bytes. A request
+starts with the number of fields its records hold, which the script checks against its own
+reader (a field is added on both sides at once: frames.lua says how). A job frame is
+`TICK RELEASE JOB`: the tick (names the jid, the watermark, the history line), where the job
+goes (0: into the record's queue now; an instant, epoch ms: into the `schedule` set,
+released then) and its JSON.
+
+Pure: bytes in, bytes out; `redis.pushes` sends them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from kiqbeat.core.plan import Group
+
+# Fields of one record, in order, as each script reads them (the request's first field).
+PUSH_GROUP_FIELDS = ("name", "sha", "mark", "next", "new", "missed", "skipped", "queue",
+                     "ranges", "jobs")
+BACKFILL_PIECE_FIELDS = ("name", "sha", "after", "through", "queue", "jobs")
+
+
+def name_bytes(name: str) -> bytes:
+    """A name (or a queue, a job) as the bytes stored for it: one read from Redis that was not
+    UTF-8 goes back as the same bytes."""
+    return name.encode(errors="surrogateescape")
+
+
+@dataclass
+class Queues:
+    """The distinct queues of one call, numbered from 1 in order of first use: the script's
+    queue keys and names follow that order."""
+
+    index: dict[str, int] = field(default_factory=dict)
+
+    def number(self, queue: str) -> int:
+        """Queue `queue`'s number in this call (given one when first met)."""
+        k = self.index.get(queue)
+        if k is None:
+            k = self.index[queue] = len(self.index) + 1
+        return k
+
+    @property
+    def names(self) -> list[str]:
+        """The queues, in number order."""
+        return list(self.index)
+
+
+def _jobs(ticks: Sequence[int], releases: Sequence[int], payloads: Sequence[bytes]
+          ) -> list[bytes]:
+    """Job frames: `TICK RELEASE LENGTH JOB ` each."""
+    return [b"%d %d %d %b " % (tick, release, len(job), job)
+            for tick, release, job in zip(ticks, releases, payloads, strict=True)]
+
+
+def push_request(groups: Sequence[Group], queues: Queues) -> bytes:
+    """push.lua's packed groups (its header names the fields); numbers `queues` as it goes."""
+    parts = [b"%d " % len(PUSH_GROUP_FIELDS)]
+    for g in groups:
+        name = name_bytes(g.name)
+        parts.append(b"%d %b %s %d %d %d %d %d %d %d " % (
+            len(name), name, (g.sha or "0").encode(), g.mark_ms, g.next_due_ms, g.new,
+            g.missed, g.skipped, queues.number(g.queue), len(g.ranges)))
+        parts += [b"%d %d %s %d " % (after, through, reason.encode(), count)
+                  for after, through, reason, count in g.ranges]
+        parts.append(b"%d " % len(g.ticks))
+        parts += _jobs(g.ticks, g.releases, g.payloads)
+    return b"".join(parts)
+
+
+@dataclass
+class Piece:
+    """Part of one schedule's record that one backfill call settles: (after_ms, through_ms]
+    is taken out of the record, and the jobs (tick_ms, JSON) pushed into `queue` if still
+    recorded."""
+
+    name: str
+    after_ms: int
+    through_ms: int
+    queue: str
+    sha: str
+    jobs: list[tuple[int, str]]
+
+
+def backfill_request(pieces: Sequence[Piece], queues: Queues) -> bytes:
+    """backfill.lua's packed pieces (its header names the fields); numbers `queues`."""
+    parts = [b"%d " % len(BACKFILL_PIECE_FIELDS)]
+    for piece in pieces:
+        name = name_bytes(piece.name)
+        parts.append(b"%d %b %s %d %d %d %d " % (
+            len(name), name, piece.sha.encode(), piece.after_ms, piece.through_ms,
+            queues.number(piece.queue), len(piece.jobs)))
+        parts += _jobs([tick for tick, _ in piece.jobs], [0] * len(piece.jobs),
+                       [name_bytes(job) for _, job in piece.jobs])
+    return b"".join(parts)
+
+
+def manual_run(name: str, sha: str, history: int, queue: str, jid: str, at_ms: int,
+               job: str) -> list[bytes | int | str]:
+    """trigger.lua's ARGV (its header names them): one job into `queue` now."""
+    return [name_bytes(name), sha, history, name_bytes(queue), jid, at_ms, name_bytes(job)]

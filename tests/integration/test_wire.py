@@ -1,0 +1,185 @@
+"""The push family's wire format, round trip: requests encoded by `kiqbeat.redis.frames` (the
+one Python encoder) and read by lua/frames.lua (the one Lua reader) leave in Redis exactly
+what they say — jobs where their destination field sends them, watermarks, index entries,
+missed records and history — whatever bytes the names, queues and jobs hold."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+import redis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kiqbeat.core.plan import Group
+from kiqbeat.redis import keys, pushes, scripts
+from kiqbeat.redis.frames import Piece
+from kiqbeat.redis.side import RedisSide
+
+NOW_MS = 1_780_000_000_000
+MINUTE = 60_000
+DEFINITION = b'{"cron":"* * * * *","class":"W"}'
+SHA = hashlib.sha1(DEFINITION).hexdigest()
+
+# Names and queues as another language may store them: any bytes (a name is never empty),
+# spaces, newlines and invalid UTF-8 included; jobs likewise.
+names = st.binary(min_size=1, max_size=80).map(lambda b: b.decode(errors="surrogateescape"))
+queues = st.binary(min_size=1, max_size=30).map(lambda b: b.decode(errors="surrogateescape"))
+jobs = st.binary(max_size=200)
+FUZZ = settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+def raw(text: str) -> bytes:
+    return text.encode(errors="surrogateescape")
+
+
+def history_lines(client: redis.Redis, name: str) -> list[str]:
+    text = client.hget(keys.history("ns:"), raw(name))
+    return text.decode().split("\n") if text else []
+
+
+def queued(client: redis.Redis, queue: str) -> list[bytes]:
+    """A queue's jobs, oldest first."""
+    return list(reversed(client.lrange(keys.queue("ns:", raw(queue).decode(
+        errors="surrogateescape")), 0, -1)))
+
+
+@given(st.lists(st.tuples(names, queues, st.lists(jobs, max_size=12), st.booleans()),
+                min_size=1, max_size=6, unique_by=lambda g: g[0]))
+@FUZZ
+def test_a_push_request_leaves_each_job_where_its_destination_field_sends_it(
+    client: redis.Redis, spec: list[tuple[str, str, list[bytes], bool]],
+) -> None:
+    client.flushall()
+    due_key = keys.due("ns:")
+    groups, expected_queue, expected_set = [], {}, {}
+    for k, (name, queue, payloads, new) in enumerate(spec):
+        client.hset(keys.definitions("ns:"), raw(name), DEFINITION)
+        mark = NOW_MS + (100 if new else 0)
+        if not new:
+            client.hset(keys.watermarks("ns:"), raw(name), NOW_MS - 20 * MINUTE)
+            client.hset(keys.first_seen("ns:"), raw(name), 0)
+        # Distinct jobs (the schedule set keeps one of equal members); every other one goes
+        # to the schedule set, released a second after its tick.
+        group = Group(name, mark, new=new, next_due_ms=NOW_MS + k, sha=SHA, queue=queue)
+        for j, body in enumerate(payloads):
+            tick = (NOW_MS + 1 + j) if new else (NOW_MS - 19 * MINUTE + j * 1000)
+            release = tick + 1000 if new or j % 2 else 0
+            job = b"%d:%d:" % (k, j) + body
+            group.add(tick, release, job)
+            if release:
+                expected_set[job] = release / 1000
+            else:
+                expected_queue.setdefault(queue, []).append(job)
+        group.mark_ms = max(mark, *group.ticks) if group.ticks else mark
+        groups.append(group)
+
+    counts, flags = pushes.push_call(client, "ns:", due_key, NOW_MS, groups, 3)
+
+    total = sum(len(g.ticks) for g in groups)
+    assert flags == "1" * total and counts[0] == total
+    for queue, jobs_in in expected_queue.items():
+        assert queued(client, queue) == jobs_in
+    held = dict(client.zrange(keys.schedule("ns:"), 0, -1, withscores=True))
+    assert held == pytest.approx(expected_set)
+    for k, group in enumerate(groups):
+        assert client.hget(keys.watermarks("ns:"), raw(group.name)) == b"%d" % group.mark_ms
+        assert client.zscore(due_key, raw(group.name)) == NOW_MS + k
+        ticks = [line.split(" ")[1] for line in history_lines(client, group.name)]
+        assert ticks == [str(t) for t in reversed(group.ticks)][:3]
+    assert {m.decode(errors="surrogateescape") for m in client.smembers(keys.queues("ns:"))} \
+        == set(expected_queue)
+
+
+def test_history_keeps_the_newest_lines_on_top_of_what_it_held(client: redis.Redis) -> None:
+    history = "\n".join(f"t {NOW_MS - MINUTE * k} 5" for k in range(1, 11))  # 10, full
+    client.hset(keys.history("ns:"), "h", history)
+    client.hset(keys.definitions("ns:"), "h", DEFINITION)
+    client.hset(keys.watermarks("ns:"), "h", NOW_MS - MINUTE)
+    group = Group("h", NOW_MS + 2000, sha=SHA, queue="q")
+    for tick in (NOW_MS, NOW_MS + 1000, NOW_MS + 2000):
+        group.add(tick, 0, b"{}")
+    pushes.push_call(client, "ns:", keys.due("ns:"), NOW_MS + 2000, [group], 10)
+    lines = history_lines(client, "h")
+    assert len(lines) == 10
+    assert [line.split(" ")[1] for line in lines[:4]] == [
+        str(NOW_MS + 2000), str(NOW_MS + 1000), str(NOW_MS), str(NOW_MS - MINUTE)]
+    assert lines[3:] == history.split("\n")[:7]
+
+
+def test_missed_ranges_travel_with_their_group(client: redis.Redis) -> None:
+    client.hset(keys.definitions("ns:"), "m", DEFINITION)
+    client.hset(keys.watermarks("ns:"), "m", NOW_MS - 90 * MINUTE)
+    client.hset(keys.first_seen("ns:"), "m", 1)
+    group = Group("m", NOW_MS - 60 * MINUTE, missed=30, sha=SHA, queue="q",
+                  ranges=[(NOW_MS - 90 * MINUTE, NOW_MS - 60 * MINUTE, "window", 30)])
+    counts, _ = pushes.push_call(client, "ns:", keys.due("ns:"), NOW_MS, [group], 10)
+    assert counts[2] == 30 and counts[6] == 30  # missed, recorded
+    assert client.hget(keys.missed("ns:"), "m") == (
+        b"%d %d window" % (NOW_MS - 90 * MINUTE, NOW_MS - 60 * MINUTE))
+
+
+@given(names, queues, st.lists(jobs, min_size=1, max_size=8))
+@FUZZ
+def test_a_backfill_request_pushes_the_recorded_ticks_and_takes_them_out(
+    client: redis.Redis, name: str, queue: str, bodies: list[bytes],
+) -> None:
+    client.flushall()
+    side = RedisSide(client, "ns:")
+    after = NOW_MS - 100 * MINUTE
+    client.hset(keys.definitions("ns:"), raw(name), DEFINITION)
+    client.hset(keys.missed("ns:"), raw(name),
+                b"%d %d window\n%d %d policy" % (after, NOW_MS - 50 * MINUTE,
+                                                  NOW_MS - 40 * MINUTE, NOW_MS - 30 * MINUTE))
+    ticks = [after + (k + 1) * MINUTE for k in range(len(bodies))]
+    payloads = [b"%d:" % k + body for k, body in enumerate(bodies)]
+    through = ticks[-1]
+    piece = Piece(name, after, through, queue, SHA,
+                  [(t, p.decode(errors="surrogateescape")) for t, p in zip(ticks, payloads,
+                                                                            strict=True)])
+    pushed, already, stale, flags = side.push_backfill([piece], 10)
+    assert (pushed, already, stale, flags) == (len(bodies), 0, 0, "1" * len(bodies))
+    assert queued(client, queue) == payloads
+    assert client.hget(keys.missed("ns:"), raw(name)) == (
+        b"%d %d window\n%d %d policy" % (through, NOW_MS - 50 * MINUTE,
+                                         NOW_MS - 40 * MINUTE, NOW_MS - 30 * MINUTE))
+    assert [line.split(" ")[:2] for line in history_lines(client, name)] == [
+        ["b", str(t)] for t in reversed(ticks)]
+    # Sent again (a lost reply, a racing backfill): nothing is pushed twice.
+    assert side.push_backfill([piece], 10)[:2] == (0, len(bodies))
+
+
+@given(names, queues, jobs)
+@FUZZ
+def test_a_manual_run_request_pushes_its_job_once(
+    client: redis.Redis, name: str, queue: str, body: bytes,
+) -> None:
+    client.flushall()
+    side = RedisSide(client, "ns:")
+    client.hset(keys.definitions("ns:"), raw(name), DEFINITION)
+    job = body.decode(errors="surrogateescape")
+    jid = "manual0123456789abcdef01"
+    assert side.push_manual(name, SHA, queue, jid, NOW_MS, job, 10)
+    assert side.push_manual(name, SHA, queue, jid, NOW_MS, job, 10)  # re-sent: not again
+    assert queued(client, queue) == [body]
+    assert client.hget(keys.manual("ns:"), raw(name)) == jid.encode()
+    (line,) = history_lines(client, name)
+    kind, tick, _, got = line.split(" ")
+    assert (kind, tick, got) == ("m", str(NOW_MS), jid)
+
+
+def test_a_request_of_another_format_version_is_refused_before_anything_is_written(
+    client: redis.Redis,
+) -> None:
+    """The request's first field says how many fields a group holds; a script reading
+    another number refuses it instead of misreading it."""
+    client.hset(keys.definitions("ns:"), "x", DEFINITION)
+    body = b"11 1 x " + SHA.encode() + b" 5 5 1 0 0 1 0 0 0 "
+    script_keys = [keys.watermarks("ns:"), keys.first_seen("ns:"), keys.queues("ns:"),
+                   keys.schedule("ns:"), keys.due("ns:"), keys.definitions("ns:"),
+                   keys.rejected("ns:"), keys.missed("ns:"), keys.history("ns:"),
+                   keys.queue("ns:", "q")]
+    with pytest.raises(redis.ResponseError, match="KIQBEAT_FORMAT the push script reads 10"):
+        scripts.SCRIPTS.call(scripts.PUSH, client, script_keys, [NOW_MS, 10, 1, "q", body])
+    assert client.hget(keys.watermarks("ns:"), "x") is None
