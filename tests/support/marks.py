@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import redis
 
-from kiqbeat.redis import keys
+from kiqbeat.redis import keys, state
 
 
 def rewind_mark(client: redis.Redis, name: str, seconds: float,
                 shard: tuple[int, int] | None = None) -> None:
     """Move `name`'s watermark back by `seconds`, and its first-seen no later than that (no
     tick at or before first-seen is ever pushed), and mark it "plan me"."""
-    mark = int(client.hget(keys.watermarks(""), name) or 0)
+    stored = state.read_marks(client, "", [name]).get(name)
+    mark = stored.mark_ms if isinstance(stored, state.Mark) else 0
     back = mark - int(seconds * 1000)
-    client.hset(keys.watermarks(""), name, back)
-    seen = int(client.hget(keys.first_seen(""), name) or mark)
-    client.hset(keys.first_seen(""), name, min(seen, back))
+    seen = stored.first_seen_ms if isinstance(stored, state.Mark) else None
+    state.write_marks(client, "", {name: state.Mark(back, min(seen or mark, back))})
     client.zadd(keys.due("", shard), {name: 0})

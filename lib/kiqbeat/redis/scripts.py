@@ -34,7 +34,8 @@ LIBRARY = "kiqbeat"
 # The bounds the scripts enforce, from their one home (core/limits.py).
 LIMITS = (f"-- kiqbeat's bounds (core/limits.py), written here by scripts.py.\n"
           f"local MAX_DEFINITION_BYTES = {limits.MAX_DEFINITION_BYTES}\n"
-          f"local MAX_BATCH_DEFINITION_BYTES = {limits.MAX_BATCH_DEFINITION_BYTES}\n")
+          f"local MAX_BATCH_DEFINITION_BYTES = {limits.MAX_BATCH_DEFINITION_BYTES}\n"
+          f"local STATE_BUCKETS = {limits.STATE_BUCKETS}\n")
 
 
 @dataclass(frozen=True)
@@ -105,11 +106,11 @@ class Caller:
         client.script_load(lua.text)
 
 
-DUE = Lua.named("due", "definitions")
-PUSH = Lua.named("push", "definitions", "records")
-WRITE = Lua.named("write", "definitions", "records")
-BACKFILL = Lua.named("backfill", "definitions", "records")
-TRIGGER = Lua.named("trigger", "definitions", "records")
+DUE = Lua.named("due", "definitions", "state")
+PUSH = Lua.named("push", "definitions", "records", "state")
+WRITE = Lua.named("write", "definitions", "records", "state")
+BACKFILL = Lua.named("backfill", "definitions", "records", "state")
+TRIGGER = Lua.named("trigger", "definitions", "records", "state")
 READ = Lua.named("read", "definitions")
 SCRIPTS = Caller(functions=False)
 

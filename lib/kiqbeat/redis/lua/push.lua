@@ -104,6 +104,8 @@ err = expect_allowed('HSET', wm_key, 'f', '0') or expect_allowed('HSETNX', seen_
   or expect_allowed('HGET', missed_key, 'f') or expect_allowed('HSET', missed_key, 'f', 'r')
   or expect_allowed('HGET', seen_key, 'f')
   or expect_allowed('HMGET', history_key, 'f') or expect_allowed('HSET', history_key, 'f', 'h')
+use_state(wm_key, 'kiqbeat:watermarks')
+err = err or state_allowed()
 if err then return err end
 for k = 1, nq do
   err = expect_allowed('LPUSH', KEYS[FIRST_QUEUE + k], 'job')
@@ -156,21 +158,14 @@ for first = 1, #groups, BATCH do
   local last = math.min(first + BATCH - 1, #groups)
   local names = {}
   for k = first, last do names[#names + 1] = groups[k].name end
-  local raws = redis.call('HMGET', wm_key, unpack(names))
   -- A definition swapped meanwhile for one over the limit is not read: it has changed.
   local defs = read_definitions(defs_key, names, math.huge)
-  local pasts = keep > 0 and redis.call('HMGET', history_key, unpack(names)) or {}
   for k = first, last do
-    local g, raw, def = groups[k], raws[k - first + 1], defs[k - first + 1]
-    g.history = pasts[k - first + 1]
+    local g, def = groups[k], defs[k - first + 1]
     g.stale = not def or redis.sha1hex(def) ~= g.sha
-    if raw then
-      g.cur = tonumber(raw)
-      if not g.cur then
-        return redis.error_reply("KIQBEAT_GARBLED watermark of schedule '" .. g.name .. "' in " ..
-          wm_key .. ' is not a number: ' .. string.sub(raw, 1, 40))
-      end
-    end
+    g.cur, g.seen, err = read_mark(g.name)
+    if not err and keep > 0 then g.history, err = read_history(g.name) end
+    if err then return err end
   end
 end
 
@@ -187,7 +182,6 @@ local flags = {}
 local histories = {} -- name, history, name, history...
 local lists = {}     -- queue k -> jobs, in push order
 local scheduled = {} -- score, job, score, job...
-local marks = {}     -- name, mark, name, mark...
 local index = {}     -- next due, name, next due, name...
 local planned = {}   -- names whose index entry is set
 
@@ -253,9 +247,8 @@ for _, g in ipairs(groups) do
     for _ = 1, g.n do flags[#flags + 1] = '0' end
   elseif not g.cur then
     new = new + 1
-    marks[#marks + 1], marks[#marks + 2] = g.name, g.mark_text
+    write_mark(g.name, g.mark, tonumber(now_ms))
     reindex(g)
-    redis.call('HSETNX', seen_key, g.name, now_ms)
     push_above(g, tonumber(now_ms))
   else
     -- No pre-history: a watermark set back below first-seen (by hand, to 0 say) must not
@@ -263,11 +256,11 @@ for _, g in ipairs(groups) do
     -- is read once, and only when there is a tick to push or a range to record.
     local floor = g.cur
     if g.n > 0 or (g.mark > g.cur and #g.ranges > 0) then
-      floor = math.max(floor, tonumber(redis.call('HGET', seen_key, g.name)) or 0)
+      floor = math.max(floor, g.seen)
     end
     push_above(g, floor)
     if g.mark > g.cur then
-      marks[#marks + 1], marks[#marks + 2] = g.name, g.mark_text
+      write_mark(g.name, g.mark, g.seen)
       missed = missed + g.missed
       skipped = skipped + g.skipped
       if #g.ranges > 0 then record(g, floor) end
@@ -282,8 +275,7 @@ for k, list in pairs(lists) do
   redis.call('SADD', queues_key, ARGV[3 + k])
 end
 flush('ZADD', sched_key, scheduled)
-flush('HSET', wm_key, marks)
 flush('ZADD', due_key, index)
 flush('HDEL', rejected_key, planned)
-flush('HSET', history_key, histories)
+write_histories(histories)
 return {pushed, already, missed, skipped, new, stale, recorded, table.concat(flags)}

@@ -15,34 +15,6 @@ local function clock_ms()
   return clock[1] * 1000 + math.floor(clock[2] / 1000)
 end
 
--- One push as its history line: "KIND TICK DELAY", DELAY = push instant - tick (ms; negative
--- for a job placed ahead in the schedule set); a manual run's line ends with its jid.
-local function pushed_line(kind, tick, when, jid)
-  local text = kind .. ' ' .. ms_text(tick) .. ' ' .. ms_text(when - tick)
-  if jid then text = text .. ' ' .. jid end
-  return text
-end
-
--- A schedule's history (newest first, one push a line) with `done` (oldest first) on top,
--- keeping the newest `keep` — or, with `no_shorter` (an operator's backfill or run now,
--- whose own history setting may be smaller than the deployment's), at least as many as
--- it held: bounded all the same, by the larger of the two settings.
-local function remembered(old, done, keep, no_shorter)
-  if no_shorter and old then
-    local _, held = string.gsub(old, '[^\n]+', '')
-    keep = math.max(keep, held)
-  end
-  local lines = {}
-  for j = #done, math.max(1, #done - keep + 1), -1 do lines[#lines + 1] = done[j] end
-  if old then
-    for l in string.gmatch(old, '[^\n]+') do
-      if #lines >= keep then break end
-      lines[#lines + 1] = l
-    end
-  end
-  return table.concat(lines, '\n')
-end
-
 -- A schedule's record of missed ranges, "AFTER THROUGH REASON" lines oldest first, as
 -- {after, through, reason, line = its text} per line, or {line = text} for a line that is
 -- not one (kept as it is, never acted on). The one Lua reader of the format (core/records.py
