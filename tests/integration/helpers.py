@@ -78,9 +78,3 @@ def plan_stored(client: redis.Redis, cfg: Config, marks: dict[str, int | None],
     entries = [Entry(s, marks.get(s.name), shas[s.name]) for s in cfg.schedules]
     return plan_due(entries, now, cfg.missed_jobs_window_s, reindex=False)
 
-
-def stored_mark(client: redis.Redis, name: str, namespace: str = "") -> state.Mark | None:
-    """`name`'s stored watermark and first-seen (redis/state.py), None when it has none."""
-    mark = state.read_marks(client, namespace, [name]).get(name)
-    assert not isinstance(mark, str), f"garbled mark of {name!r}: {mark!r}"
-    return mark

@@ -18,3 +18,15 @@ def rewind_mark(client: redis.Redis, name: str, seconds: float,
     seen = stored.first_seen_ms if isinstance(stored, state.Mark) else None
     state.write_marks(client, "", {name: state.Mark(back, min(seen or mark, back))})
     client.zadd(keys.due("", shard), {name: 0})
+
+
+def stored_mark(client: redis.Redis, name: str, namespace: str = "") -> state.Mark | None:
+    """`name`'s stored watermark and first-seen (redis/state.py), None when it has none."""
+    mark = state.read_marks(client, namespace, [name]).get(name)
+    assert not isinstance(mark, str), f"garbled mark of {name!r}: {mark!r}"
+    return mark
+
+
+def marked_names(client: redis.Redis, namespace: str = "") -> set[str]:
+    """The names that have a stored watermark."""
+    return set(state.all_marks(client, namespace))
