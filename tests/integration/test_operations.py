@@ -44,8 +44,9 @@ from kiqbeat.redis import keys, scripts, state
 from kiqbeat.redis.connection import connect
 from kiqbeat.settings import Settings
 from kiqbeat.store import MAX_LISTED, Store
+from tests.support.marks import stored_mark
 
-from .helpers import config, minute_floor, pushed_jobs, redis_now, room_before_boundary, stored_mark
+from .helpers import config, minute_floor, pushed_jobs, redis_now, room_before_boundary
 
 MISSED = "kiqbeat:missed"
 HISTORY = "kiqbeat:history"

@@ -41,8 +41,9 @@ from kiqbeat.redis.definitions import definition_sha
 from kiqbeat.redis.side import RedisSide
 from kiqbeat.settings import Settings
 from kiqbeat.store import Store
+from tests.support.marks import stored_mark
 
-from .helpers import minute_floor, pushed_jobs, redis_now, room_before_boundary, stored_mark
+from .helpers import minute_floor, pushed_jobs, redis_now, room_before_boundary
 
 # A deployment without a document: the engine runs the store alone.
 STORE_ONLY = Config(schedules=())
