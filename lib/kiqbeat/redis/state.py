@@ -19,11 +19,14 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import redis
+from redis.client import NEVER_DECODE
 
 from kiqbeat.core.limits import STATE_BUCKETS
 from kiqbeat.redis import keys
 from kiqbeat.redis.connection import redis_errors, reply_bytes, reply_text
 
+# Records are bytes: read undecoded whatever the client's decode_responses.
+_RAW = {NEVER_DECODE: True}
 # Names read per pipelined round trip.
 BATCH = 1000
 _KINDS = "tbm"
@@ -133,7 +136,8 @@ def _get(client: redis.Redis, key_of: Mapping[str, str], names: Sequence[str],
         with redis_errors(client, f"reading {what}"):
             pipe = client.pipeline(transaction=False)
             for name in batch:
-                pipe.hget(key_of[name], name.encode(errors="surrogateescape"))
+                pipe.execute_command("HGET", key_of[name], name.encode(errors="surrogateescape"),  # type: ignore[no-untyped-call]
+                                     **_RAW)
             values = pipe.execute()
         yield from zip(batch, values, strict=True)
 
@@ -232,16 +236,34 @@ def scan_histories(client: redis.Redis, namespace: str, first_bucket: int, count
     with redis_errors(client, "sweeping histories"):
         pipe = client.pipeline(transaction=False)
         for b in range(first_bucket, last):
-            pipe.hgetall(keys.history_bucket(namespace, b))
+            pipe.execute_command("HSCAN", keys.history_bucket(namespace, b), 0, "COUNT",  # type: ignore[no-untyped-call]
+                                 _SCAN_COUNT, **_RAW)
         pages = pipe.execute()
     out = []
-    for page in pages:
+    for _, page in pages:  # a bucket is one page (a listpack is scanned whole)
         for name, blob in page.items():
             try:
                 out.append((reply_text(name), decode_history(reply_bytes(blob) or b"")))
             except ValueError:
                 continue
     return (last if last < STATE_BUCKETS else -1), out
+
+
+# HSCAN COUNT for one bucket: more than a bucket holds, so one call reads it.
+_SCAN_COUNT = 1000
+
+
+def _scan_bucket(client: redis.Redis, key: str) -> dict[bytes, bytes]:
+    """Every field of a bucket, undecoded (HSCAN: what the console's ACL grants)."""
+    out: dict[bytes, bytes] = {}
+    cursor = 0
+    while True:
+        with redis_errors(client, f"reading {key}"):
+            cursor, page = client.execute_command("HSCAN", key, cursor, "COUNT", _SCAN_COUNT,  # type: ignore[no-untyped-call]
+                                                  **_RAW)
+        out.update(page)
+        if not int(cursor):
+            return out
 
 
 def all_marks(client: redis.Redis, namespace: str) -> dict[str, Mark]:
@@ -254,9 +276,7 @@ def all_marks(client: redis.Redis, namespace: str) -> dict[str, Mark]:
     for key in state_keys(client, namespace):
         if not key.startswith(keys.marks_bucket(namespace, "")):
             continue
-        with redis_errors(client, f"reading {key}"):
-            page = client.hgetall(key)
-        for name, raw in page.items():
+        for name, raw in _scan_bucket(client, key).items():
             try:
                 out[reply_text(name)] = decode_mark(reply_bytes(raw) or b"")
             except ValueError:
