@@ -166,9 +166,9 @@ def read_marks(client: redis.Redis, namespace: str, names: Sequence[str]
             except ValueError:
                 out[name] = raw.decode(errors="replace")
     rest = [n for n in names if n not in out]
-    if rest and client.exists(keys.watermarks(namespace)):
+    if rest:  # the old layout (HMGET: what every reader is granted)
         marks = _legacy(client, keys.watermarks(namespace), rest)
-        seen = _legacy(client, keys.first_seen(namespace), list(marks))
+        seen = _legacy(client, keys.first_seen(namespace), list(marks)) if marks else {}
         for name, raw in marks.items():
             text = reply_text(raw)
             seen_text = reply_text(seen.get(name, b""))
@@ -190,7 +190,7 @@ def read_histories(client: redis.Redis, namespace: str, names: Sequence[str]
             except ValueError:
                 out[name] = repr(raw)
     rest = [n for n in names if n not in out]
-    if rest and client.exists(keys.history(namespace)):
+    if rest:
         out.update((n, reply_text(v)) for n, v in
                    _legacy(client, keys.history(namespace), rest).items())
     return out

@@ -28,7 +28,7 @@ end
 local function legacy_key(role)
   local key = STATE_NS .. role
   if LEGACY[key] == nil then
-    LEGACY[key] = redis.call('EXISTS', key) == 1
+    LEGACY[key] = redis.call('TYPE', key)['ok'] ~= 'none'  -- TYPE: granted already (checks.lua)
   end
   return LEGACY[key] and key or nil
 end
