@@ -1,7 +1,7 @@
 """Redis memory per schedule of kiqbeat's store and private state (issue 18 item 5): prints
 figures (never asserts them).
 
-Run: .venv/bin/python -m bench.memory [--size 100000] [--history 10]
+Run: .venv/bin/python bench/memory.py [--size 100000] [--history 10]
 
 One private redis-server; `--size` every-minute schedules imported through the API
 (bench/store.py's definitions: the documented protocol's definition JSON + index entry),
@@ -18,7 +18,14 @@ import argparse
 from datetime import timedelta
 
 import redis
-from bench.store import SlowLog, drop_jobs, import_all, invoke_bulk, replay_start, used_memory
+from store import (  # bench/store.py, beside this file
+    SlowLog,
+    drop_jobs,
+    import_all,
+    invoke_bulk,
+    replay_start,
+    used_memory,
+)
 
 from kiqbeat.demo.server import RedisServer
 from kiqbeat.engine import Engine
