@@ -43,7 +43,7 @@ from kiqbeat.core.limits import MAX_AUDIT_ENTRIES
 from kiqbeat.core.payload import jid
 from kiqbeat.core.schedule import Config, Timetable
 from kiqbeat.document.validate import read_definition
-from kiqbeat.errors import ConfigError
+from kiqbeat.errors import ConfigError, KiqbeatError
 from kiqbeat.redis import keys, state
 
 OUT_ENV = "KIQBEAT_RELIABILITY_OUT"
@@ -371,7 +371,7 @@ class WatermarkSampler:
                 try:
                     now = {name: mark.mark_ms for name, mark in
                            state.all_marks(client, self.namespace).items()}
-                except (redis.RedisError, ValueError):
+                except (redis.RedisError, KiqbeatError, ValueError):
                     continue
                 self.samples += 1
                 if len(now) < len(last):
