@@ -68,7 +68,7 @@ from kiqbeat.demo.server import RedisServer, redis_server_path
 from kiqbeat.document import parse_config
 from kiqbeat.engine import Document, Engine
 from kiqbeat.errors import DeadlineError
-from kiqbeat.redis import keys, scripts, state
+from kiqbeat.redis import keys, progress, scripts
 from kiqbeat.redis.side import RedisSide
 from kiqbeat.store import Store
 
@@ -455,7 +455,7 @@ def bench_document(server: RedisServer, admin: redis.Redis, slowlog: SlowLog, n:
     engine = Engine(client=client)
     t0 = replay_start(admin, minutes + 2)
     first = invoke_bulk(engine, slowlog, t0, config)
-    assert len(state.all_marks(admin, "")) == n
+    assert len(progress.all_marks(admin, "")) == n
     apply_s = first.split.get("apply document", 0.0)
     runs = [invoke(engine, slowlog, t0 + timedelta(minutes=k, seconds=1), config)
             for k in range(1, minutes + 1)]
@@ -594,7 +594,7 @@ def bench_store(server: RedisServer, admin: redis.Redis, slowlog: SlowLog, n: in
     rss_before = maxrss_mb()
     first = invoke_bulk(engine, slowlog, t0)
     rss_first = maxrss_mb() - rss_before
-    assert len(state.all_marks(admin, "")) == n
+    assert len(progress.all_marks(admin, "")) == n
     longest, kind = first.slow.longest()
     print(f"  registering all {n:,} (the invocations after the import, each stopped by the "
           f"{engine.settings.deadline_s:g} s deadline but the last): {first.seconds:.1f} s in "

@@ -13,7 +13,7 @@ from kiqbeat.core.plan import Entry, Plan, plan_due
 from kiqbeat.core.schedule import Config
 from kiqbeat.document import load_config_text
 from kiqbeat.engine import Document
-from kiqbeat.redis import state
+from kiqbeat.redis import progress
 from kiqbeat.redis.definitions import definition_sha
 from kiqbeat.redis.side import RedisSide
 
@@ -57,8 +57,8 @@ def pushed_jobs(client: redis.Redis, namespace: str = "") -> list[dict[str, Any]
 def marks(client: redis.Redis, cfg: Config) -> dict[str, int | None]:
     """Stored watermarks by schedule name."""
     names = [s.name for s in cfg.schedules]
-    stored = state.read_marks(client, cfg.namespace, names)
-    return {name: m.mark_ms if isinstance(m := stored.get(name), state.Mark) else None
+    stored = progress.read_marks(client, cfg.namespace, names)
+    return {name: m.mark_ms if isinstance(m := stored.get(name), progress.Mark) else None
             for name in names}
 
 

@@ -17,7 +17,7 @@ from kiqbeat.core.report import Report
 from kiqbeat.demo.server import RedisServer
 from kiqbeat.engine import run
 from kiqbeat.errors import ConfigError, StateError
-from kiqbeat.redis import keys, state
+from kiqbeat.redis import keys, progress
 from kiqbeat.redis.side import RedisSide
 from kiqbeat.store import Store
 
@@ -198,15 +198,15 @@ def test_a_garbled_watermark_is_named_and_nothing_is_pushed(client: redis.Redis)
     cfg = config(EVERY_MINUTE)
     t0 = start(client)
     run(client, cfg, now=t0)
-    client.hset(keys.marks_bucket("", state.bucket("report")), "report", "yesterday")
+    client.hset(keys.marks_bucket("", progress.bucket("report")), "report", "yesterday")
     with pytest.raises(StateError, match=r"watermark of schedule 'report' in kiqbeat:watermarks"):
         run(client, cfg, now=t0 + timedelta(minutes=5))
     assert pushed_jobs(client) == []
 
 
 @pytest.mark.parametrize("key", ["queue:default", "queues", "kiqbeat:watermarks", "schedule",
-                                 keys.marks_bucket("", state.bucket("report")),
-                                 keys.history_bucket("", state.bucket("two"))])
+                                 keys.marks_bucket("", progress.bucket("report")),
+                                 keys.history_bucket("", progress.bucket("two"))])
 def test_a_key_of_the_wrong_type_is_named_and_nothing_is_pushed(
     client: redis.Redis, redis_client: redis.Redis, key: str
 ) -> None:
@@ -230,9 +230,9 @@ def test_namespace_prefixes_every_key(client: redis.Redis) -> None:
     run(client, cfg, now=t0 + timedelta(minutes=2))
     assert sorted(k.decode() for k in client.keys("*")) == [
         "exq:kiqbeat:document:test", "exq:kiqbeat:documents", "exq:kiqbeat:due",
-        f"exq:kiqbeat:history:{state.bucket('report')}",
+        f"exq:kiqbeat:history:{progress.bucket('report')}",
         "exq:kiqbeat:schedules", "exq:kiqbeat:shards",
-        f"exq:kiqbeat:watermarks:{state.bucket('report')}",
+        f"exq:kiqbeat:watermarks:{progress.bucket('report')}",
         "exq:queue:default", "exq:queues"]
 
 
@@ -345,7 +345,7 @@ def test_a_schedule_removed_from_the_document_is_forgotten_at_once(
     report = run(client, config(EVERY_MINUTE), now=t0 + timedelta(minutes=2))
     assert report.pushed == 2 and {j.schedule for j in report.jobs} == {"report"}
     assert client.hkeys("kiqbeat:schedules") == [b"report"]
-    assert state.names_with_state(client, "") == {"report"}
+    assert progress.names_with_state(client, "") == {"report"}
     assert client.zrange("kiqbeat:due", 0, -1) == [b"report"]
 
 

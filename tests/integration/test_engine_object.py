@@ -9,7 +9,7 @@ import pytest
 import redis
 
 from kiqbeat.engine import Engine
-from kiqbeat.redis import state
+from kiqbeat.redis import progress
 from kiqbeat.settings import Settings
 from kiqbeat.store import Store
 from tests.integration.helpers import config, redis_now
@@ -31,7 +31,7 @@ def seed_mark(client: redis.Redis, name: str, seconds_ago: float) -> None:
     sleeping): no tick at or before first-seen is ever pushed, so first-seen moves too."""
     mark = redis_now(client) - timedelta(seconds=seconds_ago)
     at = int(mark.timestamp() * 1000)
-    state.write_marks(client, "", {name: state.Mark(at, at)})
+    progress.write_marks(client, "", {name: progress.Mark(at, at)})
     client.zadd("kiqbeat:due", {name: 0})  # and "plan me", as its index entry would say
 
 

@@ -40,7 +40,7 @@ from kiqbeat.core.records import MAX_RANGES
 from kiqbeat.core.schedule import Config
 from kiqbeat.engine import Engine, run
 from kiqbeat.errors import ConfigError, RedisRefusedError, StateError
-from kiqbeat.redis import keys, scripts, state
+from kiqbeat.redis import keys, progress, scripts
 from kiqbeat.redis.connection import connect
 from kiqbeat.settings import Settings
 from kiqbeat.store import MAX_LISTED, Store
@@ -152,7 +152,7 @@ def _seen_ms(client: redis.Redis, name: str) -> int:
 
 
 def _has_history(client: redis.Redis, name: str) -> bool:
-    return name in state.read_histories(client, "", [name])
+    return name in progress.read_histories(client, "", [name])
 
 
 def test_an_outage_longer_than_the_window_records_exactly_the_ticks_passed_over(
@@ -401,7 +401,7 @@ def test_a_watermark_set_back_to_zero_records_nothing_from_before_first_seen(
     t0 = redis_now(client) - timedelta(minutes=10)
     run(client, cfg, now=t0)
     seen = _seen_ms(client, "x")
-    state.write_marks(client, "", {"x": state.Mark(0, seen)})
+    progress.write_marks(client, "", {"x": progress.Mark(0, seen)})
     run(client, cfg, now=t0 + timedelta(minutes=5))
     ((after, through, reason),) = recorded(client, "x")
     assert (after, reason) == (seen, "window")
@@ -420,7 +420,7 @@ def test_a_watermark_set_back_to_zero_pushes_nothing_from_before_first_seen(
     t0 = redis_now(client).replace(microsecond=0) - timedelta(minutes=2)
     run(client, cfg, now=t0)
     seen = from_ms(_seen_ms(client, "x"))
-    state.write_marks(client, "", {"x": state.Mark(0, to_ms(seen))})
+    progress.write_marks(client, "", {"x": progress.Mark(0, to_ms(seen))})
     now = t0 + timedelta(minutes=1)
     run(client, cfg, now=now)
     found = job_jids(client)

@@ -35,7 +35,7 @@ from kiqbeat.document import load_config_text
 from kiqbeat.document.validate import encode_definition, read_definition
 from kiqbeat.engine import Document, Engine, run
 from kiqbeat.errors import ConfigError
-from kiqbeat.redis import keys, state
+from kiqbeat.redis import keys, progress
 from kiqbeat.redis.connection import connect
 from kiqbeat.redis.definitions import definition_sha
 from kiqbeat.redis.side import RedisSide
@@ -751,7 +751,7 @@ def test_an_upgrade_from_the_old_layout_keeps_every_watermark(
     expected = sorted(jid(n, tick) for n, (ticks, look) in REFERENCE.items()
                       for tick in ticks(old_marks[n], now + look))
     assert sorted(jids(client)) == expected
-    first_seen = {n: m.first_seen_ms for n, m in state.all_marks(client, "").items()}
+    first_seen = {n: m.first_seen_ms for n, m in progress.all_marks(client, "").items()}
     assert first_seen == seen_before
 
     then = now + timedelta(seconds=50)
@@ -759,9 +759,9 @@ def test_an_upgrade_from_the_old_layout_keeps_every_watermark(
     expected = sorted(jid(n, tick) for n, (ticks, look) in REFERENCE.items()
                       for tick in ticks(old_marks[n], then + look))
     assert sorted(jids(client)) == expected
-    first_seen = {n: m.first_seen_ms for n, m in state.all_marks(client, "").items()}
+    first_seen = {n: m.first_seen_ms for n, m in progress.all_marks(client, "").items()}
     assert first_seen == seen_before
-    histories = state.read_histories(client, "", list(REFERENCE))
+    histories = progress.read_histories(client, "", list(REFERENCE))
     assert set(histories) == set(REFERENCE)
     for name, record in histories.items():  # the old lines under the new pushes, as room allows
         lines, old = record.splitlines(), old_history[name].splitlines()
@@ -878,7 +878,7 @@ def test_three_shards_plan_disjoint_sets_whose_union_is_the_store(client: redis.
     registered: set[str] = set()
     for i, engine in enumerate(engines):
         assert engine.run(STORE_ONLY, now=t0).new_schedules == len(shard_names(names, i, 3))
-        now_known = set(state.all_marks(client, ""))
+        now_known = set(progress.all_marks(client, ""))
         assert now_known - registered == shard_names(names, i, 3)
         registered = now_known
     until = t0 + timedelta(minutes=3)
@@ -925,7 +925,7 @@ def test_racing_shard_engines_push_each_tick_once(redis_url: str) -> None:
         Engine(Settings(shard=(i, 3)), client=client).run(STORE_ONLY, now=until)
     for i in range(3):
         assert pushed_by[i] == shard_names(names, i, 3)
-    assert {m.first_seen_ms for m in state.all_marks(client, "").values()} == {to_ms(t0)}
+    assert {m.first_seen_ms for m in progress.all_marks(client, "").values()} == {to_ms(t0)}
     pushed = jids(client)
     assert len(pushed) == len(set(pushed)), "a tick was pushed twice"
     assert set(pushed) == {j for n, c in crons.items() for j in cron_jids(n, c, t0, until)}

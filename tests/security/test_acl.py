@@ -28,7 +28,7 @@ from kiqbeat.core.schedule import Config
 from kiqbeat.demo.server import RedisServer
 from kiqbeat.engine import Engine
 from kiqbeat.errors import RedisRefusedError
-from kiqbeat.redis import scripts, state
+from kiqbeat.redis import progress, scripts
 from kiqbeat.redis.connection import connect
 from kiqbeat.settings import Settings
 from tests.faults.harness import assert_clean, check, jobs_in_redis, recorded_ticks
@@ -320,5 +320,5 @@ def test_missed_backfill_trigger_and_history_work_under_the_documented_acl(
     with connect(_user_url(acl_server)) as client:
         Engine(Settings(redis_functions=mode == "functions"), client=client).run(
             config("schedules: {}"), now=t1)
-    assert not state.read_histories(admin, "", ["minutely"])
+    assert not progress.read_histories(admin, "", ["minutely"])
     assert admin.hlen("kiqbeat:schedules") == 0

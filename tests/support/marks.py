@@ -5,28 +5,28 @@ from __future__ import annotations
 
 import redis
 
-from kiqbeat.redis import keys, state
+from kiqbeat.redis import keys, progress
 
 
 def rewind_mark(client: redis.Redis, name: str, seconds: float,
                 shard: tuple[int, int] | None = None) -> None:
     """Move `name`'s watermark back by `seconds`, and its first-seen no later than that (no
     tick at or before first-seen is ever pushed), and mark it "plan me"."""
-    stored = state.read_marks(client, "", [name]).get(name)
-    mark = stored.mark_ms if isinstance(stored, state.Mark) else 0
+    stored = progress.read_marks(client, "", [name]).get(name)
+    mark = stored.mark_ms if isinstance(stored, progress.Mark) else 0
     back = mark - int(seconds * 1000)
-    seen = stored.first_seen_ms if isinstance(stored, state.Mark) else None
-    state.write_marks(client, "", {name: state.Mark(back, min(seen or mark, back))})
+    seen = stored.first_seen_ms if isinstance(stored, progress.Mark) else None
+    progress.write_marks(client, "", {name: progress.Mark(back, min(seen or mark, back))})
     client.zadd(keys.due("", shard), {name: 0})
 
 
-def stored_mark(client: redis.Redis, name: str, namespace: str = "") -> state.Mark | None:
-    """`name`'s stored watermark and first-seen (redis/state.py), None when it has none."""
-    mark = state.read_marks(client, namespace, [name]).get(name)
+def stored_mark(client: redis.Redis, name: str, namespace: str = "") -> progress.Mark | None:
+    """`name`'s stored watermark and first-seen (redis/progress.py), None when it has none."""
+    mark = progress.read_marks(client, namespace, [name]).get(name)
     assert not isinstance(mark, str), f"garbled mark of {name!r}: {mark!r}"
     return mark
 
 
 def marked_names(client: redis.Redis, namespace: str = "") -> set[str]:
     """The names that have a stored watermark."""
-    return set(state.all_marks(client, namespace))
+    return set(progress.all_marks(client, namespace))

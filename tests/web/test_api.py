@@ -18,7 +18,7 @@ import redis
 from kiqbeat.core.payload import jid
 from kiqbeat.engine import Engine
 from kiqbeat.errors import ConfigError
-from kiqbeat.redis import keys, state
+from kiqbeat.redis import keys, progress
 from kiqbeat.redis.definitions import Op
 from kiqbeat.redis.side import RedisSide
 from kiqbeat.settings import Settings
@@ -308,7 +308,7 @@ def test_a_backfill_through_the_api_asks_for_yes_above_the_bound_and_before_firs
     # first seen an hour into the outage: its first 60 missed ticks were never owed
     mark = stored_mark(client, "minutely")
     assert mark is not None
-    state.write_marks(client, "", {"minutely": state.Mark(
+    progress.write_marks(client, "", {"minutely": progress.Mark(
         mark.mark_ms, int((t0 + timedelta(hours=1)).timestamp() * 1000))})
     monkeypatch.setattr("kiqbeat.web.console.BACKFILL_CONFIRM_JOBS", 100)
     with console.browser() as browser:

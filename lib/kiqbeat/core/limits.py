@@ -88,7 +88,7 @@ MAX_PAGE_ROWS = 200
 MAX_EXAMINED_PER_PAGE = 2_000
 
 # How many small hashes each family of a schedule's private state (watermark and
-# first-seen; history) is spread over, by a stable hash of the name (redis/state.py). Redis
+# first-seen; history) is spread over, by a stable hash of the name (redis/progress.py). Redis
 # keeps a hash of at most 128 fields (hash-max-listpack-entries; 512 by default) of at most 64
 # bytes each (-value) as a listpack, about a fifth of a hash table's size: 16,384 buckets keep
 # every bucket under 128 fields up to about 1,500,000 schedules (a bucket past the limit

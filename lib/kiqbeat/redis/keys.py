@@ -10,7 +10,7 @@ from __future__ import annotations
 
 def marks_bucket(ns: str, bucket: int | str) -> str:
     """Hash: schedule name -> its watermark and first-seen, for the names in `bucket`
-    (redis/state.py): the epoch ms up to which every tick is dealt with (a tick above it is
+    (redis/progress.py): the epoch ms up to which every tick is dealt with (a tick above it is
     pushed, at or below it never is) and when kiqbeat first saw the schedule (no tick from
     before is ever pushed). Spread over `limits.STATE_BUCKETS` hashes so that Redis keeps
     each compact; only the scripts write it, in the same step as the jobs."""
@@ -18,7 +18,7 @@ def marks_bucket(ns: str, bucket: int | str) -> str:
 
 
 def history_bucket(ns: str, bucket: int | str) -> str:
-    """Hash: schedule name -> its last pushes, for the names in `bucket` (redis/state.py
+    """Hash: schedule name -> its last pushes, for the names in `bucket` (redis/progress.py
     states the record); the newest `history` setting's number (default 10) are kept."""
     return f"{ns}kiqbeat:history:{bucket}"
 

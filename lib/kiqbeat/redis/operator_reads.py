@@ -12,7 +12,7 @@ from typing import Any
 import redis
 
 from kiqbeat.core.limits import MAX_PLANNABLE_MS
-from kiqbeat.redis import keys, scripts, state
+from kiqbeat.redis import keys, progress, scripts
 from kiqbeat.redis.connection import redis_errors, reply_text
 from kiqbeat.redis.definitions import BATCH, Oversized, read_definitions, scan_items
 from kiqbeat.redis.due import due_keys
@@ -30,12 +30,12 @@ class Stored:
     rejected: str | None
 
 
-def _mark_ms(mark: state.Mark | str | None) -> int | None:
-    return mark.mark_ms if isinstance(mark, state.Mark) else None
+def _mark_ms(mark: progress.Mark | str | None) -> int | None:
+    return mark.mark_ms if isinstance(mark, progress.Mark) else None
 
 
-def _seen_ms(mark: state.Mark | str | None) -> int | None:
-    return mark.first_seen_ms if isinstance(mark, state.Mark) else None
+def _seen_ms(mark: progress.Mark | str | None) -> int | None:
+    return mark.first_seen_ms if isinstance(mark, progress.Mark) else None
 
 
 def read_stored(client: redis.Redis, namespace: str, names: Sequence[str],
@@ -54,7 +54,7 @@ def read_stored(client: redis.Redis, namespace: str, names: Sequence[str],
             pipe = client.pipeline(transaction=False)
             pipe.hmget(keys.rejected(namespace), sent)
             (rejected,) = pipe.execute()
-        marks = state.read_marks(client, namespace, batch)
+        marks = progress.read_marks(client, namespace, batch)
         out += [Stored(name, d, _mark_ms(marks.get(name)), _seen_ms(marks.get(name)),
                        None if r is None else reply_text(r))
                 for name, d, r in zip(batch, defs, rejected, strict=True)]
@@ -141,8 +141,8 @@ def read_first_seen(client: redis.Redis, namespace: str, names: Sequence[str]
                     ) -> dict[str, int]:
     """When each of `names` was first seen, epoch ms (absent or garbled ones left out)."""
     return {name: mark.first_seen_ms for name, mark in
-            state.read_marks(client, namespace, names).items()
-            if isinstance(mark, state.Mark) and mark.first_seen_ms is not None}
+            progress.read_marks(client, namespace, names).items()
+            if isinstance(mark, progress.Mark) and mark.first_seen_ms is not None}
 
 
 def read_history(client: redis.Redis, namespace: str, name: str) -> tuple[str | None, bool]:
@@ -150,4 +150,4 @@ def read_history(client: redis.Redis, namespace: str, name: str) -> tuple[str | 
     parse_history` reads it) and whether its definition exists; one round trip."""
     with redis_errors(client, f"reading {keys.definitions(namespace)}"):
         exists = client.hexists(keys.definitions(namespace), name)
-    return state.read_histories(client, namespace, [name]).get(name), bool(exists)
+    return progress.read_histories(client, namespace, [name]).get(name), bool(exists)

@@ -106,11 +106,11 @@ class Caller:
         client.script_load(lua.text)
 
 
-DUE = Lua.named("due", "definitions", "state")
-PUSH = Lua.named("push", "definitions", "records", "state")
-WRITE = Lua.named("write", "definitions", "records", "state")
-BACKFILL = Lua.named("backfill", "definitions", "records", "state")
-TRIGGER = Lua.named("trigger", "definitions", "records", "state")
+DUE = Lua.named("due", "definitions", "progress")
+PUSH = Lua.named("push", "definitions", "records", "progress")
+WRITE = Lua.named("write", "definitions", "records", "progress")
+BACKFILL = Lua.named("backfill", "definitions", "records", "progress")
+TRIGGER = Lua.named("trigger", "definitions", "records", "progress")
 READ = Lua.named("read", "definitions")
 SCRIPTS = Caller(functions=False)
 

@@ -37,7 +37,7 @@ from kiqbeat.engine import Engine
 from kiqbeat.entrypoints.preview import _next_fires, _reading
 from kiqbeat.entrypoints.requests import Request
 from kiqbeat.errors import ConfigError, json_name, shown
-from kiqbeat.redis import keys, scripts, state
+from kiqbeat.redis import keys, progress, scripts
 from kiqbeat.redis.clock import read_clock
 from kiqbeat.redis.connection import redis_errors, reply_text
 from kiqbeat.redis.definitions import read_present
@@ -333,7 +333,7 @@ class Console:
             pipe = self.client.pipeline(transaction=False)
             pipe.hmget(keys.missed(self.namespace), listed)
             (missed,) = pipe.execute()
-        histories = state.read_histories(self.client, self.namespace, listed)
+        histories = progress.read_histories(self.client, self.namespace, listed)
         rows = []
         for status, record in zip(statuses, missed, strict=True):
             rows.append(self._row(store, status, histories.get(status.name), record is not None))

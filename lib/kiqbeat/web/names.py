@@ -33,7 +33,7 @@ import redis
 from kiqbeat.core.plan import from_ms
 from kiqbeat.core.records import KINDS
 from kiqbeat.errors import KiqbeatError
-from kiqbeat.redis import keys, scripts, state
+from kiqbeat.redis import keys, progress, scripts
 from kiqbeat.redis.connection import redis_errors, reply_text
 from kiqbeat.redis.definitions import Oversized, read_present
 
@@ -41,7 +41,7 @@ from kiqbeat.redis.definitions import Oversized, read_present
 # at 1,000,000 schedules (bench/console.py), over the 5 ms every Redis call keeps under;
 # 250 about half.
 SWEEP_PAGE = 250
-# History buckets per sweep call (redis/state.py): a few dozen names each at 1,000,000.
+# History buckets per sweep call (redis/progress.py): a few dozen names each at 1,000,000.
 SWEEP_BUCKETS = 16
 SWEEP_PAUSE_S = 0.01  # between sweep calls: a pass at 1,000,000 takes about a minute
 # A pass begins at most once a minute: at 1,000,000 schedules of 1 KB a pass reads ~1 GB of
@@ -167,7 +167,7 @@ class Sweep:
                 for data in read_present(self.client, self.namespace, met, self.lua).values():
                     self._count(data)
             if self._history_cursor >= 0:
-                self._history_cursor, pushes = state.scan_histories(
+                self._history_cursor, pushes = progress.scan_histories(
                     self.client, self.namespace, self._history_cursor, SWEEP_BUCKETS)
                 for name, text in pushes:
                     self._note_push(name, text)

@@ -3,7 +3,7 @@ kiqbeat due script: the Redis clock and one batch of the schedules due for plann
 
 KEYS[1]  due index (sorted set: name -> epoch ms it next needs planning; 0 = "plan me")
 KEYS[2]  definitions hash (name -> definition JSON)
-KEYS[3]  the old layout's watermarks hash: its prefix names the state buckets (state.lua)
+KEYS[3]  the old layout's watermarks hash: its prefix names the state buckets (progress.lua)
 ARGV[1]  plan up to this instant, epoch ms; "" for the Redis clock
 ARGV[2]  offset into the due entries   ARGV[3]  at most this many (a batch)
 

@@ -1,7 +1,7 @@
 --[[
 kiqbeat push script: push due ticks as Sidekiq jobs and advance their watermarks, atomically.
 
-KEYS[1]  the old layout's watermarks hash: its prefix names the state buckets (state.lua)
+KEYS[1]  the old layout's watermarks hash: its prefix names the state buckets (progress.lua)
 KEYS[2]  the old layout's first-seen hash (read and emptied as names are written)
 KEYS[3]  queues set (queue names, for Sidekiq's API and web UI)
 KEYS[4]  schedule sorted set (score = epoch seconds) for lookahead jobs
@@ -9,7 +9,7 @@ KEYS[5]  due index (sorted set: name -> epoch ms the schedule next needs plannin
 KEYS[6]  definitions hash (name -> definition JSON)
 KEYS[7]  rejected hash (name -> why a definition was set aside)
 KEYS[8]  missed hash (name -> recorded missed ranges, "AFTER THROUGH REASON" lines)
-KEYS[9]  the old layout's history hash (state.lua reads the buckets first)
+KEYS[9]  the old layout's history hash (progress.lua reads the buckets first)
 KEYS[10..9+Q]  queue lists, one per distinct queue in this call
 
 ARGV[1]  now, epoch ms (recorded as first-seen for new schedules)

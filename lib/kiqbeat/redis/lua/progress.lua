@@ -1,5 +1,5 @@
 -- kiqbeat's private per-schedule state, put before the scripts that read or write it
--- (scripts.py; redis/state.py is the one Python reader and writer of the same layout).
+-- (scripts.py; redis/progress.py is the one Python reader and writer of the same layout).
 --
 -- Each schedule's state lives in two small hashes chosen by a stable hash of its name
 -- (bucket = the first 4 hex digits of SHA1(name) modulo STATE_BUCKETS), so that each holds

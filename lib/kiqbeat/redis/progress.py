@@ -1,6 +1,6 @@
 """kiqbeat's private per-schedule state in Redis: watermark, first-seen and history.
 
-The one Python reader and writer of the layout `lua/state.lua` states (the one Lua one):
+The one Python reader and writer of the layout `lua/progress.lua` states (the one Lua one):
 each schedule's record sits in two small hashes picked by a stable hash of its name
 (`bucket`), `keys.marks_bucket` (watermark and first-seen, 12 bytes) and
 `keys.history_bucket` (its last pushes, a few bytes each), so that Redis keeps every
@@ -34,7 +34,7 @@ _KINDS = "tbm"
 
 def bucket(name: str | bytes) -> int:
     """The bucket holding schedule `name`'s state: SHA1's first 4 hex digits mod
-    STATE_BUCKETS (state.lua's `bucket_of`)."""
+    STATE_BUCKETS (progress.lua's `bucket_of`)."""
     raw = name.encode(errors="surrogateescape") if isinstance(name, str) else name
     return int(hashlib.sha1(raw).hexdigest()[:4], 16) % STATE_BUCKETS
 
