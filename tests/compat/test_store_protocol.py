@@ -38,6 +38,7 @@ from kiqbeat.web.app import create_app
 from kiqbeat.web.auth import Auth, Token
 from tests.entrypoints.conftest import free_port
 from tests.integration.helpers import pushed_jobs, redis_now
+from tests.support.marks import stored_mark
 from tests.web.conftest import READER_TOKEN, serve
 
 from .harness import RUBY_DIR, need, wait_for
@@ -100,13 +101,12 @@ def of(client: redis.Redis, name: str) -> set[str]:
 def state(client: redis.Redis, name: str, due_key: str = "kiqbeat:due") -> dict[str, Any]:
     """What kiqbeat keeps about `name`: watermark, first-seen, index entry, set-aside reason."""
     pipe = client.pipeline(transaction=False)
-    pipe.hget("kiqbeat:watermarks", name)
-    pipe.hget("kiqbeat:first_seen", name)
     pipe.zscore(due_key, name)
     pipe.hget("kiqbeat:rejected", name)
-    mark, seen, score, why = pipe.execute()
-    return {"mark": None if mark is None else int(mark),
-            "first_seen": None if seen is None else int(seen),
+    score, why = pipe.execute()
+    stored = stored_mark(client, name)
+    return {"mark": None if stored is None else stored.mark_ms,
+            "first_seen": None if stored is None else stored.first_seen_ms,
             "due": score, "rejected": None if why is None else why.decode()}
 
 

@@ -25,6 +25,7 @@ from kiqbeat.engine import run
 from kiqbeat.redis.connection import connect
 from tests.entrypoints.conftest import Kiqbeat
 from tests.integration.helpers import redis_now
+from tests.support.marks import stored_mark
 
 DOCUMENT = """
 missed_jobs_window: 1m
@@ -154,7 +155,7 @@ def test_a_backfill_from_before_first_seen_needs_yes(
     kiqbeat: Kiqbeat, redis_client: redis.Redis, redis_url: str, document: Path,
 ) -> None:
     owe(redis_client, redis_url, document, 100)
-    seen = int(redis_client.hget("kiqbeat:first_seen", "pulse") or 0)
+    seen = getattr(stored_mark(redis_client, "pulse"), "first_seen_ms", 0) or 0
     # A record from before this version clipped at first-seen: an hour before it.
     redis_client.hset(MISSED, "pulse", f"{seen - 3_600_000} {seen} window")
     asked = kiqbeat("backfill", "pulse")

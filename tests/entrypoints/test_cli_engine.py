@@ -16,8 +16,9 @@ import pytest
 import redis
 
 from kiqbeat.entrypoints.cli import main
+from kiqbeat.redis import progress
 from tests.integration.helpers import room_before_boundary
-from tests.support.marks import rewind_mark
+from tests.support.marks import rewind_mark, stored_mark
 
 SCHEDULE = """
 missed_jobs_window: 1h
@@ -250,7 +251,9 @@ def test_status_pages_most_overdue_first_and_filters_by_name(
     seconds, _ = redis_client.time()
     late = datetime.fromtimestamp(seconds, UTC) - timedelta(minutes=10)
     # As the store holds it after ten minutes without an invocation for s17 alone:
-    redis_client.hset("kiqbeat:watermarks", "s17", int(late.timestamp() * 1000))
+    seen = getattr(stored_mark(redis_client, "s17"), "first_seen_ms", None)
+    late_ms = int(late.timestamp() * 1000)
+    progress.write_marks(redis_client, "", {"s17": progress.Mark(late_ms, seen)})
     redis_client.zadd("kiqbeat:due", {"s17": int(late.timestamp() * 1000) + 60_000})
     capsys.readouterr()
     assert main(["status", *common, "--limit", "5", "--json"]) == 0

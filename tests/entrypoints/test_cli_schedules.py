@@ -22,6 +22,7 @@ import yaml
 
 from tests.entrypoints.conftest import Kiqbeat
 from tests.integration.helpers import redis_now
+from tests.support.marks import stored_mark
 
 ROOT = Path(__file__).resolve().parents[2]
 DIGEST = {"cron": "0 9 * * *", "tz": "Asia/Kolkata", "class": "DigestWorker", "args": [42]}
@@ -162,12 +163,12 @@ def test_remove_forgets_the_watermark_and_first_seen(
     kiqbeat("schedules", "add", "pulse", "--json-definition",
             json.dumps({"cron": "* * * * *", "class": "PulseWorker"}))
     assert kiqbeat("run-once").code == 0
-    for key in ("kiqbeat:watermarks", "kiqbeat:first_seen", "kiqbeat:schedules"):
-        assert redis_client.hexists(key, "pulse"), key
+    assert redis_client.hexists("kiqbeat:schedules", "pulse")
+    assert stored_mark(redis_client, "pulse") is not None
     removed = kiqbeat("schedules", "remove", "pulse")
     assert removed.code == 0 and "removed 'pulse'" in removed.out
-    for key in ("kiqbeat:watermarks", "kiqbeat:first_seen", "kiqbeat:schedules"):
-        assert not redis_client.hexists(key, "pulse"), key
+    assert not redis_client.hexists("kiqbeat:schedules", "pulse")
+    assert stored_mark(redis_client, "pulse") is None
     assert redis_client.zscore("kiqbeat:due", "pulse") is None
     again = kiqbeat("schedules", "remove", "pulse", "--json")
     assert again.code == 0 and again.json()["changed"] is False

@@ -43,8 +43,8 @@ from kiqbeat.core.limits import MAX_AUDIT_ENTRIES
 from kiqbeat.core.payload import jid
 from kiqbeat.core.schedule import Config, Timetable
 from kiqbeat.document.validate import read_definition
-from kiqbeat.errors import ConfigError
-from kiqbeat.redis import keys
+from kiqbeat.errors import ConfigError, KiqbeatError
+from kiqbeat.redis import keys, progress
 
 OUT_ENV = "KIQBEAT_RELIABILITY_OUT"
 MANUAL_JID = re.compile(r"manual[0-9a-f]{18}")  # a manual run's jid (issue 12)
@@ -126,8 +126,9 @@ def timetables(schedules: Schedules) -> dict[str, tuple[Timetable, timedelta]]:
 
 def first_seen(client: redis.Redis, namespace: str = "") -> dict[str, datetime]:
     """Schedule name -> when kiqbeat first saw it, as stored in Redis."""
-    raw = client.hgetall(keys.first_seen(namespace))
-    return {_text(k): datetime.fromtimestamp(int(v) / 1000, tz=UTC) for k, v in raw.items()}
+    return {name: datetime.fromtimestamp(mark.first_seen_ms / 1000, tz=UTC)
+            for name, mark in progress.all_marks(client, namespace).items()
+            if mark.first_seen_ms is not None}
 
 
 def stored_schedules(client: redis.Redis, namespace: str = "",
@@ -334,7 +335,8 @@ def assert_bounded_state(client: redis.Redis, schedules: int, namespace: str = "
              keys.definitions(namespace), keys.rejected(namespace), keys.documents(namespace),
              keys.shards(namespace), keys.missed(namespace), keys.history(namespace),
              keys.names(namespace)}
-    shaped = (keys.due(namespace), keys.document_index(namespace, ""))
+    shaped = (keys.due(namespace), keys.document_index(namespace, ""),
+              keys.marks_bucket(namespace, ""), keys.history_bucket(namespace, ""))
     assert all(k in fixed or k.startswith(shaped) for k in sizes), sizes
     assert all(size <= schedules for size in sizes.values()), sizes
     for name, record in client.hgetall(keys.missed(namespace)).items():
@@ -357,7 +359,7 @@ class WatermarkSampler:
     """
 
     def __init__(self, url: str, namespace: str = "", interval_s: float = 0.02) -> None:
-        self.url, self.key, self.interval_s = url, keys.watermarks(namespace), interval_s
+        self.url, self.namespace, self.interval_s = url, namespace, interval_s
         self.regressions = self.samples = self.resets = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -367,8 +369,9 @@ class WatermarkSampler:
         with redis.Redis.from_url(self.url, socket_timeout=1, socket_connect_timeout=1) as client:
             while not self._stop.wait(self.interval_s):
                 try:
-                    now = {_text(k): int(v) for k, v in client.hgetall(self.key).items()}
-                except (redis.RedisError, ValueError):
+                    now = {name: mark.mark_ms for name, mark in
+                           progress.all_marks(client, self.namespace).items()}
+                except (redis.RedisError, KiqbeatError, ValueError):
                     continue
                 self.samples += 1
                 if len(now) < len(last):

@@ -17,7 +17,7 @@ import redis
 
 from kiqbeat.demo.server import RedisServer
 from kiqbeat.document import load_config_file
-from kiqbeat.redis import keys
+from kiqbeat.redis import keys, progress
 from kiqbeat.redis.pushes import PUSH_SHA
 from tests.integration.helpers import minute_floor, redis_now
 from tests.support.proxy import FaultProxy
@@ -99,9 +99,9 @@ def test_lost_and_late_replies_are_retried_without_duplicates(
     assert proxy.dropped and proxy.delayed
 
 
-def _state(client: redis.Redis) -> tuple[dict[bytes, bytes], int]:
+def _state(client: redis.Redis) -> tuple[dict[str, progress.Mark], int]:
     """The watermarks and the number of jobs: the pair that must move together."""
-    return client.hgetall(keys.watermarks("")), len(jobs_in_redis(client))
+    return progress.all_marks(client, ""), len(jobs_in_redis(client))
 
 
 def _refused_then_recovered(
@@ -153,14 +153,15 @@ def test_garbled_watermark_fails_naming_the_schedule_and_pushes_nothing(
 ) -> None:
     """A watermark that is not a number: refused, the schedule named, nothing pushed."""
     saved: list[bytes] = []
+    bucket = keys.marks_bucket("", progress.bucket("quarter"))
 
     def garble() -> None:
-        saved.append(client.hget(keys.watermarks(""), "quarter") or b"")
-        client.hset(keys.watermarks(""), "quarter", "yesterday")
+        saved.append(client.hget(bucket, "quarter") or b"")
+        client.hset(bucket, "quarter", "yesterday")
 
     _refused_then_recovered(
         client, config_file(SCHEDULES), redis_url, garble,
-        lambda: client.hset(keys.watermarks(""), "quarter", saved[0]),
+        lambda: client.hset(bucket, "quarter", saved[0]),
         "garbled watermark", ("quarter", "not a number"))
 
 

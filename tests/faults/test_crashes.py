@@ -19,6 +19,7 @@ from kiqbeat.document import load_config_file
 from kiqbeat.redis import keys
 from kiqbeat.store import Store
 from tests.integration.helpers import minute_floor, redis_now
+from tests.support.marks import stored_mark
 
 from .drive import KIQBEAT, backfilled, run_cli, start_backfills
 from .harness import (
@@ -68,8 +69,8 @@ def _kill_after(procs: list[subprocess.Popen[bytes]], delays: list[float]) -> in
 
 
 def _mark(client: redis.Redis, name: str) -> int:
-    raw = client.hget(keys.watermarks(""), name)
-    return int(raw) if raw is not None else 0
+    mark = stored_mark(client, name)
+    return mark.mark_ms if mark is not None else 0
 
 
 def _wait_part_way(client: redis.Redis, name: str, until: datetime,
@@ -90,8 +91,7 @@ def _others(client: redis.Redis, shard: int, shards: int) -> dict[str, object]:
     others = [i for i in range(shards) if i != shard]
     names = [name for name in SHARDED_CATCH_UP if shard_of(name, shards) in others]
     return {"queues": [client.llen(keys.queue("", f"shard{i}")) for i in others],
-            "watermarks": client.hmget(keys.watermarks(""), names) if names else [],
-            "first_seen": client.hmget(keys.first_seen(""), names) if names else [],
+            "marks": [stored_mark(client, name) for name in names],
             "due": [client.zrange(keys.due("", (i, shards)), 0, -1, withscores=True)
                     for i in others]}
 

@@ -22,6 +22,7 @@ from kiqbeat.core.report import Report
 from kiqbeat.web.auth import VARIABLES
 from kiqbeat.web.metrics import InvocationMetrics
 from tests.entrypoints.conftest import free_port
+from tests.support.marks import stored_mark
 
 ROOT = Path(__file__).resolve().parents[2]
 CONSOLE = ROOT / "infra" / "k8s" / "console.yaml"
@@ -114,7 +115,7 @@ def test_kiqbeat_run_serves_its_metrics_on_the_port_given(redis_url: str, tmp_pa
         proc.wait(timeout=10)
     assert "kiqbeat_ticks_pushed_total 0.0" in text  # a first invocation: first-seen only
     with redis.Redis.from_url(redis_url) as client:
-        assert client.hexists("kiqbeat:first_seen", "m")
+        assert getattr(stored_mark(client, "m"), "first_seen_ms", None) is not None
 
 
 def test_kiqbeat_run_exports_every_number_the_lambda_sends_as_a_metric(

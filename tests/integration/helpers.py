@@ -13,6 +13,7 @@ from kiqbeat.core.plan import Entry, Plan, plan_due
 from kiqbeat.core.schedule import Config
 from kiqbeat.document import load_config_text
 from kiqbeat.engine import Document
+from kiqbeat.redis import progress
 from kiqbeat.redis.definitions import definition_sha
 from kiqbeat.redis.side import RedisSide
 
@@ -56,9 +57,9 @@ def pushed_jobs(client: redis.Redis, namespace: str = "") -> list[dict[str, Any]
 def marks(client: redis.Redis, cfg: Config) -> dict[str, int | None]:
     """Stored watermarks by schedule name."""
     names = [s.name for s in cfg.schedules]
-    values = client.hmget(f"{cfg.namespace}kiqbeat:watermarks", names) if names else []
-    return {name: int(v) if v is not None else None
-            for name, v in zip(names, values, strict=True)}
+    stored = progress.read_marks(client, cfg.namespace, names)
+    return {name: m.mark_ms if isinstance(m := stored.get(name), progress.Mark) else None
+            for name in names}
 
 
 def store(client: redis.Redis, cfg: Config) -> dict[str, str]:
@@ -76,3 +77,4 @@ def plan_stored(client: redis.Redis, cfg: Config, marks: dict[str, int | None],
     shas = store(client, cfg)
     entries = [Entry(s, marks.get(s.name), shas[s.name]) for s in cfg.schedules]
     return plan_due(entries, now, cfg.missed_jobs_window_s, reindex=False)
+

@@ -17,6 +17,7 @@ from kiqbeat.core.report import Report
 from kiqbeat.demo.server import RedisServer
 from kiqbeat.engine import run
 from kiqbeat.errors import ConfigError, StateError
+from kiqbeat.redis import keys, progress
 from kiqbeat.redis.side import RedisSide
 from kiqbeat.store import Store
 
@@ -197,20 +198,22 @@ def test_a_garbled_watermark_is_named_and_nothing_is_pushed(client: redis.Redis)
     cfg = config(EVERY_MINUTE)
     t0 = start(client)
     run(client, cfg, now=t0)
-    client.hset("kiqbeat:watermarks", "report", "yesterday")
+    client.hset(keys.marks_bucket("", progress.bucket("report")), "report", "yesterday")
     with pytest.raises(StateError, match=r"watermark of schedule 'report' in kiqbeat:watermarks"):
         run(client, cfg, now=t0 + timedelta(minutes=5))
     assert pushed_jobs(client) == []
 
 
-@pytest.mark.parametrize("key", ["queue:default", "queues", "kiqbeat:watermarks", "schedule"])
+@pytest.mark.parametrize("key", ["queue:default", "queues", "kiqbeat:watermarks", "schedule",
+                                 keys.marks_bucket("", progress.bucket("report")),
+                                 keys.history_bucket("", progress.bucket("two"))])
 def test_a_key_of_the_wrong_type_is_named_and_nothing_is_pushed(
     client: redis.Redis, redis_client: redis.Redis, key: str
 ) -> None:
     cfg = config(EVERY_MINUTE + '  two:\n    cron: "* * * * *"\n    class: Two\n    queue: other\n')
     t0 = start(client)
     run(client, cfg, now=t0)
-    before = marks(client, cfg) if key != "kiqbeat:watermarks" else None
+    before = marks(client, cfg) if "kiqbeat:watermarks" not in key else None
     client.delete(key)
     client.set(key, "not mine")
     with pytest.raises(StateError, match=key):
@@ -227,9 +230,9 @@ def test_namespace_prefixes_every_key(client: redis.Redis) -> None:
     run(client, cfg, now=t0 + timedelta(minutes=2))
     assert sorted(k.decode() for k in client.keys("*")) == [
         "exq:kiqbeat:document:test", "exq:kiqbeat:documents", "exq:kiqbeat:due",
-        "exq:kiqbeat:first_seen", "exq:kiqbeat:history",
+        f"exq:kiqbeat:history:{progress.bucket('report')}",
         "exq:kiqbeat:schedules", "exq:kiqbeat:shards",
-        "exq:kiqbeat:watermarks",
+        f"exq:kiqbeat:watermarks:{progress.bucket('report')}",
         "exq:queue:default", "exq:queues"]
 
 
@@ -341,8 +344,8 @@ def test_a_schedule_removed_from_the_document_is_forgotten_at_once(
     run(client, both, now=t0)
     report = run(client, config(EVERY_MINUTE), now=t0 + timedelta(minutes=2))
     assert report.pushed == 2 and {j.schedule for j in report.jobs} == {"report"}
-    for key in ("kiqbeat:watermarks", "kiqbeat:first_seen", "kiqbeat:schedules"):
-        assert client.hkeys(key) == [b"report"], key
+    assert client.hkeys("kiqbeat:schedules") == [b"report"]
+    assert progress.names_with_state(client, "") == {"report"}
     assert client.zrange("kiqbeat:due", 0, -1) == [b"report"]
 
 

@@ -9,9 +9,11 @@ import pytest
 import redis
 
 from kiqbeat.engine import Engine
+from kiqbeat.redis import progress
 from kiqbeat.settings import Settings
 from kiqbeat.store import Store
 from tests.integration.helpers import config, redis_now
+from tests.support.marks import marked_names, stored_mark
 
 EVERY_SECOND = """
 missed_jobs_window: 60s
@@ -28,8 +30,8 @@ def seed_mark(client: redis.Redis, name: str, seconds_ago: float) -> None:
     """A watermark (and first-seen) as if the last invocation ran `seconds_ago` (no
     sleeping): no tick at or before first-seen is ever pushed, so first-seen moves too."""
     mark = redis_now(client) - timedelta(seconds=seconds_ago)
-    client.hset("kiqbeat:watermarks", name, int(mark.timestamp() * 1000))
-    client.hset("kiqbeat:first_seen", name, int(mark.timestamp() * 1000))
+    at = int(mark.timestamp() * 1000)
+    progress.write_marks(client, "", {name: progress.Mark(at, at)})
     client.zadd("kiqbeat:due", {name: 0})  # and "plan me", as its index entry would say
 
 
@@ -74,7 +76,7 @@ def test_an_engine_reads_its_document_and_redis_from_settings(
                                    "KIQBEAT_MISSED_JOBS_WINDOW": "2m"}))
     assert engine.config().missed_jobs_window_s == 120
     assert engine.run().new_schedules == 1
-    assert redis_client.hexists("kiqbeat:watermarks", "pulse")
+    assert stored_mark(redis_client, "pulse") is not None
     engine.close()
 
 
@@ -116,11 +118,11 @@ def test_shards_split_the_store_and_never_plan_the_same_schedule(
         engine = Engine(Settings(shard=(i, 3)), client=redis_client)
         planned.append(engine.run(full).new_schedules)
     assert sum(planned) == len(names) and all(planned), planned
-    assert set(redis_client.hkeys("kiqbeat:watermarks")) == set(names)
+    assert marked_names(redis_client) == set(names)
     assert sum(redis_client.zcard(f"kiqbeat:due:{i}/3") for i in range(3)) == len(names)
     fewer = config(doc.replace("  s0: {cron: '* * * * *', class: A}\n", ""))
     Engine(Settings(shard=(1, 3)), client=redis_client).run(fewer)
-    assert redis_client.hexists("kiqbeat:watermarks", "s0"), "the first shard applies it"
+    assert stored_mark(redis_client, "s0") is not None, "the first shard applies it"
     Engine(Settings(shard=(0, 3)), client=redis_client).run(fewer)
-    assert not redis_client.hexists("kiqbeat:watermarks", "s0")
+    assert stored_mark(redis_client, "s0") is None
     assert sum(redis_client.zcard(f"kiqbeat:due:{i}/3") for i in range(3)) == len(names) - 1

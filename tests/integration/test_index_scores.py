@@ -16,11 +16,11 @@ from kiqbeat.core.plan import to_ms
 from kiqbeat.core.schedule import Config
 from kiqbeat.engine import run
 from kiqbeat.store import Store
+from tests.support.marks import marked_names
 
 from .helpers import minute_floor, pushed_jobs, redis_now
 
 DUE = "kiqbeat:due"
-WATERMARKS = "kiqbeat:watermarks"
 STORE_ONLY = Config(schedules=())
 MINUTELY = {"cron": "* * * * *", "class": "MinuteWorker"}
 UNPLANNABLE = [float("inf"), 1e308, MAX_PLANNABLE_MS + 1]
@@ -50,7 +50,7 @@ def test_an_entry_scored_past_the_year_9999_is_never_planned_and_each_invocation
     assert later.round_trips == 2  # still: one read, one push
     assert {job["jid"] for job in pushed_jobs(client)} and all(
         job["class"] == "MinuteWorker" for job in pushed_jobs(client))
-    assert client.hkeys(WATERMARKS) == [b"ok"]
+    assert marked_names(client) == {"ok"}
 
 
 def test_nothing_due_is_still_one_round_trip_with_unplannable_entries(

@@ -23,6 +23,7 @@ from kiqbeat.core.report import Report
 from kiqbeat.engine import run
 from kiqbeat.redis.connection import connect
 from kiqbeat.redis.side import RedisSide
+from tests.support.marks import stored_mark
 
 from .helpers import config, marks, minute_floor, plan_stored, redis_now
 
@@ -58,7 +59,9 @@ def jids(jobs: list[tuple[dict[str, object], float]]) -> list[object]:
 
 
 def first_seen_ms(client: redis.Redis, name: str) -> int:
-    return int(client.hget("kiqbeat:first_seen", name))
+    mark = stored_mark(client, name)
+    assert mark is not None and mark.first_seen_ms is not None
+    return mark.first_seen_ms
 
 
 @pytest.mark.parametrize("offset", [timedelta(0), timedelta(seconds=4.75)],

@@ -40,10 +40,11 @@ from kiqbeat.core.records import MAX_RANGES
 from kiqbeat.core.schedule import Config
 from kiqbeat.engine import Engine, run
 from kiqbeat.errors import ConfigError, RedisRefusedError, StateError
-from kiqbeat.redis import keys, scripts
+from kiqbeat.redis import keys, progress, scripts
 from kiqbeat.redis.connection import connect
 from kiqbeat.settings import Settings
 from kiqbeat.store import MAX_LISTED, Store
+from tests.support.marks import stored_mark
 
 from .helpers import config, minute_floor, pushed_jobs, redis_now, room_before_boundary
 
@@ -142,6 +143,16 @@ NIGHT_AHEAD = {"ahead": timedelta(seconds=40)}
 WINDOW = timedelta(hours=1)
 NIGHT_START = datetime(2025, 11, 2, 3, 0, 5, tzinfo=UTC)
 NIGHT_END = datetime(2025, 11, 2, 12, 0, 5, tzinfo=UTC)
+
+
+def _seen_ms(client: redis.Redis, name: str) -> int:
+    mark = stored_mark(client, name)
+    assert mark is not None and mark.first_seen_ms is not None, name
+    return mark.first_seen_ms
+
+
+def _has_history(client: redis.Redis, name: str) -> bool:
+    return name in progress.read_histories(client, "", [name])
 
 
 def test_an_outage_longer_than_the_window_records_exactly_the_ticks_passed_over(
@@ -391,8 +402,8 @@ def test_a_watermark_set_back_to_zero_records_nothing_from_before_first_seen(
     cfg = config("missed_jobs_window: 1m\nschedules:\n  x: {every: 1s, class: X}\n")
     t0 = redis_now(client) - timedelta(minutes=10)
     run(client, cfg, now=t0)
-    seen = int(text(client.hget("kiqbeat:first_seen", "x") or b""))
-    client.hset(WATERMARKS, "x", 0)
+    seen = _seen_ms(client, "x")
+    progress.write_marks(client, "", {"x": progress.Mark(0, seen)})
     run(client, cfg, now=t0 + timedelta(minutes=5))
     ((after, through, reason),) = recorded(client, "x")
     assert (after, reason) == (seen, "window")
@@ -410,8 +421,8 @@ def test_a_watermark_set_back_to_zero_pushes_nothing_from_before_first_seen(
     cfg = config("missed_jobs_window: 1h\nschedules:\n  x: {every: 1s, class: X}\n")
     t0 = redis_now(client).replace(microsecond=0) - timedelta(minutes=2)
     run(client, cfg, now=t0)
-    seen = from_ms(int(text(client.hget("kiqbeat:first_seen", "x") or b"")))
-    client.hset(WATERMARKS, "x", 0)
+    seen = from_ms(_seen_ms(client, "x"))
+    progress.write_marks(client, "", {"x": progress.Mark(0, to_ms(seen))})
     now = t0 + timedelta(minutes=1)
     run(client, cfg, now=now)
     found = job_jids(client)
@@ -484,11 +495,11 @@ def test_a_record_that_cannot_be_written_leaves_the_watermark_and_the_jobs_unmov
     cfg = config("missed_jobs_window: 1h\nschedules:\n  m: {cron: '* * * * *', class: M}\n")
     t0 = minute_floor(redis_now(client)) - timedelta(hours=4) + timedelta(seconds=5)
     run(client, cfg, now=t0)
-    mark = client.hget(WATERMARKS, "m")
+    mark = stored_mark(client, "m")
     client.set(key, "not a hash")
     with pytest.raises(StateError, match=key):
         run(client, cfg, now=t0 + timedelta(hours=3))
-    assert client.hget(WATERMARKS, "m") == mark and client.get(key) == b"not a hash"
+    assert stored_mark(client, "m") == mark and client.get(key) == b"not a hash"
     assert pushed_jobs(client) == []
     client.delete(key)
     report = run(client, cfg, now=t0 + timedelta(hours=3))
@@ -505,7 +516,7 @@ def test_a_user_that_may_not_write_the_record_moves_nothing(
     cfg = config("missed_jobs_window: 1h\nschedules:\n  m: {cron: '* * * * *', class: M}\n")
     t0 = minute_floor(redis_now(client)) - timedelta(hours=4) + timedelta(seconds=5)
     run(client, cfg, now=t0)
-    mark = client.hget(WATERMARKS, "m")
+    mark = stored_mark(client, "m")
     client.acl_setuser("no_record", enabled=True, passwords=["+pw"], commands=["+@all"],
                        keys=["kiqbeat:[^m]*", "%R~kiqbeat:missed", "queue:*", "queues",
                              "schedule"])
@@ -515,7 +526,7 @@ def test_a_user_that_may_not_write_the_record_moves_nothing(
             run(limited, cfg, now=t0 + timedelta(hours=3))
     finally:
         client.acl_deluser("no_record")
-    assert client.hget(WATERMARKS, "m") == mark and not client.exists(MISSED)
+    assert stored_mark(client, "m") == mark and not client.exists(MISSED)
     assert pushed_jobs(client) == []
 
 
@@ -529,12 +540,12 @@ def test_removal_forgets_the_record_and_the_history(client: redis.Redis) -> None
     run(client, cfg, now=t0)
     run(client, cfg, now=t0 + timedelta(hours=3))
     for name in ("api", "doc"):
-        assert client.hexists(MISSED, name) and client.hexists(HISTORY, name), name
+        assert client.hexists(MISSED, name) and _has_history(client, name), name
         assert store.history(name)
     assert store.remove("api") is True
     run(client, config("schedules: {}"), now=t0 + timedelta(hours=3))
     for name in ("api", "doc"):
-        assert not client.hexists(MISSED, name) and not client.hexists(HISTORY, name), name
+        assert not client.hexists(MISSED, name) and not _has_history(client, name), name
         with pytest.raises(ConfigError, match=name):
             store.history(name)
     assert store.missed() == [] and store.backfill().pushed == 0

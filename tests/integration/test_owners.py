@@ -16,12 +16,12 @@ from kiqbeat.errors import ConfigError
 from kiqbeat.redis.definitions import Op
 from kiqbeat.redis.side import RedisSide
 from kiqbeat.store import Store
+from tests.support.marks import stored_mark
 
 from .helpers import pushed_jobs
 
 SCHEDULES = "kiqbeat:schedules"
 DUE = "kiqbeat:due"
-WATERMARKS = "kiqbeat:watermarks"
 MINUTELY: dict[str, Any] = {"cron": "* * * * *", "class": "MinuteWorker"}
 HAND_WRITTEN = json.dumps({**MINUTELY, "class": "HandWorker", "source": "/etc/x"})
 
@@ -32,7 +32,7 @@ def hand_written(client: redis.Redis) -> Store:
     client.hset(SCHEDULES, "x", HAND_WRITTEN)
     client.zadd(DUE, {"x": 0})
     run(client, load_config_text("schedules: {}\n", source="none.yaml"))
-    assert client.hexists(WATERMARKS, "x")
+    assert stored_mark(client, "x") is not None
     return Store(client)
 
 
@@ -59,7 +59,7 @@ def test_force_removes_a_definition_naming_an_unknown_document_and_forgets_its_s
     assert store.owner("x") == ("/etc/x", False)
     assert store.remove("x", force=True) is True
     assert not client.hexists(SCHEDULES, "x")
-    assert client.zscore(DUE, "x") is None and not client.hexists(WATERMARKS, "x")
+    assert client.zscore(DUE, "x") is None and stored_mark(client, "x") is None
     assert store.remove("x", force=True) is False  # gone: nothing to remove
 
 

@@ -35,11 +35,13 @@ from kiqbeat.document import load_config_text
 from kiqbeat.document.validate import encode_definition, read_definition
 from kiqbeat.engine import Document, Engine, run
 from kiqbeat.errors import ConfigError
+from kiqbeat.redis import keys, progress
 from kiqbeat.redis.connection import connect
 from kiqbeat.redis.definitions import definition_sha
 from kiqbeat.redis.side import RedisSide
 from kiqbeat.settings import Settings
 from kiqbeat.store import Store
+from tests.support.marks import stored_mark
 
 from .helpers import minute_floor, pushed_jobs, redis_now, room_before_boundary
 
@@ -106,9 +108,8 @@ def stored(client: redis.Redis, name: str) -> dict[str, Any]:
 
 def forgotten(client: redis.Redis, name: str) -> bool:
     """Nothing of `name` left: definition, watermark, first-seen, set-aside reason, index."""
-    return (not any(client.hexists(key, name)
-                    for key in (SCHEDULES, WATERMARKS, FIRST_SEEN, REJECTED))
-            and client.zscore(DUE, name) is None)
+    return (not any(client.hexists(key, name) for key in (SCHEDULES, REJECTED))
+            and stored_mark(client, name) is None and client.zscore(DUE, name) is None)
 
 
 class Failures:
@@ -241,7 +242,7 @@ def test_a_change_never_drops_a_tick_the_old_cron_still_owed(client: redis.Redis
     top = fire_times("0 * * * *", after=t0, until=t0 + timedelta(hours=1))[0]
     assert run(client, STORE_ONLY, now=top + timedelta(seconds=10)).pushed == 1
     store.put("x", {"cron": "*/15 * * * *", "class": "X"})  # the next top came and went
-    mark = int(client.hget(WATERMARKS, "x") or 0)
+    mark = getattr(stored_mark(client, "x"), "mark_ms", 0)
     assert mark == to_ms(top + timedelta(hours=1)) - 1
     until = top + timedelta(hours=1, minutes=31)
     run(client, STORE_ONLY, now=until)
@@ -307,7 +308,7 @@ def test_removal_forgets_the_state_and_a_re_added_schedule_starts_afresh(
     store.put("x", MINUTELY)
     again = t0 + timedelta(minutes=10)
     assert run(client, STORE_ONLY, now=again).new_schedules == 1
-    assert client.hget(FIRST_SEEN, "x") == str(to_ms(again)).encode()
+    assert getattr(stored_mark(client, "x"), "first_seen_ms", None) == to_ms(again)
     run(client, STORE_ONLY, now=again + timedelta(minutes=3))
     # Nothing from between the removal and the new first-seen.
     assert jids(client) == [*cron_jids("x", "* * * * *", t0, t0 + timedelta(minutes=2)),
@@ -351,7 +352,7 @@ def test_plain_commands_removing_and_re_adding_before_an_invocation_only_change_
     until = t0 + timedelta(minutes=5)
     report = run(client, STORE_ONLY, now=until)
     assert report.new_schedules == 0
-    assert client.hget(FIRST_SEEN, "x") == str(to_ms(t0)).encode()
+    assert getattr(stored_mark(client, "x"), "first_seen_ms", None) == to_ms(t0)
     assert jids(client) == cron_jids("x", "* * * * *", t0, until)
 
 
@@ -428,7 +429,7 @@ def test_racing_writers_and_invokers_push_each_tick_at_most_once_and_a_steady_st
         failures.check()
         store.put("x", x)  # resumed, its cron back to every minute
         if half == 1:  # the change owes ticks after the old cron's next one (no backfill)
-            steady_after = from_ms(int(client.hget(WATERMARKS, "x") or 0))
+            steady_after = from_ms(getattr(stored_mark(client, "x"), "mark_ms", 0))
     end = base + timedelta(minutes=60, seconds=50)
     run(client, window, now=end)  # picks up any group left stale by the last writes
 
@@ -572,7 +573,7 @@ def test_a_definition_changed_between_read_and_push_is_left_alone_and_planned_af
     assert client.zscore(DUE, "x") == 0, "x's index entry still says 'plan me'"
     # Changing it moved the mark up to just before the old cron's next (unpushed) tick.
     next_tick = minute_floor(t0) + timedelta(minutes=1)
-    assert client.hget(WATERMARKS, "x") == str(to_ms(next_tick) - 1).encode()
+    assert getattr(stored_mark(client, "x"), "mark_ms", None) == to_ms(next_tick) - 1
 
     again = run(client, STORE_ONLY, now=now)
     assert again.schedules == 1
@@ -619,7 +620,7 @@ def test_a_schedule_removed_and_added_again_between_read_and_push_starts_afresh(
     report = Report(now=now)
     RedisSide(client).push(plan, STORE_ONLY, report, time.monotonic() + 30)
     assert (report.pushed, report.new_schedules) == (0, 0)
-    assert not client.hexists(WATERMARKS, "x") and client.zscore(DUE, "x") == 0
+    assert stored_mark(client, "x") is None and client.zscore(DUE, "x") == 0
     assert run(client, STORE_ONLY, now=now).new_schedules == 1
     later = run(client, STORE_ONLY, now=now + timedelta(minutes=2))
     assert [jid("x", j.tick) for j in later.jobs] == cron_jids(
@@ -725,8 +726,10 @@ REFERENCE: dict[str, tuple[Callable[[datetime, datetime], list[datetime]], timed
 def test_an_upgrade_from_the_old_layout_keeps_every_watermark(
     client: redis.Redis, later: timedelta,
 ) -> None:
-    """The previous release left only watermarks and first-seen; the new engine meeting
-    the same document pushes exactly the ticks after each old watermark, once."""
+    """A release before the bucketed state left watermarks, first-seen and history in three
+    plain hashes (text); the new engine meeting the same document pushes exactly the ticks
+    after each old watermark, once, keeps each first-seen and history, and takes a
+    schedule's old records out as it writes its new ones."""
     cfg = load_config_text(OLD_DOCUMENT, source="schedules.yaml")
     assert {s.name for s in cfg.schedules} == set(REFERENCE)
     t = start(client) + timedelta(seconds=12)
@@ -734,9 +737,12 @@ def test_an_upgrade_from_the_old_layout_keeps_every_watermark(
     for name, (ticks, lookahead) in REFERENCE.items():
         # After an invocation at t, the old release's mark was the last tick it covered.
         old_marks[name] = ticks(t - timedelta(hours=2), t + lookahead)[-1]
+    seen_before = {n: to_ms(t - timedelta(days=1)) for n in REFERENCE}
+    old_history = {n: f"t {to_ms(m)} 15\nm {to_ms(m) - 7000} 3 manual0123456789abcdef"
+                   for n, m in old_marks.items()}
     client.hset(WATERMARKS, mapping={n: to_ms(m) for n, m in old_marks.items()})
-    client.hset(FIRST_SEEN, mapping={n: to_ms(t - timedelta(days=1)) for n in REFERENCE})
-    seen_before = client.hgetall(FIRST_SEEN)
+    client.hset(FIRST_SEEN, mapping=seen_before)
+    client.hset(keys.history(""), mapping=old_history)
     assert old_marks["fast"] > t and old_marks["early"] > t, "lookahead marks in the future"
 
     now = t + later
@@ -745,14 +751,27 @@ def test_an_upgrade_from_the_old_layout_keeps_every_watermark(
     expected = sorted(jid(n, tick) for n, (ticks, look) in REFERENCE.items()
                       for tick in ticks(old_marks[n], now + look))
     assert sorted(jids(client)) == expected
-    assert client.hgetall(FIRST_SEEN) == seen_before
+    first_seen = {n: m.first_seen_ms for n, m in progress.all_marks(client, "").items()}
+    assert first_seen == seen_before
 
     then = now + timedelta(seconds=50)
     run(client, cfg, now=then)
     expected = sorted(jid(n, tick) for n, (ticks, look) in REFERENCE.items()
                       for tick in ticks(old_marks[n], then + look))
     assert sorted(jids(client)) == expected
-    assert client.hgetall(FIRST_SEEN) == seen_before
+    first_seen = {n: m.first_seen_ms for n, m in progress.all_marks(client, "").items()}
+    assert first_seen == seen_before
+    histories = progress.read_histories(client, "", list(REFERENCE))
+    assert set(histories) == set(REFERENCE)
+    for name, record in histories.items():  # the old lines under the new pushes, as room allows
+        lines, old = record.splitlines(), old_history[name].splitlines()
+        kept = [line for line in lines if line in old]
+        assert lines[len(lines) - len(kept):] == old[:len(kept)], (name, record)
+        assert len(lines) == 10 or kept == old, (name, record)
+    # A schedule's old records go when its state is next written (a push, a change).
+    pushed = {n for n, (ticks, look) in REFERENCE.items() if ticks(old_marks[n], then + look)}
+    for key in (WATERMARKS, FIRST_SEEN, keys.history("")):
+        assert not {text(n) for n in client.hkeys(key)} & pushed, key
 
 
 # ---------------------------------------------------------------------------- set aside
@@ -859,7 +878,7 @@ def test_three_shards_plan_disjoint_sets_whose_union_is_the_store(client: redis.
     registered: set[str] = set()
     for i, engine in enumerate(engines):
         assert engine.run(STORE_ONLY, now=t0).new_schedules == len(shard_names(names, i, 3))
-        now_known = {text(k) for k in client.hkeys(WATERMARKS)}
+        now_known = set(progress.all_marks(client, ""))
         assert now_known - registered == shard_names(names, i, 3)
         registered = now_known
     until = t0 + timedelta(minutes=3)
@@ -906,7 +925,7 @@ def test_racing_shard_engines_push_each_tick_once(redis_url: str) -> None:
         Engine(Settings(shard=(i, 3)), client=client).run(STORE_ONLY, now=until)
     for i in range(3):
         assert pushed_by[i] == shard_names(names, i, 3)
-    assert {text(v) for v in client.hvals(FIRST_SEEN)} == {str(to_ms(t0))}
+    assert {m.first_seen_ms for m in progress.all_marks(client, "").values()} == {to_ms(t0)}
     pushed = jids(client)
     assert len(pushed) == len(set(pushed)), "a tick was pushed twice"
     assert set(pushed) == {j for n, c in crons.items() for j in cron_jids(n, c, t0, until)}

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kiqbeat.core.plan import Group
-from kiqbeat.redis import keys, pushes, scripts
+from kiqbeat.redis import keys, progress, pushes, scripts
 from kiqbeat.redis.frames import Piece
 from kiqbeat.redis.side import RedisSide
 
@@ -35,8 +35,18 @@ def raw(text: str) -> bytes:
 
 
 def history_lines(client: redis.Redis, name: str) -> list[str]:
-    text = client.hget(keys.history("ns:"), raw(name))
-    return text.decode().split("\n") if text else []
+    blob = client.hget(keys.history_bucket("ns:", progress.bucket(raw(name))), raw(name))
+    return progress.decode_history(blob).split("\n") if blob else []
+
+
+def stored_mark(client: redis.Redis, name: str) -> progress.Mark | None:
+    record = client.hget(keys.marks_bucket("ns:", progress.bucket(raw(name))), raw(name))
+    return progress.decode_mark(record) if record else None
+
+
+def set_mark(client: redis.Redis, name: str, mark_ms: int, first_seen_ms: int | None) -> None:
+    client.hset(keys.marks_bucket("ns:", progress.bucket(raw(name))), raw(name),
+                progress.encode_mark(progress.Mark(mark_ms, first_seen_ms)))
 
 
 def queued(client: redis.Redis, queue: str) -> list[bytes]:
@@ -58,8 +68,7 @@ def test_a_push_request_leaves_each_job_where_its_destination_field_sends_it(
         client.hset(keys.definitions("ns:"), raw(name), DEFINITION)
         mark = NOW_MS + (100 if new else 0)
         if not new:
-            client.hset(keys.watermarks("ns:"), raw(name), NOW_MS - 20 * MINUTE)
-            client.hset(keys.first_seen("ns:"), raw(name), 0)
+            set_mark(client, name, NOW_MS - 20 * MINUTE, None)
         # Distinct jobs (the schedule set keeps one of equal members); every other one goes
         # to the schedule set, released a second after its tick.
         group = Group(name, mark, new=new, next_due_ms=NOW_MS + k, sha=SHA, queue=queue)
@@ -84,7 +93,8 @@ def test_a_push_request_leaves_each_job_where_its_destination_field_sends_it(
     held = dict(client.zrange(keys.schedule("ns:"), 0, -1, withscores=True))
     assert held == pytest.approx(expected_set)
     for k, group in enumerate(groups):
-        assert client.hget(keys.watermarks("ns:"), raw(group.name)) == b"%d" % group.mark_ms
+        found = stored_mark(client, group.name)
+        assert found is not None and found.mark_ms == group.mark_ms
         assert client.zscore(due_key, raw(group.name)) == NOW_MS + k
         ticks = [line.split(" ")[1] for line in history_lines(client, group.name)]
         assert ticks == [str(t) for t in reversed(group.ticks)][:3]
@@ -182,4 +192,4 @@ def test_a_request_of_another_format_version_is_refused_before_anything_is_writt
                    keys.queue("ns:", "q")]
     with pytest.raises(redis.ResponseError, match="KIQBEAT_FORMAT the push script reads 10"):
         scripts.SCRIPTS.call(scripts.PUSH, client, script_keys, [NOW_MS, 10, 1, "q", body])
-    assert client.hget(keys.watermarks("ns:"), "x") is None
+    assert stored_mark(client, "x") is None and client.hget(keys.watermarks("ns:"), "x") is None

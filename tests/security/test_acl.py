@@ -28,11 +28,12 @@ from kiqbeat.core.schedule import Config
 from kiqbeat.demo.server import RedisServer
 from kiqbeat.engine import Engine
 from kiqbeat.errors import RedisRefusedError
-from kiqbeat.redis import scripts
+from kiqbeat.redis import progress, scripts
 from kiqbeat.redis.connection import connect
 from kiqbeat.settings import Settings
 from tests.faults.harness import assert_clean, check, jobs_in_redis, recorded_ticks
 from tests.integration.helpers import config, minute_floor, redis_now
+from tests.support.marks import stored_mark
 
 from .conftest import kiqbeat_cli
 
@@ -193,8 +194,8 @@ def test_removed_schedules_are_forgotten_under_the_documented_acl(
                    run(client, config(SCHEDULES), now=t1, mode=mode)]
     assert [r.warnings for r in reports] == [[], []]
     assert admin.hexists("kiqbeat:schedules", "minutely")
-    for key in ("kiqbeat:schedules", "kiqbeat:watermarks", "kiqbeat:first_seen"):
-        assert not admin.hexists(key, "gone"), key
+    assert not admin.hexists("kiqbeat:schedules", "gone")
+    assert stored_mark(admin, "gone") is None
     assert admin.zscore("kiqbeat:due", "gone") is None
 
 
@@ -319,4 +320,5 @@ def test_missed_backfill_trigger_and_history_work_under_the_documented_acl(
     with connect(_user_url(acl_server)) as client:
         Engine(Settings(redis_functions=mode == "functions"), client=client).run(
             config("schedules: {}"), now=t1)
-    assert admin.hlen("kiqbeat:history") == 0 and admin.hlen("kiqbeat:schedules") == 0
+    assert not progress.read_histories(admin, "", ["minutely"])
+    assert admin.hlen("kiqbeat:schedules") == 0

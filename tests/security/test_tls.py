@@ -12,6 +12,7 @@ import redis
 from kiqbeat.demo.server import RedisServer, free_port
 from kiqbeat.engine import run
 from kiqbeat.errors import RedisUnavailableError
+from kiqbeat.redis import progress
 from kiqbeat.redis.connection import connect
 from tests.integration.helpers import config, minute_floor, pushed_jobs, redis_now
 
@@ -82,7 +83,7 @@ def test_unverifiable_server_is_refused_and_nothing_is_pushed(
         t0 = minute_floor(redis_now(admin)) - timedelta(minutes=10)
         with connect(tls_redis.server.url) as plain:  # first seen, so a later run would push
             run(plain, cfg, now=t0)
-        before = admin.hgetall("kiqbeat:watermarks")
+        before = progress.all_marks(admin, "")
         with connect(url) as client, pytest.raises(RedisUnavailableError) as caught:
             run(client, cfg, now=t0 + timedelta(minutes=3))
         message = str(caught.value)
@@ -90,7 +91,7 @@ def test_unverifiable_server_is_refused_and_nothing_is_pushed(
         assert "certificate verify failed" in message
         assert f":{tls_redis.tls_port}" in message
         assert pushed_jobs(admin) == []
-        assert admin.hgetall("kiqbeat:watermarks") == before
+        assert progress.all_marks(admin, "") == before
 
 
 def test_verification_turned_off_needs_the_insecure_setting_and_warns_every_time(

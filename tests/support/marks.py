@@ -5,16 +5,28 @@ from __future__ import annotations
 
 import redis
 
-from kiqbeat.redis import keys
+from kiqbeat.redis import keys, progress
 
 
 def rewind_mark(client: redis.Redis, name: str, seconds: float,
                 shard: tuple[int, int] | None = None) -> None:
     """Move `name`'s watermark back by `seconds`, and its first-seen no later than that (no
     tick at or before first-seen is ever pushed), and mark it "plan me"."""
-    mark = int(client.hget(keys.watermarks(""), name) or 0)
+    stored = progress.read_marks(client, "", [name]).get(name)
+    mark = stored.mark_ms if isinstance(stored, progress.Mark) else 0
     back = mark - int(seconds * 1000)
-    client.hset(keys.watermarks(""), name, back)
-    seen = int(client.hget(keys.first_seen(""), name) or mark)
-    client.hset(keys.first_seen(""), name, min(seen, back))
+    seen = stored.first_seen_ms if isinstance(stored, progress.Mark) else None
+    progress.write_marks(client, "", {name: progress.Mark(back, min(seen or mark, back))})
     client.zadd(keys.due("", shard), {name: 0})
+
+
+def stored_mark(client: redis.Redis, name: str, namespace: str = "") -> progress.Mark | None:
+    """`name`'s stored watermark and first-seen (redis/progress.py), None when it has none."""
+    mark = progress.read_marks(client, namespace, [name]).get(name)
+    assert not isinstance(mark, str), f"garbled mark of {name!r}: {mark!r}"
+    return mark
+
+
+def marked_names(client: redis.Redis, namespace: str = "") -> set[str]:
+    """The names that have a stored watermark."""
+    return set(progress.all_marks(client, namespace))

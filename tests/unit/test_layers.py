@@ -76,8 +76,9 @@ REDIS_LAYOUT: dict[str, tuple[str, ...]] = {
     # The one encoder of the push family's requests (lua/frames.lua the one reader).
     "kiqbeat.redis.frames": (),
     "kiqbeat.redis.pushes": (*REDIS_BASE, "kiqbeat.redis.frames"),
+    "kiqbeat.redis.progress": REDIS_BASE,
     "kiqbeat.redis.operator_reads": (*REDIS_BASE, "kiqbeat.redis.definitions",
-                                     "kiqbeat.redis.due"),
+                                     "kiqbeat.redis.due", "kiqbeat.redis.progress"),
     "kiqbeat.redis.side": (*REDIS_BASE, "kiqbeat.redis.definitions", "kiqbeat.redis.due",
                            "kiqbeat.redis.documents", "kiqbeat.redis.frames",
                            "kiqbeat.redis.pushes",

@@ -18,7 +18,7 @@ import redis
 from kiqbeat.core.payload import jid
 from kiqbeat.engine import Engine
 from kiqbeat.errors import ConfigError
-from kiqbeat.redis import keys
+from kiqbeat.redis import keys, progress
 from kiqbeat.redis.definitions import Op
 from kiqbeat.redis.side import RedisSide
 from kiqbeat.settings import Settings
@@ -26,6 +26,7 @@ from kiqbeat.store import Store
 from kiqbeat.web.names import Sweep
 from tests.integration.helpers import config, minute_floor, pushed_jobs, redis_now
 from tests.security.conftest import kiqbeat_cli
+from tests.support.marks import stored_mark
 
 from .conftest import READER_TOKEN, Served, form_of
 
@@ -305,8 +306,10 @@ def test_a_backfill_through_the_api_asks_for_yes_above_the_bound_and_before_firs
 ) -> None:
     client, t0 = _outage(console)
     # first seen an hour into the outage: its first 60 missed ticks were never owed
-    client.hset(keys.first_seen(""), "minutely", str(int(
-        (t0 + timedelta(hours=1)).timestamp() * 1000)))
+    mark = stored_mark(client, "minutely")
+    assert mark is not None
+    progress.write_marks(client, "", {"minutely": progress.Mark(
+        mark.mark_ms, int((t0 + timedelta(hours=1)).timestamp() * 1000))})
     monkeypatch.setattr("kiqbeat.web.console.BACKFILL_CONFIRM_JOBS", 100)
     with console.browser() as browser:
         form = browser.get("/backfill", params={"name": "minutely"})

@@ -12,7 +12,7 @@ from typing import Any
 import redis
 
 from kiqbeat.core.limits import MAX_PLANNABLE_MS
-from kiqbeat.redis import keys, scripts
+from kiqbeat.redis import keys, progress, scripts
 from kiqbeat.redis.connection import redis_errors, reply_text
 from kiqbeat.redis.definitions import BATCH, Oversized, read_definitions, scan_items
 from kiqbeat.redis.due import due_keys
@@ -30,11 +30,12 @@ class Stored:
     rejected: str | None
 
 
-def _int(value: Any) -> int | None:
-    try:
-        return int(value) if value is not None else None
-    except ValueError:
-        return None
+def _mark_ms(mark: progress.Mark | str | None) -> int | None:
+    return mark.mark_ms if isinstance(mark, progress.Mark) else None
+
+
+def _seen_ms(mark: progress.Mark | str | None) -> int | None:
+    return mark.first_seen_ms if isinstance(mark, progress.Mark) else None
 
 
 def read_stored(client: redis.Redis, namespace: str, names: Sequence[str],
@@ -51,13 +52,12 @@ def read_stored(client: redis.Redis, namespace: str, names: Sequence[str],
         sent = [name.encode(errors="surrogateescape") for name in batch]
         with redis_errors(client, "reading stored schedules"):
             pipe = client.pipeline(transaction=False)
-            pipe.hmget(keys.watermarks(namespace), sent)
-            pipe.hmget(keys.first_seen(namespace), sent)
             pipe.hmget(keys.rejected(namespace), sent)
-            marks, seen, rejected = pipe.execute()
-        out += [Stored(name, d, _int(m), _int(s),
+            (rejected,) = pipe.execute()
+        marks = progress.read_marks(client, namespace, batch)
+        out += [Stored(name, d, _mark_ms(marks.get(name)), _seen_ms(marks.get(name)),
                        None if r is None else reply_text(r))
-                for name, d, m, s, r in zip(batch, defs, marks, seen, rejected, strict=True)]
+                for name, d, r in zip(batch, defs, rejected, strict=True)]
     return out
 
 
@@ -140,21 +140,14 @@ def read_missed(client: redis.Redis, namespace: str, names: Sequence[str]
 def read_first_seen(client: redis.Redis, namespace: str, names: Sequence[str]
                     ) -> dict[str, int]:
     """When each of `names` was first seen, epoch ms (absent or garbled ones left out)."""
-    seen = {}
-    for name, value in _hmget(client, keys.first_seen(namespace), names):
-        text = reply_text(value)
-        if text.isascii() and text.isdigit():
-            seen[name] = int(text)
-    return seen
+    return {name: mark.first_seen_ms for name, mark in
+            progress.read_marks(client, namespace, names).items()
+            if isinstance(mark, progress.Mark) and mark.first_seen_ms is not None}
 
 
 def read_history(client: redis.Redis, namespace: str, name: str) -> tuple[str | None, bool]:
     """Schedule `name`'s history as recorded (None when there is none; `core.records.
     parse_history` reads it) and whether its definition exists; one round trip."""
-    key = keys.history(namespace)
-    with redis_errors(client, f"reading {key}"):
-        pipe = client.pipeline(transaction=False)
-        pipe.hget(key, name)
-        pipe.hexists(keys.definitions(namespace), name)
-        text, exists = pipe.execute()
-    return (None if text is None else reply_text(text)), bool(exists)
+    with redis_errors(client, f"reading {keys.definitions(namespace)}"):
+        exists = client.hexists(keys.definitions(namespace), name)
+    return progress.read_histories(client, namespace, [name]).get(name), bool(exists)

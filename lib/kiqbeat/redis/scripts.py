@@ -34,7 +34,8 @@ LIBRARY = "kiqbeat"
 # The bounds the scripts enforce, from their one home (core/limits.py).
 LIMITS = (f"-- kiqbeat's bounds (core/limits.py), written here by scripts.py.\n"
           f"local MAX_DEFINITION_BYTES = {limits.MAX_DEFINITION_BYTES}\n"
-          f"local MAX_BATCH_DEFINITION_BYTES = {limits.MAX_BATCH_DEFINITION_BYTES}\n")
+          f"local MAX_BATCH_DEFINITION_BYTES = {limits.MAX_BATCH_DEFINITION_BYTES}\n"
+          f"local STATE_BUCKETS = {limits.STATE_BUCKETS}\n")
 
 
 @dataclass(frozen=True)
@@ -161,11 +162,11 @@ class Pending:
         return reply
 
 
-DUE = Lua.named("due", "definitions")
-PUSH = Lua.named("push", "definitions", "records", "frames")
-WRITE = Lua.named("write", "definitions", "records")
-BACKFILL = Lua.named("backfill", "definitions", "records", "frames")
-TRIGGER = Lua.named("trigger", "definitions", "records")
+DUE = Lua.named("due", "definitions", "progress")
+PUSH = Lua.named("push", "definitions", "records", "progress", "frames")
+WRITE = Lua.named("write", "definitions", "records", "progress")
+BACKFILL = Lua.named("backfill", "definitions", "records", "progress", "frames")
+TRIGGER = Lua.named("trigger", "definitions", "records", "progress")
 READ = Lua.named("read", "definitions")
 SCRIPTS = Caller(functions=False)
 

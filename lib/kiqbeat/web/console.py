@@ -37,7 +37,7 @@ from kiqbeat.engine import Engine
 from kiqbeat.entrypoints.preview import _next_fires, _reading
 from kiqbeat.entrypoints.requests import Request
 from kiqbeat.errors import ConfigError, json_name, shown
-from kiqbeat.redis import keys, scripts
+from kiqbeat.redis import keys, progress, scripts
 from kiqbeat.redis.clock import read_clock
 from kiqbeat.redis.connection import redis_errors, reply_text
 from kiqbeat.redis.definitions import read_present
@@ -331,12 +331,12 @@ class Console:
         listed = [s.name for s in statuses]
         with redis_errors(self.client, "reading histories"):
             pipe = self.client.pipeline(transaction=False)
-            pipe.hmget(keys.history(self.namespace), listed)
             pipe.hmget(keys.missed(self.namespace), listed)
-            histories, missed = pipe.execute()
+            (missed,) = pipe.execute()
+        histories = progress.read_histories(self.client, self.namespace, listed)
         rows = []
-        for status, history, record in zip(statuses, histories, missed, strict=True):
-            rows.append(self._row(store, status, history, record is not None))
+        for status, record in zip(statuses, missed, strict=True):
+            rows.append(self._row(store, status, histories.get(status.name), record is not None))
         return rows
 
     def _row(self, store: Store, status: ScheduleStatus, history: Any, has_missed: bool) -> Row:

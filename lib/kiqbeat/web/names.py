@@ -33,7 +33,7 @@ import redis
 from kiqbeat.core.plan import from_ms
 from kiqbeat.core.records import KINDS
 from kiqbeat.errors import KiqbeatError
-from kiqbeat.redis import keys, scripts
+from kiqbeat.redis import keys, progress, scripts
 from kiqbeat.redis.connection import redis_errors, reply_text
 from kiqbeat.redis.definitions import Oversized, read_present
 
@@ -41,6 +41,8 @@ from kiqbeat.redis.definitions import Oversized, read_present
 # at 1,000,000 schedules (bench/console.py), over the 5 ms every Redis call keeps under;
 # 250 about half.
 SWEEP_PAGE = 250
+# History buckets per sweep call (redis/progress.py): a few dozen names each at 1,000,000.
+SWEEP_BUCKETS = 16
 SWEEP_PAUSE_S = 0.01  # between sweep calls: a pass at 1,000,000 takes about a minute
 # A pass begins at most once a minute: at 1,000,000 schedules of 1 KB a pass reads ~1 GB of
 # definitions (the tally's), so the sweep re-streams the store at most that much a minute.
@@ -164,19 +166,13 @@ class Sweep:
                 self._defs_cursor, met, self._index_at = self._walk()
                 for data in read_present(self.client, self.namespace, met, self.lua).values():
                     self._count(data)
-            history_key = keys.history(self.namespace)
-            with redis_errors(self.client, f"sweeping {history_key}"):
-                pipe = self.client.pipeline(transaction=False)
-                if self._history_cursor >= 0:
-                    pipe.hscan(history_key, self._history_cursor, count=SWEEP_PAGE)
-                pipe.time()
-                replies: list[Any] = pipe.execute()
-            now = replies[-1]
             if self._history_cursor >= 0:
-                cursor, page = replies[0]
-                self._history_cursor = int(cursor) or -1
-                for name, text in page.items():
-                    self._note_push(_text(name), reply_text(text))
+                self._history_cursor, pushes = progress.scan_histories(
+                    self.client, self.namespace, self._history_cursor, SWEEP_BUCKETS)
+                for name, text in pushes:
+                    self._note_push(name, text)
+            with redis_errors(self.client, "reading the Redis clock"):
+                now = self.client.time()
             if self._defs_cursor >= 0 or self._history_cursor >= 0 or (
                     self._index_at is not None):
                 return False

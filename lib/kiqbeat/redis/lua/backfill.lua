@@ -44,6 +44,8 @@ local err = expect_type(missed_key, 'hash') or expect_type(defs_key, 'hash')
   or expect_allowed('HSTRLEN', defs_key, 'f')
   or expect_allowed('HMGET', history_key, 'f') or expect_allowed('HSET', history_key, 'f', 'h')
   or expect_allowed('SADD', queues_key, 'q')
+use_state(history_key, 'kiqbeat:history')
+err = err or state_allowed()
 if err then return err end
 for k = 1, nq do
   err = expect_type(KEYS[FIRST_QUEUE + k], 'list')
@@ -82,10 +84,13 @@ if np == 0 then return {0, 0, 0, ''} end
 local recorded = redis.call('HMGET', missed_key, unpack(names))
 -- A definition swapped meanwhile for one over the limit is not read: it has changed.
 local defs = read_definitions(defs_key, names, math.huge)
-local pasts = keep > 0 and redis.call('HMGET', history_key, unpack(names)) or {}
 local state = {}
 for k, name in ipairs(names) do
-  local s = {def = defs[k], history = pasts[k], done = {}}
+  local s = {def = defs[k], done = {}}
+  if keep > 0 then
+    s.history, err = read_history(name)
+    if err then return err end
+  end
   if recorded[k] then s.ranges = read_ranges(recorded[k]) end
   state[name] = s
 end
@@ -140,5 +145,5 @@ for _, name in ipairs(names) do
   end
 end
 out:write()
-flush('HSET', history_key, histories)
+write_histories(histories)
 return {pushed, already, stale, table.concat(flags)}

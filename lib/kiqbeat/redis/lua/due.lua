@@ -3,7 +3,7 @@ kiqbeat due script: the Redis clock and one batch of the schedules due for plann
 
 KEYS[1]  due index (sorted set: name -> epoch ms it next needs planning; 0 = "plan me")
 KEYS[2]  definitions hash (name -> definition JSON)
-KEYS[3]  watermarks hash (name -> covered-through epoch ms)
+KEYS[3]  the old layout's watermarks hash: its prefix names the state buckets (progress.lua)
 ARGV[1]  plan up to this instant, epoch ms; "" for the Redis clock
 ARGV[2]  offset into the due entries   ARGV[3]  at most this many (a batch)
 
@@ -39,14 +39,11 @@ if count < #names then  -- cut short: the rest are read by the next call
   names = {unpack(names, 1, count)}
   more = 1
 end
-local raw = redis.call('HMGET', KEYS[3], unpack(names))
+use_state(KEYS[3], 'kiqbeat:watermarks')
 local marks = {}
 for j = 1, #names do
-  local value = raw[j]
-  if value and not string.match(value, '^%d+$') then
-    return redis.error_reply("KIQBEAT_GARBLED watermark of schedule '" .. names[j] .. "' in " ..
-      KEYS[3] .. ' is not a number: ' .. string.sub(value, 1, 40))
-  end
-  marks[j] = value or ''
+  local mark, _, garbled_mark = read_mark(names[j])
+  if garbled_mark then return garbled_mark end
+  marks[j] = mark and string.format('%.0f', mark) or ''
 end
 return {clock[1], clock[2], names, defs, marks, lengths, more, next_due}

@@ -1,15 +1,15 @@
 --[[
 kiqbeat push script: push due ticks as Sidekiq jobs and advance their watermarks, atomically.
 
-KEYS[1]  watermarks hash (schedule name -> covered-through epoch ms)
-KEYS[2]  first-seen hash (schedule name -> epoch ms)
+KEYS[1]  the old layout's watermarks hash: its prefix names the state buckets (progress.lua)
+KEYS[2]  the old layout's first-seen hash (read and emptied as names are written)
 KEYS[3]  queues set (queue names, for Sidekiq's API and web UI)
 KEYS[4]  schedule sorted set (score = epoch seconds) for lookahead jobs
 KEYS[5]  due index (sorted set: name -> epoch ms the schedule next needs planning)
 KEYS[6]  definitions hash (name -> definition JSON)
 KEYS[7]  rejected hash (name -> why a definition was set aside)
 KEYS[8]  missed hash (name -> recorded missed ranges, "AFTER THROUGH REASON" lines)
-KEYS[9]  history hash (name -> last pushes, newest first, "KIND TICK DELAY [JID]" lines)
+KEYS[9]  the old layout's history hash (progress.lua reads the buckets first)
 KEYS[10..9+Q]  queue lists, one per distinct queue in this call
 
 ARGV[1]  now, epoch ms (recorded as first-seen for new schedules)
@@ -107,6 +107,8 @@ err = expect_allowed('HSET', wm_key, 'f', '0') or expect_allowed('HSETNX', seen_
   or expect_allowed('HGET', missed_key, 'f') or expect_allowed('HSET', missed_key, 'f', 'r')
   or expect_allowed('HGET', seen_key, 'f')
   or expect_allowed('HMGET', history_key, 'f') or expect_allowed('HSET', history_key, 'f', 'h')
+use_state(wm_key, 'kiqbeat:watermarks')
+err = err or state_allowed()
 if err then return err end
 for k = 1, nq do
   err = expect_allowed('LPUSH', KEYS[FIRST_QUEUE + k], 'job')
@@ -163,27 +165,20 @@ if any_scheduled then
   if err then return err end
 end
 
--- The stored state each group is checked against: watermark (`curs`, nil when none),
--- history, and whether its definition is the one it was planned from.
-local curs, pasts, stales = {}, {}, {}
+-- The stored state each group is checked against: watermark and first-seen (`curs`,
+-- `seens`, nil when none: progress.lua), history, and whether its definition is the one it
+-- was planned from.
+local curs, seens, pasts, stales = {}, {}, {}, {}
 for first = 1, ng, BATCH do
   local last = math.min(first + BATCH - 1, ng)
-  local batch = {unpack(names, first, last)}
-  local raws = redis.call('HMGET', wm_key, unpack(batch))
   -- A definition swapped meanwhile for one over the limit is not read: it has changed.
-  local defs = read_definitions(defs_key, batch, math.huge)
-  local held = keep > 0 and redis.call('HMGET', history_key, unpack(batch)) or {}
+  local defs = read_definitions(defs_key, {unpack(names, first, last)}, math.huge)
   for k = first, last do
-    local raw, def = raws[k - first + 1], defs[k - first + 1]
-    pasts[k] = held[k - first + 1]
+    local def = defs[k - first + 1]
     stales[k] = not def or redis.sha1hex(def) ~= shas[k]
-    if raw then
-      curs[k] = tonumber(raw)
-      if not curs[k] then
-        return redis.error_reply("KIQBEAT_GARBLED watermark of schedule '" .. names[k] ..
-          "' in " .. wm_key .. ' is not a number: ' .. string.sub(raw, 1, 40))
-      end
-    end
+    curs[k], seens[k], err = read_mark(names[k])
+    if not err and keep > 0 then pasts[k], err = read_history(names[k]) end
+    if err then return err end
   end
 end
 
@@ -194,7 +189,6 @@ local flags = {}
 local out = destinations(FIRST_QUEUE, 4, queues_key, sched_key)
 local histories = {} -- name, history, name, history...
 local lines = {}     -- the history lines of the group at hand, oldest first
-local new_marks = {} -- name, mark, name, mark...
 local index = {}     -- next due, name, next due, name...
 local planned = {}   -- names whose index entry is set
 
@@ -259,21 +253,17 @@ for i = 1, ng do
     leave_alone(i)
   elseif not cur then
     new = new + 1
-    new_marks[#new_marks + 1], new_marks[#new_marks + 2] = names[i], mark_texts[i]
+    write_mark(names[i], marks[i], tonumber(now_ms))
     reindex(i)
-    redis.call('HSETNX', seen_key, names[i], now_ms)
     push_above(i, tonumber(now_ms))
   else
     -- No pre-history: a watermark set back below first-seen (by hand, to 0 say) must not
-    -- push or record the window's ticks from before the schedule was first seen. First-seen
-    -- is read once, and only when there is a tick to push or a range to record.
-    local floor = cur
-    if n_jobs[i] > 0 or (marks[i] > cur and n_ranges[i] > 0) then
-      floor = math.max(floor, tonumber(redis.call('HGET', seen_key, names[i])) or 0)
-    end
+    -- push or record the window's ticks from before the schedule was first seen (read with
+    -- the watermark, in the same record).
+    local floor = math.max(cur, seens[i] or 0)
     push_above(i, floor)
     if marks[i] > cur then
-      new_marks[#new_marks + 1], new_marks[#new_marks + 2] = names[i], mark_texts[i]
+      write_mark(names[i], marks[i], seens[i])
       missed = missed + misseds[i]
       skipped = skipped + skippeds[i]
       if n_ranges[i] > 0 then record(i, floor) end
@@ -284,8 +274,7 @@ for i = 1, ng do
   end
 end
 out:write()
-flush('HSET', wm_key, new_marks)
 flush('ZADD', due_key, index)
 flush('HDEL', rejected_key, planned)
-flush('HSET', history_key, histories)
+write_histories(histories)
 return {pushed, already, missed, skipped, new, stale, recorded, table.concat(flags)}

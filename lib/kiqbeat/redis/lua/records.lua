@@ -15,39 +15,6 @@ local function clock_ms()
   return clock[1] * 1000 + math.floor(clock[2] / 1000)
 end
 
--- One push as its history line: "KIND TICK DELAY", DELAY = push instant - tick (ms; negative
--- for a job placed ahead in the schedule set); a manual run's line ends with its jid.
--- `tick_text`, when given, is the tick's digits as received (saves formatting it).
-local function pushed_line(kind, tick, when, jid, tick_text)
-  local text = kind .. ' ' .. (tick_text or ms_text(tick)) .. ' ' .. ms_text(when - tick)
-  if jid then text = text .. ' ' .. jid end
-  return text
-end
-
--- A schedule's history (newest first, one push a line) with the pushes done[first..last]
--- (oldest first) on top, keeping the newest `keep` lines — or, with `no_shorter` (an
--- operator's backfill or run now, whose own history setting may be smaller than the
--- deployment's), at least as many as it held: bounded all the same, by the larger of the
--- two settings. The old history is not split into lines: the new ones go in front and the
--- text is cut at its keep-th newline.
-local function remembered(old, done, first, last, keep, no_shorter)
-  if old == '' then old = nil end
-  if no_shorter and old then
-    local _, newlines = string.gsub(old, '\n', '')
-    keep = math.max(keep, newlines + 1)
-  end
-  local top = {}
-  for j = last, math.max(first, last - keep + 1), -1 do top[#top + 1] = done[j] end
-  local text = table.concat(top, '\n')
-  if old and #top < keep then text = text .. '\n' .. old end
-  local pos = 0
-  for _ = 1, keep do
-    pos = string.find(text, '\n', pos + 1, true)
-    if not pos then return text end
-  end
-  return string.sub(text, 1, pos - 1)
-end
-
 -- A schedule's record of missed ranges, "AFTER THROUGH REASON" lines oldest first, as
 -- {after, through, reason, line = its text} per line, or {line = text} for a line that is
 -- not one (kept as it is, never acted on). The one Lua reader of the format (core/records.py

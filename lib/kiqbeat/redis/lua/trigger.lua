@@ -26,17 +26,22 @@ local err = expect_type(defs_key, 'hash') or expect_type(history_key, 'hash')
   or expect_allowed('HGET', history_key, 'f')
   or expect_allowed('HSET', history_key, 'f', 'h')
   or expect_allowed('SADD', queues_key, 'q') or expect_allowed('LPUSH', queue_key, 'job')
+use_state(history_key, 'kiqbeat:history')
+err = err or state_allowed()
 if err then return err end
 
 if redis.call('HGET', manual_key, ARGV[1]) == ARGV[5] then return 2 end
 local def = read_definition(defs_key, ARGV[1])  -- false when over the limit: changed
 if not def or redis.sha1hex(def) ~= ARGV[2] then return 0 end
+local keep = tonumber(ARGV[3])
+local past, bad = nil, nil
+if keep > 0 then past, bad = read_history(ARGV[1]) end
+if bad then return bad end
 redis.call('HSET', manual_key, ARGV[1], ARGV[5])
 redis.call('LPUSH', queue_key, ARGV[7])
 redis.call('SADD', queues_key, ARGV[4])
-local keep = tonumber(ARGV[3])
 if keep > 0 then
-  redis.call('HSET', history_key, ARGV[1], remembered(redis.call('HGET', history_key, ARGV[1]),
-    {pushed_line('m', tonumber(ARGV[6]), clock_ms(), ARGV[5])}, 1, 1, keep, true))
+  write_histories({ARGV[1], remembered(past, {pushed_line('m', tonumber(ARGV[6]), clock_ms(),
+    ARGV[5])}, 1, 1, keep, true)})
 end
 return 1

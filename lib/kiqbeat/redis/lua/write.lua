@@ -92,6 +92,9 @@ for _, c in ipairs(checks) do
   err = expect_allowed(unpack(c))
   if err then return err end
 end
+use_state(wm_key, 'kiqbeat:watermarks')
+err = state_allowed()
+if err then return err end
 err = expect_type(shards_key, 'string')
 if err then return err end
 local shards = redis.call('GET', shards_key)
@@ -132,11 +135,9 @@ end
 -- Removal forgets the state too: nothing of the name stays but its definition, if any.
 local function forget(name, due_key)
   redis.call('ZREM', due_key, name)
-  redis.call('HDEL', wm_key, name)
-  redis.call('HDEL', seen_key, name)
+  forget_state(name)
   redis.call('HDEL', rejected_key, name)
   redis.call('HDEL', missed_key, name)
-  redis.call('HDEL', history_key, name)
   redis.call('HDEL', manual_key, name)
 end
 
@@ -156,8 +157,8 @@ end
 --   due, its ticks after the mark not pushed: an outage, stopped invokers) is recorded as
 --   missed ("paused"), for a backfill; nothing is lost, and the paused period never pushed.
 local function cut_mark(name, due_key, current, def)
-  local mark = tonumber(redis.call('HGET', wm_key, name))
-  if not mark then return end
+  local mark, seen = read_mark(name)
+  if not mark then return end  -- none, or garbled: the next invocation refuses it
   local score = tonumber(redis.call('ZSCORE', due_key, name))
   local cut
   if not enabled(current) then
@@ -171,7 +172,7 @@ local function cut_mark(name, due_key, current, def)
     cut = math.min(now_ms, score) - 1
   end
   if cut and cut > mark then
-    redis.call('HSET', wm_key, name, ms_text(cut))
+    write_mark(name, cut, seen)
   end
 end
 
