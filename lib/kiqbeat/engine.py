@@ -49,6 +49,7 @@ from typing import Any
 import redis
 
 from kiqbeat.core.limits import MAX_PARSED_DEFINITION_BYTES, MAX_PLANNABLE_MS, MAX_REASON_CHARS
+from kiqbeat.core.pause import Pause
 from kiqbeat.core.plan import Entry, TickMemo, plan_due, to_ms
 from kiqbeat.core.report import Report
 from kiqbeat.core.schedule import Config, Schedule
@@ -548,7 +549,8 @@ class Engine:
             if isinstance(parsed, str):
                 aside.append(Op("reject", due.name, parsed.encode(), expect=sha))
             else:
-                entries.append(Entry(parsed, due.mark_ms, sha))
+                entries.append(Entry(parsed, due.mark_ms, sha,
+                                     None if due.pause is None else Pause.decode(due.pause)))
         if aside:
             self._set_aside(side, aside, report)
         return entries

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 from kiqbeat.core.limits import MAX_SHARDS
+from kiqbeat.core.pause import Pause, planned
 from kiqbeat.core.payload import JobTemplate, jid_ms, job_json, job_template
 from kiqbeat.core.schedule import Config, Schedule, Timetable
 from kiqbeat.errors import ConfigError
@@ -340,6 +341,7 @@ class Entry:
     schedule: Schedule
     mark_ms: int | None
     sha: str = ""
+    pause: Pause | None = None  # its pause record (core/pause.py), if it has one
 
 
 def plan_due(entries: Sequence[Entry], now: datetime, window_s: float,
@@ -357,7 +359,8 @@ def plan_due(entries: Sequence[Entry], now: datetime, window_s: float,
     shared: dict[tuple[str, datetime, datetime], list[datetime]] = {}
     plan = Plan(now_ms, [])
     for entry in entries:
-        schedule, mark = entry.schedule, entry.mark_ms
+        # Enabled and not paused at this tick: a pause passes over the ticks it covers.
+        schedule, mark = planned(entry.schedule, entry.mark_ms, entry.pause, now_ms)
         try:
             group = _plan_schedule(schedule, mark, now, now_ms, window, window_ms, memo,
                                    shared)

@@ -26,11 +26,12 @@ from kiqbeat.redis.definitions import BATCH, Oversized, as_stored, due_key
 @dataclass(frozen=True)
 class Due:
     """One due index entry as read: its name, definition (None if gone, Oversized when over
-    the limit: not read) and mark."""
+    the limit: not read), mark and pause record."""
 
     name: str
     definition: bytes | Oversized | None
     mark_ms: int | None
+    pause: bytes | None = None  # its pause record (core/pause.py), if any
 
 
 @dataclass(frozen=True)
@@ -121,7 +122,7 @@ def read_due(
     back under those names (`Replies`), an error reply as an exception object.
     """
     script_keys = [keys.due(namespace, shard), keys.definitions(namespace),
-                   keys.watermarks(namespace)]
+                   keys.watermarks(namespace), keys.paused(namespace)]
     args = ["" if upto_ms is None else upto_ms, offset, limit]
     with redis_errors(client, "reading the due schedules"):
         for attempt in (1, 2):
@@ -136,13 +137,14 @@ def read_due(
             lua.reload(scripts.DUE, client)  # a new or restarted server: once
         if isinstance(replies[0], Exception):
             raise lua.explained(replies[0])
-    seconds, micros, names, definitions, marks, lengths, to_read, next_due = replies[0]
+    seconds, micros, names, definitions, marks, lengths, to_read, next_due, pauses = replies[0]
     now = redis_time(seconds, micros)
     # A name that is not UTF-8 (written by another language) stays readable: its definition
     # is then refused by name and set aside, writing back the same bytes.
-    due = [Due(reply_text(name), as_stored(definition, length), int(mark) if mark else None)
-           for name, definition, mark, length
-           in zip(names, definitions, marks, lengths, strict=True)]
+    due = [Due(reply_text(name), as_stored(definition, length), int(mark) if mark else None,
+               pause or None)
+           for name, definition, mark, length, pause
+           in zip(names, definitions, marks, lengths, pauses, strict=True)]
     return DueRead(now, DueBatch(due, bool(int(to_read))), Replies(replies[1:], reads.spans),
                    plannable_ms(next_due) if next_due else None)
 
