@@ -29,7 +29,7 @@ import redis
 
 from kiqbeat.audit import default_actor, record_action
 from kiqbeat.core.lifecycle import ENDED
-from kiqbeat.core.limits import MAX_COUNTED_TICKS, MAX_REASON_CHARS
+from kiqbeat.core.limits import MAX_COUNTED_TICKS, MAX_ENDED_LISTED, MAX_REASON_CHARS
 from kiqbeat.core.pause import Pause
 from kiqbeat.core.payload import jid_ms, job_json
 from kiqbeat.core.plan import (
@@ -130,6 +130,10 @@ class Status:
     set_aside: list[tuple[str, str]]  # (name, why), at most one page
     # The first names of index entries no invocation plans (`counts.unplannable` in all).
     unplannable: list[str] = field(default_factory=list)
+    # Schedules past their end (end_at, a one-shot done, max_runs reached): how many, and
+    # the first MAX_ENDED_LISTED names.
+    ended_count: int = 0
+    ended: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -280,7 +284,8 @@ class Operator:
                     break
         unplannable = (self.side.read_unplannable(shards, SHOWN_UNPLANNABLE)
                        if counts.unplannable else [])
-        return Status(now, counts, rows, aside, unplannable)
+        ended_count, ended = self.side.read_ended(shards, MAX_ENDED_LISTED)
+        return Status(now, counts, rows, aside, unplannable, ended_count, ended)
 
     def _rows(self, names: Sequence[str], now: datetime) -> builtins.list[ScheduleStatus]:
         stored_rows = self.side.read_stored(names)

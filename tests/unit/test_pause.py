@@ -82,3 +82,17 @@ def test_pause_of_needs_an_end_after_the_clock_and_with_an_offset() -> None:
         else:
             raise AssertionError(f"{until} was accepted")
     assert pause_of("n", "me", now_ms, T0 + timedelta(hours=1)).until_ms == now_ms + 3_600_000
+
+
+def test_the_lambda_event_and_the_command_line_read_a_pause_alike() -> None:
+    from kiqbeat.entrypoints.requests import from_event
+
+    request = from_event({"kiqbeat": "pause", "name": "x", "note": "why",
+                          "until": "2026-03-01T10:00:00+01:00"})
+    assert request.note == "why" and request.until == datetime(2026, 3, 1, 9, tzinfo=UTC)
+    try:
+        from_event({"kiqbeat": "pause", "name": "x", "until": "2026-03-01T10:00:00"})
+    except ValueError as exc:
+        assert "no UTC offset" in str(exc)
+    else:
+        raise AssertionError("an until without an offset was accepted")

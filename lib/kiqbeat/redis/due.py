@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 
 import redis
 
+from kiqbeat.core.lifecycle import ENDED_MS
 from kiqbeat.core.limits import MAX_PLANNABLE_MS
 from kiqbeat.redis import keys, scripts
 from kiqbeat.redis.clock import redis_time
@@ -148,6 +149,23 @@ def read_due(
     return DueRead(now, DueBatch(due, bool(int(to_read))), Replies(replies[1:], reads.spans),
                    plannable_ms(next_due) if next_due else None)
 
+
+
+def read_ended(client: redis.Redis, namespace: str,
+               shards: Sequence[tuple[int, int] | None], limit: int) -> tuple[int, list[str]]:
+    """How many schedules have ended (their index entries scored exactly ENDED_MS, where
+    nothing is ever due: core/lifecycle.py), and the first `limit` names; one round trip."""
+    pipe = client.pipeline(transaction=False)
+    for key in due_keys(namespace, shards):
+        pipe.zcount(key, ENDED_MS, ENDED_MS)
+        pipe.zrangebyscore(key, ENDED_MS, ENDED_MS, start=0, num=limit)
+    with redis_errors(client, "reading the ended schedules"):
+        replies = pipe.execute()
+    count, names = 0, []
+    for counted, page in zip(replies[::2], replies[1::2], strict=True):
+        count += int(counted)
+        names += [reply_text(n) for n in page]
+    return count, names[:limit]
 
 
 def due_keys(namespace: str, shards: Sequence[tuple[int, int] | None]) -> list[str]:

@@ -207,6 +207,10 @@ class RedisSide:
         return pauses.write_pause(self.client, self.namespace, self.due_key(name), name, pause,
                                   now_ms, self.lua)
 
+    def read_ended(self, shards: Sequence[Shard], limit: int) -> tuple[int, list[str]]:
+        """`redis.due.read_ended` on this store."""
+        return due.read_ended(self.client, self.namespace, shards, limit)
+
     def read_pauses(self, names: Sequence[str]) -> dict[str, Pause]:
         """`redis.pauses.read_pauses` on this store."""
         return pauses.read_pauses(self.client, self.namespace, names)
