@@ -57,6 +57,7 @@ from kiqbeat.core.limits import (
     PUSH_US_PER_GROUP,
     PUSH_US_PER_JOB,
 )
+from kiqbeat.core.pause import Pause
 from kiqbeat.core.plan import Entry, TickMemo, plan_due, to_ms
 from kiqbeat.core.report import Report
 from kiqbeat.core.schedule import Config, Schedule
@@ -594,7 +595,8 @@ class Engine:
             if isinstance(parsed, str):
                 aside.append(Op("reject", due.name, parsed.encode(), expect=sha))
             else:
-                entries.append(Entry(parsed, due.mark_ms, sha))
+                entries.append(Entry(parsed, due.mark_ms, sha,
+                                     None if due.pause is None else Pause.decode(due.pause)))
         if aside:
             self._set_aside(side, aside, report)
         return entries

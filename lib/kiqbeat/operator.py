@@ -28,7 +28,9 @@ from typing import Any, Self, cast
 import redis
 
 from kiqbeat.audit import default_actor, record_action
-from kiqbeat.core.limits import MAX_COUNTED_TICKS, MAX_REASON_CHARS
+from kiqbeat.core.lifecycle import ENDED
+from kiqbeat.core.limits import MAX_COUNTED_TICKS, MAX_ENDED_LISTED, MAX_REASON_CHARS
+from kiqbeat.core.pause import Pause
 from kiqbeat.core.payload import jid_ms, job_json
 from kiqbeat.core.plan import (
     MAX_BYTES_PER_CALL,
@@ -79,6 +81,10 @@ class ScheduleStatus:
     # The definition's length when it is over MAX_DEFINITION_BYTES: it was not read (then
     # `definition` is None and `set_aside` says so).
     oversized_bytes: int | None = None
+    # Its pause record (core/pause.py) while in force (one past its end: resumed, None).
+    pause: Pause | None = None
+    # Past its end_at, its one-shot done: it pushes nothing more (DESIGN §8).
+    ended: bool = False
 
     def line(self) -> str:
         """One line for a person (`kiqbeat status`, `kiqbeat schedules list`); what another
@@ -89,9 +95,16 @@ class ScheduleStatus:
         covered = (f"last tick covered {self.covered_through.isoformat(timespec='seconds')}"
                    if self.covered_through else "not planned yet")
         late = f", {self.lag_s:.0f} s overdue" if self.lag_s > 0 else ""
+        coming = ("ended" if self.ended else
+                  f"next {self.next_tick.isoformat(timespec='seconds')}{late}")
         return (f"{name}{'' if self.enabled else ' (paused)'}: {self.timing}; {covered}; "
-                f"next {self.next_tick.isoformat(timespec='seconds')}{late}"
-                + (f"; from {shown_text(self.source)}" if self.source else ""))
+                f"{coming}" + (f"; from {shown_text(self.source)}" if self.source else "")
+                + (f"; {shown_text(self.pause.line())}" if self.pause is not None else ""))
+
+    @property
+    def paused(self) -> bool:
+        """True while a pause record holds it (`enabled` is then False too)."""
+        return self.pause is not None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form (a name that is not UTF-8: `errors.json_name`)."""
@@ -102,7 +115,9 @@ class ScheduleStatus:
                 "covered_through": iso(self.covered_through),
                 "first_seen": iso(self.first_seen), "next_tick": iso(self.next_tick),
                 "lag_s": round(self.lag_s, 3), "set_aside": self.set_aside,
-                "oversized_bytes": self.oversized_bytes, "definition": self.definition}
+                "oversized_bytes": self.oversized_bytes, "ended": self.ended,
+                "paused": None if self.pause is None else self.pause.as_dict(),
+                "definition": self.definition}
 
 
 @dataclass(frozen=True)
@@ -115,6 +130,10 @@ class Status:
     set_aside: list[tuple[str, str]]  # (name, why), at most one page
     # The first names of index entries no invocation plans (`counts.unplannable` in all).
     unplannable: list[str] = field(default_factory=list)
+    # Schedules past their end (end_at, a one-shot done, max_runs reached): how many, and
+    # the first MAX_ENDED_LISTED names.
+    ended_count: int = 0
+    ended: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -265,11 +284,18 @@ class Operator:
                     break
         unplannable = (self.side.read_unplannable(shards, SHOWN_UNPLANNABLE)
                        if counts.unplannable else [])
-        return Status(now, counts, rows, aside, unplannable)
+        ended_count, ended = self.side.read_ended(shards, MAX_ENDED_LISTED)
+        return Status(now, counts, rows, aside, unplannable, ended_count, ended)
 
     def _rows(self, names: Sequence[str], now: datetime) -> builtins.list[ScheduleStatus]:
-        return [row for stored in self.side.read_stored(names)
+        stored_rows = self.side.read_stored(names)
+        pauses = self.side.read_pauses(names) if stored_rows else {}
+        rows = [row for stored in stored_rows
                 if (row := self._row(stored, now)) is not None]
+        now_ms = to_ms(now)
+        return [replace(row, pause=p, enabled=False)
+                if (p := pauses.get(row.name)) is not None and p.holds_at(now_ms) else row
+                for row in rows]
 
     def _row(self, stored: Stored, now: datetime) -> ScheduleStatus | None:
         if stored.definition is None:
@@ -290,9 +316,11 @@ class Operator:
         window_start = now - timedelta(seconds=self.window_s)
         after = max(mark, window_start) if mark else now
         nxt = schedule.timetable.next_after(after)
+        ended = nxt >= ENDED
         return ScheduleStatus(stored.name, raw, source, schedule.enabled,
                               schedule.timetable.zone_name, schedule.timing, mark, seen, nxt,
-                              max(0.0, (now - nxt).total_seconds()), stored.rejected)
+                              0.0 if ended else max(0.0, (now - nxt).total_seconds()),
+                              stored.rejected, ended=ended)
 
 
     def missed(self, names: Sequence[str] = ()) -> builtins.list[MissedRange]:
@@ -382,12 +410,14 @@ class Operator:
 
         # The schedules in scope, and their ranges, in name order.
         scope: builtins.list[tuple[Schedule, builtins.list[Range]]] = []
+        paused = self.side.read_pauses(builtins.list(recorded))
         for name, record in sorted(recorded.items()):
             schedule = self._schedule(name, definitions.get(name))
             if isinstance(schedule, str):
                 result.skipped.append((name, schedule))
                 continue
-            if not schedule.enabled:
+            pause = paused.get(name)
+            if not schedule.enabled or (pause is not None and pause.holds_at(to_ms(clock))):
                 result.skipped.append((name, "paused: resume it to backfill its missed ticks"))
                 continue
             ranges = [c for r in record if (c := r.clip(since_ms, until_ms))]

@@ -4,13 +4,17 @@
     store = Store(redis.Redis.from_url(url))
     store.put("digest:42", {"cron": "0 9 * * *", "tz": "Asia/Kolkata",
                             "class": "DigestWorker", "args": [42]})
-    store.pause("digest:42"); store.resume("digest:42"); store.remove("digest:42")
+    store.pause("digest:42", note="INC-42: the mailer is down",
+                until=datetime(2026, 3, 2, 9, tzinfo=UTC))
+    store.resume("digest:42"); store.remove("digest:42")
 
 A definition is a mapping in a document's schedule form (README, "Configuration"): it is
 checked as a document's schedule is, with the same messages, before anything is written,
 and the next invocation plans it ("plan me" in the due index). The promises of DESIGN §2
 hold through every change: a changed cron or zone applies to ticks after the watermark;
-a paused schedule's watermark keeps moving, so resuming it pushes nothing from the pause;
+a paused schedule's watermark keeps moving, so resuming it (or the pause reaching its
+`until`) pushes nothing from the pause, and a pause is its own record, which a document
+rewriting the schedule leaves in place;
 removing forgets its state, so a schedule of the same name added later starts afresh.
 
 Schedules written here belong to the API; a document's schedules belong to the document
@@ -36,9 +40,12 @@ import copy
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any
 
 from kiqbeat.core.limits import MAX_DEFINITION_BYTES, MAX_SHOWN_CHARS
+from kiqbeat.core.pause import Pause, pause_of, until_iso
+from kiqbeat.core.plan import to_ms
 from kiqbeat.document.validate import check_size, encode_definition, read_definition
 from kiqbeat.errors import (
     ConfigError,
@@ -158,17 +165,52 @@ class Store(Operator):
         source = source if isinstance(source, str) else ""
         return source, bool(source) and self._knows_document(source)
 
-    def pause(self, name: str) -> bool:
-        """Push nothing for it until resumed (its ticks are passed over); False if it was."""
-        changed = self._set_enabled(name, False)
-        self._audit("pause", name, "" if changed else "paused already")
-        return changed
+    def pause(self, name: str, *, note: str = "", until: datetime | None = None) -> bool:
+        """Push nothing for it until resumed, or until `until` (an aware instant, after the
+        Redis clock): its ticks at or before `until` (every tick, without one) are passed
+        over, never recorded as missed nor backfilled; after `until` it runs again by itself.
+        `note` (at most MAX_PAUSE_NOTE_CHARS) says why; the record also keeps who (the
+        store's `actor`) and when, for `status`, `get` and the console (core/pause.py).
+
+        The pause is a record of its own (`kiqbeat:paused`), never written into the
+        definition, so a document that changes the schedule leaves it paused. Pausing a
+        paused schedule replaces its note and end. False when it was paused already (by a
+        pause in force, or by `enabled: false` in its definition)."""
+        now_ms = to_ms(self.side.clock())
+        record = pause_of(note, self.actor, now_ms, until)
+        exists, previous = self.side.write_pause(name, record, now_ms=now_ms)
+        if not exists:
+            raise self.no_schedule([name])
+        was = previous is not None and previous.holds_at(now_ms)
+        if not was:
+            data = self.side.read_present([name]).get(name)
+            current = as_mapping(data) if isinstance(data, bytes) else None
+            was = current is not None and current.get("enabled", True) is False
+        detail = "; ".join(part for part in (
+            "paused already: note and end replaced" if was else "",
+            "" if record.until_ms is None else f"until {until_iso(record)}",
+            f"note: {note}" if note else "") if part)
+        self._audit("pause", name, detail)
+        return not was
 
     def resume(self, name: str) -> bool:
-        """Push its ticks again, from the next one on; False if it was not paused."""
-        changed = self._set_enabled(name, True)
+        """Push its ticks again, from the next one on; False if it was not paused.
+
+        It deletes the pause record, and ends a pause written into the definition as
+        `enabled: false` (by kiqbeat before pause records, by the sidekiq-scheduler tab's
+        toggle, or by a document) by writing `enabled: true` there, as resume always did.
+        Nothing from the paused span is pushed."""
+        now_ms = to_ms(self.side.clock())
+        _, previous = self.side.write_pause(name, None, now_ms=now_ms)
+        legacy = self._set_enabled(name, True)
+        changed = legacy or (previous is not None and previous.holds_at(now_ms))
         self._audit("resume", name, "" if changed else "running already")
         return changed
+
+    def pauses(self, names: Sequence[str]) -> dict[str, Pause]:
+        """The pause records of those of `names` that have one (in force or ended: see
+        `Pause.holds_at`); one round trip."""
+        return self.side.read_pauses(names)
 
     def reindex(self, progress: Callable[[int], None] | None = None) -> int:
         """Rebuild the due index for this store's shard count (`shards`), after changing it;

@@ -142,17 +142,18 @@ def test_a_definition_over_the_size_limit_is_refused_up_front_naming_the_limit(
     assert list(definitions(redis_client)) == ["small"]
 
 
-def test_pause_and_resume_change_only_enabled(
+def test_pause_and_resume_leave_the_definition_alone(
     kiqbeat: Kiqbeat, redis_client: redis.Redis
 ) -> None:
     kiqbeat("schedules", "add", "digest", "--json-definition", json.dumps(DIGEST))
     paused = kiqbeat("schedules", "pause", "digest", "--json").json()
     assert paused == {"name": "digest", "action": "pause", "changed": True}
-    assert definitions(redis_client)["digest"] == {**DIGEST, "enabled": False}
+    assert definitions(redis_client)["digest"] == DIGEST
     assert kiqbeat("schedules", "get", "digest", "--json").json()["enabled"] is False
     assert "'digest' was paused already" in kiqbeat("schedules", "pause", "digest").out
     assert kiqbeat("schedules", "resume", "digest").code == 0
-    assert definitions(redis_client)["digest"] == {**DIGEST, "enabled": True}
+    assert definitions(redis_client)["digest"] == DIGEST
+    assert kiqbeat("schedules", "get", "digest", "--json").json()["enabled"] is True
     unknown = kiqbeat("schedules", "pause", "nothing")
     assert unknown.code == 1 and "no schedule 'nothing' in the store" in unknown.err
 
@@ -185,7 +186,8 @@ def test_a_documents_schedule_may_be_paused_but_not_changed_or_removed(
     assert changed.code == 1 and f"'nightly' belongs to {path}" in changed.err
     assert kiqbeat("schedules", "remove", "nightly").code == 1
     assert kiqbeat("schedules", "pause", "nightly").code == 0
-    assert definitions(redis_client)["nightly"]["enabled"] is False
+    assert kiqbeat("schedules", "get", "nightly", "--json").json()["enabled"] is False
+    assert redis_client.hexists("kiqbeat:paused", "nightly")
     assert kiqbeat("schedules", "get", "nightly", "--json").json()["source"] == str(path)
 
 
@@ -474,3 +476,39 @@ def test_definitions_and_imports_read_from_stdin(redis_url: str,
     assert done.returncode == 0, done.stderr
     assert definitions(redis_client) == {"digest": DIGEST, "other": DIGEST,
                                          "third": {"every": "1h", "class": "T"}}
+
+
+def test_pause_with_a_note_and_an_end_is_shown_by_get_and_status_and_a_past_end_refused(
+    kiqbeat: Kiqbeat, redis_client: redis.Redis
+) -> None:
+    kiqbeat("schedules", "add", "digest", "--json-definition", json.dumps(DIGEST))
+    until = (redis_now(redis_client) + timedelta(hours=1)).replace(microsecond=0)
+    past = kiqbeat("schedules", "pause", "digest", "--until", "2020-01-01T00:00:00Z")
+    assert past.code == 1 and "not in the future" in past.err
+    paused = kiqbeat("schedules", "pause", "digest", "--note", "INC-9: mailer down",
+                     "--until", until.isoformat(), "--actor", "alice")
+    assert paused.code == 0 and until.isoformat(timespec="seconds") in paused.out
+    got = kiqbeat("schedules", "get", "digest", "--json").json()
+    assert got["enabled"] is False and got["paused"]["by"] == "alice"
+    assert got["paused"]["note"] == "INC-9: mailer down"
+    assert "paused by alice" in kiqbeat("schedules", "get", "digest").out
+    assert "INC-9: mailer down" in kiqbeat("status").out
+    assert definitions(redis_client)["digest"] == DIGEST  # the definition is untouched
+
+
+def test_status_lists_ended_schedules_and_get_says_ended(
+    kiqbeat: Kiqbeat, redis_client: redis.Redis
+) -> None:
+    at = (redis_now(redis_client) + timedelta(seconds=2)).replace(microsecond=0)
+    kiqbeat("schedules", "add", "once", "--json-definition",
+            json.dumps({"at": at.isoformat(), "class": "OnceWorker"}))
+    assert kiqbeat("run-once").code == 0
+    import time
+
+    time.sleep(3)
+    assert kiqbeat("run-once").code == 0
+    assert "ended: 1 schedule(s) past their end push nothing more: once" in kiqbeat(
+        "status").out
+    status = kiqbeat("status", "--json").json()
+    assert status["ended"] == {"count": 1, "names": [{"name": "once"}]}
+    assert "ended" in kiqbeat("schedules", "get", "once").out

@@ -525,3 +525,20 @@ def test_validate_answers_a_kiqbeat_definitions_problems_and_refuses_a_malformed
     assert (unknown.status_code, no_definition.status_code, bad_now.status_code) \
         == (422, 422, 422)
     assert "'cronjob'" in unknown.json()["error"] and "'soon'" in bad_now.json()["error"]
+
+
+def test_a_pause_through_the_api_takes_a_note_and_an_end_and_the_json_shows_them(
+    console: Served, store: Store, redis_client: redis.Redis
+) -> None:
+    store.put("digest", DIGEST)
+    until = (redis_now(redis_client) + timedelta(hours=2)).replace(microsecond=0)
+    with console.api() as api:
+        past = api.post(path("digest") + "/pause", json={"until": "2020-01-01T00:00:00Z"})
+        paused = api.post(path("digest") + "/pause",
+                          json={"note": "INC-9: mailer down", "until": until.isoformat()})
+        shown = api.get(path("digest")).json()
+    assert past.status_code == 422 and "not in the future" in past.json()["error"]
+    assert paused.status_code == 200 and paused.json()["changed"] is True
+    assert shown["enabled"] is False and shown["paused"]["note"] == "INC-9: mailer down"
+    assert shown["paused"]["until"] == until.isoformat().replace("+00:00", "Z")
+    assert shown["paused"]["by"]

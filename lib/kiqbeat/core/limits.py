@@ -80,6 +80,11 @@ MAX_REQUEST_NAME_CHARS = 131_072
 # until the next trim); about 150 bytes each. An entry's note is clipped to the second.
 MAX_AUDIT_ENTRIES = 10_000
 MAX_AUDIT_NOTE_CHARS = 500
+# A pause's note (`schedules pause --note`, core/pause.py): as long as an audit note, so the
+# audit entry of the pause carries it whole.
+MAX_PAUSE_NOTE_CHARS = MAX_AUDIT_NOTE_CHARS
+# `kiqbeat status` names at most this many ended schedules (and counts them all).
+MAX_ENDED_LISTED = 20
 
 # The console's pages and API: rows a page lists at most, and names one request examines at
 # most when filtering (by state, queue or source), so that a page costs the same whatever

@@ -43,6 +43,7 @@ from kiqbeat.core.limits import (
     PUSH_US_PER_GROUP,
     PUSH_US_PER_JOB,
 )
+from kiqbeat.core.pause import Pause, planned
 from kiqbeat.core.payload import JobTemplate, jid_ms, job_json, job_template
 from kiqbeat.core.schedule import Config, Schedule, Timetable
 from kiqbeat.errors import ConfigError
@@ -395,6 +396,7 @@ class Entry:
     schedule: Schedule
     mark_ms: int | None
     sha: str = ""
+    pause: Pause | None = None  # its pause record (core/pause.py), if it has one
 
 
 def plan_due(entries: Sequence[Entry], now: datetime, window_s: float,
@@ -412,7 +414,8 @@ def plan_due(entries: Sequence[Entry], now: datetime, window_s: float,
     shared: _Shared = {}
     plan = Plan(now_ms, [])
     for entry in entries:
-        schedule, mark = entry.schedule, entry.mark_ms
+        # Enabled and not paused at this tick: a pause passes over the ticks it covers.
+        schedule, mark = planned(entry.schedule, entry.mark_ms, entry.pause, now_ms)
         try:
             group = _plan_schedule(schedule, mark, now, now_ms, window, window_ms, memo,
                                    shared)

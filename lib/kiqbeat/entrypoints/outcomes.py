@@ -178,7 +178,14 @@ def _status(request: Request, engine: Engine, store: Store) -> Outcome:
                      f"year 9999 (written by hand?): {names}"
                      + (f" and {more:,} more" if more > 0 else "")
                      + "; `kiqbeat schedules reindex` rescores them to be planned")
+    if status.ended_count:
+        more = status.ended_count - len(status.ended)
+        lines.append(f"ended: {status.ended_count:,} schedule(s) past their end push nothing "
+                     f"more: {', '.join(shown_name(n) for n in status.ended)}"
+                     + (f" and {more:,} more" if more > 0 else ""))
     result = {"now": status.now.isoformat(), "summary": asdict(counts), "document": document,
+              "ended": {"count": status.ended_count,
+                        "names": [json_name(n) for n in status.ended]},
               "offset": request.offset, "limit": request.limit,
               "schedules": [r.as_dict() | records.get(r.name, {}) for r in status.schedules],
               "set_aside": [{**json_name(n), "why": why} for n, why in status.set_aside],
@@ -214,13 +221,18 @@ def _remove(request: Request, store: Store) -> Outcome:
 
 def _pause(request: Request, store: Store) -> Outcome:
     pausing = request.kind == "pause"
-    changed = store.pause(request.name) if pausing else store.resume(request.name)
+    changed = (store.pause(request.name, note=request.note, until=request.until) if pausing
+               else store.resume(request.name))
     name = shown(request.name)
+    until = ("resumed" if request.until is None
+             else f"{request.until.isoformat(timespec='seconds')}, or resumed")
     if changed:
-        line = (f"paused {name}: its ticks pass without jobs until resumed" if pausing
+        line = (f"paused {name}: its ticks pass without jobs until {until}" if pausing
                 else f"resumed {name}: its next tick is pushed")
+    elif pausing:
+        line = f"{name} was paused already (its note and end are now these)"
     else:
-        line = f"{name} was {'paused' if pausing else 'running'} already"
+        line = f"{name} was running already"
     return _changed(request, changed, line)
 
 
@@ -255,8 +267,10 @@ def _get(request: Request, store: Store) -> Outcome:
 
 def _described(row: ScheduleStatus) -> list[str]:
     source = shown_text(row.source) if row.source else "the API (or another language)"
-    lines = [f"{shown_name(row.name)}{'' if row.enabled else ' (paused)'}",
-             f"  source: {source}"]
+    lines = [f"{shown_name(row.name)}{'' if row.enabled else ' (paused)'}"
+             + (" (ended)" if row.ended else ""), f"  source: {source}"]
+    if row.pause is not None:
+        lines.append(f"  {shown_text(row.pause.line(), MAX_REASON_CHARS)}")
     if row.next_tick is None:
         lines.append(f"  set aside: {shown_text(row.set_aside or '', MAX_REASON_CHARS)}")
     else:
@@ -265,6 +279,7 @@ def _described(row: ScheduleStatus) -> list[str]:
             return value.isoformat(timespec="seconds") if value else "not yet (never planned)"
 
         lines += [f"  timing: {row.timing}",
+                  "  next tick: ended (it pushes nothing more)" if row.ended else
                   f"  next tick: {iso('next_tick')}"
                   + (f" ({row.lag_s:.0f} s overdue)" if row.lag_s > 0 else ""),
                   f"  last tick covered: {iso('covered_through')}",

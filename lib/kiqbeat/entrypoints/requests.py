@@ -82,7 +82,8 @@ FIELDS: dict[str, dict[str, str]] = {
     "put": _WRITE | {"force_owner": "--force-owner"},
     "update": _WRITE | {"force_owner": "--force-owner"},
     "remove": {"name": "NAME", "force_owner": "--force-owner"},
-    "pause": {"name": "NAME"},
+    # The audit note (--note) is also the pause's own note, shown by status and get.
+    "pause": {"name": "NAME", "until": "--until"},
     "resume": {"name": "NAME"},
     "get": {"name": "NAME"},
 }

@@ -402,7 +402,10 @@ def add_parser(sub: Any) -> None:
             q.add_argument("--force-owner", action="store_true", help=FORCE_HELP)
     q = action("remove", "remove a schedule and forget its state", _cmd_request)
     q.add_argument("--force-owner", action="store_true", help=FORCE_HELP)
-    action("pause", "push nothing for a schedule until resumed", _cmd_request)
+    q = action("pause", "push nothing for a schedule until resumed, or until --until; "
+               "--note says why (shown by status, get and the console)", _cmd_request)
+    q.add_argument("--until", metavar="ISO", help="resume by itself after this instant (ISO "
+                   "8601 with its offset, after now); nothing of the pause is backfilled")
     action("resume", "push a paused schedule's ticks again, from its next one", _cmd_request)
     action("get", "a schedule's definition and state", _cmd_request)
     q = action("list", "one page of schedules (HSCAN order)", _cmd_list, named=False)

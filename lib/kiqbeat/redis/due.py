@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 
 import redis
 
+from kiqbeat.core.lifecycle import ENDED_MS
 from kiqbeat.core.limits import MAX_PLANNABLE_MS
 from kiqbeat.redis import keys, scripts
 from kiqbeat.redis.clock import redis_time
@@ -26,11 +27,12 @@ from kiqbeat.redis.definitions import BATCH, Oversized, as_stored, due_key
 @dataclass(frozen=True)
 class Due:
     """One due index entry as read: its name, definition (None if gone, Oversized when over
-    the limit: not read) and mark."""
+    the limit: not read), mark and pause record."""
 
     name: str
     definition: bytes | Oversized | None
     mark_ms: int | None
+    pause: bytes | None = None  # its pause record (core/pause.py), if any
 
 
 @dataclass(frozen=True)
@@ -121,7 +123,7 @@ def read_due(
     back under those names (`Replies`), an error reply as an exception object.
     """
     script_keys = [keys.due(namespace, shard), keys.definitions(namespace),
-                   keys.watermarks(namespace)]
+                   keys.watermarks(namespace), keys.paused(namespace)]
     args = ["" if upto_ms is None else upto_ms, offset, limit]
     with redis_errors(client, "reading the due schedules"):
         for attempt in (1, 2):
@@ -136,16 +138,34 @@ def read_due(
             lua.reload(scripts.DUE, client)  # a new or restarted server: once
         if isinstance(replies[0], Exception):
             raise lua.explained(replies[0])
-    seconds, micros, names, definitions, marks, lengths, to_read, next_due = replies[0]
+    seconds, micros, names, definitions, marks, lengths, to_read, next_due, pauses = replies[0]
     now = redis_time(seconds, micros)
     # A name that is not UTF-8 (written by another language) stays readable: its definition
     # is then refused by name and set aside, writing back the same bytes.
-    due = [Due(reply_text(name), as_stored(definition, length), int(mark) if mark else None)
-           for name, definition, mark, length
-           in zip(names, definitions, marks, lengths, strict=True)]
+    due = [Due(reply_text(name), as_stored(definition, length), int(mark) if mark else None,
+               pause or None)
+           for name, definition, mark, length, pause
+           in zip(names, definitions, marks, lengths, pauses, strict=True)]
     return DueRead(now, DueBatch(due, bool(int(to_read))), Replies(replies[1:], reads.spans),
                    plannable_ms(next_due) if next_due else None)
 
+
+
+def read_ended(client: redis.Redis, namespace: str,
+               shards: Sequence[tuple[int, int] | None], limit: int) -> tuple[int, list[str]]:
+    """How many schedules have ended (their index entries scored exactly ENDED_MS, where
+    nothing is ever due: core/lifecycle.py), and the first `limit` names; one round trip."""
+    pipe = client.pipeline(transaction=False)
+    for key in due_keys(namespace, shards):
+        pipe.zcount(key, ENDED_MS, ENDED_MS)
+        pipe.zrangebyscore(key, ENDED_MS, ENDED_MS, start=0, num=limit)
+    with redis_errors(client, "reading the ended schedules"):
+        replies = pipe.execute()
+    count, names = 0, []
+    for counted, page in zip(replies[::2], replies[1::2], strict=True):
+        count += int(counted)
+        names += [reply_text(n) for n in page]
+    return count, names[:limit]
 
 
 def due_keys(namespace: str, shards: Sequence[tuple[int, int] | None]) -> list[str]:

@@ -96,6 +96,18 @@ def manual(ns: str) -> str:
     return f"{ns}kiqbeat:manual"
 
 
+def paused(ns: str) -> str:
+    """Hash: schedule name -> its pause record, compact JSON {"note", "by", "at", "until"}
+    (epoch ms; until null: until resumed). core/pause.py says what it means.
+
+    Its own key, never part of the definition, so that a document rewriting a paused
+    schedule leaves it paused. Written by `Store.pause` / `resume` (any writer may HSET or
+    HDEL it); read with the definition by the due read; removing a schedule forgets it.
+    One field per paused schedule: bounded.
+    """
+    return f"{ns}kiqbeat:paused"
+
+
 def running(ns: str, name: str) -> str:
     """String: the jid of the schedule's job while a worker runs it, with a TTL (default 1 h).
 

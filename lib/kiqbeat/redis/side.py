@@ -23,11 +23,22 @@ from datetime import datetime
 
 import redis
 
+from kiqbeat.core.pause import Pause
 from kiqbeat.core.plan import Plan
 from kiqbeat.core.records import DEFAULT_HISTORY
 from kiqbeat.core.report import Report
 from kiqbeat.core.schedule import Config
-from kiqbeat.redis import clock, definitions, documents, due, keys, operator_reads, pushes, scripts
+from kiqbeat.redis import (
+    clock,
+    definitions,
+    documents,
+    due,
+    keys,
+    operator_reads,
+    pauses,
+    pushes,
+    scripts,
+)
 from kiqbeat.redis.definitions import Applied, Op, Oversized
 from kiqbeat.redis.documents import DocumentChange
 from kiqbeat.redis.due import DueRead, Reads
@@ -195,3 +206,17 @@ class RedisSide:
     def read_history(self, name: str) -> tuple[str | None, bool]:
         """`redis.operator_reads.read_history` on this store."""
         return operator_reads.read_history(self.client, self.namespace, name)
+
+    def write_pause(self, name: str, pause: Pause | None, *, now_ms: int
+                    ) -> tuple[bool, Pause | None]:
+        """`redis.pauses.write_pause` on this store (None: resume)."""
+        return pauses.write_pause(self.client, self.namespace, self.due_key(name), name, pause,
+                                  now_ms, self.lua)
+
+    def read_ended(self, shards: Sequence[Shard], limit: int) -> tuple[int, list[str]]:
+        """`redis.due.read_ended` on this store."""
+        return due.read_ended(self.client, self.namespace, shards, limit)
+
+    def read_pauses(self, names: Sequence[str]) -> dict[str, Pause]:
+        """`redis.pauses.read_pauses` on this store."""
+        return pauses.read_pauses(self.client, self.namespace, names)

@@ -26,7 +26,7 @@ from kiqbeat.document import check_definition
 from kiqbeat.entrypoints.requests import from_fields
 from kiqbeat.errors import ConfigError, KiqbeatError, RedisUnavailableError, json_name, shown
 from kiqbeat.web.auth import Principal
-from kiqbeat.web.console import Console, NotFoundError, OwnedError, checked_note
+from kiqbeat.web.console import Console, NotFoundError, OwnedError, checked_note, pause_until
 from kiqbeat.web.openapi import openapi
 
 MAX_BODY_BYTES = 2 * MAX_DEFINITION_BYTES
@@ -151,7 +151,9 @@ def delete_schedule(request: Request, principal: Principal) -> Response:
 
 def pause(request: Request, principal: Principal) -> Response:
     body = _body(request)
-    changed = _console(request).pause(principal.actor, _name(request), _note(request, body))
+    until = body.get("until") if isinstance(body, dict) else None
+    changed = _console(request).pause(principal.actor, _name(request), _note(request, body),
+                                      until=pause_until(until))
     return JSONResponse({**json_name(_name(request)), "paused": True, "changed": changed})
 
 

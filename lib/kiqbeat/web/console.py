@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from kiqbeat.audit import AuditEntry, read_audit
@@ -35,7 +36,7 @@ from kiqbeat.document.read import parse
 from kiqbeat.document.validate import read_definition
 from kiqbeat.engine import Engine
 from kiqbeat.entrypoints.preview import _next_fires, _reading
-from kiqbeat.entrypoints.requests import Request
+from kiqbeat.entrypoints.requests import Request, from_fields
 from kiqbeat.errors import ConfigError, json_name, shown
 from kiqbeat.redis import keys, progress, scripts
 from kiqbeat.redis.clock import read_clock
@@ -56,6 +57,14 @@ class NotFoundError(ConfigError):
     """No schedule of that name (the API's 404)."""
 
 
+def pause_until(value: Any) -> datetime | None:
+    """A pause's end from a JSON body or a form ("until"; None or "" for none), checked as
+    the CLI's --until and the Lambda's event are."""
+    if value is None or value == "":
+        return None
+    return from_fields("pause", {"until": value}).until
+
+
 class OwnedError(ConfigError):
     """The schedule belongs to a document: read-only here (the API's 409)."""
 
@@ -74,10 +83,12 @@ class Row:
 
     @property
     def state(self) -> str:
-        """active, paused or set_aside."""
+        """active, paused, ended or set_aside."""
         if self.status.next_tick is None:
             return "set_aside"
-        return "active" if self.status.enabled else "paused"
+        if not self.status.enabled:
+            return "paused"
+        return "ended" if self.status.ended else "active"
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form: the Store's, and what the console adds."""
@@ -426,11 +437,13 @@ class Console:
         store.remove(name)
         self.index.forget([name])
 
-    def pause(self, actor: str, name: str, note: str = "") -> bool:
-        """Pause a schedule (a document's too); False when it was paused."""
+    def pause(self, actor: str, name: str, note: str = "", *,
+              until: datetime | None = None) -> bool:
+        """Pause a schedule (a document's too), with `note` as its pause's note and, with
+        `until`, resuming by itself after it; False when it was paused."""
         store = self.store(actor, note)
         self.get(name)
-        return store.pause(name)
+        return store.pause(name, note=note, until=until)
 
     def resume(self, actor: str, name: str, note: str = "") -> bool:
         """Resume a schedule; False when it was running."""

@@ -29,7 +29,14 @@ from kiqbeat.core.records import REASONS
 from kiqbeat.entrypoints.requests import from_fields
 from kiqbeat.errors import ConfigError, KiqbeatError, escaped, foreign_json, shown
 from kiqbeat.web.auth import SESSION_COOKIE, SESSION_S, Auth, Principal
-from kiqbeat.web.console import STATES, Console, NotFoundError, checked_note, definition_of
+from kiqbeat.web.console import (
+    STATES,
+    Console,
+    NotFoundError,
+    checked_note,
+    definition_of,
+    pause_until,
+)
 
 FLASH = {"paused": "Paused.", "resumed": "Resumed.", "unchanged": "Nothing to change.",
          "triggered": "Pushed one job now.", "saved": "Saved; the next invocation plans it.",
@@ -221,7 +228,9 @@ def act(request: Request, pages: Pages, principal: Principal) -> Response:
     note = note_of(fields)
     console = pages.console
     if action == "pause":
-        done = "paused" if console.pause(principal.actor, name, note) else "unchanged"
+        until = pause_until(fields.get("until", "").strip())
+        done = ("paused" if console.pause(principal.actor, name, note, until=until)
+                else "unchanged")
     elif action == "resume":
         done = "resumed" if console.resume(principal.actor, name, note) else "unchanged"
     elif action == "trigger":

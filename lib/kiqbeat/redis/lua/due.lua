@@ -4,24 +4,26 @@ kiqbeat due script: the Redis clock and one batch of the schedules due for plann
 KEYS[1]  due index (sorted set: name -> epoch ms it next needs planning; 0 = "plan me")
 KEYS[2]  definitions hash (name -> definition JSON)
 KEYS[3]  the old layout's watermarks hash: its prefix names the state buckets (progress.lua)
+KEYS[4]  paused hash (name -> pause record JSON: core/pause.py)
 ARGV[1]  plan up to this instant, epoch ms; "" for the Redis clock
 ARGV[2]  offset into the due entries   ARGV[3]  at most this many (a batch)
 
-Returns {seconds, microseconds, names, definitions, marks, lengths, more, next}: TIME's two
+Returns {seconds, microseconds, names, definitions, marks, lengths, more, next, pauses}: TIME's two
 numbers, then, for the entries scored at or below the instant (lowest first), their names,
 their definitions (nil when gone or over MAX_DEFINITION_BYTES: not read), their marks (""
 when none) and their definitions' lengths in bytes (HSTRLEN, asked before anything is read:
 0 when gone); `more` is 1 when due entries may follow this batch (it holds ARGV[3] names, or
 was cut short once the definitions it carries passed MAX_BATCH_DEFINITION_BYTES), 0 when
 there are none; `next` is the lowest score above the instant, as Redis writes it ("" when
-none): when the index next comes due (`kiqbeat run` sleeps until then). Cost: two range
+none): when the index next comes due (`kiqbeat run` sleeps until then); `pauses` holds
+each entry's pause record (false when it has none). Cost: two range
 reads, one HSTRLEN per name and two HMGETs of one batch, whatever the size of the store or
 of any one definition. A mark that is not a whole number is refused, naming the schedule.
 ]]
 
 local clock = redis.call('TIME')
 local err = expect_type(KEYS[1], 'zset') or expect_type(KEYS[2], 'hash')
-  or expect_type(KEYS[3], 'hash')
+  or expect_type(KEYS[3], 'hash') or expect_type(KEYS[4], 'hash')
 if err then return err end
 local upto = ARGV[1]
 if upto == '' then
@@ -31,7 +33,7 @@ local names = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', upto, 'LIMIT', ARGV[2
 local after = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. upto, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
 local next_due = after[2] or ''
 if #names == 0 then
-  return {clock[1], clock[2], {}, {}, {}, {}, 0, next_due}
+  return {clock[1], clock[2], {}, {}, {}, {}, 0, next_due, {}}
 end
 local more = #names == tonumber(ARGV[3]) and 1 or 0
 local defs, lengths, count = read_definitions(KEYS[2], names, MAX_BATCH_DEFINITION_BYTES)
@@ -46,4 +48,5 @@ for j = 1, #names do
   if garbled_mark then return garbled_mark end
   marks[j] = mark and string.format('%.0f', mark) or ''
 end
-return {clock[1], clock[2], names, defs, marks, lengths, more, next_due}
+local pauses = redis.call('HMGET', KEYS[4], unpack(names))
+return {clock[1], clock[2], names, defs, marks, lengths, more, next_due, pauses}
