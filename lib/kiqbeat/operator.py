@@ -600,25 +600,26 @@ def _pieces(schedule: Schedule, sha: str, ranges: Sequence[Range], latest_only: 
     MAX_JOBS_PER_CALL jobs each; each covers from where the last ended. A range (or, for
     `latest_only`, a scope) holding no tick gives none."""
     name, queue, timetable = schedule.name, schedule.queue, schedule.timetable
+    limit = schedule.max_runs or 0  # backfilled ticks count as runs (backfill.lua)
     if latest_only:
         newest = next((t for r in reversed(ranges)
                        if (t := last_tick_in(timetable, r.after_ms, r.through_ms))), None)
         if newest is not None:
             yield Piece(name, ranges[0].after_ms, ranges[-1].through_ms, queue, sha,
-                        [(to_ms(newest), job(to_ms(newest)))])
+                        [(to_ms(newest), job(to_ms(newest)))], limit)
         return
     for r in ranges:
         after, any_tick = r.after_ms, False
         jobs: builtins.list[tuple[int, str]] = []
         for tick in ticks_in(timetable, r.after_ms, r.through_ms):
             if len(jobs) == MAX_JOBS_PER_CALL:
-                yield Piece(name, after, jobs[-1][0], queue, sha, jobs)
+                yield Piece(name, after, jobs[-1][0], queue, sha, jobs, limit)
                 after, jobs = jobs[-1][0], []
             tick_ms = to_ms(tick)
             jobs.append((tick_ms, job(tick_ms)))
             any_tick = True
         if any_tick:  # a scope without a tick leaves the record as it is (no split)
-            yield Piece(name, after, r.through_ms, queue, sha, jobs)
+            yield Piece(name, after, r.through_ms, queue, sha, jobs, limit)
 
 
 def as_mapping(data: bytes) -> dict[str, Any] | None:

@@ -34,7 +34,9 @@ LIBRARY = "kiqbeat"
 # The bounds the scripts enforce, from their one home (core/limits.py).
 LIMITS = (f"-- kiqbeat's bounds (core/limits.py), written here by scripts.py.\n"
           f"local MAX_DEFINITION_BYTES = {limits.MAX_DEFINITION_BYTES}\n"
-          f"local MAX_BATCH_DEFINITION_BYTES = {limits.MAX_BATCH_DEFINITION_BYTES}\n")
+          f"local MAX_BATCH_DEFINITION_BYTES = {limits.MAX_BATCH_DEFINITION_BYTES}\n"
+          f"local MAX_OVERLAP_SCAN = {limits.MAX_OVERLAP_SCAN}\n"
+          f"local ENDED_MS = {limits.MAX_PLANNABLE_MS}\n")
 
 
 @dataclass(frozen=True)
@@ -162,9 +164,9 @@ class Pending:
 
 
 DUE = Lua.named("due", "definitions")
-PUSH = Lua.named("push", "definitions", "records", "frames")
-WRITE = Lua.named("write", "definitions", "records")
-BACKFILL = Lua.named("backfill", "definitions", "records", "frames")
+PUSH = Lua.named("push", "definitions", "records", "frames", "life")
+WRITE = Lua.named("write", "definitions", "records", "life")
+BACKFILL = Lua.named("backfill", "definitions", "records", "frames", "life")
 TRIGGER = Lua.named("trigger", "definitions", "records")
 READ = Lua.named("read", "definitions")
 SCRIPTS = Caller(functions=False)
