@@ -234,3 +234,65 @@ def test_the_push_script_follows_the_ledger_and_never_exceeds_max_runs_in_any_in
     assert int(client.hget(keys.runs(""), "r") or 0) == ledger.runs == len(queued)
     assert int(client.hget(keys.skips(""), "r") or 0) == ledger.skips
     assert int(client.hget(keys.watermarks(""), "r") or 0) == ledger.watermark_ms
+
+
+OVERLAPPING = """
+schedules:
+  slow:
+    every: 1m
+    class: A
+    overlap: skip
+"""
+
+
+def queued_jids(client: redis.Redis) -> list[str]:
+    return [json.loads(raw)["jid"] for raw in client.lrange("queue:default", 0, -1)]
+
+
+def test_overlap_skip_pushes_no_tick_while_the_previous_job_waits_or_runs(
+        client: redis.Redis) -> None:
+    cfg = config(OVERLAPPING)
+    minute = [T0 + timedelta(minutes=m) for m in range(8)]
+    run(client, cfg, now=minute[0])
+    run(client, cfg, now=minute[1])
+    assert queued_jids(client) == [jid("slow", minute[1])]
+    run(client, cfg, now=minute[2])  # minute 1's job still waits in its queue
+    assert queued_jids(client) == [jid("slow", minute[1])]
+    client.rpop("queue:default")  # a worker takes it, and runs it:
+    client.set(keys.running("", "slow"), jid("slow", minute[1]), px=60_000)
+    run(client, cfg, now=minute[3])
+    assert queued_jids(client) == []
+    client.delete(keys.running("", "slow"))  # done
+    run(client, cfg, now=minute[4])
+    assert queued_jids(client) == [jid("slow", minute[4])]
+    # Minutes 2 and 3 are recorded as missed for overlap, one range.
+    store = Store(client)
+    assert [(r.after, r.through, r.reason) for r in store.missed()] == [
+        (minute[1], minute[3], "overlap")]
+    assert store.backfill(["slow"]).pushed == 0  # not backfilled unless asked
+    assert store.backfill(["slow"], reasons=["overlap"]).pushed == 2
+    assert sorted(queued_jids(client)) == sorted(jid("slow", m) for m in minute[2:5])
+    assert store.missed() == []
+
+
+def test_overlap_skip_finds_a_jittered_job_still_in_the_schedule_set(client: redis.Redis) -> None:
+    cfg = config(OVERLAPPING.replace("overlap: skip", "overlap: skip\n    jitter: 59s"))
+    run(client, cfg, now=T0)
+    first = next(m for m in range(1, 60)
+                 if jitter_offset_ms("slow", to_ms(T0 + timedelta(minutes=m)), 59_000) > 2_000)
+    tick = T0 + timedelta(minutes=first)
+    run(client, cfg, now=tick + timedelta(seconds=1))  # released later: in the schedule set
+    assert client.zcard("schedule") == 1
+    run(client, cfg, now=tick + timedelta(minutes=1, seconds=1))
+    assert client.zcard("schedule") == 1 and client.llen("queue:default") == 0
+    assert [r.reason for r in Store(client).missed()] == ["overlap"]
+
+
+def test_racing_invokers_push_one_overlap_skip_job_while_no_worker_takes_it(
+        redis_url: str, client: redis.Redis) -> None:
+    instants = [T0 + timedelta(seconds=20 * k) for k in range(60)]  # twenty minutes
+    race(redis_url, OVERLAPPING, instants)
+    assert queued_jids(client) == [jid("slow", T0 + timedelta(minutes=1))]
+    ranges = Store(client).missed()
+    assert [(r.after, r.through, r.reason, r.ticks) for r in ranges] == [
+        (T0 + timedelta(minutes=1), instants[-1] - timedelta(seconds=40), "overlap", 18)]

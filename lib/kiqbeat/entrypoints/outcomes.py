@@ -64,7 +64,7 @@ def execute(request: Request, engine: Engine, *, deadline: float,
                               progress=progress, deadline=deadline, stop=stop,
                               max_jobs=request.max_jobs,
                               confirm_above=BACKFILL_CONFIRM_JOBS if unbounded else None,
-                              pre_history=request.yes)
+                              pre_history=request.yes, reasons=request.reasons)
         return _backfilled(request, done)
     return _BY_KIND[request.kind](request, store)
 

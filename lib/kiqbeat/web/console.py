@@ -461,7 +461,7 @@ class Console:
                                 max_jobs=request.max_jobs,
                                 confirm_above=None if request.yes or request.max_jobs
                                 else BACKFILL_CONFIRM_JOBS,
-                                pre_history=request.yes,
+                                pre_history=request.yes, reasons=request.reasons,
                                 deadline=time.monotonic() + BACKFILL_DEADLINE_S)
         self.backfilled += result.pushed
         return result

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kiqbeat.core.limits import BACKFILL_CONFIRM_JOBS, MAX_AUDIT_NOTE_CHARS
+from kiqbeat.core.records import REASONS
 
 _ERROR = {"description": "an error", "content": {"application/json": {"schema": {
     "$ref": "#/components/schemas/Error"}}}}
@@ -120,6 +121,9 @@ def openapi() -> dict[str, Any]:
                     "yes": {"type": "boolean", "description": "push above "
                             f"{BACKFILL_CONFIRM_JOBS:,} jobs, and ticks from before first-seen "
                             "(the CLI's --yes)"},
+                    "reasons": {"type": "array", "items": {"enum": list(REASONS)},
+                                "description": "only ranges recorded for these; default: all "
+                                "but overlap (the CLI's --reason)"},
                     "max_jobs": {"type": "integer", "minimum": 1, "description": "push at "
                                  "most this many, the oldest first; run it again for the next "
                                  "(the CLI's --max-jobs)"},
