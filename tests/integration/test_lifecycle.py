@@ -296,3 +296,30 @@ def test_racing_invokers_push_one_overlap_skip_job_while_no_worker_takes_it(
     ranges = Store(client).missed()
     assert [(r.after, r.through, r.reason, r.ticks) for r in ranges] == [
         (T0 + timedelta(minutes=1), instants[-1] - timedelta(seconds=40), "overlap", 18)]
+
+
+def test_skipped_ticks_are_not_pushed_not_counted_as_runs_and_shown_as_skipped_in_history(
+        client: redis.Redis) -> None:
+    cfg = config(LIMITED.replace("max_runs: 5", "max_runs: 2"))
+    run(client, cfg, now=T0)
+    store = Store(client)
+    assert store.skip("limited", 2) == 2
+    ticks = [T0 + timedelta(minutes=10 * k) for k in range(1, 6)]
+    for tick in ticks:
+        run(client, cfg, now=tick)
+    assert sorted(j["jid"] for j in pushed_jobs(client)) == sorted(
+        jid("limited", t) for t in ticks[2:4])  # two skipped, then two runs, then ended
+    assert client.hget(keys.skips(""), "limited") is None  # all used
+    assert [(p.kind, p.tick) for p in store.history("limited")] == [
+        ("tick", ticks[3]), ("tick", ticks[2]), ("skipped", ticks[1]), ("skipped", ticks[0])]
+    assert store.missed() == []
+
+
+def test_racing_invokers_use_each_pending_skip_once(redis_url: str, client: redis.Redis) -> None:
+    text = LIMITED.replace("    max_runs: 5\n", "")
+    run(client, config(text), now=T0)
+    Store(client).skip("limited", 3)
+    race(redis_url, text, [T0 + timedelta(minutes=5 * k) for k in range(1, 13)])
+    ticks = [T0 + timedelta(minutes=10 * k) for k in range(1, 7)]
+    assert sorted(j["jid"] for j in pushed_jobs(client)) == sorted(
+        jid("limited", t) for t in ticks[3:])

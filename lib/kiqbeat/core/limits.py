@@ -103,6 +103,11 @@ MAX_JITTER_S = 86_400
 # the tick is pushed (the running marker still holds it back once that job starts).
 MAX_OVERLAP_SCAN = 10_000
 
+# Pending skips one schedule may hold (`kiqbeat schedules skip NAME --count N`): the push
+# script takes them one tick at a time, so a count is bounded by what makes sense to skip
+# one by one (a year of hourly ticks); to stop a schedule for longer, pause it.
+MAX_PENDING_SKIPS = 10_000
+
 # A schedule's `max_runs`: the run count lives in a Lua number (a double), exact up to 2**53.
 MAX_RUNS = 2**53
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from kiqbeat.core.limits import (
     MAX_AUDIT_NOTE_CHARS,
+    MAX_PENDING_SKIPS,
     MAX_REQUEST_NAME_CHARS,
     MAX_SHARDS,
     MAX_SHOWN_CHARS,
@@ -54,6 +55,7 @@ class Request:
     dry_run: bool = False
     yes: bool = False  # backfill: push above BACKFILL_CONFIRM_JOBS, and before first-seen
     max_jobs: int | None = None  # backfill: push at most this many (the oldest)
+    count: int = 1  # skip: the next ticks to skip
     reasons: tuple[str, ...] = ()  # backfill: ranges recorded for these (none: all but overlap)
     shards: int | None = None  # reindex: the count to split the due index into (None: the
     # deployment's, --shard-count or --shard's N, else the one recorded)
@@ -86,6 +88,7 @@ FIELDS: dict[str, dict[str, str]] = {
     "remove": {"name": "NAME", "force_owner": "--force-owner"},
     "pause": {"name": "NAME"},
     "resume": {"name": "NAME"},
+    "skip": {"name": "NAME", "count": "--count"},
     "get": {"name": "NAME"},
 }
 FIELDS = {kind: fields | _AUDITED for kind, fields in FIELDS.items()}
@@ -93,7 +96,7 @@ FIELDS = {kind: fields | _AUDITED for kind, fields in FIELDS.items()}
 NEEDED = {"trigger": ("name",), "history": ("name",), "reindex": ("shards",),
           "add": ("name", "definition"), "put": ("name", "definition"),
           "update": ("name", "definition"), "remove": ("name",), "pause": ("name",),
-          "resume": ("name",), "get": ("name",)}
+          "resume": ("name",), "skip": ("name",), "get": ("name",)}
 OPERATOR = "kiqbeat"  # the event's key naming the operation
 
 
@@ -106,7 +109,7 @@ def from_args(kind: str, args: argparse.Namespace) -> Request:
            and value != []}
     if isinstance(raw.get("args"), str):
         raw["args"] = _json_text(raw["args"], "--args")
-    for key in ("max_jobs", "limit", "offset"):
+    for key in ("max_jobs", "limit", "offset", "count"):
         if isinstance(raw.get(key), str):
             raw[key] = _whole_text(raw[key])
     return _checked(kind, raw, flags.__getitem__)
@@ -155,7 +158,8 @@ def _event_field(key: str) -> str:
 
 # Whole-number fields: (smallest, largest, what they count).
 _WHOLE = {"max_jobs": (1, None, "jobs"), "shards": (1, MAX_SHARDS, "shards"),
-          "limit": (1, MAX_NAMES, "schedules"), "offset": (0, None, "schedules")}
+          "limit": (1, MAX_NAMES, "schedules"), "offset": (0, None, "schedules"),
+          "count": (1, MAX_PENDING_SKIPS, "ticks")}
 
 
 def _checked(kind: str, raw: Mapping[str, Any], where: Callable[[str], str]) -> Request:

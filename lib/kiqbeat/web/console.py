@@ -432,6 +432,12 @@ class Console:
         self.get(name)
         return store.pause(name)
 
+    def skip(self, actor: str, name: str, count: int = 1, note: str = "") -> int:
+        """Skip a schedule's next `count` ticks; the skips now pending."""
+        store = self.store(actor, note)
+        self.get(name)
+        return store.skip(name, count)
+
     def resume(self, actor: str, name: str, note: str = "") -> bool:
         """Resume a schedule; False when it was running."""
         store = self.store(actor, note)
