@@ -20,7 +20,7 @@ import copy
 import json
 import secrets
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Self, cast
@@ -41,6 +41,7 @@ from kiqbeat.core.plan import (
     to_ms_up,
 )
 from kiqbeat.core.records import (
+    BACKFILLED_BY_DEFAULT,
     DEFAULT_HISTORY,
     REASONS,
     Push,
@@ -143,7 +144,7 @@ class MissedRange:
     name: str
     after: datetime
     through: datetime
-    reason: str  # "window", "policy" or "paused" (core/records.py REASONS)
+    reason: str  # "window", "policy", "paused" or "overlap" (core/records.py REASONS)
     ticks: int | None  # counted with the current definition (None: there is none)
     capped: bool  # counting stopped at records.COUNT_CAP: there are more
 
@@ -343,9 +344,12 @@ class Operator:
                  dry_run: bool = False, progress: Callable[[int], None] | None = None,
                  deadline: float | None = None, stop: Callable[[], bool] | None = None,
                  max_jobs: int | None = None, confirm_above: int | None = None,
-                 pre_history: bool = True) -> Backfill:
+                 pre_history: bool = True, reasons: Collection[str] = ()) -> Backfill:
         """Push the recorded missed ticks of `names` (default: every schedule with some) at
         or after `since` and at or before `until`, and take them out of the record.
+        Only ranges recorded for one of `reasons` (default: every reason but "overlap",
+        `BACKFILLED_BY_DEFAULT`: ticks an `overlap: skip` schedule passed over stay
+        recorded unless asked for) are in scope; the others are left as they are.
 
         Each recorded tick is pushed at most once whatever runs at the same time (other
         backfills, invocations, a backfill killed half-way and run again): backfill.lua
@@ -373,7 +377,8 @@ class Operator:
                                 until_ms=None if until is None else to_ms(until),
                                 latest_only=latest_only, dry_run=dry_run, progress=progress,
                                 deadline=deadline, stop=stop, max_jobs=max_jobs,
-                                confirm_above=confirm_above, pre_history=pre_history)
+                                confirm_above=confirm_above, pre_history=pre_history,
+                                reasons=frozenset(reasons) or BACKFILLED_BY_DEFAULT)
         if not dry_run:
             scope = (f" of {len(names)} schedules" if len(names) > 1 else "" if names
                      else " (all)")
@@ -385,7 +390,7 @@ class Operator:
                   latest_only: bool, dry_run: bool, progress: Callable[[int], None] | None,
                   deadline: float | None, stop: Callable[[], bool] | None,
                   max_jobs: int | None, confirm_above: int | None,
-                  pre_history: bool) -> Backfill:
+                  pre_history: bool, reasons: frozenset[str]) -> Backfill:
         # Every record parsed before the first push: a garbled one stops the backfill
         # before it has pushed anything (definitions are checked one by one below, within
         # the deadline).
@@ -420,7 +425,8 @@ class Operator:
             if not schedule.enabled or (pause is not None and pause.holds_at(to_ms(clock))):
                 result.skipped.append((name, "paused: resume it to backfill its missed ticks"))
                 continue
-            ranges = [c for r in record if (c := r.clip(since_ms, until_ms))]
+            ranges = [c for r in record
+                      if r.reason in reasons and (c := r.clip(since_ms, until_ms))]
             if ranges:
                 scope.append((schedule, ranges))
         result.schedules = len(scope)
@@ -630,25 +636,31 @@ def _pieces(schedule: Schedule, sha: str, ranges: Sequence[Range], latest_only: 
     MAX_JOBS_PER_CALL jobs each; each covers from where the last ended. A range (or, for
     `latest_only`, a scope) holding no tick gives none."""
     name, queue, timetable = schedule.name, schedule.queue, schedule.timetable
+    limit = schedule.max_runs or 0  # backfilled ticks count as runs (backfill.lua)
     if latest_only:
         newest = next((t for r in reversed(ranges)
                        if (t := last_tick_in(timetable, r.after_ms, r.through_ms))), None)
         if newest is not None:
-            yield Piece(name, ranges[0].after_ms, ranges[-1].through_ms, queue, sha,
-                        [(to_ms(newest), job(to_ms(newest)))])
+            # One piece a range (not one over the span: ranges of other reasons, out of
+            # scope, may lie between them), the newest tick with its own.
+            newest_ms = to_ms(newest)
+            for r in ranges:
+                held = r.after_ms < newest_ms <= r.through_ms
+                yield Piece(name, r.after_ms, r.through_ms, queue, sha,
+                            [(newest_ms, job(newest_ms))] if held else [], limit)
         return
     for r in ranges:
         after, any_tick = r.after_ms, False
         jobs: builtins.list[tuple[int, str]] = []
         for tick in ticks_in(timetable, r.after_ms, r.through_ms):
             if len(jobs) == MAX_JOBS_PER_CALL:
-                yield Piece(name, after, jobs[-1][0], queue, sha, jobs)
+                yield Piece(name, after, jobs[-1][0], queue, sha, jobs, limit)
                 after, jobs = jobs[-1][0], []
             tick_ms = to_ms(tick)
             jobs.append((tick_ms, job(tick_ms)))
             any_tick = True
         if any_tick:  # a scope without a tick leaves the record as it is (no split)
-            yield Piece(name, after, r.through_ms, queue, sha, jobs)
+            yield Piece(name, after, r.through_ms, queue, sha, jobs, limit)
 
 
 def as_mapping(data: bytes) -> dict[str, Any] | None:

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from kiqbeat.core.limits import MAX_DEFINITION_BYTES, MAX_SHOWN_CHARS
+from kiqbeat.core.limits import MAX_DEFINITION_BYTES, MAX_PENDING_SKIPS, MAX_SHOWN_CHARS
 from kiqbeat.core.pause import Pause, pause_of, until_iso
 from kiqbeat.core.plan import to_ms
 from kiqbeat.document.validate import check_size, encode_definition, read_definition
@@ -192,6 +192,26 @@ class Store(Operator):
             f"note: {note}" if note else "") if part)
         self._audit("pause", name, detail)
         return not was
+
+    def skip(self, name: str, count: int = 1) -> int:
+        """Skip the schedule's next `count` ticks: the push step takes one pending skip per
+        tick instead of pushing it (core/lifecycle.py `fates`: before overlap and the run
+        limit; not counted as a run), records it in the history as "skipped", and never as
+        missed. Returns the skips now pending. ConfigError for a count outside 1..
+        MAX_PENDING_SKIPS, pending skips beyond it, or no schedule of that name."""
+        if isinstance(count, bool) or not isinstance(count, int) or not (
+                1 <= count <= MAX_PENDING_SKIPS):
+            raise ConfigError(f"skip count {shown(count)} must be a whole number from 1 to "
+                              f"{MAX_PENDING_SKIPS:,} (to stop it for longer, pause it)")
+        pending = self.side.add_skips(name, count, MAX_PENDING_SKIPS)
+        if pending is None:
+            raise self.no_schedule([name])
+        if pending < 0:
+            raise ConfigError(f"schedule {shown(name)} has {self.side.read_skips(name):,} skips "
+                              f"pending; {count:,} more would pass {MAX_PENDING_SKIPS:,} "
+                              "(to stop it for longer, pause it)")
+        self._audit("skip", name, f"{count} tick(s) to skip, {pending} pending")
+        return pending
 
     def resume(self, name: str) -> bool:
         """Push its ticks again, from the next one on; False if it was not paused.

@@ -158,6 +158,23 @@ def test_pause_and_resume_leave_the_definition_alone(
     assert unknown.code == 1 and "no schedule 'nothing' in the store" in unknown.err
 
 
+def test_skip_adds_pending_skips_to_a_stored_schedule_and_refuses_a_bad_count(
+    kiqbeat: Kiqbeat, redis_client: redis.Redis
+) -> None:
+    kiqbeat("schedules", "add", "digest", "--json-definition", json.dumps(DIGEST))
+    skipped = kiqbeat("schedules", "skip", "digest", "--count", "3", "--json").json()
+    assert skipped == {"name": "digest", "action": "skip", "changed": True, "pending": 3}
+    assert "next 4 tick(s) will be skipped" in kiqbeat("schedules", "skip", "digest").out
+    assert redis_client.hget("kiqbeat:skips", "digest") == "4"
+    zero = kiqbeat("schedules", "skip", "digest", "--count", "0")
+    assert zero.code == 1 and "--count" in zero.err and "Traceback" not in zero.err
+    unknown = kiqbeat("schedules", "skip", "nothing")
+    assert unknown.code == 1 and "no schedule 'nothing' in the store" in unknown.err
+    assert redis_client.hget("kiqbeat:skips", "nothing") is None
+    kiqbeat("schedules", "remove", "digest")
+    assert redis_client.hget("kiqbeat:skips", "digest") is None
+
+
 def test_remove_forgets_the_watermark_and_first_seen(
     kiqbeat: Kiqbeat, redis_client: redis.Redis
 ) -> None:

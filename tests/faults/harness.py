@@ -334,7 +334,8 @@ def assert_bounded_state(client: redis.Redis, schedules: int, namespace: str = "
     fixed = {keys.watermarks(namespace), keys.first_seen(namespace),
              keys.definitions(namespace), keys.rejected(namespace), keys.documents(namespace),
              keys.shards(namespace), keys.missed(namespace), keys.history(namespace),
-             keys.names(namespace)}
+             keys.names(namespace), keys.runs(namespace), keys.skips(namespace),
+             keys.last_jobs(namespace), keys.paused(namespace)}
     shaped = (keys.due(namespace), keys.document_index(namespace, ""),
               keys.marks_bucket(namespace, ""), keys.history_bucket(namespace, ""))
     assert all(k in fixed or k.startswith(shaped) for k in sizes), sizes

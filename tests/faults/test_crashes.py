@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from kiqbeat.core.payload import jid
 from kiqbeat.core.plan import MAX_JOBS_PER_CALL, to_ms
 from kiqbeat.core.schedule import Config
 from kiqbeat.document import load_config_file
@@ -307,3 +308,40 @@ def test_sigkilled_run_loops_replaced_at_random_leave_every_tick_once(
                     notes=f"{seconds:.0f} s, {kills} loops killed at random instants")
     record(outcome)
     assert_clean(outcome)
+
+
+# A run limit and an overlap rule met by a catch-up spread over many push calls.
+LIMITED = """
+missed_jobs_window: 2h
+schedules:
+  limited: {cron: "* * * * * *", class: LimitedJob, queue: limited, max_runs: 2500}
+  single: {every: 1s, class: SingleJob, queue: single, overlap: skip}
+"""
+
+
+@pytest.mark.timeout(240)
+def test_sigkilled_racing_processes_never_push_beyond_max_runs_nor_past_an_overlap_or_twice(
+    redis_url: str, client: redis.Redis, config_file: Callable[[str], Path]
+) -> None:
+    rng = random.Random(20)
+    path = config_file(LIMITED)
+    start = minute_floor(redis_now(client)) - timedelta(hours=1)
+    base = ["run-once", "--redis-url", redis_url, "--config", str(path)]
+    rc, _, err, _ = run_cli(*base, "--now", start.isoformat())
+    assert rc == 0, err
+    for k in range(1, 5):  # 15 minutes (900 ticks) a round: several push calls each
+        now = (start + timedelta(minutes=15 * k)).isoformat()
+        procs = [subprocess.Popen([KIQBEAT, *base, "--now", now], stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL) for _ in range(3)]
+        _kill_after(procs, sorted(rng.uniform(0.2, 1.2) for _ in procs))
+        for proc in procs:
+            proc.wait()
+        rc, _, err, _ = run_cli(*base, "--now", now)
+        assert rc == 0, err
+    limited = [json.loads(raw)["jid"] for raw in client.lrange(keys.queue("", "limited"), 0, -1)]
+    assert len(limited) == len(set(limited)) == 2500
+    assert set(limited) == {jid("limited", start + timedelta(seconds=k)) for k in range(1, 2501)}
+    assert client.hget(keys.runs(""), "limited") == b"2500"
+    single = client.lrange(keys.queue("", "single"), 0, -1)
+    assert len(single) == 1  # no worker took it: every later tick passed over
+    assert_bounded_state(client, 2)

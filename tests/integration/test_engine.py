@@ -20,6 +20,7 @@ from kiqbeat.errors import ConfigError, StateError
 from kiqbeat.redis import keys, progress
 from kiqbeat.redis.side import RedisSide
 from kiqbeat.store import Store
+from tests.support.marks import stored_mark
 
 from .helpers import (
     config,
@@ -291,8 +292,8 @@ def test_wait_replicas_waits_for_a_replica_and_warns_without_one(
             patient = config("wait_replicas: 1\nwait_timeout: 5\n" + EVERY_MINUTE)
             backed = run(client, patient, now=t0 + timedelta(minutes=5))
             assert backed.pushed == 2 and backed.unreplicated == 0
-            assert replica_client.hget("kiqbeat:watermarks", "report") == client.hget(
-                "kiqbeat:watermarks", "report")
+            on_master = stored_mark(client, "report")
+            assert on_master is not None and stored_mark(replica_client, "report") == on_master
         finally:
             replica_client.close()
 

@@ -185,11 +185,10 @@ def test_a_request_of_another_format_version_is_refused_before_anything_is_writt
     """The request's first field says how many fields a group holds; a script reading
     another number refuses it instead of misreading it."""
     client.hset(keys.definitions("ns:"), "x", DEFINITION)
-    body = b"11 1 x " + SHA.encode() + b" 5 5 1 0 0 1 0 0 0 "
-    script_keys = [keys.watermarks("ns:"), keys.first_seen("ns:"), keys.queues("ns:"),
-                   keys.schedule("ns:"), keys.due("ns:"), keys.definitions("ns:"),
-                   keys.rejected("ns:"), keys.missed("ns:"), keys.history("ns:"),
-                   keys.queue("ns:", "q")]
-    with pytest.raises(redis.ResponseError, match="KIQBEAT_FORMAT the push script reads 10"):
-        scripts.SCRIPTS.call(scripts.PUSH, client, script_keys, [NOW_MS, 10, 1, "q", body])
+    body = b"13 1 x " + SHA.encode() + b" 5 5 1 0 0 1 0 0 0 0 0 "
+    script_keys, args = pushes._push_args("ns:", keys.due("ns:"), NOW_MS, [], 10)
+    script_keys.append(keys.queue("ns:", "q"))
+    args[2:4] = [1, "q", body]
+    with pytest.raises(redis.ResponseError, match="KIQBEAT_FORMAT the push script reads 12"):
+        scripts.SCRIPTS.call(scripts.PUSH, client, script_keys, args)
     assert stored_mark(client, "x") is None and client.hget(keys.watermarks("ns:"), "x") is None

@@ -43,7 +43,7 @@ NEIGHBOUR_PATTERNS = ("%R~schedules", "%R~sidekiq-scheduler:pushed:*", "%R~cron_
 LUA = {"scripts": ("+evalsha", "+script|load"), "functions": ("+fcall",)}
 REQUIRED = ("+time", "+hmget", "+type", "+hget", "+hset", "+hsetnx", "+hdel", "+hexists",
             "+lpush", "+sadd", "+zadd", "+zrem", "+zscore", "+zrangebyscore", "+get", "+set",
-            "+hstrlen")
+            "+hstrlen", "+hincrby", "+lpos")
 # `kiqbeat status` (and the store API's reads) besides.
 FOR_STATUS = ("+hlen", "+zcard", "+zcount", "+zrange", "+hscan")
 # The audit trail of operators' actions (`pause`, `trigger`, `backfill`, ...; `kiqbeat audit`).

@@ -8,7 +8,9 @@ Sidekiq's client writes and Exq's middlewares read: `class`, `args`, `queue`, `j
   for scheduled jobs too).
 - `enqueued_at` is the push instant for a job that goes straight into its queue (Sidekiq's
   `atomic_push`, Exq's `to_job_serialized`). A job pushed ahead into the `schedule` set
-  carries its tick instead, the instant it becomes due. Exq needs one there: its scheduler
+  carries its tick instead, the instant it becomes due (with `jitter`, its release instant,
+  tick + offset: it becomes due then, and that is what Exq's `enqueue_at` would have written
+  for it). Exq needs one there: its scheduler
   (`script.ex` `scheduler_dequeue`) moves the job to its queue unchanged, and
   `Exq.Middleware.Telemetry` computes `round(enqueued_at * 1000)` for every job it runs (a
   job without it crashes the worker and stays parked in Exq's backup queue). The tick is what
@@ -90,12 +92,15 @@ def _arguments(schedule: Schedule, tick: datetime) -> list[Any]:
 
 def job_payload(
     schedule: Schedule, tick: datetime, *, pushed_at: datetime, scheduled: bool = False,
-    job_id: str | None = None,
+    job_id: str | None = None, released_at: datetime | None = None,
 ) -> dict[str, Any]:
     """The Sidekiq job hash for one tick pushed at `pushed_at`, into its queue or, if
-    `scheduled`, into the `schedule` set (then `enqueued_at` is the tick: module docstring).
-    Its jid is the tick's unless `job_id` is given (a manual run's)."""
+    `scheduled`, into the `schedule` set, released at `released_at` (default: the tick; then
+    `enqueued_at` is that instant: module docstring). Its jid, and `include_metadata`'s
+    `scheduled_at`, are the tick's; its jid is the tick's unless `job_id` is given (a
+    manual run's)."""
     job_id = job_id or jid(schedule.name, tick)
+    due_at = released_at or tick
     fmt = schedule.timestamp_format
     if schedule.active_job_wrapper:
         job_args: list[Any] = [{
@@ -112,7 +117,7 @@ def job_payload(
             "locale": "en",
             "timezone": "UTC",
             "enqueued_at": _iso9(pushed_at),
-            "scheduled_at": _iso9(tick) if scheduled else None,
+            "scheduled_at": _iso9(due_at) if scheduled else None,
         }]
         job: dict[str, Any] = {
             "class": schedule.active_job_wrapper,
@@ -125,7 +130,7 @@ def job_payload(
     job["jid"] = job_id
     job["retry"] = True
     job["created_at"] = _stamp(pushed_at, fmt)
-    job["enqueued_at"] = _stamp(tick if scheduled else pushed_at, fmt)
+    job["enqueued_at"] = _stamp(due_at if scheduled else pushed_at, fmt)
     if schedule.overlap == "skip":
         # Only these jobs carry it: the worker middleware (clients/ruby, Kiqbeat::
         # RunningMiddleware) marks `keys.running` while such a job runs, which the push step
@@ -138,11 +143,11 @@ def job_payload(
 
 def job_json(
     schedule: Schedule, tick: datetime, *, pushed_at: datetime, scheduled: bool = False,
-    job_id: str | None = None,
+    job_id: str | None = None, released_at: datetime | None = None,
 ) -> str:
     """The compact JSON of `job_payload`: the exact bytes pushed to Redis."""
     return _encode(job_payload(schedule, tick, pushed_at=pushed_at, scheduled=scheduled,
-                               job_id=job_id))
+                               job_id=job_id, released_at=released_at))
 
 
 # Stand-ins for the per-tick parts of a job; control characters keep them out of real values,
@@ -166,7 +171,9 @@ class JobTemplate:
     timestamp_format: str
 
     def render(self, job_id: str, pushed_at: datetime, tick: datetime) -> str:
-        """The JSON of tick `tick` (jid `job_id`) pushed at `pushed_at`; equal to `job_json`'s."""
+        """The JSON of tick `tick` (jid `job_id`) pushed at `pushed_at`; equal to `job_json`'s.
+        A template's "tick" slot is only a scheduled job's `enqueued_at`: a jittered job's
+        is rendered with its release instant as `tick`."""
         fmt = self.timestamp_format
         values = {"jid": f'"{job_id}"', "pushed": _pushed_text(pushed_at, fmt)}
         if "tick" in self.slots:

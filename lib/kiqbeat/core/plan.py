@@ -15,6 +15,11 @@ The promise (DESIGN §1–2), per schedule, with `wm` its stored watermark:
 - missed and skipped ticks are recorded as ranges (`core.missed`) with the mark, for a
   later backfill: missed ones as (wm, now - window], skipped ones as the span from the
   lower bound to the last skipped tick (they come before every kept one);
+- with `jitter`, a due tick's job is released at tick + `jitter_offset_ms(name, tick)`
+  (core/lifecycle.py): into the `schedule` set scored at that instant when it is after
+  `now`, else straight into its queue; a lookahead tick's likewise, always into the set.
+  Which ticks are due, the jid, the watermark and `include_metadata`'s `scheduled_at` are
+  the tick's; only the delivery moves (and a scheduled job's `enqueued_at`: core/payload.py);
 - a disabled schedule pushes and records nothing, but its mark still moves over its ticks
   (those older than the window too), so re-enabling it does not backfill the paused period.
 
@@ -36,6 +41,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
+from kiqbeat.core.lifecycle import jitter_offset_ms
 from kiqbeat.core.limits import (
     MAX_MISSED_COUNTED,
     MAX_SHARDS,
@@ -134,6 +140,10 @@ class Group:
     # Ticks passed over, to record for a backfill: (after_ms, through_ms, reason, count).
     ranges: list[tuple[int, int, str, int]] = field(default_factory=list)
     queue: str = "default"
+    # The schedule's life rules the push step applies (redis/lua/push.lua, core/lifecycle.py
+    # `fates`): its `max_runs` (0: none) and whether it has `overlap: skip`.
+    max_runs: int = 0
+    overlap: bool = False
     ticks: list[int] = field(default_factory=list)
     releases: list[int] = field(default_factory=list)
     payloads: list[bytes] = field(default_factory=list)
@@ -241,16 +251,18 @@ class TickMemo:
         self._templates: dict[tuple[int, bool], tuple[Schedule, JobTemplate | None]] = {}
 
     def payload(self, schedule: Schedule, tick: datetime, job_id: str, now: datetime,
-                *, scheduled: bool) -> str:
-        """The job's JSON, from the schedule's cached template where it has one."""
+                *, scheduled: bool, released: datetime | None = None) -> str:
+        """The job's JSON, from the schedule's cached template where it has one; a job for
+        the schedule set is released at `released` (default: its tick)."""
         entry = self._templates.get((id(schedule), scheduled))
         if entry is None or entry[0] is not schedule:  # built when first needed: one kind
             entry = self._templates[(id(schedule), scheduled)] = (
                 schedule, job_template(schedule, scheduled=scheduled))
         template = entry[1]
-        if template is not None:
-            return template.render(job_id, now, tick)
-        return job_json(schedule, tick, pushed_at=now, scheduled=scheduled)
+        if template is not None:  # its only "tick" slot is a scheduled job's release instant
+            return template.render(job_id, now, released or tick)
+        return job_json(schedule, tick, pushed_at=now, scheduled=scheduled,
+                        released_at=released)
 
     def forget_beyond(self, size: int) -> None:
         """Drop cached templates once they outnumber `size` (configs come and go)."""
@@ -298,16 +310,30 @@ def _plan_new(schedule: Schedule, now: datetime, now_ms: int, memo: TickMemo) ->
     size = 0
     for tick in memo.ticks(schedule.timetable, now, horizon):
         tick_ms = to_ms(tick)
-        payload = memo.payload(schedule, tick, jid_ms(schedule.name, tick_ms), now,
-                               scheduled=True).encode()
+        release_ms, payload = _job(schedule, tick, tick_ms, now, now_ms, memo, ahead=True)
         if group.ticks and (len(group.ticks) >= MAX_JOBS_PER_CALL
                             or size + len(payload) > MAX_BYTES_PER_CALL):
             break
-        group.add(tick_ms, tick_ms, payload)
+        group.add(tick_ms, release_ms, payload)
         size += len(payload)
     if group.ticks:
         group.mark_ms = max(now_ms, group.ticks[-1])
     return group
+
+
+def _job(schedule: Schedule, tick: datetime, tick_ms: int, now: datetime, now_ms: int,
+         memo: TickMemo, *, ahead: bool) -> tuple[int, bytes]:
+    """A jittered schedule's job for a tick (`ahead`: a lookahead tick, after now): its
+    release instant (0: into its queue now) and JSON. Released at tick + the tick's offset:
+    into the schedule set when that is after now, else straight into its queue."""
+    offset_ms = jitter_offset_ms(schedule.name, tick_ms, round(schedule.jitter_s * 1000))
+    release_ms = tick_ms + offset_ms
+    job_id = jid_ms(schedule.name, tick_ms)
+    if release_ms <= now_ms and not ahead:
+        return 0, memo.payload(schedule, tick, job_id, now, scheduled=False).encode()
+    released = tick + timedelta(milliseconds=offset_ms)
+    return release_ms, memo.payload(schedule, tick, job_id, now, scheduled=True,
+                                    released=released).encode()
 
 
 # Due ticks shared by the schedules of one plan with the same timetable, lower bound and
@@ -370,6 +396,11 @@ def _plan_schedule(
         group.ranges.append((max(mark_ms, to_ms(window_start)), due_ms[group.skipped - 1],
                              "policy", group.skipped))
     group.mark_ms = max(group.mark_ms, due_ms[-1])
+    if schedule.jitter_s:
+        for k in [*range(first, last), *range(n_past, len(due))]:
+            group.add(due_ms[k], *_job(schedule, due[k], due_ms[k], now, now_ms, memo,
+                                       ahead=k >= n_past))
+        return group
     name, payload = schedule.name, memo.payload
     for k in range(first, last):
         tick_ms = due_ms[k]
@@ -424,6 +455,8 @@ def plan_due(entries: Sequence[Entry], now: datetime, window_s: float,
                     continue
                 group = Group(schedule.name, mark, queue=schedule.queue)
             group.sha = entry.sha
+            group.max_runs = schedule.max_runs or 0
+            group.overlap = schedule.overlap == "skip"
             group.next_due_ms = next_due_ms(schedule, group.mark_ms, memo)
         except (ValueError, OverflowError) as exc:  # datetime's range, for one schedule
             plan.failed.append((schedule.name, entry.sha, f"its ticks cannot be computed "

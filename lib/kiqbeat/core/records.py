@@ -12,7 +12,10 @@ its watermark over them) as ranges `(after, through]` of epoch milliseconds with
   triggers stopped for longer than the window);
 - "policy": passed over by `catch_up: latest` or `none`;
 - "paused": due but not yet pushed when the schedule was paused (write.lua records them in
-  the step that pauses it).
+  the step that pauses it);
+- "overlap": passed over by `overlap: skip` while the schedule's previous job still waited
+  or ran (push.lua). A backfill leaves these alone unless asked for them by reason
+  (`backfill --reason overlap`): running them late would be the overlap they avoided.
 
 A range names instants, not ticks: the ticks in it are those of the schedule's timetable,
 so a schedule firing every second and down for a month is one range, and the record of a
@@ -25,7 +28,8 @@ it is pushed at most once however many backfills race (backfill.lua).
 
 History. Each schedule's last `history` pushes (default `DEFAULT_HISTORY`), newest first:
 its tick, its jid, when it was pushed (Redis clock) and by what: an invocation ("tick"), a
-backfill, or a manual run (`trigger`), whose jid is "manual" and 18 hex digits — never a
+backfill, a manual run (`trigger`), or an operator's skip (`schedules skip`: "skipped",
+not pushed, never recorded as missed), whose jid is "manual" and 18 hex digits — never a
 tick's 24 hex digits.
 """
 
@@ -42,11 +46,15 @@ from kiqbeat.core.schedule import Timetable
 from kiqbeat.errors import shown_name
 
 DEFAULT_HISTORY = 10
-KINDS = {"t": "tick", "b": "backfill", "m": "manual"}
+KINDS = {"t": "tick", "b": "backfill", "m": "manual", "s": "skipped"}
 
 REASONS = {"window": "older than the missed-jobs window",
            "policy": "skipped by the schedule's catch_up policy",
-           "paused": "due but not yet pushed when the schedule was paused"}
+           "paused": "due but not yet pushed when the schedule was paused",
+           "overlap": "passed over while its previous job still waited or ran "
+                      "(overlap: skip)"}
+# What a backfill takes when not asked for reasons: every one but "overlap".
+BACKFILLED_BY_DEFAULT = frozenset(REASONS) - {"overlap"}
 # Ranges kept per schedule (records.lua drops the oldest "policy" one beyond, else the
 # oldest): `catch_up: latest` on a schedule firing every second records one each invocation.
 MAX_RANGES = 100

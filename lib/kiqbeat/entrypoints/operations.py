@@ -134,6 +134,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--yes", action="store_true",
                    help=f"push them all even above {BACKFILL_CONFIRM_JOBS:,} jobs, or from "
                         "before a schedule was first seen (asked otherwise; nothing pushed)")
+    p.add_argument("--reason", dest="reasons", action="append", metavar="REASON",
+                   help="only ticks recorded for this reason (window, policy, paused, "
+                        "overlap; repeatable); default: all but overlap, which is "
+                        "backfilled only when named")
     p.add_argument("--max-jobs", metavar="N",
                    help="push at most N jobs, the oldest first (schedules in name order); "
                         "run it again for the next N")

@@ -64,7 +64,7 @@ def execute(request: Request, engine: Engine, *, deadline: float,
                               progress=progress, deadline=deadline, stop=stop,
                               max_jobs=request.max_jobs,
                               confirm_above=BACKFILL_CONFIRM_JOBS if unbounded else None,
-                              pre_history=request.yes)
+                              pre_history=request.yes, reasons=request.reasons)
         return _backfilled(request, done)
     return _BY_KIND[request.kind](request, store)
 
@@ -236,6 +236,14 @@ def _pause(request: Request, store: Store) -> Outcome:
     return _changed(request, changed, line)
 
 
+def _skip(request: Request, store: Store) -> Outcome:
+    pending = store.skip(request.name, request.count)
+    return Outcome({**json_name(request.name), "action": "skip", "changed": True,
+                    "pending": pending},
+                   [f"{shown(request.name)}: its next {pending:,} tick(s) will be skipped "
+                    "(shown as skipped in its history, not recorded as missed)"])
+
+
 def _changed(request: Request, changed: bool, line: str,
              warnings: list[str] | None = None) -> Outcome:
     return Outcome({**json_name(request.name), "action": request.kind, "changed": changed},
@@ -294,7 +302,7 @@ def _described(row: ScheduleStatus) -> list[str]:
 _BY_KIND: dict[str, Callable[[Request, Store], Outcome]] = {
     "missed": _missed, "trigger": _trigger, "history": _history, "get": _get,
     "add": _write, "put": _write, "update": _write, "remove": _remove,
-    "pause": _pause, "resume": _pause,
+    "pause": _pause, "resume": _pause, "skip": _skip,
 }
 
 

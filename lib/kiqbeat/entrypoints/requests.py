@@ -25,10 +25,12 @@ from typing import Any
 
 from kiqbeat.core.limits import (
     MAX_AUDIT_NOTE_CHARS,
+    MAX_PENDING_SKIPS,
     MAX_REQUEST_NAME_CHARS,
     MAX_SHARDS,
     MAX_SHOWN_CHARS,
 )
+from kiqbeat.core.records import REASONS
 from kiqbeat.document.jobs import MAX_JOB_BYTES, MAX_JOB_VALUES, MAX_JSON_DEPTH, Shapes
 from kiqbeat.entrypoints.preview import parse_instant
 from kiqbeat.errors import ConfigError, shown
@@ -53,6 +55,8 @@ class Request:
     dry_run: bool = False
     yes: bool = False  # backfill: push above BACKFILL_CONFIRM_JOBS, and before first-seen
     max_jobs: int | None = None  # backfill: push at most this many (the oldest)
+    count: int = 1  # skip: the next ticks to skip
+    reasons: tuple[str, ...] = ()  # backfill: ranges recorded for these (none: all but overlap)
     shards: int | None = None  # reindex: the count to split the due index into (None: the
     # deployment's, --shard-count or --shard's N, else the one recorded)
     definition: Any = None  # add, put, update: as a document's schedule (the store checks it)
@@ -72,7 +76,7 @@ FIELDS: dict[str, dict[str, str]] = {
     "missed": {"names": "NAME"},
     "backfill": {"names": "NAME", "all": "--all", "since": "--since", "until": "--until",
                  "latest_only": "--latest-only", "dry_run": "--dry-run", "yes": "--yes",
-                 "max_jobs": "--max-jobs"},
+                 "max_jobs": "--max-jobs", "reasons": "--reason"},
     "trigger": {"name": "NAME", "args": "--args"},
     "history": {"name": "NAME"},
     # The command line's is `kiqbeat schedules reindex` (--shard-count N, or --shard 0/N).
@@ -85,6 +89,7 @@ FIELDS: dict[str, dict[str, str]] = {
     # The audit note (--note) is also the pause's own note, shown by status and get.
     "pause": {"name": "NAME", "until": "--until"},
     "resume": {"name": "NAME"},
+    "skip": {"name": "NAME", "count": "--count"},
     "get": {"name": "NAME"},
 }
 FIELDS = {kind: fields | _AUDITED for kind, fields in FIELDS.items()}
@@ -92,7 +97,7 @@ FIELDS = {kind: fields | _AUDITED for kind, fields in FIELDS.items()}
 NEEDED = {"trigger": ("name",), "history": ("name",), "reindex": ("shards",),
           "add": ("name", "definition"), "put": ("name", "definition"),
           "update": ("name", "definition"), "remove": ("name",), "pause": ("name",),
-          "resume": ("name",), "get": ("name",)}
+          "resume": ("name",), "skip": ("name",), "get": ("name",)}
 OPERATOR = "kiqbeat"  # the event's key naming the operation
 
 
@@ -105,7 +110,7 @@ def from_args(kind: str, args: argparse.Namespace) -> Request:
            and value != []}
     if isinstance(raw.get("args"), str):
         raw["args"] = _json_text(raw["args"], "--args")
-    for key in ("max_jobs", "limit", "offset"):
+    for key in ("max_jobs", "limit", "offset", "count"):
         if isinstance(raw.get(key), str):
             raw[key] = _whole_text(raw[key])
     return _checked(kind, raw, flags.__getitem__)
@@ -154,7 +159,8 @@ def _event_field(key: str) -> str:
 
 # Whole-number fields: (smallest, largest, what they count).
 _WHOLE = {"max_jobs": (1, None, "jobs"), "shards": (1, MAX_SHARDS, "shards"),
-          "limit": (1, MAX_NAMES, "schedules"), "offset": (0, None, "schedules")}
+          "limit": (1, MAX_NAMES, "schedules"), "offset": (0, None, "schedules"),
+          "count": (1, MAX_PENDING_SKIPS, "ticks")}
 
 
 def _checked(kind: str, raw: Mapping[str, Any], where: Callable[[str], str]) -> Request:
@@ -174,6 +180,8 @@ def _checked(kind: str, raw: Mapping[str, Any], where: Callable[[str], str]) -> 
             values[key] = _job_args(value, where(key))
         elif key in _WHOLE:
             values[key] = _whole(value, where(key), *_WHOLE[key])
+        elif key == "reasons":
+            values[key] = _reasons(value, where(key))
         elif key == "definition":
             values[key] = value  # the store checks it, with a document's messages
         elif key in _AUDITED:
@@ -203,6 +211,15 @@ def _text(value: Any, where: str, most: int) -> str:
         raise ConfigError(f"{where}: expected text of at most {most:,} characters, not "
                           f"{shown(value)}")
     return value.strip()
+
+
+def _reasons(value: Any, where: str) -> tuple[str, ...]:
+    """A backfill's reasons: recorded ones (core/records.py REASONS)."""
+    if (not isinstance(value, list | tuple) or not value
+            or any(not isinstance(v, str) or v not in REASONS for v in value)):
+        raise ConfigError(f"{where}: expected a list of reasons a range is recorded for "
+                          f"({', '.join(REASONS)}), not {shown(value)}")
+    return tuple(dict.fromkeys(value))
 
 
 def _whole(value: Any, where: str, least: int, most: int | None, unit: str) -> int:

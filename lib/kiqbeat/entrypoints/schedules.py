@@ -407,6 +407,9 @@ def add_parser(sub: Any) -> None:
     q.add_argument("--until", metavar="ISO", help="resume by itself after this instant (ISO "
                    "8601 with its offset, after now); nothing of the pause is backfilled")
     action("resume", "push a paused schedule's ticks again, from its next one", _cmd_request)
+    q = action("skip", "skip a schedule's next tick(s): not pushed, shown as skipped in its "
+                       "history, not recorded as missed", _cmd_request)
+    q.add_argument("--count", metavar="N", help="how many of its next ticks (default 1)")
     action("get", "a schedule's definition and state", _cmd_request)
     q = action("list", "one page of schedules (HSCAN order)", _cmd_list, named=False)
     q.add_argument("--cursor", type=int, default=0, help="where the page starts (default 0)")

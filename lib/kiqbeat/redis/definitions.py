@@ -139,7 +139,8 @@ def write(client: redis.Redis, namespace: str, shards: int, ops: Sequence[Op],
                        keys.documents(namespace),
                        keys.document_index(namespace, last.source if last else ""),
                        keys.shards(namespace), keys.missed(namespace), keys.history(namespace),
-                       keys.manual(namespace), keys.paused(namespace), *due_keys]
+                       keys.manual(namespace), keys.paused(namespace), keys.runs(namespace),
+                       keys.skips(namespace), keys.last_jobs(namespace), *due_keys]
         args: list[scripts.Arg] = [_pack(batch, index, namespace, shards), shards]
         if last is not None:
             args += ["1", last.source, last.digest, last.index]

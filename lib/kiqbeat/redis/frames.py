@@ -22,8 +22,8 @@ from kiqbeat.core.plan import Group
 
 # Fields of one record, in order, as each script reads them (the request's first field).
 PUSH_GROUP_FIELDS = ("name", "sha", "mark", "next", "new", "missed", "skipped", "queue",
-                     "ranges", "jobs")
-BACKFILL_PIECE_FIELDS = ("name", "sha", "after", "through", "queue", "jobs")
+                     "limit", "overlap", "ranges", "jobs")
+BACKFILL_PIECE_FIELDS = ("name", "sha", "after", "through", "queue", "limit", "jobs")
 
 
 def name_bytes(name: str) -> bytes:
@@ -64,9 +64,10 @@ def push_request(groups: Sequence[Group], queues: Queues) -> bytes:
     parts = [b"%d " % len(PUSH_GROUP_FIELDS)]
     for g in groups:
         name = name_bytes(g.name)
-        parts.append(b"%d %b %s %d %d %d %d %d %d %d " % (
+        parts.append(b"%d %b %s %d %d %d %d %d %d %d %d %d " % (
             len(name), name, (g.sha or "0").encode(), g.mark_ms, g.next_due_ms, g.new,
-            g.missed, g.skipped, queues.number(g.queue), len(g.ranges)))
+            g.missed, g.skipped, queues.number(g.queue), g.max_runs, g.overlap,
+            len(g.ranges)))
         parts += [b"%d %d %s %d " % (after, through, reason.encode(), count)
                   for after, through, reason, count in g.ranges]
         parts.append(b"%d " % len(g.ticks))
@@ -86,6 +87,7 @@ class Piece:
     queue: str
     sha: str
     jobs: list[tuple[int, str]]
+    max_runs: int = 0  # the schedule's `max_runs` (0: none): backfilled ticks count as runs
 
 
 def backfill_request(pieces: Sequence[Piece], queues: Queues) -> bytes:
@@ -93,9 +95,9 @@ def backfill_request(pieces: Sequence[Piece], queues: Queues) -> bytes:
     parts = [b"%d " % len(BACKFILL_PIECE_FIELDS)]
     for piece in pieces:
         name = name_bytes(piece.name)
-        parts.append(b"%d %b %s %d %d %d %d " % (
+        parts.append(b"%d %b %s %d %d %d %d %d " % (
             len(name), name, piece.sha.encode(), piece.after_ms, piece.through_ms,
-            queues.number(piece.queue), len(piece.jobs)))
+            queues.number(piece.queue), piece.max_runs, len(piece.jobs)))
         parts += _jobs([tick for tick, _ in piece.jobs], [0] * len(piece.jobs),
                        [name_bytes(job) for _, job in piece.jobs])
     return b"".join(parts)

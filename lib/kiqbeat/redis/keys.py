@@ -108,6 +108,34 @@ def paused(ns: str) -> str:
     return f"{ns}kiqbeat:paused"
 
 
+def runs(ns: str) -> str:
+    """Hash: schedule name -> ticks it pushed over its life, for a schedule with `max_runs`
+    (invocations and backfills count, manual runs do not). Counted by the push and backfill
+    scripts in the step that pushes (redis/lua/life.lua); changing `max_runs` keeps it;
+    removing the schedule forgets it. One field per schedule: bounded."""
+    return f"{ns}kiqbeat:runs"
+
+
+def skips(ns: str) -> str:
+    """Hash: schedule name -> how many of its next ticks are still to be skipped (`kiqbeat
+    schedules skip NAME --count N` adds, the push script takes one per tick it skips and
+    drops the field at zero). Removed with the schedule. One field per schedule: bounded."""
+    return f"{ns}kiqbeat:skips"
+
+
+def last_jobs(ns: str) -> str:
+    """Hash: schedule name -> the JSON of the last job pushed for an `overlap: skip`
+    schedule (only those), so the push step finds it byte for byte in its queue or the
+    `schedule` set (redis/lua/life.lua `job_waiting`). Removed with the schedule. One field
+    per schedule: bounded."""
+    return f"{ns}kiqbeat:last_jobs"
+
+
+def running_prefix(ns: str) -> str:
+    """`running(ns, name)` without the name: the push script appends it."""
+    return f"{ns}kiqbeat:running:"
+
+
 def running(ns: str, name: str) -> str:
     """String: the jid of the schedule's job while a worker runs it, with a TTL (default 1 h).
 
@@ -117,7 +145,7 @@ def running(ns: str, name: str) -> str:
     job starts, deleted when it ends if it still holds that jid. The push step skips an
     `overlap: skip` tick while it exists. One key per running schedule, expiring: bounded.
     """
-    return f"{ns}kiqbeat:running:{name}"
+    return f"{running_prefix(ns)}{name}"
 
 
 def documents(ns: str) -> str:

@@ -29,7 +29,7 @@ from kiqbeat.redis.connection import redis_errors, reply_bytes, reply_text
 _RAW = {NEVER_DECODE: True}
 # Names read per pipelined round trip.
 BATCH = 1000
-_KINDS = "tbm"
+_KINDS = "tbms"  # tick, backfill, manual run, skipped (`kiqbeat schedules skip`)
 
 
 def bucket(name: str | bytes) -> int:

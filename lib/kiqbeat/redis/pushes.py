@@ -44,8 +44,10 @@ def _push_args(namespace: str, due_key: str, now_ms: int, chunk: Sequence[Group]
     script_keys = [keys.watermarks(namespace), keys.first_seen(namespace), keys.queues(namespace),
                    keys.schedule(namespace), due_key, keys.definitions(namespace),
                    keys.rejected(namespace), keys.missed(namespace), keys.history(namespace),
+                   keys.runs(namespace), keys.skips(namespace), keys.last_jobs(namespace),
                    *(keys.queue(namespace, q) for q in names)]
-    return script_keys, [now_ms, history, len(names), *names, body]
+    return script_keys, [now_ms, history, len(names), *names, body,
+                         keys.running_prefix(namespace)]
 
 
 def push_call(client: redis.Redis, namespace: str, due_key: str, now_ms: int,
@@ -207,7 +209,8 @@ def push_backfill(client: redis.Redis, namespace: str, pieces: Sequence[Piece],
     body = frames.backfill_request(pieces, queues)
     names = queues.names
     script_keys = [keys.missed(namespace), keys.definitions(namespace), keys.history(namespace),
-                   keys.queues(namespace), *(keys.queue(namespace, q) for q in names)]
+                   keys.queues(namespace), keys.runs(namespace), keys.skips(namespace),
+                   keys.last_jobs(namespace), *(keys.queue(namespace, q) for q in names)]
     with redis_errors(client, "backfilling missed ticks"):
         pushed, already, stale, flags = lua.call(
             scripts.BACKFILL, client, script_keys, [history, len(names), *names, body])

@@ -35,7 +35,9 @@ LIBRARY = "kiqbeat"
 LIMITS = (f"-- kiqbeat's bounds (core/limits.py), written here by scripts.py.\n"
           f"local MAX_DEFINITION_BYTES = {limits.MAX_DEFINITION_BYTES}\n"
           f"local MAX_BATCH_DEFINITION_BYTES = {limits.MAX_BATCH_DEFINITION_BYTES}\n"
-          f"local STATE_BUCKETS = {limits.STATE_BUCKETS}\n")
+          f"local STATE_BUCKETS = {limits.STATE_BUCKETS}\n"
+          f"local MAX_OVERLAP_SCAN = {limits.MAX_OVERLAP_SCAN}\n"
+          f"local ENDED_MS = {limits.MAX_PLANNABLE_MS}\n")
 
 
 @dataclass(frozen=True)
@@ -163,9 +165,9 @@ class Pending:
 
 
 DUE = Lua.named("due", "definitions", "progress")
-PUSH = Lua.named("push", "definitions", "records", "progress", "frames")
-WRITE = Lua.named("write", "definitions", "records", "progress")
-BACKFILL = Lua.named("backfill", "definitions", "records", "progress", "frames")
+PUSH = Lua.named("push", "definitions", "records", "progress", "frames", "life")
+WRITE = Lua.named("write", "definitions", "records", "progress", "life")
+BACKFILL = Lua.named("backfill", "definitions", "records", "progress", "frames", "life")
 TRIGGER = Lua.named("trigger", "definitions", "records", "progress")
 READ = Lua.named("read", "definitions")
 PAUSE = Lua.named("pause", "definitions", "records", "progress")

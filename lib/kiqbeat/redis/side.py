@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import Any
 
 import redis
 
@@ -194,6 +195,32 @@ class RedisSide:
     def read_unplannable(self, shards: Sequence[Shard], limit: int) -> list[str]:
         """`redis.operator_reads.read_unplannable` on this store."""
         return operator_reads.read_unplannable(self.client, self.namespace, shards, limit)
+
+    def add_skips(self, name: str, count: int, most: int) -> int | None:
+        """Add `count` pending skips to a stored schedule's (redis/lua/life.lua takes them):
+        its pending skips after, or None when there is no such schedule, or -1 (nothing
+        added) when they would exceed `most`. Atomic with the schedule's existence (a
+        removal meanwhile leaves no field behind)."""
+        defs, skips = keys.definitions(self.namespace), keys.skips(self.namespace)
+        pipe: Any
+        with self.client.pipeline() as pipe:
+            while True:
+                try:
+                    pipe.watch(defs, skips)
+                    if not pipe.hexists(defs, name):
+                        return None
+                    pending = int(pipe.hget(skips, name) or 0)
+                    if pending + count > most:
+                        return -1
+                    pipe.multi()
+                    pipe.hincrby(skips, name, count)
+                    return int(pipe.execute()[0])
+                except redis.WatchError:
+                    continue
+
+    def read_skips(self, name: str) -> int:
+        """The schedule's pending skips."""
+        return int(self.client.hget(keys.skips(self.namespace), name) or 0)
 
     def read_missed(self, names: Sequence[str]) -> Iterable[tuple[str, str]]:
         """`redis.operator_reads.read_missed` on this store."""

@@ -163,6 +163,14 @@ def resume(request: Request, principal: Principal) -> Response:
     return JSONResponse({**json_name(_name(request)), "paused": False, "changed": changed})
 
 
+def skip(request: Request, principal: Principal) -> Response:
+    body = _body(request)
+    count = body.get("count", 1) if isinstance(body, dict) else 1
+    pending = _console(request).skip(principal.actor, _name(request), count,
+                                     _note(request, body))
+    return JSONResponse({**json_name(_name(request)), "pending_skips": pending})
+
+
 def trigger(request: Request, principal: Principal) -> Response:
     body = _body(request)
     args = body.get("args") if isinstance(body, dict) else None
@@ -275,7 +283,7 @@ def routes() -> list[Route]:
     """The API's routes (the action routes before the plain ones: a name may end in
     "/pause")."""
     base = "/api/v1"
-    acting: list[tuple[str, Handler]] = [("pause", pause), ("resume", resume),
+    acting: list[tuple[str, Handler]] = [("pause", pause), ("resume", resume), ("skip", skip),
                                         ("trigger", trigger), ("backfill", backfill)]
     out = [Route(f"{base}/openapi.json", openapi_json, methods=["GET"]),
            Route(f"{base}/schedules", _with_body(endpoint(list_schedules)), methods=["GET"]),

@@ -445,6 +445,12 @@ class Console:
         self.get(name)
         return store.pause(name, note=note, until=until)
 
+    def skip(self, actor: str, name: str, count: int = 1, note: str = "") -> int:
+        """Skip a schedule's next `count` ticks; the skips now pending."""
+        store = self.store(actor, note)
+        self.get(name)
+        return store.skip(name, count)
+
     def resume(self, actor: str, name: str, note: str = "") -> bool:
         """Resume a schedule; False when it was running."""
         store = self.store(actor, note)
@@ -474,7 +480,7 @@ class Console:
                                 max_jobs=request.max_jobs,
                                 confirm_above=None if request.yes or request.max_jobs
                                 else BACKFILL_CONFIRM_JOBS,
-                                pre_history=request.yes,
+                                pre_history=request.yes, reasons=request.reasons,
                                 deadline=time.monotonic() + BACKFILL_DEADLINE_S)
         self.backfilled += result.pushed
         return result

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kiqbeat.core.limits import BACKFILL_CONFIRM_JOBS, MAX_AUDIT_NOTE_CHARS
+from kiqbeat.core.limits import BACKFILL_CONFIRM_JOBS, MAX_AUDIT_NOTE_CHARS, MAX_PENDING_SKIPS
+from kiqbeat.core.records import REASONS
 
 _ERROR = {"description": "an error", "content": {"application/json": {"schema": {
     "$ref": "#/components/schemas/Error"}}}}
@@ -49,6 +50,9 @@ def openapi() -> dict[str, Any]:
             "pause (push nothing until resumed)", body="Note", errors=acting)},
         "/api/v1/schedules/{name}/resume": {"parameters": _NAME, "post": _op(
             "resume", body="Note", errors=acting)},
+        "/api/v1/schedules/{name}/skip": {"parameters": _NAME, "post": _op(
+            "skip the next `count` ticks (default 1): not pushed, in history as skipped",
+            body="Skip", errors=acting)},
         "/api/v1/schedules/{name}/trigger": {"parameters": _NAME, "post": _op(
             "push one job now (a manual run), optionally with other args", ok="201",
             body="Trigger", errors=acting)},
@@ -110,6 +114,10 @@ def openapi() -> dict[str, Any]:
                     "definition": {"type": ["object", "null"]}}},
                 "Note": {"type": "object", "properties": {"note": {
                     "type": "string", "maxLength": MAX_AUDIT_NOTE_CHARS}}},
+                "Skip": {"type": "object", "properties": {
+                    "count": {"type": "integer", "minimum": 1,
+                              "maximum": MAX_PENDING_SKIPS}, "note": {
+                        "type": "string", "maxLength": MAX_AUDIT_NOTE_CHARS}}},
                 "Trigger": {"type": "object", "properties": {
                     "args": {"type": "array"}, "note": {
                         "type": "string", "maxLength": MAX_AUDIT_NOTE_CHARS}}},
@@ -120,6 +128,9 @@ def openapi() -> dict[str, Any]:
                     "yes": {"type": "boolean", "description": "push above "
                             f"{BACKFILL_CONFIRM_JOBS:,} jobs, and ticks from before first-seen "
                             "(the CLI's --yes)"},
+                    "reasons": {"type": "array", "items": {"enum": list(REASONS)},
+                                "description": "only ranges recorded for these; default: all "
+                                "but overlap (the CLI's --reason)"},
                     "max_jobs": {"type": "integer", "minimum": 1, "description": "push at "
                                  "most this many, the oldest first; run it again for the next "
                                  "(the CLI's --max-jobs)"},

@@ -5,16 +5,18 @@ KEYS[1]  missed hash (name -> recorded missed ranges, "AFTER THROUGH REASON" lin
 KEYS[2]  definitions hash (name -> definition JSON)
 KEYS[3]  history hash (name -> last pushes, newest first)
 KEYS[4]  queues set
-KEYS[5..4+Q]  queue lists, one per distinct queue in this call
+KEYS[5], KEYS[6], KEYS[7]  the life hashes: runs, skips, last job (life.lua)
+KEYS[8..7+Q]  queue lists, one per distinct queue in this call
 
 ARGV[1]  H, how many pushes each schedule's history keeps (0: none); never fewer than it holds
 ARGV[2]  Q, number of queue lists
-ARGV[3..2+Q]  queue names, aligned with KEYS[5..]
+ARGV[3..2+Q]  queue names, aligned with KEYS[8..]
 ARGV[3+Q]  the pieces, one per part of a schedule's record, in one packed argument
-  (frames.lua): first the number of fields a piece holds (6), then per piece, in order:
+  (frames.lua): first the number of fields a piece holds (7), then per piece, in order:
   NAME (bytes); SHA, the SHA1 of the definition the jobs were built from; AFTER and
   THROUGH, the part of the record this call settles, (AFTER, THROUGH] in epoch ms; QUEUE,
-  k: the jobs' queue is KEYS[4+k] named ARGV[2+k]; N, then N job frames (frames.lua:
+  k: the jobs' queue is KEYS[7+k] named ARGV[2+k]; LIMIT, the schedule's max_runs (0:
+  none); N, then N job frames (frames.lua:
   TICK RELEASE JOB, RELEASE 0, TICK in (AFTER, THROUGH], ascending). A field is added
   before N, as in push.lua.
 
@@ -22,7 +24,9 @@ A job is pushed only if its tick is still recorded: another backfill that pushed
 removed it, so racing or repeated backfills push each recorded tick once. Then (AFTER,
 THROUGH] is removed from the schedule's record (every tick of it was pushed now or before,
 or, for --latest-only, deliberately left out), and each pushed job goes into the history
-as "b TICK DELAY". A group whose definition changed or went since it was read is left alone
+as "b TICK DELAY". With LIMIT, each pushed tick counts as one of the schedule's runs
+(life.lua) and none is pushed once the count has reached LIMIT: those are taken out of
+the record unpushed (the schedule has ended; they are counted as already dealt with). A group whose definition changed or went since it was read is left alone
 (one swapped for a definition over MAX_DEFINITION_BYTES has changed, and is not read).
 
 All checks run before the first write.
@@ -32,10 +36,11 @@ definition; flags holds one character per job in argument order, "1" pushed, "0"
 ]]
 
 local missed_key, defs_key, history_key, queues_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local FIRST_QUEUE = 4
+local life = {runs = KEYS[5], skips = KEYS[6], last = KEYS[7]}
+local FIRST_QUEUE = 7
 local keep = tonumber(ARGV[1])
 local nq = tonumber(ARGV[2])
-local PIECE_FIELDS = 6
+local PIECE_FIELDS = 7
 
 local err = expect_type(missed_key, 'hash') or expect_type(defs_key, 'hash')
   or expect_type(history_key, 'hash') or expect_type(queues_key, 'set')
@@ -43,7 +48,7 @@ local err = expect_type(missed_key, 'hash') or expect_type(defs_key, 'hash')
   or expect_allowed('HDEL', missed_key, 'f') or expect_allowed('HMGET', defs_key, 'f')
   or expect_allowed('HSTRLEN', defs_key, 'f')
   or expect_allowed('HMGET', history_key, 'f') or expect_allowed('HSET', history_key, 'f', 'h')
-  or expect_allowed('SADD', queues_key, 'q')
+  or expect_allowed('SADD', queues_key, 'q') or life_check(life)
 use_state(history_key, 'kiqbeat:history')
 err = err or state_allowed()
 if err then return err end
@@ -58,6 +63,7 @@ local pos
 pos, err = expect_format(body, 'backfill', PIECE_FIELDS)
 if err then return err end
 local p_name, p_sha, p_after, p_through, p_target, first_job, n_jobs = {}, {}, {}, {}, {}, {}, {}
+local p_limit = {}
 local jobs = job_frames()
 local names, seen = {}, {}
 local np = 0
@@ -68,6 +74,7 @@ while pos <= #body do
   p_after[np], pos = number(body, pos)
   p_through[np], pos = number(body, pos)
   p_target[np], pos = number(body, pos)
+  p_limit[np], pos = number(body, pos)
   local n
   n, pos = number(body, pos)
   first_job[np], n_jobs[np] = jobs.count + 1, n
@@ -110,6 +117,14 @@ for i = 1, np do
       for _, range in ipairs(s.ranges) do
         if range[1] and range[1] < tick and tick <= range[2] then held = true break end
       end
+      if held and p_limit[i] > 0 then
+        if s.runs == nil then s.runs, s.ran = runs_of(life, p_name[i]), 0 end
+        if s.runs + s.ran >= p_limit[i] then
+          held = false
+        else
+          s.ran = s.ran + 1
+        end
+      end
       if held then
         out:add(p_target[i], jobs.releases[j], jobs:json(body, j))
         pushed = pushed + 1
@@ -139,6 +154,7 @@ local histories = {}
 for _, name in ipairs(names) do
   local s = state[name]
   if s.changed then write_ranges(missed_key, name, s.ranges) end
+  if s.ran then add_runs(life, name, s.ran) end
   if keep > 0 and #s.done > 0 then
     histories[#histories + 1], histories[#histories + 2] = name,
       remembered(s.history, s.done, 1, #s.done, keep, true)

@@ -9,7 +9,7 @@
 --   NS kiqbeat:history:B     name -> the last pushes, newest first, one entry each:
 --                            varint HEAD, varint zigzag(DELAY ms), and for a manual run a
 --                            varint length and its jid; HEAD = zigzag(D) * 8 + UNIT * 4 + KIND
---                            (KIND 0 tick, 1 backfill, 2 manual; D the tick in ms, or s when
+--                            (KIND 0 tick, 1 backfill, 2 manual, 3 skipped; D the tick in ms, or s when
 --                            UNIT is 1, for the newest entry, and the previous entry's tick
 --                            less this one's for the others).
 -- The layout before it (hashes NS kiqbeat:watermarks, kiqbeat:first_seen, kiqbeat:history
@@ -127,8 +127,9 @@ local function read_varint(s, pos)
   end
 end
 
-local KIND_CODE = {t = 0, b = 1, m = 2}
-local KIND_LETTER = {[0] = 't', [1] = 'b', [2] = 'm'}
+-- tick, backfill, manual run (with its jid), skipped (`kiqbeat schedules skip`)
+local KIND_CODE = {t = 0, b = 1, m = 2, s = 3}
+local KIND_LETTER = {[0] = 't', [1] = 'b', [2] = 'm', [3] = 's'}
 
 -- One push, for the history: {kind letter, tick ms, delay ms (push instant - tick), jid}.
 -- (A fifth argument, the tick's digits, is the text layout's and not needed here.)

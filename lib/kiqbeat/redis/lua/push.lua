@@ -10,27 +10,40 @@ KEYS[6]  definitions hash (name -> definition JSON)
 KEYS[7]  rejected hash (name -> why a definition was set aside)
 KEYS[8]  missed hash (name -> recorded missed ranges, "AFTER THROUGH REASON" lines)
 KEYS[9]  the old layout's history hash (progress.lua reads the buckets first)
-KEYS[10..9+Q]  queue lists, one per distinct queue in this call
+KEYS[10], KEYS[11], KEYS[12]  the life hashes: runs, skips, last job (life.lua)
+KEYS[13..12+Q]  queue lists, one per distinct queue in this call
 
 ARGV[1]  now, epoch ms (recorded as first-seen for new schedules)
 ARGV[2]  H, how many pushes each schedule's history keeps (0: none)
 ARGV[3]  Q, number of queue lists
-ARGV[4..3+Q]  queue names, aligned with KEYS[10..]
+ARGV[4..3+Q]  queue names, aligned with KEYS[13..]
 ARGV[4+Q]  the groups, one per schedule, in one packed argument (frames.lua: one argument
   instead of thousands, read with plain finds): first the number of fields a group holds
-  (10), then per group, in this order:
+  (12), then per group, in this order:
   NAME (bytes); SHA, the SHA1 of the definition it was planned from ("0": none); MARK, the
   watermark to set (epoch ms); NEXT, the index entry that goes with MARK (epoch ms the
   schedule next needs planning); NEW, 1 if the schedule had no watermark when planned;
   MISSED, ticks beyond the window (counted); SKIPPED, ticks passed over by policy
-  (counted); QUEUE, k: its jobs' queue is KEYS[9+k] named ARGV[3+k];
+  (counted); QUEUE, k: its jobs' queue is KEYS[12+k] named ARGV[3+k]; LIMIT, the
+  schedule's max_runs (0: none); OVERLAP, 1 for `overlap: skip`;
   R, then R missed ranges, each AFTER THROUGH REASON COUNT: ticks in (AFTER, THROUGH]
     passed over, why ("window" or "policy"), and how many (core/plan.py);
   N, then N job frames (frames.lua: TICK RELEASE JOB; RELEASE 0 into the queue, else into
     the schedule set released at that instant), ticks ascending.
-  A field issue 20 adds per group (a run count limit, the previous jid to check) goes
-  after QUEUE, before the two lists: read where the others are read below, and written in
-  the same place by redis/frames.py, the count of fields going up by one on both sides.
+  A field added per group goes after OVERLAP, before the two lists: read where the others
+  are read below, and written in the same place by redis/frames.py, the count of fields
+  going up by one on both sides.
+ARGV[5+Q]  the running markers' key prefix (keys.running without the name)
+
+A schedule's life (core/lifecycle.py `fates`, the reference): each job whose tick is above
+the floor below meets, in this order, the schedule's pending skips (life.lua), which take
+the first ones (not pushed, not counted, in history as "s TICK DELAY"); with LIMIT, its
+run count, which the pushes count up to LIMIT and no further (the rest are passed over);
+with OVERLAP, whether its previous job still waits or runs (life.lua `job_waiting`): then
+the tick is not pushed but recorded as missed with reason "overlap", and at most one job
+of the group is pushed. The mark passes all of them. A schedule whose run count has
+reached LIMIT has ended: its index entry is ENDED_MS (never due) instead of NEXT. Skipped,
+limited and overlapped ticks are counted in `skipped`; overlapped ones in `recorded` too.
 
 A group whose definition has changed or gone since it was read is left alone entirely (its
 index entry says "plan me" again, or it was removed): the next invocation plans it afresh.
@@ -79,11 +92,13 @@ groups left alone for a changed definition, recorded the ticks recorded as misse
 local wm_key, seen_key, queues_key, sched_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local due_key, defs_key, rejected_key = KEYS[5], KEYS[6], KEYS[7]
 local missed_key, history_key = KEYS[8], KEYS[9]
-local FIRST_QUEUE = 9
+local life = {runs = KEYS[10], skips = KEYS[11], last = KEYS[12]}
+local FIRST_QUEUE = 12
 local now_ms = ARGV[1]
 local keep = tonumber(ARGV[2])
 local nq = tonumber(ARGV[3])
-local GROUP_FIELDS = 10
+local running_prefix = ARGV[5 + nq]
+local GROUP_FIELDS = 12
 
 
 -- Pass 1: read and check everything, write nothing.
@@ -93,7 +108,7 @@ err = expect_type(wm_key, 'hash') or expect_type(seen_key, 'hash')
   or expect_type(queues_key, 'set') or expect_type(sched_key, 'zset')
   or expect_type(due_key, 'zset') or expect_type(defs_key, 'hash')
   or expect_type(rejected_key, 'hash') or expect_type(missed_key, 'hash')
-  or expect_type(history_key, 'hash')
+  or expect_type(history_key, 'hash') or life_check(life)
 if err then return err end
 for k = 1, nq do
   err = expect_type(KEYS[FIRST_QUEUE + k], 'list')
@@ -112,6 +127,7 @@ err = err or state_allowed()
 if err then return err end
 for k = 1, nq do
   err = expect_allowed('LPUSH', KEYS[FIRST_QUEUE + k], 'job')
+    or expect_allowed('LPOS', KEYS[FIRST_QUEUE + k], 'job')
   if err then return err end
 end
 
@@ -123,6 +139,7 @@ pos, err = expect_format(body, 'push', GROUP_FIELDS)
 if err then return err end
 local names, shas, mark_texts, marks, nexts, news = {}, {}, {}, {}, {}, {}
 local misseds, skippeds, targets, first_job, n_jobs = {}, {}, {}, {}, {}
+local limits, overlaps = {}, {}
 local first_range, n_ranges = {}, {}
 local r_after, r_through, r_reason, r_count = {}, {}, {}, {}
 local jobs = job_frames()
@@ -139,6 +156,8 @@ while pos <= #body do
   misseds[ng], pos = number(body, pos)
   skippeds[ng], pos = number(body, pos)
   targets[ng], pos = number(body, pos)
+  limits[ng], pos = number(body, pos)
+  overlaps[ng], pos = field(body, pos)
   local r
   r, pos = number(body, pos)
   first_range[ng], n_ranges[ng] = #r_after + 1, r
@@ -163,6 +182,13 @@ end
 if any_scheduled then
   err = expect_allowed('ZADD', sched_key, '0', 'job')
   if err then return err end
+end
+for i = 1, ng do
+  if overlaps[i] == '1' then
+    err = expect_allowed('EXISTS', running_prefix .. names[i])
+      or expect_allowed('ZSCORE', sched_key, 'job')
+    if err then return err end
+  end
 end
 
 -- The stored state each group is checked against: watermark and first-seen (`curs`,
@@ -191,30 +217,78 @@ local histories = {} -- name, history, name, history...
 local lines = {}     -- the history lines of the group at hand, oldest first
 local index = {}     -- next due, name, next due, name...
 local planned = {}   -- names whose index entry is set
+local skips_pending = any_skips(life)
+local ended = {}     -- group i's schedule has reached its max_runs
 
--- Queue every job of group i whose tick is above floor (epoch ms); count the others as
--- already pushed.
+-- Queue every job of group i whose tick is above floor (epoch ms) that its schedule's life
+-- lets through (header); count the others as already pushed. Returns the ranges of ticks
+-- passed over for overlap, to record after the group's own.
 local function push_above(i, floor)
   local count = 0
   local ticks, releases = jobs.ticks, jobs.releases
-  local k = targets[i]
+  local k, name, limit = targets[i], names[i], limits[i]
+  local skips = skips_pending and skips_of(life, name) or 0
+  local runs = limit > 0 and runs_of(life, name) or 0
+  local busy, overlap = nil, overlaps[i] == '1'
+  local used, ran, last = 0, 0, nil
+  local overlapped = {}
+  -- An overlap range starts where the group's own ranges end (it comes after them).
+  local prev = floor
+  for r = first_range[i], first_range[i] + n_ranges[i] - 1 do
+    prev = math.max(prev, r_through[r])
+  end
   for j = first_job[i], first_job[i] + n_jobs[i] - 1 do
     local tick = ticks[j]
-    if tick > floor then
-      out:add(k, releases[j], jobs:json(body, j))
-      pushed = pushed + 1
-      flags[#flags + 1] = '1'
-      count = count + 1
-      lines[count] = pushed_line('t', tick, when, nil, jobs.tick_texts[j])
-    else
+    if tick <= floor then
       already = already + 1
       flags[#flags + 1] = '0'
+    else
+      if skips > used then
+        used = used + 1
+        count = count + 1
+        lines[count] = pushed_line('s', tick, when, nil, jobs.tick_texts[j])
+        skipped = skipped + 1
+        flags[#flags + 1] = '0'
+      elseif limit > 0 and runs + ran >= limit then
+        skipped = skipped + 1
+        flags[#flags + 1] = '0'
+      else
+        if overlap and busy == nil then
+          busy = job_waiting(life, name, sched_key, KEYS[FIRST_QUEUE + k],
+            running_prefix .. name)
+        end
+        if busy then
+          local range = overlapped[#overlapped]
+          if range and range[2] == prev then
+            range[2] = tick
+          else
+            overlapped[#overlapped + 1] = {prev, tick, 'overlap'}
+          end
+          skipped, recorded = skipped + 1, recorded + 1
+          flags[#flags + 1] = '0'
+        else
+          out:add(k, releases[j], jobs:json(body, j))
+          pushed, ran, last = pushed + 1, ran + 1, j
+          busy = overlap
+          flags[#flags + 1] = '1'
+          count = count + 1
+          lines[count] = pushed_line('t', tick, when, nil, jobs.tick_texts[j])
+        end
+      end
+      prev = tick
     end
   end
+  use_skips(life, name, used)
+  if limit > 0 then
+    add_runs(life, name, ran)
+    ended[i] = runs + ran >= limit
+  end
+  if overlap and last then remember_job(life, name, jobs:json(body, last)) end
   if keep > 0 and count > 0 then
     histories[#histories + 1], histories[#histories + 2] = names[i],
       remembered(pasts[i], lines, 1, count, keep)
   end
+  return overlapped
 end
 
 -- Record group i's missed ranges above `floor` (the stored mark and first-seen), extending
@@ -233,8 +307,13 @@ local function record(i, floor)
   if #ranges > 0 then add_ranges(missed_key, names[i], ranges) end
 end
 
+-- Group i's index entry: NEXT, or ENDED_MS once its schedule reached its max_runs (read
+-- here when no job of the group was looked at).
 local function reindex(i)
-  index[#index + 1], index[#index + 2] = nexts[i], names[i]
+  if ended[i] == nil and limits[i] > 0 then
+    ended[i] = runs_of(life, names[i]) >= limits[i]
+  end
+  index[#index + 1], index[#index + 2] = ended[i] and ms_text(ENDED_MS) or nexts[i], names[i]
   planned[#planned + 1] = names[i]
 end
 
@@ -254,19 +333,21 @@ for i = 1, ng do
   elseif not cur then
     new = new + 1
     write_mark(names[i], marks[i], tonumber(now_ms))
+    local overlapped = push_above(i, tonumber(now_ms))
+    if #overlapped > 0 then add_ranges(missed_key, names[i], overlapped) end
     reindex(i)
-    push_above(i, tonumber(now_ms))
   else
     -- No pre-history: a watermark set back below first-seen (by hand, to 0 say) must not
     -- push or record the window's ticks from before the schedule was first seen (read with
     -- the watermark, in the same record).
     local floor = math.max(cur, seens[i] or 0)
-    push_above(i, floor)
+    local overlapped = push_above(i, floor)
     if marks[i] > cur then
       write_mark(names[i], marks[i], seens[i])
       missed = missed + misseds[i]
       skipped = skipped + skippeds[i]
       if n_ranges[i] > 0 then record(i, floor) end
+      if #overlapped > 0 then add_ranges(missed_key, names[i], overlapped) end
       reindex(i)
     elseif marks[i] == cur then
       reindex(i)

@@ -8,7 +8,8 @@ KEYS[7]  the shard count the due index is split into
 KEYS[8]  missed hash (recorded missed ranges)    KEYS[9]  history hash (last pushes)
 KEYS[10]  manual hash (the last manual run's jid)
 KEYS[11]  paused hash (pause records: core/pause.py)
-KEYS[12..]  due indexes (one per shard an operation names)
+KEYS[12], KEYS[13], KEYS[14]  the life hashes: runs, skips, last job (life.lua)
+KEYS[15..]  due indexes (one per shard an operation names)
 ARGV[1]  the operations, packed in one string: per operation a line
   "OP K SOURCE_LENGTH EXPECT NAME_LENGTH DEF_LENGTH\n" then SOURCE, NAME and DEF, where
   OP is one of
@@ -25,7 +26,7 @@ ARGV[1]  the operations, packed in one string: per operation a line
            with EXPECT "big:N", only if it is still N bytes long, over the limit (it was
            not read, and is not now), or, with EXPECT "-", forget a name whose
            definition is gone
-  K the due index (KEYS[11 + K]), SOURCE the writer ("" for the API and other languages,
+  K the due index (KEYS[14 + K]), SOURCE the writer ("" for the API and other languages,
   a document's location for a document), EXPECT a SHA1 or "-".
 ARGV[2]  the shard count the writer computed its index keys with: refused unless it is the
   recorded one (recorded if none is)
@@ -40,7 +41,8 @@ over MAX_DEFINITION_BYTES is never read (its length is asked first): it belongs 
 it. A DEF over the limit is refused ("L"), whatever the op but reject and del. Writing a definition
 sets its index entry to 0 ("plan me") and clears a set-aside reason; writing the same bytes
 again changes nothing. Removing forgets the watermark, first-seen, missed ranges, history,
-last manual jid and pause record too; writing a definition never touches the pause record.
+last manual jid, pause record and life state (run count, pending skips, last job) too;
+writing a definition never touches the pause record.
 
 Changing a planned definition also moves its watermark up to the change (never past the
 old definition's next tick, which its index entry gives): the new definition applies to
@@ -58,7 +60,8 @@ local defs_key, wm_key, seen_key, rejected_key = KEYS[1], KEYS[2], KEYS[3], KEYS
 local documents_key, document_key, shards_key = KEYS[5], KEYS[6], KEYS[7]
 local missed_key, history_key, manual_key = KEYS[8], KEYS[9], KEYS[10]
 local paused_key = KEYS[11]
-local FIRST_DUE = 11
+local life = {runs = KEYS[12], skips = KEYS[13], last = KEYS[14]}
+local FIRST_DUE = 14
 local body, record = ARGV[1], ARGV[3] == '1'
 
 -- Check every key's type and (Redis 7) every permission before the first write
@@ -66,7 +69,7 @@ local body, record = ARGV[1], ARGV[3] == '1'
 local err = expect_type(defs_key, 'hash') or expect_type(wm_key, 'hash')
   or expect_type(seen_key, 'hash') or expect_type(rejected_key, 'hash')
   or expect_type(missed_key, 'hash') or expect_type(history_key, 'hash')
-  or expect_type(manual_key, 'hash') or expect_type(paused_key, 'hash')
+  or expect_type(manual_key, 'hash') or expect_type(paused_key, 'hash') or life_check(life)
 if err then return err end
 for k = FIRST_DUE + 1, #KEYS do
   err = expect_type(KEYS[k], 'zset')
@@ -142,6 +145,7 @@ local function forget(name, due_key)
   redis.call('HDEL', missed_key, name)
   redis.call('HDEL', manual_key, name)
   redis.call('HDEL', paused_key, name)
+  life_forget(life, name)
 end
 
 local now_ms = tonumber(ARGV[7]) or clock_ms()

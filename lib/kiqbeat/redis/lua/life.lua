@@ -1,0 +1,77 @@
+--[[
+A schedule's life state (issue 20, core/lifecycle.py `fates`), the one place that reads and
+writes it: one small hash per concept, one field per schedule, removed with the schedule
+(write.lua's forget, `life_forget`):
+
+  runs hash   name -> ticks pushed over its life (invocations and backfills; manual runs
+              do not count), kept only for a schedule with `max_runs`; changing `max_runs`
+              keeps it.
+  skips hash  name -> ticks still to skip (`kiqbeat schedules skip NAME --count N`); the
+              field goes when the last is used.
+  last hash   name -> the JSON of the last job pushed for an `overlap: skip` schedule, to
+              find it again, byte for byte, in its queue or the `schedule` set.
+
+`life` = {runs = key, skips = key, last = key}. Put before push.lua, backfill.lua and
+write.lua (scripts.py).
+]]
+
+-- Every check the life keys need before a script's first write (nil: all fine).
+local function life_check(life)
+  return expect_type(life.runs, 'hash') or expect_type(life.skips, 'hash')
+    or expect_type(life.last, 'hash')
+    or expect_allowed('HGET', life.runs, 'n') or expect_allowed('HINCRBY', life.runs, 'n', '1')
+    or expect_allowed('HGET', life.skips, 'n') or expect_allowed('HLEN', life.skips)
+    or expect_allowed('HINCRBY', life.skips, 'n', '1') or expect_allowed('HDEL', life.skips, 'n')
+    or expect_allowed('HGET', life.last, 'n') or expect_allowed('HSET', life.last, 'n', 'v')
+    or expect_allowed('HDEL', life.runs, 'n') or expect_allowed('HDEL', life.last, 'n')
+end
+
+-- The ticks the schedule pushed over its life (0: none counted).
+local function runs_of(life, name)
+  return tonumber(redis.call('HGET', life.runs, name)) or 0
+end
+
+local function add_runs(life, name, n)
+  if n > 0 then redis.call('HINCRBY', life.runs, name, n) end
+end
+
+-- True when some schedule has skips pending (one HLEN a call, so the others pay nothing).
+local function any_skips(life)
+  return redis.call('HLEN', life.skips) > 0
+end
+
+local function skips_of(life, name)
+  return math.max(0, tonumber(redis.call('HGET', life.skips, name)) or 0)
+end
+
+-- Take `n` of the schedule's pending skips; the field goes with the last one.
+local function use_skips(life, name, n)
+  if n <= 0 then return end
+  if redis.call('HINCRBY', life.skips, name, -n) <= 0 then
+    redis.call('HDEL', life.skips, name)
+  end
+end
+
+-- True when the schedule's previous job still waits or runs: its running marker
+-- (`running_key`, set by the worker middleware) exists, or the last job pushed is still in
+-- the `schedule` set or among the first MAX_OVERLAP_SCAN jobs of `queue_key` from the head
+-- (LPUSH puts the newest there: it is found while fewer than that many jobs were pushed
+-- after it and still wait).
+local function job_waiting(life, name, sched_key, queue_key, running_key)
+  if redis.call('EXISTS', running_key) == 1 then return true end
+  local last = redis.call('HGET', life.last, name)
+  if not last then return false end
+  if redis.call('ZSCORE', sched_key, last) then return true end
+  return redis.call('LPOS', queue_key, last, 'MAXLEN', MAX_OVERLAP_SCAN) ~= false
+end
+
+local function remember_job(life, name, json)
+  redis.call('HSET', life.last, name, json)
+end
+
+-- Removal: nothing of the name's life stays.
+local function life_forget(life, name)
+  redis.call('HDEL', life.runs, name)
+  redis.call('HDEL', life.skips, name)
+  redis.call('HDEL', life.last, name)
+end
