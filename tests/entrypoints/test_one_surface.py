@@ -38,7 +38,7 @@ def invoke(kiqbeat: Kiqbeat) -> Iterator[Invoke]:
 
 def snapshot(client: redis.Redis) -> dict[str, Any]:
     """Every key and its value, by type: what a write left in Redis (but the audit trail's
-    stream, whose entries name who asked, which differs by entrypoint)."""
+    stream and a pause record's who and when, which differ by entrypoint)."""
     held: dict[str, Any] = {}
     for key in sorted(client.keys("*")):
         kind = client.type(key)
@@ -48,6 +48,8 @@ def snapshot(client: redis.Redis) -> dict[str, Any]:
                      client.zrange(key, 0, -1, withscores=True) if kind == "zset" else
                      client.lrange(key, 0, -1) if kind == "list" else
                      client.smembers(key) if kind == "set" else client.get(key))
+    for name, record in held.get(keys.paused(""), {}).items():
+        held[keys.paused("")][name] = json.loads(record) | {"by": "", "at": 0}
     return held
 
 
@@ -167,8 +169,8 @@ def test_schedules_changes_from_events_write_what_the_cli_writes_and_answer_alik
         assert ran.code == 0, ran.err
         answers.append(ran.json())
     by_cli = snapshot(redis_client)
-    assert json.loads(by_cli[keys.definitions("")]["hourly"]) == HOURLY | {"args": [1, "x"],
-                                                                           "enabled": True}
+    # Pause and resume leave the definition alone (the pause is a record of its own).
+    assert json.loads(by_cli[keys.definitions("")]["hourly"]) == HOURLY | {"args": [1, "x"]}
     assert set(by_cli[keys.definitions("")]) == {"digest:42", "hourly", "forced"}
     redis_client.flushdb()
     for (kind, fields), answer in zip(CHANGES, answers, strict=True):
@@ -179,7 +181,7 @@ def test_schedules_changes_from_events_write_what_the_cli_writes_and_answer_alik
     answer = invoke({"kiqbeat": "get", "name": "digest:42"})
     assert answer.pop("kiqbeat") == "get"
     assert answer | {"lag_s": 0} == got | {"lag_s": 0}
-    assert (answer["definition"], answer["enabled"]) == (DIGEST | {"enabled": False}, False)
+    assert (answer["definition"], answer["enabled"]) == (DIGEST, False)  # paused by its record
 
 
 def test_status_from_an_event_answers_what_status_json_prints(

@@ -68,7 +68,7 @@ def test_run_pushes_each_sub_minute_tick_of_the_store_within_about_a_second(
     if document is None:
         assert "running the 2 schedules stored in kiqbeat:schedules (no document)" in out
     else:
-        assert "running 1 schedules of the document" in out
+        assert "running 1 schedule of the document" in out
         assert "and the 2 stored in kiqbeat:schedules" in out
 
 

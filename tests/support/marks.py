@@ -13,10 +13,10 @@ def rewind_mark(client: redis.Redis, name: str, seconds: float,
     """Move `name`'s watermark back by `seconds`, and its first-seen no later than that (no
     tick at or before first-seen is ever pushed), and mark it "plan me"."""
     stored = progress.read_marks(client, "", [name]).get(name)
-    mark = stored.mark_ms if isinstance(stored, progress.Mark) else 0
-    back = mark - int(seconds * 1000)
-    seen = stored.first_seen_ms if isinstance(stored, progress.Mark) else None
-    progress.write_marks(client, "", {name: progress.Mark(back, min(seen or mark, back))})
+    if isinstance(stored, progress.Mark):  # none: a new schedule, with nothing to move back
+        back = max(0, stored.mark_ms - int(seconds * 1000))
+        seen = min(stored.first_seen_ms or stored.mark_ms, back)
+        progress.write_marks(client, "", {name: progress.Mark(back, seen)})
     client.zadd(keys.due("", shard), {name: 0})
 
 

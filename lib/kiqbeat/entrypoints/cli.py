@@ -12,6 +12,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from functools import partial
 
+from kiqbeat.core.describe import counted
 from kiqbeat.core.report import Report
 from kiqbeat.core.schedule import Config
 from kiqbeat.engine import Engine
@@ -120,8 +121,9 @@ def _served(engine: Engine, config: Config) -> str:
     shard = engine.settings.shard
     of_shard = f", shard {shard[0]}/{shard[1]} of them" if shard and shard[1] > 1 else ""
     if config.source:
-        return (f"{len(config.schedules)} schedules of the document {config.source} and the "
-                f"{stored} stored in {key} (the document's among them once applied{of_shard})")
+        return (f"{counted(len(config.schedules), 'schedule')} of the document {config.source} "
+                f"and the {stored} stored in {key} (the document's among them once applied"
+                f"{of_shard})")
     return f"the {stored} schedules stored in {key} (no document{of_shard})"
 
 

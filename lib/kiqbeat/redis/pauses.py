@@ -22,7 +22,8 @@ def write_pause(client: redis.Redis, namespace: str, due_key: str, name: str,
                    keys.watermarks(namespace), keys.missed(namespace)]
     with redis_errors(client, f"{'pausing' if pause else 'resuming'} a schedule"):
         code, previous = lua.call(scripts.PAUSE, client, script_keys,
-                                  [name, b"" if pause is None else pause.encode(), now_ms])
+                                  [name.encode(errors="surrogateescape"),
+                                   b"" if pause is None else pause.encode(), now_ms])
     return reply_text(code) == "+", Pause.decode(previous) if previous else None
 
 
@@ -32,5 +33,6 @@ def read_pauses(client: redis.Redis, namespace: str, names: Sequence[str]
     if not names:
         return {}
     with redis_errors(client, f"reading {keys.paused(namespace)}"):
-        raw = client.hmget(keys.paused(namespace), list(names))
+        raw = client.hmget(keys.paused(namespace),
+                           [name.encode(errors="surrogateescape") for name in names])
     return {name: Pause.decode(data) for name, data in zip(names, raw, strict=True) if data}
