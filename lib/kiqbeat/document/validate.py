@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, TypeVar, cast
 
 from kiqbeat.core.cron import Cron, Every, parse_cron, parse_every
-from kiqbeat.core.limits import MAX_DEFINITION_BYTES
+from kiqbeat.core.limits import MAX_CHECKED_TEMPLATES, MAX_DEFINITION_BYTES
 from kiqbeat.core.schedule import CatchUp, Config, Schedule, TimestampFormat, Timetable
 from kiqbeat.document.fields import (
     BY_NAME,
@@ -32,7 +32,9 @@ from kiqbeat.document.jobs import (
     MIDDLEWARE_KEYS,
     Shapes,
     encoding_problem,
+    job_bytes,
     payload_keys,
+    plain_values,
 )
 from kiqbeat.errors import ConfigError, did_you_mean, shown
 
@@ -107,6 +109,10 @@ def read_definition(name: str, data: bytes, *, window_s: float = 3600.0) -> Sche
 
     Document-wide settings take their defaults, except the missed-jobs window (`window_s`,
     the deployment's), against which a lookahead is checked.
+
+    Definitions that differ only in name and args (per-tenant schedules: the same cron, zone
+    and class for each customer) share one check of everything else: its result is kept by
+    content (`_TEMPLATES`), and each schedule's name and args are checked on their own.
     """
     try:
         raw = json.loads(data)
@@ -117,15 +123,11 @@ def read_definition(name: str, data: bytes, *, window_s: float = 3600.0) -> Sche
         raise ConfigError(f"schedule {shown(name)}: the stored definition must be a JSON "
                           f"object of fields (cron, class, ...), got {shown(raw)}")
     source = raw.pop("source", "")
-    args = raw.get("args")
-    key = None
-    if isinstance(source, str) and "payload" not in raw and (args is None
-                                                             or isinstance(args, list)):
-        key = (window_s, json.dumps({k: v for k, v in raw.items() if k != "args"},
-                                    sort_keys=True))
-        template = _CHECKED.get(key)
+    key = _template_key(raw, window_s) if isinstance(source, str) else None
+    if key is not None:
+        template = _TEMPLATES.get(key)
         if template is not None:
-            schedule = _with_name_and_args(template, name, raw, args or [])
+            schedule = template.schedule(name, raw, len(data))
             if schedule is not None:
                 return schedule
     out = _Checker()
@@ -138,32 +140,79 @@ def read_definition(name: str, data: bytes, *, window_s: float = 3600.0) -> Sche
     if schedule is None or out.problems:
         raise ConfigError(out.problems)
     if key is not None:
-        if len(_CHECKED) >= MAX_CHECKED:  # the oldest out (insertion order)
-            del _CHECKED[next(iter(_CHECKED))]
-        _CHECKED[key] = schedule
+        if len(_TEMPLATES) >= MAX_CHECKED_TEMPLATES:  # the oldest out (insertion order)
+            del _TEMPLATES[next(iter(_TEMPLATES))]
+        _TEMPLATES[key] = _Template.of(schedule)
     return schedule
 
 
-# Stored definitions that differ only in name and args (per-tenant schedules: the same cron,
-# zone and class for each customer) share one check of everything else.
-_CHECKED: dict[tuple[float, str], Schedule] = {}
-MAX_CHECKED = 16_384
+def _template_key(raw: dict[str, Any], window_s: float) -> tuple[object, ...] | None:
+    """What a definition's check depends on besides its name and args: its other fields by
+    content (type included: `1` is not `true`, nor `1.0`) and the window; None when its args
+    share a budget with `payload:` or are not a list (then it is checked in full)."""
+    args = raw.get("args")
+    if "payload" in raw or not (args is None or isinstance(args, list)):
+        return None
+    parts: list[object] = [window_s]
+    for field in sorted(raw):
+        if field != "args":
+            value = raw[field]
+            parts.append((field, "json", json.dumps(value, sort_keys=True))
+                         if isinstance(value, list | dict) else (field, type(value), value))
+    return tuple(parts)
 
 
-def _with_name_and_args(template: Schedule, name: str, raw: dict[str, Any],
-                        args: list[Any]) -> Schedule | None:
-    """The template with this name and args, if both pass the checks a full validation makes
-    of them; None to fall back to the full validation (and its messages)."""
-    if (not isinstance(name, str) or not name or len(name) > MAX_NAME_CHARS
-            or visible_text(name, spaces=True)):
-        return None
-    try:
-        Shapes().check(args, "args", 4 if template.active_job_wrapper else 2,
-                       [MAX_JOB_VALUES, MAX_JOB_BYTES])
-    except ConfigError:
-        return None
-    schedule = replace(template, name=name, args=tuple(args), definition=raw)
-    return None if encoding_problem(schedule) else schedule
+@dataclass(frozen=True)
+class _Template:
+    """A checked definition, to give other names and args to: `checked` is the schedule it
+    was checked as; a definition over `room_bytes` as stored is checked in full (its args
+    could make a job over MAX_JOB_BYTES)."""
+
+    checked: Schedule
+    args_level: int  # where the args list sits in the job hash (4: in ActiveJob's envelope)
+    room_bytes: int
+
+    @classmethod
+    def of(cls, schedule: Schedule) -> _Template:
+        # A job's JSON holds its args in at most 8 times their stored bytes (a float such as
+        # 1e15 is written out in full; nothing else grows), and `Shapes.check` counts at most
+        # 8 bytes more per value than JSON writes (an integer is counted as 8): within the
+        # room left by the job without args, neither check can fail.
+        empty = job_bytes(_renamed(schedule, schedule.name, (), {}))
+        room = (MAX_JOB_BYTES - 8 * MAX_JOB_VALUES - empty - 64) // 8
+        return cls(schedule, 4 if schedule.active_job_wrapper else 2, room)
+
+    def schedule(self, name: str, raw: dict[str, Any], size_bytes: int) -> Schedule | None:
+        """The checked schedule with this name and args (and `raw` as its definition), when
+        they pass the checks a full validation makes of them; None to validate in full (and
+        give its messages)."""
+        if (size_bytes > self.room_bytes or not isinstance(name, str) or not name
+                or len(name) > MAX_NAME_CHARS or visible_text(name, spaces=True)):
+            return None
+        args = raw.get("args") or ()
+        if args and plain_values(args, self.args_level) < 0:
+            return None
+        return _renamed(self.checked, name, tuple(args), raw)
+
+
+def _renamed(schedule: Schedule, name: str, args: tuple[Any, ...],
+             definition: dict[str, Any]) -> Schedule:
+    """`schedule` with another name, args and definition: a copy of its fields without
+    `dataclasses.replace`'s keyword round trip through `__init__` (a tenth of the cost;
+    Schedule derives nothing from its fields)."""
+    renamed = object.__new__(Schedule)
+    renamed.__dict__.update(schedule.__dict__, name=name, args=args, definition=definition)
+    return renamed
+
+
+# Checked definition templates, by `_template_key`; past MAX_CHECKED_TEMPLATES the oldest
+# goes first.
+_TEMPLATES: dict[tuple[object, ...], _Template] = {}
+
+
+def forget_templates() -> None:
+    """Drop every checked definition template (the next read of each checks it in full)."""
+    _TEMPLATES.clear()
 
 
 def with_window(config: Config, value: object, *, what: str) -> Config:

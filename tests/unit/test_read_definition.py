@@ -1,0 +1,119 @@
+"""Stored definitions read as schedules: a definition that differs from one already checked
+only in its name and args is read through that check (document/validate.py's templates),
+and gets exactly what a full check gives, schedule or messages."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kiqbeat.core.schedule import Schedule
+from kiqbeat.document.validate import encode_definition, forget_templates, read_definition
+from kiqbeat.errors import ConfigError
+
+BASES: list[dict[str, Any]] = [
+    {"cron": "0 9 * * *", "tz": "Asia/Kolkata", "class": "DigestWorker"},
+    {"cron": "*/5 * * * *", "class": "Wrapped", "active_job": True, "queue": "low"},
+    {"every": "15m", "class": "Tagged", "tags": ["a", "b"], "retry": 3, "enabled": False},
+    {"cron": "* * * * *", "class": "Late", "lookahead": "30s", "catch_up": "latest"},
+]
+
+
+def nested(depth: int) -> list[Any]:
+    value: list[Any] = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+HOSTILE_VALUES: list[Any] = [
+    2**63, -(2**63) - 1, 2**63 - 1, float("nan"), float("inf"), "\ud800", {"k\udfff": 1},
+    nested(97), nested(98), nested(99), nested(120), [0] * 9_998, [0] * 9_999, ["é" * 10],
+    {"deep": nested(96)}, 1e15, -0.0,
+]
+HOSTILE = st.sampled_from(HOSTILE_VALUES)
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8) | HOSTILE,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner,
+                                                                max_size=3),
+    max_leaves=6)
+ARGS = st.none() | st.lists(JSON_VALUES, max_size=4) | JSON_VALUES
+NAMES = st.sampled_from(["tenant:1", "", "x" * 1000, "x" * 1001, "zero\u200bwidth",
+                         "line\nbreak", "with space", "é"]) | st.text(max_size=6)
+
+
+def outcome(name: str, data: bytes) -> tuple[Schedule | None, object, list[str]]:
+    """What reading a definition gives: the schedule and its definition, or the problems."""
+    try:
+        schedule = read_definition(name, data)
+    except ConfigError as exc:
+        return None, None, exc.problems
+    return schedule, schedule.definition, []
+
+
+def stored(definition: dict[str, Any]) -> bytes:
+    # As another language may store it: NaN and Infinity are JSON to Python's reader.
+    return json.dumps(definition, ensure_ascii=False).encode("utf-8", "surrogatepass")
+
+
+@given(base=st.sampled_from(BASES), name=NAMES, args=ARGS)
+def test_a_definition_read_through_a_checked_template_gets_what_a_full_check_gives(
+    base: dict[str, Any], name: str, args: object,
+) -> None:
+    data = stored(base | {"args": args})
+    forget_templates()
+    expected = outcome(name, data)  # checked in full: no template of it yet
+    forget_templates()
+    read_definition("another", stored(base | {"args": [1, "two"]}))  # the template
+    assert outcome(name, data) == expected
+
+
+HOSTILE_ARGS = [[v] for v in HOSTILE_VALUES] + [nested(99), nested(101), "scalar", {"k": 1}]
+
+
+@pytest.mark.parametrize("base", BASES)
+@pytest.mark.parametrize("args", HOSTILE_ARGS, ids=range(len(HOSTILE_ARGS)))
+def test_args_at_a_limit_are_refused_or_kept_through_a_template_as_in_a_full_check(
+    base: dict[str, Any], args: object,
+) -> None:
+    data = stored(base | {"args": args})
+    forget_templates()
+    expected = outcome("tenant:9", data)
+    forget_templates()
+    read_definition("another", stored(base | {"args": [1, "two"]}))
+    assert outcome("tenant:9", data) == expected
+
+
+@pytest.mark.parametrize("base", BASES)
+def test_definitions_of_one_template_keep_their_own_names_args_and_definitions(
+    base: dict[str, Any],
+) -> None:
+    forget_templates()
+    first = read_definition("tenant:1", encode_definition(base | {"args": [1]}))
+    second = read_definition("tenant:2", encode_definition(base | {"args": [2, {"x": None}]}))
+    assert (first.name, first.args, first.definition) == ("tenant:1", (1,), base | {"args": [1]})
+    assert (second.name, second.args) == ("tenant:2", (2, {"x": None}))
+    assert second.definition == base | {"args": [2, {"x": None}]}
+    assert first.timetable == second.timetable and first.job_class == second.job_class
+
+
+@pytest.mark.parametrize(("checked", "other"), [
+    ({"enabled": True}, {"enabled": 1}),  # equal in Python, not the same JSON
+    ({"retry": 1}, {"retry": 1.0}),
+    ({"retry": 1}, {"retry": True}),
+    ({"tags": ["a"]}, {"tags": "a"}),
+])
+def test_fields_equal_in_python_but_not_in_json_are_not_taken_for_a_checked_one(
+    checked: dict[str, Any], other: dict[str, Any],
+) -> None:
+    base = {"cron": "* * * * *", "class": "W"}
+    forget_templates()
+    read_definition("one", encode_definition(base | checked))
+    data = encode_definition(base | other)
+    cached = outcome("two", data)
+    forget_templates()
+    assert cached == outcome("two", data)
