@@ -37,7 +37,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 from kiqbeat.core.limits import MAX_SHARDS
-from kiqbeat.core.payload import JobTemplate, jid_ms, job_json, job_template
+from kiqbeat.core.payload import JobTemplates, jid_ms
 from kiqbeat.core.schedule import Config, Schedule, Timetable
 from kiqbeat.errors import ConfigError
 
@@ -190,25 +190,16 @@ class TickMemo:
         # timetable key -> (after, first): epoch ms; `first` is the first tick after any
         # instant in [after, first).
         self._next: dict[str, tuple[tuple[int, int], ...]] = {}
-        # (id(schedule), into the schedule set?) -> (schedule, its template)
-        self._templates: dict[tuple[int, bool], tuple[Schedule, JobTemplate | None]] = {}
+        self._templates = JobTemplates()  # job templates, by content
 
     def payload(self, schedule: Schedule, tick: datetime, job_id: str, now: datetime,
                 *, scheduled: bool) -> str:
-        """The job's JSON, from the schedule's cached template where it has one."""
-        entry = self._templates.get((id(schedule), scheduled))
-        if entry is None or entry[0] is not schedule:  # built when first needed: one kind
-            entry = self._templates[(id(schedule), scheduled)] = (
-                schedule, job_template(schedule, scheduled=scheduled))
-        template = entry[1]
-        if template is not None:
-            return template.render(job_id, now, tick)
-        return job_json(schedule, tick, pushed_at=now, scheduled=scheduled)
+        """The job's JSON, from the template of the schedule's content where it has one."""
+        return self._templates.job(schedule, tick, job_id, now, scheduled=scheduled)
 
     def forget_beyond(self, size: int) -> None:
         """Drop cached templates once they outnumber `size` (configs come and go)."""
-        if len(self._templates) > size:
-            self._templates.clear()
+        self._templates.forget_beyond(size)
 
     def next_ms(self, timetable: Timetable, after_ms: int) -> int:
         """The first fire instant after `after_ms` (epoch ms), mostly without a search."""
