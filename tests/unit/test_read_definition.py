@@ -21,8 +21,15 @@ BASES: list[dict[str, Any]] = [
     {"every": "15m", "class": "Tagged", "tags": ["a", "b"], "retry": 3, "enabled": False},
     {"cron": "* * * * *", "class": "Late", "lookahead": "30s", "catch_up": "latest"},
 ]
-
-
+TIMINGS: list[dict[str, Any]] = [
+    {"cron": "0 9 * * *"}, {"cron": "0 9 * * *", "tz": "Europe/Paris"},
+    {"cron": "30 4 * * * America/New_York"}, {"cron": "30 4 * * * America/New_York",
+                                              "tz": "Asia/Kolkata"},
+    {"cron": "0 0 30 2 *"}, {"cron": "* * *"}, {"cron": 5}, {"cron": "0 9 * * *", "tz": "Mars"},
+    {"cron": "*/10 * * * * *"}, {"every": "15m"}, {"every": 900}, {"every": True},
+    {"every": "15m", "tz": "UTC"}, {"every": "0s"}, {"cron": "0 9 * * *", "every": "1h"}, {},
+    {"tz": "UTC"}, {"cron": "@daily"},
+]
 def nested(depth: int) -> list[Any]:
     value: list[Any] = []
     for _ in range(depth):
@@ -60,16 +67,34 @@ def stored(definition: dict[str, Any]) -> bytes:
     return json.dumps(definition, ensure_ascii=False).encode("utf-8", "surrogatepass")
 
 
-@given(base=st.sampled_from(BASES), name=NAMES, args=ARGS)
+def without_timing(base: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in base.items() if k not in ("cron", "every", "tz")}
+
+
+@given(base=st.sampled_from(BASES), timing=st.sampled_from(TIMINGS), name=NAMES, args=ARGS)
 def test_a_definition_read_through_a_checked_template_gets_what_a_full_check_gives(
-    base: dict[str, Any], name: str, args: object,
+    base: dict[str, Any], timing: dict[str, Any], name: str, args: object,
 ) -> None:
-    data = stored(base | {"args": args})
+    data = stored(without_timing(base) | timing | {"args": args})
     forget_templates()
     expected = outcome(name, data)  # checked in full: no template of it yet
     forget_templates()
     read_definition("another", stored(base | {"args": [1, "two"]}))  # the template
     assert outcome(name, data) == expected
+    assert outcome(name, data) == expected  # its timing known too
+
+
+@pytest.mark.parametrize("base", BASES)
+@pytest.mark.parametrize("timing", TIMINGS, ids=range(len(TIMINGS)))
+def test_a_template_checked_at_one_time_gives_another_time_what_a_full_check_gives(
+    base: dict[str, Any], timing: dict[str, Any],
+) -> None:
+    data = stored(without_timing(base) | timing | {"args": [7]})
+    forget_templates()
+    expected = outcome("tenant:7", data)
+    forget_templates()
+    read_definition("another", stored(base | {"args": [1, "two"]}))
+    assert outcome("tenant:7", data) == expected
 
 
 HOSTILE_ARGS = [[v] for v in HOSTILE_VALUES] + [nested(99), nested(101), "scalar", {"k": 1}]
@@ -117,3 +142,13 @@ def test_fields_equal_in_python_but_not_in_json_are_not_taken_for_a_checked_one(
     cached = outcome("two", data)
     forget_templates()
     assert cached == outcome("two", data)
+
+
+def test_schedules_of_one_template_keep_their_own_timings() -> None:
+    forget_templates()
+    timings = [("0 9 * * *", "Asia/Kolkata"), ("0 9 * * *", "Europe/Paris"),
+               ("0 10 * * *", "Europe/Paris"), ("0 9 * * *", "UTC")] * 2
+    for k, (cron, tz) in enumerate(timings):
+        schedule = read_definition(f"tenant:{k}", encode_definition(
+            {"class": "W", "cron": cron, "tz": tz, "args": [k]}))
+        assert (schedule.timing, schedule.timetable.zone_name) == (f"{cron} ({tz})", tz)

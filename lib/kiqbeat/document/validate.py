@@ -10,7 +10,7 @@ the value (cut short) and what would be valid.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, TypeVar, cast
@@ -110,9 +110,10 @@ def read_definition(name: str, data: bytes, *, window_s: float = 3600.0) -> Sche
     Document-wide settings take their defaults, except the missed-jobs window (`window_s`,
     the deployment's), against which a lookahead is checked.
 
-    Definitions that differ only in name and args (per-tenant schedules: the same cron, zone
-    and class for each customer) share one check of everything else: its result is kept by
-    content (`_TEMPLATES`), and each schedule's name and args are checked on their own.
+    Definitions that differ only in name, args and timing (per-tenant schedules: the same
+    class and options for each customer, at each one's time) share one check of everything
+    else: its result is kept by content (`_TEMPLATES`), as is each timing's (`_TIMINGS`),
+    and each schedule's name and args are checked on their own.
     """
     try:
         raw = json.loads(data)
@@ -127,7 +128,8 @@ def read_definition(name: str, data: bytes, *, window_s: float = 3600.0) -> Sche
     if key is not None:
         template = _TEMPLATES.get(key)
         if template is not None:
-            schedule = template.schedule(name, raw, len(data))
+            timing = _timing(raw)
+            schedule = timing and template.schedule(name, raw, len(data), timing)
             if schedule is not None:
                 return schedule
     out = _Checker()
@@ -146,20 +148,44 @@ def read_definition(name: str, data: bytes, *, window_s: float = 3600.0) -> Sche
     return schedule
 
 
+# A definition's timing: the fields its timetable comes from, and nothing else does.
+_TIMING_FIELDS = ("cron", "every", "tz")
+_NOT_TEMPLATE_FIELDS = frozenset({"args", *_TIMING_FIELDS})
+
+
 def _template_key(raw: dict[str, Any], window_s: float) -> tuple[object, ...] | None:
-    """What a definition's check depends on besides its name and args: its other fields by
-    content (type included: `1` is not `true`, nor `1.0`) and the window; None when its args
-    share a budget with `payload:` or are not a list (then it is checked in full)."""
+    """What a definition's check depends on besides its name, args and timing: its other
+    fields by content and the window; None when its args share a budget with `payload:` or
+    are not a list (then it is checked in full)."""
     args = raw.get("args")
     if "payload" in raw or not (args is None or isinstance(args, list)):
         return None
-    parts: list[object] = [window_s]
-    for field in sorted(raw):
-        if field != "args":
-            value = raw[field]
-            parts.append((field, "json", json.dumps(value, sort_keys=True))
-                         if isinstance(value, list | dict) else (field, type(value), value))
-    return tuple(parts)
+    return (window_s, *_content(raw, sorted(raw.keys() - _NOT_TEMPLATE_FIELDS)))
+
+
+def _content(raw: dict[str, Any], fields: Iterable[str]) -> list[tuple[str, object, object]]:
+    """Fields of a definition, each with its type (`1` is not `true`, nor `1.0`), in a
+    hashable form; absent ones are left out."""
+    return [(field, "json", json.dumps(raw[field], sort_keys=True))
+            if isinstance(raw[field], list | dict) else (field, type(raw[field]), raw[field])
+            for field in fields if field in raw]
+
+
+def _timing(raw: dict[str, Any]) -> tuple[Timetable, str] | None:
+    """The timetable and timing text of a definition's cron or every (and tz), when they
+    pass the checks a full validation makes of them; None otherwise."""
+    key = tuple(_content(raw, _TIMING_FIELDS))
+    known = _TIMINGS.get(key)
+    if known is None:
+        out = _Checker()
+        tz = out.field("tz", partial(BY_NAME["tz"].check, raw["tz"])) if "tz" in raw else None
+        timetable = _timetable(raw, tz or BY_NAME["time_zone"].default, "", str, out)
+        if timetable is None or out.problems:
+            return None
+        if len(_TIMINGS) >= MAX_CHECKED_TEMPLATES:  # the oldest out (insertion order)
+            del _TIMINGS[next(iter(_TIMINGS))]
+        known = _TIMINGS[key] = (timetable, _timing_text(timetable, raw))
+    return known
 
 
 @dataclass(frozen=True)
@@ -182,37 +208,44 @@ class _Template:
         room = (MAX_JOB_BYTES - 8 * MAX_JOB_VALUES - empty - 64) // 8
         return cls(schedule, 4 if schedule.active_job_wrapper else 2, room)
 
-    def schedule(self, name: str, raw: dict[str, Any], size_bytes: int) -> Schedule | None:
-        """The checked schedule with this name and args (and `raw` as its definition), when
-        they pass the checks a full validation makes of them; None to validate in full (and
-        give its messages)."""
+    def schedule(self, name: str, raw: dict[str, Any], size_bytes: int,
+                 timing: tuple[Timetable, str]) -> Schedule | None:
+        """The checked schedule with this name, args and `timing` (and `raw` as its
+        definition), when the name and args pass the checks a full validation makes of them;
+        None to validate in full (and give its messages)."""
         if (size_bytes > self.room_bytes or not isinstance(name, str) or not name
                 or len(name) > MAX_NAME_CHARS or visible_text(name, spaces=True)):
             return None
         args = raw.get("args") or ()
         if args and plain_values(args, self.args_level) < 0:
             return None
-        return _renamed(self.checked, name, tuple(args), raw)
+        return _renamed(self.checked, name, tuple(args), raw, timing)
 
 
-def _renamed(schedule: Schedule, name: str, args: tuple[Any, ...],
-             definition: dict[str, Any]) -> Schedule:
-    """`schedule` with another name, args and definition: a copy of its fields without
-    `dataclasses.replace`'s keyword round trip through `__init__` (a tenth of the cost;
-    Schedule derives nothing from its fields)."""
+def _renamed(schedule: Schedule, name: str, args: tuple[Any, ...], definition: dict[str, Any],
+             timing: tuple[Timetable, str] | None = None) -> Schedule:
+    """`schedule` with another name, args, definition and timing: a copy of its fields
+    without `dataclasses.replace`'s keyword round trip through `__init__` (a tenth of the
+    cost; Schedule derives nothing from its fields)."""
     renamed = object.__new__(Schedule)
-    renamed.__dict__.update(schedule.__dict__, name=name, args=args, definition=definition)
+    fields = renamed.__dict__
+    fields.update(schedule.__dict__, name=name, args=args, definition=definition)
+    if timing is not None:
+        fields["timetable"], fields["timing"] = timing
     return renamed
 
 
-# Checked definition templates, by `_template_key`; past MAX_CHECKED_TEMPLATES the oldest
-# goes first.
+# Checked definition templates, by `_template_key`, and timings, by their fields' content;
+# past MAX_CHECKED_TEMPLATES the oldest goes first.
 _TEMPLATES: dict[tuple[object, ...], _Template] = {}
+_TIMINGS: dict[tuple[object, ...], tuple[Timetable, str]] = {}
 
 
 def forget_templates() -> None:
-    """Drop every checked definition template (the next read of each checks it in full)."""
+    """Drop every checked definition template and timing (the next read of each checks it
+    in full)."""
     _TEMPLATES.clear()
+    _TIMINGS.clear()
 
 
 def with_window(config: Config, value: object, *, what: str) -> Config:
@@ -379,8 +412,7 @@ def _schedule(name: object, raw: object, top: Mapping[str, Any], out: _Checker,
             "pushed only when an invocation happens (about once a minute from EventBridge or "
             "a CronJob; within about a second of each under `kiqbeat run`); elsewhere, set "
             "lookahead (e.g. 60s)")
-    timing = (f"{timetable.expr} ({timetable.zone_name})" if isinstance(timetable, Cron)
-              else f"every {str(raw['every']).strip()}")
+    timing = _timing_text(timetable, raw)
     definition = dict(raw)  # with the document-wide values it relies on written in
     for key in ("lookahead", "timestamp_format"):
         if key not in raw and top[key] != BY_NAME[key].default:
@@ -400,6 +432,12 @@ def _schedule(name: object, raw: object, top: Mapping[str, Any], out: _Checker,
         out.problems.append(f"{label}: {wrong}")
         return None
     return schedule
+
+
+def _timing_text(timetable: Timetable, raw: dict[Any, Any]) -> str:
+    """How a schedule's timing reads: "0 9 * * * (Asia/Kolkata)", "every 15m"."""
+    return (f"{timetable.expr} ({timetable.zone_name})" if isinstance(timetable, Cron)
+            else f"every {str(raw['every']).strip()}")
 
 
 def _timetable(raw: dict[Any, Any], zone_name: str, label: str,
