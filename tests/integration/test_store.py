@@ -1105,3 +1105,23 @@ def test_changing_the_shard_count_is_refused_until_reindexed_and_then_loses_no_t
                                           for j in cron_jids(n, "* * * * *", t0, late))
     status = Store(client).status()
     assert (status.counts.schedules, status.counts.indexed) == (20, 20)
+
+
+def test_every_change_of_a_long_import_takes_the_instant_of_one_clock_read(
+    client: redis.Redis,
+) -> None:
+    """An import of many calls moves each changed schedule's watermark up to the same
+    instant, read once before the first write, whatever the time each call runs at."""
+    store = Store(client)
+    yearly = {"cron": "0 0 1 1 *", "class": "Y"}  # next tick months away: the cut is `now`
+    names = [f"y{i:04d}" for i in range(1000)]  # five write calls
+    store.import_definitions((n, yearly) for n in names)
+    run(client, STORE_ONLY, now=start(client))  # registered hours ago
+    before = redis_now(client)
+    store.import_definitions((n, {**yearly, "queue": "other"}) for n in names)
+    after = redis_now(client)
+    marks = {row.covered_through for row in store.rows(names)}
+    assert len(marks) == 1
+    (mark,) = marks
+    # The cut is the instant less 1 ms, and the instant is in whole milliseconds.
+    assert mark is not None and before - timedelta(milliseconds=2) <= mark <= after
