@@ -10,7 +10,7 @@ the value (cut short) and what would be valid.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, TypeVar, cast
@@ -75,13 +75,16 @@ def validate(doc: Mapping[str, Any], *, source: str = "", problems: list[str] | 
     return replace(config, source=source)
 
 
+_encode_sorted = json.JSONEncoder(sort_keys=True, separators=(",", ":"),
+                                  ensure_ascii=False).encode
+
+
 def encode_definition(definition: Mapping[str, Any], source: str = "") -> bytes:
     """A schedule's stored form: its definition as compact JSON (keys sorted, so equal
     definitions are equal bytes), with `"source"` when a document wrote it."""
     fields = {**definition, "source": source} if source else definition
     try:
-        return json.dumps(fields, sort_keys=True, separators=(",", ":"),
-                          ensure_ascii=False).encode()
+        return _encode_sorted(fields).encode()
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"the definition cannot be stored as JSON: {exc}") from None
 
@@ -124,11 +127,11 @@ def read_definition(name: str, data: bytes, *, window_s: float = 3600.0) -> Sche
         raise ConfigError(f"schedule {shown(name)}: the stored definition must be a JSON "
                           f"object of fields (cron, class, ...), got {shown(raw)}")
     source = raw.pop("source", "")
-    key = _template_key(raw, window_s) if isinstance(source, str) else None
+    key, timing_key = _template_keys(raw, window_s) if isinstance(source, str) else (None, ())
     if key is not None:
         template = _TEMPLATES.get(key)
         if template is not None:
-            timing = _timing(raw)
+            timing = _timing(raw, timing_key)
             schedule = timing and template.schedule(name, raw, len(data), timing)
             if schedule is not None:
                 return schedule
@@ -150,31 +153,33 @@ def read_definition(name: str, data: bytes, *, window_s: float = 3600.0) -> Sche
 
 # A definition's timing: the fields its timetable comes from, and nothing else does.
 _TIMING_FIELDS = ("cron", "every", "tz")
-_NOT_TEMPLATE_FIELDS = frozenset({"args", *_TIMING_FIELDS})
 
 
-def _template_key(raw: dict[str, Any], window_s: float) -> tuple[object, ...] | None:
-    """What a definition's check depends on besides its name, args and timing: its other
-    fields by content and the window; None when its args share a budget with `payload:` or
-    are not a list (then it is checked in full)."""
+def _template_keys(raw: dict[str, Any], window_s: float
+                   ) -> tuple[tuple[object, ...] | None, tuple[object, ...]]:
+    """What a definition's check depends on besides its name and args, in two keys: its
+    timing fields, and its other fields with the window (None when its args share a budget
+    with `payload:` or are not a list: then it is checked in full). Each field is keyed by
+    content with its type (`1` is not `true`, nor `1.0`), in the order the JSON gives (a
+    definition written in another order is only checked once more)."""
     args = raw.get("args")
     if "payload" in raw or not (args is None or isinstance(args, list)):
-        return None
-    return (window_s, *_content(raw, sorted(raw.keys() - _NOT_TEMPLATE_FIELDS)))
+        return None, ()
+    template: list[object] = [window_s]
+    timing: list[object] = []
+    for field, value in raw.items():
+        if field != "args":
+            kind = type(value)
+            (timing if field in _TIMING_FIELDS else template).append(
+                (field, "json", _encode_sorted(value)) if kind is list or kind is dict
+                else (field, kind, value))
+    return tuple(template), tuple(timing)
 
 
-def _content(raw: dict[str, Any], fields: Iterable[str]) -> list[tuple[str, object, object]]:
-    """Fields of a definition, each with its type (`1` is not `true`, nor `1.0`), in a
-    hashable form; absent ones are left out."""
-    return [(field, "json", json.dumps(raw[field], sort_keys=True))
-            if isinstance(raw[field], list | dict) else (field, type(raw[field]), raw[field])
-            for field in fields if field in raw]
-
-
-def _timing(raw: dict[str, Any]) -> tuple[Timetable, str] | None:
+def _timing(raw: dict[str, Any], key: tuple[object, ...]) -> tuple[Timetable, str] | None:
     """The timetable and timing text of a definition's cron or every (and tz), when they
-    pass the checks a full validation makes of them; None otherwise."""
-    key = tuple(_content(raw, _TIMING_FIELDS))
+    pass the checks a full validation makes of them; None otherwise. `key`: its timing
+    fields' content (`_template_keys`)."""
     known = _TIMINGS.get(key)
     if known is None:
         out = _Checker()
