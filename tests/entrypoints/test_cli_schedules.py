@@ -20,6 +20,8 @@ import pytest
 import redis
 import yaml
 
+from kiqbeat.entrypoints.schedules import _json_value, _plain_line
+from kiqbeat.errors import ConfigError
 from tests.entrypoints.conftest import Kiqbeat
 from tests.integration.helpers import redis_now
 
@@ -473,3 +475,25 @@ def test_definitions_and_imports_read_from_stdin(redis_url: str,
     assert done.returncode == 0, done.stderr
     assert definitions(redis_client) == {"digest": DIGEST, "other": DIGEST,
                                          "third": {"every": "1h", "class": "T"}}
+
+
+JSON_LINES = [
+    b'{"name": "a", "definition": {"cron": "* * * * *", "class": "W"}}\n',
+    b'{"name": "a", "name": "b"}', b'{":name": "a"}', b'{"a": {":b": 1}}',
+    b'{"a": {"b": 1, "b": 2}}',
+    b'\xef\xbb\xbf{"name": "bom"}', b'{"bad": "\x01"}', b'{"nul": "\\u0000"}', b"\xff{}",
+    '{"é": "\u2028"}'.encode(), b"{not json", b"[1, 2]", b"{}", b'  {"a": 1}  ', b'{"a": NaN}',
+    b'{"a": ' + b"[" * 5000 + b"]" * 5000 + b"}", b'{"a": 1' + b"0" * 5000 + b"}",
+    '{"a": "x"}'.encode("utf-16"), b'{"a": 1}{"b": 2}', b'{"a": .5}', b"{a: 1}",
+]
+
+
+@pytest.mark.parametrize("line", JSON_LINES, ids=range(len(JSON_LINES)))
+def test_an_import_line_is_read_as_the_full_json_reader_reads_it(line: bytes) -> None:
+    def read(reader: Any) -> object:
+        try:
+            return ("value", reader(line, "line 1"))
+        except ConfigError as exc:
+            return ("error", exc.problems, exc.source)
+
+    assert read(_plain_line) == read(_json_value)

@@ -62,26 +62,36 @@ def outcome(name: str, data: bytes) -> tuple[Schedule | None, object, list[str]]
     return schedule, schedule.definition, []
 
 
-def stored(definition: dict[str, Any]) -> bytes:
-    # As another language may store it: NaN and Infinity are JSON to Python's reader.
-    return json.dumps(definition, ensure_ascii=False).encode("utf-8", "surrogatepass")
+def stored(definition: dict[str, Any], *, canonical: bool = False) -> bytes:
+    """As another language may store it (NaN and Infinity are JSON to Python's reader), or,
+    `canonical`, in kiqbeat's own form (keys sorted, compact: args first)."""
+    return json.dumps(definition, ensure_ascii=False, sort_keys=canonical,
+                      separators=(",", ":") if canonical else None).encode(
+                          "utf-8", "surrogatepass")
 
 
 def without_timing(base: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in base.items() if k not in ("cron", "every", "tz")}
 
 
-@given(base=st.sampled_from(BASES), timing=st.sampled_from(TIMINGS), name=NAMES, args=ARGS)
+@given(base=st.sampled_from(BASES), timing=st.sampled_from(TIMINGS), name=NAMES, args=ARGS,
+       canonical=st.booleans(), source=st.sampled_from([None, "doc.yaml", 5]))
 def test_a_definition_read_through_a_checked_template_gets_what_a_full_check_gives(
-    base: dict[str, Any], timing: dict[str, Any], name: str, args: object,
+    base: dict[str, Any], timing: dict[str, Any], name: str, args: object, canonical: bool,
+    source: object,
 ) -> None:
-    data = stored(without_timing(base) | timing | {"args": args})
+    written = {"source": source} if source is not None else {}
+    data = stored(without_timing(base) | timing | written | {"args": args}, canonical=canonical)
     forget_templates()
     expected = outcome(name, data)  # checked in full: no template of it yet
     forget_templates()
     read_definition("another", stored(base | {"args": [1, "two"]}))  # the template
     assert outcome(name, data) == expected
-    assert outcome(name, data) == expected  # its timing known too
+    # Its timing known too; and, in kiqbeat's form, all but its args (`_BY_REST`).
+    assert outcome(name, data) == expected
+    outcome("another", stored(without_timing(base) | timing | written | {"args": [3]},
+                              canonical=canonical))
+    assert outcome(name, data) == expected
 
 
 @pytest.mark.parametrize("base", BASES)
@@ -152,3 +162,39 @@ def test_schedules_of_one_template_keep_their_own_timings() -> None:
         schedule = read_definition(f"tenant:{k}", encode_definition(
             {"class": "W", "cron": cron, "tz": tz, "args": [k]}))
         assert (schedule.timing, schedule.timetable.zone_name) == (f"{cron} ({tz})", tz)
+
+
+@pytest.mark.parametrize("args", [None, [], [1], False, "one", {"k": 1}, 5, [float("nan")]])
+def test_a_definition_in_kiqbeats_form_gets_what_a_full_check_gives_after_its_twin(
+    args: object,
+) -> None:
+    """Read right after a definition whose text differs only in its args."""
+    rest = {"class": "W", "cron": "*/5 * * * *", "lookahead": "30m", "source": "doc.yaml"}
+    data = stored(rest | {"args": args}, canonical=True)
+    for window_s in (3600.0, 600.0):  # the lookahead is longer than the second window
+        forget_templates()
+        expected = outcome("b", data) if window_s == 3600.0 else None
+        forget_templates()
+        alone = outcome_at("b", data, window_s)
+        forget_templates()
+        outcome_at("a", stored(rest | {"args": [1]}, canonical=True), 3600.0)
+        assert outcome_at("b", data, window_s) == alone
+        if expected is not None:
+            assert alone == expected
+
+
+def test_a_definition_giving_its_args_twice_is_read_as_json_reads_it() -> None:
+    text = b'{"args":[1],"args":[2],"class":"W","cron":"* * * * *"}'
+    forget_templates()
+    outcome("a", text)
+    schedule = read_definition("b", text)
+    assert schedule.args == (2,) and schedule.definition == {
+        "args": [2], "class": "W", "cron": "* * * * *"}
+
+
+def outcome_at(name: str, data: bytes, window_s: float) -> object:
+    try:
+        schedule = read_definition(name, data, window_s=window_s)
+    except ConfigError as exc:
+        return None, None, exc.problems
+    return schedule, schedule.definition, []

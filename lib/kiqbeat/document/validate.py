@@ -116,8 +116,18 @@ def read_definition(name: str, data: bytes, *, window_s: float = 3600.0) -> Sche
     Definitions that differ only in name, args and timing (per-tenant schedules: the same
     class and options for each customer, at each one's time) share one check of everything
     else: its result is kept by content (`_TEMPLATES`), as is each timing's (`_TIMINGS`),
-    and each schedule's name and args are checked on their own.
+    and each schedule's name and args are checked on their own. A definition in kiqbeat's
+    stored form (keys sorted, args first) whose other fields are, byte for byte, those of one
+    read before is not even decoded beyond its args (`_BY_REST`).
     """
+    rest = _args_first(data)
+    if rest is not None and isinstance(rest[0], list | None):  # else: one argument, in full
+        known = _BY_REST.get((window_s, rest[1]))
+        if known is not None:
+            checked, its_timing, fields = known
+            schedule = checked.schedule(name, {"args": rest[0], **fields}, len(data), its_timing)
+            if schedule is not None:
+                return schedule
     try:
         raw = json.loads(data)
     except (ValueError, RecursionError) as exc:
@@ -133,7 +143,8 @@ def read_definition(name: str, data: bytes, *, window_s: float = 3600.0) -> Sche
         if template is not None:
             timing = _timing(raw, timing_key)
             schedule = timing and template.schedule(name, raw, len(data), timing)
-            if schedule is not None:
+            if timing is not None and schedule is not None:
+                _know_rest(rest, window_s, template, timing, raw)
                 return schedule
     out = _Checker()
     if not isinstance(source, str):
@@ -147,7 +158,8 @@ def read_definition(name: str, data: bytes, *, window_s: float = 3600.0) -> Sche
     if key is not None:
         if len(_TEMPLATES) >= MAX_CHECKED_TEMPLATES:  # the oldest out (insertion order)
             del _TEMPLATES[next(iter(_TEMPLATES))]
-        _TEMPLATES[key] = _Template.of(schedule)
+        template = _TEMPLATES[key] = _Template.of(schedule)
+        _know_rest(rest, window_s, template, (schedule.timetable, schedule.timing), raw)
     return schedule
 
 
@@ -191,6 +203,34 @@ def _timing(raw: dict[str, Any], key: tuple[object, ...]) -> tuple[Timetable, st
             del _TIMINGS[next(iter(_TIMINGS))]
         known = _TIMINGS[key] = (timetable, _timing_text(timetable, raw))
     return known
+
+
+def _args_first(data: bytes) -> tuple[Any, str] | None:
+    """A definition in kiqbeat's stored form with args first (`encode_definition`: keys
+    sorted, compact): its args, decoded, and the text of the rest; None for any other."""
+    if not data.startswith(b'{"args":'):
+        return None
+    try:
+        text = data.decode()
+        args, end = _decode_at(text, 8)
+    except (ValueError, RecursionError):
+        return None
+    return args, text[end:]
+
+
+_decode_at = json.JSONDecoder().raw_decode
+
+
+def _know_rest(rest: tuple[Any, str] | None, window_s: float, template: _Template,
+               timing: tuple[Timetable, str], raw: dict[str, Any]) -> None:
+    """Keep a definition's checked template and timing by the text of its fields other than
+    args (`_args_first`), for the next definition with that text."""
+    if rest is None or not isinstance(rest[0], list | None) or '"args":' in rest[1]:
+        return  # args twice in the text (or so it seems): json.loads keeps the last
+    fields = {k: v for k, v in raw.items() if k != "args"}
+    if len(_BY_REST) >= MAX_CHECKED_TEMPLATES:  # the oldest out (insertion order)
+        del _BY_REST[next(iter(_BY_REST))]
+    _BY_REST[(window_s, rest[1])] = (template, timing, fields)
 
 
 @dataclass(frozen=True)
@@ -244,6 +284,9 @@ def _renamed(schedule: Schedule, name: str, args: tuple[Any, ...], definition: d
 # past MAX_CHECKED_TEMPLATES the oldest goes first.
 _TEMPLATES: dict[tuple[object, ...], _Template] = {}
 _TIMINGS: dict[tuple[object, ...], tuple[Timetable, str]] = {}
+# (window, the text of a stored definition's fields after its args) -> its template, timing
+# and those fields decoded (without "source").
+_BY_REST: dict[tuple[float, str], tuple[_Template, tuple[Timetable, str], dict[str, Any]]] = {}
 
 
 def forget_templates() -> None:
@@ -251,6 +294,7 @@ def forget_templates() -> None:
     in full)."""
     _TEMPLATES.clear()
     _TIMINGS.clear()
+    _BY_REST.clear()
 
 
 def with_window(config: Config, value: object, *, what: str) -> Config:
