@@ -480,6 +480,7 @@ def test_definitions_and_imports_read_from_stdin(redis_url: str,
 JSON_LINES = [
     b'{"name": "a", "definition": {"cron": "* * * * *", "class": "W"}}\n',
     b'{"name": "a", "name": "b"}', b'{":name": "a"}', b'{"a": {":b": 1}}',
+    b'{"\\u003aname": "a"}', b'{"a": 1, "\\u003Ab": 2}', b'{"a": ":x"}',
     b'{"a": {"b": 1, "b": 2}}',
     b'\xef\xbb\xbf{"name": "bom"}', b'{"bad": "\x01"}', b'{"nul": "\\u0000"}', b"\xff{}",
     '{"é": "\u2028"}'.encode(), b"{not json", b"[1, 2]", b"{}", b'  {"a": 1}  ', b'{"a": NaN}',

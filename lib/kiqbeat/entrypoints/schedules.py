@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -190,22 +191,26 @@ class _NotPlain(Exception):
 
 def _plain_object(items: list[tuple[str, Any]]) -> dict[str, Any]:
     value = dict(items)
-    if len(value) != len(items) or any(key[:1] == ":" for key in value):
+    if len(value) != len(items):
         raise _NotPlain
     return value
 
 
+_decode_plain = json.JSONDecoder(object_pairs_hook=_plain_object).decode
+# A key that may start with ':' (a Ruby symbol, which the full reader strips), escaped or not.
+_SYMBOL_KEY = re.compile(r'[{,]\s*"(?::|\\u003[aA])')
+
+
 def _plain_line(line: bytes, where: str) -> object:
-    """A JSON line's value, read as `_json_value` reads it: a plain object at once (one
-    decode, no per-key hook in Python), anything else through `_json_value` (and its
-    messages)."""
+    """A JSON line's value, read as `_json_value` reads it: a plain object (no duplicate nor
+    symbol keys) with one decode, anything else through `_json_value` (and its messages)."""
     try:
         text = decode(line, where)  # UTF-8, no control characters: as the full reader checks
     except ConfigError:
         return _json_value(line, where)  # with its message
-    if text.lstrip().startswith("{"):
+    if text.lstrip().startswith("{") and not _SYMBOL_KEY.search(text):
         try:
-            return json.loads(text, object_pairs_hook=_plain_object)
+            return _decode_plain(text)
         except (_NotPlain, ValueError, RecursionError):
             pass
     return _json_value(line, where)
