@@ -60,10 +60,11 @@ from kiqbeat.operator import (
     as_mapping,
 )
 from kiqbeat.redis.definitions import (
-    BATCH,
+    WRITE_BATCH,
     WRITE_CODES,
     Op,
     Oversized,
+    StartedWrite,
     definition_sha,
     write_batches,
 )
@@ -198,26 +199,28 @@ class Store(Operator):
         written.
 
         With `replace` False, existing schedules are left as they are (and listed as refused).
-        `progress` is called with the number of schedules handled after each `BATCH`.
+        `progress` is called with the number of schedules handled after each write call.
         A Redis error part-way (`maxmemory` reached, ...) stops the import with that error,
         saying how many definitions were written before it and the first one not written:
         each call is atomic, so every schedule is either written whole or left as it was.
-        Every change takes the instant of one Redis clock read, made first.
+        Every change takes the instant of one Redis clock read, made first. The next call's
+        definitions are checked while Redis writes the previous call's (`StartedWrite`).
         """
         result = ImportResult()
         now_ms = self._now_ms()
         ops: builtins.list[Op] = []
+        started: StartedWrite | None = None
 
-        def write_calls() -> Iterator[tuple[Op, tuple[str, str]]]:
-            for call in write_batches(ops):  # one atomic call each
-                try:
-                    codes = self.side.write(call, now_ms=now_ms)
-                except KiqbeatError as exc:
-                    raise type(exc)(_stopped(exc, result, call)) from exc
-                yield from zip(call, codes, strict=True)
-
-        def flush() -> None:
-            for op, (code, owner) in write_calls():
+        def finish() -> None:  # the call in flight: its reply read and counted
+            nonlocal started
+            if started is None:
+                return
+            call, started = started, None
+            try:
+                codes = call.finish()
+            except KiqbeatError as exc:
+                raise type(exc)(_stopped(exc, result, call.ops)) from exc
+            for op, (code, owner) in zip(call.ops, codes, strict=True):
                 if code == "+":
                     result.written += 1
                 elif code == "=":
@@ -226,20 +229,34 @@ class Store(Operator):
                     why = f"belongs to {shown_text(owner)}" if code == "O" else WRITE_CODES[code]
                     result.refused.append((op.name, why))
             if progress is not None:
-                progress(len(ops))
+                progress(len(call.ops))
+
+        def flush() -> None:
+            nonlocal started
+            for ops_of_call in write_batches(ops):
+                finish()
+                try:
+                    started = self.side.start_write(ops_of_call, now_ms=now_ms)
+                except KiqbeatError as exc:
+                    raise type(exc)(_stopped(exc, result, ops_of_call)) from exc
             ops.clear()
 
-        for name, definition in items:
-            try:
-                ops.append(Op("put" if replace else "add", name, self.check(name, definition)))
-            except ConfigError as exc:
-                result.invalid.append((name, "; ".join(exc.problems)))
-                if progress is not None:
-                    progress(1)
-            if len(ops) >= BATCH:
-                flush()
-        if ops:
+        try:
+            for name, definition in items:
+                try:
+                    ops.append(Op("put" if replace else "add", name,
+                                  self.check(name, definition)))
+                except ConfigError as exc:
+                    result.invalid.append((name, "; ".join(exc.problems)))
+                    if progress is not None:
+                        progress(1)
+                if len(ops) >= WRITE_BATCH:
+                    flush()
             flush()
+            finish()
+        finally:
+            if started is not None:  # stopped by an error: the reply is never read
+                started.abandon()
         self._audit("import", "", f"{result.written} written, {result.unchanged} unchanged, "
                                   f"{len(result.invalid)} invalid, {len(result.refused)} refused")
         return result

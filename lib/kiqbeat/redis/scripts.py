@@ -88,6 +88,13 @@ class Caller:
             client.script_load(lua.text)
             return client.evalsha(lua.sha, len(keys), *keys, *args)
 
+    def command(self, lua: Lua, keys: Sequence[str], args: Sequence[Arg]) -> tuple[Arg, ...]:
+        """The command running it, to send on a connection and read later (its NOSCRIPT
+        reply then calls for `call`, which loads it)."""
+        if self.functions:
+            return ("FCALL", lua.function, len(keys), *keys, *args)
+        return ("EVALSHA", lua.sha, len(keys), *keys, *args)
+
     def explained(self, exc: Exception) -> Exception:
         """`exc`, saying what to do when the function library is missing or out of date."""
         if self.functions and "function not found" in str(exc).lower():
