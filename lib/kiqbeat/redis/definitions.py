@@ -80,13 +80,15 @@ class Op:
     expect: str = "-"
 
 
-def _pack(ops: Sequence[Op], index: Mapping[str, int], namespace: str, shards: int) -> bytes:
+def _pack(ops: Sequence[Op], due_keys: Sequence[str], index: Mapping[str, int]) -> bytes:
+    """write.lua's ARGV[1]: each op's line, then its source, name and definition; `due_keys`
+    is each op's due index key, `index` where each key is in KEYS."""
     parts: list[bytes] = []
-    for op in ops:
+    for op, key in zip(ops, due_keys, strict=True):
         source, name = op.source.encode(), op.name.encode(errors="surrogateescape")
-        k = index[due_key(namespace, op.name, shards)]
-        parts += (b"%s %d %d %s %d %d\n" % (op.op.encode(), k, len(source), op.expect.encode(),
-                                            len(name), len(op.definition)),
+        parts += (b"%s %d %d %s %d %d\n" % (op.op.encode(), index[key], len(source),
+                                            op.expect.encode(), len(name),
+                                            len(op.definition)),
                   source, name, op.definition)
     return b"".join(parts)
 
@@ -144,15 +146,16 @@ WRITING = "writing schedule definitions"
 def _call(namespace: str, shards: int, batch: Sequence[Op], applied: Applied | None,
           now_ms: int | None) -> tuple[list[str], list[scripts.Arg]]:
     """write.lua's KEYS and ARGV for one batch."""
-    due_keys = list(dict.fromkeys(due_key(namespace, op.name, shards) for op in batch))
-    index = {key: k for k, key in enumerate(due_keys, start=1)}
+    of_op = ([due_key(namespace, op.name, shards) for op in batch] if shards > 1
+             else [keys.due(namespace)] * len(batch))
+    index = {key: k for k, key in enumerate(dict.fromkeys(of_op), start=1)}
     script_keys = [keys.definitions(namespace), keys.watermarks(namespace),
                    keys.first_seen(namespace), keys.rejected(namespace),
                    keys.documents(namespace),
                    keys.document_index(namespace, applied.source if applied else ""),
                    keys.shards(namespace), keys.missed(namespace), keys.history(namespace),
-                   keys.manual(namespace), *due_keys]
-    args: list[scripts.Arg] = [_pack(batch, index, namespace, shards), shards]
+                   keys.manual(namespace), *index]
+    args: list[scripts.Arg] = [_pack(batch, of_op, index), shards]
     if applied is not None:
         args += ["1", applied.source, applied.digest, applied.index]
     else:
