@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -191,14 +190,15 @@ class _NotPlain(Exception):
 
 def _plain_object(items: list[tuple[str, Any]]) -> dict[str, Any]:
     value = dict(items)
-    if len(value) != len(items):
+    # A key twice, or a Ruby symbol key (':name', which the full reader strips): only a key
+    # below ';' can start with ':', so the keys are looked at one by one only then.
+    if len(value) != len(items) or (value and min(value) < ";"
+                                    and any(key[:1] == ":" for key in value)):
         raise _NotPlain
     return value
 
 
 _decode_plain = json.JSONDecoder(object_pairs_hook=_plain_object).decode
-# A key that may start with ':' (a Ruby symbol, which the full reader strips), escaped or not.
-_SYMBOL_KEY = re.compile(r'[{,]\s*"(?::|\\u003[aA])')
 
 
 def _plain_line(line: bytes, where: str) -> object:
@@ -208,7 +208,7 @@ def _plain_line(line: bytes, where: str) -> object:
         text = decode(line, where)  # UTF-8, no control characters: as the full reader checks
     except ConfigError:
         return _json_value(line, where)  # with its message
-    if text.lstrip().startswith("{") and not _SYMBOL_KEY.search(text):
+    if text.lstrip().startswith("{"):
         try:
             return _decode_plain(text)
         except (_NotPlain, ValueError, RecursionError):
