@@ -40,7 +40,7 @@ from typing import Any
 
 from kiqbeat.core.limits import MAX_DEFINITION_BYTES, MAX_SHOWN_CHARS
 from kiqbeat.core.plan import to_ms
-from kiqbeat.document.validate import check_size, encode_definition, read_definition
+from kiqbeat.document.validate import check_size, check_stored, encode_definition
 from kiqbeat.errors import (
     ConfigError,
     KiqbeatError,
@@ -105,7 +105,7 @@ class Store(Operator):
                               "schedule), not a field to set")
         data = encode_definition(dict(definition))
         check_size(name, data)
-        read_definition(name, data, window_s=self.window_s)
+        check_stored(name, data, window_s=self.window_s)
         return data
 
     def add(self, name: str, definition: Mapping[str, Any]) -> None:

@@ -12,7 +12,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kiqbeat.core.schedule import Schedule
-from kiqbeat.document.validate import encode_definition, forget_templates, read_definition
+from kiqbeat.document.validate import (
+    check_stored,
+    encode_definition,
+    forget_templates,
+    read_definition,
+)
 from kiqbeat.errors import ConfigError
 
 BASES: list[dict[str, Any]] = [
@@ -198,3 +203,20 @@ def outcome_at(name: str, data: bytes, window_s: float) -> object:
     except ConfigError as exc:
         return None, None, exc.problems
     return schedule, schedule.definition, []
+
+
+@given(base=st.sampled_from(BASES), name=NAMES, args=ARGS)
+def test_a_writers_check_refuses_what_reading_refuses_with_the_same_messages(
+    base: dict[str, Any], name: str, args: object,
+) -> None:
+    data = stored(base | {"args": args}, canonical=True)
+    forget_templates()
+    read_definition("twin", stored(base | {"args": [1]}, canonical=True))
+    try:
+        check_stored(name, data)
+    except ConfigError as exc:
+        checked: list[str] | None = exc.problems
+    else:
+        checked = None
+    forget_templates()
+    assert (checked or []) == outcome(name, data)[2]  # read in full: no template

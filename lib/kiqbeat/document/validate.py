@@ -106,6 +106,18 @@ def check_size(name: str, data: bytes) -> None:
         raise ConfigError(problem)
 
 
+def check_stored(name: str, data: bytes, *, window_s: float = 3600.0) -> None:
+    """Refuse (ConfigError, `read_definition`'s messages) a stored definition that
+    `read_definition` would refuse; the Schedule is not built when a checked one of the same
+    text but its args is known (a writer's check, before the write)."""
+    rest = _args_first(data)
+    if rest is not None and isinstance(rest[0], list | None):
+        known = _BY_REST.get((window_s, rest[1]))
+        if known is not None and known[0].fits(name, rest[0], len(data)):
+            return
+    read_definition(name, data, window_s=window_s)
+
+
 def read_definition(name: str, data: bytes, *, window_s: float = 3600.0) -> Schedule:
     """A stored definition (JSON, in a document's schedule form) as a Schedule, checked as a
     document's schedule is and with the same messages; ConfigError listing every problem.
@@ -253,18 +265,21 @@ class _Template:
         room = (MAX_JOB_BYTES - 8 * MAX_JOB_VALUES - empty - 64) // 8
         return cls(schedule, 4 if schedule.active_job_wrapper else 2, room)
 
+    def fits(self, name: str, args: list[Any] | None, size_bytes: int) -> bool:
+        """Whether this name and args pass the checks a full validation makes of them (False:
+        validate in full, and give its messages)."""
+        return not (size_bytes > self.room_bytes or not isinstance(name, str) or not name
+                    or len(name) > MAX_NAME_CHARS or visible_text(name, spaces=True)
+                    or (args and plain_values(args, self.args_level) < 0))
+
     def schedule(self, name: str, raw: dict[str, Any], size_bytes: int,
                  timing: tuple[Timetable, str]) -> Schedule | None:
         """The checked schedule with this name, args and `timing` (and `raw` as its
-        definition), when the name and args pass the checks a full validation makes of them;
-        None to validate in full (and give its messages)."""
-        if (size_bytes > self.room_bytes or not isinstance(name, str) or not name
-                or len(name) > MAX_NAME_CHARS or visible_text(name, spaces=True)):
+        definition), when they `fit`; None otherwise."""
+        args = raw.get("args")
+        if not self.fits(name, args, size_bytes):
             return None
-        args = raw.get("args") or ()
-        if args and plain_values(args, self.args_level) < 0:
-            return None
-        return _renamed(self.checked, name, tuple(args), raw, timing)
+        return _renamed(self.checked, name, tuple(args or ()), raw, timing)
 
 
 def _renamed(schedule: Schedule, name: str, args: tuple[Any, ...], definition: dict[str, Any],
