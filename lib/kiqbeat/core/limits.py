@@ -43,11 +43,13 @@ MAX_BATCH_DEFINITION_BYTES = 512 * 1024
 # definitions are due (the cache is emptied when it would pass this).
 MAX_PARSED_DEFINITION_BYTES = 16 * 1024 * 1024
 
-# Checked definition templates kept (`document.validate.read_definition`: definitions
-# differing only in name and args share one check of the rest), about 2 KB each with their
-# timetable: 32 MiB at most. Enough for every template one minute's due set meets at
-# 1,000,000 schedules (bench/store.py: ~24,500 distinct templates in all, ~40 due a minute).
-MAX_CHECKED_TEMPLATES = 16_384
+# Entries each of `document.validate`'s three caches of checked definitions keeps (templates:
+# all but name, args and timing; timings; the text of all but the args), the oldest dropped
+# first. Measured with tracemalloc: 3.7 KB per distinct definition in all three (most of it
+# the parsed cron), so at most ~15 MB. Enough for bench/store.py's schedules (8 templates,
+# 3,060 timings, ~24,500 texts of which a minute's due set meets ~40, each hourly one again
+# every hour: ~100 minutes of them kept).
+MAX_CHECKED_TEMPLATES = 4_096
 
 # Shards a due index may be split into (`--shard I/N`, `kiqbeat schedules reindex`).
 MAX_SHARDS = 1024
