@@ -5,12 +5,14 @@ and gets exactly what a full check gives, schedule or messages."""
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kiqbeat.core.limits import MAX_CHECKED_TEMPLATES
 from kiqbeat.core.schedule import Schedule
 from kiqbeat.document.validate import (
     check_stored,
@@ -220,3 +222,15 @@ def test_a_writers_check_refuses_what_reading_refuses_with_the_same_messages(
         checked = None
     forget_templates()
     assert (checked or []) == outcome(name, data)[2]  # read in full: no template
+
+
+def test_the_checked_definitions_kept_stay_within_their_bound() -> None:
+    validate = sys.modules["kiqbeat.document.validate"]
+    forget_templates()
+    for k in range(MAX_CHECKED_TEMPLATES + 50):
+        data = encode_definition({"args": [k], "class": f"W{k}", "every": f"{k + 1}m"})
+        read_definition(f"s{k}", data)
+        read_definition(f"t{k}", data)  # through the text kept of it
+    kept = (validate._TEMPLATES, validate._TIMINGS, validate._BY_REST)
+    assert all(0 < len(cache) <= MAX_CHECKED_TEMPLATES for cache in kept)
+    forget_templates()
