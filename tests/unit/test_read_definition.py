@@ -227,10 +227,12 @@ def test_a_writers_check_refuses_what_reading_refuses_with_the_same_messages(
 def test_the_checked_definitions_kept_stay_within_their_bound() -> None:
     validate = sys.modules["kiqbeat.document.validate"]
     forget_templates()
+    read_definition("first", encode_definition({"class": "W", "every": "1m"}))
     for k in range(MAX_CHECKED_TEMPLATES + 50):
-        data = encode_definition({"args": [k], "class": f"W{k}", "every": f"{k + 1}m"})
-        read_definition(f"s{k}", data)
-        read_definition(f"t{k}", data)  # through the text kept of it
+        new_template = encode_definition({"args": [k], "class": f"W{k}", "every": "1m"})
+        new_timing = encode_definition({"args": [k], "class": "W", "every": f"{k + 1}m"})
+        for data in (new_template, new_timing, new_timing):  # the last through its text
+            read_definition(f"s{k}", data)
     kept = (validate._TEMPLATES, validate._TIMINGS, validate._BY_REST)
     assert all(0 < len(cache) <= MAX_CHECKED_TEMPLATES for cache in kept)
     forget_templates()
