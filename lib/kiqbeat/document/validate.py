@@ -295,8 +295,8 @@ def _renamed(schedule: Schedule, name: str, args: tuple[Any, ...], definition: d
     return renamed
 
 
-# Checked definition templates, by `_template_key`, and timings, by their fields' content;
-# past MAX_CHECKED_TEMPLATES the oldest goes first.
+# Checked definition templates and timings, by `_template_keys`; in each of the three
+# caches, past MAX_CHECKED_TEMPLATES entries the oldest goes first.
 _TEMPLATES: dict[tuple[object, ...], _Template] = {}
 _TIMINGS: dict[tuple[object, ...], tuple[Timetable, str]] = {}
 # (window, the text of a stored definition's fields after its args) -> its template, timing
