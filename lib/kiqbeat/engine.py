@@ -48,7 +48,12 @@ from typing import Any
 
 import redis
 
-from kiqbeat.core.limits import MAX_PARSED_DEFINITION_BYTES, MAX_PLANNABLE_MS, MAX_REASON_CHARS
+from kiqbeat.core.limits import (
+    MAX_PARSED_DEFINITION_BYTES,
+    MAX_PARSED_DEFINITIONS,
+    MAX_PLANNABLE_MS,
+    MAX_REASON_CHARS,
+)
 from kiqbeat.core.plan import Entry, TickMemo, plan_due, to_ms
 from kiqbeat.core.report import Report
 from kiqbeat.core.schedule import Config, Schedule
@@ -74,9 +79,9 @@ from kiqbeat.redis.urls import describe, parse_url
 from kiqbeat.settings import DEFAULT_DEADLINE_S, Settings
 from kiqbeat.store import Status, Store
 
-# Parsed definitions kept by a warm engine (about 2 KB each), and at most
-# MAX_PARSED_DEFINITION_BYTES of definitions in all (core/limits.py).
-MAX_PARSED = 20_000
+# Parsed definitions kept by a warm engine, and at most MAX_PARSED_DEFINITION_BYTES of
+# definitions in all (core/limits.py).
+MAX_PARSED = MAX_PARSED_DEFINITIONS
 # The source a document without a location is stored as (a Config built in a test).
 UNNAMED_DOCUMENT = "document"
 

@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kiqbeat.core.cron import parse_cron, parse_every
+from kiqbeat.core.limits import MAX_PARSED_DEFINITIONS
 from kiqbeat.core.payload import (
     JobTemplates,
     active_job_id,
@@ -184,3 +185,15 @@ def test_tick_dependent_jobs_have_no_template() -> None:
     wrapped = schedule(active_job_wrapper="Sidekiq::ActiveJob::Wrapper")
     assert job_template(wrapped, scheduled=True) is None
 
+
+
+def test_the_args_kept_for_rendering_stay_within_what_the_engine_keeps_parsed() -> None:
+    templates = JobTemplates()
+    for k in range(MAX_PARSED_DEFINITIONS + 10):
+        s = schedule(args=(k,))
+        templates.job(s, TICK, jid(s.name, TICK), NOW, scheduled=False)
+    templates.forget_beyond(10 * MAX_PARSED_DEFINITIONS)  # plenty of room for templates
+    s = schedule(args=("after",))
+    assert templates.job(s, TICK, jid(s.name, TICK), NOW, scheduled=False) == job_json(
+        s, TICK, pushed_at=NOW)
+    assert len(templates._args) == 1

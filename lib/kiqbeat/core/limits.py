@@ -51,6 +51,11 @@ MAX_PARSED_DEFINITION_BYTES = 16 * 1024 * 1024
 # every hour: ~100 minutes of them kept).
 MAX_CHECKED_TEMPLATES = 4_096
 
+# Stored definitions a warm engine keeps parsed (about 2 KB each, with at most
+# MAX_PARSED_DEFINITION_BYTES of definitions), and the args' JSON a warm process keeps for
+# rendering jobs (only a kept schedule is rendered again, so as many).
+MAX_PARSED_DEFINITIONS = 20_000
+
 # Shards a due index may be split into (`--shard I/N`, `kiqbeat schedules reindex`).
 MAX_SHARDS = 1024
 

@@ -37,6 +37,7 @@ from functools import lru_cache
 from hashlib import blake2b
 from typing import Any
 
+from kiqbeat.core.limits import MAX_PARSED_DEFINITIONS
 from kiqbeat.core.schedule import Schedule
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -221,7 +222,7 @@ class JobTemplates:
                                tuple[Mapping[str, Any], JobTemplate | None]] = {}
         # id(args) -> (args, their JSON): a warm process keeps its parsed schedules, and
         # each minute renders the same ones again (the entry keeps the args, so the id is
-        # never reused while cached).
+        # never reused while cached); no more than the engine keeps parsed.
         self._args: dict[int, tuple[tuple[Any, ...], str]] = {}
 
     def job(self, schedule: Schedule, tick: datetime, job_id: str, pushed_at: datetime,
@@ -250,5 +251,5 @@ class JobTemplates:
         come and go, due sets rotate)."""
         if len(self._by_content) > size:
             self._by_content.clear()
-        if len(self._args) > size:
+        if len(self._args) > min(size, MAX_PARSED_DEFINITIONS):
             self._args.clear()
