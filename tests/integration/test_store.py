@@ -1166,3 +1166,15 @@ def test_an_import_through_the_function_library_writes_all(client: redis.Redis) 
     store = Store(client, lua=scripts.Caller(functions=True))
     result = store.import_definitions((f"s{i:03d}", MINUTELY) for i in range(450))
     assert result.written == 450 and client.zcard(DUE) == 450
+
+
+def test_an_import_after_the_server_closed_its_idle_connections_writes_all(
+    client: redis.Redis, redis_url: str,
+) -> None:
+    store = Store(client)
+    store.import_definitions((f"a{i:03d}", MINUTELY) for i in range(450))
+    admin = redis.Redis.from_url(redis_url)
+    assert admin.client_kill_filter(_type="normal", skipme=True) >= 1  # the pool's, idle
+    admin.close()
+    result = store.import_definitions((f"b{i:03d}", MINUTELY) for i in range(450))
+    assert result.written == 450 and client.hlen(SCHEDULES) == 900

@@ -183,18 +183,24 @@ class StartedWrite:
         self.ops = ops
         self._client, self._lua = client, lua
         self._keys, self._args = _call(namespace, shards, ops, None, now_ms)
-        pool = client.connection_pool
-        with redis_errors(client, WRITING):
-            self._connection: Any = pool.get_connection()
-            try:
-                self._connection.send_command(  # type: ignore[no-untyped-call]
-                    *lua.command(scripts.WRITE, self._keys, self._args))
-            except BaseException:
-                self.abandon()
-                raise
+        self._reply: Any = None  # when run at once
+        self._connection: Any = None
+        try:
+            self._connection = client.connection_pool.get_connection()
+            self._connection.send_command(*lua.command(scripts.WRITE, self._keys, self._args))
+        except (redis.ConnectionError, redis.TimeoutError):
+            # Not sent whole, so not run: run it now, with the client's own retries.
+            self.abandon()
+            with redis_errors(client, WRITING):
+                self._reply = lua.call(scripts.WRITE, client, self._keys, self._args)
+        except BaseException:
+            self.abandon()
+            raise
 
     def finish(self) -> list[tuple[str, str]]:
         """Each op's (code, owner), as `write` gives them."""
+        if self._reply is not None:
+            return _results(self._reply)
         connection, self._connection = self._connection, None
         if connection is None:
             raise RuntimeError("a started write is finished once")
@@ -207,6 +213,12 @@ class StartedWrite:
                                            self._args)
                 except redis.ResponseError as exc:
                     raise self._lua.explained(exc) from exc
+                except (redis.ConnectionError, redis.TimeoutError):
+                    # As the client's own retries do (a connection the server closed while
+                    # idle): run it again; write.lua writes nothing twice ("=" the second time).
+                    connection.disconnect()
+                    reply = self._lua.call(scripts.WRITE, self._client, self._keys,
+                                           self._args)
         finally:
             self._client.connection_pool.release(connection)
         return _results(reply)
