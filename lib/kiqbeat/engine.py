@@ -51,6 +51,7 @@ import redis
 
 from kiqbeat.core.limits import (
     MAX_PARSED_DEFINITION_BYTES,
+    MAX_PARSED_DEFINITIONS,
     MAX_PLANNABLE_MS,
     MAX_REASON_CHARS,
     PUSH_CALL_BUDGET_US,
@@ -83,9 +84,9 @@ from kiqbeat.redis.urls import describe, parse_url
 from kiqbeat.settings import DEFAULT_DEADLINE_S, Settings
 from kiqbeat.store import Status, Store
 
-# Parsed definitions kept by a warm engine (about 2 KB each), and at most
-# MAX_PARSED_DEFINITION_BYTES of definitions in all (core/limits.py).
-MAX_PARSED = 20_000
+# Parsed definitions kept by a warm engine, and at most MAX_PARSED_DEFINITION_BYTES of
+# definitions in all (core/limits.py).
+MAX_PARSED = MAX_PARSED_DEFINITIONS
 # Entries planned at a time: one push call's worth of one-job schedules (core/limits.py's
 # time budget), so the next slice is planned while Redis runs the call made from this one.
 PLAN_SLICE = max(1, int(PUSH_CALL_BUDGET_US // (PUSH_US_PER_GROUP + PUSH_US_PER_JOB)))

@@ -29,8 +29,8 @@ default user@host), with its `note`: `store.acting("alice", note="INC-42").pause
 
 The operator's commands — `status`, `missed`, `backfill`, `trigger`, `history` — live in
 `kiqbeat.operator` and are methods of every Store. Single writes take the instant of the
-change from the Redis clock inside their one atomic call; reads that show rows read the
-clock once per call.
+change from one Redis clock read per call (an import's every write included), passed to
+the write script; reads that show rows read the clock once per call.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from typing import Any
 from kiqbeat.core.limits import MAX_DEFINITION_BYTES, MAX_PENDING_SKIPS, MAX_SHOWN_CHARS
 from kiqbeat.core.pause import Pause, pause_of, until_iso
 from kiqbeat.core.plan import to_ms
-from kiqbeat.document.validate import check_size, encode_definition, read_definition
+from kiqbeat.document.validate import check_size, check_stored, encode_definition
 from kiqbeat.errors import (
     ConfigError,
     KiqbeatError,
@@ -66,10 +66,11 @@ from kiqbeat.operator import (
     as_mapping,
 )
 from kiqbeat.redis.definitions import (
-    BATCH,
+    WRITE_BATCH,
     WRITE_CODES,
     Op,
     Oversized,
+    StartedWrite,
     definition_sha,
     write_batches,
 )
@@ -110,19 +111,19 @@ class Store(Operator):
                               "schedule), not a field to set")
         data = encode_definition(dict(definition))
         check_size(name, data)
-        read_definition(name, data, window_s=self.window_s)
+        check_stored(name, data, window_s=self.window_s)
         return data
 
     def add(self, name: str, definition: Mapping[str, Any]) -> None:
         """Add a schedule; ConfigError when one of that name exists."""
-        self._one(Op("add", name, self.check(name, definition)))
+        self._one(Op("add", name, self.check(name, definition)), self._now_ms())
         self._audit("add", name)
 
     def put(self, name: str, definition: Mapping[str, Any], *, force: bool = False) -> bool:
         """Add or replace a schedule; False when it was stored exactly so already. `force`:
         replace it whatever source it names (it then belongs to the API)."""
-        op = Op("put", name, self.check(name, definition))
-        changed = (self._forced(op) if force else self._one(op)) == "+"
+        op, now_ms = Op("put", name, self.check(name, definition)), self._now_ms()
+        changed = (self._forced(op, now_ms) if force else self._one(op, now_ms)) == "+"
         self._audit("put", name, _detail(changed=changed, forced=force))
         return changed
 
@@ -130,8 +131,8 @@ class Store(Operator):
                force: bool = False) -> bool:
         """Replace a schedule; ConfigError when there is none of that name. `force`: as
         `put`'s."""
-        op = Op("update", name, self.check(name, definition))
-        changed = (self._forced(op) if force else self._one(op)) == "+"
+        op, now_ms = Op("update", name, self.check(name, definition)), self._now_ms()
+        changed = (self._forced(op, now_ms) if force else self._one(op, now_ms)) == "+"
         self._audit("update", name, _detail(changed=changed, forced=force))
         return changed
 
@@ -145,8 +146,8 @@ class Store(Operator):
         document no longer applied anywhere keeps its entry), but that document still lists
         the name, and writes it again when its definition there changes (`owner` tells
         which case it is, for a warning)."""
-        op = Op("del", name)
-        code = self._forced(op) if force else self._one(op)
+        op, now_ms = Op("del", name), self._now_ms()
+        code = self._forced(op, now_ms) if force else self._one(op, now_ms)
         if code == "+":
             self._audit("remove", name, _detail(changed=True, forced=force))
         return code == "+"
@@ -259,24 +260,28 @@ class Store(Operator):
         written.
 
         With `replace` False, existing schedules are left as they are (and listed as refused).
-        `progress` is called with the number of schedules handled after each `BATCH`.
+        `progress` is called with the number of schedules handled after each write call.
         A Redis error part-way (`maxmemory` reached, ...) stops the import with that error,
         saying how many definitions were written before it and the first one not written:
         each call is atomic, so every schedule is either written whole or left as it was.
+        Every change takes the instant of one Redis clock read, made first. The next call's
+        definitions are checked while Redis writes the previous call's (`StartedWrite`).
         """
         result = ImportResult()
+        now_ms = self._now_ms()
         ops: builtins.list[Op] = []
+        started: StartedWrite | None = None
 
-        def write_calls() -> Iterator[tuple[Op, tuple[str, str]]]:
-            for call in write_batches(ops):  # one atomic call each
-                try:
-                    codes = self.side.write(call, now_ms=None)
-                except KiqbeatError as exc:
-                    raise type(exc)(_stopped(exc, result, call)) from exc
-                yield from zip(call, codes, strict=True)
-
-        def flush() -> None:
-            for op, (code, owner) in write_calls():
+        def finish() -> None:  # the call in flight: its reply read and counted
+            nonlocal started
+            if started is None:
+                return
+            call, started = started, None
+            try:
+                codes = call.finish()
+            except KiqbeatError as exc:
+                raise type(exc)(_stopped(exc, result, call.ops)) from exc
+            for op, (code, owner) in zip(call.ops, codes, strict=True):
                 if code == "+":
                     result.written += 1
                 elif code == "=":
@@ -285,26 +290,45 @@ class Store(Operator):
                     why = f"belongs to {shown_text(owner)}" if code == "O" else WRITE_CODES[code]
                     result.refused.append((op.name, why))
             if progress is not None:
-                progress(len(ops))
+                progress(len(call.ops))
+
+        def flush() -> None:
+            nonlocal started
+            for ops_of_call in write_batches(ops):
+                finish()
+                try:
+                    started = self.side.start_write(ops_of_call, now_ms=now_ms)
+                except KiqbeatError as exc:
+                    raise type(exc)(_stopped(exc, result, ops_of_call)) from exc
             ops.clear()
 
-        for name, definition in items:
-            try:
-                ops.append(Op("put" if replace else "add", name, self.check(name, definition)))
-            except ConfigError as exc:
-                result.invalid.append((name, "; ".join(exc.problems)))
-                if progress is not None:
-                    progress(1)
-            if len(ops) >= BATCH:
-                flush()
-        if ops:
+        try:
+            for name, definition in items:
+                try:
+                    ops.append(Op("put" if replace else "add", name,
+                                  self.check(name, definition)))
+                except ConfigError as exc:
+                    result.invalid.append((name, "; ".join(exc.problems)))
+                    if progress is not None:
+                        progress(1)
+                if len(ops) >= WRITE_BATCH:
+                    flush()
             flush()
+            finish()
+        finally:
+            if started is not None:  # stopped by an error: the reply is never read
+                started.abandon()
         self._audit("import", "", f"{result.written} written, {result.unchanged} unchanged, "
                                   f"{len(result.invalid)} invalid, {len(result.refused)} refused")
         return result
 
-    def _one(self, op: Op) -> str:
-        code, owner = self.side.write([op], now_ms=None)[0]
+    def _now_ms(self) -> int:
+        """The instant of a public call's changes: one Redis clock read, passed to each of
+        its writes (epoch ms)."""
+        return to_ms(self.side.clock())
+
+    def _one(self, op: Op, now_ms: int) -> str:
+        code, owner = self.side.write([op], now_ms=now_ms)[0]
         if code in "+=" or (code == "M" and op.op == "del"):
             return code
         if code == "O":
@@ -313,21 +337,21 @@ class Store(Operator):
             raise ConfigError(f"schedule {shown(op.name)} exists; update or put it instead")
         raise self.no_schedule([op.name])
 
-    def _forced(self, op: Op) -> str:
+    def _forced(self, op: Op, now_ms: int) -> str:
         """`op` (put, update, del) whatever source holds the name: written against the
         definition read just before (write.lua's EXPECT), read again if it changed."""
         for _ in range(10):  # another writer between the read and the write: read again
             data = self.side.read_present([op.name]).get(op.name)
             if isinstance(data, Oversized):
-                return self._one(op)  # over the limit: not read, and belongs to no source
+                return self._one(op, now_ms)  # over the limit: not read, belongs to no one
             if data is None:
                 if op.op != "put":
-                    return self._one(op)  # "M": nothing to remove, or no_schedule
-                code, _ = self.side.write([op], now_ms=None)[0]
+                    return self._one(op, now_ms)  # "M": nothing to remove, or no_schedule
+                code, _ = self.side.write([op], now_ms=now_ms)[0]
             else:
                 forced = replace(op, op="del" if op.op == "del" else "set",
                                  expect=definition_sha(data))
-                code, _ = self.side.write([forced], now_ms=None)[0]
+                code, _ = self.side.write([forced], now_ms=now_ms)[0]
             if code in "+=":
                 return code
         raise ConfigError(f"schedule {shown(op.name)} kept changing while being forced")
@@ -352,6 +376,7 @@ class Store(Operator):
                            f"{flag}")
 
     def _set_enabled(self, name: str, enabled: bool) -> bool:
+        now_ms = self._now_ms()
         for _ in range(10):  # another writer between the read and the write: read again
             data = self.side.read_present([name]).get(name)
             if data is None:
@@ -367,7 +392,7 @@ class Store(Operator):
             source = current.pop("source", "")
             new = encode_definition({**current, "enabled": enabled}, str(source))
             code, _ = self.side.write([Op("set", name, new, expect=definition_sha(data))],
-                                      now_ms=None)[0]
+                                      now_ms=now_ms)[0]
             if code in "+=":
                 return True
             if code == "M":

@@ -20,6 +20,8 @@ import pytest
 import redis
 import yaml
 
+from kiqbeat.entrypoints.schedules import _json_value, _plain_line
+from kiqbeat.errors import ConfigError
 from tests.entrypoints.conftest import Kiqbeat
 from tests.integration.helpers import redis_now
 from tests.support.marks import stored_mark
@@ -529,3 +531,26 @@ def test_status_lists_ended_schedules_and_get_says_ended(
     status = kiqbeat("status", "--json").json()
     assert status["ended"] == {"count": 1, "names": [{"name": "once"}]}
     assert "ended" in kiqbeat("schedules", "get", "once").out
+
+
+JSON_LINES = [
+    b'{"name": "a", "definition": {"cron": "* * * * *", "class": "W"}}\n',
+    b'{"name": "a", "name": "b"}', b'{":name": "a"}', b'{"a": {":b": 1}}',
+    b'{"\\u003aname": "a"}', b'{"a": 1, "\\u003Ab": 2}', b'{"a": ":x"}',
+    b'{"a": {"b": 1, "b": 2}}', b'{"1": 1, ":a": 2}', b'{"0": 1, "": 2}',
+    b'\xef\xbb\xbf{"name": "bom"}', b'{"bad": "\x01"}', b'{"nul": "\\u0000"}', b"\xff{}",
+    '{"é": "\u2028"}'.encode(), b"{not json", b"[1, 2]", b"{}", b'  {"a": 1}  ', b'{"a": NaN}',
+    b'{"a": ' + b"[" * 5000 + b"]" * 5000 + b"}", b'{"a": 1' + b"0" * 5000 + b"}",
+    '{"a": "x"}'.encode("utf-16"), b'{"a": 1}{"b": 2}', b'{"a": .5}', b"{a: 1}",
+]
+
+
+@pytest.mark.parametrize("line", JSON_LINES, ids=range(len(JSON_LINES)))
+def test_an_import_line_is_read_as_the_full_json_reader_reads_it(line: bytes) -> None:
+    def read(reader: Any) -> object:
+        try:
+            return ("value", reader(line, "line 1"))
+        except ConfigError as exc:
+            return ("error", exc.problems, exc.source)
+
+    assert read(_plain_line) == read(_json_value)

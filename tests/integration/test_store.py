@@ -35,7 +35,7 @@ from kiqbeat.document import load_config_text
 from kiqbeat.document.validate import encode_definition, read_definition
 from kiqbeat.engine import Document, Engine, run
 from kiqbeat.errors import ConfigError
-from kiqbeat.redis import keys, progress
+from kiqbeat.redis import keys, progress, scripts
 from kiqbeat.redis.connection import connect
 from kiqbeat.redis.definitions import definition_sha
 from kiqbeat.redis.side import RedisSide
@@ -1124,3 +1124,75 @@ def test_changing_the_shard_count_is_refused_until_reindexed_and_then_loses_no_t
                                           for j in cron_jids(n, "* * * * *", t0, late))
     status = Store(client).status()
     assert (status.counts.schedules, status.counts.indexed) == (20, 20)
+
+
+def test_every_change_of_a_long_import_takes_the_instant_of_one_clock_read(
+    client: redis.Redis,
+) -> None:
+    """An import of many calls moves each changed schedule's watermark up to the same
+    instant, read once before the first write, whatever the time each call runs at."""
+    store = Store(client)
+    yearly = {"cron": "0 0 1 1 *", "class": "Y"}  # next tick months away: the cut is `now`
+    names = [f"y{i:04d}" for i in range(1000)]  # five write calls
+    store.import_definitions((n, yearly) for n in names)
+    run(client, STORE_ONLY, now=start(client))  # registered hours ago
+    before = redis_now(client)
+    store.import_definitions((n, {**yearly, "queue": "other"}) for n in names)
+    after = redis_now(client)
+    marks = {row.covered_through for row in store.rows(names)}
+    assert len(marks) == 1
+    (mark,) = marks
+    # The cut is the instant less 1 ms, and the instant is in whole milliseconds.
+    assert mark is not None and before - timedelta(milliseconds=2) <= mark <= after
+
+
+def test_an_import_stopped_by_its_items_leaves_every_connection_clean_and_calls_whole(
+    client: redis.Redis,
+) -> None:
+    """A write call is in flight while the next definitions are checked: an error there
+    must leave no reply unread on a pooled connection, and the calls sent whole."""
+    store = Store(client)
+
+    def items() -> Any:
+        for i in range(450):
+            yield f"s{i:03d}", MINUTELY
+        raise RuntimeError("the source broke")
+
+    with pytest.raises(RuntimeError, match="the source broke"):
+        store.import_definitions(items())
+    written = client.hlen(SCHEDULES)
+    assert written in (200, 400)  # whole calls of WRITE_BATCH: the one in flight or not
+    assert client.zcard(DUE) == written
+    for _ in range(5):  # every pooled connection answers its own command
+        assert client.ping() is True
+        assert client.hget(SCHEDULES, "s000") is not None and client.hlen(SCHEDULES) == written
+    assert store.import_definitions([("late", MINUTELY)]).written == 1
+
+
+def test_an_import_after_the_server_forgot_its_scripts_loads_them_and_writes_all(
+    client: redis.Redis,
+) -> None:
+    store = Store(client)
+    store.import_definitions([("first", MINUTELY)])
+    client.script_flush()
+    result = store.import_definitions((f"s{i:03d}", MINUTELY) for i in range(450))
+    assert result.written == 450 and client.hlen(SCHEDULES) == 451
+
+
+def test_an_import_through_the_function_library_writes_all(client: redis.Redis) -> None:
+    client.function_load(scripts.library(), replace=True)
+    store = Store(client, lua=scripts.Caller(functions=True))
+    result = store.import_definitions((f"s{i:03d}", MINUTELY) for i in range(450))
+    assert result.written == 450 and client.zcard(DUE) == 450
+
+
+def test_an_import_after_the_server_closed_its_idle_connections_writes_all(
+    client: redis.Redis, redis_url: str,
+) -> None:
+    store = Store(client)
+    store.import_definitions((f"a{i:03d}", MINUTELY) for i in range(450))
+    admin = redis.Redis.from_url(redis_url)
+    assert admin.client_kill_filter(_type="normal", skipme=True) >= 1  # the pool's, idle
+    admin.close()
+    result = store.import_definitions((f"b{i:03d}", MINUTELY) for i in range(450))
+    assert result.written == 450 and client.hlen(SCHEDULES) == 900

@@ -12,7 +12,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kiqbeat.core.cron import parse_cron, parse_every
-from kiqbeat.core.payload import active_job_id, jid, job_json, job_payload, job_template
+from kiqbeat.core.limits import MAX_PARSED_DEFINITIONS
+from kiqbeat.core.payload import (
+    JobTemplates,
+    active_job_id,
+    jid,
+    job_json,
+    job_payload,
+    job_template,
+)
 from kiqbeat.core.schedule import Schedule
 
 TICK = datetime(2026, 3, 8, 7, 0, tzinfo=UTC)
@@ -119,18 +127,57 @@ JSON_VALUES = st.recursive(
 @given(args=st.lists(JSON_VALUES, max_size=3), extra=st.sampled_from(
            [{}, {"retry": 5}, {"backtrace": True, "tags": ["a"]}, {"custom": "\x00é"}]),
        fmt=st.sampled_from(["s", "ms"]), scheduled=st.booleans(),
-       offset_us=st.integers(0, 10**12), tick_s=st.integers(0, 4_000_000_000))
-def test_a_template_renders_exactly_what_job_json_builds(
+       offset_us=st.integers(0, 10**12), tick_s=st.integers(0, 4_000_000_000),
+       name=st.text(min_size=1, max_size=5))
+def test_a_template_renders_for_any_name_and_args_exactly_what_job_json_builds(
     args: list[object], extra: dict[str, object], fmt: str, scheduled: bool, offset_us: int,
-    tick_s: int,
+    tick_s: int, name: str,
 ) -> None:
-    s = schedule(args=tuple(args), extra=extra, timestamp_format=fmt)
+    s = schedule(name=name, args=tuple(args), extra=extra, timestamp_format=fmt)
     now = NOW + timedelta(microseconds=offset_us)
     tick = datetime.fromtimestamp(tick_s, UTC)
-    template = job_template(s, scheduled=scheduled)
+    # Built from another schedule of the same content: a template ignores name and args.
+    template = job_template(schedule(args=("other", 1), extra=extra, timestamp_format=fmt),
+                            scheduled=scheduled)
     assert template is not None
     expected = job_json(s, tick, pushed_at=now, scheduled=scheduled)
-    assert template.render(jid(s.name, tick), now, tick) == expected
+    assert template.render(s.args, jid(name, tick), now, tick) == expected
+
+
+SCHEDULES = st.builds(
+    schedule, name=st.sampled_from(["a", "b", "c"]),
+    args=st.lists(JSON_VALUES, max_size=2).map(tuple),
+    job_class=st.sampled_from(["ReportWorker", "Other"]), queue=st.sampled_from(["q", "r"]),
+    timestamp_format=st.sampled_from(["s", "ms"]), include_metadata=st.booleans(),
+    active_job_wrapper=st.sampled_from(["", "Sidekiq::ActiveJob::Wrapper"]),
+    extra=st.sampled_from([{}, {"retry": 5}, {"retry": 5}, {"tags": ["x"]}]))
+
+
+@given(st.lists(st.tuples(SCHEDULES, st.booleans()), min_size=1, max_size=12))
+def test_cached_templates_render_each_schedules_own_job_in_any_order(
+    jobs: list[tuple[Schedule, bool]],
+) -> None:
+    templates = JobTemplates()
+    for _ in range(2):  # built, then from the cache
+        for s, scheduled in jobs:
+            expected = job_json(s, TICK, pushed_at=NOW, scheduled=scheduled)
+            assert templates.job(s, TICK, jid(s.name, TICK), NOW, scheduled=scheduled) == (
+                expected)
+
+
+def test_schedules_differing_in_any_part_of_their_job_each_get_their_own() -> None:
+    retry = {"retry": 5}
+    variants = [schedule(), schedule(name="b", args=(1,)), schedule(queue="other"),
+                schedule(job_class="Other"), schedule(timestamp_format="ms"),
+                schedule(extra=retry), schedule(extra={"retry": 6}), schedule(extra=retry),
+                schedule(extra={"tags": ["x"]}), schedule(include_metadata=True),
+                schedule(active_job_wrapper="Sidekiq::ActiveJob::Wrapper")]
+    templates = JobTemplates()
+    for _ in range(2):
+        for s in variants:
+            for scheduled in (False, True):
+                assert templates.job(s, TICK, jid(s.name, TICK), NOW, scheduled=scheduled) == (
+                    job_json(s, TICK, pushed_at=NOW, scheduled=scheduled))
 
 
 def test_tick_dependent_jobs_have_no_template() -> None:
@@ -138,3 +185,15 @@ def test_tick_dependent_jobs_have_no_template() -> None:
     wrapped = schedule(active_job_wrapper="Sidekiq::ActiveJob::Wrapper")
     assert job_template(wrapped, scheduled=True) is None
 
+
+
+def test_the_args_kept_for_rendering_stay_within_what_the_engine_keeps_parsed() -> None:
+    templates = JobTemplates()
+    for k in range(MAX_PARSED_DEFINITIONS + 10):
+        s = schedule(args=(k,))
+        templates.job(s, TICK, jid(s.name, TICK), NOW, scheduled=False)
+    templates.forget_beyond(10 * MAX_PARSED_DEFINITIONS)  # plenty of room for templates
+    s = schedule(args=("after",))
+    assert templates.job(s, TICK, jid(s.name, TICK), NOW, scheduled=False) == job_json(
+        s, TICK, pushed_at=NOW)
+    assert len(templates._args) == 1

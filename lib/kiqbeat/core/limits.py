@@ -43,6 +43,19 @@ MAX_BATCH_DEFINITION_BYTES = 512 * 1024
 # definitions are due (the cache is emptied when it would pass this).
 MAX_PARSED_DEFINITION_BYTES = 16 * 1024 * 1024
 
+# Entries each of `document.validate`'s three caches of checked definitions keeps (templates:
+# all but name, args and timing; timings; the text of all but the args), the oldest dropped
+# first. Measured with tracemalloc: 3.7 KB per distinct definition in all three (most of it
+# the parsed cron), so at most ~15 MB. Enough for bench/store.py's schedules (8 templates,
+# 3,060 timings, ~24,500 texts of which a minute's due set meets ~40, each hourly one again
+# every hour: ~100 minutes of them kept).
+MAX_CHECKED_TEMPLATES = 4_096
+
+# Stored definitions a warm engine keeps parsed (about 2 KB each, with at most
+# MAX_PARSED_DEFINITION_BYTES of definitions), and the args' JSON a warm process keeps for
+# rendering jobs (only a kept schedule is rendered again, so as many).
+MAX_PARSED_DEFINITIONS = 20_000
+
 # Shards a due index may be split into (`--shard I/N`, `kiqbeat schedules reindex`).
 MAX_SHARDS = 1024
 

@@ -50,7 +50,7 @@ from kiqbeat.core.limits import (
     PUSH_US_PER_JOB,
 )
 from kiqbeat.core.pause import Pause, planned
-from kiqbeat.core.payload import JobTemplate, jid_ms, job_json, job_template
+from kiqbeat.core.payload import JobTemplates, jid_ms
 from kiqbeat.core.schedule import Config, Schedule, Timetable
 from kiqbeat.errors import ConfigError
 
@@ -247,27 +247,18 @@ class TickMemo:
         # timetable key -> (after, first): epoch ms; `first` is the first tick after any
         # instant in [after, first).
         self._next: dict[str, tuple[tuple[int, int], ...]] = {}
-        # (id(schedule), into the schedule set?) -> (schedule, its template)
-        self._templates: dict[tuple[int, bool], tuple[Schedule, JobTemplate | None]] = {}
+        self._templates = JobTemplates()  # job templates, by content
 
     def payload(self, schedule: Schedule, tick: datetime, job_id: str, now: datetime,
                 *, scheduled: bool, released: datetime | None = None) -> str:
-        """The job's JSON, from the schedule's cached template where it has one; a job for
-        the schedule set is released at `released` (default: its tick)."""
-        entry = self._templates.get((id(schedule), scheduled))
-        if entry is None or entry[0] is not schedule:  # built when first needed: one kind
-            entry = self._templates[(id(schedule), scheduled)] = (
-                schedule, job_template(schedule, scheduled=scheduled))
-        template = entry[1]
-        if template is not None:  # its only "tick" slot is a scheduled job's release instant
-            return template.render(job_id, now, released or tick)
-        return job_json(schedule, tick, pushed_at=now, scheduled=scheduled,
-                        released_at=released)
+        """The job's JSON, from the template of the schedule's content where it has one; a
+        job for the schedule set is released at `released` (default: its tick)."""
+        return self._templates.job(schedule, tick, job_id, now, scheduled=scheduled,
+                                   released=released)
 
     def forget_beyond(self, size: int) -> None:
         """Drop cached templates once they outnumber `size` (configs come and go)."""
-        if len(self._templates) > size:
-            self._templates.clear()
+        self._templates.forget_beyond(size)
 
     def next_ms(self, timetable: Timetable, after_ms: int) -> int:
         """The first fire instant after `after_ms` (epoch ms), mostly without a search."""

@@ -45,14 +45,20 @@ MIDDLEWARE_KEYS = {
 _SAMPLE_TICK = datetime(2026, 1, 1, tzinfo=UTC)
 
 
+def job_bytes(schedule: Schedule) -> int:
+    """The size of a job of the schedule as it will be pushed (UTF-8 JSON, stamps of this
+    century); ValueError or RecursionError when it cannot be written."""
+    return len(job_json(schedule, _SAMPLE_TICK, pushed_at=_SAMPLE_TICK).encode("utf-8"))
+
+
 def encoding_problem(schedule: Schedule) -> str | None:
     """Encode a job of the schedule exactly as it will be pushed; what would break, if any."""
     try:
-        data = job_json(schedule, _SAMPLE_TICK, pushed_at=_SAMPLE_TICK).encode("utf-8")
+        size = job_bytes(schedule)
     except (ValueError, RecursionError) as exc:  # UnicodeEncodeError is a ValueError
         return f"its job cannot be written as UTF-8 JSON ({type(exc).__name__})"
-    if len(data) > MAX_JOB_BYTES:
-        return (f"its job is {len(data):,} bytes of JSON; the limit is {MAX_JOB_BYTES:,} "
+    if size > MAX_JOB_BYTES:
+        return (f"its job is {size:,} bytes of JSON; the limit is {MAX_JOB_BYTES:,} "
                 "(keep big data elsewhere and pass a key to it)")
     return None
 
@@ -141,6 +147,52 @@ class Shapes:
                                   f"{MAX_JOB_BYTES:,} bytes of JSON (keep big data elsewhere "
                                   "and pass a key to it)")
         return count, height, size
+
+
+def plain_values(container: list[Any] | dict[str, Any], level: int) -> int:
+    """How many values a list or mapping holds when `Shapes.check` would pass it at `level`
+    of the job hash, leaving out the byte budget; -1 when it might not (the full check then
+    says why). Checks what `json.loads` lets through: integers beyond 64 bits, NaN and
+    Infinity, lone surrogates, nesting, the value count; anything but JSON's own types is
+    left to the full check. It builds no paths, so it costs a fraction of `Shapes.check`:
+    the check of each schedule's args on a cached definition template."""
+    if level > MAX_JSON_DEPTH:
+        return -1
+    items: Any = container
+    if type(container) is dict:
+        if not all(type(key) is str and (key.isascii() or not _SURROGATE.search(key))
+                   for key in container):
+            return -1
+        items = container.values()
+    elif type(container) is not list:
+        return -1
+    count = 1
+    for item in items:
+        kind = type(item)
+        if kind is str:
+            if not item.isascii() and _SURROGATE.search(item):
+                return -1
+            count += 1
+        elif kind is int:
+            if item not in _INT_RANGE:
+                return -1
+            count += 1
+        elif kind is float:
+            if not math.isfinite(item):
+                return -1
+            count += 1
+        elif item is None or kind is bool:
+            count += 1
+        elif kind is list or kind is dict:
+            held = plain_values(item, level + 1)
+            if held < 0:
+                return -1
+            count += held
+        else:
+            return -1
+        if count > MAX_JOB_VALUES:
+            return -1
+    return count
 
 
 def payload_keys(value: object, options: Mapping[str, Any], shapes: Shapes,

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, TypeVar, cast
 
 from kiqbeat.core.cron import Cron, Every, parse_cron, parse_every
 from kiqbeat.core.lifecycle import OneShot
-from kiqbeat.core.limits import MAX_DEFINITION_BYTES
+from kiqbeat.core.limits import MAX_CHECKED_TEMPLATES, MAX_DEFINITION_BYTES
 from kiqbeat.core.schedule import (
     CatchUp,
     Config,
@@ -40,7 +40,9 @@ from kiqbeat.document.jobs import (
     MIDDLEWARE_KEYS,
     Shapes,
     encoding_problem,
+    job_bytes,
     payload_keys,
+    plain_values,
 )
 from kiqbeat.document.lifecycle import lifecycle_rules
 from kiqbeat.errors import ConfigError, did_you_mean, shown
@@ -82,13 +84,16 @@ def validate(doc: Mapping[str, Any], *, source: str = "", problems: list[str] | 
     return replace(config, source=source)
 
 
+_encode_sorted = json.JSONEncoder(sort_keys=True, separators=(",", ":"),
+                                  ensure_ascii=False).encode
+
+
 def encode_definition(definition: Mapping[str, Any], source: str = "") -> bytes:
     """A schedule's stored form: its definition as compact JSON (keys sorted, so equal
     definitions are equal bytes), with `"source"` when a document wrote it."""
     fields = {**definition, "source": source} if source else definition
     try:
-        return json.dumps(fields, sort_keys=True, separators=(",", ":"),
-                          ensure_ascii=False).encode()
+        return _encode_sorted(fields).encode()
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"the definition cannot be stored as JSON: {exc}") from None
 
@@ -110,13 +115,40 @@ def check_size(name: str, data: bytes) -> None:
         raise ConfigError(problem)
 
 
+def check_stored(name: str, data: bytes, *, window_s: float = 3600.0) -> None:
+    """Refuse (ConfigError, `read_definition`'s messages) a stored definition that
+    `read_definition` would refuse; the Schedule is not built when a checked one of the same
+    text but its args is known (a writer's check, before the write)."""
+    rest = _args_first(data)
+    if rest is not None and isinstance(rest[0], list | None):
+        known = _BY_REST.get((window_s, rest[1]))
+        if known is not None and known[0].fits(name, rest[0], len(data)):
+            return
+    read_definition(name, data, window_s=window_s)
+
+
 def read_definition(name: str, data: bytes, *, window_s: float = 3600.0) -> Schedule:
     """A stored definition (JSON, in a document's schedule form) as a Schedule, checked as a
     document's schedule is and with the same messages; ConfigError listing every problem.
 
     Document-wide settings take their defaults, except the missed-jobs window (`window_s`,
     the deployment's), against which a lookahead is checked.
+
+    Definitions that differ only in name, args and timing (per-tenant schedules: the same
+    class and options for each customer, at each one's time) share one check of everything
+    else: its result is kept by content (`_TEMPLATES`), as is each timing's (`_TIMINGS`),
+    and each schedule's name and args are checked on their own. A definition in kiqbeat's
+    stored form (keys sorted, args first) whose other fields are, byte for byte, those of one
+    read before is not even decoded beyond its args (`_BY_REST`).
     """
+    rest = _args_first(data)
+    if rest is not None and isinstance(rest[0], list | None):  # else: one argument, in full
+        known = _BY_REST.get((window_s, rest[1]))
+        if known is not None:
+            checked, its_timing, fields = known
+            schedule = checked.schedule(name, {"args": rest[0], **fields}, len(data), its_timing)
+            if schedule is not None:
+                return schedule
     try:
         raw = json.loads(data)
     except (ValueError, RecursionError) as exc:
@@ -126,16 +158,14 @@ def read_definition(name: str, data: bytes, *, window_s: float = 3600.0) -> Sche
         raise ConfigError(f"schedule {shown(name)}: the stored definition must be a JSON "
                           f"object of fields (cron, class, ...), got {shown(raw)}")
     source = raw.pop("source", "")
-    args = raw.get("args")
-    key = None
-    if isinstance(source, str) and "payload" not in raw and (args is None
-                                                             or isinstance(args, list)):
-        key = (window_s, json.dumps({k: v for k, v in raw.items() if k != "args"},
-                                    sort_keys=True))
-        template = _CHECKED.get(key)
+    key, timing_key = _template_keys(raw, window_s) if isinstance(source, str) else (None, ())
+    if key is not None:
+        template = _TEMPLATES.get(key)
         if template is not None:
-            schedule = _with_name_and_args(template, name, raw, args or [])
-            if schedule is not None:
+            timing = _timing(raw, timing_key)
+            schedule = timing and template.schedule(name, raw, len(data), timing)
+            if timing is not None and schedule is not None:
+                _know_rest(rest, window_s, template, timing, raw)
                 return schedule
     out = _Checker()
     if not isinstance(source, str):
@@ -147,32 +177,153 @@ def read_definition(name: str, data: bytes, *, window_s: float = 3600.0) -> Sche
     if schedule is None or out.problems:
         raise ConfigError(out.problems)
     if key is not None:
-        if len(_CHECKED) >= MAX_CHECKED:  # the oldest out (insertion order)
-            del _CHECKED[next(iter(_CHECKED))]
-        _CHECKED[key] = schedule
+        if len(_TEMPLATES) >= MAX_CHECKED_TEMPLATES:  # the oldest out (insertion order)
+            del _TEMPLATES[next(iter(_TEMPLATES))]
+        template = _TEMPLATES[key] = _Template.of(schedule)
+        _know_rest(rest, window_s, template, (schedule.timetable, schedule.timing), raw)
     return schedule
 
 
-# Stored definitions that differ only in name and args (per-tenant schedules: the same cron,
-# zone and class for each customer) share one check of everything else.
-_CHECKED: dict[tuple[float, str], Schedule] = {}
-MAX_CHECKED = 16_384
+# A definition's timing: the fields its timetable comes from, and nothing else does.
+_TIMING_FIELDS = ("cron", "every", "tz")
+# Fields that bound or replace the timetable (document/lifecycle.py): a definition with any
+# of them is checked in full, its timetable built with them (never a cached bare timing).
+_LIFE_FIELDS = ("at", "start_at", "end_at", "except", "calendars")
 
 
-def _with_name_and_args(template: Schedule, name: str, raw: dict[str, Any],
-                        args: list[Any]) -> Schedule | None:
-    """The template with this name and args, if both pass the checks a full validation makes
-    of them; None to fall back to the full validation (and its messages)."""
-    if (not isinstance(name, str) or not name or len(name) > MAX_NAME_CHARS
-            or visible_text(name, spaces=True)):
+def _template_keys(raw: dict[str, Any], window_s: float
+                   ) -> tuple[tuple[object, ...] | None, tuple[object, ...]]:
+    """What a definition's check depends on besides its name and args, in two keys: its
+    timing fields, and its other fields with the window (None when its args share a budget
+    with `payload:` or are not a list, or when its life bounds its timetable: then it is
+    checked in full). Each field is keyed by
+    content with its type (`1` is not `true`, nor `1.0`), in the order the JSON gives (a
+    definition written in another order is only checked once more)."""
+    args = raw.get("args")
+    if "payload" in raw or not (args is None or isinstance(args, list)) or any(
+            field in raw for field in _LIFE_FIELDS):
+        return None, ()
+    template: list[object] = [window_s]
+    timing: list[object] = []
+    for field, value in raw.items():
+        if field != "args":
+            kind = type(value)
+            (timing if field in _TIMING_FIELDS else template).append(
+                (field, "json", _encode_sorted(value)) if kind is list or kind is dict
+                else (field, kind, value))
+    return tuple(template), tuple(timing)
+
+
+def _timing(raw: dict[str, Any], key: tuple[object, ...]) -> tuple[Timetable, str] | None:
+    """The timetable and timing text of a definition's cron or every (and tz), when they
+    pass the checks a full validation makes of them; None otherwise. `key`: its timing
+    fields' content (`_template_keys`)."""
+    known = _TIMINGS.get(key)
+    if known is None:
+        out = _Checker()
+        tz = out.field("tz", partial(BY_NAME["tz"].check, raw["tz"])) if "tz" in raw else None
+        timetable = _timetable(raw, tz or BY_NAME["time_zone"].default, "", str, out)
+        if timetable is None or out.problems:
+            return None
+        if len(_TIMINGS) >= MAX_CHECKED_TEMPLATES:  # the oldest out (insertion order)
+            del _TIMINGS[next(iter(_TIMINGS))]
+        known = _TIMINGS[key] = (timetable, _timing_text(timetable, raw))
+    return known
+
+
+def _args_first(data: bytes) -> tuple[Any, str] | None:
+    """A definition in kiqbeat's stored form with args first (`encode_definition`: keys
+    sorted, compact): its args, decoded, and the text of the rest; None for any other."""
+    if not data.startswith(b'{"args":'):
         return None
     try:
-        Shapes().check(args, "args", 4 if template.active_job_wrapper else 2,
-                       [MAX_JOB_VALUES, MAX_JOB_BYTES])
-    except ConfigError:
+        text = data.decode()
+        args, end = _decode_at(text, 8)
+    except (ValueError, RecursionError):
         return None
-    schedule = replace(template, name=name, args=tuple(args), definition=raw)
-    return None if encoding_problem(schedule) else schedule
+    return args, text[end:]
+
+
+_decode_at = json.JSONDecoder().raw_decode
+
+
+def _know_rest(rest: tuple[Any, str] | None, window_s: float, template: _Template,
+               timing: tuple[Timetable, str], raw: dict[str, Any]) -> None:
+    """Keep a definition's checked template and timing by the text of its fields other than
+    args (`_args_first`), for the next definition with that text."""
+    if rest is None or not isinstance(rest[0], list | None) or '"args":' in rest[1]:
+        return  # args twice in the text (or so it seems): json.loads keeps the last
+    fields = {k: v for k, v in raw.items() if k != "args"}
+    if len(_BY_REST) >= MAX_CHECKED_TEMPLATES:  # the oldest out (insertion order)
+        del _BY_REST[next(iter(_BY_REST))]
+    _BY_REST[(window_s, rest[1])] = (template, timing, fields)
+
+
+@dataclass(frozen=True)
+class _Template:
+    """A checked definition, to give other names and args to: `checked` is the schedule it
+    was checked as; a definition over `room_bytes` as stored is checked in full (its args
+    could make a job over MAX_JOB_BYTES)."""
+
+    checked: Schedule
+    args_level: int  # where the args list sits in the job hash (4: in ActiveJob's envelope)
+    room_bytes: int
+
+    @classmethod
+    def of(cls, schedule: Schedule) -> _Template:
+        # A job's JSON holds its args in at most 8 times their stored bytes (a float such as
+        # 1e15 is written out in full; nothing else grows), and `Shapes.check` counts at most
+        # 8 bytes more per value than JSON writes (an integer is counted as 8): within the
+        # room left by the job without args, neither check can fail.
+        empty = job_bytes(_renamed(schedule, schedule.name, (), {}))
+        room = (MAX_JOB_BYTES - 8 * MAX_JOB_VALUES - empty - 64) // 8
+        return cls(schedule, 4 if schedule.active_job_wrapper else 2, room)
+
+    def fits(self, name: str, args: list[Any] | None, size_bytes: int) -> bool:
+        """Whether this name and args pass the checks a full validation makes of them (False:
+        validate in full, and give its messages)."""
+        return not (size_bytes > self.room_bytes or not isinstance(name, str) or not name
+                    or len(name) > MAX_NAME_CHARS or visible_text(name, spaces=True)
+                    or (args and plain_values(args, self.args_level) < 0))
+
+    def schedule(self, name: str, raw: dict[str, Any], size_bytes: int,
+                 timing: tuple[Timetable, str]) -> Schedule | None:
+        """The checked schedule with this name, args and `timing` (and `raw` as its
+        definition), when they `fit`; None otherwise."""
+        args = raw.get("args")
+        if not self.fits(name, args, size_bytes):
+            return None
+        return _renamed(self.checked, name, tuple(args or ()), raw, timing)
+
+
+def _renamed(schedule: Schedule, name: str, args: tuple[Any, ...], definition: dict[str, Any],
+             timing: tuple[Timetable, str] | None = None) -> Schedule:
+    """`schedule` with another name, args, definition and timing: a copy of its fields
+    without `dataclasses.replace`'s keyword round trip through `__init__` (a tenth of the
+    cost; Schedule derives nothing from its fields)."""
+    renamed = object.__new__(Schedule)
+    fields = renamed.__dict__
+    fields.update(schedule.__dict__, name=name, args=args, definition=definition)
+    if timing is not None:
+        fields["timetable"], fields["timing"] = timing
+    return renamed
+
+
+# Checked definition templates and timings, by `_template_keys`; in each of the three
+# caches, past MAX_CHECKED_TEMPLATES entries the oldest goes first.
+_TEMPLATES: dict[tuple[object, ...], _Template] = {}
+_TIMINGS: dict[tuple[object, ...], tuple[Timetable, str]] = {}
+# (window, the text of a stored definition's fields after its args) -> its template, timing
+# and those fields decoded (without "source").
+_BY_REST: dict[tuple[float, str], tuple[_Template, tuple[Timetable, str], dict[str, Any]]] = {}
+
+
+def forget_templates() -> None:
+    """Drop every checked definition template and timing (the next read of each checks it
+    in full)."""
+    _TEMPLATES.clear()
+    _TIMINGS.clear()
+    _BY_REST.clear()
 
 
 def with_window(config: Config, value: object, *, what: str) -> Config:
@@ -339,9 +490,7 @@ def _schedule(name: object, raw: object, top: Mapping[str, Any], out: _Checker,
             "pushed only when an invocation happens (about once a minute from EventBridge or "
             "a CronJob; within about a second of each under `kiqbeat run`); elsewhere, set "
             "lookahead (e.g. 60s)")
-    timing = (f"{timetable.expr} ({timetable.zone_name})" if isinstance(timetable, Cron)
-              else f"at {timetable.at.isoformat().replace('+00:00', 'Z')}"
-              if isinstance(timetable, OneShot) else f"every {str(raw['every']).strip()}")
+    timing = _timing_text(timetable, raw)
     definition = dict(raw)  # with the document-wide values it relies on written in
     for key in ("lookahead", "timestamp_format"):
         if key not in raw and top[key] != BY_NAME[key].default:
@@ -369,6 +518,13 @@ def _schedule(name: object, raw: object, top: Mapping[str, Any], out: _Checker,
         out.problems.append(f"{label}: {wrong}")
         return None
     return schedule
+
+
+def _timing_text(timetable: Timetable, raw: dict[Any, Any]) -> str:
+    """How a schedule's timing reads: "0 9 * * * (Asia/Kolkata)", "every 15m"."""
+    return (f"{timetable.expr} ({timetable.zone_name})" if isinstance(timetable, Cron)
+            else f"at {timetable.at.isoformat().replace('+00:00', 'Z')}"
+            if isinstance(timetable, OneShot) else f"every {str(raw['every']).strip()}")
 
 
 def _timetable(raw: dict[Any, Any], zone_name: str, label: str,

@@ -38,7 +38,7 @@ from kiqbeat.core.limits import (
 from kiqbeat.document import load_config_text
 from kiqbeat.document.fields import BY_NAME
 from kiqbeat.document.jobs import MAX_JOB_BYTES
-from kiqbeat.document.read import MAX_DOCUMENT_BYTES, parse
+from kiqbeat.document.read import MAX_DOCUMENT_BYTES, decode, parse
 from kiqbeat.engine import Engine
 from kiqbeat.entrypoints.common import opened_engine, progress_bar
 from kiqbeat.entrypoints.operations import run_request
@@ -184,11 +184,43 @@ def _lines(stream: IO[bytes]) -> Iterator[bytes | None]:
             yield line
 
 
+class _NotPlain(Exception):
+    """A JSON object with a duplicate key or a Ruby symbol key: for the full reader."""
+
+
+def _plain_object(items: list[tuple[str, Any]]) -> dict[str, Any]:
+    value = dict(items)
+    # A key twice, or a Ruby symbol key (':name', which the full reader strips): only a key
+    # below ';' can start with ':', so the keys are looked at one by one only then.
+    if len(value) != len(items) or (value and min(value) < ";"
+                                    and any(key[:1] == ":" for key in value)):
+        raise _NotPlain
+    return value
+
+
+_decode_plain = json.JSONDecoder(object_pairs_hook=_plain_object).decode
+
+
+def _plain_line(line: bytes, where: str) -> object:
+    """A JSON line's value, read as `_json_value` reads it: a plain object (no duplicate nor
+    symbol keys) with one decode, anything else through `_json_value` (and its messages)."""
+    try:
+        text = decode(line, where)  # UTF-8, no control characters: as the full reader checks
+    except ConfigError:
+        return _json_value(line, where)  # with its message
+    if text.lstrip().startswith("{"):
+        try:
+            return _decode_plain(text)
+        except (_NotPlain, ValueError, RecursionError):
+            pass
+    return _json_value(line, where)
+
+
 def _entry(line: bytes | None, where: str) -> tuple[str, Any]:
     """The name and definition a JSON line holds; ConfigError saying what is wrong."""
     if line is None:
         raise ConfigError(f"longer than {MAX_LINE_BYTES:,} bytes", source=where)
-    value = _json_value(line, where)
+    value = _plain_line(line, where)
     if not isinstance(value, dict) or set(value) != {"name", "definition"}:
         raise ConfigError('expected an object {"name": ..., "definition": {...}}, got '
                           f"{shown(value, 80)}", source=where)

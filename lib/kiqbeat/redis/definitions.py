@@ -80,13 +80,15 @@ class Op:
     expect: str = "-"
 
 
-def _pack(ops: Sequence[Op], index: Mapping[str, int], namespace: str, shards: int) -> bytes:
+def _pack(ops: Sequence[Op], due_keys: Sequence[str], index: Mapping[str, int]) -> bytes:
+    """write.lua's ARGV[1]: each op's line, then its source, name and definition; `due_keys`
+    is each op's due index key, `index` where each key is in KEYS."""
     parts: list[bytes] = []
-    for op in ops:
+    for op, key in zip(ops, due_keys, strict=True):
         source, name = op.source.encode(), op.name.encode(errors="surrogateescape")
-        k = index[due_key(namespace, op.name, shards)]
-        parts += (b"%s %d %d %s %d %d\n" % (op.op.encode(), k, len(source), op.expect.encode(),
-                                            len(name), len(op.definition)),
+        parts += (b"%s %d %d %s %d %d\n" % (op.op.encode(), index[key], len(source),
+                                            op.expect.encode(), len(name),
+                                            len(op.definition)),
                   source, name, op.definition)
     return b"".join(parts)
 
@@ -124,35 +126,111 @@ def write(client: redis.Redis, namespace: str, shards: int, ops: Sequence[Op],
     `now_ms` is the instant of the change, always given by the caller: the one Redis clock
     read of the public call making it (an invocation applying a document gives its own
     `now`, replays included), or None for the instant the script itself runs at (its own
-    TIME, in the same atomic step: a single write, or an import whose calls each take
-    their own instant)."""
+    TIME, in the same atomic step)."""
     results: list[tuple[str, str]] = []
     batches = list(write_batches(ops)) or [[]]
     for number, batch in enumerate(batches, start=1):
         if deadline is not None and number > 1 and time.monotonic() > deadline:
             break
-        due_keys = list(dict.fromkeys(due_key(namespace, op.name, shards) for op in batch))
-        index = {key: k for k, key in enumerate(due_keys, start=1)}
         last = applied if number == len(batches) else None
-        script_keys = [keys.definitions(namespace), keys.watermarks(namespace),
-                       keys.first_seen(namespace), keys.rejected(namespace),
-                       keys.documents(namespace),
-                       keys.document_index(namespace, last.source if last else ""),
-                       keys.shards(namespace), keys.missed(namespace), keys.history(namespace),
-                       keys.manual(namespace), keys.paused(namespace), keys.runs(namespace),
-                       keys.skips(namespace), keys.last_jobs(namespace), *due_keys]
-        args: list[scripts.Arg] = [_pack(batch, index, namespace, shards), shards]
-        if last is not None:
-            args += ["1", last.source, last.digest, last.index]
-        else:
-            args += ["", "", "", ""]
-        args.append("" if now_ms is None else now_ms)
-        with redis_errors(client, "writing schedule definitions"):
-            codes, owners = lua.call(scripts.WRITE, client, script_keys, args)
-        owner_of = iter(reply_text(o) for o in owners)
-        results += [(code, next(owner_of) if code == "O" else "") for code in reply_text(codes)]
+        script_keys, args = _call(namespace, shards, batch, last, now_ms)
+        with redis_errors(client, WRITING):
+            reply = lua.call(scripts.WRITE, client, script_keys, args)
+        results += _results(reply)
     return results
 
+
+WRITING = "writing schedule definitions"
+
+
+def _call(namespace: str, shards: int, batch: Sequence[Op], applied: Applied | None,
+          now_ms: int | None) -> tuple[list[str], list[scripts.Arg]]:
+    """write.lua's KEYS and ARGV for one batch."""
+    of_op = ([due_key(namespace, op.name, shards) for op in batch] if shards > 1
+             else [keys.due(namespace)] * len(batch))
+    index = {key: k for k, key in enumerate(dict.fromkeys(of_op), start=1)}
+    script_keys = [keys.definitions(namespace), keys.watermarks(namespace),
+                   keys.first_seen(namespace), keys.rejected(namespace),
+                   keys.documents(namespace),
+                   keys.document_index(namespace, applied.source if applied else ""),
+                   keys.shards(namespace), keys.missed(namespace), keys.history(namespace),
+                   keys.manual(namespace), keys.paused(namespace), keys.runs(namespace),
+                   keys.skips(namespace), keys.last_jobs(namespace), *index]
+    args: list[scripts.Arg] = [_pack(batch, of_op, index), shards]
+    if applied is not None:
+        args += ["1", applied.source, applied.digest, applied.index]
+    else:
+        args += ["", "", "", ""]
+    args.append("" if now_ms is None else now_ms)
+    return script_keys, args
+
+
+def _results(reply: Any) -> list[tuple[str, str]]:
+    """Each op's (code, owner) from write.lua's reply."""
+    codes, owners = reply
+    owner_of = iter(reply_text(o) for o in owners)
+    return [(code, next(owner_of) if code == "O" else "") for code in reply_text(codes)]
+
+
+class StartedWrite:
+    """One write call (at most `WRITE_BATCH` ops, as `write_batches` cuts them) sent to
+    Redis on a connection of its own, its reply not read yet, so that the caller prepares
+    the next call while Redis runs this one (an import checks the next definitions: the
+    import then costs the longer of the two, not their sum). `finish` reads the reply (and
+    must be called, or `abandon`, before anything else is sent on the connection)."""
+
+    def __init__(self, client: redis.Redis, namespace: str, shards: int, ops: Sequence[Op],
+                 lua: scripts.Caller, *, now_ms: int | None) -> None:
+        self.ops = ops
+        self._client, self._lua = client, lua
+        self._keys, self._args = _call(namespace, shards, ops, None, now_ms)
+        self._reply: Any = None  # when run at once
+        self._connection: Any = None
+        try:
+            self._connection = client.connection_pool.get_connection()
+            self._connection.send_command(*lua.command(scripts.WRITE, self._keys, self._args))
+        except (redis.ConnectionError, redis.TimeoutError):
+            # Not sent whole, so not run: run it now, with the client's own retries.
+            self.abandon()
+            with redis_errors(client, WRITING):
+                self._reply = lua.call(scripts.WRITE, client, self._keys, self._args)
+        except BaseException:
+            self.abandon()
+            raise
+
+    def finish(self) -> list[tuple[str, str]]:
+        """Each op's (code, owner), as `write` gives them."""
+        if self._reply is not None:
+            return _results(self._reply)
+        connection, self._connection = self._connection, None
+        if connection is None:
+            raise RuntimeError("a started write is finished once")
+        try:
+            with redis_errors(self._client, WRITING):
+                try:
+                    reply = connection.read_response()
+                except redis.exceptions.NoScriptError:  # a new server: load it, call again
+                    reply = self._lua.call(scripts.WRITE, self._client, self._keys,
+                                           self._args)
+                except redis.ResponseError as exc:
+                    raise self._lua.explained(exc) from exc
+                except (redis.ConnectionError, redis.TimeoutError):
+                    # As the client's own retries do (a connection the server closed while
+                    # idle): run it again; write.lua writes nothing twice ("=" the second time).
+                    connection.disconnect()
+                    reply = self._lua.call(scripts.WRITE, self._client, self._keys,
+                                           self._args)
+        finally:
+            self._client.connection_pool.release(connection)
+        return _results(reply)
+
+    def abandon(self) -> None:
+        """Drop the connection without reading the reply (it is closed, never reused with a
+        reply pending); whether the call was applied is unknown."""
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            connection.disconnect()
+            self._client.connection_pool.release(connection)
 
 
 def recorded_shards(client: redis.Redis, namespace: str) -> int:

@@ -100,7 +100,7 @@ class Caller:
         pool = client.connection_pool
         conn: Any = pool.get_connection()
         try:
-            conn.send_command(*self.command(lua), len(keys), *keys, *args)
+            conn.send_command(*self.command(lua, keys, args))
         except (redis.ConnectionError, redis.TimeoutError):
             conn.disconnect()
             pool.release(conn)
@@ -108,9 +108,12 @@ class Caller:
         pending.conn = conn
         return pending
 
-    def command(self, lua: Lua) -> tuple[str, str]:
-        """The command that runs `lua` this way, and its first argument."""
-        return ("FCALL", lua.function) if self.functions else ("EVALSHA", lua.sha)
+    def command(self, lua: Lua, keys: Sequence[str], args: Sequence[Arg]) -> tuple[Arg, ...]:
+        """The command running it, to send on a connection and read later (its NOSCRIPT
+        reply then calls for `call`, which loads it)."""
+        if self.functions:
+            return ("FCALL", lua.function, len(keys), *keys, *args)
+        return ("EVALSHA", lua.sha, len(keys), *keys, *args)
 
     def explained(self, exc: Exception) -> Exception:
         """`exc`, saying what to do when the function library is missing or out of date."""
@@ -149,7 +152,7 @@ class Pending:
         pool = self.client.connection_pool
         try:
             client: Any = self.client
-            reply = client.parse_response(conn, self.caller.command(self.lua)[0])
+            reply = client.parse_response(conn, self.caller.command(self.lua, (), ())[0])
         except (redis.ConnectionError, redis.TimeoutError):
             conn.disconnect()
             pool.release(conn)

@@ -40,7 +40,7 @@ from kiqbeat.redis import (
     pushes,
     scripts,
 )
-from kiqbeat.redis.definitions import Applied, Op, Oversized
+from kiqbeat.redis.definitions import Applied, Op, Oversized, StartedWrite
 from kiqbeat.redis.documents import DocumentChange
 from kiqbeat.redis.due import DueRead, Reads
 from kiqbeat.redis.frames import Piece
@@ -112,6 +112,12 @@ class RedisSide:
         """`redis.definitions.write` on this store."""
         return definitions.write(self.client, self.namespace, self.shards, ops, self.lua,
                                  applied=applied, deadline=deadline, now_ms=now_ms)
+
+    def start_write(self, ops: Sequence[Op], *, now_ms: int | None) -> StartedWrite:
+        """`redis.definitions.StartedWrite` on this store: one call's ops sent, the reply
+        read by its `finish`."""
+        return StartedWrite(self.client, self.namespace, self.shards, ops, self.lua,
+                            now_ms=now_ms)
 
     def read_definitions(self, names: Sequence[str]) -> list[bytes | Oversized | None]:
         """`redis.definitions.read_definitions` on this store."""

@@ -34,8 +34,12 @@ local function read_definitions(key, names, budget)
   return defs, lengths, count
 end
 
--- One stored definition, or false when it is gone or over the limit, and its length.
+-- One stored definition, or false when it is gone or over the limit, and its length (as
+-- `read_definitions` gives them, without its tables: write.lua calls it once per operation).
 local function read_definition(key, name)
-  local defs, lengths = read_definitions(key, {name}, MAX_DEFINITION_BYTES)
-  return defs[1], lengths[1]
+  local length = redis.call('HSTRLEN', key, name)
+  if length > MAX_DEFINITION_BYTES then
+    return false, length
+  end
+  return redis.call('HGET', key, name), length
 end

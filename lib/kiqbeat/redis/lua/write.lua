@@ -75,7 +75,7 @@ for k = FIRST_DUE + 1, #KEYS do
   err = expect_type(KEYS[k], 'zset')
   if err then return err end
 end
-local checks = {{'HSTRLEN', defs_key, 'n'}, {'HMGET', defs_key, 'n'}, {'HSET', defs_key, 'n', 'v'}, {'HDEL', defs_key, 'n'},
+local checks = {{'HSTRLEN', defs_key, 'n'}, {'HGET', defs_key, 'n'}, {'HSET', defs_key, 'n', 'v'}, {'HDEL', defs_key, 'n'},
   {'HDEL', wm_key, 'n'}, {'HGET', wm_key, 'n'}, {'HSET', wm_key, 'n', '0'}, {'HDEL', seen_key, 'n'}, {'HSET', rejected_key, 'n', 'v'},
   {'HDEL', rejected_key, 'n'}, {'HEXISTS', rejected_key, 'n'}, {'HDEL', missed_key, 'n'},
   {'HGET', missed_key, 'n'}, {'HSET', missed_key, 'n', 'v'}, {'HDEL', history_key, 'n'},
@@ -186,10 +186,10 @@ end
 local codes, owners = {}, {}
 local pos = 1
 while pos <= #body do
-  local stop = string.find(body, '\n', pos, true)
-  local op, k, source_length, expect, name_length, def_length =
-    string.match(string.sub(body, pos, stop - 1), '^(%a+) (%d+) (%d+) (%S+) (%d+) (%d+)$')
-  pos = stop + 1
+  -- Anchored at `pos` (Lua 5.1: a '^' pattern matches there only), without a substring.
+  local op, k, source_length, expect, name_length, def_length, after =
+    string.match(body, '^(%a+) (%d+) (%d+) (%S+) (%d+) (%d+)\n()', pos)
+  pos = after
   local source = string.sub(body, pos, pos + source_length - 1)
   pos = pos + source_length
   local name = string.sub(body, pos, pos + name_length - 1)
