@@ -128,29 +128,29 @@ module KiqbeatStore
 
   # Skip the schedule's next `count` ticks (kiqbeat takes one pending skip per tick instead
   # of pushing it; shown as skipped in its history, never missed). The skips now pending.
-  # One atomic script: the schedule must exist, and at most 10,000 may be pending.
-  SKIP = <<~LUA
-    if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return {'M', 0} end
-    local pending = math.max(0, tonumber(redis.call('HGET', KEYS[2], ARGV[1])) or 0)
-    if pending + tonumber(ARGV[2]) > tonumber(ARGV[3]) then return {'C', pending} end
-    return {'+', redis.call('HINCRBY', KEYS[2], ARGV[1], ARGV[2])}
-  LUA
-
+  # Checked in a WATCHed transaction: the schedule must exist, at most 10,000 pending.
   def skip(redis, name, count = 1, ns: "")
     unless count.is_a?(Integer) && count.between?(1, MAX_PENDING_SKIPS)
       raise Error, "skip count #{count.inspect} must be a whole number from 1 to 10,000 " \
                    "(to stop it for longer, pause it)"
     end
 
-    code, pending = redis.eval(SKIP, keys: [definitions_key(ns), skips_key(ns)],
-                                     argv: [name, count, MAX_PENDING_SKIPS])
-    raise Error, "no schedule #{name.inspect} in the store" if code == "M"
-    if code == "C"
-      raise Error, "schedule #{name.inspect} has #{pending} skips pending; #{count} more " \
-                   "would pass #{bytes(MAX_PENDING_SKIPS)} (to stop it for longer, pause it)"
+    loop do
+      done = redis.watch(definitions_key(ns), skips_key(ns)) do
+        if redis.hstrlen(definitions_key(ns), name).zero?
+          redis.unwatch
+          raise Error, "no schedule #{name.inspect} in the store"
+        end
+        pending = [redis.hget(skips_key(ns), name).to_i, 0].max
+        if pending + count > MAX_PENDING_SKIPS
+          redis.unwatch
+          raise Error, "schedule #{name.inspect} has #{pending} skips pending; #{count} more " \
+                       "would pass #{bytes(MAX_PENDING_SKIPS)} (to stop it for longer, pause it)"
+        end
+        redis.multi { |tx| tx.hincrby(skips_key(ns), name, count) }
+      end
+      return done.first unless done.nil?
     end
-
-    pending
   end
 
   # The Redis clock (TIME), epoch ms: the instant kiqbeat reads pauses against.
