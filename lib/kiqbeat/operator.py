@@ -28,7 +28,8 @@ from typing import Any, Self, cast
 import redis
 
 from kiqbeat.audit import default_actor, record_action
-from kiqbeat.core.lifecycle import ENDED
+from kiqbeat.core.describe import describe_usage, life_facts
+from kiqbeat.core.lifecycle import has_ended
 from kiqbeat.core.limits import MAX_COUNTED_TICKS, MAX_ENDED_LISTED, MAX_REASON_CHARS
 from kiqbeat.core.pause import Pause
 from kiqbeat.core.payload import jid_ms, job_json
@@ -84,8 +85,11 @@ class ScheduleStatus:
     oversized_bytes: int | None = None
     # Its pause record (core/pause.py) while in force (one past its end: resumed, None).
     pause: Pause | None = None
-    # Past its end_at, its one-shot done: it pushes nothing more (DESIGN §8).
+    # Past its end_at, its one-shot done, its max_runs used: it pushes nothing more (DESIGN §8).
     ended: bool = False
+    # Its life (core/describe.py `life_facts`: bounds, excluded dates, max_runs and the runs
+    # used, pending skips, jitter, overlap); None when set aside.
+    life: Mapping[str, Any] | None = None
 
     def line(self) -> str:
         """One line for a person (`kiqbeat status`, `kiqbeat schedules list`); what another
@@ -98,8 +102,10 @@ class ScheduleStatus:
         late = f", {self.lag_s:.0f} s overdue" if self.lag_s > 0 else ""
         coming = ("ended" if self.ended else
                   f"next {self.next_tick.isoformat(timespec='seconds')}{late}")
+        usage = describe_usage(dict(self.life)) if self.life else ""
         return (f"{name}{'' if self.enabled else ' (paused)'}: {self.timing}; {covered}; "
-                f"{coming}" + (f"; from {shown_text(self.source)}" if self.source else "")
+                f"{coming}" + (f"; {usage}" if usage else "")
+                + (f"; from {shown_text(self.source)}" if self.source else "")
                 + (f"; {shown_text(self.pause.line())}" if self.pause is not None else ""))
 
     @property
@@ -118,6 +124,7 @@ class ScheduleStatus:
                 "lag_s": round(self.lag_s, 3), "set_aside": self.set_aside,
                 "oversized_bytes": self.oversized_bytes, "ended": self.ended,
                 "paused": None if self.pause is None else self.pause.as_dict(),
+                "life": None if self.life is None else dict(self.life),
                 "definition": self.definition}
 
 
@@ -317,11 +324,12 @@ class Operator:
         window_start = now - timedelta(seconds=self.window_s)
         after = max(mark, window_start) if mark else now
         nxt = schedule.timetable.next_after(after)
-        ended = nxt >= ENDED
+        ended = has_ended(schedule, after, stored.runs)
         return ScheduleStatus(stored.name, raw, source, schedule.enabled,
                               schedule.timetable.zone_name, schedule.timing, mark, seen, nxt,
                               0.0 if ended else max(0.0, (now - nxt).total_seconds()),
-                              stored.rejected, ended=ended)
+                              stored.rejected, ended=ended,
+                              life=life_facts(schedule, stored.runs, stored.skips))
 
 
     def missed(self, names: Sequence[str] = ()) -> builtins.list[MissedRange]:

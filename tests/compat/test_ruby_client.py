@@ -95,7 +95,8 @@ def test_ruby_adds_changes_pauses_runs_and_removes_a_schedule_that_sidekiq_runs(
     assert any("did you mean 'queue'" in p for p in invalid["problems"])
     assert names == [name] and nobody is None and store.get("ruby/bad") is None
     row = store.get(name)
-    assert row is not None and row.definition == {**EVERY_MINUTE, "enabled": True}
+    # A pause is its own record (kiqbeat:paused): the definition is never written by it.
+    assert row is not None and row.definition == EVERY_MINUTE and row.enabled
     # The manual run and the next tick an invocation pushes: the real worker runs both.
     minute = sidekiq.redis_now().replace(second=0, microsecond=0)
     run(client, Config(schedules=()), now=minute - timedelta(seconds=30))
@@ -174,8 +175,77 @@ puts JSON.generate(out)
                                       "args": ["x" * 70_000]}, separators=(",", ":")).encode())
     assert refused == {"error": raised.value.problems[0].replace("'big'", '"big"')}
     assert not big_stored
-    assert "over the limit of 65,536 bytes (not read)" in paused["error"]
+    # A pause is a record of its own: the oversized definition is measured, not read.
+    assert paused is True
     # the million-byte definition was measured (HSTRLEN), never read (no HGET)
-    assert "cmdstat_hget" not in stats and stats["cmdstat_hstrlen"]["calls"] == 2
+    # (the one HGET is the pause's look at kiqbeat:paused)
+    assert stats["cmdstat_hget"]["calls"] == 1 and stats["cmdstat_hstrlen"]["calls"] == 2
     assert replaced is True and stored is not None and stored.definition == {
         "class": "W", "cron": "* * * * *"}
+
+
+STORE_LIFE = r'''
+require "json"
+require "redis"
+require "kiqbeat/store"
+redis = Redis.new(url: ENV.fetch("REDIS_URL"))
+out = JSON.parse(ARGV.fetch(0)).map do |op, name, *rest|
+  case op
+  when "pause"
+    ends = rest[1] && Time.at(rest[1])
+    KiqbeatStore.pause(redis, name, note: rest[0], until: ends, by: "ruby-ops")
+  when "resume" then KiqbeatStore.resume(redis, name)
+  when "skip" then KiqbeatStore.skip(redis, name, rest[0])
+  end
+rescue KiqbeatStore::Error => e
+  { "error" => e.message }
+end
+puts JSON.generate(out)
+'''
+
+
+def store_ruby(redis_url: str, *steps: list[Any]) -> list[Any]:
+    done = subprocess.run([need("ruby"), "-I", str(LIB), "-e", STORE_LIFE, json.dumps(steps)],
+                          capture_output=True, text=True, timeout=60, check=False,
+                          env={**os.environ, "REDIS_URL": redis_url})
+    assert done.returncode == 0, done.stderr[-2000:]
+    result: list[Any] = json.loads(done.stdout)
+    return result
+
+
+def test_ruby_pauses_with_a_note_and_an_end_resumes_and_skips_as_kiqbeat_reads_them(
+    redis_url: str,
+) -> None:
+    with redis.Redis.from_url(redis_url) as client:
+        store = Store(client)
+        store.put("digest", EVERY_MINUTE)
+        store.put("legacy", {**EVERY_MINUTE, "enabled": False})  # paused the older way
+        now_s = client.time()[0]
+        results = store_ruby(
+            redis_url, ["pause", "digest", "INC-9: mailer down", now_s + 3600],
+            ["pause", "digest", "again", None], ["pause", "nobody", "", None],
+            ["pause", "digest", "", now_s - 10], ["skip", "digest", 3], ["skip", "digest", 1],
+            ["skip", "digest", 0], ["skip", "nobody", 1], ["skip", "digest", 10_000])
+        paused = store.get("digest")
+        pending = client.hget("kiqbeat:skips", "digest")
+        resumed = store_ruby(redis_url, ["resume", "digest"], ["resume", "digest"],
+                             ["resume", "legacy"], ["resume", "nobody"])
+        after, legacy = store.get("digest"), store.get("legacy")
+        record_left = client.hexists("kiqbeat:paused", "digest")
+    first, again, nobody, past, three, four, zero, unknown, over = results
+    assert (first, again) == (True, False)  # the second replaced the note, already paused
+    assert nobody == {"error": 'no schedule "nobody" in the store'}
+    assert "not in the future" in past["error"]
+    assert (three, four, pending) == (3, 4, b"4")
+    assert "must be a whole number from 1 to 10,000" in zero["error"]
+    assert unknown == {"error": 'no schedule "nobody" in the store'}
+    assert "4 skips pending" in over["error"]
+    # kiqbeat reads Ruby's record as its own: paused, by whom, the last note, no end.
+    assert paused is not None and paused.pause is not None and not paused.enabled
+    assert (paused.pause.note, paused.pause.by, paused.pause.until_ms) == (
+        "again", "ruby-ops", None)
+    assert paused.definition == EVERY_MINUTE  # the definition untouched
+    assert resumed[:3] == [True, False, True]
+    assert "no schedule" in resumed[3]["error"]
+    assert not record_left and after is not None and after.enabled and after.pause is None
+    assert legacy is not None and legacy.enabled  # the older pause ended too

@@ -556,7 +556,7 @@ def test_the_writer_acl_of_docs_store_md_lets_ruby_add_pause_and_remove(
         definition = named({"class": "W", "cron": "*/5 * * * *"}, "rb:acl")
         assert ruby(url, ["put", "rb:acl", definition], ["pause", "rb:acl"],
                     ["resume", "rb:acl"], ["put", "rb:acl2", definition],
-                    ["remove", "rb:acl2"]) == [True] * 5
+                    ["remove", "rb:acl2"], ["skip", "rb:acl", 2]) == [True] * 5 + [2]
         assert client.zscore("kiqbeat:due", "rb:acl") == 0
         assert invoke(client, base).new_schedules == 1
         with redis.Redis.from_url(url) as writer, \

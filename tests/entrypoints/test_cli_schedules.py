@@ -554,3 +554,38 @@ def test_an_import_line_is_read_as_the_full_json_reader_reads_it(line: bytes) ->
             return ("error", exc.problems, exc.source)
 
     assert read(_plain_line) == read(_json_value)
+
+
+def test_get_status_and_json_show_a_schedules_life_and_ended_once_max_runs_is_used(
+    kiqbeat: Kiqbeat, redis_client: redis.Redis
+) -> None:
+    minute = redis_now(redis_client).replace(second=0, microsecond=0) - timedelta(minutes=10)
+    kiqbeat("schedules", "add", "limited", "--json-definition", json.dumps({
+        "cron": "* * * * *", "class": "LimitedWorker", "max_runs": 2, "jitter": "20s",
+        "overlap": "skip", "start_at": "2020-01-01T00:00:00Z",
+        "end_at": "2099-01-01T00:00:00Z", "except": ["2099-12-25"]}))
+    kiqbeat("schedules", "add", "skipping", "--json-definition",
+            json.dumps({"cron": "* * * * *", "class": "SkippingWorker"}))
+    assert kiqbeat("schedules", "skip", "skipping", "--count", "2").code == 0
+    got = kiqbeat("schedules", "get", "limited", "--json").json()
+    assert got["life"] | {"rules": ""} == {
+        "start_at": "2020-01-01T00:00:00Z", "end_at": "2099-01-01T00:00:00Z",
+        "except": [], "calendars": [], "dates_zone": None, "max_runs": 2, "runs": 0,
+        "skips": 0, "jitter_s": 20.0, "overlap": "skip", "rules": ""} | {
+        "except": ["2099-12-25"], "dates_zone": "UTC"}
+    assert got["ended"] is False
+    assert "0 of 2 runs used" in kiqbeat("schedules", "get", "limited").out
+    assert "2 ticks to skip" in kiqbeat("schedules", "get", "skipping").out
+    # The first invocation meets it; the next two push its two runs (the second job is not
+    # held back by overlap: the first one is removed as if a worker took it).
+    for step in (0, 1, 2, 3):
+        now = (minute + timedelta(minutes=step)).isoformat()
+        assert kiqbeat("run-once", "--now", now).code == 0
+        redis_client.delete("queue:default", "schedule")
+    assert redis_client.hget("kiqbeat:runs", "limited") == "2"
+    got = kiqbeat("schedules", "get", "limited", "--json").json()
+    assert (got["life"]["runs"], got["ended"]) == (2, True)
+    shown = kiqbeat("schedules", "get", "limited").out
+    assert "(ended)" in shown and "2 of 2 runs used" in shown
+    assert "2 of 2 runs used" in kiqbeat("status", "limited").out
+    assert kiqbeat("schedules", "get", "skipping", "--json").json()["life"]["skips"] == 0

@@ -23,11 +23,12 @@ from pathlib import Path
 import pytest
 import redis
 
+from kiqbeat.core.limits import MAX_PENDING_SKIPS
 from kiqbeat.core.report import Report
 from kiqbeat.core.schedule import Config
 from kiqbeat.demo.server import RedisServer
 from kiqbeat.engine import Engine
-from kiqbeat.errors import RedisRefusedError
+from kiqbeat.errors import ConfigError, RedisRefusedError
 from kiqbeat.redis import progress, scripts
 from kiqbeat.redis.connection import connect
 from kiqbeat.settings import Settings
@@ -322,3 +323,29 @@ def test_missed_backfill_trigger_and_history_work_under_the_documented_acl(
             config("schedules: {}"), now=t1)
     assert not progress.read_histories(admin, "", ["minutely"])
     assert admin.hlen("kiqbeat:schedules") == 0
+
+
+def test_skip_pause_and_resume_work_under_the_documented_acl(
+    acl_server: RedisServer, admin: redis.Redis, mode: str
+) -> None:
+    """`schedules skip` (one script, no WATCH/MULTI/EXEC), pause and resume need nothing
+    beyond the documented lines; the invocation then takes the skips."""
+    _set_user(admin, acl_rules(mode))
+    cfg = config(SCHEDULES)
+    t0, t1 = _instants(admin)
+    with connect(_user_url(acl_server)) as client:
+        engine = Engine(Settings(redis_functions=mode == "functions"), client=client)
+        engine.run(cfg, now=t0)
+        store = engine.store(cfg)
+        assert store.skip("minutely", 2) == 2
+        assert store.skip("minutely") == 3
+        with pytest.raises(ConfigError, match="no schedule"):
+            store.skip("nobody")
+        with pytest.raises(ConfigError, match="pending"):
+            store.skip("minutely", MAX_PENDING_SKIPS)
+        assert admin.hget("kiqbeat:skips", "minutely") == "3"
+        assert store.pause("ahead", note="acl") and store.resume("ahead")
+        report = engine.run(cfg, now=t1)
+    assert report.warnings == []
+    assert admin.hget("kiqbeat:skips", "minutely") is None  # all three taken
+    assert [p.kind for p in store.history("minutely")][-3:] == ["skipped"] * 3

@@ -183,3 +183,48 @@ def test_a_note_over_the_audit_trails_bound_is_refused_not_cut(
     row = store.get("a")
     assert row is not None and row.enabled and read_audit(store.client, "", "a") == [
         a for a in read_audit(store.client, "", "a") if a.action == "put"]
+
+
+def test_the_schedule_page_shows_its_life_and_skips_its_next_ticks_from_a_form(
+    console: Served, store: Store, redis_client: redis.Redis
+) -> None:
+    store.put("limited", {**DIGEST, "max_runs": 5, "jitter": "90s", "overlap": "skip",
+                          "end_at": "2099-01-01T00:00:00Z", "except": ["2099-12-25"]})
+    redis_client.hset(keys.runs(""), "limited", 3)  # as three pushes left it
+    with console.browser() as browser:
+        page = browser.get("/schedule", params={"name": "limited"})
+        skipped = browser.post("/act", data=form_of(page.text, "/act", 'value="skip"')
+                               | {"count": "2"})
+        bad = browser.post("/act", data=form_of(page.text, "/act", 'value="skip"')
+                           | {"count": "two"})
+        after = browser.get("/schedule", params={"name": "limited"})
+    text = html.unescape(page.text)
+    assert "3 of 5 (max_runs)" in text and "up to 90 s after its tick" in text
+    assert "2099-01-01T00:00:00Z" in text and "2099-12-25 (Asia/Kolkata)" in text
+    assert "skip: no tick while its previous job waits or runs" in text
+    assert skipped.status_code == 200 and bad.status_code == 422
+    assert "skip count 'two' must be a whole number" in html.unescape(bad.text)
+    assert redis_client.hget(keys.skips(""), "limited") == "2"
+    assert re.search(r'class="life-skips">2<', after.text)
+    assert next(a.action for a in read_audit(store.client, "", "limited")) == "skip"
+
+
+def test_the_paused_filter_and_the_sweeps_count_see_pause_records(
+    console: Served, store: Store
+) -> None:
+    from kiqbeat.web.names import Sweep
+
+    for name in ("held", "flagged", "running"):
+        store.put(name, DIGEST)
+    store.pause("held", note="a pause record")  # kiqbeat:paused, the definition untouched
+    store.put("flagged", {**DIGEST, "enabled": False})  # the older way
+    sweep = Sweep(store.client, "")  # also fills the name index the filters page through
+    while not sweep.step():
+        pass
+    assert sweep.last is not None and sweep.last.paused == 2
+    with console.api() as api:
+        def names(state: str) -> list[str]:
+            got = api.get("/api/v1/schedules", params={"state": state}).json()
+            return sorted(r["name"] for r in got["items"])
+        assert names("paused") == ["flagged", "held"]
+        assert names("active") == ["running"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
+from typing import Any
 
 from kiqbeat.core.cron import Cron, Every
 from kiqbeat.core.cron_fields import runs
@@ -211,3 +212,37 @@ def describe_life(schedule: Schedule) -> str:
     if schedule.overlap == "skip":
         parts.append("no tick while its previous job waits or runs (overlap: skip)")
     return "; ".join(parts)
+
+
+def life_facts(schedule: Schedule, runs: int = 0, skips: int = 0) -> dict[str, Any]:
+    """A schedule's life as data (status, get, the HTTP API, the console): its bounds
+    (`start_at`, `end_at`, ISO instants or None), excluded dates (`except`, ISO dates in
+    `dates_zone`, and the calendars naming some), `max_runs` and the `runs` used of it (the
+    stored count), pending `skips`, `jitter_s`, `overlap`, and `rules`, `describe_life`'s
+    words ('' when it has none)."""
+    timetable = schedule.timetable
+    bounded = timetable if isinstance(timetable, Bounded) else None
+    return {
+        "start_at": _instant(bounded.start) if bounded and bounded.start else None,
+        "end_at": _instant(bounded.end) if bounded and bounded.end else None,
+        "except": sorted(d.isoformat() for d in bounded.excluded) if bounded else [],
+        "calendars": [name for name, _ in bounded.calendars] if bounded else [],
+        "dates_zone": bounded.dates_zone if bounded and bounded.excluded else None,
+        "max_runs": schedule.max_runs,
+        "runs": runs,
+        "skips": skips,
+        "jitter_s": schedule.jitter_s,
+        "overlap": schedule.overlap,
+        "rules": describe_life(schedule),
+    }
+
+
+def describe_usage(facts: dict[str, Any]) -> str:
+    """The life state in words ('' when there is none): runs used of `max_runs`, skips
+    pending."""
+    parts = []
+    if facts.get("max_runs") is not None:
+        parts.append(f"{facts['runs']:,} of {facts['max_runs']:,} runs used")
+    if facts.get("skips"):
+        parts.append(f"{facts['skips']:,} tick{'' if facts['skips'] == 1 else 's'} to skip")
+    return ", ".join(parts)

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kiqbeat.audit import record_reindex
+from kiqbeat.core.describe import describe_usage
 from kiqbeat.core.limits import (
     BACKFILL_CONFIRM_JOBS,
     MAX_DEFINITION_BYTES,
@@ -292,6 +293,11 @@ def _described(row: ScheduleStatus) -> list[str]:
                   + (f" ({row.lag_s:.0f} s overdue)" if row.lag_s > 0 else ""),
                   f"  last tick covered: {iso('covered_through')}",
                   f"  first seen: {iso('first_seen')}"]
+        life = dict(row.life or {})
+        if life.get("rules"):
+            lines.append(f"  life: {life['rules']}")
+        if usage := describe_usage(life):
+            lines.append(f"  used: {usage}")
     definition = foreign_json(row.definition)
     if len(definition) > MAX_DEFINITION_BYTES:  # stored by another writer: --json has it all
         definition = definition[:MAX_DEFINITION_BYTES] + "... (--json shows it whole)"

@@ -28,6 +28,16 @@ class Stored:
     mark_ms: int | None
     first_seen_ms: int | None
     rejected: str | None
+    runs: int = 0  # ticks pushed over its life (kiqbeat:runs; only kept with max_runs)
+    skips: int = 0  # ticks still to skip (kiqbeat:skips)
+
+
+def _count(value: bytes | None) -> int:
+    """A counter field (another writer's garbage: 0)."""
+    try:
+        return max(0, int(value or 0))
+    except ValueError:
+        return 0
 
 
 def _mark_ms(mark: progress.Mark | str | None) -> int | None:
@@ -53,11 +63,13 @@ def read_stored(client: redis.Redis, namespace: str, names: Sequence[str],
         with redis_errors(client, "reading stored schedules"):
             pipe = client.pipeline(transaction=False)
             pipe.hmget(keys.rejected(namespace), sent)
-            (rejected,) = pipe.execute()
+            pipe.hmget(keys.runs(namespace), sent)
+            pipe.hmget(keys.skips(namespace), sent)
+            rejected, runs, skips = pipe.execute()
         marks = progress.read_marks(client, namespace, batch)
         out += [Stored(name, d, _mark_ms(marks.get(name)), _seen_ms(marks.get(name)),
-                       None if r is None else reply_text(r))
-                for name, d, r in zip(batch, defs, rejected, strict=True)]
+                       None if r is None else reply_text(r), _count(n), _count(k))
+                for name, d, r, n, k in zip(batch, defs, rejected, runs, skips, strict=True)]
     return out
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
 
 import redis
 
@@ -40,6 +39,7 @@ from kiqbeat.redis import (
     pushes,
     scripts,
 )
+from kiqbeat.redis.connection import redis_errors, reply_text
 from kiqbeat.redis.definitions import Applied, Op, Oversized, StartedWrite
 from kiqbeat.redis.documents import DocumentChange
 from kiqbeat.redis.due import DueRead, Reads
@@ -205,24 +205,13 @@ class RedisSide:
     def add_skips(self, name: str, count: int, most: int) -> int | None:
         """Add `count` pending skips to a stored schedule's (redis/lua/life.lua takes them):
         its pending skips after, or None when there is no such schedule, or -1 (nothing
-        added) when they would exceed `most`. Atomic with the schedule's existence (a
-        removal meanwhile leaves no field behind)."""
-        defs, skips = keys.definitions(self.namespace), keys.skips(self.namespace)
-        pipe: Any
-        with self.client.pipeline() as pipe:
-            while True:
-                try:
-                    pipe.watch(defs, skips)
-                    if not pipe.hexists(defs, name):
-                        return None
-                    pending = int(pipe.hget(skips, name) or 0)
-                    if pending + count > most:
-                        return -1
-                    pipe.multi()
-                    pipe.hincrby(skips, name, count)
-                    return int(pipe.execute()[0])
-                except redis.WatchError:
-                    continue
+        added) when they would exceed `most`. One atomic script (skip.lua) with the
+        schedule's existence: a removal meanwhile leaves no field behind."""
+        script_keys = [keys.definitions(self.namespace), keys.skips(self.namespace)]
+        with redis_errors(self.client, "adding skips to a schedule"):
+            code, pending = self.lua.call(scripts.SKIP, self.client, script_keys,
+                                          [name, count, most])
+        return {"+": int(pending), "M": None}.get(reply_text(code), -1)
 
     def read_skips(self, name: str) -> int:
         """The schedule's pending skips."""

@@ -43,7 +43,7 @@ from kiqbeat.redis.clock import read_clock
 from kiqbeat.redis.connection import redis_errors, reply_text
 from kiqbeat.redis.definitions import read_present
 from kiqbeat.store import Backfill, MissedRange, ScheduleStatus, Status, Store, Triggered
-from kiqbeat.web.names import NameIndex, Sweep, Tally
+from kiqbeat.web.names import NameIndex, Sweep, Tally, paused_now
 
 STATES = ("active", "paused", "set_aside", "missed")
 FIRES = 20  # fire times a schedule's page previews
@@ -314,6 +314,8 @@ class Console:
         with redis_errors(self.client, "reading definitions"):
             rejected = self.client.hmget(keys.rejected(self.namespace),
                                          [n.encode(errors="surrogateescape") for n in names])
+        held = paused_now(self.client, self.namespace,
+                          [n for n in names if n in present]) if state else set()
         out = []
         for name, why in zip(names, rejected, strict=True):
             data = present.get(name)
@@ -322,9 +324,10 @@ class Console:
             raw = json_object(data)
             if raw is None:  # garbled, or over the limit (unread): set aside, fields unknown
                 continue
-            if state == "active" and (why is not None or raw.get("enabled", True) is False):
+            paused = name in held or raw.get("enabled", True) is False
+            if state == "active" and (why is not None or paused):
                 continue
-            if state == "paused" and (why is not None or raw.get("enabled", True) is not False):
+            if state == "paused" and (why is not None or not paused):
                 continue
             if queue and str(raw.get("queue", "default")) != queue:
                 continue

@@ -30,10 +30,11 @@ from typing import Any
 
 import redis
 
-from kiqbeat.core.plan import from_ms
+from kiqbeat.core.plan import from_ms, to_ms
 from kiqbeat.core.records import KINDS
 from kiqbeat.errors import KiqbeatError
-from kiqbeat.redis import keys, progress, scripts
+from kiqbeat.redis import keys, pauses, progress, scripts
+from kiqbeat.redis.clock import read_clock
 from kiqbeat.redis.connection import redis_errors, reply_text
 from kiqbeat.redis.definitions import Oversized, read_present
 
@@ -164,8 +165,10 @@ class Sweep:
         with self._lock:
             if self._defs_cursor >= 0 or self._index_at is not None:
                 self._defs_cursor, met, self._index_at = self._walk()
-                for data in read_present(self.client, self.namespace, met, self.lua).values():
-                    self._count(data)
+                present = read_present(self.client, self.namespace, met, self.lua)
+                held = paused_now(self.client, self.namespace, list(present))
+                for name, data in present.items():
+                    self._count(data, name in held)
             if self._history_cursor >= 0:
                 self._history_cursor, pushes = progress.scan_histories(
                     self.client, self.namespace, self._history_cursor, SWEEP_BUCKETS)
@@ -185,7 +188,8 @@ class Sweep:
             self._index_at, self._recent = b"-", []
             return True
 
-    def _count(self, data: bytes | Oversized) -> None:
+    def _count(self, data: bytes | Oversized, held: bool = False) -> None:
+        """Tally one definition; `held`: a pause record holds it (kiqbeat:paused)."""
         tally = self._current
         tally.schedules += 1
         if isinstance(data, Oversized):
@@ -196,7 +200,7 @@ class Sweep:
             return
         if not isinstance(raw, dict):
             return
-        tally.paused += raw.get("enabled", True) is False
+        tally.paused += held or raw.get("enabled", True) is False
         tally.queues[str(raw.get("queue", "default"))[:100]] += 1
         tally.sources[str(raw.get("source", ""))[:200]] += 1
 
@@ -228,3 +232,15 @@ class Sweep:
                 began = time.monotonic()
             else:
                 stop.wait(SWEEP_PAUSE_S)
+
+
+def paused_now(client: redis.Redis, namespace: str, names: list[str]) -> set[str]:
+    """Those of `names` a pause record (kiqbeat:paused) holds right now (by the Redis
+    clock): paused as surely as by `enabled: false`."""
+    if not names:
+        return set()
+    records = pauses.read_pauses(client, namespace, names)
+    if not records:
+        return set()
+    now_ms = to_ms(read_clock(client))
+    return {name for name, record in records.items() if record.holds_at(now_ms)}

@@ -24,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from kiqbeat.core.limits import MAX_AUDIT_ENTRIES, MAX_DEFINITION_BYTES
+from kiqbeat.core.limits import MAX_AUDIT_ENTRIES, MAX_DEFINITION_BYTES, MAX_PENDING_SKIPS
 from kiqbeat.core.records import REASONS
 from kiqbeat.entrypoints.requests import from_fields
 from kiqbeat.errors import ConfigError, KiqbeatError, escaped, foreign_json, shown
@@ -39,6 +39,7 @@ from kiqbeat.web.console import (
 )
 
 FLASH = {"paused": "Paused.", "resumed": "Resumed.", "unchanged": "Nothing to change.",
+         "skipped": "Its next tick(s) will be skipped.",
          "triggered": "Pushed one job now.", "saved": "Saved; the next invocation plans it.",
          "created": "Created; the next invocation plans it.", "deleted": "Deleted.",
          "signed-in": "Signed in."}
@@ -180,6 +181,7 @@ def schedule(request: Request, pages: Pages, _: Principal) -> Response:
                   f"(not read: {size:,} bytes, over the limit of {MAX_DEFINITION_BYTES:,}; "
                   "set aside)")
     return pages.render(request, "schedule.html", d=d, definition=definition,
+                        max_skips=MAX_PENDING_SKIPS,
                         entries=d.audit)
 
 
@@ -233,6 +235,12 @@ def act(request: Request, pages: Pages, principal: Principal) -> Response:
                 else "unchanged")
     elif action == "resume":
         done = "resumed" if console.resume(principal.actor, name, note) else "unchanged"
+    elif action == "skip":
+        text = fields.get("count", "").strip() or "1"
+        if not text.isdigit():
+            raise ConfigError(f"skip count {shown(text)} must be a whole number")
+        console.skip(principal.actor, name, int(text), note)  # Store.skip checks the range
+        done = "skipped"
     elif action == "trigger":
         args = None
         if text := fields.get("args", "").strip():

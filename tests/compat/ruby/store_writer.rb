@@ -26,6 +26,7 @@ if $PROGRAM_NAME == __FILE__
     when "remove" then KiqbeatStore.remove(redis, name, ns: ns, shards: shards)
     when "pause" then KiqbeatStore.pause(redis, name, ns: ns, shards: shards)
     when "resume" then KiqbeatStore.resume(redis, name, ns: ns, shards: shards)
+    when "skip" then KiqbeatStore.skip(redis, name, rest.fetch(0), ns: ns)
     when "due_key" then KiqbeatStore.due_key(name, ns, shards)
     when "raw"
       redis.multi do |tx|

@@ -9,6 +9,8 @@
 # `ns` is kiqbeat's key prefix (KIQBEAT_NAMESPACE; "" unless set); `shards` is N when kiqbeat
 # runs as N shards (KIQBEAT_SHARD=I/N), else 1.
 require "json"
+require "socket"
+require "time"
 require "zlib"
 
 module KiqbeatStore
@@ -59,14 +61,127 @@ module KiqbeatStore
     end
   end
 
-  # Pause (or resume) a schedule, a document's too: its ticks are passed over, not pushed.
-  # False if it was paused (resumed) already.
-  def pause(redis, name, ns: "", shards: 1)
-    enable(redis, name, false, ns: ns, shards: shards)
+  # kiqbeat's bounds (core/limits.py): a pause note's characters, pending skips.
+  MAX_PAUSE_NOTE_CHARS = 500
+  MAX_PENDING_SKIPS = 10_000
+
+  def paused_key(ns = "")
+    "#{ns}kiqbeat:paused"
   end
 
+  def skips_key(ns = "")
+    "#{ns}kiqbeat:skips"
+  end
+
+  # Pause a schedule, a document's too: its pause record (docs/store.md "Pausing") in
+  # kiqbeat:paused, with `note` (at most 500 characters), `by` (who) and, with `until:` (a
+  # Time after now), an end at which it resumes by itself; its ticks until then are passed
+  # over, not pushed, not owed. The definition is not read or written. False if it was
+  # paused already (the note and end are replaced all the same).
+  def pause(redis, name, note: "", until: nil, by: nil, ns: "", shards: 1)
+    ends = binding.local_variable_get(:until) # `until` is a Ruby keyword
+    note = note.to_s
+    if note.length > MAX_PAUSE_NOTE_CHARS
+      raise Error, "pause note: #{note.length} characters, over the limit of " \
+                   "#{MAX_PAUSE_NOTE_CHARS}"
+    end
+    raise Error, "pause until: #{ends.inspect} must be a Time" unless ends.nil? || ends.is_a?(Time)
+
+    was = false
+    changed = change(redis, name, ns, measure_only: true) do |current|
+      raise Error, "no schedule #{name.inspect} in the store" if current.nil?
+
+      now_ms = clock_ms(redis)
+      until_ms = ends && (ends.to_r * 1000).floor
+      if until_ms && until_ms <= now_ms
+        raise Error, "pause until: #{ends.utc.iso8601} is not in the future (Redis clock)"
+      end
+
+      was = paused?(redis, name, ns, now_ms) || enabled_false?(redis, name, ns, current)
+      record = JSON.generate("note" => note, "by" => (by || default_actor).to_s,
+                             "at" => now_ms, "until" => until_ms)
+      [[:hset, paused_key(ns), name, record]]
+    end
+    changed && !was
+  end
+
+  # Resume a schedule: its pause record deleted, planned at once (from its next tick; nothing
+  # of the paused span is pushed), and a pause written the older way ("enabled": false in
+  # the definition) ended too. False if it was not paused.
   def resume(redis, name, ns: "", shards: 1)
-    enable(redis, name, true, ns: ns, shards: shards)
+    size = redis.hstrlen(definitions_key(ns), name)
+    record = redis.hget(paused_key(ns), name)
+    raise Error, "no schedule #{name.inspect} in the store" if size.zero? && record.nil?
+
+    held = !record.nil? && holds?(record, clock_ms(redis))
+    unless record.nil?
+      redis.multi do |tx|
+        tx.hdel(paused_key(ns), name)
+        tx.zadd(due_key(name, ns, shards), 0, name, xx: true)
+      end
+    end
+    # The older form, in a definition within the limit (one over it is never read).
+    legacy = size.between?(1, MAX_DEFINITION_BYTES) &&
+             enable(redis, name, true, ns: ns, shards: shards)
+    held || legacy
+  end
+
+  # Skip the schedule's next `count` ticks (kiqbeat takes one pending skip per tick instead
+  # of pushing it; shown as skipped in its history, never missed). The skips now pending.
+  # Checked in a WATCHed transaction: the schedule must exist, at most 10,000 pending.
+  def skip(redis, name, count = 1, ns: "")
+    unless count.is_a?(Integer) && count.between?(1, MAX_PENDING_SKIPS)
+      raise Error, "skip count #{count.inspect} must be a whole number from 1 to 10,000 " \
+                   "(to stop it for longer, pause it)"
+    end
+
+    loop do
+      done = redis.watch(definitions_key(ns), skips_key(ns)) do
+        if redis.hstrlen(definitions_key(ns), name).zero?
+          redis.unwatch
+          raise Error, "no schedule #{name.inspect} in the store"
+        end
+        pending = [redis.hget(skips_key(ns), name).to_i, 0].max
+        if pending + count > MAX_PENDING_SKIPS
+          redis.unwatch
+          raise Error, "schedule #{name.inspect} has #{pending} skips pending; #{count} more " \
+                       "would pass #{bytes(MAX_PENDING_SKIPS)} (to stop it for longer, pause it)"
+        end
+        redis.multi { |tx| tx.hincrby(skips_key(ns), name, count) }
+      end
+      return done.first unless done.nil?
+    end
+  end
+
+  # The Redis clock (TIME), epoch ms: the instant kiqbeat reads pauses against.
+  def clock_ms(redis)
+    seconds, micros = redis.time
+    seconds.to_i * 1000 + micros.to_i / 1000
+  end
+
+  def default_actor
+    "#{ENV.fetch('USER', 'ruby')}@#{Socket.gethostname}"
+  rescue StandardError
+    "ruby"
+  end
+
+  # A record in force at `now_ms`: one that is not such JSON still means paused.
+  def holds?(record, now_ms)
+    value = parse(record)
+    ends = value && value["until"]
+    !ends.is_a?(Numeric) || ends >= now_ms
+  end
+
+  def paused?(redis, name, ns, now_ms)
+    record = redis.hget(paused_key(ns), name)
+    !record.nil? && holds?(record, now_ms)
+  end
+
+  # The older pause form; a definition over the limit is never read (not paused that way).
+  def enabled_false?(redis, name, ns, current)
+    return false if current.is_a?(Oversized)
+
+    parse(redis.hget(definitions_key(ns), name))&.fetch("enabled", true) == false
   end
 
   def enable(redis, name, enabled, ns: "", shards: 1)
@@ -111,12 +226,18 @@ module KiqbeatStore
   # definitions meanwhile (WATCH). True when written, false when the block gave none. The
   # block gets the current definition: nil, its text, or Oversized (its length asked first:
   # one over the limit is never read).
-  def change(redis, name, ns)
+  # With `measure_only`, the block gets true for a definition within the limit (its text
+  # not read), nil or Oversized.
+  def change(redis, name, ns, measure_only: false)
     key = definitions_key(ns)
     loop do
       done = redis.watch(key) do
         size = redis.hstrlen(key, name)
-        commands = yield(size > MAX_DEFINITION_BYTES ? Oversized.new(size) : redis.hget(key, name))
+        current = if size > MAX_DEFINITION_BYTES then Oversized.new(size)
+                  elsif measure_only then size.positive? || nil
+                  else redis.hget(key, name)
+                  end
+        commands = yield(current)
         if commands.empty?
           redis.unwatch
           return false

@@ -1,0 +1,26 @@
+--[[
+kiqbeat skip script: add pending skips to one stored schedule (`kiqbeat schedules skip`,
+Store.skip), atomically with the check that it exists and the cap on pending skips; the push
+step takes them (life.lua). One script, so the least-privilege ACL users need nothing more
+(no WATCH/MULTI/EXEC).
+
+KEYS[1]  definitions hash    KEYS[2]  skips hash (name -> ticks still to skip)
+ARGV[1]  schedule name    ARGV[2]  skips to add (1 or more)
+ARGV[3]  the most skips a schedule may have pending (limits.MAX_PENDING_SKIPS)
+
+Returns {code, pending}: code "+" added (pending: the skips now pending), "M" no such
+schedule (nothing written), "C" the cap would be passed (nothing written; pending: the
+skips pending).
+]]
+
+local defs_key, skips_key = KEYS[1], KEYS[2]
+local err = expect_type(defs_key, 'hash') or expect_type(skips_key, 'hash')
+  or expect_allowed('HEXISTS', defs_key, 'f') or expect_allowed('HGET', skips_key, 'f')
+  or expect_allowed('HINCRBY', skips_key, 'f', '1')
+if err then return err end
+
+local name, count, most = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+if redis.call('HEXISTS', defs_key, name) == 0 then return {'M', 0} end
+local pending = math.max(0, tonumber(redis.call('HGET', skips_key, name)) or 0)
+if pending + count > most then return {'C', pending} end
+return {'+', redis.call('HINCRBY', skips_key, name, count)}
