@@ -5,10 +5,14 @@ from __future__ import annotations
 import json
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
+import redis
 
 from kiqbeat.entrypoints.cli import main
+from tests.entrypoints.conftest import Kiqbeat
+from tests.integration.helpers import redis_now
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 EMBEDDED = Path(__file__).resolve().parents[2] / "lib" / "kiqbeat" / "demo" / "example.yaml"
@@ -378,3 +382,93 @@ def test_next_until_lists_every_tick_in_the_span(capsys: pytest.CaptureFixture[s
     assert main(["next", "--every", "15m", "--from", "2026-03-01T00:00:00Z",
                  "--until", "2026-03-01T06:00:00Z"]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 2 + 24
+
+
+# ---------------------------------------------------------------------------- stored schedules
+
+DAILY = {"cron": "0 9 * * *", "class": "DailyWorker"}
+
+
+def stored_fires(kiqbeat: Kiqbeat, *argv: str) -> tuple[dict[str, Any], list[tuple[str, Any]]]:
+    """`kiqbeat next ARGV --json`'s one schedule: its stored state, and each line's
+    (UTC instant, fate)."""
+    done = kiqbeat("next", *argv, "--json")
+    assert done.code == 0, done.err
+    (schedule,) = done.json()["schedules"]
+    return schedule["stored"], [(f["utc"], f.get("fate")) for f in schedule["fires"]]
+
+
+def add(kiqbeat: Kiqbeat, name: str, definition: dict[str, Any]) -> None:
+    done = kiqbeat("schedules", "add", name, "--json-definition", json.dumps(definition))
+    assert done.code == 0, done.err
+
+
+def test_next_name_reads_a_stored_schedule_and_marks_its_pending_skips_and_run_limit(
+        kiqbeat: Kiqbeat, redis_client: redis.Redis) -> None:
+    add(kiqbeat, "daily", {**DAILY, "max_runs": 5})
+    assert kiqbeat("schedules", "skip", "daily", "--count", "2").code == 0
+    redis_client.hset("kiqbeat:runs", "daily", 3)  # three pushed over its life
+    stored, fires = stored_fires(kiqbeat, "daily", "--from", "2030-01-01T00:00:00Z")
+    assert (stored["runs"], stored["skips"], stored["ended"]) == (3, 2, False)
+    assert fires == [("2030-01-01T09:00:00Z", "skipped"), ("2030-01-02T09:00:00Z", "skipped"),
+                     ("2030-01-03T09:00:00Z", None), ("2030-01-04T09:00:00Z", None),
+                     ("2030-01-05T09:00:00Z", "run limit")]
+    text = kiqbeat("next", "daily", "--from", "2030-01-01T00:00:00Z")
+    assert text.code == 0, text.err
+    lines = text.out.splitlines()
+    assert lines[2] == "  stored: 3 runs pushed; 2 ticks to skip"
+    assert lines[3].endswith("[skipped (1 of 2 pending), not pushed]")
+    assert lines[-1].endswith("[run limit: max_runs 5 reached, not pushed: the schedule has "
+                              "ended]")
+
+
+def test_next_name_shows_a_stored_schedule_with_its_runs_used_as_ended(
+        kiqbeat: Kiqbeat, redis_client: redis.Redis) -> None:
+    add(kiqbeat, "daily", {**DAILY, "max_runs": 2})
+    redis_client.hset("kiqbeat:runs", "daily", 2)
+    stored, fires = stored_fires(kiqbeat, "daily", "--from", "2030-01-01T00:00:00Z")
+    assert stored["ended"] is True
+    assert fires == [("2030-01-01T09:00:00Z", "run limit")]
+
+
+def test_next_name_marks_the_ticks_a_pause_passes_over_until_its_end(
+        kiqbeat: Kiqbeat, redis_client: redis.Redis) -> None:
+    add(kiqbeat, "daily", DAILY)
+    now = redis_now(redis_client)
+    until = (now + timedelta(days=2)).replace(hour=9, minute=0, second=0, microsecond=0)
+    paused = kiqbeat("schedules", "pause", "daily", "--note", "INC-7", "--until",
+                     until.isoformat())
+    assert paused.code == 0, paused.err
+    stored, fires = stored_fires(kiqbeat, "daily", "-n", "4",
+                                 "--from", now.isoformat())
+    assert stored["paused"]["note"] == "INC-7"
+    ticks = [datetime.fromisoformat(utc) for utc, _ in fires]
+    assert len(ticks) == 4 and ticks[0] > now
+    assert [fate for _, fate in fires] == ["paused" if t <= until else None for t in ticks]
+    assert [fate for _, fate in fires].count("paused") in (2, 3)  # its end's tick included
+    text = kiqbeat("next", "daily", "--from", now.isoformat()).out
+    assert f"paused until {until.isoformat().replace('+00:00', 'Z')}, not pushed" in text
+    assert "INC-7" in text.splitlines()[2]
+
+
+def test_next_name_marks_every_tick_of_a_pause_without_end(kiqbeat: Kiqbeat) -> None:
+    add(kiqbeat, "daily", DAILY)
+    assert kiqbeat("schedules", "pause", "daily").code == 0
+    _, fires = stored_fires(kiqbeat, "daily", "-n", "3")
+    assert [fate for _, fate in fires] == ["paused"] * 3
+    assert "[paused until resumed, not pushed]" in kiqbeat("next", "daily").out
+
+
+def test_next_previews_several_stored_schedules_and_names_the_ones_the_store_lacks(
+        kiqbeat: Kiqbeat) -> None:
+    add(kiqbeat, "daily", DAILY)
+    add(kiqbeat, "report.yaml", DAILY)  # named like a file: --store reads it from the store
+    both = kiqbeat("next", "--store", "daily", "report.yaml", "-n", "1", "--json")
+    assert both.code == 0, both.err
+    assert [s["name"] for s in both.json()["schedules"]] == ["daily", "report.yaml"]
+    missing = kiqbeat("next", "dialy")
+    assert missing.code == 1
+    assert "no schedule 'dialy' in the store (kiqbeat:schedules) (and no file 'dialy' here" in (
+        missing.err)
+    file_typo = kiqbeat("next", "report.yaml")  # ends like a document: read as a file
+    assert file_typo.code == 1 and "file not found" in file_typo.err

@@ -23,9 +23,11 @@ from kiqbeat.core.lifecycle import (
     jitter_offset_ms,
     runs_left,
     shortest_period_s,
+    upcoming,
 )
 from kiqbeat.core.limits import MAX_PLANNABLE_MS
 from kiqbeat.core.plan import to_ms
+from kiqbeat.core.schedule import Schedule
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 PARIS = ZoneInfo("Europe/Paris")
@@ -222,3 +224,34 @@ def test_changing_max_runs_keeps_the_count() -> None:
     ledger, pushed = ledger.step([4, 5, 6], max_runs=4)
     assert pushed == [4, 5] and ledger.runs == 4
     assert epoch_ms(T0) == to_ms(T0)
+
+
+# ---------------------------------------------------------------------------- preview
+
+
+_PREVIEWED = {Fate.PUSH: "", Fate.SKIPPED: "skipped", Fate.LIMIT: "run limit"}
+
+
+@settings(max_examples=200)
+@given(st.integers(1, 12), st.integers(0, 6), st.none() | st.integers(1, 8),
+       st.integers(0, 6), st.integers(0, 4))
+def test_a_preview_withholds_what_the_push_step_would_and_a_pause_uses_no_skip(
+        count: int, runs: int, max_runs: int | None, skips: int, paused: int) -> None:
+    hourly = Schedule("h", parse_cron("0 * * * *"), "W", max_runs=max_runs)
+    through = T0 + timedelta(hours=paused) if paused else None
+    lines = upcoming(hourly, T0, count=count, runs=runs, skips=skips, paused_through=through)
+    assert [line.fate for line in lines[:paused]] == ["paused"] * min(paused, len(lines))
+    rest = [line.fate for line in lines[paused:]]
+    expected = [_PREVIEWED[f] for f in fates(max(0, count - paused), runs=runs,
+                                             max_runs=max_runs, skips=skips)]
+    if "run limit" in expected:  # the list ends at the run limit
+        expected = expected[:expected.index("run limit") + 1]
+    assert rest == expected
+    assert [line.tick for line in lines] == [T0 + timedelta(hours=h + 1)
+                                             for h in range(len(lines))]
+
+
+def test_a_pause_without_end_passes_over_every_tick_previewed() -> None:
+    hourly = Schedule("h", parse_cron("0 * * * *"), "W", max_runs=1)
+    lines = upcoming(hourly, T0, count=3, skips=1, paused_through=ENDED)
+    assert [(line.fate, line.note) for line in lines] == [("paused", "until resumed")] * 3

@@ -300,7 +300,7 @@ def _z(instant: datetime) -> str:
 @dataclass(frozen=True)
 class Upcoming:
     """One line of a preview: a tick and what becomes of it: pushed (fate ''), or withheld
-    as 'before start_at', 'excluded', 'after end_at' or 'run limit'."""
+    as 'before start_at', 'excluded', 'after end_at', 'paused', 'skipped' or 'run limit'."""
 
     tick: datetime
     fate: str = ""  # empty when pushed; else why not (see `upcoming`)
@@ -309,19 +309,29 @@ class Upcoming:
 
 
 def upcoming(schedule: Schedule, after: datetime, *, count: int,
-             until: datetime | None = None, runs: int = 0) -> list[Upcoming]:
-    """The schedule's next `count` pushed ticks after `after` (up to `until`), each rule
-    applied and every tick it withholds listed: one line for the span before start_at, one
-    per excluded date, and the tick past the end or the run limit, which ends the list."""
+             until: datetime | None = None, runs: int = 0, skips: int = 0,
+             paused_through: datetime | None = None) -> list[Upcoming]:
+    """The schedule's next `count` ticks after `after` (up to `until`) that it pushes or an
+    operator withholds, each rule applied and every tick it withholds listed: one line for
+    the span before start_at, one per excluded date, and the tick past the end or the run
+    limit, which ends the list.
+
+    The stored state applies as the invocations apply it (DESIGN §8), in this order: a
+    pause in force (`paused_through`: its end, ENDED without one) passes over each tick at
+    or before its end ('paused'); then the `skips` pending take the next standing ticks
+    ('skipped', not counted as runs); then `runs` (pushed before) count towards `max_runs`
+    ('run limit'). Paused and skipped ticks are lines of the `count`."""
     timetable = schedule.timetable
     inner = base(timetable)
     bounded = timetable if isinstance(timetable, Bounded) else None
     jitter_ms = round(schedule.jitter_s * 1000)
     left = runs_left(schedule.max_runs, runs)
+    pause_note = ("" if paused_through is None else "until resumed"
+                  if paused_through >= ENDED else f"until {_z(paused_through)}")
     out: list[Upcoming] = []
     cursor = after
-    pushed = 0
-    while pushed < count:
+    shown = skipped = 0
+    while shown < count:
         try:
             tick = inner.next_after(cursor)
         except ValueError:  # does not fire again
@@ -342,12 +352,19 @@ def upcoming(schedule: Schedule, after: datetime, *, count: int,
         if why:
             out.append(Upcoming(tick, why, note))
             break
+        cursor = tick
+        shown += 1
+        if paused_through is not None and tick <= paused_through:
+            out.append(Upcoming(tick, "paused", pause_note))
+            continue
+        if skipped < skips:
+            skipped += 1
+            out.append(Upcoming(tick, "skipped", f"{skipped:,} of {skips:,} pending"))
+            continue
         if left == 0:
             out.append(Upcoming(tick, "run limit", f"max_runs {schedule.max_runs} reached"))
             break
         offset = jitter_offset_ms(schedule.name, epoch_ms(tick), jitter_ms)
         out.append(Upcoming(tick, "", note, tick + offset * _MS if jitter_ms else None))
-        pushed += 1
         left = None if left is None else left - 1
-        cursor = tick
     return out

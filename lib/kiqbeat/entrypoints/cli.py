@@ -209,11 +209,18 @@ def _parser() -> argparse.ArgumentParser:
     add_import_flags(p)
     p.set_defaults(func=cmd_validate)
 
-    p = sub.add_parser("next", help="preview upcoming fire times")
-    p.add_argument("file", nargs="?", help="schedule document (default: $KIQBEAT_CONFIG)")
-    p.add_argument("names", nargs="*", metavar="NAME", help="only these schedules")
+    p = sub.add_parser("next", help="preview upcoming fire times, of a document's schedules "
+                                    "or stored ones")
+    p.add_argument("file", nargs="?",
+                   help="schedule document: a file, s3://, ssm: or appconfig: (default: "
+                        "$KIQBEAT_CONFIG); any other word is a stored schedule's NAME")
+    p.add_argument("names", nargs="*", metavar="NAME",
+                   help="only these schedules (of the document, else of the store)")
+    p.add_argument("--store", action="store_true",
+                   help="every argument is a stored schedule's NAME (one named like a file)")
     p.add_argument("-n", type=int, default=None,
-                   help="how many pushed ticks per schedule (default 5; 1000 with --until)")
+                   help="how many ticks per schedule, pushed or paused or skipped (default 5; "
+                        "1000 with --until)")
     p.add_argument("--after", "--from", dest="after",
                    help="start after this ISO instant (default: now)")
     p.add_argument("--until", help="stop at this ISO instant (inclusive)")
@@ -222,6 +229,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--every", metavar="DURATION", help="preview an interval such as 15m instead")
     p.add_argument("--json", action="store_true", help="print JSON")
     add_import_flags(p)
+    add_flags(p)  # the store's, for stored schedules; --config names a document
     p.set_defaults(func=cmd_next)
 
     p = sub.add_parser("run-once", help="one invocation: push every due tick once, print a summary")

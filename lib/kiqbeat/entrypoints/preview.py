@@ -1,8 +1,10 @@
-"""`kiqbeat validate` and `kiqbeat next`: check a document and preview its ticks, no Redis.
+"""`kiqbeat validate` and `kiqbeat next`: check a document and preview its ticks.
 
 Pure previews over the document pipeline and the time core: each schedule in plain English,
 its next fire instants in UTC and in its own zone (daylight-saving moves marked), and its
-job exactly as it would be pushed.
+job exactly as it would be pushed. `kiqbeat next NAME...` previews stored schedules
+instead, read from the store with their state (runs used, pending skips, a pause in force):
+its only Redis read.
 """
 
 from __future__ import annotations
@@ -11,14 +13,16 @@ import argparse
 import json
 import os
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
+from kiqbeat.core.pause import Pause
 from kiqbeat.core.schedule import Config, Schedule
 from kiqbeat.document.imported import FORMATS, ImportOptions
-from kiqbeat.document.sources import Sources
-from kiqbeat.errors import ConfigError, did_you_mean
+from kiqbeat.document.sources import Sources, is_remote
+from kiqbeat.errors import ConfigError, did_you_mean, shown
 from kiqbeat.settings import Settings
 
 
@@ -94,6 +98,47 @@ def _print_jobs(config: Config) -> None:
 Fire = dict[str, Any]  # JSON values: str, an int (jitter_ms), None
 
 
+@dataclass(frozen=True)
+class StoredState:
+    """What the store holds beside a stored schedule's definition, which its preview
+    applies: ticks pushed over its life, skips pending, a pause in force (or `enabled:
+    false` in its definition), and whether `status` shows it ended."""
+
+    runs: int = 0
+    skips: int = 0
+    pause: Pause | None = None
+    disabled: bool = False
+    ended: bool = False
+
+    def paused_through(self) -> datetime | None:
+        """The last instant whose ticks the pause passes over (ENDED: until resumed)."""
+        from kiqbeat.core.lifecycle import ENDED
+        from kiqbeat.core.plan import from_ms
+
+        if self.pause is not None:
+            return ENDED if self.pause.until_ms is None else from_ms(self.pause.until_ms)
+        return ENDED if self.disabled else None
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {"runs": self.runs, "skips": self.skips, "ended": self.ended,
+                "paused": None if self.pause is None else self.pause.as_dict(),
+                "enabled": not self.disabled}
+
+    def line(self) -> str:
+        """Its words for a person ('' when there is nothing to say)."""
+        parts = [f"{self.runs:,} run{'' if self.runs == 1 else 's'} pushed"] if self.runs else []
+        if self.skips:
+            parts.append(f"{self.skips:,} tick{'' if self.skips == 1 else 's'} to skip")
+        if self.pause is not None:
+            parts.append(self.pause.line())
+        elif self.disabled:
+            parts.append("paused (enabled: false in its definition)")
+        if self.ended:
+            parts.append("ended")
+        return "; ".join(parts)
+
+
 def _next_fires(config: Config, after: datetime, count: int) -> list[list[Fire]]:
     """Per schedule, its next `count` fire instants after `after`, in UTC and its own zone
     (the ticks it pushes: see `_previews` for the ticks its rules withhold too)."""
@@ -101,19 +146,22 @@ def _next_fires(config: Config, after: datetime, count: int) -> list[list[Fire]]
             for fires in _previews(config, after, count, None)]
 
 
-def _previews(config: Config, after: datetime, count: int,
-              until: datetime | None) -> list[list[Fire]]:
+def _previews(config: Config, after: datetime, count: int, until: datetime | None,
+              states: Sequence[StoredState] = ()) -> list[list[Fire]]:
     """Per schedule, its next `count` pushed ticks in (after, until], in UTC and its own
     zone, with the ticks its rules withhold listed among them (`lifecycle.upcoming`): each
-    with its DST note, its delivery instant under jitter, or why it is withheld."""
+    with its DST note, its delivery instant under jitter, or why it is withheld. `states`
+    (one per schedule, for stored ones) adds the run count, skips and pause."""
     from kiqbeat.core.lifecycle import upcoming
     from kiqbeat.core.zones import zone
 
     previews = []
-    for schedule in config.schedules:
+    for i, schedule in enumerate(config.schedules):
+        state = states[i] if states else StoredState()
         local_zone = zone(schedule.timetable.zone_name)
         fires: list[Fire] = []
-        for line in upcoming(schedule, after, count=count, until=until):
+        for line in upcoming(schedule, after, count=count, until=until, runs=state.runs,
+                             skips=state.skips, paused_through=state.paused_through()):
             local = line.tick.astimezone(local_zone)
             fire: Fire = {"utc": _z(line.tick), "local": local.isoformat(),
                           "zone_abbrev": local.strftime("%Z"),
@@ -150,6 +198,10 @@ def _marks(fire: Fire) -> str:
         marks.append("after end_at, not pushed: the schedule has ended")
     elif fate == "run limit":
         marks.append(f"run limit: {fire['why']}, not pushed: the schedule has ended")
+    elif fate == "paused":
+        marks.append(f"paused {fire['why']}, not pushed")
+    elif fate == "skipped":
+        marks.append(f"skipped ({fire['why']}), not pushed")
     return f"   [{'; '.join(marks)}]" if marks else ""
 
 
@@ -159,24 +211,101 @@ def _offset_text(ms: int) -> str:
     return duration_text(ms / 1000 if ms % 1000 else ms // 1000)
 
 
-def _next_config(args: argparse.Namespace) -> Config:
-    """The schedules `next` previews: from the file (only NAMEs if given), or --cron/--every."""
+# A FILE argument ending so is a document even when no such file exists (a typo says "file
+# not found", rather than looking for a stored schedule of that name).
+DOCUMENT_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+def _is_document(text: str) -> bool:
+    """True when `next`'s first argument names a document: s3://, ssm:, appconfig:, a file
+    that exists, or a name ending .yaml, .yml or .json; else it is a stored schedule's."""
+    return (is_remote(text) or text.lower().endswith(DOCUMENT_SUFFIXES)
+            or Path(text).is_file())
+
+
+def _next_target(args: argparse.Namespace) -> tuple[str | None, list[str]]:
+    """What `next` previews: (a document source, its NAMEs), or (None, stored NAMEs).
+
+    --store: every argument is a stored schedule's name. --config SOURCE: that document,
+    every argument a name in it. Else a first argument that names a document (see
+    `_is_document`) is that document, the others its names; any other first argument is a
+    stored schedule's name, as are the others. No argument: $KIQBEAT_CONFIG's document."""
+    given = ([args.file] if args.file else []) + list(args.names)
+    if args.store:
+        if getattr(args, "config_source", None):
+            raise ConfigError("give --store (stored schedules) or --config (a document), "
+                              "not both")
+        if not given:
+            raise ConfigError("--store previews stored schedules: name them "
+                              "(kiqbeat next --store NAME ...)")
+        return None, given
+    if getattr(args, "config_source", None):
+        return args.config_source, given
+    if given and _is_document(given[0]):
+        return given[0], given[1:]
+    if given:
+        return None, given
+    return _document_source(None), []
+
+
+def _next_config(args: argparse.Namespace) -> tuple[Config, list[StoredState]]:
+    """The schedules `next` previews, with their stored state (stored schedules only): from
+    the file (only NAMEs if given), the store, or --cron/--every."""
     from kiqbeat.core.cron import parse_cron, parse_every
     from kiqbeat.core.schedule import Schedule
 
-    if sum(map(bool, (args.file, args.cron, args.every))) > 1:
-        raise ConfigError("give one of: a schedule FILE, --cron EXPR or --every DURATION")
+    if sum(map(bool, (args.file or args.store, args.cron, args.every))) > 1:
+        raise ConfigError("give one of: a schedule FILE, stored schedule NAMEs, --cron EXPR "
+                          "or --every DURATION")
     if args.cron or args.every:
         if args.names:
             raise ConfigError("schedule NAMEs go with a FILE, not with --cron or --every")
         if args.cron:
             cron = parse_cron(args.cron, args.tz)
-            return Config((Schedule("", cron, "", timing=f"{cron.expr} ({cron.zone_name})"),))
+            return Config((Schedule("", cron, "", timing=f"{cron.expr} ({cron.zone_name})"),)), []
         every = parse_every(args.every)
-        return Config((Schedule("", every, "", timing=f"every {args.every}"),))
-    source = _document_source(args.file)
+        return Config((Schedule("", every, "", timing=f"every {args.every}"),)), []
+    source, names = _next_target(args)
+    if source is None:
+        return _stored(args, names)
     config = Sources().load_config(source, options=import_options(args), now=datetime.now(UTC))
-    return only_named(config, args.names, source=source)
+    return only_named(config, names, source=source), []
+
+
+def _stored(args: argparse.Namespace, names: Sequence[str]) -> tuple[Config, list[StoredState]]:
+    """The stored schedules `names` (each once, in order) with their state, read from the
+    store the command's flags name; ConfigError naming those it does not hold, or holds set
+    aside (and why)."""
+    from kiqbeat.document.validate import read_definition
+    from kiqbeat.entrypoints.common import opened_engine
+    from kiqbeat.entrypoints.requests import MAX_NAMES
+
+    names = list(dict.fromkeys(names))
+    if len(names) > MAX_NAMES:
+        raise ConfigError(f"{len(names):,} schedule names; at most {MAX_NAMES:,} at once")
+    with opened_engine(args) as engine:
+        store = engine.store()
+        rows = {row.name: row for row in store.rows(names)}
+        unknown = [n for n in names if n not in rows]
+        if unknown:
+            hint = ("" if args.store or len(names) > 1 else
+                    f" (and no file {shown(names[0])} here: a document is a file, s3://, "
+                    "ssm: or appconfig:)")
+            raise ConfigError([str(p) + hint for p in store.no_schedule(unknown).problems])
+        schedules, states = [], []
+        for name in names:
+            row = rows[name]
+            if row.definition is None or row.next_tick is None:
+                raise ConfigError(f"schedule {shown(name)} is set aside, not planned: "
+                                  f"{row.set_aside}")
+            data = json.dumps(dict(row.definition)).encode(errors="surrogateescape")
+            schedules.append(read_definition(name, data, window_s=store.window_s))
+            life = row.life or {}
+            states.append(StoredState(runs=int(life.get("runs", 0)),
+                                      skips=int(life.get("skips", 0)), pause=row.pause,
+                                      disabled=row.pause is None and not row.enabled,
+                                      ended=row.ended))
+    return Config(tuple(schedules)), states
 
 
 def only_named(config: Config, names: Sequence[str], *, source: str = "") -> Config:
@@ -208,8 +337,9 @@ def cmd_next(args: argparse.Namespace) -> int:
     if until is not None and until <= after:
         raise ConfigError(f"--until {args.until!r} is not after --from "
                           f"{_z(after)!r}")
-    config = _next_config(args)
-    previews = _previews(config, after, count, until)
+    config, states = _next_config(args)
+    previews = _previews(config, after, count, until, states)
+    stored: list[StoredState | None] = list(states) or [None] * len(config.schedules)
     if args.json:
         from kiqbeat.core.describe import describe_life
 
@@ -217,14 +347,18 @@ def cmd_next(args: argparse.Namespace) -> int:
                           "schedules": [
             {"name": s.name or None, "timing": s.timing, "zone": s.timetable.zone_name,
              "reading": _reading(s.timetable), "enabled": s.enabled,
-             **({"life": life} if (life := describe_life(s)) else {}), "fires": fires}
-            for s, fires in zip(config.schedules, previews, strict=True)]}, indent=2))
+             **({"life": life} if (life := describe_life(s)) else {}),
+             **({"stored": state.as_dict()} if state is not None else {}), "fires": fires}
+            for s, state, fires in zip(config.schedules, stored, previews, strict=True)]},
+            indent=2))
         return 0
     span = f" until {until.isoformat(timespec='seconds').replace('+00:00', 'Z')}" if until else ""
     print(f"after {after.isoformat(timespec='seconds').replace('+00:00', 'Z')}{span}:")
-    for s, fires in zip(config.schedules, previews, strict=True):
+    for s, state, fires in zip(config.schedules, stored, previews, strict=True):
         title = f"{s.name}: {s.timing}" if s.name else s.timing
         print(f"{title}: {_described(s)}")
+        if state is not None and (said := state.line()):
+            print(f"  stored: {said}")
         for fire in fires:
             utc, local = str(fire["utc"]), str(fire["local"])
             offset = local[-6:] if local[-6] in "+-" else "+00:00"
