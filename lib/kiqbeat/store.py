@@ -7,6 +7,7 @@
     store.pause("digest:42", note="INC-42: the mailer is down",
                 until=datetime(2026, 3, 2, 9, tzinfo=UTC))
     store.resume("digest:42"); store.remove("digest:42")
+    store.put_calendar("holidays", ["2026-12-25", "2027-01-01"])  # `except: [holidays]`
 
 A definition is a mapping in a document's schedule form (README, "Configuration"): it is
 checked as a document's schedule is, with the same messages, before anything is written,
@@ -40,18 +41,26 @@ import copy
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
-from kiqbeat.core.limits import MAX_DEFINITION_BYTES, MAX_PENDING_SKIPS, MAX_SHOWN_CHARS
+from kiqbeat.core.limits import (
+    MAX_CALENDARS,
+    MAX_DEFINITION_BYTES,
+    MAX_PENDING_SKIPS,
+    MAX_SHOWN_CHARS,
+)
 from kiqbeat.core.pause import Pause, pause_of, until_iso
 from kiqbeat.core.plan import to_ms
+from kiqbeat.document.fields import calendars as checked_calendars
+from kiqbeat.document.lifecycle import named_calendars, with_calendars
 from kiqbeat.document.validate import check_size, check_stored, encode_definition
 from kiqbeat.errors import (
     ConfigError,
     KiqbeatError,
     RedisRefusedError,
     StateError,
+    did_you_mean,
     shown,
     shown_text,
 )
@@ -65,6 +74,8 @@ from kiqbeat.operator import (
     Triggered,
     as_mapping,
 )
+from kiqbeat.redis import keys
+from kiqbeat.redis.connection import redis_errors, reply_text
 from kiqbeat.redis.definitions import (
     WRITE_BATCH,
     WRITE_CODES,
@@ -76,8 +87,11 @@ from kiqbeat.redis.definitions import (
 )
 
 # The operator's results, importable from here as they always were.
-__all__ = ["MAX_LISTED", "Backfill", "ImportResult", "MissedRange", "ScheduleStatus", "Status",
-           "Store", "Triggered", "unexported"]
+__all__ = ["MAX_LISTED", "Backfill", "CalendarChange", "ImportResult", "MissedRange",
+           "ScheduleStatus", "Status", "Store", "Triggered", "unexported"]
+
+# Schedules a refused calendar removal names (it says how many there are in all).
+MAX_CALENDAR_USERS_SHOWN = 10
 
 
 @dataclass
@@ -91,6 +105,23 @@ class ImportResult:
 
 
 
+@dataclass
+class CalendarChange:
+    """What setting a store calendar did: the API's definitions naming it in `except`,
+    rewritten with its dates (or so already), and those not rewritten, with why."""
+
+    name: str
+    dates: int
+    rewritten: int = 0
+    unchanged: int = 0
+    not_rewritten: list[tuple[str, str]] = field(default_factory=list)  # (schedule, why)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {"calendar": self.name, "dates": self.dates, "rewritten": self.rewritten,
+                "unchanged": self.unchanged,
+                "not_rewritten": [{"name": n, "why": w} for n, w in self.not_rewritten]}
+
 
 class Store(Operator):
     """The schedules in one Redis under one key prefix, read and written; the operator's
@@ -100,19 +131,49 @@ class Store(Operator):
 
     # ------------------------------------------------------------------------ writing
 
-    def check(self, name: str, definition: Mapping[str, Any]) -> bytes:
+    def check(self, name: str, definition: Mapping[str, Any], *,
+              calendars: Mapping[str, Sequence[str]] | None = None) -> bytes:
         """The stored form of a definition; ConfigError with a document's messages (one
-        over MAX_DEFINITION_BYTES as stored is refused, naming the limit)."""
+        over MAX_DEFINITION_BYTES as stored is refused, naming the limit).
+
+        Each calendar its `except` names that the store holds (`put_calendar`) has the
+        store's dates written into the definition's own `calendars` (replacing any it
+        defined under that name); one named that neither defines is refused, naming the
+        known ones. `calendars`: the store's, when the caller read them already."""
         if not isinstance(definition, Mapping):
             raise ConfigError(f"schedule {shown(name)}: a definition is a mapping of fields "
                               f"(cron, class, ...), got {shown(definition)}")
         if "source" in definition:
             raise ConfigError(f"schedule {shown(name)}: 'source' is kiqbeat's (who wrote the "
                               "schedule), not a field to set")
-        data = encode_definition(dict(definition))
+        data = encode_definition(self._calendars_written_in(name, definition, calendars))
         check_size(name, data)
         check_stored(name, data, window_s=self.window_s)
         return data
+
+    def _calendars_written_in(self, name: str, definition: Mapping[str, Any],
+                              held: Mapping[str, Sequence[str]] | None) -> dict[str, Any]:
+        """The definition with the store's calendars its `except` names written in (`held`:
+        the store's calendars, read here when not given); ConfigError naming a calendar
+        neither the store nor the definition defines, and the known ones."""
+        names = named_calendars(definition)
+        if not names:
+            return dict(definition)
+        if held is None:
+            held = self._read_calendars(names)
+        own = definition.get("calendars")
+        own_names = list(own) if isinstance(own, Mapping) else []
+        unknown = [n for n in names if n not in held and n not in own_names]
+        if unknown:
+            store_names = sorted(self.calendars())
+            known = [*store_names, *own_names]
+            raise ConfigError([
+                f"schedule {shown(name)} (field 'except'): no calendar {shown(n)}"
+                f"{did_you_mean(n, known)} (the store's calendars: "
+                f"{', '.join(store_names) or 'none'}; the definition's: "
+                f"{', '.join(map(str, own_names)) or 'none'}; define one with `kiqbeat "
+                "schedules calendar set NAME DATE...`)" for n in unknown])
+        return with_calendars(definition, held)
 
     def add(self, name: str, definition: Mapping[str, Any]) -> None:
         """Add a schedule; ConfigError when one of that name exists."""
@@ -233,6 +294,142 @@ class Store(Operator):
         `Pause.holds_at`); one round trip."""
         return self.side.read_pauses(names)
 
+    # ------------------------------------------------------------------------ calendars
+
+    def calendars(self) -> dict[str, tuple[date, ...]]:
+        """The store's calendars: name -> its dates, ascending (one round trip)."""
+        return {name: tuple(date.fromisoformat(d) for d in dates)
+                for name, dates in self.calendars_text().items()}
+
+    def calendar(self, name: str) -> tuple[date, ...] | None:
+        """One store calendar's dates, or None when the store holds none of that name."""
+        held = self._read_calendars([name])
+        return tuple(date.fromisoformat(d) for d in held[name]) if name in held else None
+
+    def calendars_text(self) -> dict[str, builtins.list[str]]:
+        """The store's calendars as stored: name -> its dates, "YYYY-MM-DD", ascending (an
+        entry another writer left unreadable is left out)."""
+        with redis_errors(self.client, "reading the store's calendars"):
+            raw = self.client.hgetall(keys.calendars(self.namespace))
+        return _readable_calendars({reply_text(k): v for k, v in raw.items()})
+
+    def _read_calendars(self, names: Sequence[str]) -> dict[str, builtins.list[str]]:
+        with redis_errors(self.client, "reading the store's calendars"):
+            values = self.client.hmget(keys.calendars(self.namespace), builtins.list(names))
+        return _readable_calendars(dict(zip(names, values, strict=True)))
+
+    def put_calendar(self, name: str, dates: Sequence[str | date]) -> CalendarChange:
+        """Set the store calendar `name` to `dates` ("YYYY-MM-DD" or dates, in each
+        schedule's zone), checked as a document's `calendars:` are, then rewrite every
+        definition of the API (no document's: documents use their own calendars only)
+        whose `except` names it with its dates written in, a WRITE_BATCH at a time through
+        the write script, each against the definition it read (one changed meanwhile is
+        read again). A definition the new dates make invalid (over MAX_EXCLUDED_DATES) is
+        left as it was and listed. Setting it again with the same dates rewrites only
+        those still differing: an interrupted change is finished by running it again."""
+        if isinstance(dates, str) or not isinstance(dates, Sequence):
+            raise ConfigError(f"calendar {shown(name)}: {shown(dates)} must be a list of "
+                              "dates (YYYY-MM-DD)")
+        given = [d.isoformat() if isinstance(d, date) else d for d in dates]
+        ((label, checked),) = checked_calendars({name: given}).items()
+        text = sorted({d.isoformat() for d in checked})
+        held = self.calendars_text()
+        if label not in held and len(held) >= MAX_CALENDARS:
+            raise ConfigError(f"calendar {shown(label)}: the store holds {len(held):,} "
+                              f"calendars, the most it may ({MAX_CALENDARS:,}); remove one "
+                              "first")
+        with redis_errors(self.client, "writing a calendar"):
+            self.client.hset(keys.calendars(self.namespace), label,
+                             json.dumps(text, separators=(",", ":")))
+        held[label] = text
+        change = self._rewrite_naming(label, held)
+        self._audit("calendar set", label,
+                    f"{len(text)} date(s); {change.rewritten} definition(s) rewritten, "
+                    f"{len(change.not_rewritten)} not")
+        return change
+
+    def remove_calendar(self, name: str) -> bool:
+        """Remove the store calendar `name`; False when there was none. Refused (ConfigError
+        naming the first MAX_CALENDAR_USERS_SHOWN) while a definition of the API names it in
+        `except`."""
+        users = [n for n, _ in self._naming(name)]
+        if users:
+            listed = ", ".join(shown(n) for n in users[:MAX_CALENDAR_USERS_SHOWN])
+            more = (f" and {len(users) - MAX_CALENDAR_USERS_SHOWN:,} more"
+                    if len(users) > MAX_CALENDAR_USERS_SHOWN else "")
+            raise ConfigError(f"calendar {shown(name)} is named in 'except' by "
+                              f"{len(users):,} schedule(s): {listed}{more}; take it out of "
+                              "them first (nothing was removed)")
+        with redis_errors(self.client, "removing a calendar"):
+            removed = bool(self.client.hdel(keys.calendars(self.namespace), name))
+        if removed:
+            self._audit("calendar remove", name)
+        return removed
+
+    def _naming(self, calendar: str) -> Iterator[tuple[str, bytes]]:
+        """The API's stored definitions (no document's) whose `except` names `calendar`,
+        with their bytes, one HSCAN page per round trip."""
+        for name, data in self.side.scan_definitions():
+            value = _exportable(name, data)
+            if (isinstance(value, dict) and not value.get("source")
+                    and calendar in named_calendars(value)):
+                yield name, data
+
+    def _rewrite_naming(self, calendar: str,
+                        held: Mapping[str, Sequence[str]]) -> CalendarChange:
+        change = CalendarChange(calendar, len(held[calendar]))
+        now_ms = self._now_ms()
+        pending: builtins.list[Op] = []
+        again: builtins.list[str] = []
+
+        def op_for(name: str, data: bytes) -> None:
+            value = _exportable(name, data)
+            if not isinstance(value, dict):
+                return
+            new = with_calendars(value, {calendar: held[calendar]})
+            if new == value:
+                change.unchanged += 1
+                return
+            try:
+                new_data = self.check(name, new, calendars=held)
+            except ConfigError as exc:
+                change.not_rewritten.append((name, "; ".join(exc.problems)))
+                return
+            pending.append(Op("set", name, new_data, expect=definition_sha(data)))
+
+        def flush() -> None:
+            for call in write_batches(pending):
+                for op, (code, _) in zip(call, self.side.write(call, now_ms=now_ms),
+                                         strict=True):
+                    if code == "+":
+                        change.rewritten += 1
+                    elif code == "=":
+                        change.unchanged += 1
+                    elif code == "S":
+                        again.append(op.name)
+                    elif code != "M":  # removed meanwhile: nothing to rewrite
+                        change.not_rewritten.append((op.name, WRITE_CODES[code]))
+            pending.clear()
+
+        for name, data in self._naming(calendar):
+            op_for(name, data)
+            if len(pending) >= WRITE_BATCH:
+                flush()
+        flush()
+        for _ in range(10):  # changed between the read and the write: read them again
+            if not again:
+                break
+            names, again[:] = builtins.list(again), []
+            for name, read in self.side.read_present(names).items():
+                if isinstance(read, bytes):
+                    value = _exportable(name, read)
+                    if (isinstance(value, dict) and not value.get("source")
+                            and calendar in named_calendars(value)):
+                        op_for(name, read)
+            flush()
+        change.not_rewritten += [(n, "kept changing while being rewritten") for n in again]
+        return change
+
     def reindex(self, progress: Callable[[int], None] | None = None) -> int:
         """Rebuild the due index for this store's shard count (`shards`), after changing it;
         returns the entries indexed. Safe while invocations run (no tick twice); until it
@@ -269,6 +466,7 @@ class Store(Operator):
         """
         result = ImportResult()
         now_ms = self._now_ms()
+        held: dict[str, builtins.list[str]] | None = None  # the store's calendars, read once
         ops: builtins.list[Op] = []
         started: StartedWrite | None = None
 
@@ -305,8 +503,11 @@ class Store(Operator):
         try:
             for name, definition in items:
                 try:
+                    if held is None and isinstance(definition, Mapping) and named_calendars(
+                            definition):
+                        held = self.calendars_text()
                     ops.append(Op("put" if replace else "add", name,
-                                  self.check(name, definition)))
+                                  self.check(name, definition, calendars=held)))
                 except ConfigError as exc:
                     result.invalid.append((name, "; ".join(exc.problems)))
                     if progress is not None:
@@ -482,6 +683,23 @@ def _exportable(name: str, data: bytes | None) -> dict[str, Any] | str:
     if not isinstance(value, dict):
         return f"its definition is not a JSON object: {shown(value)}"
     return value
+
+
+def _readable_calendars(raw: Mapping[str, bytes | str | None]
+                        ) -> dict[str, builtins.list[str]]:
+    """Stored calendars, each a JSON list of "YYYY-MM-DD" strings; one that is not (written
+    by hand) or absent is left out."""
+    out: dict[str, builtins.list[str]] = {}
+    for name, value in raw.items():
+        if value is None:
+            continue
+        try:
+            dates = json.loads(value)
+            checked_calendars({name: dates})
+        except (ValueError, RecursionError, ConfigError):
+            continue
+        out[name] = sorted(set(dates))
+    return out
 
 
 def _detail(*, changed: bool, forced: bool) -> str:

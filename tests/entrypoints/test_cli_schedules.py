@@ -589,3 +589,33 @@ def test_get_status_and_json_show_a_schedules_life_and_ended_once_max_runs_is_us
     assert "(ended)" in shown and "2 of 2 runs used" in shown
     assert "2 of 2 runs used" in kiqbeat("status", "limited").out
     assert kiqbeat("schedules", "get", "skipping", "--json").json()["life"]["skips"] == 0
+
+
+def test_calendar_commands_set_get_list_and_refuse_removing_one_in_use(
+        kiqbeat: Kiqbeat, redis_client: redis.Redis) -> None:
+    done = kiqbeat("schedules", "calendar", "set", "holidays", "2030-12-25", "2030-01-01")
+    assert done.code == 0, done.err
+    assert json.loads(redis_client.hget("kiqbeat:calendars", "holidays") or "") == [
+        "2030-01-01", "2030-12-25"]
+    bad = kiqbeat("schedules", "calendar", "set", "holidays", "2030-13-01")
+    assert bad.code == 1 and "calendar 'holidays': '2030-13-01' is not a date" in bad.err
+    added = kiqbeat("schedules", "add", "daily", "--json-definition",
+                    json.dumps({**DIGEST, "except": ["holidays"]}))
+    assert added.code == 0, added.err
+    assert definitions(redis_client)["daily"]["calendars"] == {
+        "holidays": ["2030-01-01", "2030-12-25"]}
+    changed = kiqbeat("schedules", "calendar", "set", "holidays", "2031-01-01", "--json").json()
+    assert (changed["rewritten"], changed["unchanged"]) == (1, 0)
+    assert definitions(redis_client)["daily"]["calendars"] == {"holidays": ["2031-01-01"]}
+    assert kiqbeat("schedules", "calendar", "get", "holidays").out == "holidays: 2031-01-01\n"
+    assert kiqbeat("schedules", "calendar", "list", "--json").json() == {
+        "calendars": {"holidays": ["2031-01-01"]}}
+    refused = kiqbeat("schedules", "calendar", "remove", "holidays")
+    assert refused.code == 1 and "named in 'except' by 1 schedule(s): 'daily'" in refused.err
+    assert kiqbeat("schedules", "remove", "daily").code == 0
+    removed = kiqbeat("schedules", "calendar", "remove", "holidays", "--json").json()
+    assert removed == {"calendar": "holidays", "removed": True}
+    unknown = kiqbeat("schedules", "add", "x", "--json-definition",
+                      json.dumps({**DIGEST, "except": ["holidays"]}))
+    assert unknown.code == 1
+    assert "no calendar 'holidays' (the store's calendars: none;" in unknown.err

@@ -10,6 +10,7 @@ import json
 import threading
 from datetime import UTC, datetime, timedelta
 
+import pytest
 import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -17,7 +18,9 @@ from hypothesis import strategies as st
 from kiqbeat.core.lifecycle import ENDED_MS, Ledger, jitter_offset_ms
 from kiqbeat.core.payload import jid, jid_ms
 from kiqbeat.core.plan import Group, to_ms
+from kiqbeat.core.schedule import Config
 from kiqbeat.engine import run
+from kiqbeat.errors import ConfigError
 from kiqbeat.redis import keys, progress, pushes
 from kiqbeat.store import Store
 from tests.support.marks import stored_mark
@@ -325,3 +328,68 @@ def test_racing_invokers_use_each_pending_skip_once(redis_url: str, client: redi
     ticks = [T0 + timedelta(minutes=10 * k) for k in range(1, 7)]
     assert sorted(j["jid"] for j in pushed_jobs(client)) == sorted(
         jid("limited", t) for t in ticks[3:])
+
+
+# ---------------------------------------------------------------------------- store calendars
+
+NO_DOCUMENT = Config(())
+DAILY_EXCEPT = {"cron": "0 9 * * *", "class": "DailyWorker", "except": ["holidays"]}
+
+
+def _next_nine(after: datetime) -> datetime:
+    nine = after.replace(hour=9, minute=0, second=0, microsecond=0)
+    return nine if nine > after else nine + timedelta(days=1)
+
+
+def test_a_store_calendar_excludes_its_dates_for_an_api_schedule_and_changing_it_changes_the_pushes(
+        redis_url: str) -> None:
+    client = redis.Redis.from_url(redis_url)
+    store = Store(client)
+    now = T0  # invocations replayed from here (a schedule written later is first seen then)
+    first = _next_nine(now + timedelta(minutes=5))
+    second, third = first + timedelta(days=1), first + timedelta(days=2)
+    store.put_calendar("holidays", [first.date().isoformat()])
+    store.put("daily", DAILY_EXCEPT)
+    stored = json.loads(client.hget("kiqbeat:schedules", "daily") or b"")
+    assert stored["calendars"] == {"holidays": [first.date().isoformat()]}  # written in
+    run(client, NO_DOCUMENT, now=now)  # registers it
+    run(client, NO_DOCUMENT, now=first + timedelta(minutes=1))
+    assert pushed_jobs(client) == []  # its first tick is on a holiday
+    assert client.hget("kiqbeat:missed", "daily") is None  # and not recorded as missed
+    # The calendar now names the second day instead: the next invocation follows it.
+    change = store.put_calendar("holidays", [second.date().isoformat()])
+    assert (change.rewritten, change.not_rewritten) == (1, [])
+    run(client, NO_DOCUMENT, now=second + timedelta(minutes=1))
+    run(client, NO_DOCUMENT, now=third + timedelta(minutes=1))
+    assert {j["jid"] for j in pushed_jobs(client)} == {jid("daily", third)}
+    # Set again with the same dates: nothing left to rewrite (an interrupted change resumes).
+    assert store.put_calendar("holidays", [second.date().isoformat()]).rewritten == 0
+    client.close()
+
+
+def test_a_store_calendar_in_use_is_not_removed_and_documents_keep_their_own(
+        redis_url: str) -> None:
+    client = redis.Redis.from_url(redis_url)
+    store = Store(client)
+    store.put_calendar("holidays", ["2030-12-25"])
+    for i in range(12):
+        store.put(f"tenant:{i}", DAILY_EXCEPT)
+    document = config("calendars: {holidays: ['2030-01-01']}\nschedules:\n"
+                      "  nightly: {cron: '0 9 * * *', class: N, except: [holidays]}\n")
+    run(client, document, now=T0)
+    before = client.hget("kiqbeat:schedules", "nightly")
+    assert store.put_calendar("holidays", ["2030-12-25", "2030-12-26"]).rewritten == 12
+    assert client.hget("kiqbeat:schedules", "nightly") == before  # the document's own
+    with pytest.raises(ConfigError, match=r"calendar 'holidays' is named in 'except' by 12 "
+                                          r"schedule\(s\): 'tenant:\d+'.* and 2 more"):
+        store.remove_calendar("holidays")
+    assert client.hexists("kiqbeat:calendars", "holidays")
+    for i in range(12):
+        store.remove(f"tenant:{i}")
+    assert store.remove_calendar("holidays") is True
+    assert store.calendars() == {}
+    store.put_calendar("holidays", [])
+    with pytest.raises(ConfigError, match=r"no calendar 'holiday'; did you mean 'holidays'\?"
+                                          r" \(the store's calendars: holidays;"):
+        store.put("x", {**DAILY_EXCEPT, "except": ["holiday"]})
+    client.close()

@@ -8,7 +8,7 @@ schedule, after those.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import date, datetime
 from typing import Any, Protocol
 
@@ -19,6 +19,28 @@ from kiqbeat.core.schedule import Timetable
 from kiqbeat.errors import did_you_mean, shown
 
 _ONE_SHOT_REFUSES = ("start_at", "end_at", "except", "max_runs")
+
+
+def named_calendars(definition: Mapping[str, Any]) -> list[str]:
+    """The calendar names a definition's `except` gives (its items that are not dates)."""
+    items = definition.get("except")
+    items = [items] if isinstance(items, str) else items
+    if not isinstance(items, list):
+        return []
+    return list(dict.fromkeys(i for i in items if isinstance(i, str) and not i[:1].isdigit()))
+
+
+def with_calendars(definition: Mapping[str, Any],
+                   held: Mapping[str, Sequence[str]]) -> dict[str, Any]:
+    """The definition with the dates of each calendar its `except` names that `held` (the
+    store's calendars) holds written into its own `calendars`, as a document's are: the
+    store's dates, whatever it defined under that name. Unchanged when it names none."""
+    names = [n for n in named_calendars(definition) if n in held]
+    if not names:
+        return dict(definition)
+    own = definition.get("calendars")
+    own = dict(own) if isinstance(own, Mapping) else {}
+    return {**definition, "calendars": {**own, **{n: list(held[n]) for n in names}}}
 
 
 class _Problems(Protocol):

@@ -166,6 +166,45 @@ def _cmd_list(args: argparse.Namespace) -> int:
                  "\n".join(lines))
 
 
+# ---------------------------------------------------------------------------- calendars
+
+
+def _cmd_calendar(args: argparse.Namespace) -> int:
+    """calendar set, get, list, remove: the store's calendars (`Store.put_calendar`, ...)."""
+    with opened_engine(args) as engine:
+        store = engine.store()
+        if args.note:
+            store = store.acting(store.actor, note=args.note)
+        verb = args.calendar_action
+        if verb == "set":
+            change = store.put_calendar(args.name, args.dates)
+            lines = [f"calendar {shown(change.name)}: {change.dates:,} date(s); "
+                     f"{change.rewritten:,} schedule(s) rewritten with them, "
+                     f"{change.unchanged:,} had them already"]
+            lines += [f"not rewritten: {shown_name(n)}: {why}"
+                      for n, why in change.not_rewritten[:_SHOWN_PROBLEMS]]
+            _done(args, change.as_dict(), "\n".join(lines))
+            return 1 if change.not_rewritten else 0
+        if verb == "get":
+            dates = store.calendar(args.name)
+            if dates is None:
+                raise ConfigError(f"no calendar {shown(args.name)} in the store; its "
+                                  f"calendars: {', '.join(sorted(store.calendars())) or 'none'}")
+            text = [d.isoformat() for d in dates]
+            return _done(args, {"calendar": args.name, "dates": text},
+                         f"{args.name}: {' '.join(text) or '(no dates)'}")
+        if verb == "list":
+            held = store.calendars_text()
+            return _done(args, {"calendars": held},
+                         "\n".join(f"{name}: {len(dates):,} date(s)"
+                                   for name, dates in sorted(held.items()))
+                         or "(no calendars in the store)")
+        removed = store.remove_calendar(args.name)
+        return _done(args, {"calendar": args.name, "removed": removed},
+                     f"calendar {shown(args.name)} "
+                     f"{'removed' if removed else 'was not in the store'}")
+
+
 # ---------------------------------------------------------------------------- in bulk
 
 
@@ -450,6 +489,22 @@ def add_parser(sub: Any) -> None:
                       "I; neither: the count recorded): move every index entry to its shard of "
                       "N; and rescore entries scored past the year 9999 (never planned) to be "
                       "planned", _cmd_request, named=False)
+    q = actions.add_parser("calendar", help="the store's calendars, which 'except' may name "
+                                            "in the schedules written here")
+    verbs = q.add_subparsers(dest="calendar_action", required=True, metavar="VERB")
+    for verb, help in (("set", "set a calendar's dates, and rewrite the schedules naming it"),
+                       ("get", "a calendar's dates"), ("list", "every calendar"),
+                       ("remove", "remove a calendar no schedule names")):
+        c = verbs.add_parser(verb, help=help)
+        if verb != "list":
+            c.add_argument("name", metavar="NAME", help="the calendar's name")
+        if verb == "set":
+            c.add_argument("dates", nargs="*", metavar="DATE",
+                           help="its dates, YYYY-MM-DD (none: an empty calendar)")
+        add_flags(c)
+        c.add_argument("--json", action="store_true", help="print JSON")
+        c.add_argument("--note", metavar="TEXT", help="why, for the audit trail")
+        c.set_defaults(func=_cmd_calendar)
     q = action("import", "write many schedules: a document, or JSON Lines", _cmd_import,
                named=False)
     q.add_argument("file", metavar="FILE",

@@ -108,6 +108,15 @@ def paused(ns: str) -> str:
     return f"{ns}kiqbeat:paused"
 
 
+def calendars(ns: str) -> str:
+    """Hash: calendar name -> its dates, a JSON list of "YYYY-MM-DD" strings, sorted (`kiqbeat
+    schedules calendar set`, `Store.put_calendar`). A definition written through the API
+    whose `except` names one gets its dates written into its own `calendars` (invocations
+    never read this key); changing one rewrites those definitions. At most MAX_CALENDARS
+    fields of at most MAX_EXCLUDED_DATES dates: bounded."""
+    return f"{ns}kiqbeat:calendars"
+
+
 def runs(ns: str) -> str:
     """Hash: schedule name -> ticks it pushed over its life, for a schedule with `max_runs`
     (invocations and backfills count, manual runs do not). Counted by the push and backfill
