@@ -85,7 +85,8 @@ def code_spans(page_text: str) -> Iterator[str]:
 
 def kiqbeat_invocations(span: str) -> Iterator[tuple[str, list[str]]]:
     """(command words, the tokens after them) of each `kiqbeat COMMAND ...` in a span, up to
-    a shell separator; `schedules put|update|remove` gives each action."""
+    a shell separator; `schedules put|update|remove` gives each action (`schedules calendar
+    set|get` each verb)."""
     tokens = span.replace("\\|", " ").split()
     for i, token in enumerate(tokens):
         if token != "kiqbeat" or i + 1 >= len(tokens):
@@ -107,7 +108,11 @@ def doc_commands() -> Iterator[tuple[Path, tuple[str, ...], list[str]]]:
     for page in PAGES:
         for span in code_spans(text(page)):
             for word, rest in kiqbeat_invocations(span):
-                if word == "schedules" and rest and not rest[0].startswith("-"):
+                if (word == "schedules" and rest[:1] == ["calendar"] and len(rest) > 1
+                        and not rest[1].startswith("-")):  # schedules calendar VERB
+                    for verb in re.split(r"[|/]", rest[1]):
+                        yield page, ("schedules", "calendar", verb), rest[2:]
+                elif word == "schedules" and rest and not rest[0].startswith("-"):
                     for action in re.split(r"[|/]", rest[0]):
                         yield page, ("schedules", action), rest[1:]
                 else:
