@@ -13,7 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kiqbeat.core.plan import Group
+from kiqbeat.errors import RedisRefusedError
 from kiqbeat.redis import keys, progress, pushes, scripts
+from kiqbeat.redis.connection import redis_errors
 from kiqbeat.redis.frames import Piece
 from kiqbeat.redis.side import RedisSide
 
@@ -192,3 +194,7 @@ def test_a_request_of_another_format_version_is_refused_before_anything_is_writt
     with pytest.raises(redis.ResponseError, match="KIQBEAT_FORMAT the push script reads 12"):
         scripts.SCRIPTS.call(scripts.PUSH, client, script_keys, args)
     assert stored_mark(client, "x") is None and client.hget(keys.watermarks("ns:"), "x") is None
+    # As kiqbeat reports it: what to do, and that nothing was written.
+    with pytest.raises(RedisRefusedError, match=r"reads 12 fields.*`kiqbeat functions --load`; "
+                       "nothing was written"), redis_errors(client, "pushing jobs"):
+        scripts.SCRIPTS.call(scripts.PUSH, client, script_keys, args)

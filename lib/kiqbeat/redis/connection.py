@@ -183,6 +183,12 @@ def redis_errors(client: redis.Redis, doing: str) -> Iterator[None]:
             detail = text.split("KIQBEAT_NOPERM ", 1)[1].split(" script:", 1)[0]
             raise RedisRefusedError(f"Redis at {_where(client)} refused {doing}: {detail}; "
                                     "nothing was pushed by this call") from exc
+        if "KIQBEAT_FORMAT " in text:
+            detail = text.split("KIQBEAT_FORMAT ", 1)[1].split(" script:", 1)[0]
+            raise RedisRefusedError(
+                f"Redis at {_where(client)} refused {doing}: {detail}. With the function "
+                "library (KIQBEAT_REDIS_FUNCTIONS), load this version's: `kiqbeat functions "
+                "--load`; nothing was written by this call") from exc
         if "KIQBEAT_SHARDS " in text:
             detail = text.split("KIQBEAT_SHARDS ", 1)[1].split(" script:", 1)[0]
             raise ConfigError(f"{detail}; nothing was written") from None
