@@ -199,22 +199,23 @@ def test_a_garbled_watermark_is_named_and_nothing_is_pushed(client: redis.Redis)
     cfg = config(EVERY_MINUTE)
     t0 = start(client)
     run(client, cfg, now=t0)
-    client.hset(keys.marks_bucket("", progress.bucket("report")), "report", "yesterday")
-    with pytest.raises(StateError, match=r"watermark of schedule 'report' in kiqbeat:watermarks"):
+    client.hset(keys.progress_bucket("", progress.bucket("report")), "report", "yesterday")
+    with pytest.raises(StateError, match=r"watermark of schedule 'report' in kiqbeat:progress:"):
         run(client, cfg, now=t0 + timedelta(minutes=5))
     assert pushed_jobs(client) == []
 
 
 @pytest.mark.parametrize("key", ["queue:default", "queues", "kiqbeat:watermarks", "schedule",
-                                 keys.marks_bucket("", progress.bucket("report")),
-                                 keys.history_bucket("", progress.bucket("two"))])
+                                 keys.progress_bucket("", progress.bucket("report")),
+                                 keys.progress_bucket("", progress.bucket("two"))])
 def test_a_key_of_the_wrong_type_is_named_and_nothing_is_pushed(
     client: redis.Redis, redis_client: redis.Redis, key: str
 ) -> None:
     cfg = config(EVERY_MINUTE + '  two:\n    cron: "* * * * *"\n    class: Two\n    queue: other\n')
     t0 = start(client)
     run(client, cfg, now=t0)
-    before = marks(client, cfg) if "kiqbeat:watermarks" not in key else None
+    before = marks(client, cfg) if "kiqbeat:watermarks" not in key and (
+        "kiqbeat:progress" not in key) else None
     client.delete(key)
     client.set(key, "not mine")
     with pytest.raises(StateError, match=key):
@@ -231,9 +232,8 @@ def test_namespace_prefixes_every_key(client: redis.Redis) -> None:
     run(client, cfg, now=t0 + timedelta(minutes=2))
     assert sorted(k.decode() for k in client.keys("*")) == [
         "exq:kiqbeat:document:test", "exq:kiqbeat:documents", "exq:kiqbeat:due",
-        f"exq:kiqbeat:history:{progress.bucket('report')}",
+        f"exq:kiqbeat:progress:{progress.bucket('report')}",
         "exq:kiqbeat:schedules", "exq:kiqbeat:shards",
-        f"exq:kiqbeat:watermarks:{progress.bucket('report')}",
         "exq:queue:default", "exq:queues"]
 
 

@@ -1,24 +1,28 @@
 -- kiqbeat's private per-schedule state, put before the scripts that read or write it
 -- (scripts.py; redis/progress.py is the one Python reader and writer of the same layout).
 --
--- Each schedule's state lives in two small hashes chosen by a stable hash of its name
--- (bucket = the first 4 hex digits of SHA1(name) modulo STATE_BUCKETS), so that each holds
--- a few dozen fields and Redis keeps it as a compact listpack:
---   NS kiqbeat:watermarks:B  name -> 12 bytes: the watermark then first-seen, epoch ms, each
---                            an unsigned 48-bit big-endian integer (first-seen 0: unknown);
---   NS kiqbeat:history:B     name -> the last pushes, newest first, one entry each:
---                            varint HEAD, varint zigzag(DELAY ms), and for a manual run a
---                            varint length and its jid; HEAD = zigzag(D) * 8 + UNIT * 4 + KIND
---                            (KIND 0 tick, 1 backfill, 2 manual, 3 skipped; D the tick in ms, or s when
---                            UNIT is 1, for the newest entry, and the previous entry's tick
---                            less this one's for the others).
+-- Each schedule's state is ONE field of ONE small hash chosen by a stable hash of its name
+-- (bucket = the first 4 hex digits of SHA1(name) modulo STATE_BUCKETS), so that each bucket
+-- holds a few dozen fields and Redis keeps it as a compact listpack (a field's value stays
+-- under hash-max-listpack-value, 64 bytes, with the default history of 10):
+--   NS kiqbeat:progress:B  name -> the watermark then first-seen, epoch ms, each an unsigned
+--                          48-bit big-endian integer (watermark 2^48-1: none yet, first-seen
+--                          0: unknown), then the history: the last pushes, newest first,
+--                          one entry each: varint HEAD, varint zigzag(DELAY ms), and for a
+--                          manual run a varint length and its jid; HEAD = zigzag(D) * 16 +
+--                          UNIT * 4 + KIND (KIND 0 tick, 1 backfill, 2 manual, 3 skipped;
+--                          UNIT 0 ms, 1 s, 2 min, 3 h, the largest that divides D; D the
+--                          tick for the newest entry, and the previous entry's tick less
+--                          this one's for the others).
 -- The layout before it (hashes NS kiqbeat:watermarks, kiqbeat:first_seen, kiqbeat:history
 -- keyed by name, in text) is still read for a name the new one lacks, and deleted for that
--- name when its state is next written: an upgraded deployment keeps every mark.
+-- name when its record is next written (the record then carries all three): an upgraded
+-- deployment keeps every mark.
 
 local STATE_NS = nil
 local LEGACY = {}  -- legacy hash -> whether it exists (asked once per call)
-local BUCKETS = {} -- name -> its bucket's suffix
+local BUCKETS = {} -- name -> its bucket's key
+local NO_MARK = 281474976710655  -- 2^48 - 1: a record that holds a history but no watermark
 
 -- Set the key prefix from one of the script's keys (`key` ends with `suffix`).
 local function use_state(key, suffix)
@@ -33,29 +37,21 @@ local function legacy_key(role)
   return LEGACY[key] and key or nil
 end
 
-local function bucket_of(name)
+local function state_key_of(name)
   local b = BUCKETS[name]
   if not b then
-    b = tostring(tonumber(string.sub(redis.sha1hex(name), 1, 4), 16) % STATE_BUCKETS)
+    b = STATE_NS .. 'kiqbeat:progress:' ..
+      tostring(tonumber(string.sub(redis.sha1hex(name), 1, 4), 16) % STATE_BUCKETS)
     BUCKETS[name] = b
   end
   return b
 end
 
-local function marks_key_of(name)
-  return STATE_NS .. 'kiqbeat:watermarks:' .. bucket_of(name)
-end
-
-local function history_key_of(name)
-  return STATE_NS .. 'kiqbeat:history:' .. bucket_of(name)
-end
-
 -- Before the first write: may the user read and write the buckets? (checks.lua)
 local function state_allowed()
-  local m, h = STATE_NS .. 'kiqbeat:watermarks:0', STATE_NS .. 'kiqbeat:history:0'
-  return expect_allowed('HGET', m, 'f') or expect_allowed('HSET', m, 'f', 'v')
-    or expect_allowed('HDEL', m, 'f') or expect_allowed('HGET', h, 'f')
-    or expect_allowed('HSET', h, 'f', 'v') or expect_allowed('HDEL', h, 'f')
+  local b = STATE_NS .. 'kiqbeat:progress:0'
+  return expect_allowed('HGET', b, 'f') or expect_allowed('HSET', b, 'f', 'v')
+    or expect_allowed('HDEL', b, 'f')
 end
 
 -- HGET that answers a key of another type with kiqbeat's refusal instead of raising.
@@ -70,38 +66,6 @@ end
 local function garbled(name, key, raw)
   return redis.error_reply("KIQBEAT_GARBLED watermark of schedule '" .. name .. "' in " ..
     key .. ' is not a number: ' .. string.sub(raw, 1, 40))
-end
-
--- A schedule's watermark and first-seen (epoch ms; nil, nil when it has none), or an error
--- reply as a third value. Reads the old layout when the new one has nothing.
-local function read_mark(name)
-  local key = marks_key_of(name)
-  local raw, err = hget_checked(key, name)
-  if err then return nil, nil, err end
-  if raw then
-    if #raw ~= 12 then return nil, nil, garbled(name, key, raw) end
-    local mark, seen = struct.unpack('>I6I6', raw)
-    return mark, seen
-  end
-  local old = legacy_key('kiqbeat:watermarks')
-  if not old then return nil, nil end
-  raw, err = hget_checked(old, name)
-  if err then return nil, nil, err end
-  if not raw then return nil, nil end
-  local mark = tonumber(raw)
-  if not mark or not string.match(raw, '^%d+$') then return nil, nil, garbled(name, old, raw) end
-  local seen_key = legacy_key('kiqbeat:first_seen')
-  local seen = seen_key and tonumber(redis.call('HGET', seen_key, name) or nil) or 0
-  return mark, seen
-end
-
--- Store a schedule's watermark and first-seen (0: unknown), dropping any old-layout copy.
-local function write_mark(name, mark, seen)
-  redis.call('HSET', marks_key_of(name), name, struct.pack('>I6I6', mark, seen or 0))
-  local old = legacy_key('kiqbeat:watermarks')
-  if old then redis.call('HDEL', old, name) end
-  old = legacy_key('kiqbeat:first_seen')
-  if old then redis.call('HDEL', old, name) end
 end
 
 local function varint(v)
@@ -130,6 +94,7 @@ end
 -- tick, backfill, manual run (with its jid), skipped (`kiqbeat schedules skip`)
 local KIND_CODE = {t = 0, b = 1, m = 2, s = 3}
 local KIND_LETTER = {[0] = 't', [1] = 'b', [2] = 'm', [3] = 's'}
+local UNIT_MS = {[0] = 1, [1] = 1000, [2] = 60000, [3] = 3600000}
 
 -- One push, for the history: {kind letter, tick ms, delay ms (push instant - tick), jid}.
 -- (A fifth argument, the tick's digits, is the text layout's and not needed here.)
@@ -140,12 +105,16 @@ end
 -- An entry's bytes; `d` its tick (the newest) or its distance below the previous one.
 local function history_entry(entry, d)
   local unit = 0
-  if d % 1000 == 0 then
+  if d % 3600000 == 0 then
+    unit, d = 3, d / 3600000
+  elseif d % 60000 == 0 then
+    unit, d = 2, d / 60000
+  elseif d % 1000 == 0 then
     unit, d = 1, d / 1000
   end
   local zz = d >= 0 and 2 * d or -2 * d - 1
   local delay = entry[3]
-  local bytes = varint(zz * 8 + unit * 4 + KIND_CODE[entry[1]])
+  local bytes = varint(zz * 16 + unit * 4 + KIND_CODE[entry[1]])
     .. varint(delay >= 0 and 2 * delay or -2 * delay - 1)
   if entry[1] == 'm' then bytes = bytes .. varint(#entry[4]) .. entry[4] end
   return bytes
@@ -160,9 +129,8 @@ local function read_entry(blob, pos)
   delay, pos = read_varint(blob, pos)
   if not delay then return nil end
   local code = head % 4
-  local zz = math.floor(head / 8)
-  local d = zz % 2 == 0 and zz / 2 or -(zz + 1) / 2
-  if math.floor(head / 4) % 2 == 1 then d = d * 1000 end
+  local zz = math.floor(head / 16)
+  local d = (zz % 2 == 0 and zz / 2 or -(zz + 1) / 2) * UNIT_MS[math.floor(head / 4) % 4]
   local entry = {KIND_LETTER[code] or 't', d, delay % 2 == 0 and delay / 2 or -(delay + 1) / 2}
   if code == 2 then
     length, pos = read_varint(blob, pos)
@@ -200,18 +168,73 @@ local function converted_history(text)
   return table.concat(out)
 end
 
--- A schedule's history in the new layout (nil when none), or an error reply second.
+-- The old layout's state of a name: mark, first-seen, history ('' when none), or an error
+-- reply fourth.
+local function read_legacy(name)
+  local mark, seen, history = nil, 0, ''
+  local old = legacy_key('kiqbeat:watermarks')
+  if old then
+    local raw, err = hget_checked(old, name)
+    if err then return nil, nil, nil, err end
+    if raw then
+      mark = tonumber(raw)
+      if not mark or not string.match(raw, '^%d+$') then
+        return nil, nil, nil, garbled(name, old, raw)
+      end
+      local seen_key = legacy_key('kiqbeat:first_seen')
+      seen = seen_key and tonumber(redis.call('HGET', seen_key, name) or nil) or 0
+    end
+  end
+  old = legacy_key('kiqbeat:history')
+  if old then
+    local text, err = hget_checked(old, name)
+    if err then return nil, nil, nil, err end
+    if text then history = converted_history(text) end
+  end
+  return mark, seen, history
+end
+
+-- A schedule's state, one HGET: watermark and first-seen (epoch ms; nil, nil when it has no
+-- watermark), its history ('' when none), or an error reply fourth. Reads the old layout
+-- when the new one has nothing.
+local function read_state(name)
+  local key = state_key_of(name)
+  local raw, err = hget_checked(key, name)
+  if err then return nil, nil, nil, err end
+  if not raw then return read_legacy(name) end
+  if #raw < 12 then return nil, nil, nil, garbled(name, key, raw) end
+  local mark, seen = struct.unpack('>I6I6', raw)
+  if mark == NO_MARK then return nil, nil, string.sub(raw, 13) end
+  return mark, seen, string.sub(raw, 13)
+end
+
+-- Store a schedule's whole state, one HSET: watermark (nil: none), first-seen (0 or nil:
+-- unknown) and history; drops any old-layout copy (the record now carries it).
+local function write_state(name, mark, seen, history)
+  redis.call('HSET', state_key_of(name), name,
+    struct.pack('>I6I6', mark or NO_MARK, seen or 0) .. history)
+  for _, role in ipairs({'kiqbeat:watermarks', 'kiqbeat:first_seen', 'kiqbeat:history'}) do
+    local old = legacy_key(role)
+    if old then redis.call('HDEL', old, name) end
+  end
+end
+
+-- A schedule's watermark and first-seen (nil, nil when none), or an error reply third.
+local function read_mark(name)
+  local mark, seen, _, err = read_state(name)
+  return mark, seen, err
+end
+
+-- Store a schedule's watermark and first-seen (0: unknown), keeping its history.
+local function write_mark(name, mark, seen)
+  local _, _, history = read_state(name)
+  write_state(name, mark, seen, history or '')
+end
+
+-- A schedule's history ('' when none), or an error reply second.
 local function read_history(name)
-  local key = history_key_of(name)
-  local blob, err = hget_checked(key, name)
-  if err then return nil, err end
-  if blob then return blob end
-  local old = legacy_key('kiqbeat:history')
-  if not old then return nil end
-  local text
-  text, err = hget_checked(old, name)
-  if err then return nil, err end
-  return text and converted_history(text) or nil
+  local _, _, history, err = read_state(name)
+  return history, err
 end
 
 -- A schedule's history `old` with the pushes done[first..last] (pushed_line's entries,
@@ -245,19 +268,17 @@ local function remembered(old, done, first, last, keep, no_shorter)
   return table.concat(parts)
 end
 
--- Store histories: `pairs` is name, history, name, history...; drops old-layout copies.
+-- Store histories: `pairs` is name, history, name, history...; keeps each one's watermark.
 local function write_histories(pairs)
-  local old = legacy_key('kiqbeat:history')
   for j = 1, #pairs, 2 do
-    redis.call('HSET', history_key_of(pairs[j]), pairs[j], pairs[j + 1])
-    if old then redis.call('HDEL', old, pairs[j]) end
+    local mark, seen = read_state(pairs[j])
+    write_state(pairs[j], mark, seen, pairs[j + 1])
   end
 end
 
 -- Forget a schedule's watermark, first-seen and history, in both layouts.
 local function forget_state(name)
-  redis.call('HDEL', marks_key_of(name), name)
-  redis.call('HDEL', history_key_of(name), name)
+  redis.call('HDEL', state_key_of(name), name)
   for _, role in ipairs({'kiqbeat:watermarks', 'kiqbeat:first_seen', 'kiqbeat:history'}) do
     local old = legacy_key(role)
     if old then redis.call('HDEL', old, name) end

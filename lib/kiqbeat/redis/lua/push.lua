@@ -191,8 +191,8 @@ for i = 1, ng do
   end
 end
 
--- The stored state each group is checked against: watermark and first-seen (`curs`,
--- `seens`, nil when none: progress.lua), history, and whether its definition is the one it
+-- The stored state each group is checked against, one record each (progress.lua):
+-- watermark and first-seen (`curs`, `seens`, nil when none), history, and whether its definition is the one it
 -- was planned from.
 local curs, seens, pasts, stales = {}, {}, {}, {}
 for first = 1, ng, BATCH do
@@ -202,8 +202,7 @@ for first = 1, ng, BATCH do
   for k = first, last do
     local def = defs[k - first + 1]
     stales[k] = not def or redis.sha1hex(def) ~= shas[k]
-    curs[k], seens[k], err = read_mark(names[k])
-    if not err and keep > 0 then pasts[k], err = read_history(names[k]) end
+    curs[k], seens[k], pasts[k], err = read_state(names[k])
     if err then return err end
   end
 end
@@ -213,7 +212,7 @@ local pushed, already, missed, skipped, new, stale, recorded = 0, 0, 0, 0, 0, 0,
 local when = clock_ms()
 local flags = {}
 local out = destinations(FIRST_QUEUE, 4, queues_key, sched_key)
-local histories = {} -- name, history, name, history...
+local histories = {} -- group i's new history (nil: unchanged)
 local lines = {}     -- the history lines of the group at hand, oldest first
 local index = {}     -- next due, name, next due, name...
 local planned = {}   -- names whose index entry is set
@@ -285,8 +284,7 @@ local function push_above(i, floor)
   end
   if overlap and last then remember_job(life, name, jobs:json(body, last)) end
   if keep > 0 and count > 0 then
-    histories[#histories + 1], histories[#histories + 2] = names[i],
-      remembered(pasts[i], lines, 1, count, keep)
+    histories[i] = remembered(pasts[i], lines, 1, count, keep)
   end
   return overlapped
 end
@@ -332,8 +330,8 @@ for i = 1, ng do
     leave_alone(i)
   elseif not cur then
     new = new + 1
-    write_mark(names[i], marks[i], tonumber(now_ms))
     local overlapped = push_above(i, tonumber(now_ms))
+    write_state(names[i], marks[i], tonumber(now_ms), histories[i] or pasts[i])
     if #overlapped > 0 then add_ranges(missed_key, names[i], overlapped) end
     reindex(i)
   else
@@ -343,7 +341,7 @@ for i = 1, ng do
     local floor = math.max(cur, seens[i] or 0)
     local overlapped = push_above(i, floor)
     if marks[i] > cur then
-      write_mark(names[i], marks[i], seens[i])
+      write_state(names[i], marks[i], seens[i], histories[i] or pasts[i])
       missed = missed + misseds[i]
       skipped = skipped + skippeds[i]
       if n_ranges[i] > 0 then record(i, floor) end
@@ -352,10 +350,12 @@ for i = 1, ng do
     elseif marks[i] == cur then
       reindex(i)
     end
+    if marks[i] <= cur and histories[i] then
+      write_state(names[i], cur, seens[i], histories[i])
+    end
   end
 end
 out:write()
 flush('ZADD', due_key, index)
 flush('HDEL', rejected_key, planned)
-write_histories(histories)
 return {pushed, already, missed, skipped, new, stale, recorded, table.concat(flags)}
