@@ -237,6 +237,25 @@ def test_namespace_prefixes_every_key(client: redis.Redis) -> None:
         "exq:queue:default", "exq:queues"]
 
 
+def test_a_schedule_with_a_full_history_is_one_small_field_of_a_listpack_bucket(
+    client: redis.Redis
+) -> None:
+    """progress.lua's promise: watermark, first-seen and the last 10 pushes live in one
+    field of one bucket, small enough (under 64 bytes, hash-max-listpack-value) that Redis
+    keeps the bucket a listpack. (Replayed minutes: each push's delay is minutes, longer
+    than live ones, which take fewer bytes.)"""
+    cfg = config(EVERY_MINUTE)
+    t0 = minute_floor(redis_now(client)) - timedelta(minutes=12) + timedelta(seconds=5)
+    for minutes in range(12):
+        run(client, cfg, now=t0 + timedelta(minutes=minutes))
+    assert len(progress.read_histories(client, "", ["report"])["report"].splitlines()) == 10
+    bucket = keys.progress_bucket("", progress.bucket("report"))
+    assert client.hlen(bucket) == 1
+    assert client.hstrlen(bucket, "report") < 64
+    assert client.object("encoding", bucket) == b"listpack"
+    assert client.keys("kiqbeat:watermarks*") == client.keys("kiqbeat:history*") == []
+
+
 def test_schedules_sharing_a_cron_each_get_their_own_jobs(client: redis.Redis) -> None:
     body = "".join(f'  s{i}:\n    cron: "*/5 * * * *"\n    class: W{i}\n' for i in range(50))
     cfg = config("schedules:\n" + body)
