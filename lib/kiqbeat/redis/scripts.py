@@ -24,6 +24,7 @@ from importlib.resources import files
 from typing import Any
 
 import redis
+from redis.client import NEVER_DECODE
 
 from kiqbeat.core import limits
 
@@ -70,12 +71,12 @@ class Caller:
 
     functions: bool = False
 
-    def queue(self, lua: Lua, pipe: Any, keys: Sequence[str], args: Sequence[Arg]) -> None:
-        """Queue a call on a pipeline; after a NOSCRIPT reply the caller runs `reload`."""
-        if self.functions:
-            pipe.fcall(lua.function, len(keys), *keys, *args)
-        else:
-            pipe.evalsha(lua.sha, len(keys), *keys, *args)
+    def queue(self, lua: Lua, pipe: Any, keys: Sequence[str], args: Sequence[Arg], *,
+              raw: bool = False) -> None:
+        """Queue a call on a pipeline; after a NOSCRIPT reply the caller runs `reload`.
+        `raw`: its reply's strings are bytes whatever the client's decode_responses."""
+        pipe.execute_command(*self.command(lua, keys, args), **({NEVER_DECODE: True} if raw
+                                                                 else {}))
 
     def call(self, lua: Lua, client: redis.Redis, keys: Sequence[str],
              args: Sequence[Arg]) -> Any:
