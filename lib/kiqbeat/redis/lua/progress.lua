@@ -29,6 +29,9 @@ local function use_state(key, suffix)
   STATE_NS = string.sub(key, 1, #key - #suffix)
 end
 
+local LEGACY_ROLES = {'kiqbeat:watermarks', 'kiqbeat:first_seen', 'kiqbeat:history'}
+local LEGACY_FOUND = nil -- the old layout's hashes that exist (asked once per call)
+
 local function legacy_key(role)
   local key = STATE_NS .. role
   if LEGACY[key] == nil then
@@ -69,6 +72,8 @@ local function garbled(name, key, raw)
 end
 
 local function varint(v)
+  if v < 128 then return string.char(v) end
+  if v < 16384 then return string.char(v % 128 + 128, math.floor(v / 128)) end
   local bytes = {}
   while v >= 128 do
     bytes[#bytes + 1] = v % 128 + 128
@@ -102,8 +107,9 @@ local function pushed_line(kind, tick, when, jid)
   return {kind, tick, when - tick, jid}
 end
 
--- An entry's bytes; `d` its tick (the newest) or its distance below the previous one.
-local function history_entry(entry, d)
+-- An entry's bytes: KIND (letter), D (its tick, the newest; else its distance below the
+-- previous one), DELAY (ms) and, for a manual run, its JID.
+local function entry_bytes(kind, d, delay, jid)
   local unit = 0
   if d % 3600000 == 0 then
     unit, d = 3, d / 3600000
@@ -113,16 +119,20 @@ local function history_entry(entry, d)
     unit, d = 1, d / 1000
   end
   local zz = d >= 0 and 2 * d or -2 * d - 1
-  local delay = entry[3]
-  local bytes = varint(zz * 16 + unit * 4 + KIND_CODE[entry[1]])
+  local bytes = varint(zz * 16 + unit * 4 + KIND_CODE[kind])
     .. varint(delay >= 0 and 2 * delay or -2 * delay - 1)
-  if entry[1] == 'm' then bytes = bytes .. varint(#entry[4]) .. entry[4] end
+  if kind == 'm' then bytes = bytes .. varint(#jid) .. jid end
   return bytes
 end
 
--- The entry at `pos` of `blob` as {kind, d, delay, jid} and the position after it (nil when
--- garbled).
-local function read_entry(blob, pos)
+-- An entry's bytes (`pushed_line`'s table); `d` as in entry_bytes.
+local function history_entry(entry, d)
+  return entry_bytes(entry[1], d, entry[3], entry[4])
+end
+
+-- The entry at `pos` of `blob`: kind (letter), d, delay, jid (nil unless a manual run)
+-- and the position after it; nil when garbled.
+local function entry_at(blob, pos)
   local head, delay, length
   head, pos = read_varint(blob, pos)
   if not head then return nil end
@@ -131,23 +141,64 @@ local function read_entry(blob, pos)
   local code = head % 4
   local zz = math.floor(head / 16)
   local d = (zz % 2 == 0 and zz / 2 or -(zz + 1) / 2) * UNIT_MS[math.floor(head / 4) % 4]
-  local entry = {KIND_LETTER[code] or 't', d, delay % 2 == 0 and delay / 2 or -(delay + 1) / 2}
+  local jid = nil
   if code == 2 then
     length, pos = read_varint(blob, pos)
     if not length then return nil end
-    entry[4] = string.sub(blob, pos, pos + length - 1)
+    jid = string.sub(blob, pos, pos + length - 1)
     pos = pos + length
   end
-  return entry, pos
+  return KIND_LETTER[code] or 't', d, delay % 2 == 0 and delay / 2 or -(delay + 1) / 2, jid, pos
+end
+
+-- Where the entry at `pos` of `blob` ends (the position after it), without decoding it;
+-- nil when cut short. A varint ends at its first byte below 128; the kind is the head's
+-- low two bits, in its first byte.
+local function skip_entry(blob, pos)
+  local head_end = string.find(blob, '[%z\1-\127]', pos)
+  if not head_end then return nil end
+  local delay_end = string.find(blob, '[%z\1-\127]', head_end + 1)
+  if not delay_end then return nil end
+  if string.byte(blob, pos) % 4 ~= 2 then return delay_end + 1 end
+  local length, after = read_varint(blob, delay_end + 1)
+  if not length then return nil end
+  return after + length
+end
+
+-- The position after the `n` entries of `blob` from `pos` (after the last whole one when
+-- fewer): one string.byte for all, the walk in plain arithmetic.
+local function past_entries(blob, pos, n)
+  if n <= 0 or pos > #blob then return pos end
+  local b = {string.byte(blob, pos, -1)}
+  local i, whole = 1, 1
+  for _ = 1, n do
+    local first = b[i]
+    if not first then break end
+    while b[i] and b[i] >= 128 do i = i + 1 end  -- the head
+    i = i + 1
+    while b[i] and b[i] >= 128 do i = i + 1 end  -- the delay
+    if not b[i] then break end
+    i = i + 1
+    if first % 4 == 2 then  -- a manual run: the jid's length, then the jid
+      local length, scale = 0, 1
+      while b[i] and b[i] >= 128 do
+        length, scale, i = length + (b[i] - 128) * scale, scale * 128, i + 1
+      end
+      if not b[i] then break end
+      i = i + 1 + length + b[i] * scale
+      if i > #b + 1 then break end
+    end
+    whole = i
+  end
+  return pos + whole - 1
 end
 
 -- How many entries a history holds.
 local function history_count(blob)
   local count, pos = 0, 1
   while blob and pos <= #blob do
-    local entry
-    entry, pos = read_entry(blob, pos)
-    if not entry then break end
+    pos = skip_entry(blob, pos)
+    if not pos then break end
     count = count + 1
   end
   return count
@@ -213,10 +264,13 @@ end
 local function write_state(name, mark, seen, history)
   redis.call('HSET', state_key_of(name), name,
     struct.pack('>I6I6', mark or NO_MARK, seen or 0) .. history)
-  for _, role in ipairs({'kiqbeat:watermarks', 'kiqbeat:first_seen', 'kiqbeat:history'}) do
-    local old = legacy_key(role)
-    if old then redis.call('HDEL', old, name) end
+  if not LEGACY_FOUND then
+    LEGACY_FOUND = {}
+    for _, role in ipairs(LEGACY_ROLES) do
+      LEGACY_FOUND[#LEGACY_FOUND + 1] = legacy_key(role)
+    end
   end
+  for j = 1, #LEGACY_FOUND do redis.call('HDEL', LEGACY_FOUND[j], name) end
 end
 
 -- A schedule's watermark and first-seen (nil, nil when none), or an error reply third.
@@ -252,17 +306,10 @@ local function remembered(old, done, first, last, keep, no_shorter)
   end
   local left = keep - #parts
   if old and left > 0 and #old > 0 then
-    local first, pos = read_entry(old, 1)
-    if first then
-      parts[#parts + 1] = history_entry(first, previous and previous - first[2] or first[2])
-      local stop = pos
-      for _ = 2, left do
-        if stop > #old then break end
-        local entry, after = read_entry(old, stop)
-        if not entry then break end
-        stop = after
-      end
-      parts[#parts + 1] = string.sub(old, pos, stop - 1)
+    local kind, d, delay, jid, pos = entry_at(old, 1)
+    if kind then
+      parts[#parts + 1] = entry_bytes(kind, previous and previous - d or d, delay, jid)
+      parts[#parts + 1] = string.sub(old, pos, past_entries(old, pos, left - 1) - 1)
     end
   end
   return table.concat(parts)
@@ -279,7 +326,7 @@ end
 -- Forget a schedule's watermark, first-seen and history, in both layouts.
 local function forget_state(name)
   redis.call('HDEL', state_key_of(name), name)
-  for _, role in ipairs({'kiqbeat:watermarks', 'kiqbeat:first_seen', 'kiqbeat:history'}) do
+  for _, role in ipairs(LEGACY_ROLES) do
     local old = legacy_key(role)
     if old then redis.call('HDEL', old, name) end
   end
