@@ -86,12 +86,15 @@ def _unzigzag(value: int) -> int:
 
 
 def encode_history(text: str) -> bytes:
-    """The record of a history given as "KIND TICK DELAY [JID]" lines, newest first."""
-    out, previous = bytearray(), None
-    for line in text.splitlines():
-        kind, tick_text, delay_text, *jid = line.split(" ")
+    """The history part of a record given as "KIND TICK DELAY [JID]" lines, newest first
+    (b"" when none): NEWEST (the last push's tick), COUNT, the entries oldest first."""
+    lines = [line.split(" ") for line in text.splitlines()][::-1]
+    if not lines:
+        return b""
+    out, previous = bytearray(), int(lines[0][1])
+    for kind, tick_text, delay_text, *jid in lines:
         tick, delay = int(tick_text), int(delay_text)
-        d = tick if previous is None else previous - tick
+        d = tick - previous
         unit = next(u for u in (3, 2, 1, 0) if d % _UNITS[u] == 0)
         out += _varint(_zigzag(d // _UNITS[unit]) * 16 + unit * 4 + _KINDS.index(kind))
         out += _varint(_zigzag(delay))
@@ -99,7 +102,7 @@ def encode_history(text: str) -> bytes:
             raw = (jid[0] if jid else "").encode()
             out += _varint(len(raw)) + raw
         previous = tick
-    return bytes(out)
+    return previous.to_bytes(6, "big") + _varint(len(lines)) + bytes(out)
 
 
 def _read_varint(blob: bytes, pos: int) -> tuple[int, int]:
@@ -114,24 +117,34 @@ def _read_varint(blob: bytes, pos: int) -> tuple[int, int]:
 
 
 def decode_history(blob: bytes) -> str:
-    """A history record as "KIND TICK DELAY [JID]" lines, newest first; ValueError when it is
-    not one."""
-    lines: list[str] = []
-    pos = tick = 0
+    """A record's history part as "KIND TICK DELAY [JID]" lines, newest first; ValueError
+    when it is not one."""
+    if not blob:
+        return ""
+    entries: list[tuple[int, int, int, str]] = []  # code, d, delay, jid: oldest first
     try:
+        tick = int.from_bytes(blob[:6], "big")
+        count, pos = _read_varint(blob, 6)
         while pos < len(blob):
             head, pos = _read_varint(blob, pos)
             delay, pos = _read_varint(blob, pos)
-            code, d = head % 4, _unzigzag(head // 16) * _UNITS[head // 4 % 4]
-            tick = d if not lines else tick - d
-            line = f"{_KINDS[code]} {tick} {_unzigzag(delay)}"
-            if code == 2:
+            jid = ""
+            if head % 4 == 2:
                 length, pos = _read_varint(blob, pos)
-                line += " " + blob[pos:pos + length].decode(errors="replace")
+                if pos + length > len(blob):
+                    raise IndexError
+                jid = " " + blob[pos:pos + length].decode(errors="replace")
                 pos += length
-            lines.append(line)
+            entries.append((head % 4, _unzigzag(head // 16) * _UNITS[head // 4 % 4],
+                            _unzigzag(delay), jid))
     except IndexError:
         raise ValueError("a history record cut short") from None
+    if len(entries) != count:
+        raise ValueError(f"a history record of {count} entries holds {len(entries)}")
+    lines = []
+    for code, d, delay, jid in reversed(entries):
+        lines.append(f"{_KINDS[code]} {tick} {delay}{jid}")
+        tick -= d
     return "\n".join(lines)
 
 

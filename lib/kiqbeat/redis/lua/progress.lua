@@ -7,13 +7,16 @@
 -- under hash-max-listpack-value, 64 bytes, with the default history of 10):
 --   NS kiqbeat:progress:B  name -> the watermark then first-seen, epoch ms, each an unsigned
 --                          48-bit big-endian integer (watermark 2^48-1: none yet, first-seen
---                          0: unknown), then the history: the last pushes, newest first,
---                          one entry each: varint HEAD, varint zigzag(DELAY ms), and for a
+--                          0: unknown), then the history when there is one: NEWEST, the
+--                          tick of the last push (48-bit, epoch ms), varint COUNT, then
+--                          COUNT entries in the order pushed (oldest first, so a push
+--                          appends its entry and drops the oldest without touching the
+--                          others), each: varint HEAD, varint zigzag(DELAY ms), and for a
 --                          manual run a varint length and its jid; HEAD = zigzag(D) * 16 +
 --                          UNIT * 4 + KIND (KIND 0 tick, 1 backfill, 2 manual, 3 skipped;
 --                          UNIT 0 ms, 1 s, 2 min, 3 h, the largest that divides D; D the
---                          tick for the newest entry, and the previous entry's tick less
---                          this one's for the others).
+--                          entry's tick less the one before it: the oldest's is unused).
+--                          A reader walks back from NEWEST.
 -- The layout before it (hashes NS kiqbeat:watermarks, kiqbeat:first_seen, kiqbeat:history
 -- keyed by name, in text) is still read for a name the new one lacks, and deleted for that
 -- name when its record is next written (the record then carries all three): an upgraded
@@ -98,8 +101,6 @@ end
 
 -- tick, backfill, manual run (with its jid), skipped (`kiqbeat schedules skip`)
 local KIND_CODE = {t = 0, b = 1, m = 2, s = 3}
-local KIND_LETTER = {[0] = 't', [1] = 'b', [2] = 'm', [3] = 's'}
-local UNIT_MS = {[0] = 1, [1] = 1000, [2] = 60000, [3] = 3600000}
 
 -- One push, for the history: {kind letter, tick ms, delay ms (push instant - tick), jid}.
 -- (A fifth argument, the tick's digits, is the text layout's and not needed here.)
@@ -107,8 +108,8 @@ local function pushed_line(kind, tick, when, jid)
   return {kind, tick, when - tick, jid}
 end
 
--- An entry's bytes: KIND (letter), D (its tick, the newest; else its distance below the
--- previous one), DELAY (ms) and, for a manual run, its JID.
+-- An entry's bytes: KIND (letter), D (its tick less the one pushed before it), DELAY (ms)
+-- and, for a manual run, its JID.
 local function entry_bytes(kind, d, delay, jid)
   local unit = 0
   if d % 3600000 == 0 then
@@ -123,46 +124,6 @@ local function entry_bytes(kind, d, delay, jid)
     .. varint(delay >= 0 and 2 * delay or -2 * delay - 1)
   if kind == 'm' then bytes = bytes .. varint(#jid) .. jid end
   return bytes
-end
-
--- An entry's bytes (`pushed_line`'s table); `d` as in entry_bytes.
-local function history_entry(entry, d)
-  return entry_bytes(entry[1], d, entry[3], entry[4])
-end
-
--- The entry at `pos` of `blob`: kind (letter), d, delay, jid (nil unless a manual run)
--- and the position after it; nil when garbled.
-local function entry_at(blob, pos)
-  local head, delay, length
-  head, pos = read_varint(blob, pos)
-  if not head then return nil end
-  delay, pos = read_varint(blob, pos)
-  if not delay then return nil end
-  local code = head % 4
-  local zz = math.floor(head / 16)
-  local d = (zz % 2 == 0 and zz / 2 or -(zz + 1) / 2) * UNIT_MS[math.floor(head / 4) % 4]
-  local jid = nil
-  if code == 2 then
-    length, pos = read_varint(blob, pos)
-    if not length then return nil end
-    jid = string.sub(blob, pos, pos + length - 1)
-    pos = pos + length
-  end
-  return KIND_LETTER[code] or 't', d, delay % 2 == 0 and delay / 2 or -(delay + 1) / 2, jid, pos
-end
-
--- Where the entry at `pos` of `blob` ends (the position after it), without decoding it;
--- nil when cut short. A varint ends at its first byte below 128; the kind is the head's
--- low two bits, in its first byte.
-local function skip_entry(blob, pos)
-  local head_end = string.find(blob, '[%z\1-\127]', pos)
-  if not head_end then return nil end
-  local delay_end = string.find(blob, '[%z\1-\127]', head_end + 1)
-  if not delay_end then return nil end
-  if string.byte(blob, pos) % 4 ~= 2 then return delay_end + 1 end
-  local length, after = read_varint(blob, delay_end + 1)
-  if not length then return nil end
-  return after + length
 end
 
 -- The position after the `n` entries of `blob` from `pos` (after the last whole one when
@@ -193,30 +154,49 @@ local function past_entries(blob, pos, n)
   return pos + whole - 1
 end
 
--- How many entries a history holds.
-local function history_count(blob)
-  local count, pos = 0, 1
-  while blob and pos <= #blob do
-    pos = skip_entry(blob, pos)
-    if not pos then break end
-    count = count + 1
+-- A history ('' when none) as its COUNT, NEWEST and entries.
+local function history_parts(history)
+  if #history < 8 then return 0, 0, '' end
+  local newest = struct.unpack('>I6', history)
+  local count, pos = read_varint(history, 7)
+  if not count then return 0, 0, '' end
+  return count, newest, string.sub(history, pos)
+end
+
+-- History `old` ('' when none) with the pushes done[first..last] ({kind letter, tick ms,
+-- delay ms, jid} each: `pushed_line`, in the order pushed) appended, keeping the newest
+-- `keep` — or, with `no_shorter` (an operator's backfill or run now, whose own history
+-- setting may be smaller than the deployment's), at least as many as it held: bounded all
+-- the same, by the larger of the two settings. The entries kept are copied as they are.
+local function remembered(old, done, first, last, keep, no_shorter)
+  local count, newest, body = history_parts(old or '')
+  if no_shorter then keep = math.max(keep, count) end
+  first = math.max(first, last - keep + 1)
+  local n = last - first + 1
+  local parts = {}
+  local drop = count + n - keep
+  if drop < count then
+    parts[1] = drop > 0 and string.sub(body, past_entries(body, 1, drop)) or body
   end
-  return count
+  local previous = count > 0 and newest or done[first][2]
+  for j = first, last do
+    local entry = done[j]
+    parts[#parts + 1] = entry_bytes(entry[1], entry[2] - previous, entry[3], entry[4])
+    previous = entry[2]
+  end
+  return struct.pack('>I6', previous) .. varint(math.min(count + n, keep)) ..
+    table.concat(parts)
 end
 
 -- An old-layout history ("KIND TICK DELAY [JID]" lines, newest first) in the new layout.
 local function converted_history(text)
-  local out, previous = {}, nil
+  local done = {}
   for l in string.gmatch(text, '[^\n]+') do
     local kind, tick, delay, jid = string.match(l, '^([tbm]) (%d+) (%-?%d+) ?(%S*)$')
-    if kind then
-      tick = tonumber(tick)
-      out[#out + 1] = history_entry({kind, tick, tonumber(delay), jid},
-        previous and previous - tick or tick)
-      previous = tick
-    end
+    if kind then table.insert(done, 1, {kind, tonumber(tick), tonumber(delay), jid}) end
   end
-  return table.concat(out)
+  if #done == 0 then return '' end
+  return remembered('', done, 1, #done, #done)
 end
 
 -- The old layout's state of a name: mark, first-seen, history ('' when none), or an error
@@ -289,30 +269,6 @@ end
 local function read_history(name)
   local _, _, history, err = read_state(name)
   return history, err
-end
-
--- A schedule's history `old` with the pushes done[first..last] (pushed_line's entries,
--- oldest first) on top, keeping the newest `keep` — or, with `no_shorter` (an operator's
--- backfill or run now, whose own history setting may be smaller than the deployment's), at
--- least as many as it held: bounded all the same, by the larger of the two settings. Only
--- the old newest entry is re-encoded; the rest of `old` is copied as it is.
-local function remembered(old, done, first, last, keep, no_shorter)
-  if no_shorter and old then keep = math.max(keep, history_count(old)) end
-  local parts, previous = {}, nil
-  for j = last, math.max(first, last - keep + 1), -1 do
-    local tick = done[j][2]
-    parts[#parts + 1] = history_entry(done[j], previous and previous - tick or tick)
-    previous = tick
-  end
-  local left = keep - #parts
-  if old and left > 0 and #old > 0 then
-    local kind, d, delay, jid, pos = entry_at(old, 1)
-    if kind then
-      parts[#parts + 1] = entry_bytes(kind, previous and previous - d or d, delay, jid)
-      parts[#parts + 1] = string.sub(old, pos, past_entries(old, pos, left - 1) - 1)
-    end
-  end
-  return table.concat(parts)
 end
 
 -- Store histories: `pairs` is name, history, name, history...; keeps each one's watermark.

@@ -245,7 +245,7 @@ local function push_above(i, floor)
       if skips > used then
         used = used + 1
         count = count + 1
-        lines[count] = pushed_line('s', tick, when, nil, jobs.tick_texts[j])
+        if keep > 0 then lines[count] = pushed_line('s', tick, when) end
         skipped = skipped + 1
         flags[#flags + 1] = '0'
       elseif limit > 0 and runs + ran >= limit then
@@ -271,7 +271,7 @@ local function push_above(i, floor)
           busy = overlap
           flags[#flags + 1] = '1'
           count = count + 1
-          lines[count] = pushed_line('t', tick, when, nil, jobs.tick_texts[j])
+          if keep > 0 then lines[count] = pushed_line('t', tick, when) end
         end
       end
       prev = tick
