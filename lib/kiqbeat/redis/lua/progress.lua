@@ -253,10 +253,20 @@ local function write_state(name, mark, seen, history)
   for j = 1, #LEGACY_FOUND do redis.call('HDEL', LEGACY_FOUND[j], name) end
 end
 
--- A schedule's watermark and first-seen (nil, nil when none), or an error reply third.
+-- A schedule's watermark and first-seen (nil, nil when none), or an error reply third
+-- (the record's first 12 bytes: its history is not copied out).
 local function read_mark(name)
-  local mark, seen, _, err = read_state(name)
-  return mark, seen, err
+  local key = state_key_of(name)
+  local raw, err = hget_checked(key, name)
+  if err then return nil, nil, err end
+  if not raw then
+    local mark, seen, _, legacy_err = read_legacy(name)
+    return mark, seen, legacy_err
+  end
+  if #raw < 12 then return nil, nil, garbled(name, key, raw) end
+  local mark, seen = struct.unpack('>I6I6', raw)
+  if mark == NO_MARK then return nil, nil end
+  return mark, seen
 end
 
 -- Store a schedule's watermark and first-seen (0: unknown), keeping its history.
