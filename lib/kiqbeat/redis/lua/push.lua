@@ -18,18 +18,19 @@ ARGV[2]  H, how many pushes each schedule's history keeps (0: none)
 ARGV[3]  Q, number of queue lists
 ARGV[4..3+Q]  queue names, aligned with KEYS[13..]
 ARGV[4+Q]  the groups, one per schedule, in one packed argument (frames.lua: one argument
-  instead of thousands, read with plain finds): first the number of fields a group holds
-  (12), then per group, in this order:
-  NAME (bytes); SHA, the SHA1 of the definition it was planned from ("0": none); MARK, the
-  watermark to set (epoch ms); NEXT, the index entry that goes with MARK (epoch ms the
-  schedule next needs planning); NEW, 1 if the schedule had no watermark when planned;
-  MISSED, ticks beyond the window (counted); SKIPPED, ticks passed over by policy
-  (counted); QUEUE, k: its jobs' queue is KEYS[12+k] named ARGV[3+k]; LIMIT, the
-  schedule's max_runs (0: none); OVERLAP, 1 for `overlap: skip`;
-  R, then R missed ranges, each AFTER THROUGH REASON COUNT: ticks in (AFTER, THROUGH]
-    passed over, why ("window" or "policy"), and how many (core/plan.py);
-  N, then N job frames (frames.lua: TICK RELEASE JOB; RELEASE 0 into the queue, else into
-    the schedule set released at that instant), ticks ascending.
+  instead of thousands, one struct.unpack a group and a job): first the number of fields a
+  group holds (12), then per group, in this order (struct format GROUP_FORMAT):
+  NAME (H length, bytes); SHA, the SHA1 of the definition it was planned from (c40; all
+  "0": none); MARK, the watermark to set (epoch ms); NEXT, the index entry that goes with
+  MARK (epoch ms the schedule next needs planning); NEW (B), 1 if the schedule had no
+  watermark when planned; MISSED, ticks beyond the window (counted); SKIPPED, ticks passed
+  over by policy (counted); QUEUE (H), k: its jobs' queue is KEYS[12+k] named ARGV[3+k];
+  LIMIT, the schedule's max_runs (0: none); OVERLAP (B), 1 for `overlap: skip`;
+  R (I4), then R missed ranges (RANGE_FORMAT), each AFTER THROUGH REASON (B length, bytes)
+  COUNT: ticks in (AFTER, THROUGH] passed over, why ("window" or "policy"), and how many
+  (core/plan.py);
+  N (I4), then N job frames (frames.lua: TICK RELEASE JOB; RELEASE 0 into the queue, else
+    into the schedule set released at that instant), ticks ascending.
   A field added per group goes after OVERLAP, before the two lists: read where the others
   are read below, and written in the same place by redis/frames.py, the count of fields
   going up by one on both sides.
@@ -137,39 +138,29 @@ local body = ARGV[4 + nq]
 local pos
 pos, err = expect_format(body, 'push', GROUP_FIELDS)
 if err then return err end
-local names, shas, mark_texts, marks, nexts, news = {}, {}, {}, {}, {}, {}
+local names, shas, marks, nexts, news = {}, {}, {}, {}, {}
 local misseds, skippeds, targets, first_job, n_jobs = {}, {}, {}, {}, {}
 local limits, overlaps = {}, {}
 local first_range, n_ranges = {}, {}
 local r_after, r_through, r_reason, r_count = {}, {}, {}, {}
 local jobs = job_frames()
 local any_scheduled = false
+local GROUP_FORMAT, RANGE_FORMAT = '>Hc0c40ddBddHdBI4', '>ddBc0d'
+local unpack_struct = struct.unpack
 local ng = 0
 while pos <= #body do
   ng = ng + 1
-  names[ng], pos = bytes(body, pos)
-  shas[ng], pos = field(body, pos)
-  mark_texts[ng], pos = field(body, pos)
-  marks[ng] = tonumber(mark_texts[ng])
-  nexts[ng], pos = field(body, pos)
-  news[ng], pos = field(body, pos)
-  misseds[ng], pos = number(body, pos)
-  skippeds[ng], pos = number(body, pos)
-  targets[ng], pos = number(body, pos)
-  limits[ng], pos = number(body, pos)
-  overlaps[ng], pos = field(body, pos)
   local r
-  r, pos = number(body, pos)
+  names[ng], shas[ng], marks[ng], nexts[ng], news[ng], misseds[ng], skippeds[ng], targets[ng],
+    limits[ng], overlaps[ng], r, pos = unpack_struct(GROUP_FORMAT, body, pos)
   first_range[ng], n_ranges[ng] = #r_after + 1, r
   for _ = 1, r do
     local j = #r_after + 1
-    r_after[j], pos = number(body, pos)
-    r_through[j], pos = number(body, pos)
-    r_reason[j], pos = field(body, pos)
-    r_count[j], pos = number(body, pos)
+    r_after[j], r_through[j], r_reason[j], r_count[j], pos = unpack_struct(RANGE_FORMAT, body,
+      pos)
   end
   local n
-  n, pos = number(body, pos)
+  n, pos = unpack_struct('>I4', body, pos)
   first_job[ng], n_jobs[ng] = jobs.count + 1, n
   pos = jobs:read(body, pos, n)
 end
@@ -184,7 +175,7 @@ if any_scheduled then
   if err then return err end
 end
 for i = 1, ng do
-  if overlaps[i] == '1' then
+  if overlaps[i] == 1 then
     err = expect_allowed('EXISTS', running_prefix .. names[i])
       or expect_allowed('ZSCORE', sched_key, 'job')
     if err then return err end
@@ -228,7 +219,7 @@ local function push_above(i, floor)
   local k, name, limit = targets[i], names[i], limits[i]
   local skips = skips_pending and skips_of(life, name) or 0
   local runs = limit > 0 and runs_of(life, name) or 0
-  local busy, overlap = nil, overlaps[i] == '1'
+  local busy, overlap = nil, overlaps[i] == 1
   local used, ran, last = 0, 0, nil
   local overlapped = {}
   -- An overlap range starts where the group's own ranges end (it comes after them).
@@ -311,7 +302,7 @@ local function reindex(i)
   if ended[i] == nil and limits[i] > 0 then
     ended[i] = runs_of(life, names[i]) >= limits[i]
   end
-  index[#index + 1], index[#index + 2] = ended[i] and ms_text(ENDED_MS) or nexts[i], names[i]
+  index[#index + 1], index[#index + 2] = ms_text(ended[i] and ENDED_MS or nexts[i]), names[i]
   planned[#planned + 1] = names[i]
 end
 
@@ -324,7 +315,7 @@ for i = 1, ng do
   if stales[i] then
     stale = stale + 1
     leave_alone(i)
-  elseif (news[i] == '1') == (cur ~= nil) then
+  elseif (news[i] == 1) == (cur ~= nil) then
     -- New, but another copy registered it first; or planned with a watermark that has gone
     -- since (removed, maybe added again: its index entry says "plan me"): left alone.
     leave_alone(i)
