@@ -242,10 +242,11 @@ def test_a_schedule_with_a_full_history_is_one_small_field_of_a_listpack_bucket(
 ) -> None:
     """progress.lua's promise: watermark, first-seen and the last 10 pushes live in one
     field of one bucket, small enough (under 64 bytes, hash-max-listpack-value) that Redis
-    keeps the bucket a listpack. (Replayed minutes: each push's delay is minutes, longer
-    than live ones, which take fewer bytes.)"""
+    keeps the bucket a listpack, even with each push half an hour late (replayed minutes:
+    delays of 18 to 30 minutes take the most bytes a late push's delay does, 4; live ones,
+    seconds, take 2)."""
     cfg = config(EVERY_MINUTE)
-    t0 = minute_floor(redis_now(client)) - timedelta(minutes=12) + timedelta(seconds=5)
+    t0 = minute_floor(redis_now(client)) - timedelta(minutes=30) + timedelta(seconds=5)
     for minutes in range(12):
         run(client, cfg, now=t0 + timedelta(minutes=minutes))
     assert len(progress.read_histories(client, "", ["report"])["report"].splitlines()) == 10

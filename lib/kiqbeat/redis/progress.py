@@ -53,19 +53,35 @@ _UNITS = (1, 1000, 60_000, 3_600_000)  # a history entry's UNIT: ms, s, min, h
 
 
 def encode_record(mark: Mark | None, history: bytes = b"") -> bytes:
-    """A progress record: watermark then first-seen (0: unknown), unsigned 48-bit
-    big-endian (watermark 2^48-1: none), then the history (`encode_history`)."""
+    """A progress record: the watermark (unsigned 48-bit big-endian; 2^48-1: none), varint
+    zigzag(watermark - first-seen) (first-seen 0: unknown), then, with a history
+    (`encode_history`), varint zigzag(watermark - its NEWEST) and the rest of it."""
     mark_ms, seen = (_NO_MARK, 0) if mark is None else (mark.mark_ms, mark.first_seen_ms or 0)
-    return mark_ms.to_bytes(6, "big") + seen.to_bytes(6, "big") + history
+    record = mark_ms.to_bytes(6, "big") + _varint(_zigzag(mark_ms - seen))
+    if history:
+        record += _varint(_zigzag(mark_ms - int.from_bytes(history[:6], "big"))) + history[6:]
+    return record
 
 
 def decode_record(raw: bytes) -> tuple[Mark | None, bytes]:
-    """The mark (None when none) and history bytes of a record; ValueError when it is not
-    one."""
-    if len(raw) < 12:
-        raise ValueError(f"a progress record is at least 12 bytes, not {len(raw)}")
-    mark_ms, seen = int.from_bytes(raw[:6], "big"), int.from_bytes(raw[6:12], "big")
-    return (None if mark_ms == _NO_MARK else Mark(mark_ms, seen or None)), raw[12:]
+    """The mark (None when none) and history (`encode_history`'s form) of a record;
+    ValueError when it is not one (progress.lua's `parse_record` refuses the same)."""
+    try:
+        mark_ms = int.from_bytes(raw[:6], "big")
+        if len(raw) < 7:
+            raise IndexError
+        zz, pos = _read_varint(raw, 6)
+        history = b""
+        if pos < len(raw):
+            newest, count_at = _read_varint(raw, pos)
+            count, after = _read_varint(raw, count_at)
+            if count < 1 or len(raw) - after < 2 * count:
+                raise ValueError("a progress record whose history is cut short")
+            history = (mark_ms - _unzigzag(newest)).to_bytes(6, "big") + raw[count_at:]
+    except IndexError:
+        raise ValueError(f"not a progress record: {raw[:40]!r}") from None
+    seen = mark_ms - _unzigzag(zz)
+    return (None if mark_ms == _NO_MARK else Mark(mark_ms, seen or None)), history
 
 
 def _varint(value: int) -> bytes:

@@ -5,15 +5,16 @@
 -- (bucket = the first 4 hex digits of SHA1(name) modulo STATE_BUCKETS), so that each bucket
 -- holds a few dozen fields and Redis keeps it as a compact listpack (a field's value stays
 -- under hash-max-listpack-value, 64 bytes, with the default history of 10):
---   NS kiqbeat:progress:B  name -> the watermark then first-seen, epoch ms, each an unsigned
---                          48-bit big-endian integer (watermark 2^48-1: none yet, first-seen
---                          0: unknown), then the history when there is one: NEWEST, the
---                          tick of the last push (48-bit, epoch ms), varint COUNT, then
---                          COUNT entries in the order pushed (oldest first, so a push
---                          appends its entry and drops the oldest without touching the
---                          others), each: varint HEAD, varint zigzag(DELAY ms), and for a
---                          manual run a varint length and its jid; HEAD = zigzag(D) * 16 +
---                          UNIT * 4 + KIND (KIND 0 tick, 1 backfill, 2 manual, 3 skipped;
+--   NS kiqbeat:progress:B  name -> MARK, the watermark (epoch ms, an unsigned 48-bit
+--                          big-endian integer; 2^48-1: none yet), varint zigzag(MARK - SEEN)
+--                          (SEEN the first-seen, epoch ms; 0: unknown), then the history
+--                          when there is one: varint zigzag(MARK - NEWEST) (NEWEST the tick
+--                          of the last push), varint COUNT, then COUNT entries in the order
+--                          pushed (oldest first, so a push appends its entry and drops the
+--                          oldest without touching the others), each: varint HEAD, varint
+--                          zigzag(DELAY ms), and for a manual run a varint length and its
+--                          jid; HEAD = zigzag(D) * 16 + UNIT * 4 + KIND (KIND 0 tick, 1
+--                          backfill, 2 manual, 3 skipped;
 --                          UNIT 0 ms, 1 s, 2 min, 3 h, the largest that divides D; D the
 --                          entry's tick less the one before it: the oldest's is unused).
 --                          A reader walks back from NEWEST.
@@ -108,6 +109,10 @@ local function pushed_line(kind, tick, when, jid)
   return {kind, tick, when - tick, jid}
 end
 
+local function zigzag(v)
+  return v >= 0 and 2 * v or -2 * v - 1
+end
+
 -- An entry's bytes: KIND (letter), D (its tick less the one pushed before it), DELAY (ms)
 -- and, for a manual run, its JID.
 local function entry_bytes(kind, d, delay, jid)
@@ -119,9 +124,8 @@ local function entry_bytes(kind, d, delay, jid)
   elseif d % 1000 == 0 then
     unit, d = 1, d / 1000
   end
-  local zz = d >= 0 and 2 * d or -2 * d - 1
-  local bytes = varint(zz * 16 + unit * 4 + KIND_CODE[kind])
-    .. varint(delay >= 0 and 2 * delay or -2 * delay - 1)
+  local bytes = varint(zigzag(d) * 16 + unit * 4 + KIND_CODE[kind])
+    .. varint(zigzag(delay))
   if kind == 'm' then bytes = bytes .. varint(#jid) .. jid end
   return bytes
 end
@@ -225,6 +229,28 @@ local function read_legacy(name)
   return mark, seen, history
 end
 
+local function unzigzag(zz)
+  return zz % 2 == 0 and zz / 2 or -(zz + 1) / 2
+end
+
+-- A record's watermark (NO_MARK: none) and first-seen, and, with `with_history`, its
+-- history as `remembered` takes it (NEWEST as 6 bytes, COUNT, the entries; '' when none):
+-- nil when it is not a record (too short, or a COUNT its bytes cannot hold).
+local function parse_record(raw, with_history)
+  if #raw < 7 then return nil end
+  local mark = struct.unpack('>I6', raw)
+  local zz, pos = read_varint(raw, 7)
+  if not zz then return nil end
+  local seen = mark - unzigzag(zz)
+  if pos > #raw then return mark, seen, '' end
+  local newest, count_at = read_varint(raw, pos)
+  if not newest then return nil end
+  local count, after = read_varint(raw, count_at)
+  if not count or count < 1 or #raw - after + 1 < 2 * count then return nil end
+  if not with_history then return mark, seen end
+  return mark, seen, struct.pack('>I6', mark - unzigzag(newest)) .. string.sub(raw, count_at)
+end
+
 -- A schedule's state, one HGET: watermark and first-seen (epoch ms; nil, nil when it has no
 -- watermark), its history ('' when none), or an error reply fourth. Reads the old layout
 -- when the new one has nothing.
@@ -233,17 +259,23 @@ local function read_state(name)
   local raw, err = hget_checked(key, name)
   if err then return nil, nil, nil, err end
   if not raw then return read_legacy(name) end
-  if #raw < 12 then return nil, nil, nil, garbled(name, key, raw) end
-  local mark, seen = struct.unpack('>I6I6', raw)
-  if mark == NO_MARK then return nil, nil, string.sub(raw, 13) end
-  return mark, seen, string.sub(raw, 13)
+  local mark, seen, history = parse_record(raw, true)
+  if not mark then return nil, nil, nil, garbled(name, key, raw) end
+  if mark == NO_MARK then return nil, nil, history end
+  return mark, seen, history
 end
 
 -- Store a schedule's whole state, one HSET: watermark (nil: none), first-seen (0 or nil:
--- unknown) and history; drops any old-layout copy (the record now carries it).
+-- unknown) and history (as `remembered` gives it); drops any old-layout copy (the record
+-- now carries it).
 local function write_state(name, mark, seen, history)
-  redis.call('HSET', state_key_of(name), name,
-    struct.pack('>I6I6', mark or NO_MARK, seen or 0) .. history)
+  mark = mark or NO_MARK
+  local record = struct.pack('>I6', mark) .. varint(zigzag(mark - (seen or 0)))
+  if history ~= '' then
+    record = record .. varint(zigzag(mark - struct.unpack('>I6', history))) ..
+      string.sub(history, 7)
+  end
+  redis.call('HSET', state_key_of(name), name, record)
   if not LEGACY_FOUND then
     LEGACY_FOUND = {}
     for _, role in ipairs(LEGACY_ROLES) do
@@ -254,7 +286,7 @@ local function write_state(name, mark, seen, history)
 end
 
 -- A schedule's watermark and first-seen (nil, nil when none), or an error reply third
--- (the record's first 12 bytes: its history is not copied out).
+-- (its history is not copied out).
 local function read_mark(name)
   local key = state_key_of(name)
   local raw, err = hget_checked(key, name)
@@ -263,8 +295,8 @@ local function read_mark(name)
     local mark, seen, _, legacy_err = read_legacy(name)
     return mark, seen, legacy_err
   end
-  if #raw < 12 then return nil, nil, garbled(name, key, raw) end
-  local mark, seen = struct.unpack('>I6I6', raw)
+  local mark, seen = parse_record(raw, false)
+  if not mark then return nil, nil, garbled(name, key, raw) end
   if mark == NO_MARK then return nil, nil end
   return mark, seen
 end
