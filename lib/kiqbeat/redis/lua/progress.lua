@@ -25,12 +25,13 @@
 
 local STATE_NS = nil
 local LEGACY = {}  -- legacy hash -> whether it exists (asked once per call)
-local BUCKETS = {} -- name -> its bucket's key
+local STATE_PREFIX = nil -- the bucket keys' prefix: STATE_NS .. 'kiqbeat:progress:'
 local NO_MARK = 281474976710655  -- 2^48 - 1: a record that holds a history but no watermark
 
 -- Set the key prefix from one of the script's keys (`key` ends with `suffix`).
 local function use_state(key, suffix)
   STATE_NS = string.sub(key, 1, #key - #suffix)
+  STATE_PREFIX = STATE_NS .. 'kiqbeat:progress:'
 end
 
 local LEGACY_ROLES = {'kiqbeat:watermarks', 'kiqbeat:first_seen', 'kiqbeat:history'}
@@ -45,13 +46,7 @@ local function legacy_key(role)
 end
 
 local function state_key_of(name)
-  local b = BUCKETS[name]
-  if not b then
-    b = STATE_NS .. 'kiqbeat:progress:' ..
-      tostring(tonumber(string.sub(redis.sha1hex(name), 1, 4), 16) % STATE_BUCKETS)
-    BUCKETS[name] = b
-  end
-  return b
+  return STATE_PREFIX .. (tonumber(string.sub(redis.sha1hex(name), 1, 4), 16) % STATE_BUCKETS)
 end
 
 -- Before the first write: may the user read and write the buckets? (checks.lua)
