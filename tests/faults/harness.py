@@ -337,7 +337,7 @@ def assert_bounded_state(client: redis.Redis, schedules: int, namespace: str = "
              keys.names(namespace), keys.runs(namespace), keys.skips(namespace),
              keys.last_jobs(namespace), keys.paused(namespace)}
     shaped = (keys.due(namespace), keys.document_index(namespace, ""),
-              keys.marks_bucket(namespace, ""), keys.history_bucket(namespace, ""))
+              keys.progress_bucket(namespace, ""))
     assert all(k in fixed or k.startswith(shaped) for k in sizes), sizes
     assert all(size <= schedules for size in sizes.values()), sizes
     for name, record in client.hgetall(keys.missed(namespace)).items():

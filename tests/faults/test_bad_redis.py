@@ -153,7 +153,7 @@ def test_garbled_watermark_fails_naming_the_schedule_and_pushes_nothing(
 ) -> None:
     """A watermark that is not a number: refused, the schedule named, nothing pushed."""
     saved: list[bytes] = []
-    bucket = keys.marks_bucket("", progress.bucket("quarter"))
+    bucket = keys.progress_bucket("", progress.bucket("quarter"))
 
     def garble() -> None:
         saved.append(client.hget(bucket, "quarter") or b"")

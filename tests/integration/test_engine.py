@@ -199,22 +199,23 @@ def test_a_garbled_watermark_is_named_and_nothing_is_pushed(client: redis.Redis)
     cfg = config(EVERY_MINUTE)
     t0 = start(client)
     run(client, cfg, now=t0)
-    client.hset(keys.marks_bucket("", progress.bucket("report")), "report", "yesterday")
-    with pytest.raises(StateError, match=r"watermark of schedule 'report' in kiqbeat:watermarks"):
+    client.hset(keys.progress_bucket("", progress.bucket("report")), "report", "yesterday")
+    with pytest.raises(StateError, match=r"watermark of schedule 'report' in kiqbeat:progress:"):
         run(client, cfg, now=t0 + timedelta(minutes=5))
     assert pushed_jobs(client) == []
 
 
 @pytest.mark.parametrize("key", ["queue:default", "queues", "kiqbeat:watermarks", "schedule",
-                                 keys.marks_bucket("", progress.bucket("report")),
-                                 keys.history_bucket("", progress.bucket("two"))])
+                                 keys.progress_bucket("", progress.bucket("report")),
+                                 keys.progress_bucket("", progress.bucket("two"))])
 def test_a_key_of_the_wrong_type_is_named_and_nothing_is_pushed(
     client: redis.Redis, redis_client: redis.Redis, key: str
 ) -> None:
     cfg = config(EVERY_MINUTE + '  two:\n    cron: "* * * * *"\n    class: Two\n    queue: other\n')
     t0 = start(client)
     run(client, cfg, now=t0)
-    before = marks(client, cfg) if "kiqbeat:watermarks" not in key else None
+    before = marks(client, cfg) if "kiqbeat:watermarks" not in key and (
+        "kiqbeat:progress" not in key) else None
     client.delete(key)
     client.set(key, "not mine")
     with pytest.raises(StateError, match=key):
@@ -231,10 +232,29 @@ def test_namespace_prefixes_every_key(client: redis.Redis) -> None:
     run(client, cfg, now=t0 + timedelta(minutes=2))
     assert sorted(k.decode() for k in client.keys("*")) == [
         "exq:kiqbeat:document:test", "exq:kiqbeat:documents", "exq:kiqbeat:due",
-        f"exq:kiqbeat:history:{progress.bucket('report')}",
+        f"exq:kiqbeat:progress:{progress.bucket('report')}",
         "exq:kiqbeat:schedules", "exq:kiqbeat:shards",
-        f"exq:kiqbeat:watermarks:{progress.bucket('report')}",
         "exq:queue:default", "exq:queues"]
+
+
+def test_a_schedule_with_a_full_history_is_one_small_field_of_a_listpack_bucket(
+    client: redis.Redis
+) -> None:
+    """progress.lua's promise: watermark, first-seen and the last 10 pushes live in one
+    field of one bucket, small enough (under 64 bytes, hash-max-listpack-value) that Redis
+    keeps the bucket a listpack, even with each push half an hour late (replayed minutes:
+    delays of 18 to 30 minutes take the most bytes a late push's delay does, 4; live ones,
+    seconds, take 2)."""
+    cfg = config(EVERY_MINUTE)
+    t0 = minute_floor(redis_now(client)) - timedelta(minutes=30) + timedelta(seconds=5)
+    for minutes in range(12):
+        run(client, cfg, now=t0 + timedelta(minutes=minutes))
+    assert len(progress.read_histories(client, "", ["report"])["report"].splitlines()) == 10
+    bucket = keys.progress_bucket("", progress.bucket("report"))
+    assert client.hlen(bucket) == 1
+    assert client.hstrlen(bucket, "report") < 64
+    assert client.object("encoding", bucket) == b"listpack"
+    assert client.keys("kiqbeat:watermarks*") == client.keys("kiqbeat:history*") == []
 
 
 def test_schedules_sharing_a_cron_each_get_their_own_jobs(client: redis.Redis) -> None:

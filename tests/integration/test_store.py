@@ -1196,3 +1196,22 @@ def test_an_import_after_the_server_closed_its_idle_connections_writes_all(
     admin.close()
     result = store.import_definitions((f"b{i:03d}", MINUTELY) for i in range(450))
     assert result.written == 450 and client.hlen(SCHEDULES) == 900
+
+
+def test_a_started_script_call_is_read_once_or_abandoned_leaving_no_reply_on_the_pool(
+    client: redis.Redis,
+) -> None:
+    """scripts.Pending, the one "send now, read later" (pushes and imports): its reply is
+    read once (a second read is refused, never a second run), and an abandoned call's
+    connection never goes back to the pool with its reply unread."""
+    client.hset(SCHEDULES, "x", "{}")
+    pending = scripts.SCRIPTS.start(scripts.READ, client, [SCHEDULES], ["x"])
+    assert pending.result()[0] == [b"{}"]
+    with pytest.raises(RuntimeError, match="read once"):
+        pending.result()
+    abandoned = scripts.SCRIPTS.start(scripts.READ, client, [SCHEDULES], ["x"])
+    abandoned.abandon()
+    with pytest.raises(RuntimeError, match="read once"):
+        abandoned.result()
+    for _ in range(5):  # every pooled connection answers its own command
+        assert client.hget(SCHEDULES, "x") == b"{}"

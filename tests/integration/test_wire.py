@@ -37,18 +37,18 @@ def raw(text: str) -> bytes:
 
 
 def history_lines(client: redis.Redis, name: str) -> list[str]:
-    blob = client.hget(keys.history_bucket("ns:", progress.bucket(raw(name))), raw(name))
+    record = client.hget(keys.progress_bucket("ns:", progress.bucket(raw(name))), raw(name))
+    blob = progress.decode_record(record)[1] if record else b""
     return progress.decode_history(blob).split("\n") if blob else []
 
 
 def stored_mark(client: redis.Redis, name: str) -> progress.Mark | None:
-    record = client.hget(keys.marks_bucket("ns:", progress.bucket(raw(name))), raw(name))
-    return progress.decode_mark(record) if record else None
+    record = client.hget(keys.progress_bucket("ns:", progress.bucket(raw(name))), raw(name))
+    return progress.decode_record(record)[0] if record else None
 
 
 def set_mark(client: redis.Redis, name: str, mark_ms: int, first_seen_ms: int | None) -> None:
-    client.hset(keys.marks_bucket("ns:", progress.bucket(raw(name))), raw(name),
-                progress.encode_mark(progress.Mark(mark_ms, first_seen_ms)))
+    progress.write_marks(client, "ns:", {name: progress.Mark(mark_ms, first_seen_ms)})
 
 
 def queued(client: redis.Redis, queue: str) -> list[bytes]:

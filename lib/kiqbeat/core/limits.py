@@ -154,10 +154,11 @@ PUSH_CALL_BUDGET_US = 1_500
 PUSH_US_PER_GROUP = 7.0
 PUSH_US_PER_JOB = 2.5
 
-# How many small hashes each family of a schedule's private state (watermark and
-# first-seen; history) is spread over, by a stable hash of the name (redis/progress.py). Redis
+# How many small hashes the schedules' progress records (watermark, first-seen and history,
+# one field each) are spread over, by a stable hash of the name (redis/progress.py). Redis
 # keeps a hash of at most 128 fields (hash-max-listpack-entries; 512 by default) of at most 64
 # bytes each (-value) as a listpack, about a fifth of a hash table's size: 16,384 buckets keep
-# every bucket under 128 fields up to about 1,500,000 schedules (a bucket past the limit
-# only costs more memory). Part of the stored layout: changing it loses every watermark.
+# every bucket under 128 fields up to about 1,500,000 schedules, and a record with the
+# default history of 10 is 44-62 bytes (a bucket past either limit only costs more memory).
+# Part of the stored layout: changing it loses every watermark.
 STATE_BUCKETS = 16_384

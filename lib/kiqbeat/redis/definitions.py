@@ -174,63 +174,28 @@ def _results(reply: Any) -> list[tuple[str, str]]:
 
 class StartedWrite:
     """One write call (at most `WRITE_BATCH` ops, as `write_batches` cuts them) sent to
-    Redis on a connection of its own, its reply not read yet, so that the caller prepares
-    the next call while Redis runs this one (an import checks the next definitions: the
-    import then costs the longer of the two, not their sum). `finish` reads the reply (and
-    must be called, or `abandon`, before anything else is sent on the connection)."""
+    Redis on a connection of its own, its reply not read yet (`scripts.Pending`, the one
+    "send now, read later"), so that the caller prepares the next call while Redis runs this
+    one (an import checks the next definitions: the import then costs the longer of the
+    two, not their sum). `finish` reads the reply, or `abandon` drops it; write.lua writes
+    nothing twice, so a call re-sent after a lost connection is safe."""
 
     def __init__(self, client: redis.Redis, namespace: str, shards: int, ops: Sequence[Op],
                  lua: scripts.Caller, *, now_ms: int | None) -> None:
         self.ops = ops
-        self._client, self._lua = client, lua
-        self._keys, self._args = _call(namespace, shards, ops, None, now_ms)
-        self._reply: Any = None  # when run at once
-        self._connection: Any = None
-        try:
-            self._connection = client.connection_pool.get_connection()
-            self._connection.send_command(*lua.command(scripts.WRITE, self._keys, self._args))
-        except (redis.ConnectionError, redis.TimeoutError):
-            # Not sent whole, so not run: run it now, with the client's own retries.
-            self.abandon()
-            with redis_errors(client, WRITING):
-                self._reply = lua.call(scripts.WRITE, client, self._keys, self._args)
-        except BaseException:
-            self.abandon()
-            raise
+        self._client = client
+        script_keys, args = _call(namespace, shards, ops, None, now_ms)
+        with redis_errors(client, WRITING):
+            self._pending = lua.start(scripts.WRITE, client, script_keys, args)
 
     def finish(self) -> list[tuple[str, str]]:
         """Each op's (code, owner), as `write` gives them."""
-        if self._reply is not None:
-            return _results(self._reply)
-        connection, self._connection = self._connection, None
-        if connection is None:
-            raise RuntimeError("a started write is finished once")
-        try:
-            with redis_errors(self._client, WRITING):
-                try:
-                    reply = connection.read_response()
-                except redis.exceptions.NoScriptError:  # a new server: load it, call again
-                    reply = self._lua.call(scripts.WRITE, self._client, self._keys,
-                                           self._args)
-                except redis.ResponseError as exc:
-                    raise self._lua.explained(exc) from exc
-                except (redis.ConnectionError, redis.TimeoutError):
-                    # As the client's own retries do (a connection the server closed while
-                    # idle): run it again; write.lua writes nothing twice ("=" the second time).
-                    connection.disconnect()
-                    reply = self._lua.call(scripts.WRITE, self._client, self._keys,
-                                           self._args)
-        finally:
-            self._client.connection_pool.release(connection)
-        return _results(reply)
+        with redis_errors(self._client, WRITING):
+            return _results(self._pending.result())
 
     def abandon(self) -> None:
-        """Drop the connection without reading the reply (it is closed, never reused with a
-        reply pending); whether the call was applied is unknown."""
-        connection, self._connection = self._connection, None
-        if connection is not None:
-            connection.disconnect()
-            self._client.connection_pool.release(connection)
+        """Drop the call without reading its reply; whether it was applied is unknown."""
+        self._pending.abandon()
 
 
 def recorded_shards(client: redis.Redis, namespace: str) -> int:

@@ -17,11 +17,11 @@ from typing import Any, NamedTuple
 import redis
 
 from kiqbeat.core.lifecycle import ENDED_MS
-from kiqbeat.core.limits import MAX_PLANNABLE_MS
+from kiqbeat.core.limits import MAX_DEFINITION_BYTES, MAX_PLANNABLE_MS
 from kiqbeat.redis import keys, scripts
 from kiqbeat.redis.clock import redis_time
 from kiqbeat.redis.connection import redis_errors, reply_text
-from kiqbeat.redis.definitions import BATCH, Oversized, as_stored, due_key
+from kiqbeat.redis.definitions import BATCH, Oversized, due_key
 
 
 @dataclass(frozen=True)
@@ -128,7 +128,7 @@ def read_due(
     with redis_errors(client, "reading the due schedules"):
         for attempt in (1, 2):
             pipe = client.pipeline(transaction=False)
-            lua.queue(scripts.DUE, pipe, script_keys, args)
+            lua.queue(scripts.DUE, pipe, script_keys, args, raw=True)
             reads = Reads(pipe)
             if more is not None:
                 more(reads)
@@ -138,17 +138,42 @@ def read_due(
             lua.reload(scripts.DUE, client)  # a new or restarted server: once
         if isinstance(replies[0], Exception):
             raise lua.explained(replies[0])
-    seconds, micros, names, definitions, marks, lengths, to_read, next_due, pauses = replies[0]
-    now = redis_time(seconds, micros)
-    # A name that is not UTF-8 (written by another language) stays readable: its definition
-    # is then refused by name and set aside, writing back the same bytes.
-    due = [Due(reply_text(name), as_stored(definition, length), int(mark) if mark else None,
-               pause or None)
-           for name, definition, mark, length, pause
-           in zip(names, definitions, marks, lengths, pauses, strict=True)]
-    return DueRead(now, DueBatch(due, bool(int(to_read))), Replies(replies[1:], reads.spans),
+    seconds, micros, sizes, blob, to_read, next_due = replies[0]
+    return DueRead(redis_time(seconds, micros), DueBatch(_entries(sizes, blob),
+                                                         bool(int(to_read))),
+                   Replies(replies[1:], reads.spans),
                    plannable_ms(next_due) if next_due else None)
 
+
+def _entries(sizes: bytes, blob: bytes) -> list[Due]:
+    """due.lua's entries: five numbers per entry in `sizes` (name length, definition length
+    read or -1, stored length, mark or -1, pause length or -1), their bytes in `blob`."""
+    numbers = [int(n) for n in sizes.split()]
+    if len(numbers) % 5:
+        raise ValueError(f"due.lua's sizes are not five per entry: {sizes[:60]!r}")
+    entries = []
+    pos = 0
+    for j in range(0, len(numbers), 5):
+        name_length, def_length, stored, mark, pause_length = numbers[j:j + 5]
+        name = blob[pos:pos + name_length]
+        pos += name_length
+        definition: bytes | Oversized | None = None
+        if def_length >= 0:
+            definition = blob[pos:pos + def_length]
+            pos += def_length
+        elif stored > MAX_DEFINITION_BYTES:
+            definition = Oversized(stored)
+        pause = None
+        if pause_length >= 0:
+            pause = blob[pos:pos + pause_length] or None
+            pos += pause_length
+        # A name that is not UTF-8 (written by another language) stays readable: its
+        # definition is then refused by name and set aside, writing back the same bytes.
+        entries.append(Due(name.decode(errors="surrogateescape"), definition,
+                           None if mark < 0 else mark, pause))
+    if pos != len(blob):
+        raise ValueError(f"due.lua's entries hold {len(blob)} bytes, their sizes {pos}")
+    return entries
 
 
 def read_ended(client: redis.Redis, namespace: str,

@@ -2,19 +2,22 @@
 and run-now scripts take (lua/frames.lua is the one Lua reader; each script's header names
 its fields).
 
-A packed argument is a flat run of fields, each followed by one space: a number or a word as
-its text, bytes (a name, a job's JSON) as their length, a space and the bytes. A request
-starts with the number of fields its records hold, which the script checks against its own
-reader (a field is added on both sides at once: frames.lua says how). A job frame is
-`TICK RELEASE JOB`: the tick (names the jid, the watermark, the history line), where the job
-goes (0: into the record's queue now; an instant, epoch ms: into the `schedule` set,
-released then) and its JSON.
+A packed argument is binary, big-endian, read with Lua's `struct.unpack` (frames.lua
+states it): numbers as doubles (every epoch ms and count is an integer below 2^53) or the
+small integer types a script's header names, a SHA1 as its 40 hex digits, bytes (a name, a
+reason, a job's JSON) as their length then the bytes. A request starts with the number of
+fields its records hold, which the script checks against its own reader (a field is added
+on both sides at once: frames.lua says how). A job frame is TICK, RELEASE, the JSON's length
+and the JSON: the tick (names the jid, the watermark, the history line), where the job goes
+(0: into the record's queue now; an instant, epoch ms: into the `schedule` set, released
+then) and its JSON.
 
 Pure: bytes in, bytes out; `redis.pushes` sends them.
 """
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -52,25 +55,44 @@ class Queues:
         return list(self.index)
 
 
+# The struct formats of frames.lua and the scripts' headers (after each name's bytes).
+_COUNT = struct.Struct(">H")
+_NAME = struct.Struct(">H")
+_GROUP = struct.Struct(">40sddBddHdBI")  # SHA ... R: push.lua's GROUP_FORMAT after NAME
+_RANGE = struct.Struct(">ddB")  # AFTER THROUGH, the reason's length (then it, then COUNT)
+_DOUBLE = struct.Struct(">d")
+_N = struct.Struct(">I")
+_JOB = struct.Struct(">ddI")  # frames.lua JOB_FORMAT: TICK RELEASE LENGTH, then the JSON
+_PIECE = struct.Struct(">40sddHdI")  # backfill.lua's PIECE_FORMAT after NAME
+_NO_SHA = b"0" * 40
+
+
+def _sha(sha: str | None) -> bytes:
+    raw = (sha or "").encode()
+    return raw if len(raw) == 40 else _NO_SHA
+
+
 def _jobs(ticks: Sequence[int], releases: Sequence[int], payloads: Sequence[bytes]
           ) -> list[bytes]:
-    """Job frames: `TICK RELEASE LENGTH JOB ` each."""
-    return [b"%d %d %d %b " % (tick, release, len(job), job)
+    """Job frames: TICK RELEASE LENGTH JOB each."""
+    pack = _JOB.pack
+    return [pack(tick, release, len(job)) + job
             for tick, release, job in zip(ticks, releases, payloads, strict=True)]
 
 
 def push_request(groups: Sequence[Group], queues: Queues) -> bytes:
     """push.lua's packed groups (its header names the fields); numbers `queues` as it goes."""
-    parts = [b"%d " % len(PUSH_GROUP_FIELDS)]
+    parts = [_COUNT.pack(len(PUSH_GROUP_FIELDS))]
+    pack_name, pack_group, pack_n = _NAME.pack, _GROUP.pack, _N.pack
     for g in groups:
         name = name_bytes(g.name)
-        parts.append(b"%d %b %s %d %d %d %d %d %d %d %d %d " % (
-            len(name), name, (g.sha or "0").encode(), g.mark_ms, g.next_due_ms, g.new,
-            g.missed, g.skipped, queues.number(g.queue), g.max_runs, g.overlap,
-            len(g.ranges)))
-        parts += [b"%d %d %s %d " % (after, through, reason.encode(), count)
-                  for after, through, reason, count in g.ranges]
-        parts.append(b"%d " % len(g.ticks))
+        parts.append(pack_name(len(name)) + name + pack_group(
+            _sha(g.sha), g.mark_ms, g.next_due_ms, g.new, g.missed, g.skipped,
+            queues.number(g.queue), g.max_runs, g.overlap, len(g.ranges)))
+        for after, through, reason, count in g.ranges:
+            text = reason.encode()
+            parts.append(_RANGE.pack(after, through, len(text)) + text + _DOUBLE.pack(count))
+        parts.append(pack_n(len(g.ticks)))
         parts += _jobs(g.ticks, g.releases, g.payloads)
     return b"".join(parts)
 
@@ -92,12 +114,12 @@ class Piece:
 
 def backfill_request(pieces: Sequence[Piece], queues: Queues) -> bytes:
     """backfill.lua's packed pieces (its header names the fields); numbers `queues`."""
-    parts = [b"%d " % len(BACKFILL_PIECE_FIELDS)]
+    parts = [_COUNT.pack(len(BACKFILL_PIECE_FIELDS))]
     for piece in pieces:
         name = name_bytes(piece.name)
-        parts.append(b"%d %b %s %d %d %d %d %d " % (
-            len(name), name, piece.sha.encode(), piece.after_ms, piece.through_ms,
-            queues.number(piece.queue), piece.max_runs, len(piece.jobs)))
+        parts.append(_NAME.pack(len(name)) + name + _PIECE.pack(
+            _sha(piece.sha), piece.after_ms, piece.through_ms, queues.number(piece.queue),
+            piece.max_runs, len(piece.jobs)))
         parts += _jobs([tick for tick, _ in piece.jobs], [0] * len(piece.jobs),
                        [name_bytes(job) for _, job in piece.jobs])
     return b"".join(parts)

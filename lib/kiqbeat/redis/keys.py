@@ -8,30 +8,25 @@ that two apps sharing one Redis keep separate watermarks.
 from __future__ import annotations
 
 
-def marks_bucket(ns: str, bucket: int | str) -> str:
-    """Hash: schedule name -> its watermark and first-seen, for the names in `bucket`
-    (redis/progress.py): the epoch ms up to which every tick is dealt with (a tick above it is
-    pushed, at or below it never is) and when kiqbeat first saw the schedule (no tick from
-    before is ever pushed). Spread over `limits.STATE_BUCKETS` hashes so that Redis keeps
+def progress_bucket(ns: str, bucket: int | str) -> str:
+    """Hash: schedule name -> its progress record, for the names in `bucket`
+    (redis/progress.py states it): the epoch ms up to which every tick is dealt with (a tick
+    above it is pushed, at or below it never is), when kiqbeat first saw the schedule (no
+    tick from before is ever pushed), and its last pushes (the newest `history` setting's
+    number, default 10). Spread over `limits.STATE_BUCKETS` hashes so that Redis keeps
     each compact; only the scripts write it, in the same step as the jobs."""
-    return f"{ns}kiqbeat:watermarks:{bucket}"
-
-
-def history_bucket(ns: str, bucket: int | str) -> str:
-    """Hash: schedule name -> its last pushes, for the names in `bucket` (redis/progress.py
-    states the record); the newest `history` setting's number (default 10) are kept."""
-    return f"{ns}kiqbeat:history:{bucket}"
+    return f"{ns}kiqbeat:progress:{bucket}"
 
 
 def watermarks(ns: str) -> str:
-    """Hash: schedule name -> watermark, epoch ms: the layout before `marks_bucket`. Read for
+    """Hash: schedule name -> watermark, epoch ms: the layout before `progress_bucket`. Read for
     a name the new layout lacks, deleted name by name as the new one is written; the
     scripts derive the bucket keys' prefix from it."""
     return f"{ns}kiqbeat:watermarks"
 
 
 def first_seen(ns: str) -> str:
-    """Hash: schedule name -> first-seen, epoch ms: the layout before `marks_bucket`, read
+    """Hash: schedule name -> first-seen, epoch ms: the layout before `progress_bucket`, read
     and deleted as `watermarks` is."""
     return f"{ns}kiqbeat:first_seen"
 
@@ -86,7 +81,7 @@ def missed(ns: str) -> str:
 
 def history(ns: str) -> str:
     """Hash: schedule name -> its last pushes as text lines ("KIND TICK DELAY [JID]"): the
-    layout before `history_bucket`, read and deleted as `watermarks` is."""
+    layout before `progress_bucket`, read and deleted as `watermarks` is."""
     return f"{ns}kiqbeat:history"
 
 

@@ -1,12 +1,12 @@
 """kiqbeat's private per-schedule state in Redis: watermark, first-seen and history.
 
 The one Python reader and writer of the layout `lua/progress.lua` states (the one Lua one):
-each schedule's record sits in two small hashes picked by a stable hash of its name
-(`bucket`), `keys.marks_bucket` (watermark and first-seen, 12 bytes) and
-`keys.history_bucket` (its last pushes, a few bytes each), so that Redis keeps every
-bucket as a listpack. A name the new layout lacks is read from the layout before it
-(`keys.watermarks`, `keys.first_seen`, `keys.history`), which the scripts delete name by
-name as they write: an upgraded deployment keeps every mark.
+each schedule's state is one record, a field of one small hash picked by a stable hash of
+its name (`bucket`, `keys.progress_bucket`): 12 bytes of watermark and first-seen, then its
+last pushes, a few bytes each, so that a script reads and writes a schedule's state with one
+HGET and one HSET and Redis keeps every bucket as a listpack. A name the new layout lacks is
+read from the layout before it (`keys.watermarks`, `keys.first_seen`, `keys.history`), which
+the scripts delete name by name as they write: an upgraded deployment keeps every mark.
 
 Histories are handed to readers as the text the old layout stored ("KIND TICK DELAY [JID]"
 lines, newest first), which `core.records.parse_history` reads.
@@ -47,17 +47,41 @@ class Mark:
     first_seen_ms: int | None
 
 
-def encode_mark(mark: Mark) -> bytes:
-    """A mark record: watermark then first-seen (0: unknown), unsigned 48-bit big-endian."""
-    return mark.mark_ms.to_bytes(6, "big") + (mark.first_seen_ms or 0).to_bytes(6, "big")
+# The watermark of a record that holds a history but no watermark yet (progress.lua).
+_NO_MARK = 2**48 - 1
+_UNITS = (1, 1000, 60_000, 3_600_000)  # a history entry's UNIT: ms, s, min, h
 
 
-def decode_mark(raw: bytes) -> Mark:
-    """The mark of a record; ValueError when it is not one."""
-    if len(raw) != 12:
-        raise ValueError(f"a mark record is 12 bytes, not {len(raw)}")
-    seen = int.from_bytes(raw[6:], "big")
-    return Mark(int.from_bytes(raw[:6], "big"), seen or None)
+def encode_record(mark: Mark | None, history: bytes = b"") -> bytes:
+    """A progress record: the watermark (unsigned 48-bit big-endian; 2^48-1: none), varint
+    zigzag(watermark - first-seen) (first-seen 0: unknown), then, with a history
+    (`encode_history`), varint zigzag(watermark - its NEWEST) and the rest of it."""
+    mark_ms, seen = (_NO_MARK, 0) if mark is None else (mark.mark_ms, mark.first_seen_ms or 0)
+    record = mark_ms.to_bytes(6, "big") + _varint(_zigzag(mark_ms - seen))
+    if history:
+        record += _varint(_zigzag(mark_ms - int.from_bytes(history[:6], "big"))) + history[6:]
+    return record
+
+
+def decode_record(raw: bytes) -> tuple[Mark | None, bytes]:
+    """The mark (None when none) and history (`encode_history`'s form) of a record;
+    ValueError when it is not one (progress.lua's `parse_record` refuses the same)."""
+    try:
+        mark_ms = int.from_bytes(raw[:6], "big")
+        if len(raw) < 7:
+            raise IndexError
+        zz, pos = _read_varint(raw, 6)
+        history = b""
+        if pos < len(raw):
+            newest, count_at = _read_varint(raw, pos)
+            count, after = _read_varint(raw, count_at)
+            if count < 1 or len(raw) - after < 2 * count:
+                raise ValueError("a progress record whose history is cut short")
+            history = (mark_ms - _unzigzag(newest)).to_bytes(6, "big") + raw[count_at:]
+    except IndexError:
+        raise ValueError(f"not a progress record: {raw[:40]!r}") from None
+    seen = mark_ms - _unzigzag(zz)
+    return (None if mark_ms == _NO_MARK else Mark(mark_ms, seen or None)), history
 
 
 def _varint(value: int) -> bytes:
@@ -78,22 +102,23 @@ def _unzigzag(value: int) -> int:
 
 
 def encode_history(text: str) -> bytes:
-    """The record of a history given as "KIND TICK DELAY [JID]" lines, newest first."""
-    out, previous = bytearray(), None
-    for line in text.splitlines():
-        kind, tick_text, delay_text, *jid = line.split(" ")
+    """The history part of a record given as "KIND TICK DELAY [JID]" lines, newest first
+    (b"" when none): NEWEST (the last push's tick), COUNT, the entries oldest first."""
+    lines = [line.split(" ") for line in text.splitlines()][::-1]
+    if not lines:
+        return b""
+    out, previous = bytearray(), int(lines[0][1])
+    for kind, tick_text, delay_text, *jid in lines:
         tick, delay = int(tick_text), int(delay_text)
-        d = tick if previous is None else previous - tick
-        unit = 0
-        if d % 1000 == 0:
-            unit, d = 1, d // 1000
-        out += _varint(_zigzag(d) * 8 + unit * 4 + _KINDS.index(kind))
+        d = tick - previous
+        unit = next(u for u in (3, 2, 1, 0) if d % _UNITS[u] == 0)
+        out += _varint(_zigzag(d // _UNITS[unit]) * 16 + unit * 4 + _KINDS.index(kind))
         out += _varint(_zigzag(delay))
         if kind == "m":
             raw = (jid[0] if jid else "").encode()
             out += _varint(len(raw)) + raw
         previous = tick
-    return bytes(out)
+    return previous.to_bytes(6, "big") + _varint(len(lines)) + bytes(out)
 
 
 def _read_varint(blob: bytes, pos: int) -> tuple[int, int]:
@@ -108,24 +133,34 @@ def _read_varint(blob: bytes, pos: int) -> tuple[int, int]:
 
 
 def decode_history(blob: bytes) -> str:
-    """A history record as "KIND TICK DELAY [JID]" lines, newest first; ValueError when it is
-    not one."""
-    lines: list[str] = []
-    pos = tick = 0
+    """A record's history part as "KIND TICK DELAY [JID]" lines, newest first; ValueError
+    when it is not one."""
+    if not blob:
+        return ""
+    entries: list[tuple[int, int, int, str]] = []  # code, d, delay, jid: oldest first
     try:
+        tick = int.from_bytes(blob[:6], "big")
+        count, pos = _read_varint(blob, 6)
         while pos < len(blob):
             head, pos = _read_varint(blob, pos)
             delay, pos = _read_varint(blob, pos)
-            code, d = head % 4, _unzigzag(head // 8) * (1000 if head // 4 % 2 else 1)
-            tick = d if not lines else tick - d
-            line = f"{_KINDS[code]} {tick} {_unzigzag(delay)}"
-            if code == 2:
+            jid = ""
+            if head % 4 == 2:
                 length, pos = _read_varint(blob, pos)
-                line += " " + blob[pos:pos + length].decode(errors="replace")
+                if pos + length > len(blob):
+                    raise IndexError
+                jid = " " + blob[pos:pos + length].decode(errors="replace")
                 pos += length
-            lines.append(line)
+            entries.append((head % 4, _unzigzag(head // 16) * _UNITS[head // 4 % 4],
+                            _unzigzag(delay), jid))
     except IndexError:
         raise ValueError("a history record cut short") from None
+    if len(entries) != count:
+        raise ValueError(f"a history record of {count} entries holds {len(entries)}")
+    lines = []
+    for code, d, delay, jid in reversed(entries):
+        lines.append(f"{_KINDS[code]} {tick} {delay}{jid}")
+        tick -= d
     return "\n".join(lines)
 
 
@@ -154,18 +189,28 @@ def _legacy(client: redis.Redis, key: str, names: Sequence[str]) -> dict[str, by
     return out
 
 
+def _records(client: redis.Redis, namespace: str, names: Sequence[str], what: str
+             ) -> Iterator[tuple[str, bytes | None]]:
+    key_of = {n: keys.progress_bucket(namespace, bucket(n)) for n in names}
+    return _get(client, key_of, names, what)
+
+
 def read_marks(client: redis.Redis, namespace: str, names: Sequence[str]
                ) -> dict[str, Mark | str]:
-    """The mark of each of `names` that has one, or, for a garbled one, its text."""
+    """The mark of each of `names` that has one, or, for a garbled record, its text."""
     out: dict[str, Mark | str] = {}
-    key_of = {n: keys.marks_bucket(namespace, bucket(n)) for n in names}
-    for name, raw in _get(client, key_of, names, "watermarks"):
-        if raw is not None:
-            try:
-                out[name] = decode_mark(raw)
-            except ValueError:
-                out[name] = raw.decode(errors="replace")
-    rest = [n for n in names if n not in out]
+    rest = []
+    for name, raw in _records(client, namespace, names, "watermarks"):
+        if raw is None:
+            rest.append(name)
+            continue
+        try:
+            mark, _ = decode_record(raw)
+        except ValueError:
+            out[name] = raw.decode(errors="replace")
+            continue
+        if mark is not None:
+            out[name] = mark
     if rest:  # the old layout (HMGET: what every reader is granted)
         marks = _legacy(client, keys.watermarks(namespace), rest)
         seen = _legacy(client, keys.first_seen(namespace), list(marks)) if marks else {}
@@ -182,14 +227,18 @@ def read_histories(client: redis.Redis, namespace: str, names: Sequence[str]
     """The history of each of `names` that has one, as "KIND TICK DELAY [JID]" lines
     (newest first); a garbled record as its bytes shown, which `parse_history` refuses."""
     out: dict[str, str] = {}
-    key_of = {n: keys.history_bucket(namespace, bucket(n)) for n in names}
-    for name, raw in _get(client, key_of, names, "histories"):
-        if raw is not None:
-            try:
-                out[name] = decode_history(raw)
-            except ValueError:
-                out[name] = repr(raw)
-    rest = [n for n in names if n not in out]
+    rest = []
+    for name, raw in _records(client, namespace, names, "histories"):
+        if raw is None:
+            rest.append(name)
+            continue
+        try:
+            history = decode_history(decode_record(raw)[1])
+        except ValueError:
+            out[name] = repr(raw)
+            continue
+        if history:
+            out[name] = history
     if rest:
         out.update((n, reply_text(v)) for n, v in
                    _legacy(client, keys.history(namespace), rest).items())
@@ -197,24 +246,33 @@ def read_histories(client: redis.Redis, namespace: str, names: Sequence[str]
 
 
 def write_marks(client: redis.Redis, namespace: str, marks: Mapping[str, Mark]) -> None:
-    """Store marks as they are (for operators' repairs and tests: the scripts alone move a
-    mark in normal running), dropping any old-layout copy."""
-    with redis_errors(client, "writing watermarks"):
-        pipe = client.pipeline(transaction=True)
+    """Store marks as they are, keeping each record's history (for operators' repairs and
+    tests: the scripts alone move a mark in normal running), dropping any old-layout copy.
+    A name whose state is only in the old layout gets a record with its mark and no
+    history."""
+    key_of = {n: keys.progress_bucket(namespace, bucket(n)) for n in marks}
+
+    def write(pipe: redis.client.Pipeline) -> None:
+        histories = {}
+        for name, key in key_of.items():
+            raw = pipe.execute_command("HGET", key, name, **_RAW)  # type: ignore[no-untyped-call]
+            histories[name] = decode_record(raw)[1] if raw and len(raw) >= 12 else b""
+        pipe.multi()
         for name, mark in marks.items():
-            pipe.hset(keys.marks_bucket(namespace, bucket(name)), name, encode_mark(mark))
+            pipe.hset(key_of[name], name, encode_record(mark, histories[name]))
             pipe.hdel(keys.watermarks(namespace), name)
             pipe.hdel(keys.first_seen(namespace), name)
-        pipe.execute()
+            pipe.hdel(keys.history(namespace), name)
+
+    with redis_errors(client, "writing watermarks"):
+        client.transaction(write, *set(key_of.values()))
 
 
 def state_keys(client: redis.Redis, namespace: str) -> list[str]:
     """Every bucket key that exists (SCAN): for checks that state stays bounded."""
-    found: list[str] = []
-    for pattern in (keys.marks_bucket(namespace, "*"), keys.history_bucket(namespace, "*")):
-        with redis_errors(client, "listing state buckets"):
-            found += [reply_text(k) for k in client.scan_iter(match=pattern, count=1000)]
-    return found
+    with redis_errors(client, "listing state buckets"):
+        return [reply_text(k) for k in client.scan_iter(
+            match=keys.progress_bucket(namespace, "*"), count=1000)]
 
 
 def names_with_state(client: redis.Redis, namespace: str) -> set[str]:
@@ -231,21 +289,24 @@ def scan_histories(client: redis.Redis, namespace: str, first_bucket: int, count
                    ) -> tuple[int, list[tuple[str, str]]]:
     """The histories in buckets [first_bucket, first_bucket + count), as (name, lines), and
     the bucket to go on from (-1 when this page reached the last): one round trip, a few
-    dozen names a bucket. Garbled records are left out; the old layout is not swept."""
+    dozen names a bucket. Garbled records and empty histories are left out; the old layout
+    is not swept."""
     last = min(first_bucket + count, STATE_BUCKETS)
     with redis_errors(client, "sweeping histories"):
         pipe = client.pipeline(transaction=False)
         for b in range(first_bucket, last):
-            pipe.execute_command("HSCAN", keys.history_bucket(namespace, b), 0, "COUNT",  # type: ignore[no-untyped-call]
+            pipe.execute_command("HSCAN", keys.progress_bucket(namespace, b), 0, "COUNT",  # type: ignore[no-untyped-call]
                                  _SCAN_COUNT, **_RAW)
         pages = pipe.execute()
     out = []
     for _, page in pages:  # a bucket is one page (a listpack is scanned whole)
-        for name, blob in page.items():
+        for name, record in page.items():
             try:
-                out.append((reply_text(name), decode_history(reply_bytes(blob) or b"")))
+                history = decode_history(decode_record(reply_bytes(record) or b"")[1])
             except ValueError:
                 continue
+            if history:
+                out.append((reply_text(name), history))
     return (last if last < STATE_BUCKETS else -1), out
 
 
@@ -267,18 +328,18 @@ def _scan_bucket(client: redis.Redis, key: str) -> dict[bytes, bytes]:
 
 
 def all_marks(client: redis.Redis, namespace: str) -> dict[str, Mark]:
-    """Every schedule's mark, in either layout (SCAN and HGETALL of every bucket: for
-    checks and tests, not for an invocation); garbled records left out."""
+    """Every schedule's mark, in either layout (SCAN and HSCAN of every bucket: for checks
+    and tests, not for an invocation); garbled records left out."""
     out: dict[str, Mark] = {}
     legacy = read_marks(client, namespace, [
         reply_text(n) for n in client.hkeys(keys.watermarks(namespace))])
     out.update((n, m) for n, m in legacy.items() if isinstance(m, Mark))
     for key in state_keys(client, namespace):
-        if not key.startswith(keys.marks_bucket(namespace, "")):
-            continue
         for name, raw in _scan_bucket(client, key).items():
             try:
-                out[reply_text(name)] = decode_mark(reply_bytes(raw) or b"")
+                mark, _ = decode_record(reply_bytes(raw) or b"")
             except ValueError:
                 continue
+            if mark is not None:
+                out[reply_text(name)] = mark
     return out

@@ -24,6 +24,7 @@ from importlib.resources import files
 from typing import Any
 
 import redis
+from redis.client import NEVER_DECODE
 
 from kiqbeat.core import limits
 
@@ -70,12 +71,12 @@ class Caller:
 
     functions: bool = False
 
-    def queue(self, lua: Lua, pipe: Any, keys: Sequence[str], args: Sequence[Arg]) -> None:
-        """Queue a call on a pipeline; after a NOSCRIPT reply the caller runs `reload`."""
-        if self.functions:
-            pipe.fcall(lua.function, len(keys), *keys, *args)
-        else:
-            pipe.evalsha(lua.sha, len(keys), *keys, *args)
+    def queue(self, lua: Lua, pipe: Any, keys: Sequence[str], args: Sequence[Arg], *,
+              raw: bool = False) -> None:
+        """Queue a call on a pipeline; after a NOSCRIPT reply the caller runs `reload`.
+        `raw`: its reply's strings are bytes whatever the client's decode_responses."""
+        pipe.execute_command(*self.command(lua, keys, args), **({NEVER_DECODE: True} if raw
+                                                                 else {}))
 
     def call(self, lua: Lua, client: redis.Redis, keys: Sequence[str],
              args: Sequence[Arg]) -> Any:
@@ -93,9 +94,11 @@ class Caller:
 
     def start(self, lua: Lua, client: redis.Redis, keys: Sequence[str],
               args: Sequence[Arg]) -> Pending:
-        """Send a call without reading its reply (`Pending.result` reads it): the caller does
-        its next piece of work while Redis runs this one. Only for scripts that are safe to
-        send again (a lost connection is retried as `call` retries it)."""
+        """Send a call without reading its reply (`Pending.result` reads it, or
+        `Pending.abandon` drops it): the caller does its next piece of work while Redis runs
+        this one. The one "send now, read later" of kiqbeat (pushes, imports); only for
+        scripts that are safe to send again (a lost connection is retried as `call` retries
+        it: push.lua and write.lua apply nothing twice)."""
         pending = Pending(self, lua, client, keys, args)
         pool = client.connection_pool
         conn: Any = pool.get_connection()
@@ -104,7 +107,11 @@ class Caller:
         except (redis.ConnectionError, redis.TimeoutError):
             conn.disconnect()
             pool.release(conn)
-            return pending  # sent again by `result`, with the client's retries
+            return pending  # not sent whole, so not run: `result` sends it again
+        except BaseException:
+            conn.disconnect()  # perhaps sent in part: never reused
+            pool.release(conn)
+            raise
         pending.conn = conn
         return pending
 
@@ -134,7 +141,9 @@ class Caller:
 
 @dataclass
 class Pending:
-    """A script call sent on a connection of its own, its reply not read yet."""
+    """A script call sent on a connection of its own (`Caller.start`), its reply not read
+    yet; `result` or `abandon` must come before anything else is sent on the connection,
+    and only one of them, once."""
 
     caller: Caller
     lua: Lua
@@ -142,10 +151,14 @@ class Pending:
     keys: Sequence[str]
     args: Sequence[Arg]
     conn: Any = None  # None: not sent (the connection failed): `result` sends it again
+    settled: bool = False  # its reply was read, or abandoned
 
     def result(self) -> Any:
         """The call's reply; a lost connection or an unknown script (NOSCRIPT) sends it again
         through `Caller.call` (with the client's retries, loading the script)."""
+        if self.settled:
+            raise RuntimeError(f"the reply of a started {self.lua.name} call is read once")
+        self.settled = True
         conn, self.conn = self.conn, None
         if conn is None:
             return self.caller.call(self.lua, self.client, self.keys, self.args)
@@ -154,17 +167,31 @@ class Pending:
             client: Any = self.client
             reply = client.parse_response(conn, self.caller.command(self.lua, (), ())[0])
         except (redis.ConnectionError, redis.TimeoutError):
+            # As the client's own retries do (a connection the server closed while idle).
             conn.disconnect()
             pool.release(conn)
             return self.caller.call(self.lua, self.client, self.keys, self.args)
-        except redis.exceptions.NoScriptError:
+        except redis.exceptions.NoScriptError:  # a new server: load it, call again
             pool.release(conn)
             return self.caller.call(self.lua, self.client, self.keys, self.args)
         except redis.ResponseError as exc:
             pool.release(conn)
             raise self.caller.explained(exc) from exc
+        except BaseException:
+            conn.disconnect()  # the reply not read whole: never reused
+            pool.release(conn)
+            raise
         pool.release(conn)
         return reply
+
+    def abandon(self) -> None:
+        """Drop the call without reading its reply (the connection is closed, never reused
+        with a reply pending); whether it was applied is unknown."""
+        self.settled = True
+        conn, self.conn = self.conn, None
+        if conn is not None:
+            conn.disconnect()
+            self.client.connection_pool.release(conn)
 
 
 DUE = Lua.named("due", "definitions", "progress")

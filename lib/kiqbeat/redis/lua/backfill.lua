@@ -12,13 +12,13 @@ ARGV[1]  H, how many pushes each schedule's history keeps (0: none); never fewer
 ARGV[2]  Q, number of queue lists
 ARGV[3..2+Q]  queue names, aligned with KEYS[8..]
 ARGV[3+Q]  the pieces, one per part of a schedule's record, in one packed argument
-  (frames.lua): first the number of fields a piece holds (7), then per piece, in order:
-  NAME (bytes); SHA, the SHA1 of the definition the jobs were built from; AFTER and
-  THROUGH, the part of the record this call settles, (AFTER, THROUGH] in epoch ms; QUEUE,
-  k: the jobs' queue is KEYS[7+k] named ARGV[2+k]; LIMIT, the schedule's max_runs (0:
-  none); N, then N job frames (frames.lua:
-  TICK RELEASE JOB, RELEASE 0, TICK in (AFTER, THROUGH], ascending). A field is added
-  before N, as in push.lua.
+  (frames.lua): first the number of fields a piece holds (7), then per piece, in order
+  (struct format PIECE_FORMAT): NAME (H length, bytes); SHA (c40), the SHA1 of the
+  definition the jobs were built from; AFTER and THROUGH, the part of the record this call
+  settles, (AFTER, THROUGH] in epoch ms; QUEUE (H), k: the jobs' queue is KEYS[7+k] named
+  ARGV[2+k]; LIMIT, the schedule's max_runs (0: none); N (I4), then N job frames
+  (frames.lua: TICK RELEASE JOB, RELEASE 0, TICK in (AFTER, THROUGH], ascending). A field
+  is added before N, as in push.lua.
 
 A job is pushed only if its tick is still recorded: another backfill that pushed it first
 removed it, so racing or repeated backfills push each recorded tick once. Then (AFTER,
@@ -69,14 +69,9 @@ local names, seen = {}, {}
 local np = 0
 while pos <= #body do
   np = np + 1
-  p_name[np], pos = bytes(body, pos)
-  p_sha[np], pos = field(body, pos)
-  p_after[np], pos = number(body, pos)
-  p_through[np], pos = number(body, pos)
-  p_target[np], pos = number(body, pos)
-  p_limit[np], pos = number(body, pos)
   local n
-  n, pos = number(body, pos)
+  p_name[np], p_sha[np], p_after[np], p_through[np], p_target[np], p_limit[np], n, pos =
+    struct.unpack('>Hc0c40ddHdI4', body, pos)
   first_job[np], n_jobs[np] = jobs.count + 1, n
   pos = jobs:read(body, pos, n)
   if not seen[p_name[np]] then
@@ -129,7 +124,7 @@ for i = 1, np do
         out:add(p_target[i], jobs.releases[j], jobs:json(body, j))
         pushed = pushed + 1
         flags[#flags + 1] = '1'
-        s.done[#s.done + 1] = pushed_line('b', tick, when, nil, jobs.tick_texts[j])
+        s.done[#s.done + 1] = pushed_line('b', tick, when)
       else
         already = already + 1
         flags[#flags + 1] = '0'

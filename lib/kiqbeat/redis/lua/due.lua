@@ -8,17 +8,21 @@ KEYS[4]  paused hash (name -> pause record JSON: core/pause.py)
 ARGV[1]  plan up to this instant, epoch ms; "" for the Redis clock
 ARGV[2]  offset into the due entries   ARGV[3]  at most this many (a batch)
 
-Returns {seconds, microseconds, names, definitions, marks, lengths, more, next, pauses}: TIME's two
-numbers, then, for the entries scored at or below the instant (lowest first), their names,
-their definitions (nil when gone or over MAX_DEFINITION_BYTES: not read), their marks (""
-when none) and their definitions' lengths in bytes (HSTRLEN, asked before anything is read:
-0 when gone); `more` is 1 when due entries may follow this batch (it holds ARGV[3] names, or
-was cut short once the definitions it carries passed MAX_BATCH_DEFINITION_BYTES), 0 when
-there are none; `next` is the lowest score above the instant, as Redis writes it ("" when
-none): when the index next comes due (`kiqbeat run` sleeps until then); `pauses` holds
-each entry's pause record (false when it has none). Cost: two range
-reads, one HSTRLEN per name and two HMGETs of one batch, whatever the size of the store or
-of any one definition. A mark that is not a whole number is refused, naming the schedule.
+Returns {seconds, microseconds, sizes, bytes, more, next}: TIME's two numbers, then the
+entries scored at or below the instant (lowest first) as two strings that Python reads with
+one split and slices (redis/due.py `read_due`, the one reader), not as thousands of bulk
+strings: `sizes` holds five decimal numbers per entry, separated by spaces: the name's
+length, the definition's length as read (-1 when not read: gone, or over
+MAX_DEFINITION_BYTES), its length in bytes (HSTRLEN, asked before anything is read: 0 when
+gone), the mark (-1 when none), the pause record's length (-1 when none); `bytes` is, per
+entry, its name, definition and pause record, those lengths' bytes one after the other.
+`more` is 1 when due entries may follow this batch (it holds ARGV[3] names, or was cut short
+once the definitions it carries passed MAX_BATCH_DEFINITION_BYTES), 0 when there are none;
+`next` is the lowest score above the instant, as Redis writes it ("" when none): when the
+index next comes due (`kiqbeat run` sleeps until then). Cost: two range reads, one HSTRLEN
+per name, one HMGET of definitions and of pauses and one HGET per name's progress record,
+whatever the size of the store or of any one definition. A mark that is not a whole number
+is refused, naming the schedule.
 ]]
 
 local clock = redis.call('TIME')
@@ -33,7 +37,7 @@ local names = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', upto, 'LIMIT', ARGV[2
 local after = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. upto, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
 local next_due = after[2] or ''
 if #names == 0 then
-  return {clock[1], clock[2], {}, {}, {}, {}, 0, next_due, {}}
+  return {clock[1], clock[2], '', '', 0, next_due}
 end
 local more = #names == tonumber(ARGV[3]) and 1 or 0
 local defs, lengths, count = read_definitions(KEYS[2], names, MAX_BATCH_DEFINITION_BYTES)
@@ -42,11 +46,16 @@ if count < #names then  -- cut short: the rest are read by the next call
   more = 1
 end
 use_state(KEYS[3], 'kiqbeat:watermarks')
-local marks = {}
+local pauses = redis.call('HMGET', KEYS[4], unpack(names))
+local sizes, parts = {}, {}
 for j = 1, #names do
   local mark, _, garbled_mark = read_mark(names[j])
   if garbled_mark then return garbled_mark end
-  marks[j] = mark and string.format('%.0f', mark) or ''
+  local name, def, pause = names[j], defs[j], pauses[j]
+  sizes[#sizes + 1] = string.format('%d %d %d %s %d', #name, def and #def or -1, lengths[j],
+    mark and string.format('%.0f', mark) or '-1', pause and #pause or -1)
+  parts[#parts + 1] = name
+  if def then parts[#parts + 1] = def end
+  if pause then parts[#parts + 1] = pause end
 end
-local pauses = redis.call('HMGET', KEYS[4], unpack(names))
-return {clock[1], clock[2], names, defs, marks, lengths, more, next_due, pauses}
+return {clock[1], clock[2], table.concat(sizes, ' '), table.concat(parts), more, next_due}

@@ -3,82 +3,63 @@ kiqbeat's wire format, the Lua side: the one reader of the packed argument that 
 backfill and run-now scripts take, and the one writer of the jobs they push. Put before
 those scripts (scripts.py); redis/frames.py is the one Python encoder.
 
-A packed argument is a flat run of FIELDS, each followed by one space:
-  a number or a word: its text ("1700000000000 ", "window ", a SHA1);
-  bytes (a name, a job's JSON): their length in bytes, a space, the bytes ("5 daily ").
-Nothing else separates anything, so a reader takes a field with one plain `string.find`
-for the space and one `string.sub`: no pattern, no captures, no table per group. A name
-or a job may hold any byte (spaces, newlines, invalid UTF-8): its length says where it ends.
+A packed argument is binary, read with Lua's `struct.unpack` (one C call per record and per
+job: no pattern, no text-to-number, no table per group), big-endian:
+  a request starts with H, the number of fields its records hold;
+  a number is d (an IEEE double: every epoch ms and count kiqbeat sends is an integer below
+  2^53, so exact), or B / H / I4 where the script's header says so;
+  a SHA1 is c40 (its 40 hex digits; forty "0": none);
+  bytes (a name, a reason, a job's JSON) are their length (H for a name, B for a reason,
+  I4 for a job) then the bytes (struct's `c0`): any byte may occur in them.
 
 A request is a list of RECORDS (one per schedule: a push group, a backfill piece). Each
-script's header names a record's fields in order. JOB FRAMES are the same everywhere:
-  TICK RELEASE JOB: the tick (epoch ms; it names the jid, the watermark and the history
-  line), where the job goes (RELEASE 0: into the record's queue now; RELEASE > 0: into the
-  `schedule` sorted set, released by the worker at that instant, epoch ms — its own field,
-  so a job may be released at another instant than its tick), and its JSON (bytes).
+script's header names a record's fields in order and gives the struct format it reads them
+with. JOB FRAMES are the same everywhere (`JOB_FORMAT`):
+  TICK d, RELEASE d, then the JSON's length I4 and its bytes: the tick (epoch ms; it names
+  the jid, the watermark and the history line), where the job goes (RELEASE 0: into the
+  record's queue now; RELEASE > 0: into the `schedule` sorted set, released by the worker
+  at that instant, epoch ms — its own field, so a job may be released at another instant
+  than its tick), and its JSON.
 
-Adding a field: append it to the record's field list in redis/frames.py (the encoder) and
-read it in the same position in the script's record reader, after the fields it has now;
-both sides state the number of fields a record holds (the first field of a request), so a
-library older than the encoder, or the other way round, is refused (KIQBEAT_FORMAT) instead
-of misread.
+Adding a field: append it to the record's fields in redis/frames.py (the encoder, its
+struct format too) and read it in the same position in the script's record reader, after
+the fields it has now; both sides state the number of fields a record holds (the first
+field of a request), so a library older than the encoder, or the other way round, is
+refused (KIQBEAT_FORMAT) instead of misread.
 ]]
-
--- The field at `pos` of `body` as text, and where the next one starts.
-local function field(body, pos)
-  local stop = string.find(body, ' ', pos, true)
-  return string.sub(body, pos, stop - 1), stop + 1
-end
-
--- The number field at `pos`, and where the next one starts.
-local function number(body, pos)
-  local stop = string.find(body, ' ', pos, true)
-  return tonumber(string.sub(body, pos, stop - 1)), stop + 1
-end
-
--- The bytes field at `pos`: where its bytes start, their length, and where the next field
--- starts.
-local function span(body, pos)
-  local stop = string.find(body, ' ', pos, true)
-  local length = tonumber(string.sub(body, pos, stop - 1))
-  return stop + 1, length, stop + length + 2
-end
-
--- The bytes field at `pos` as a string, and where the next field starts.
-local function bytes(body, pos)
-  local start, length, next_pos = span(body, pos)
-  return string.sub(body, start, start + length - 1), next_pos
-end
 
 -- The request's first field, the number of fields its records hold, checked against what
 -- this script reads (`fields`); where the records start, or an error reply.
 local function expect_format(body, script, fields)
-  local count, pos = number(body, 1)
-  if count ~= fields then
+  local ok, count, pos = pcall(struct.unpack, '>H', body, 1)
+  if not ok or count ~= fields then
     return nil, redis.error_reply('KIQBEAT_FORMAT the ' .. script .. ' script reads ' ..
-      fields .. ' fields a record, the request holds ' .. tostring(count) ..
+      fields .. ' fields a record, the request holds ' .. tostring(ok and count or '?') ..
       ': kiqbeat and its scripts (or function library) are of different versions')
   end
   return pos
 end
 
+-- A job frame's fixed part: TICK, RELEASE, the JSON's length (its bytes follow).
+local JOB_FORMAT = '>ddI4'
+
 -- Jobs, read into flat arrays (one set per call, not per record): `jobs:read(body, pos, n)`
 -- appends n job frames and returns where the next field starts; job j is then
--- ticks[j] (a number), tick_texts[j] (its digits), releases[j] (0: into the queue) and
--- starts[j]/lengths[j] (its JSON in `body`).
+-- ticks[j] (epoch ms), releases[j] (0: into the queue) and starts[j]/lengths[j] (its JSON
+-- in `body`).
 local function job_frames()
-  local jobs = {ticks = {}, tick_texts = {}, releases = {}, starts = {}, lengths = {}, count = 0}
+  local jobs = {ticks = {}, releases = {}, starts = {}, lengths = {}, count = 0}
   function jobs:read(body, pos, n)
-    local ticks, texts, releases = self.ticks, self.tick_texts, self.releases
+    local ticks, releases = self.ticks, self.releases
     local starts, lengths = self.starts, self.lengths
+    local unpack_struct = struct.unpack
     local j = self.count
     for _ = 1, n do
       j = j + 1
-      local text
-      text, pos = field(body, pos)
-      texts[j], ticks[j] = text, tonumber(text)
-      releases[j], pos = number(body, pos)
-      starts[j], lengths[j], pos = span(body, pos)
+      local length
+      ticks[j], releases[j], length, pos = unpack_struct(JOB_FORMAT, body, pos)
+      starts[j], lengths[j] = pos, length
+      pos = pos + length
     end
     self.count = j
     return pos

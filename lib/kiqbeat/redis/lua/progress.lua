@@ -1,29 +1,41 @@
 -- kiqbeat's private per-schedule state, put before the scripts that read or write it
 -- (scripts.py; redis/progress.py is the one Python reader and writer of the same layout).
 --
--- Each schedule's state lives in two small hashes chosen by a stable hash of its name
--- (bucket = the first 4 hex digits of SHA1(name) modulo STATE_BUCKETS), so that each holds
--- a few dozen fields and Redis keeps it as a compact listpack:
---   NS kiqbeat:watermarks:B  name -> 12 bytes: the watermark then first-seen, epoch ms, each
---                            an unsigned 48-bit big-endian integer (first-seen 0: unknown);
---   NS kiqbeat:history:B     name -> the last pushes, newest first, one entry each:
---                            varint HEAD, varint zigzag(DELAY ms), and for a manual run a
---                            varint length and its jid; HEAD = zigzag(D) * 8 + UNIT * 4 + KIND
---                            (KIND 0 tick, 1 backfill, 2 manual, 3 skipped; D the tick in ms, or s when
---                            UNIT is 1, for the newest entry, and the previous entry's tick
---                            less this one's for the others).
+-- Each schedule's state is ONE field of ONE small hash chosen by a stable hash of its name
+-- (bucket = the first 4 hex digits of SHA1(name) modulo STATE_BUCKETS), so that each bucket
+-- holds a few dozen fields and Redis keeps it as a compact listpack (a field's value stays
+-- under hash-max-listpack-value, 64 bytes, with the default history of 10):
+--   NS kiqbeat:progress:B  name -> MARK, the watermark (epoch ms, an unsigned 48-bit
+--                          big-endian integer; 2^48-1: none yet), varint zigzag(MARK - SEEN)
+--                          (SEEN the first-seen, epoch ms; 0: unknown), then the history
+--                          when there is one: varint zigzag(MARK - NEWEST) (NEWEST the tick
+--                          of the last push), varint COUNT, then COUNT entries in the order
+--                          pushed (oldest first, so a push appends its entry and drops the
+--                          oldest without touching the others), each: varint HEAD, varint
+--                          zigzag(DELAY ms), and for a manual run a varint length and its
+--                          jid; HEAD = zigzag(D) * 16 + UNIT * 4 + KIND (KIND 0 tick, 1
+--                          backfill, 2 manual, 3 skipped;
+--                          UNIT 0 ms, 1 s, 2 min, 3 h, the largest that divides D; D the
+--                          entry's tick less the one before it: the oldest's is unused).
+--                          A reader walks back from NEWEST.
 -- The layout before it (hashes NS kiqbeat:watermarks, kiqbeat:first_seen, kiqbeat:history
 -- keyed by name, in text) is still read for a name the new one lacks, and deleted for that
--- name when its state is next written: an upgraded deployment keeps every mark.
+-- name when its record is next written (the record then carries all three): an upgraded
+-- deployment keeps every mark.
 
 local STATE_NS = nil
 local LEGACY = {}  -- legacy hash -> whether it exists (asked once per call)
-local BUCKETS = {} -- name -> its bucket's suffix
+local STATE_PREFIX = nil -- the bucket keys' prefix: STATE_NS .. 'kiqbeat:progress:'
+local NO_MARK = 281474976710655  -- 2^48 - 1: a record that holds a history but no watermark
 
 -- Set the key prefix from one of the script's keys (`key` ends with `suffix`).
 local function use_state(key, suffix)
   STATE_NS = string.sub(key, 1, #key - #suffix)
+  STATE_PREFIX = STATE_NS .. 'kiqbeat:progress:'
 end
+
+local LEGACY_ROLES = {'kiqbeat:watermarks', 'kiqbeat:first_seen', 'kiqbeat:history'}
+local LEGACY_FOUND = nil -- the old layout's hashes that exist (asked once per call)
 
 local function legacy_key(role)
   local key = STATE_NS .. role
@@ -33,29 +45,15 @@ local function legacy_key(role)
   return LEGACY[key] and key or nil
 end
 
-local function bucket_of(name)
-  local b = BUCKETS[name]
-  if not b then
-    b = tostring(tonumber(string.sub(redis.sha1hex(name), 1, 4), 16) % STATE_BUCKETS)
-    BUCKETS[name] = b
-  end
-  return b
-end
-
-local function marks_key_of(name)
-  return STATE_NS .. 'kiqbeat:watermarks:' .. bucket_of(name)
-end
-
-local function history_key_of(name)
-  return STATE_NS .. 'kiqbeat:history:' .. bucket_of(name)
+local function state_key_of(name)
+  return STATE_PREFIX .. (tonumber(string.sub(redis.sha1hex(name), 1, 4), 16) % STATE_BUCKETS)
 end
 
 -- Before the first write: may the user read and write the buckets? (checks.lua)
 local function state_allowed()
-  local m, h = STATE_NS .. 'kiqbeat:watermarks:0', STATE_NS .. 'kiqbeat:history:0'
-  return expect_allowed('HGET', m, 'f') or expect_allowed('HSET', m, 'f', 'v')
-    or expect_allowed('HDEL', m, 'f') or expect_allowed('HGET', h, 'f')
-    or expect_allowed('HSET', h, 'f', 'v') or expect_allowed('HDEL', h, 'f')
+  local b = STATE_NS .. 'kiqbeat:progress:0'
+  return expect_allowed('HGET', b, 'f') or expect_allowed('HSET', b, 'f', 'v')
+    or expect_allowed('HDEL', b, 'f')
 end
 
 -- HGET that answers a key of another type with kiqbeat's refusal instead of raising.
@@ -72,39 +70,9 @@ local function garbled(name, key, raw)
     key .. ' is not a number: ' .. string.sub(raw, 1, 40))
 end
 
--- A schedule's watermark and first-seen (epoch ms; nil, nil when it has none), or an error
--- reply as a third value. Reads the old layout when the new one has nothing.
-local function read_mark(name)
-  local key = marks_key_of(name)
-  local raw, err = hget_checked(key, name)
-  if err then return nil, nil, err end
-  if raw then
-    if #raw ~= 12 then return nil, nil, garbled(name, key, raw) end
-    local mark, seen = struct.unpack('>I6I6', raw)
-    return mark, seen
-  end
-  local old = legacy_key('kiqbeat:watermarks')
-  if not old then return nil, nil end
-  raw, err = hget_checked(old, name)
-  if err then return nil, nil, err end
-  if not raw then return nil, nil end
-  local mark = tonumber(raw)
-  if not mark or not string.match(raw, '^%d+$') then return nil, nil, garbled(name, old, raw) end
-  local seen_key = legacy_key('kiqbeat:first_seen')
-  local seen = seen_key and tonumber(redis.call('HGET', seen_key, name) or nil) or 0
-  return mark, seen
-end
-
--- Store a schedule's watermark and first-seen (0: unknown), dropping any old-layout copy.
-local function write_mark(name, mark, seen)
-  redis.call('HSET', marks_key_of(name), name, struct.pack('>I6I6', mark, seen or 0))
-  local old = legacy_key('kiqbeat:watermarks')
-  if old then redis.call('HDEL', old, name) end
-  old = legacy_key('kiqbeat:first_seen')
-  if old then redis.call('HDEL', old, name) end
-end
-
 local function varint(v)
+  if v < 128 then return string.char(v) end
+  if v < 16384 then return string.char(v % 128 + 128, math.floor(v / 128)) end
   local bytes = {}
   while v >= 128 do
     bytes[#bytes + 1] = v % 128 + 128
@@ -129,7 +97,6 @@ end
 
 -- tick, backfill, manual run (with its jid), skipped (`kiqbeat schedules skip`)
 local KIND_CODE = {t = 0, b = 1, m = 2, s = 3}
-local KIND_LETTER = {[0] = 't', [1] = 'b', [2] = 'm', [3] = 's'}
 
 -- One push, for the history: {kind letter, tick ms, delay ms (push instant - tick), jid}.
 -- (A fifth argument, the tick's digits, is the text layout's and not needed here.)
@@ -137,128 +104,222 @@ local function pushed_line(kind, tick, when, jid)
   return {kind, tick, when - tick, jid}
 end
 
--- An entry's bytes; `d` its tick (the newest) or its distance below the previous one.
-local function history_entry(entry, d)
+local function zigzag(v)
+  return v >= 0 and 2 * v or -2 * v - 1
+end
+
+-- An entry's bytes: KIND (letter), D (its tick less the one pushed before it), DELAY (ms)
+-- and, for a manual run, its JID.
+local function entry_bytes(kind, d, delay, jid)
   local unit = 0
-  if d % 1000 == 0 then
+  if d % 3600000 == 0 then
+    unit, d = 3, d / 3600000
+  elseif d % 60000 == 0 then
+    unit, d = 2, d / 60000
+  elseif d % 1000 == 0 then
     unit, d = 1, d / 1000
   end
-  local zz = d >= 0 and 2 * d or -2 * d - 1
-  local delay = entry[3]
-  local bytes = varint(zz * 8 + unit * 4 + KIND_CODE[entry[1]])
-    .. varint(delay >= 0 and 2 * delay or -2 * delay - 1)
-  if entry[1] == 'm' then bytes = bytes .. varint(#entry[4]) .. entry[4] end
+  local bytes = varint(zigzag(d) * 16 + unit * 4 + KIND_CODE[kind])
+    .. varint(zigzag(delay))
+  if kind == 'm' then bytes = bytes .. varint(#jid) .. jid end
   return bytes
 end
 
--- The entry at `pos` of `blob` as {kind, d, delay, jid} and the position after it (nil when
--- garbled).
-local function read_entry(blob, pos)
-  local head, delay, length
-  head, pos = read_varint(blob, pos)
-  if not head then return nil end
-  delay, pos = read_varint(blob, pos)
-  if not delay then return nil end
-  local code = head % 4
-  local zz = math.floor(head / 8)
-  local d = zz % 2 == 0 and zz / 2 or -(zz + 1) / 2
-  if math.floor(head / 4) % 2 == 1 then d = d * 1000 end
-  local entry = {KIND_LETTER[code] or 't', d, delay % 2 == 0 and delay / 2 or -(delay + 1) / 2}
-  if code == 2 then
-    length, pos = read_varint(blob, pos)
-    if not length then return nil end
-    entry[4] = string.sub(blob, pos, pos + length - 1)
-    pos = pos + length
+-- The position after the `n` entries of `blob` from `pos` (after the last whole one when
+-- fewer): one string.byte for all, the walk in plain arithmetic.
+local function past_entries(blob, pos, n)
+  if n <= 0 or pos > #blob then return pos end
+  local b = {string.byte(blob, pos, -1)}
+  local i, whole = 1, 1
+  for _ = 1, n do
+    local first = b[i]
+    if not first then break end
+    while b[i] and b[i] >= 128 do i = i + 1 end  -- the head
+    i = i + 1
+    while b[i] and b[i] >= 128 do i = i + 1 end  -- the delay
+    if not b[i] then break end
+    i = i + 1
+    if first % 4 == 2 then  -- a manual run: the jid's length, then the jid
+      local length, scale = 0, 1
+      while b[i] and b[i] >= 128 do
+        length, scale, i = length + (b[i] - 128) * scale, scale * 128, i + 1
+      end
+      if not b[i] then break end
+      i = i + 1 + length + b[i] * scale
+      if i > #b + 1 then break end
+    end
+    whole = i
   end
-  return entry, pos
+  return pos + whole - 1
 end
 
--- How many entries a history holds.
-local function history_count(blob)
-  local count, pos = 0, 1
-  while blob and pos <= #blob do
-    local entry
-    entry, pos = read_entry(blob, pos)
-    if not entry then break end
-    count = count + 1
+-- A history ('' when none) as its COUNT, NEWEST and entries.
+local function history_parts(history)
+  if #history < 8 then return 0, 0, '' end
+  local newest = struct.unpack('>I6', history)
+  local count, pos = read_varint(history, 7)
+  if not count then return 0, 0, '' end
+  return count, newest, string.sub(history, pos)
+end
+
+-- History `old` ('' when none) with the pushes done[first..last] ({kind letter, tick ms,
+-- delay ms, jid} each: `pushed_line`, in the order pushed) appended, keeping the newest
+-- `keep` — or, with `no_shorter` (an operator's backfill or run now, whose own history
+-- setting may be smaller than the deployment's), at least as many as it held: bounded all
+-- the same, by the larger of the two settings. The entries kept are copied as they are.
+local function remembered(old, done, first, last, keep, no_shorter)
+  local count, newest, body = history_parts(old or '')
+  if no_shorter then keep = math.max(keep, count) end
+  first = math.max(first, last - keep + 1)
+  local n = last - first + 1
+  local parts = {}
+  local drop = count + n - keep
+  if drop < count then
+    parts[1] = drop > 0 and string.sub(body, past_entries(body, 1, drop)) or body
   end
-  return count
+  local previous = count > 0 and newest or done[first][2]
+  for j = first, last do
+    local entry = done[j]
+    parts[#parts + 1] = entry_bytes(entry[1], entry[2] - previous, entry[3], entry[4])
+    previous = entry[2]
+  end
+  return struct.pack('>I6', previous) .. varint(math.min(count + n, keep)) ..
+    table.concat(parts)
 end
 
 -- An old-layout history ("KIND TICK DELAY [JID]" lines, newest first) in the new layout.
 local function converted_history(text)
-  local out, previous = {}, nil
+  local done = {}
   for l in string.gmatch(text, '[^\n]+') do
     local kind, tick, delay, jid = string.match(l, '^([tbm]) (%d+) (%-?%d+) ?(%S*)$')
-    if kind then
-      tick = tonumber(tick)
-      out[#out + 1] = history_entry({kind, tick, tonumber(delay), jid},
-        previous and previous - tick or tick)
-      previous = tick
-    end
+    if kind then table.insert(done, 1, {kind, tonumber(tick), tonumber(delay), jid}) end
   end
-  return table.concat(out)
+  if #done == 0 then return '' end
+  return remembered('', done, 1, #done, #done)
 end
 
--- A schedule's history in the new layout (nil when none), or an error reply second.
-local function read_history(name)
-  local key = history_key_of(name)
-  local blob, err = hget_checked(key, name)
-  if err then return nil, err end
-  if blob then return blob end
-  local old = legacy_key('kiqbeat:history')
-  if not old then return nil end
-  local text
-  text, err = hget_checked(old, name)
-  if err then return nil, err end
-  return text and converted_history(text) or nil
-end
-
--- A schedule's history `old` with the pushes done[first..last] (pushed_line's entries,
--- oldest first) on top, keeping the newest `keep` — or, with `no_shorter` (an operator's
--- backfill or run now, whose own history setting may be smaller than the deployment's), at
--- least as many as it held: bounded all the same, by the larger of the two settings. Only
--- the old newest entry is re-encoded; the rest of `old` is copied as it is.
-local function remembered(old, done, first, last, keep, no_shorter)
-  if no_shorter and old then keep = math.max(keep, history_count(old)) end
-  local parts, previous = {}, nil
-  for j = last, math.max(first, last - keep + 1), -1 do
-    local tick = done[j][2]
-    parts[#parts + 1] = history_entry(done[j], previous and previous - tick or tick)
-    previous = tick
-  end
-  local left = keep - #parts
-  if old and left > 0 and #old > 0 then
-    local first, pos = read_entry(old, 1)
-    if first then
-      parts[#parts + 1] = history_entry(first, previous and previous - first[2] or first[2])
-      local stop = pos
-      for _ = 2, left do
-        if stop > #old then break end
-        local entry, after = read_entry(old, stop)
-        if not entry then break end
-        stop = after
+-- The old layout's state of a name: mark, first-seen, history ('' when none), or an error
+-- reply fourth.
+local function read_legacy(name)
+  local mark, seen, history = nil, 0, ''
+  local old = legacy_key('kiqbeat:watermarks')
+  if old then
+    local raw, err = hget_checked(old, name)
+    if err then return nil, nil, nil, err end
+    if raw then
+      mark = tonumber(raw)
+      if not mark or not string.match(raw, '^%d+$') then
+        return nil, nil, nil, garbled(name, old, raw)
       end
-      parts[#parts + 1] = string.sub(old, pos, stop - 1)
+      local seen_key = legacy_key('kiqbeat:first_seen')
+      seen = seen_key and tonumber(redis.call('HGET', seen_key, name) or nil) or 0
     end
   end
-  return table.concat(parts)
+  old = legacy_key('kiqbeat:history')
+  if old then
+    local text, err = hget_checked(old, name)
+    if err then return nil, nil, nil, err end
+    if text then history = converted_history(text) end
+  end
+  return mark, seen, history
 end
 
--- Store histories: `pairs` is name, history, name, history...; drops old-layout copies.
+local function unzigzag(zz)
+  return zz % 2 == 0 and zz / 2 or -(zz + 1) / 2
+end
+
+-- A record's watermark (NO_MARK: none) and first-seen, and, with `with_history`, its
+-- history as `remembered` takes it (NEWEST as 6 bytes, COUNT, the entries; '' when none):
+-- nil when it is not a record (too short, or a COUNT its bytes cannot hold).
+local function parse_record(raw, with_history)
+  if #raw < 7 then return nil end
+  local mark = struct.unpack('>I6', raw)
+  local zz, pos = read_varint(raw, 7)
+  if not zz then return nil end
+  local seen = mark - unzigzag(zz)
+  if pos > #raw then return mark, seen, '' end
+  local newest, count_at = read_varint(raw, pos)
+  if not newest then return nil end
+  local count, after = read_varint(raw, count_at)
+  if not count or count < 1 or #raw - after + 1 < 2 * count then return nil end
+  if not with_history then return mark, seen end
+  return mark, seen, struct.pack('>I6', mark - unzigzag(newest)) .. string.sub(raw, count_at)
+end
+
+-- A schedule's state, one HGET: watermark and first-seen (epoch ms; nil, nil when it has no
+-- watermark), its history ('' when none), or an error reply fourth. Reads the old layout
+-- when the new one has nothing.
+local function read_state(name)
+  local key = state_key_of(name)
+  local raw, err = hget_checked(key, name)
+  if err then return nil, nil, nil, err end
+  if not raw then return read_legacy(name) end
+  local mark, seen, history = parse_record(raw, true)
+  if not mark then return nil, nil, nil, garbled(name, key, raw) end
+  if mark == NO_MARK then return nil, nil, history end
+  return mark, seen, history
+end
+
+-- Store a schedule's whole state, one HSET: watermark (nil: none), first-seen (0 or nil:
+-- unknown) and history (as `remembered` gives it); drops any old-layout copy (the record
+-- now carries it).
+local function write_state(name, mark, seen, history)
+  mark = mark or NO_MARK
+  local record = struct.pack('>I6', mark) .. varint(zigzag(mark - (seen or 0)))
+  if history ~= '' then
+    record = record .. varint(zigzag(mark - struct.unpack('>I6', history))) ..
+      string.sub(history, 7)
+  end
+  redis.call('HSET', state_key_of(name), name, record)
+  if not LEGACY_FOUND then
+    LEGACY_FOUND = {}
+    for _, role in ipairs(LEGACY_ROLES) do
+      LEGACY_FOUND[#LEGACY_FOUND + 1] = legacy_key(role)
+    end
+  end
+  for j = 1, #LEGACY_FOUND do redis.call('HDEL', LEGACY_FOUND[j], name) end
+end
+
+-- A schedule's watermark and first-seen (nil, nil when none), or an error reply third
+-- (its history is not copied out).
+local function read_mark(name)
+  local key = state_key_of(name)
+  local raw, err = hget_checked(key, name)
+  if err then return nil, nil, err end
+  if not raw then
+    local mark, seen, _, legacy_err = read_legacy(name)
+    return mark, seen, legacy_err
+  end
+  local mark, seen = parse_record(raw, false)
+  if not mark then return nil, nil, garbled(name, key, raw) end
+  if mark == NO_MARK then return nil, nil end
+  return mark, seen
+end
+
+-- Store a schedule's watermark and first-seen (0: unknown), keeping its history.
+local function write_mark(name, mark, seen)
+  local _, _, history = read_state(name)
+  write_state(name, mark, seen, history or '')
+end
+
+-- A schedule's history ('' when none), or an error reply second.
+local function read_history(name)
+  local _, _, history, err = read_state(name)
+  return history, err
+end
+
+-- Store histories: `pairs` is name, history, name, history...; keeps each one's watermark.
 local function write_histories(pairs)
-  local old = legacy_key('kiqbeat:history')
   for j = 1, #pairs, 2 do
-    redis.call('HSET', history_key_of(pairs[j]), pairs[j], pairs[j + 1])
-    if old then redis.call('HDEL', old, pairs[j]) end
+    local mark, seen = read_state(pairs[j])
+    write_state(pairs[j], mark, seen, pairs[j + 1])
   end
 end
 
 -- Forget a schedule's watermark, first-seen and history, in both layouts.
 local function forget_state(name)
-  redis.call('HDEL', marks_key_of(name), name)
-  redis.call('HDEL', history_key_of(name), name)
-  for _, role in ipairs({'kiqbeat:watermarks', 'kiqbeat:first_seen', 'kiqbeat:history'}) do
+  redis.call('HDEL', state_key_of(name), name)
+  for _, role in ipairs(LEGACY_ROLES) do
     local old = legacy_key(role)
     if old then redis.call('HDEL', old, name) end
   end

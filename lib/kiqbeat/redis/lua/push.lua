@@ -18,18 +18,19 @@ ARGV[2]  H, how many pushes each schedule's history keeps (0: none)
 ARGV[3]  Q, number of queue lists
 ARGV[4..3+Q]  queue names, aligned with KEYS[13..]
 ARGV[4+Q]  the groups, one per schedule, in one packed argument (frames.lua: one argument
-  instead of thousands, read with plain finds): first the number of fields a group holds
-  (12), then per group, in this order:
-  NAME (bytes); SHA, the SHA1 of the definition it was planned from ("0": none); MARK, the
-  watermark to set (epoch ms); NEXT, the index entry that goes with MARK (epoch ms the
-  schedule next needs planning); NEW, 1 if the schedule had no watermark when planned;
-  MISSED, ticks beyond the window (counted); SKIPPED, ticks passed over by policy
-  (counted); QUEUE, k: its jobs' queue is KEYS[12+k] named ARGV[3+k]; LIMIT, the
-  schedule's max_runs (0: none); OVERLAP, 1 for `overlap: skip`;
-  R, then R missed ranges, each AFTER THROUGH REASON COUNT: ticks in (AFTER, THROUGH]
-    passed over, why ("window" or "policy"), and how many (core/plan.py);
-  N, then N job frames (frames.lua: TICK RELEASE JOB; RELEASE 0 into the queue, else into
-    the schedule set released at that instant), ticks ascending.
+  instead of thousands, one struct.unpack a group and a job): first the number of fields a
+  group holds (12), then per group, in this order (struct format GROUP_FORMAT):
+  NAME (H length, bytes); SHA, the SHA1 of the definition it was planned from (c40; all
+  "0": none); MARK, the watermark to set (epoch ms); NEXT, the index entry that goes with
+  MARK (epoch ms the schedule next needs planning); NEW (B), 1 if the schedule had no
+  watermark when planned; MISSED, ticks beyond the window (counted); SKIPPED, ticks passed
+  over by policy (counted); QUEUE (H), k: its jobs' queue is KEYS[12+k] named ARGV[3+k];
+  LIMIT, the schedule's max_runs (0: none); OVERLAP (B), 1 for `overlap: skip`;
+  R (I4), then R missed ranges (RANGE_FORMAT), each AFTER THROUGH REASON (B length, bytes)
+  COUNT: ticks in (AFTER, THROUGH] passed over, why ("window" or "policy"), and how many
+  (core/plan.py);
+  N (I4), then N job frames (frames.lua: TICK RELEASE JOB; RELEASE 0 into the queue, else
+    into the schedule set released at that instant), ticks ascending.
   A field added per group goes after OVERLAP, before the two lists: read where the others
   are read below, and written in the same place by redis/frames.py, the count of fields
   going up by one on both sides.
@@ -137,39 +138,29 @@ local body = ARGV[4 + nq]
 local pos
 pos, err = expect_format(body, 'push', GROUP_FIELDS)
 if err then return err end
-local names, shas, mark_texts, marks, nexts, news = {}, {}, {}, {}, {}, {}
+local names, shas, marks, nexts, news = {}, {}, {}, {}, {}
 local misseds, skippeds, targets, first_job, n_jobs = {}, {}, {}, {}, {}
 local limits, overlaps = {}, {}
 local first_range, n_ranges = {}, {}
 local r_after, r_through, r_reason, r_count = {}, {}, {}, {}
 local jobs = job_frames()
 local any_scheduled = false
+local GROUP_FORMAT, RANGE_FORMAT = '>Hc0c40ddBddHdBI4', '>ddBc0d'
+local unpack_struct = struct.unpack
 local ng = 0
 while pos <= #body do
   ng = ng + 1
-  names[ng], pos = bytes(body, pos)
-  shas[ng], pos = field(body, pos)
-  mark_texts[ng], pos = field(body, pos)
-  marks[ng] = tonumber(mark_texts[ng])
-  nexts[ng], pos = field(body, pos)
-  news[ng], pos = field(body, pos)
-  misseds[ng], pos = number(body, pos)
-  skippeds[ng], pos = number(body, pos)
-  targets[ng], pos = number(body, pos)
-  limits[ng], pos = number(body, pos)
-  overlaps[ng], pos = field(body, pos)
   local r
-  r, pos = number(body, pos)
+  names[ng], shas[ng], marks[ng], nexts[ng], news[ng], misseds[ng], skippeds[ng], targets[ng],
+    limits[ng], overlaps[ng], r, pos = unpack_struct(GROUP_FORMAT, body, pos)
   first_range[ng], n_ranges[ng] = #r_after + 1, r
   for _ = 1, r do
     local j = #r_after + 1
-    r_after[j], pos = number(body, pos)
-    r_through[j], pos = number(body, pos)
-    r_reason[j], pos = field(body, pos)
-    r_count[j], pos = number(body, pos)
+    r_after[j], r_through[j], r_reason[j], r_count[j], pos = unpack_struct(RANGE_FORMAT, body,
+      pos)
   end
   local n
-  n, pos = number(body, pos)
+  n, pos = unpack_struct('>I4', body, pos)
   first_job[ng], n_jobs[ng] = jobs.count + 1, n
   pos = jobs:read(body, pos, n)
 end
@@ -184,15 +175,15 @@ if any_scheduled then
   if err then return err end
 end
 for i = 1, ng do
-  if overlaps[i] == '1' then
+  if overlaps[i] == 1 then
     err = expect_allowed('EXISTS', running_prefix .. names[i])
       or expect_allowed('ZSCORE', sched_key, 'job')
     if err then return err end
   end
 end
 
--- The stored state each group is checked against: watermark and first-seen (`curs`,
--- `seens`, nil when none: progress.lua), history, and whether its definition is the one it
+-- The stored state each group is checked against, one record each (progress.lua):
+-- watermark and first-seen (`curs`, `seens`, nil when none), history, and whether its definition is the one it
 -- was planned from.
 local curs, seens, pasts, stales = {}, {}, {}, {}
 for first = 1, ng, BATCH do
@@ -202,8 +193,7 @@ for first = 1, ng, BATCH do
   for k = first, last do
     local def = defs[k - first + 1]
     stales[k] = not def or redis.sha1hex(def) ~= shas[k]
-    curs[k], seens[k], err = read_mark(names[k])
-    if not err and keep > 0 then pasts[k], err = read_history(names[k]) end
+    curs[k], seens[k], pasts[k], err = read_state(names[k])
     if err then return err end
   end
 end
@@ -213,7 +203,7 @@ local pushed, already, missed, skipped, new, stale, recorded = 0, 0, 0, 0, 0, 0,
 local when = clock_ms()
 local flags = {}
 local out = destinations(FIRST_QUEUE, 4, queues_key, sched_key)
-local histories = {} -- name, history, name, history...
+local histories = {} -- group i's new history (nil: unchanged)
 local lines = {}     -- the history lines of the group at hand, oldest first
 local index = {}     -- next due, name, next due, name...
 local planned = {}   -- names whose index entry is set
@@ -229,7 +219,7 @@ local function push_above(i, floor)
   local k, name, limit = targets[i], names[i], limits[i]
   local skips = skips_pending and skips_of(life, name) or 0
   local runs = limit > 0 and runs_of(life, name) or 0
-  local busy, overlap = nil, overlaps[i] == '1'
+  local busy, overlap = nil, overlaps[i] == 1
   local used, ran, last = 0, 0, nil
   local overlapped = {}
   -- An overlap range starts where the group's own ranges end (it comes after them).
@@ -246,7 +236,7 @@ local function push_above(i, floor)
       if skips > used then
         used = used + 1
         count = count + 1
-        lines[count] = pushed_line('s', tick, when, nil, jobs.tick_texts[j])
+        if keep > 0 then lines[count] = pushed_line('s', tick, when) end
         skipped = skipped + 1
         flags[#flags + 1] = '0'
       elseif limit > 0 and runs + ran >= limit then
@@ -272,7 +262,7 @@ local function push_above(i, floor)
           busy = overlap
           flags[#flags + 1] = '1'
           count = count + 1
-          lines[count] = pushed_line('t', tick, when, nil, jobs.tick_texts[j])
+          if keep > 0 then lines[count] = pushed_line('t', tick, when) end
         end
       end
       prev = tick
@@ -285,8 +275,7 @@ local function push_above(i, floor)
   end
   if overlap and last then remember_job(life, name, jobs:json(body, last)) end
   if keep > 0 and count > 0 then
-    histories[#histories + 1], histories[#histories + 2] = names[i],
-      remembered(pasts[i], lines, 1, count, keep)
+    histories[i] = remembered(pasts[i], lines, 1, count, keep)
   end
   return overlapped
 end
@@ -313,7 +302,7 @@ local function reindex(i)
   if ended[i] == nil and limits[i] > 0 then
     ended[i] = runs_of(life, names[i]) >= limits[i]
   end
-  index[#index + 1], index[#index + 2] = ended[i] and ms_text(ENDED_MS) or nexts[i], names[i]
+  index[#index + 1], index[#index + 2] = ms_text(ended[i] and ENDED_MS or nexts[i]), names[i]
   planned[#planned + 1] = names[i]
 end
 
@@ -326,14 +315,14 @@ for i = 1, ng do
   if stales[i] then
     stale = stale + 1
     leave_alone(i)
-  elseif (news[i] == '1') == (cur ~= nil) then
+  elseif (news[i] == 1) == (cur ~= nil) then
     -- New, but another copy registered it first; or planned with a watermark that has gone
     -- since (removed, maybe added again: its index entry says "plan me"): left alone.
     leave_alone(i)
   elseif not cur then
     new = new + 1
-    write_mark(names[i], marks[i], tonumber(now_ms))
     local overlapped = push_above(i, tonumber(now_ms))
+    write_state(names[i], marks[i], tonumber(now_ms), histories[i] or pasts[i])
     if #overlapped > 0 then add_ranges(missed_key, names[i], overlapped) end
     reindex(i)
   else
@@ -343,7 +332,7 @@ for i = 1, ng do
     local floor = math.max(cur, seens[i] or 0)
     local overlapped = push_above(i, floor)
     if marks[i] > cur then
-      write_mark(names[i], marks[i], seens[i])
+      write_state(names[i], marks[i], seens[i], histories[i] or pasts[i])
       missed = missed + misseds[i]
       skipped = skipped + skippeds[i]
       if n_ranges[i] > 0 then record(i, floor) end
@@ -352,10 +341,12 @@ for i = 1, ng do
     elseif marks[i] == cur then
       reindex(i)
     end
+    if marks[i] <= cur and histories[i] then
+      write_state(names[i], cur, seens[i], histories[i])
+    end
   end
 end
 out:write()
 flush('ZADD', due_key, index)
 flush('HDEL', rejected_key, planned)
-write_histories(histories)
 return {pushed, already, missed, skipped, new, stale, recorded, table.concat(flags)}
