@@ -77,8 +77,7 @@ from kiqbeat.demo.server import RedisServer, redis_server_path
 from kiqbeat.document import parse_config
 from kiqbeat.engine import Document, Engine
 from kiqbeat.errors import DeadlineError
-from kiqbeat.redis import keys, pushes, scripts
-from kiqbeat.redis.definitions import StartedWrite
+from kiqbeat.redis import definitions, keys, pushes, scripts
 from kiqbeat.redis.side import RedisSide
 from kiqbeat.settings import Settings
 from kiqbeat.store import Store
@@ -151,15 +150,16 @@ SPLIT.wrap(engine_module, "plan_due", "plan")
 # Pushes overlap planning (redis/pushes.py Pusher): encoding a call, and waiting for the
 # reply of the one in flight (what Redis did not finish while Python planned), apart.
 SPLIT.wrap(pushes, "_push_args", "push: encode")
-SPLIT.wrap(scripts.Pending, "result", "push: wait")
+SPLIT.wrap(getattr(scripts, "Pending", None), "result", "push: wait")
+SPLIT.wrap(RedisSide, "push", "push")  # the code of --before pushes a plan in one step
 SPLIT.wrap(Engine, "_apply", "apply document")
 SPLIT.wrap(Store, "check", "validate")
 SPLIT.wrap(RedisSide, "write", "redis write")
 # An import sends each write call and reads its reply after checking the next call's
 # definitions: its Redis time is the packing and sending, and the waits not hidden.
 SPLIT.wrap(RedisSide, "start_write", "redis write")
-SPLIT.wrap(StartedWrite, "finish", "redis write")
-STEPS = ("read_due", "parse+validate", "plan", "push: encode", "push: wait")
+SPLIT.wrap(getattr(definitions, "StartedWrite", None), "finish", "redis write")
+STEPS = ("read_due", "parse+validate", "plan", "push", "push: encode", "push: wait")
 
 
 @dataclass
