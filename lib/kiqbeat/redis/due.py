@@ -21,7 +21,7 @@ from kiqbeat.core.limits import MAX_DEFINITION_BYTES, MAX_PLANNABLE_MS
 from kiqbeat.redis import keys, scripts
 from kiqbeat.redis.clock import redis_time
 from kiqbeat.redis.connection import redis_errors, reply_text
-from kiqbeat.redis.definitions import BATCH, Oversized, due_key
+from kiqbeat.redis.definitions import BATCH, DUE_BATCH, Oversized, due_key
 
 
 @dataclass(frozen=True)
@@ -112,7 +112,7 @@ def plannable_ms(score: Any) -> int | None:
 
 def read_due(
     client: redis.Redis, namespace: str, shard: tuple[int, int] | None, *,
-    upto_ms: int | None = None, offset: int = 0, limit: int = BATCH,
+    upto_ms: int | None = None, offset: int = 0, limit: int = DUE_BATCH,
     more: Callable[[Reads], None] | None = None, lua: scripts.Caller = scripts.SCRIPTS,
 ) -> DueRead:
     """The Redis clock, up to `limit` due entries (lowest score first), `more`'s replies and

@@ -87,7 +87,7 @@ class RedisSide:
         return definitions.due_key(self.namespace, name, self.shards)
 
     def read_due(self, shard: Shard, *, upto_ms: int | None = None, offset: int = 0,
-                 limit: int = definitions.BATCH,
+                 limit: int = definitions.DUE_BATCH,
                  more: Callable[[Reads], None] | None = None) -> DueRead:
         """`redis.due.read_due` on this store."""
         return due.read_due(self.client, self.namespace, shard, upto_ms=upto_ms,
