@@ -877,6 +877,9 @@ def code_version() -> str:
     commit = git("log", "-1", "--format=%h", "--") + ", lib/ last changed by " + git(
         "log", "-1", "--format=%h %s", "--", "lib")[:90] if git("log", "-1") else "unknown"
     dirty = git("status", "--porcelain", "--", "lib")
+    own = Path(__file__).resolve().parents[1] / "lib"
+    if code_lib() != own:  # --before's copy: the commit above is the benchmark's, not its
+        return f"the lib at {code_lib()} (not this checkout's; the benchmark script: {commit})"
     return commit + (" + uncommitted changes in lib/" if dirty else "")
 
 

@@ -36,7 +36,10 @@ FOREIGN_FLAGS = {
     "kubectl": {"--from-literal"},
     "redis-cli": {"--scan", "--pattern"},
     "kubernetes-validate": {"--strict"},
-    "bench/cold.py": {"--before"},
+    # The benchmarks' own flags, as their parsers declare them.
+    "bench/*.py": set(re.findall(r'add_argument\(\s*"(--[a-z][a-z0-9-]*)"', "".join(
+        path.read_text(encoding="utf-8") for path in sorted(
+            (Path(__file__).resolve().parents[2] / "bench").glob("*.py"))))),
     "aws": {"--stack-name", "--query", "--output", "--filter-pattern", "--queue-url",
             "--max-number-of-messages", "--visibility-timeout", "--attribute-names",
             "--message-attribute-names", "--function-name", "--name-prefix", "--max-items",
