@@ -25,11 +25,8 @@ well in the Redis clock's past, and each process runs at T + k minutes + 1 s.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
@@ -37,7 +34,9 @@ from pathlib import Path
 from typing import Any
 
 import redis
-from store import definitions  # bench/store.py, beside this file: the same schedules
+
+# bench/store.py, beside this file: the same schedules, the same fresh processes
+from store import definitions, run_once, write_document
 
 from kiqbeat.demo.server import RedisServer
 from kiqbeat.engine import Engine
@@ -50,36 +49,6 @@ TARGET_S = 1.0
 def redis_minute(client: redis.Redis) -> datetime:
     seconds, _ = client.time()
     return datetime.fromtimestamp(int(seconds) // 60 * 60, tz=UTC)
-
-
-def write_document(path: Path, n: int) -> None:
-    """A YAML document of n schedules, each a flow mapping on one line."""
-    with path.open("w") as out:
-        out.write("missed_jobs_window: 1h\nschedules:\n")
-        for name, definition in definitions(n):
-            out.write(f"  {name}: {json.dumps(definition)}\n")
-
-
-def environ(lib: Path, url: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KIQBEAT_")}
-    env.update(PYTHONPATH=str(lib), KIQBEAT_REDIS_URL=url, KIQBEAT_ALLOW_REPLAY="1")
-    return env
-
-
-def run_once(lib: Path, url: str, at: datetime, document: Path | None,
-             *python_flags: str) -> tuple[float, dict[str, Any], str]:
-    """One fresh process: its wall time, its JSON report and its stderr."""
-    command = [sys.executable, *python_flags, "-m", "kiqbeat", "run-once", "--json",
-               "--now", at.isoformat(), "--deadline", "600s"]
-    if document is not None:
-        command += ["--config", str(document)]
-    started = time.perf_counter()
-    done = subprocess.run(command, env=environ(lib, url), capture_output=True, text=True,
-                          timeout=900, check=False)
-    elapsed = time.perf_counter() - started
-    if done.returncode != 0:
-        raise SystemExit(f"run-once failed ({done.returncode}):\n{done.stderr[-2000:]}")
-    return elapsed, json.loads(done.stdout), done.stderr
 
 
 def code_of(rev: str, into: Path) -> Path:
