@@ -96,6 +96,14 @@ class Sidekiq:
         records = [json.loads(r) for r in raw]
         return [r for r in records if r.get("jid") in jids]
 
+    def started(self, jid: str) -> bool:
+        """Whether the worker began the job (its middleware saw it)."""
+        return any(r["kind"] == "middleware" for r in self.runs({jid}))
+
+    def finished(self, jid: str) -> bool:
+        """Whether the job's perform ran (to its end, or to its failure)."""
+        return any(r["kind"] == "perform" for r in self.runs({jid}))
+
     def wait_runs(self, jids: set[str], per_job: int = 2, timeout_s: float = 15.0
                   ) -> list[dict[str, Any]]:
         """Wait until each jid has at least `per_job` records (middleware + perform)."""
@@ -129,3 +137,12 @@ class WebUI:
         return body.decode()
 
 
+
+
+def by_kind(records: list[dict[str, Any]], kind: str) -> dict[str, list[dict[str, Any]]]:
+    """The worker's records of one kind ("middleware", "perform"), by jid, in order."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for record in records:
+        if record["kind"] == kind:
+            out.setdefault(record["jid"], []).append(record)
+    return out

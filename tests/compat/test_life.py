@@ -27,18 +27,11 @@ from kiqbeat.engine import run
 from kiqbeat.entrypoints.cli import main
 from kiqbeat.redis import keys
 
-from .harness import Sidekiq, wait_for
+from .harness import Sidekiq, by_kind, wait_for
 
 JITTER_S = 6
 SPREAD = 12  # schedules sharing one timetable and one jitter window
 
-
-def by_kind(records: list[dict], kind: str) -> dict[str, list[dict]]:
-    out: dict[str, list[dict]] = {}
-    for record in records:
-        if record["kind"] == kind:
-            out.setdefault(record["jid"], []).append(record)
-    return out
 
 
 def test_jittered_jobs_run_at_their_offset_instant_never_before_and_each_once(
@@ -97,12 +90,6 @@ def sleeping(sidekiq: Sidekiq, name: str, seconds: float) -> str:
     return jid
 
 
-def started(sidekiq: Sidekiq, jid: str) -> bool:
-    return any(r["kind"] == "middleware" for r in sidekiq.runs({jid}))
-
-
-def finished(sidekiq: Sidekiq, jid: str) -> bool:
-    return any(r["kind"] == "perform" for r in sidekiq.runs({jid}))
 
 
 def queued_jids(sidekiq: Sidekiq) -> list[str]:
@@ -127,7 +114,7 @@ def test_overlap_skip_passes_over_ticks_while_the_job_waits_and_while_it_runs(
     # Both worker threads (-c 2) busy, so the schedule's first job has to wait in its queue.
     blockers = [sleeping(sidekiq, f"overlap_blocker_{i}", 4) for i in range(2)]
     for jid in blockers:
-        wait_for("a blocker to start", lambda jid=jid: started(sidekiq, jid) or None)
+        wait_for("a blocker to start", lambda jid=jid: sidekiq.started(jid) or None)
 
     first = run(sidekiq.client, config, now=at(1))
     assert first.pushed == 1
@@ -138,15 +125,15 @@ def test_overlap_skip_passes_over_ticks_while_the_job_waits_and_while_it_runs(
     assert waiting.pushed == 0
     assert queued_jids(sidekiq) == [job.jid]
 
-    wait_for("the schedule's job to start", lambda: started(sidekiq, job.jid) or None,
+    wait_for("the schedule's job to start", lambda: sidekiq.started(job.jid) or None,
              timeout_s=15)
     marker = keys.running("", schedule.name)
     wait_for("the running marker", lambda: sidekiq.client.get(marker))
     running = run(sidekiq.client, config, now=at(3))  # it runs: only the marker says so
     assert running.pushed == 0
-    assert queued_jids(sidekiq) == [] and not finished(sidekiq, job.jid)
+    assert queued_jids(sidekiq) == [] and not sidekiq.finished(job.jid)
 
-    wait_for("the job to end", lambda: finished(sidekiq, job.jid) or None, timeout_s=15)
+    wait_for("the job to end", lambda: sidekiq.finished(job.jid) or None, timeout_s=15)
     wait_for("the marker to go", lambda: sidekiq.client.exists(marker) == 0 or None)
     after = run(sidekiq.client, config, now=at(4))
     assert after.pushed == 1

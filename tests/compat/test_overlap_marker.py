@@ -35,12 +35,6 @@ def push(sidekiq: Sidekiq, job: Schedule) -> str:
     return jid
 
 
-def started(sidekiq: Sidekiq, jid: str) -> bool:
-    return any(r["kind"] == "middleware" for r in sidekiq.runs({jid}))
-
-
-def finished(sidekiq: Sidekiq, jid: str) -> bool:
-    return any(r["kind"] == "perform" for r in sidekiq.runs({jid}))
 
 
 def test_a_skip_schedules_job_is_marked_running_while_it_runs_and_unmarked_after(
@@ -48,19 +42,19 @@ def test_a_skip_schedules_job_is_marked_running_while_it_runs_and_unmarked_after
     job = schedule("overlap:sleepy", "SleepingWorker", "[2]", "skip")
     jid = push(sidekiq, job)
     marker = keys.running("", "overlap:sleepy")
-    wait_for("the job to start", lambda: started(sidekiq, jid) or None)
+    wait_for("the job to start", lambda: sidekiq.started(jid) or None)
     seen = wait_for("the running marker", lambda: sidekiq.client.get(marker))
     assert seen.decode() == jid
-    assert not finished(sidekiq, jid)  # still running while marked
+    assert not sidekiq.finished(jid)  # still running while marked
     assert 0 < sidekiq.client.pttl(marker) <= 120_000  # the middleware's ttl: 120
-    wait_for("the job to end", lambda: finished(sidekiq, jid) or None)
+    wait_for("the job to end", lambda: sidekiq.finished(jid) or None)
     wait_for("the marker to go", lambda: sidekiq.client.exists(marker) == 0 or None)
 
 
 def test_a_failed_job_clears_its_marker_too(sidekiq: Sidekiq) -> None:
     job = schedule("overlap:failing", "FailingWorker", "[]", "skip")
     jid = push(sidekiq, job)
-    wait_for("the job to run", lambda: finished(sidekiq, jid) or None)
+    wait_for("the job to run", lambda: sidekiq.finished(jid) or None)
     marker = keys.running("", "overlap:failing")
     wait_for("the marker to go", lambda: sidekiq.client.exists(marker) == 0 or None)
     # retry: false, so not run again (the retry set is shared with other tests' workers)
@@ -71,11 +65,11 @@ def test_a_job_of_an_allow_schedule_carries_no_name_and_writes_no_marker(
         sidekiq: Sidekiq) -> None:
     job = schedule("overlap:plain", "SleepingWorker", "[1]", "allow")
     jid = push(sidekiq, job)
-    wait_for("the job to start", lambda: started(sidekiq, jid) or None)
+    wait_for("the job to start", lambda: sidekiq.started(jid) or None)
     (record,) = [r for r in sidekiq.runs({jid}) if r["kind"] == "middleware"]
     assert "kiqbeat_schedule" not in record["job"]
     assert list(sidekiq.client.scan_iter(match="kiqbeat:running:*")) == []
-    wait_for("the job to end", lambda: finished(sidekiq, jid) or None)
+    wait_for("the job to end", lambda: sidekiq.finished(jid) or None)
 
 
 def test_the_job_names_its_schedule_only_when_overlap_is_skip() -> None:

@@ -14,15 +14,7 @@ import pytest
 from kiqbeat.document import load_config_text
 from kiqbeat.engine import run
 
-from .harness import Sidekiq, wait_for
-
-
-def by_kind(records: list[dict], kind: str) -> dict[str, list[dict]]:
-    out: dict[str, list[dict]] = {}
-    for record in records:
-        if record["kind"] == kind:
-            out.setdefault(record["jid"], []).append(record)
-    return out
+from .harness import Sidekiq, by_kind, wait_for
 
 
 def test_each_pushed_job_runs_once_with_its_class_args_and_queue(sidekiq: Sidekiq) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -12,7 +13,7 @@ import redis
 from kiqbeat.core.plan import Entry, Plan, plan_due
 from kiqbeat.core.schedule import Config
 from kiqbeat.document import load_config_text
-from kiqbeat.engine import Document
+from kiqbeat.engine import Document, run
 from kiqbeat.redis import progress
 from kiqbeat.redis.definitions import definition_sha
 from kiqbeat.redis.side import RedisSide
@@ -78,3 +79,22 @@ def plan_stored(client: redis.Redis, cfg: Config, marks: dict[str, int | None],
     entries = [Entry(s, marks.get(s.name), shas[s.name]) for s in cfg.schedules]
     return plan_due(entries, now, cfg.missed_jobs_window_s, reindex=False)
 
+
+
+def race(redis_url: str, cfg: Config, instants: list[datetime], invokers: int = 4) -> None:
+    """`invokers` threads, each with its own client, each running every instant in turn
+    against the same Redis: racing copies of kiqbeat."""
+
+    def invoker() -> None:
+        client = redis.Redis.from_url(redis_url)
+        try:
+            for now in instants:
+                run(client, cfg, now=now)
+        finally:
+            client.close()
+
+    threads = [threading.Thread(target=invoker) for _ in range(invokers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -25,7 +24,7 @@ from kiqbeat.redis import keys, progress, pushes
 from kiqbeat.store import Store
 from tests.support.marks import stored_mark
 
-from .helpers import config, pushed_jobs
+from .helpers import config, pushed_jobs, race
 
 T0 = datetime(2025, 12, 24, 0, 0, tzinfo=UTC)
 LIFE = """
@@ -44,22 +43,8 @@ schedules:
 
 def test_racing_invokers_push_only_the_ticks_within_the_bounds_and_off_the_excluded_dates(
         redis_url: str) -> None:
-    cfg = config(LIFE)
-    instants = [T0 + timedelta(minutes=20 * k) for k in range(3 * 72 + 1)]  # three days
-
-    def invoker() -> None:
-        client = redis.Redis.from_url(redis_url)
-        try:
-            for now in instants:
-                run(client, cfg, now=now)
-        finally:
-            client.close()
-
-    threads = [threading.Thread(target=invoker) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    race(redis_url, config(LIFE), [T0 + timedelta(minutes=20 * k)
+                                   for k in range(3 * 72 + 1)])  # three days
     client = redis.Redis.from_url(redis_url)
     jobs = pushed_jobs(client)
     # Written out by hand: 05:00-23:00 on the 24th, nothing on the 25th, 00:00-20:00 on the 26th.
@@ -73,25 +58,6 @@ def test_racing_invokers_push_only_the_ticks_within_the_bounds_and_off_the_exclu
     assert {n.decode(): s for n, s in client.zrange("kiqbeat:due", 0, -1, withscores=True)
             } == {"bounded": 253_402_300_799_999, "once": 253_402_300_799_999}
     client.close()
-
-
-def race(redis_url: str, cfg_text: str, instants: list[datetime], invokers: int = 4) -> None:
-    """`invokers` threads each run every instant in turn against the same Redis."""
-    cfg = config(cfg_text)
-
-    def invoker() -> None:
-        client = redis.Redis.from_url(redis_url)
-        try:
-            for now in instants:
-                run(client, cfg, now=now)
-        finally:
-            client.close()
-
-    threads = [threading.Thread(target=invoker) for _ in range(invokers)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
 
 
 def index_score(client: redis.Redis, name: str) -> float | None:
@@ -110,7 +76,7 @@ schedules:
 def test_racing_invokers_push_at_most_max_runs_ticks_then_the_schedule_ends(
         redis_url: str, client: redis.Redis) -> None:
     instants = [T0 + timedelta(minutes=3 * k) for k in range(60)]  # three hours
-    race(redis_url, LIMITED, instants)
+    race(redis_url, config(LIMITED), instants)
     jobs = pushed_jobs(client)
     ticks = [T0 + timedelta(minutes=10 * k) for k in range(1, 6)]  # first-seen is T0
     assert sorted(j["jid"] for j in jobs) == sorted(jid("limited", t) for t in ticks)
@@ -296,7 +262,7 @@ def test_overlap_skip_finds_a_jittered_job_still_in_the_schedule_set(client: red
 def test_racing_invokers_push_one_overlap_skip_job_while_no_worker_takes_it(
         redis_url: str, client: redis.Redis) -> None:
     instants = [T0 + timedelta(seconds=20 * k) for k in range(60)]  # twenty minutes
-    race(redis_url, OVERLAPPING, instants)
+    race(redis_url, config(OVERLAPPING), instants)
     assert queued_jids(client) == [jid("slow", T0 + timedelta(minutes=1))]
     ranges = Store(client).missed()
     assert [(r.after, r.through, r.reason, r.ticks) for r in ranges] == [
@@ -324,7 +290,7 @@ def test_racing_invokers_use_each_pending_skip_once(redis_url: str, client: redi
     text = LIMITED.replace("    max_runs: 5\n", "")
     run(client, config(text), now=T0)
     Store(client).skip("limited", 3)
-    race(redis_url, text, [T0 + timedelta(minutes=5 * k) for k in range(1, 13)])
+    race(redis_url, config(text), [T0 + timedelta(minutes=5 * k) for k in range(1, 13)])
     ticks = [T0 + timedelta(minutes=10 * k) for k in range(1, 7)]
     assert sorted(j["jid"] for j in pushed_jobs(client)) == sorted(
         jid("limited", t) for t in ticks[3:])

@@ -8,7 +8,6 @@ Redis clock; the API's own pauses run on the Redis clock."""
 from __future__ import annotations
 
 import json
-import threading
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -23,7 +22,7 @@ from kiqbeat.engine import run
 from kiqbeat.errors import ConfigError
 from kiqbeat.store import Store
 
-from .helpers import config, pushed_jobs, redis_now
+from .helpers import config, pushed_jobs, race, redis_now
 
 T0 = datetime(2025, 12, 24, 0, 0, tzinfo=UTC)
 PAUSED = "kiqbeat:paused"
@@ -60,21 +59,7 @@ def test_racing_invokers_across_the_end_of_a_pause_push_each_later_tick_once(
     client = redis.Redis.from_url(redis_url)
     run(client, cfg, now=T0)
     client.hset(PAUSED, "hourly", pause_record(T0 + timedelta(hours=10, minutes=30)))
-    instants = [T0 + timedelta(minutes=20 * k) for k in range(1, 3 * 24 + 1)]  # a day
-
-    def invoker() -> None:
-        own = redis.Redis.from_url(redis_url)
-        try:
-            for now in instants:
-                run(own, cfg, now=now)
-        finally:
-            own.close()
-
-    threads = [threading.Thread(target=invoker) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    race(redis_url, cfg, [T0 + timedelta(minutes=20 * k) for k in range(1, 3 * 24 + 1)])  # a day
     pushed = job_jids(client)
     assert len(pushed) == len(set(pushed))  # none twice
     assert set(pushed) == {jid("hourly", T0 + timedelta(hours=h)) for h in range(11, 25)}
