@@ -848,11 +848,12 @@ def test_a_backfill_whose_scope_holds_no_tick_leaves_the_record_whole(
 ) -> None:
     store = Store(client)
     store.put("h", {"cron": "0 * * * *", "class": "H"})
-    t0 = minute_floor(redis_now(client)) - timedelta(hours=30) + timedelta(seconds=5)
+    hour = minute_floor(redis_now(client)).replace(minute=0)
+    t0 = hour - timedelta(hours=30) + timedelta(seconds=5)
     run(client, Config(schedules=()), now=t0)
     run(client, Config(schedules=()), now=t0 + timedelta(hours=20))
     before = recorded(client, "h")
-    between = t0 + timedelta(hours=3, minutes=30)  # no tick at :30
+    between = t0 + timedelta(hours=3, minutes=30)  # [hh:30:05, hh:31:05): no tick of :00
     for latest_only in (False, True):
         done = store.backfill(["h"], since=between, until=between + timedelta(minutes=1),
                               latest_only=latest_only)
