@@ -886,7 +886,8 @@ def code_version() -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--size", type=int, default=1_000_000,
-                        help="schedules in the store section (default 1,000,000)")
+                        help="schedules in the store section (default 1,000,000); a size of 0 "
+                        "skips its section")
     parser.add_argument("--minutes", type=int, default=30,
                         help="simulated minutes of invocations (default 30)")
     parser.add_argument("--document-size", type=int, default=100_000)
@@ -919,11 +920,16 @@ def main(argv: list[str] | None = None) -> None:
     with RedisServer() as server:
         admin = redis.Redis.from_url(server.url)
         slowlog = SlowLog(admin)
-        bench_all_due(server, admin, slowlog, args.all_due_size, args.profile)
-        bench_document(server, admin, slowlog, args.document_size, args.minutes, args.profile)
-        bench_document_cold(server, admin, args.document_size)
-        bench_store(server, admin, slowlog, args.size, args.minutes, args.profile)
-        bench_memory(server, admin, slowlog, args.memory_size)
+        if args.all_due_size:
+            bench_all_due(server, admin, slowlog, args.all_due_size, args.profile)
+        if args.document_size:
+            bench_document(server, admin, slowlog, args.document_size, args.minutes,
+                           args.profile)
+            bench_document_cold(server, admin, args.document_size)
+        if args.size:
+            bench_store(server, admin, slowlog, args.size, args.minutes, args.profile)
+        if args.memory_size:
+            bench_memory(server, admin, slowlog, args.memory_size)
         admin.close()
     if args.json:
         Path(args.json).write_text(json.dumps([vars(r) for r in ROWS], indent=1))
