@@ -20,7 +20,8 @@ entry, its name, definition and pause record, those lengths' bytes one after the
 once the definitions it carries passed MAX_BATCH_DEFINITION_BYTES), 0 when there are none;
 `next` is the lowest score above the instant, as Redis writes it ("" when none): when the
 index next comes due (`kiqbeat run` sleeps until then). Cost: two range reads, one HSTRLEN
-per name, one HMGET of definitions and of pauses and one HGET per name's progress record,
+per name, one HMGET of definitions, one HLEN of the paused hash (and an HMGET of pauses
+when it holds any) and one HGET per name's progress record,
 whatever the size of the store or of any one definition. A mark that is not a whole number
 is refused, naming the schedule.
 ]]
@@ -46,14 +47,19 @@ if count < #names then  -- cut short: the rest are read by the next call
   more = 1
 end
 use_state(KEYS[3], 'kiqbeat:watermarks')
-local pauses = redis.call('HMGET', KEYS[4], unpack(names))
+-- Pause records: none to read when the hash is empty, as it mostly is.
+local pauses = redis.call('HLEN', KEYS[4]) > 0 and redis.call('HMGET', KEYS[4], unpack(names))
+  or {}
 local sizes, parts = {}, {}
 for j = 1, #names do
   local mark, _, garbled_mark = read_mark(names[j])
   if garbled_mark then return garbled_mark end
   local name, def, pause = names[j], defs[j], pauses[j]
-  sizes[#sizes + 1] = string.format('%d %d %d %s %d', #name, def and #def or -1, lengths[j],
-    mark and string.format('%.0f', mark) or '-1', pause and #pause or -1)
+  -- '%d' is exact below 2^53 (every mark kiqbeat writes); a larger one, written by hand in
+  -- the old layout, as '%.0f' writes it.
+  sizes[#sizes + 1] = string.format((mark or 0) < 2 ^ 53 and '%d %d %d %d %d' or
+    '%d %d %d %.0f %d', #name, def and #def or -1, lengths[j], mark or -1,
+    pause and #pause or -1)
   parts[#parts + 1] = name
   if def then parts[#parts + 1] = def end
   if pause then parts[#parts + 1] = pause end

@@ -45,8 +45,20 @@ local function legacy_key(role)
   return LEGACY[key] and key or nil
 end
 
+local STATE_KEYS = {}  -- name -> its bucket's key, worked out once per name a call
+local BUCKET_KEYS = {} -- bucket number -> its key
+
 local function state_key_of(name)
-  return STATE_PREFIX .. (tonumber(string.sub(redis.sha1hex(name), 1, 4), 16) % STATE_BUCKETS)
+  local key = STATE_KEYS[name]
+  if key then return key end
+  local bucket = tonumber(string.sub(redis.sha1hex(name), 1, 4), 16) % STATE_BUCKETS
+  key = BUCKET_KEYS[bucket]
+  if not key then
+    key = STATE_PREFIX .. bucket
+    BUCKET_KEYS[bucket] = key
+  end
+  STATE_KEYS[name] = key
+  return key
 end
 
 -- Before the first write: may the user read and write the buckets? (checks.lua)
@@ -84,6 +96,9 @@ end
 
 -- The varint at `pos` of `s` and the position after it (nil when cut short).
 local function read_varint(s, pos)
+  local b = string.byte(s, pos)
+  if not b then return nil, pos end
+  if b < 128 then return b, pos + 1 end  -- one byte, as most are
   local v, scale = 0, 1
   while true do
     local b = string.byte(s, pos)
@@ -126,40 +141,35 @@ local function entry_bytes(kind, d, delay, jid)
 end
 
 -- The position after the `n` entries of `blob` from `pos` (after the last whole one when
--- fewer): one string.byte for all, the walk in plain arithmetic.
+-- fewer): byte by byte over those entries only (a push drops one or two, not the whole
+-- history's bytes).
 local function past_entries(blob, pos, n)
-  if n <= 0 or pos > #blob then return pos end
-  local b = {string.byte(blob, pos, -1)}
-  local i, whole = 1, 1
+  local byte, size = string.byte, #blob
+  local i, whole = pos, pos
   for _ = 1, n do
-    local first = b[i]
-    if not first then break end
-    while b[i] and b[i] >= 128 do i = i + 1 end  -- the head
+    local head = byte(blob, i)
+    local b = head
+    while b and b >= 128 do i = i + 1; b = byte(blob, i) end  -- the head
+    if not b then break end
     i = i + 1
-    while b[i] and b[i] >= 128 do i = i + 1 end  -- the delay
-    if not b[i] then break end
+    b = byte(blob, i)
+    while b and b >= 128 do i = i + 1; b = byte(blob, i) end  -- the delay
+    if not b then break end
     i = i + 1
-    if first % 4 == 2 then  -- a manual run: the jid's length, then the jid
+    if head % 4 == 2 then  -- a manual run: the jid's length, then the jid
       local length, scale = 0, 1
-      while b[i] and b[i] >= 128 do
-        length, scale, i = length + (b[i] - 128) * scale, scale * 128, i + 1
+      b = byte(blob, i)
+      while b and b >= 128 do
+        length, scale, i = length + (b - 128) * scale, scale * 128, i + 1
+        b = byte(blob, i)
       end
-      if not b[i] then break end
-      i = i + 1 + length + b[i] * scale
-      if i > #b + 1 then break end
+      if not b then break end
+      i = i + 1 + length + b * scale
+      if i > size + 1 then break end
     end
     whole = i
   end
-  return pos + whole - 1
-end
-
--- A history ('' when none) as its COUNT, NEWEST and entries.
-local function history_parts(history)
-  if #history < 8 then return 0, 0, '' end
-  local newest = struct.unpack('>I6', history)
-  local count, pos = read_varint(history, 7)
-  if not count then return 0, 0, '' end
-  return count, newest, string.sub(history, pos)
+  return whole
 end
 
 -- History `old` ('' when none) with the pushes done[first..last] ({kind letter, tick ms,
@@ -168,14 +178,20 @@ end
 -- setting may be smaller than the deployment's), at least as many as it held: bounded all
 -- the same, by the larger of the two settings. The entries kept are copied as they are.
 local function remembered(old, done, first, last, keep, no_shorter)
-  local count, newest, body = history_parts(old or '')
+  -- Its COUNT and NEWEST; its entries start at `at` of `old` (none when too short).
+  local count, newest, at = 0, 0, nil
+  if old and #old >= 8 then
+    newest = struct.unpack('>I6', old)
+    count, at = read_varint(old, 7)
+    if not count then count, newest = 0, 0 end
+  end
   if no_shorter then keep = math.max(keep, count) end
   first = math.max(first, last - keep + 1)
   local n = last - first + 1
   local parts = {}
   local drop = count + n - keep
-  if drop < count then
-    parts[1] = drop > 0 and string.sub(body, past_entries(body, 1, drop)) or body
+  if count > 0 and drop < count then
+    parts[1] = string.sub(old, past_entries(old, at, drop))
   end
   local previous = count > 0 and newest or done[first][2]
   for j = first, last do

@@ -119,7 +119,7 @@ end
 err = expect_allowed('HSET', wm_key, 'f', '0') or expect_allowed('HSETNX', seen_key, 'f', '0')
   or expect_allowed('SADD', queues_key, 'q') or expect_allowed('ZADD', due_key, '0', 'n')
   or expect_allowed('HMGET', defs_key, 'f') or expect_allowed('HSTRLEN', defs_key, 'f')
-  or expect_allowed('HDEL', rejected_key, 'f')
+  or expect_allowed('HDEL', rejected_key, 'f') or expect_allowed('HLEN', rejected_key)
   or expect_allowed('HGET', missed_key, 'f') or expect_allowed('HSET', missed_key, 'f', 'r')
   or expect_allowed('HGET', seen_key, 'f')
   or expect_allowed('HMGET', history_key, 'f') or expect_allowed('HSET', history_key, 'f', 'h')
@@ -197,6 +197,10 @@ for first = 1, ng, BATCH do
     if err then return err end
   end
 end
+
+-- Set-aside reasons to clear (reindex): none to look for when the hash is empty, as it
+-- mostly is.
+local any_rejected = redis.call('HLEN', rejected_key) > 0
 
 -- Pass 2: write.
 local pushed, already, missed, skipped, new, stale, recorded = 0, 0, 0, 0, 0, 0, 0
@@ -348,5 +352,5 @@ for i = 1, ng do
 end
 out:write()
 flush('ZADD', due_key, index)
-flush('HDEL', rejected_key, planned)
+if any_rejected then flush('HDEL', rejected_key, planned) end
 return {pushed, already, missed, skipped, new, stale, recorded, table.concat(flags)}
