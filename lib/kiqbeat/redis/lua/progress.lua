@@ -177,30 +177,53 @@ end
 -- `keep` — or, with `no_shorter` (an operator's backfill or run now, whose own history
 -- setting may be smaller than the deployment's), at least as many as it held: bounded all
 -- the same, by the larger of the two settings. The entries kept are copied as they are.
-local function remembered(old, done, first, last, keep, no_shorter)
-  -- Its COUNT and NEWEST; its entries start at `at` of `old` (none when too short).
-  local count, newest, at = 0, 0, nil
-  if old and #old >= 8 then
-    newest = struct.unpack('>I6', old)
-    count, at = read_varint(old, 7)
-    if not count then count, newest = 0, 0 end
+--
+-- A history in parts, as push.lua carries it from a record to the record it writes without
+-- packing it in between: NEWEST (epoch ms) and TAIL, its varint COUNT then its entries
+-- (0, '' when none). The string form (`remembered`, `read_state`) is NEWEST as 6 bytes,
+-- then TAIL.
+local function remembered_parts(newest, tail, done, first, last, keep, no_shorter)
+  local count, at = 0, nil
+  if #tail >= 2 then
+    count, at = read_varint(tail, 1)
+    if not count then count = 0 end
   end
   if no_shorter then keep = math.max(keep, count) end
   first = math.max(first, last - keep + 1)
   local n = last - first + 1
-  local parts = {}
+  local kept = ''
   local drop = count + n - keep
   if count > 0 and drop < count then
-    parts[1] = string.sub(old, past_entries(old, at, drop))
+    kept = string.sub(tail, past_entries(tail, at, drop))
   end
   local previous = count > 0 and newest or done[first][2]
-  for j = first, last do
-    local entry = done[j]
-    parts[#parts + 1] = entry_bytes(entry[1], entry[2] - previous, entry[3], entry[4])
+  local added
+  if n == 1 then  -- one push, as most are: no table
+    local entry = done[first]
+    added = entry_bytes(entry[1], entry[2] - previous, entry[3], entry[4])
     previous = entry[2]
+  else
+    local parts = {}
+    for j = first, last do
+      local entry = done[j]
+      parts[#parts + 1] = entry_bytes(entry[1], entry[2] - previous, entry[3], entry[4])
+      previous = entry[2]
+    end
+    added = table.concat(parts)
   end
-  return struct.pack('>I6', previous) .. varint(math.min(count + n, keep)) ..
-    table.concat(parts)
+  return previous, varint(math.min(count + n, keep)) .. kept .. added
+end
+
+-- A history's string form ('' when none) in parts (NEWEST, TAIL).
+local function history_parts(history)
+  if not history or #history < 8 then return 0, '' end
+  return struct.unpack('>I6', history), string.sub(history, 7)
+end
+
+local function remembered(old, done, first, last, keep, no_shorter)
+  local newest, tail = history_parts(old)
+  newest, tail = remembered_parts(newest, tail, done, first, last, keep, no_shorter)
+  return struct.pack('>I6', newest) .. tail
 end
 
 -- An old-layout history ("KIND TICK DELAY [JID]" lines, newest first) in the new layout.
@@ -245,46 +268,60 @@ local function unzigzag(zz)
 end
 
 -- A record's watermark (NO_MARK: none) and first-seen, and, with `with_history`, its
--- history as `remembered` takes it (NEWEST as 6 bytes, COUNT, the entries; '' when none):
--- nil when it is not a record (too short, or a COUNT its bytes cannot hold).
+-- history in parts (NEWEST, TAIL: 0, '' when none; `remembered_parts`): nil when it is not
+-- a record (too short, or a COUNT its bytes cannot hold).
 local function parse_record(raw, with_history)
   if #raw < 7 then return nil end
   local mark = struct.unpack('>I6', raw)
   local zz, pos = read_varint(raw, 7)
   if not zz then return nil end
   local seen = mark - unzigzag(zz)
-  if pos > #raw then return mark, seen, '' end
+  if pos > #raw then return mark, seen, 0, '' end
   local newest, count_at = read_varint(raw, pos)
   if not newest then return nil end
   local count, after = read_varint(raw, count_at)
   if not count or count < 1 or #raw - after + 1 < 2 * count then return nil end
   if not with_history then return mark, seen end
-  return mark, seen, struct.pack('>I6', mark - unzigzag(newest)) .. string.sub(raw, count_at)
+  return mark, seen, mark - unzigzag(newest), string.sub(raw, count_at)
 end
 
 -- A schedule's state, one HGET: watermark and first-seen (epoch ms; nil, nil when it has no
--- watermark), its history ('' when none), or an error reply fourth. Reads the old layout
--- when the new one has nothing.
-local function read_state(name)
+-- watermark), its history in parts (NEWEST, TAIL: 0, '' when none), or an error reply fifth.
+-- Reads the old layout when the new one has nothing.
+local function read_state_parts(name)
   local key = state_key_of(name)
   local raw, err = hget_checked(key, name)
+  if err then return nil, nil, 0, '', err end
+  if not raw then
+    local mark, seen, history, legacy_err = read_legacy(name)
+    if legacy_err then return nil, nil, 0, '', legacy_err end
+    local newest, tail = history_parts(history)
+    return mark, seen, newest, tail
+  end
+  local mark, seen, newest, tail = parse_record(raw, true)
+  if not mark then return nil, nil, 0, '', garbled(name, key, raw) end
+  if mark == NO_MARK then return nil, nil, newest, tail end
+  return mark, seen, newest, tail
+end
+
+-- As `read_state_parts`, the history in its string form ('' when none; error fourth).
+local function read_state(name)
+  local mark, seen, newest, tail, err = read_state_parts(name)
   if err then return nil, nil, nil, err end
-  if not raw then return read_legacy(name) end
-  local mark, seen, history = parse_record(raw, true)
-  if not mark then return nil, nil, nil, garbled(name, key, raw) end
-  if mark == NO_MARK then return nil, nil, history end
-  return mark, seen, history
+  return mark, seen, tail ~= '' and struct.pack('>I6', newest) .. tail or ''
 end
 
 -- Store a schedule's whole state, one HSET: watermark (nil: none), first-seen (0 or nil:
--- unknown) and history (as `remembered` gives it); drops any old-layout copy (the record
--- now carries it).
-local function write_state(name, mark, seen, history)
+-- unknown) and history in parts (NEWEST, TAIL: `remembered_parts`); drops any old-layout
+-- copy (the record now carries it).
+local function write_state_parts(name, mark, seen, newest, tail)
   mark = mark or NO_MARK
-  local record = struct.pack('>I6', mark) .. varint(zigzag(mark - (seen or 0)))
-  if history ~= '' then
-    record = record .. varint(zigzag(mark - struct.unpack('>I6', history))) ..
-      string.sub(history, 7)
+  local record
+  if tail ~= '' then
+    record = struct.pack('>I6', mark) .. varint(zigzag(mark - (seen or 0))) ..
+      varint(zigzag(mark - newest)) .. tail
+  else
+    record = struct.pack('>I6', mark) .. varint(zigzag(mark - (seen or 0)))
   end
   redis.call('HSET', state_key_of(name), name, record)
   if not LEGACY_FOUND then
@@ -294,6 +331,11 @@ local function write_state(name, mark, seen, history)
     end
   end
   for j = 1, #LEGACY_FOUND do redis.call('HDEL', LEGACY_FOUND[j], name) end
+end
+
+-- As `write_state_parts`, the history in its string form (as `remembered` gives it).
+local function write_state(name, mark, seen, history)
+  write_state_parts(name, mark, seen, history_parts(history))
 end
 
 -- A schedule's watermark and first-seen (nil, nil when none), or an error reply third

@@ -183,9 +183,9 @@ for i = 1, ng do
 end
 
 -- The stored state each group is checked against, one record each (progress.lua):
--- watermark and first-seen (`curs`, `seens`, nil when none), history, and whether its definition is the one it
--- was planned from.
-local curs, seens, pasts, stales = {}, {}, {}, {}
+-- watermark and first-seen (`curs`, `seens`, nil when none), history (in parts: `newests`,
+-- `tails`), and whether its definition is the one it was planned from.
+local curs, seens, newests, tails, stales = {}, {}, {}, {}, {}
 for first = 1, ng, BATCH do
   local last = math.min(first + BATCH - 1, ng)
   -- A definition swapped meanwhile for one over the limit is not read: it has changed.
@@ -193,7 +193,7 @@ for first = 1, ng, BATCH do
   for k = first, last do
     local def = defs[k - first + 1]
     stales[k] = not def or redis.sha1hex(def) ~= shas[k]
-    curs[k], seens[k], pasts[k], err = read_state(names[k])
+    curs[k], seens[k], newests[k], tails[k], err = read_state_parts(names[k])
     if err then return err end
   end
 end
@@ -207,7 +207,7 @@ local pushed, already, missed, skipped, new, stale, recorded = 0, 0, 0, 0, 0, 0,
 local when = clock_ms()
 local flags = {}
 local out = destinations(FIRST_QUEUE, 4, queues_key, sched_key)
-local histories = {} -- group i's new history (nil: unchanged)
+local histories = {} -- group i's new history, its TAIL (nil: unchanged; NEWEST in `newests`)
 local lines = {}     -- the history lines of the group at hand, oldest first
 local index = {}     -- next due, name, next due, name...
 local planned = {}   -- names whose index entry is set
@@ -279,7 +279,7 @@ local function push_above(i, floor)
   end
   if overlap and last then remember_job(life, name, jobs:json(body, last)) end
   if keep > 0 and count > 0 then
-    histories[i] = remembered(pasts[i], lines, 1, count, keep)
+    newests[i], histories[i] = remembered_parts(newests[i], tails[i], lines, 1, count, keep)
   end
   return overlapped
 end
@@ -326,7 +326,8 @@ for i = 1, ng do
   elseif not cur then
     new = new + 1
     local overlapped = push_above(i, tonumber(now_ms))
-    write_state(names[i], marks[i], tonumber(now_ms), histories[i] or pasts[i])
+    write_state_parts(names[i], marks[i], tonumber(now_ms), newests[i],
+      histories[i] or tails[i])
     if #overlapped > 0 then add_ranges(missed_key, names[i], overlapped) end
     reindex(i)
   else
@@ -336,7 +337,7 @@ for i = 1, ng do
     local floor = math.max(cur, seens[i] or 0)
     local overlapped = push_above(i, floor)
     if marks[i] > cur then
-      write_state(names[i], marks[i], seens[i], histories[i] or pasts[i])
+      write_state_parts(names[i], marks[i], seens[i], newests[i], histories[i] or tails[i])
       missed = missed + misseds[i]
       skipped = skipped + skippeds[i]
       if n_ranges[i] > 0 then record(i, floor) end
@@ -346,7 +347,7 @@ for i = 1, ng do
       reindex(i)
     end
     if marks[i] <= cur and histories[i] then
-      write_state(names[i], cur, seens[i], histories[i])
+      write_state_parts(names[i], cur, seens[i], newests[i], histories[i])
     end
   end
 end
