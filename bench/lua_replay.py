@@ -106,7 +106,7 @@ USES = {"push": ("definitions", "records", "progress", "frames", "life"),
         "due": ("definitions", "progress")}
 
 
-def replay(path: Path, lua_dir: Path, rounds: int, slowlog: bool) -> None:
+def replay(path: Path, lua_dir: Path, rounds: int, slowlog: bool, top: int = 0) -> None:
     captured = pickle.loads(path.read_bytes())
     calls, data = captured["calls"], captured["data"]
     texts = {name: lua_text(name, USES[name], lua_dir) for name in USES}
@@ -114,6 +114,8 @@ def replay(path: Path, lua_dir: Path, rounds: int, slowlog: bool) -> None:
     jobs = captured["jobs"]
     totals: dict[str, list[float]] = {"push": [], "due": []}
     longest: dict[str, float] = {"push": 0.0, "due": 0.0}
+    walls: dict[str, float] = {"push": 0.0, "due": 0.0}  # seconds, as the client saw them
+    per_call: list[tuple[float, int, int]] = []  # push.lua: CPU us, jobs pushed, keys
     with RedisServer() as server:
         client = redis.Redis.from_url(server.url)
         for _ in range(rounds):
@@ -131,12 +133,15 @@ def replay(path: Path, lua_dir: Path, rounds: int, slowlog: bool) -> None:
             used = {"push": 0.0, "due": 0.0}
             pid = server.process.pid  # type: ignore[union-attr]
             for name, keys, args in calls:
-                before = cpu_ns(pid)
+                before, started = cpu_ns(pid), time.perf_counter()
                 reply = client.evalsha(shas[name], len(keys), *keys, *args)
                 usec = (cpu_ns(pid) - before) / 1000
+                walls[name] = max(walls[name], time.perf_counter() - started)
                 if isinstance(reply, redis.ResponseError):
                     raise reply
                 used[name] += usec
+                if name == "push":
+                    per_call.append((usec, int(reply[0]), len(keys)))
                 longest[name] = max(longest[name], usec / 1000)
             if perf:
                 perf.send_signal(signal.SIGINT)
@@ -149,7 +154,14 @@ def replay(path: Path, lua_dir: Path, rounds: int, slowlog: bool) -> None:
             continue
         print(f"{name}.lua: {statistics.median(totals[name]) / jobs:.2f} us/job median "
               f"(min {min(totals[name]) / jobs:.2f}) over {rounds} rounds, {counts[name]} calls, "
-              f"longest {longest[name]:.2f} ms")
+              f"longest {longest[name]:.2f} ms CPU, {walls[name] * 1000:.2f} ms wall (client)")
+    if top:
+        show_top(per_call, top)
+
+
+def show_top(per_call: list[tuple[float, int, int]], top: int) -> None:
+    for usec, pushed, nkeys in sorted(per_call, reverse=True)[:top]:
+        print(f"  push.lua call: {usec:.0f} us CPU, {pushed} pushed, {nkeys} keys")
 
 
 def main() -> None:
@@ -166,6 +178,7 @@ def main() -> None:
                    default=Path(scripts.__file__).resolve().parent / "lua")
     r.add_argument("--rounds", type=int, default=5)
     r.add_argument("--slowlog", action="store_true")
+    r.add_argument("--top", type=int, default=0, help="print the N longest push.lua calls")
     args = parser.parse_args()
     random.seed(1)
     if args.what == "capture":
@@ -173,7 +186,7 @@ def main() -> None:
         capture(args.out, args.all_due, args.rotating, args.minutes)
         print(f"  {time.perf_counter() - started:.1f} s")
     else:
-        replay(args.path, args.lua_dir, args.rounds, args.slowlog)
+        replay(args.path, args.lua_dir, args.rounds, args.slowlog, args.top)
 
 
 if __name__ == "__main__":
