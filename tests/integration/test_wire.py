@@ -12,10 +12,12 @@ import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kiqbeat.core.limits import MAX_DEFINITION_BYTES
 from kiqbeat.core.plan import Group
 from kiqbeat.errors import RedisRefusedError
-from kiqbeat.redis import keys, progress, pushes, scripts
+from kiqbeat.redis import due, keys, progress, pushes, scripts
 from kiqbeat.redis.connection import redis_errors
+from kiqbeat.redis.definitions import Oversized
 from kiqbeat.redis.frames import Piece
 from kiqbeat.redis.side import RedisSide
 
@@ -198,3 +200,42 @@ def test_a_request_of_another_format_version_is_refused_before_anything_is_writt
     with pytest.raises(RedisRefusedError, match=r"reads 12 fields.*`kiqbeat functions --load`; "
                        "nothing was written"), redis_errors(client, "pushing jobs"):
         scripts.SCRIPTS.call(scripts.PUSH, client, script_keys, args)
+
+
+@given(st.lists(st.tuples(names, st.one_of(st.none(), st.binary(max_size=300)),
+                          st.one_of(st.none(), st.integers(0, 2 ** 48 - 2)),
+                          st.one_of(st.none(), st.binary(max_size=100))),
+                min_size=1, max_size=8, unique_by=lambda e: e[0]))
+@FUZZ
+def test_a_due_read_gives_back_each_entrys_name_definition_mark_and_pause_byte_for_byte(
+    client: redis.Redis, entries: list[tuple[str, bytes | None, int | None, bytes | None]],
+) -> None:
+    """due.lua's reply (its sizes record and bytes) read by redis/due.py, the one reader:
+    whatever bytes the names, definitions and pause records hold, and marks up to the
+    record's 48 bits."""
+    client.flushall()
+    for name, definition, mark, pause in entries:
+        client.zadd(keys.due("ns:"), {raw(name): 0})
+        if definition is not None:
+            client.hset(keys.definitions("ns:"), raw(name), definition)
+        if mark is not None:
+            set_mark(client, name, mark, None)
+        if pause is not None:
+            client.hset(keys.paused("ns:"), raw(name), pause)
+    read = due.read_due(client, "ns:", None, upto_ms=NOW_MS)
+    got = {e.name: (e.definition, e.mark_ms, e.pause) for e in read.batch.entries}
+    assert got == {name: (definition, mark, pause or None)
+                   for name, definition, mark, pause in entries}
+
+
+def test_a_due_read_gives_an_oversized_definitions_length_not_its_bytes(
+    client: redis.Redis,
+) -> None:
+    huge = b"x" * (MAX_DEFINITION_BYTES + 1)
+    client.hset(keys.definitions("ns:"), "huge", huge)
+    client.zadd(keys.due("ns:"), {"huge": 0, "small": 0})
+    client.hset(keys.definitions("ns:"), "small", DEFINITION)
+    set_mark(client, "small", NOW_MS, NOW_MS - MINUTE)
+    read = due.read_due(client, "ns:", None, upto_ms=NOW_MS)
+    got = {e.name: (e.definition, e.mark_ms) for e in read.batch.entries}
+    assert got == {"huge": (Oversized(len(huge)), None), "small": (DEFINITION, NOW_MS)}

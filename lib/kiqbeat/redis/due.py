@@ -9,6 +9,7 @@ any instant kiqbeat plans plannable again.
 from __future__ import annotations
 
 import math
+import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -145,16 +146,20 @@ def read_due(
                    plannable_ms(next_due) if next_due else None)
 
 
+# One due entry's sizes in due.lua's reply (its SIZES_FORMAT, the same format): name length,
+# definition length read (-1: not read), stored length, mark (epoch ms as a double; -1:
+# none), pause record length (-1: none).
+SIZES = struct.Struct(">IiIdi")
+
+
 def _entries(sizes: bytes, blob: bytes) -> list[Due]:
-    """due.lua's entries: five numbers per entry in `sizes` (name length, definition length
-    read or -1, stored length, mark or -1, pause length or -1), their bytes in `blob`."""
-    numbers = [int(n) for n in sizes.split()]
-    if len(numbers) % 5:
-        raise ValueError(f"due.lua's sizes are not five per entry: {sizes[:60]!r}")
+    """due.lua's entries: one SIZES record per entry in `sizes`, their bytes in `blob`."""
+    if len(sizes) % SIZES.size:
+        raise ValueError(f"due.lua's sizes are not {SIZES.size} bytes per entry: "
+                         f"{len(sizes)} bytes")
     entries = []
     pos = 0
-    for j in range(0, len(numbers), 5):
-        name_length, def_length, stored, mark, pause_length = numbers[j:j + 5]
+    for name_length, def_length, stored, mark, pause_length in SIZES.iter_unpack(sizes):
         name = blob[pos:pos + name_length]
         pos += name_length
         definition: bytes | Oversized | None = None
@@ -170,7 +175,7 @@ def _entries(sizes: bytes, blob: bytes) -> list[Due]:
         # A name that is not UTF-8 (written by another language) stays readable: its
         # definition is then refused by name and set aside, writing back the same bytes.
         entries.append(Due(name.decode(errors="surrogateescape"), definition,
-                           None if mark < 0 else mark, pause))
+                           None if mark < 0 else int(mark), pause))
     if pos != len(blob):
         raise ValueError(f"due.lua's entries hold {len(blob)} bytes, their sizes {pos}")
     return entries

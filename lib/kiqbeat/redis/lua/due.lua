@@ -10,11 +10,12 @@ ARGV[2]  offset into the due entries   ARGV[3]  at most this many (a batch)
 
 Returns {seconds, microseconds, sizes, bytes, more, next}: TIME's two numbers, then the
 entries scored at or below the instant (lowest first) as two strings that Python reads with
-one split and slices (redis/due.py `read_due`, the one reader), not as thousands of bulk
-strings: `sizes` holds five decimal numbers per entry, separated by spaces: the name's
-length, the definition's length as read (-1 when not read: gone, or over
-MAX_DEFINITION_BYTES), its length in bytes (HSTRLEN, asked before anything is read: 0 when
-gone), the mark (-1 when none), the pause record's length (-1 when none); `bytes` is, per
+one struct.iter_unpack and slices (redis/due.py `read_due`, the one reader), not as
+thousands of bulk strings: `sizes` holds one SIZES_FORMAT record per entry (24 bytes,
+big-endian): the name's length (I4), the definition's length as read (i4; -1 when not read:
+gone, or over MAX_DEFINITION_BYTES), its length in bytes (I4; HSTRLEN, asked before
+anything is read: 0 when gone), the mark (d, epoch ms: exact, every mark is a whole number
+below 2^53; -1 when none), the pause record's length (i4; -1 when none); `bytes` is, per
 entry, its name, definition and pause record, those lengths' bytes one after the other.
 `more` is 1 when due entries may follow this batch (it holds ARGV[3] names, or was cut short
 once the definitions it carries passed MAX_BATCH_DEFINITION_BYTES), 0 when there are none;
@@ -50,18 +51,18 @@ use_state(KEYS[3], 'kiqbeat:watermarks')
 -- Pause records: none to read when the hash is empty, as it mostly is.
 local pauses = redis.call('HLEN', KEYS[4]) > 0 and redis.call('HMGET', KEYS[4], unpack(names))
   or {}
+-- One entry's sizes (redis/due.py SIZES, the same format).
+local SIZES_FORMAT = '>IiIdi'
+local pack = struct.pack
 local sizes, parts = {}, {}
 for j = 1, #names do
   local mark, _, garbled_mark = read_mark(names[j])
   if garbled_mark then return garbled_mark end
   local name, def, pause = names[j], defs[j], pauses[j]
-  -- '%d' is exact below 2^53 (every mark kiqbeat writes); a larger one, written by hand in
-  -- the old layout, as '%.0f' writes it.
-  sizes[#sizes + 1] = string.format((mark or 0) < 2 ^ 53 and '%d %d %d %d %d' or
-    '%d %d %d %.0f %d', #name, def and #def or -1, lengths[j], mark or -1,
+  sizes[j] = pack(SIZES_FORMAT, #name, def and #def or -1, lengths[j], mark or -1,
     pause and #pause or -1)
   parts[#parts + 1] = name
   if def then parts[#parts + 1] = def end
   if pause then parts[#parts + 1] = pause end
 end
-return {clock[1], clock[2], table.concat(sizes, ' '), table.concat(parts), more, next_due}
+return {clock[1], clock[2], table.concat(sizes), table.concat(parts), more, next_due}
