@@ -205,7 +205,7 @@ local any_rejected = redis.call('HLEN', rejected_key) > 0
 -- Pass 2: write.
 local pushed, already, missed, skipped, new, stale, recorded = 0, 0, 0, 0, 0, 0, 0
 local when = clock_ms()
-local flags = {}
+local flags, nflags = {}, 0  -- nflags: #flags, kept (# costs a search each time)
 local out = destinations(FIRST_QUEUE, 4, queues_key, sched_key)
 local histories = {} -- group i's new history, its TAIL (nil: unchanged; NEWEST in `newests`)
 local lines = {}     -- the history lines of the group at hand, oldest first
@@ -235,17 +235,20 @@ local function push_above(i, floor)
     local tick = ticks[j]
     if tick <= floor then
       already = already + 1
-      flags[#flags + 1] = '0'
+      nflags = nflags + 1
+      flags[nflags] = '0'
     else
       if skips > used then
         used = used + 1
         count = count + 1
         if keep > 0 then lines[count] = pushed_line('s', tick, when) end
         skipped = skipped + 1
-        flags[#flags + 1] = '0'
+        nflags = nflags + 1
+        flags[nflags] = '0'
       elseif limit > 0 and runs + ran >= limit then
         skipped = skipped + 1
-        flags[#flags + 1] = '0'
+        nflags = nflags + 1
+        flags[nflags] = '0'
       else
         if overlap and busy == nil then
           busy = job_waiting(life, name, sched_key, KEYS[FIRST_QUEUE + k],
@@ -259,12 +262,14 @@ local function push_above(i, floor)
             overlapped[#overlapped + 1] = {prev, tick, 'overlap'}
           end
           skipped, recorded = skipped + 1, recorded + 1
-          flags[#flags + 1] = '0'
+          nflags = nflags + 1
+          flags[nflags] = '0'
         else
           out:add(k, releases[j], jobs:json(body, j))
           pushed, ran, last = pushed + 1, ran + 1, j
           busy = overlap
-          flags[#flags + 1] = '1'
+          nflags = nflags + 1
+          flags[nflags] = '1'
           count = count + 1
           if keep > 0 then lines[count] = pushed_line('t', tick, when) end
         end
@@ -311,7 +316,10 @@ local function reindex(i)
 end
 
 local function leave_alone(i)
-  for _ = 1, n_jobs[i] do flags[#flags + 1] = '0' end
+  for _ = 1, n_jobs[i] do
+    nflags = nflags + 1
+    flags[nflags] = '0'
+  end
 end
 
 for i = 1, ng do
