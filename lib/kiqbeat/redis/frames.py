@@ -63,6 +63,9 @@ _RANGE = struct.Struct(">ddB")  # AFTER THROUGH, the reason's length (then it, t
 _DOUBLE = struct.Struct(">d")
 _N = struct.Struct(">I")
 _JOB = struct.Struct(">ddI")  # frames.lua JOB_FORMAT: TICK RELEASE LENGTH, then the JSON
+# A group without missed ranges and with one job, as most are, packed in one go: GROUP with
+# R = 0, then N = 1 and the job's frame (the same bytes as the parts one by one).
+_GROUP_ONE_JOB = struct.Struct(">40sddBddHdBIIddI")
 _PIECE = struct.Struct(">40sddHdI")  # backfill.lua's PIECE_FORMAT after NAME
 _NO_SHA = b"0" * 40
 
@@ -83,10 +86,21 @@ def _jobs(ticks: Sequence[int], releases: Sequence[int], payloads: Sequence[byte
 def push_request(groups: Sequence[Group], queues: Queues) -> bytes:
     """push.lua's packed groups (its header names the fields); numbers `queues` as it goes."""
     parts = [_COUNT.pack(len(PUSH_GROUP_FIELDS))]
+    append = parts.append
     pack_name, pack_group, pack_n = _NAME.pack, _GROUP.pack, _N.pack
+    pack_one = _GROUP_ONE_JOB.pack
     for g in groups:
         name = name_bytes(g.name)
-        parts.append(pack_name(len(name)) + name + pack_group(
+        append(pack_name(len(name)))
+        append(name)
+        if not g.ranges and len(g.ticks) == 1:
+            job = g.payloads[0]
+            append(pack_one(_sha(g.sha), g.mark_ms, g.next_due_ms, g.new, g.missed, g.skipped,
+                            queues.number(g.queue), g.max_runs, g.overlap, 0, 1, g.ticks[0],
+                            g.releases[0], len(job)))
+            append(job)
+            continue
+        append(pack_group(
             _sha(g.sha), g.mark_ms, g.next_due_ms, g.new, g.missed, g.skipped,
             queues.number(g.queue), g.max_runs, g.overlap, len(g.ranges)))
         for after, through, reason, count in g.ranges:
