@@ -44,9 +44,10 @@ NEIGHBOUR_PATTERNS = ("%R~schedules", "%R~sidekiq-scheduler:pushed:*", "%R~cron_
 LUA = {"scripts": ("+evalsha", "+script|load"), "functions": ("+fcall",)}
 REQUIRED = ("+time", "+hmget", "+type", "+hget", "+hset", "+hsetnx", "+hdel", "+hexists",
             "+lpush", "+sadd", "+zadd", "+zrem", "+zscore", "+zrangebyscore", "+get", "+set",
-            "+hstrlen", "+hincrby", "+lpos")
-# `kiqbeat status` (and the store API's reads) besides.
-FOR_STATUS = ("+hlen", "+zcard", "+zcount", "+zrange", "+hscan")
+            "+hstrlen", "+hincrby", "+lpos", "+hlen")
+# `kiqbeat status` (and the store API's reads) besides (and HLEN above, which invocations
+# use too: whether the skips, set-aside and paused hashes hold anything).
+FOR_STATUS = ("+zcard", "+zcount", "+zrange", "+hscan")
 # The audit trail of operators' actions (`pause`, `trigger`, `backfill`, ...; `kiqbeat audit`).
 FOR_AUDIT = ("+xadd", "+xrevrange")
 OPTIONAL = ("+exists", "+info")
