@@ -83,8 +83,16 @@ local function garbled(name, key, raw)
 end
 
 local function varint(v)
-  if v < 128 then return string.char(v) end
-  if v < 16384 then return string.char(v % 128 + 128, math.floor(v / 128)) end
+  local char, floor = string.char, math.floor
+  if v < 128 then return char(v) end
+  if v < 16384 then return char(v % 128 + 128, floor(v / 128)) end
+  if v < 34359738368 then  -- up to five bytes (a first-seen a year back) without a table
+    local a, b = v % 128 + 128, floor(v / 128) % 128 + 128
+    if v < 2097152 then return char(a, b, floor(v / 16384)) end
+    local c = floor(v / 16384) % 128 + 128
+    if v < 268435456 then return char(a, b, c, floor(v / 2097152)) end
+    return char(a, b, c, floor(v / 2097152) % 128 + 128, floor(v / 268435456))
+  end
   local bytes = {}
   while v >= 128 do
     bytes[#bytes + 1] = v % 128 + 128
