@@ -104,9 +104,15 @@ end
 
 -- The varint at `pos` of `s` and the position after it (nil when cut short).
 local function read_varint(s, pos)
-  local b = string.byte(s, pos)
+  local b, b1, b2, b3 = string.byte(s, pos, pos + 3)
   if not b then return nil, pos end
   if b < 128 then return b, pos + 1 end  -- one byte, as most are
+  -- Up to four bytes (a first-seen days back) from the one string.byte above.
+  if b1 and b1 < 128 then return b - 128 + b1 * 128, pos + 2 end
+  if b2 and b2 < 128 then return b - 128 + (b1 - 128) * 128 + b2 * 16384, pos + 3 end
+  if b3 and b3 < 128 then
+    return b - 128 + (b1 - 128) * 128 + (b2 - 128) * 16384 + b3 * 2097152, pos + 4
+  end
   local v, scale = 0, 1
   while true do
     local b = string.byte(s, pos)
