@@ -237,6 +237,9 @@ class JobTemplates:
         # each minute renders the same ones again (the entry keeps the args, so the id is
         # never reused while cached); no more than the engine keeps parsed.
         self._args: dict[int, tuple[tuple[Any, ...], str]] = {}
+        # (content key) -> the bytes after the jid of a job pushed at `_tails_at`.
+        self._tails: dict[tuple[str, str, str, int, bool], bytes] = {}
+        self._tails_at: datetime | None = None
 
     def job(self, schedule: Schedule, tick: datetime, job_id: str, pushed_at: datetime,
             *, scheduled: bool, released: datetime | None = None) -> str:
@@ -260,10 +263,49 @@ class JobTemplates:
             known = self._args[id(args)] = (args, _encode(args))
         return entry[1].render(args, job_id, pushed_at, released or tick, args_json=known[1])
 
+    def queued(self, schedule: Schedule, ticks_ms: Sequence[int], pushed_at: datetime,
+               *, keep: bool = True) -> list[bytes] | None:
+        """`job_json` of each tick, encoded, for jobs pushed into the schedule's queue at
+        `pushed_at` (not scheduled), from its content's template; None when it has none.
+        `keep` False: the schedule is not planned again soon, so its args' JSON is not kept
+        (nor its args, which the entry would keep alive)."""
+        if schedule.include_metadata or schedule.active_job_wrapper or (
+                schedule.overlap == "skip"):
+            return None
+        extra = schedule.extra
+        key = (schedule.job_class, schedule.queue, schedule.timestamp_format,
+               id(extra) if extra else 0, False)
+        entry = self._by_content.get(key)
+        if entry is None:
+            entry = self._by_content[key] = (extra, job_template(schedule, scheduled=False))
+        template = entry[1]
+        if template is None:
+            return None
+        if pushed_at != self._tails_at:
+            self._tails.clear()
+            self._tails_at = pushed_at
+        # Everything after the jid is the same for every job pushed at that instant.
+        tail = self._tails.get(key)
+        if tail is None:
+            pushed = _pushed_text(pushed_at, template.timestamp_format)
+            _, _, p2, p3, p4 = template.parts
+            tail = self._tails[key] = f"{p2}{pushed}{p3}{pushed}{p4}".encode()
+        args = schedule.args
+        known = self._args.get(id(args))
+        if known is None or known[0] is not args:
+            known = (args, _encode(args))
+            if keep:
+                self._args[id(args)] = known
+        p0, p1 = template.parts[:2]
+        head = f"{p0}{known[1]}{p1}".encode()
+        name = schedule.name
+        return [head + jid_ms(name, tick_ms).encode() + tail for tick_ms in ticks_ms]
+
     def forget_beyond(self, size: int) -> None:
         """Drop every template, or every args' JSON, once they outnumber `size` (configs
         come and go, due sets rotate)."""
         if len(self._by_content) > size:
             self._by_content.clear()
+            self._tails.clear()  # keyed as the templates are
         if len(self._args) > min(size, MAX_PARSED_DEFINITIONS):
             self._args.clear()
