@@ -554,8 +554,9 @@ class Engine:
                     for chunk in plan.chunks():
                         if not pusher.send(chunk, plan.now_ms):
                             break
-                    for group in plan.groups:  # where the push moves their index entries
-                        report.next_due_ms = _earlier(report.next_due_ms, group.next_due_ms)
+                    if plan.groups:  # where the push moves their index entries
+                        report.next_due_ms = _earlier(
+                            report.next_due_ms, min(g.next_due_ms for g in plan.groups))
                     if pusher.stopped:
                         break
                 if pusher.stopped or not batch.more:

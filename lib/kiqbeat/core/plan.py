@@ -210,6 +210,13 @@ class Plan:
             if chunk and cost > budget_us:
                 yield chunk
                 chunk, cost, size = [], PUSH_US_PER_GROUP, 0
+            payloads = group.payloads
+            if len(payloads) == 1 and (cost + PUSH_US_PER_JOB <= budget_us
+                                       and size + len(payloads[0]) <= max_bytes):
+                chunk.append(group)  # the common case, as the loop below takes it
+                cost += PUSH_US_PER_JOB
+                size += len(payloads[0])
+                continue
             rest = group
             while True:
                 take = 0
