@@ -269,7 +269,7 @@ class TickMemo:
         # timetable key -> (after, first): epoch ms; `first` is the first tick after any
         # instant in [after, first).
         self._next: dict[str, tuple[tuple[int, int], ...]] = {}
-        self._templates = JobTemplates()  # job templates, by content
+        self.templates = JobTemplates()  # job templates, by content
         # What the plans of one invocation (the engine plans one a slice at a time) share:
         # the due ticks (`_Shared`) and the decisions (`_Decisions`) made at `_shared_at`.
         self._shared: tuple[_Shared, _Decisions] = ({}, {})
@@ -283,23 +283,16 @@ class TickMemo:
             self._shared_at = (now, window_s)
         return self._shared
 
-    def queued(self, schedule: Schedule, ticks_ms: Sequence[int], now: datetime, *,
-               keep: bool = True) -> list[bytes] | None:
-        """The JSON of the schedule's jobs for these ticks pushed into its queue at `now`,
-        from its content's template; None when it has none (then built one by one).
-        `keep` False: it is not due again soon (KEEP_WARM_MS), keep nothing of it."""
-        return self._templates.queued(schedule, ticks_ms, now, keep=keep)
-
     def payload(self, schedule: Schedule, tick: datetime, job_id: str, now: datetime,
                 *, scheduled: bool, released: datetime | None = None) -> str:
         """The job's JSON, from the template of the schedule's content where it has one; a
         job for the schedule set is released at `released` (default: its tick)."""
-        return self._templates.job(schedule, tick, job_id, now, scheduled=scheduled,
-                                   released=released)
+        return self.templates.job(schedule, tick, job_id, now, scheduled=scheduled,
+                                  released=released)
 
     def forget_beyond(self, size: int) -> None:
         """Drop cached templates once they outnumber `size` (configs come and go)."""
-        self._templates.forget_beyond(size)
+        self.templates.forget_beyond(size)
 
     def next_ms(self, timetable: Timetable, after_ms: int) -> int:
         """The first fire instant after `after_ms` (epoch ms), mostly without a search."""
@@ -459,47 +452,55 @@ def _decide(timetable: Timetable, mark_ms: int, enabled: bool, lookahead_s: floa
                      skipped, tuple(ranges), due, due_ms, first, last, n_past)
 
 
-def _plan_schedule(schedule: Schedule, mark_ms: int, at: _Instant) -> tuple[Group | None, int]:
+def _plan_schedule(schedule: Schedule, mark_ms: int, sha: str, at: _Instant
+                   ) -> tuple[Group | None, int]:
     """A schedule's group at `at.now` (module docstring), None when it has nothing to do;
     and its next index entry. Schedules deciding alike share the decision (`_decide`): a
-    warm invocation's work per due schedule is its jobs' JSON."""
+    warm invocation's work per due schedule is its jobs' JSON and its group."""
     enabled = schedule.enabled
-    decision_key = (schedule.timetable.key, mark_ms, enabled, schedule.lookahead_s,
-                    schedule.catch_up)
+    timetable = schedule.timetable
+    decision_key = (timetable.key, mark_ms, enabled, schedule.lookahead_s, schedule.catch_up)
     decision = at.decisions.get(decision_key)
     if decision is None:
         decision = at.decisions[decision_key] = _decide(
-            schedule.timetable, mark_ms, enabled, schedule.lookahead_s, schedule.catch_up, at)
-    if not decision.act:
-        return None, decision.next_due_ms
+            timetable, mark_ms, enabled, schedule.lookahead_s, schedule.catch_up, at)
+    act, new_mark_ms, next_due, missed, skipped, ranges, due, due_ms, first, last, n_past = (
+        decision)
+    if not act:
+        return None, next_due
     name = schedule.name
-    group = Group(name, decision.mark_ms, decision.missed, decision.skipped, False,
-                  decision.next_due_ms, "", list(decision.ranges), schedule.queue)
-    due, due_ms, first, last, n_past = (decision.due, decision.due_ms, decision.first,
-                                        decision.last, decision.n_past)
     memo = at.memo
+    ticks: list[int] = []
+    releases: list[int] = []
+    payloads: list[bytes] = []
     if schedule.jitter_s:
         now, now_ms = at.now, at.now_ms
         for k in [*range(first, last), *range(n_past, len(due))]:
-            group.add(due_ms[k], *_job(schedule, due[k], due_ms[k], now, now_ms, memo,
-                                       ahead=k >= n_past))
-        return group, decision.next_due_ms
-    if first < last:
-        ticks = due_ms[first:last]  # its own list (a lookahead tick is appended to it)
-        payloads = memo.queued(schedule, ticks, at.now,
-                               keep=decision.next_due_ms - at.now_ms <= KEEP_WARM_MS)
-        if payloads is None:  # no template: built one by one
-            now = at.now
-            payloads = [memo.payload(schedule, due[k], jid_ms(name, due_ms[k]), now,
-                                     scheduled=False).encode() for k in range(first, last)]
-        group.ticks = ticks
-        group.releases = [0] * len(ticks)
-        group.payloads = payloads
-    for k in range(n_past, len(due)):  # lookahead: into the schedule set, at the tick
-        tick_ms = due_ms[k]
-        group.add(tick_ms, tick_ms, memo.payload(schedule, due[k], jid_ms(name, tick_ms),
-                                                 at.now, scheduled=True).encode())
-    return group, decision.next_due_ms
+            release_ms, payload = _job(schedule, due[k], due_ms[k], now, now_ms, memo,
+                                       ahead=k >= n_past)
+            ticks.append(due_ms[k])
+            releases.append(release_ms)
+            payloads.append(payload)
+    else:
+        if first < last:
+            ticks = due_ms[first:last]  # its own list (a lookahead tick is appended to it)
+            rendered = memo.templates.queued(schedule, ticks, at.now,
+                                              keep=next_due - at.now_ms <= KEEP_WARM_MS)
+            if rendered is None:  # no template: built one by one
+                now = at.now
+                rendered = [memo.payload(schedule, due[k], jid_ms(name, due_ms[k]), now,
+                                         scheduled=False).encode() for k in range(first, last)]
+            releases = [0] * len(ticks)
+            payloads = rendered
+        for k in range(n_past, len(due)):  # lookahead: into the schedule set, at the tick
+            tick_ms = due_ms[k]
+            ticks.append(tick_ms)
+            releases.append(tick_ms)
+            payloads.append(memo.payload(schedule, due[k], jid_ms(name, tick_ms), at.now,
+                                         scheduled=True).encode())
+    return Group(name, new_mark_ms, missed, skipped, False, next_due, sha,
+                 list(ranges) if ranges else [], schedule.queue, schedule.max_runs or 0,
+                 schedule.overlap == "skip", ticks, releases, payloads), next_due
 
 
 def next_due_ms(schedule: Schedule, mark_ms: int, memo: TickMemo) -> int:
@@ -540,13 +541,13 @@ def plan_due(entries: Sequence[Entry], now: datetime, window_s: float,
                 group = _plan_new(schedule, at.now, at.now_ms, at.memo)
                 group.next_due_ms = next_due_ms(schedule, group.mark_ms, at.memo)
             else:
-                found, next_due = _plan_schedule(schedule, mark, at)
-                if found is None:
-                    if not reindex:
-                        continue
-                    found = Group(schedule.name, mark, next_due_ms=next_due,
-                                  queue=schedule.queue)
-                group = found
+                found, next_due = _plan_schedule(schedule, mark, sha, at)
+                if found is not None:  # complete: its sha and life rules in
+                    groups.append(found)
+                    continue
+                if not reindex:
+                    continue
+                group = Group(schedule.name, mark, next_due_ms=next_due, queue=schedule.queue)
         except (ValueError, OverflowError) as exc:  # datetime's range, for one schedule
             plan.failed.append((schedule.name, sha, f"its ticks cannot be computed "
                                 f"({exc}); its timetable reaches beyond the year 9999"))
