@@ -5,8 +5,10 @@ everything kept from one invocation to the next, so that its meaning is visible 
 
 - the Redis client, built from the settings' URL (rebuilt when the URL changes, as after a
   secret rotation) and the startup checks done on it (once per client);
-- the tick memo (the next tick of each timetable) and the parsed definitions (stored bytes
-  to a checked Schedule, bounded), so a warm process plans a due schedule without parsing;
+- the tick memo (the next tick of each timetable, and what one invocation's plans share)
+  and the parsed definitions (stored bytes to a checked Schedule and its SHA1, bounded, of
+  the schedules due again within KEEP_WARM_MS), so a warm process plans a schedule that
+  is due every minute or few without parsing it;
 - the last config whose neighbours (sidekiq-scheduler, sidekiq-cron) passed the check, and
   the digest of its definitions, compared with the one the store records;
 - the warnings already reported: a config or startup warning is reported once per engine,
