@@ -5,8 +5,10 @@ everything kept from one invocation to the next, so that its meaning is visible 
 
 - the Redis client, built from the settings' URL (rebuilt when the URL changes, as after a
   secret rotation) and the startup checks done on it (once per client);
-- the tick memo (the next tick of each timetable) and the parsed definitions (stored bytes
-  to a checked Schedule, bounded), so a warm process plans a due schedule without parsing;
+- the tick memo (the next tick of each timetable, and what one invocation's plans share)
+  and the parsed definitions (stored bytes to a checked Schedule and its SHA1, bounded, of
+  the schedules due again within KEEP_WARM_MS), so a warm process plans a schedule that
+  is due every minute or few without parsing it;
 - the last config whose neighbours (sidekiq-scheduler, sidekiq-cron) passed the check, and
   the digest of its definitions, compared with the one the store records;
 - the warnings already reported: a config or startup warning is reported once per engine,
@@ -59,7 +61,7 @@ from kiqbeat.core.limits import (
     PUSH_US_PER_JOB,
 )
 from kiqbeat.core.pause import Pause
-from kiqbeat.core.plan import Entry, TickMemo, plan_due, to_ms
+from kiqbeat.core.plan import KEEP_WARM_MS, Entry, TickMemo, plan_due, to_ms
 from kiqbeat.core.report import Report
 from kiqbeat.core.schedule import Config, Schedule
 from kiqbeat.document.fingerprint import Applied, fingerprint, namespace_guess
@@ -172,7 +174,8 @@ class Engine:
         self._checked_config: Config | None = None  # neighbours passed with it
         self._document: Document | None = None  # the current config's (Document.of caches)
         self._overridden: tuple[Config, Config] | None = None  # loaded -> with the overrides
-        self._parsed: dict[tuple[str, bytes], Schedule | str] = {}
+        # (name, stored definition) -> (its schedule or why it is refused, its SHA1)
+        self._parsed: dict[tuple[str, bytes], tuple[Schedule | str, str]] = {}
         self._parsed_bytes = 0  # the definitions `_parsed` holds, in bytes
         self._memo = TickMemo()
         self._invocations = 0  # that pushed (`_warm_up`)
@@ -553,8 +556,9 @@ class Engine:
                     for chunk in plan.chunks():
                         if not pusher.send(chunk, plan.now_ms):
                             break
-                    for group in plan.groups:  # where the push moves their index entries
-                        report.next_due_ms = _earlier(report.next_due_ms, group.next_due_ms)
+                    if plan.groups:  # where the push moves their index entries
+                        report.next_due_ms = _earlier(
+                            report.next_due_ms, min(g.next_due_ms for g in plan.groups))
                     if pusher.stopped:
                         break
                 if pusher.stopped or not batch.more:
@@ -582,22 +586,25 @@ class Engine:
         """The batch's schedules to plan; invalid definitions are set aside (one write)."""
         entries: list[Entry] = []
         aside: list[Op] = []
+        now_ms = to_ms(report.now)
+        parse = self._parse
         for due in batch:
-            if due.definition is None:  # removed by a plain HDEL: forget the rest
-                aside.append(Op("reject", due.name))
+            name, definition = due.name, due.definition
+            if definition is None:  # removed by a plain HDEL: forget the rest
+                aside.append(Op("reject", name))
                 continue
-            if isinstance(due.definition, Oversized):  # not read: set aside by its length
-                why = f"schedule {shown(due.name)}: {due.definition.why()}"
-                aside.append(Op("reject", due.name, why.encode(),
-                                expect=f"big:{due.definition.size_bytes}"))
+            if isinstance(definition, Oversized):  # not read: set aside by its length
+                why = f"schedule {shown(name)}: {definition.why()}"
+                aside.append(Op("reject", name, why.encode(),
+                                expect=f"big:{definition.size_bytes}"))
                 continue
-            sha = definition_sha(due.definition)
-            parsed = self._parse(due.name, due.definition, config, own)
+            parsed, sha = parse(name, definition, config, own, now_ms)
             if isinstance(parsed, str):
-                aside.append(Op("reject", due.name, parsed.encode(), expect=sha))
+                aside.append(Op("reject", name, parsed.encode(), expect=sha))
             else:
+                pause = due.pause
                 entries.append(Entry(parsed, due.mark_ms, sha,
-                                     None if due.pause is None else Pause.decode(due.pause)))
+                                     None if pause is None else Pause.decode(pause)))
         if aside:
             self._set_aside(side, aside, report)
         return entries
@@ -615,25 +622,41 @@ class Engine:
                                        f"{shown_text(op.definition, MAX_REASON_CHARS)}")
 
     def _parse(self, name: str, definition: bytes, config: Config,
-               own: Mapping[str, Schedule]) -> Schedule | str:
-        """The checked schedule of a stored definition, or why it is refused."""
+               own: Mapping[str, Schedule], now_ms: int) -> tuple[Schedule | str, str]:
+        """The checked schedule of a stored definition, or why it is refused; and the
+        definition's SHA1.
+
+        Kept parsed (`_parsed`) only when the schedule's next tick after `now_ms` is at most
+        KEEP_WARM_MS (core/plan.py) away: a schedule due again only in an hour (most of a
+        large store) would be pushed out of the cache by then, and keeping it meanwhile only
+        costs memory and the garbage collector's time; it is read again through the
+        content-keyed checks (document/validate.py), nearly as fast. A refusal is kept."""
         document = self._document
         if document is not None and document.definitions.get(name) == definition:
-            return own[name]  # the document's own: checked already
+            return own[name], definition_sha(definition)  # the document's own: checked
         key = (name, definition)
-        parsed = self._parsed.get(key)
-        if parsed is None:
-            if (len(self._parsed) >= MAX_PARSED
-                    or self._parsed_bytes + len(definition) > MAX_PARSED_DEFINITION_BYTES):
-                self._forget_parsed()
+        known = self._parsed.get(key)
+        if known is not None:
+            return known
+        sha = definition_sha(definition)
+        parsed: Schedule | str
+        try:
+            parsed = read_definition(name, definition, window_s=config.missed_jobs_window_s)
+        except ConfigError as exc:
+            parsed = "; ".join(exc.problems)[:MAX_REASON_CHARS]
+        if isinstance(parsed, Schedule):
             try:
-                parsed = read_definition(name, definition,
-                                         window_s=config.missed_jobs_window_s)
-            except ConfigError as exc:
-                parsed = "; ".join(exc.problems)[:MAX_REASON_CHARS]
-            self._parsed[key] = parsed
-            self._parsed_bytes += len(definition)
-        return parsed
+                soon = self._memo.next_ms(parsed.timetable, now_ms) - now_ms <= KEEP_WARM_MS
+            except (ValueError, OverflowError):  # planning says why (beyond the year 9999)
+                soon = False
+            if not soon:
+                return parsed, sha
+        if (len(self._parsed) >= MAX_PARSED
+                or self._parsed_bytes + len(definition) > MAX_PARSED_DEFINITION_BYTES):
+            self._forget_parsed()
+        self._parsed[key] = (parsed, sha)
+        self._parsed_bytes += len(definition)
+        return parsed, sha
 
     def _forget_parsed(self) -> None:
         self._parsed.clear()

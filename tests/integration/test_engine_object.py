@@ -126,3 +126,23 @@ def test_shards_split_the_store_and_never_plan_the_same_schedule(
     Engine(Settings(shard=(0, 3)), client=redis_client).run(fewer)
     assert stored_mark(redis_client, "s0") is None
     assert sum(redis_client.zcard(f"kiqbeat:due:{i}/3") for i in range(3)) == len(names) - 1
+
+
+def test_a_warm_engine_keeps_parsed_only_the_schedules_due_again_soon(
+    redis_client: redis.Redis,
+) -> None:
+    # Core/plan.py's KEEP_WARM_MS: an every-minute schedule is planned from what the engine
+    # kept; an hourly or daily one (a large store's due set rotates through them) is read
+    # again through the content-keyed checks, and nothing of it is kept meanwhile.
+    engine = Engine(client=redis_client)
+    store = engine.store()
+    store.import_definitions(
+        [(f"minutely{k}", {"class": "W", "cron": "* * * * *", "args": [k]}) for k in range(3)]
+        + [(f"hourly{k}", {"class": "W", "cron": "0 * * * *", "args": [k]}) for k in range(3)])
+    now = redis_now(redis_client).replace(minute=0, second=1, microsecond=0)
+    engine.run(now=now - timedelta(minutes=30))  # registers them all
+    report = engine.run(now=now)
+    assert report.pushed == 3 * 30 + 3  # the minutely ones' 30 ticks, the hourly ones' one
+    kept = {name for name, _ in engine._parsed}
+    assert kept == {"minutely0", "minutely1", "minutely2"}
+    assert {s.name for s, *_ in engine._memo.templates._heads.values()} == kept

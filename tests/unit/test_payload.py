@@ -17,10 +17,12 @@ from kiqbeat.core.payload import (
     JobTemplates,
     active_job_id,
     jid,
+    jid_ms,
     job_json,
     job_payload,
     job_template,
 )
+from kiqbeat.core.plan import from_ms
 from kiqbeat.core.schedule import Schedule
 
 TICK = datetime(2026, 3, 8, 7, 0, tzinfo=UTC)
@@ -197,3 +199,20 @@ def test_the_args_kept_for_rendering_stay_within_what_the_engine_keeps_parsed() 
     assert templates.job(s, TICK, jid(s.name, TICK), NOW, scheduled=False) == job_json(
         s, TICK, pushed_at=NOW)
     assert len(templates._args) == 1
+
+
+@given(st.lists(st.tuples(SCHEDULES, st.booleans()), min_size=1, max_size=12),
+       st.lists(st.integers(0, 10**13), min_size=0, max_size=3))
+def test_queued_jobs_are_job_json_byte_for_byte_for_any_ticks_and_push_instant(
+    jobs: list[tuple[Schedule, bool]], ticks_ms: list[int],
+) -> None:
+    templates = JobTemplates()
+    for pushed_at in (NOW, NOW + timedelta(seconds=61), NOW):  # the part after the jid moves
+        for s, keep in jobs:
+            rendered = templates.queued(s, ticks_ms, pushed_at, keep=keep)
+            if rendered is None:  # no template: the caller builds them with job_json
+                assert job_template(s, scheduled=False) is None
+                continue
+            assert rendered == [
+                job_json(s, from_ms(t), pushed_at=pushed_at, job_id=jid_ms(s.name, t)).encode()
+                for t in ticks_ms]

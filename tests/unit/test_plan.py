@@ -12,7 +12,11 @@ from kiqbeat.core.plan import (
     MAX_BYTES_PER_CALL,
     MAX_JOBS_PER_CALL,
     ON_TIME_S,
+    Entry,
+    Plan,
+    TickMemo,
     call_cost_us,
+    plan_due,
     plan_ticks,
     to_ms,
 )
@@ -148,3 +152,30 @@ def test_recorded_ranges_go_with_the_first_call_of_a_split_catch_up() -> None:
     assert (after, through, reason) == (to_ms(NOW - timedelta(hours=2)),
                                         to_ms(NOW - timedelta(hours=1)), "window")
     assert parts[0].mark_ms >= through
+
+
+def _decisions(plans: list[Plan]) -> list[tuple[object, ...]]:
+    return [(g.name, g.mark_ms, g.next_due_ms, g.missed, g.skipped, g.ranges, g.ticks,
+             g.releases, g.payloads) for plan in plans for g in plan.groups]
+
+
+def test_schedules_planned_a_slice_at_a_time_get_what_planning_them_at_once_gives() -> None:
+    # Decisions are shared by the schedules of an invocation that decide alike (timetable,
+    # mark, policy): slices of one invocation share them, a later invocation or another
+    # window does not reuse them.
+    config = load_config_text("schedules:\n" + "".join(
+        f"  s{i}: {{cron: '{cron}', class: A, args: [{i}], catch_up: {policy}}}\n"
+        for i, (cron, policy) in enumerate(
+            [(c, p) for c in ("* * * * *", "*/5 * * * *", "0 * * * *")
+             for p in ("all", "latest", "none")] * 4)))
+    ago = [None, 0, 61, 301, 3_599, 3_601, 7_300]
+    for window_s in (3600.0, 900.0):
+        memo = TickMemo()
+        for now in (NOW, NOW + timedelta(minutes=1), NOW + timedelta(minutes=1, seconds=30)):
+            entries = [Entry(s, None if a is None else to_ms(now) - a * 1000)
+                       for s, a in zip(config.schedules, ago * 6, strict=False)]
+            alone = _decisions([plan_due(entries, now, window_s)])
+            sliced = _decisions([plan_due(entries[k:k + 5], now, window_s, memo)
+                                 for k in range(0, len(entries), 5)])
+            assert sliced == alone
+            assert any(ticks for *_, ticks, _, _ in alone)  # some jobs, some not

@@ -37,6 +37,16 @@ TIMINGS: list[dict[str, Any]] = [
     {"cron": "*/10 * * * * *"}, {"every": "15m"}, {"every": 900}, {"every": True},
     {"every": "15m", "tz": "UTC"}, {"every": "0s"}, {"cron": "0 9 * * *", "every": "1h"}, {},
     {"tz": "UTC"}, {"cron": "@daily"},
+    # Life fields (document/lifecycle.py) and those checked against the timetable.
+    {"cron": "0 9 * * *", "start_at": "2026-01-05T00:00:00Z", "end_at": "2026-03-01T00:00:00Z"},
+    {"cron": "0 9 * * *", "start_at": "2026-03-01T00:00:00Z", "end_at": "2026-01-05T00:00:00Z"},
+    {"cron": "0 9 * * *", "tz": "Europe/Paris", "except": ["2026-01-03", "hols"],
+     "calendars": {"hols": ["2026-01-07", "2026-01-05"]}},
+    {"cron": "0 9 * * *", "except": ["nothere"]}, {"every": "1h", "except": ["2026-01-03"]},
+    {"at": "2026-01-02T09:00:00Z"}, {"at": "2026-01-02T09:00:00Z", "max_runs": 2},
+    {"at": "2026-01-02T09:00:00Z", "end_at": "2026-02-01T00:00:00Z"},
+    {"cron": "* * * * *", "jitter": "30s"}, {"cron": "*/10 * * * * *", "jitter": "30s"},
+    {"cron": "*/10 * * * * *", "jitter": "5s", "max_runs": 3},
 ]
 def nested(depth: int) -> list[Any]:
     value: list[Any] = []
@@ -257,3 +267,30 @@ def test_schedules_differing_only_in_their_life_keep_their_own_bounds_and_instan
         read = read_definition(f"warm{k}", data)
         assert read.timetable.between(after, until) == alone[k], lives[k]
     assert len({tuple(ticks) for ticks in alone}) == len(lives)  # the lives differ
+
+
+def test_a_jitter_longer_than_the_gap_between_ticks_is_refused_after_a_slower_twin() -> None:
+    # Jitter is checked against the timetable: a definition read before with the same fields
+    # but a slower cron does not make it pass.
+    slow = encode_definition({"class": "W", "cron": "* * * * *", "jitter": "30s"}, "")
+    fast = encode_definition({"class": "W", "cron": "*/10 * * * * *", "jitter": "30s"}, "")
+    forget_templates()
+    with pytest.raises(ConfigError) as alone:
+        read_definition("fast", fast)
+    read_definition("slow", slow)
+    with pytest.raises(ConfigError) as after:
+        read_definition("fast", fast)
+    assert after.value.problems == alone.value.problems
+    assert "shortest gap" in after.value.problems[0]
+
+
+def test_definitions_with_a_life_are_read_through_their_checked_twin() -> None:
+    # Per-tenant schedules with start/end or exclusions share one check of their timing, as
+    # any others do: the second is not checked in full (its timetable is the twin's own).
+    life = {"class": "W", "cron": "0 9 * * *", "start_at": "2026-01-05T00:00:00Z",
+            "except": ["2026-01-07"]}
+    forget_templates()
+    first = read_definition("tenant:1", encode_definition({**life, "args": [1]}, ""))
+    second = read_definition("tenant:2", encode_definition({**life, "args": [2]}, ""))
+    assert second.timetable is first.timetable
+    assert (second.name, second.args) == ("tenant:2", (2,))

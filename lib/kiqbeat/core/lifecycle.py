@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, time, timedelta
 from enum import StrEnum
+from functools import cached_property
 from hashlib import blake2b
 from itertools import pairwise
 
@@ -62,9 +63,10 @@ class Bounded:
     # Calendar name -> its dates, for messages and previews ("excluded: holidays").
     calendars: tuple[tuple[str, frozenset[date]], ...] = field(default=(), compare=False)
 
-    @property
+    @cached_property
     def key(self) -> str:
-        """The inner key with the bounds and a digest of the excluded dates."""
+        """The inner key with the bounds and a digest of the excluded dates (computed once:
+        planning asks it for each due schedule)."""
         dates = ",".join(sorted(d.isoformat() for d in self.excluded))
         digest = blake2b(dates.encode(), digest_size=8).hexdigest() if dates else ""
         start = "" if self.start is None else epoch_ms(self.start)
@@ -148,7 +150,7 @@ class OneShot:
     at: datetime
     zone_name: str = "UTC"  # the zone its instant is shown in
 
-    @property
+    @cached_property
     def key(self) -> str:
         """Equal for one-shots at the same instant."""
         return f"at:{epoch_ms(self.at)}"

@@ -237,6 +237,14 @@ class JobTemplates:
         # each minute renders the same ones again (the entry keeps the args, so the id is
         # never reused while cached); no more than the engine keeps parsed.
         self._args: dict[int, tuple[tuple[Any, ...], str]] = {}
+        # id(schedule) -> (the schedule, the bytes before its jobs' jid, its content key and
+        # template), for a warm process's schedules (no more than the engine keeps parsed;
+        # the entry keeps the schedule, so the id is never reused while cached).
+        self._heads: dict[int, tuple[Schedule, bytes, tuple[str, str, str, int, bool],
+                                     JobTemplate]] = {}
+        # (content key) -> the bytes after the jid of a job pushed at `_tails_at`.
+        self._tails: dict[tuple[str, str, str, int, bool], bytes] = {}
+        self._tails_at: datetime | None = None
 
     def job(self, schedule: Schedule, tick: datetime, job_id: str, pushed_at: datetime,
             *, scheduled: bool, released: datetime | None = None) -> str:
@@ -260,10 +268,57 @@ class JobTemplates:
             known = self._args[id(args)] = (args, _encode(args))
         return entry[1].render(args, job_id, pushed_at, released or tick, args_json=known[1])
 
+    def queued(self, schedule: Schedule, ticks_ms: Sequence[int], pushed_at: datetime,
+               *, keep: bool = True) -> list[bytes] | None:
+        """`job_json` of each tick, encoded, for jobs pushed into the schedule's queue at
+        `pushed_at` (not scheduled), from its content's template; None when it has none.
+        `keep` False: the schedule is not planned again soon, so nothing of it is kept (its
+        args' JSON, the start of its jobs: the entry would keep the schedule alive)."""
+        warm = self._heads.get(id(schedule))
+        if warm is not None and warm[0] is schedule:
+            _, head, key, template = warm
+        else:
+            if schedule.include_metadata or schedule.active_job_wrapper or (
+                    schedule.overlap == "skip"):
+                return None
+            extra = schedule.extra
+            key = (schedule.job_class, schedule.queue, schedule.timestamp_format,
+                   id(extra) if extra else 0, False)
+            entry = self._by_content.get(key)
+            if entry is None:
+                entry = self._by_content[key] = (extra, job_template(schedule, scheduled=False))
+            found = entry[1]
+            if found is None:
+                return None
+            template = found
+            args = schedule.args
+            known = self._args.get(id(args))
+            args_json = known[1] if known is not None and known[0] is args else _encode(args)
+            p0, p1 = template.parts[:2]
+            # Everything before the jid: the same for every job of the schedule.
+            head = f"{p0}{args_json}{p1}".encode()
+            if keep:
+                self._heads[id(schedule)] = (schedule, head, key, template)
+        if pushed_at != self._tails_at:
+            self._tails.clear()
+            self._tails_at = pushed_at
+        # Everything after the jid: the same for every job pushed at that instant.
+        tail = self._tails.get(key)
+        if tail is None:
+            pushed = _pushed_text(pushed_at, template.timestamp_format)
+            _, _, p2, p3, p4 = template.parts
+            tail = self._tails[key] = f"{p2}{pushed}{p3}{pushed}{p4}".encode()
+        name = schedule.name
+        return [head + jid_ms(name, tick_ms).encode() + tail for tick_ms in ticks_ms]
+
     def forget_beyond(self, size: int) -> None:
         """Drop every template, or every args' JSON, once they outnumber `size` (configs
         come and go, due sets rotate)."""
         if len(self._by_content) > size:
             self._by_content.clear()
+            self._tails.clear()  # keyed as the templates are
+            self._heads.clear()
+        if len(self._heads) > min(size, MAX_PARSED_DEFINITIONS):
+            self._heads.clear()
         if len(self._args) > min(size, MAX_PARSED_DEFINITIONS):
             self._args.clear()

@@ -40,6 +40,7 @@ import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
+from typing import NamedTuple
 
 from kiqbeat.core.lifecycle import jitter_offset_ms
 from kiqbeat.core.limits import (
@@ -56,12 +57,19 @@ from kiqbeat.errors import ConfigError
 
 # `catch_up: none` still pushes ticks this fresh: one trigger period, the normal lag.
 ON_TIME_S = 120.0
+ON_TIME_MS = int(ON_TIME_S * 1000)
 # Counting missed ticks stops here (core/limits.py: the one cap, `kiqbeat missed` too).
 MISSED_COUNT_CAP = MAX_MISSED_COUNTED
 # A new schedule's group (never split) and a backfill call carry at most this many jobs; a
 # push call carries at most MAX_BYTES_PER_CALL of jobs, and is otherwise sized by time
 # (`Plan.chunks`), so a large catch-up never blocks Redis for more than a few milliseconds.
 MAX_JOBS_PER_CALL = 200
+# A warm process keeps what it derived from a schedule (its parsed definition in the engine,
+# its args' JSON here) only when the schedule comes due again within this: an every-minute
+# schedule is planned again from what was kept; an hourly or daily one, which a large
+# store's due set rotates through, would be pushed out before then, and keeping it meanwhile
+# costs memory and garbage collections.
+KEEP_WARM_MS = 10 * 60 * 1000
 MAX_BYTES_PER_CALL = 512 * 1024
 
 
@@ -117,7 +125,7 @@ class Job:
     release_ms: int = 0  # into the `schedule` set: the instant it is released (epoch ms)
 
 
-@dataclass
+@dataclass(slots=True)
 class Group:
     """What one invocation decided for one schedule: its jobs and the mark covering them.
 
@@ -202,6 +210,13 @@ class Plan:
             if chunk and cost > budget_us:
                 yield chunk
                 chunk, cost, size = [], PUSH_US_PER_GROUP, 0
+            payloads = group.payloads
+            if len(payloads) == 1 and (cost + PUSH_US_PER_JOB <= budget_us
+                                       and size + len(payloads[0]) <= max_bytes):
+                chunk.append(group)  # the common case, as the loop below takes it
+                cost += PUSH_US_PER_JOB
+                size += len(payloads[0])
+                continue
             rest = group
             while True:
                 take = 0
@@ -235,6 +250,13 @@ class Plan:
             yield chunk
 
 
+# Due ticks shared by the schedules of one invocation with the same timetable, lower bound
+# (-1: the window's start) and horizon: (ticks, their epoch ms, how many are at or before now).
+_Shared = dict[tuple[str, int, int], tuple[list[datetime], list[int], int]]
+# Decisions (`_decide`) by timetable key, mark, enabled, lookahead and catch-up policy.
+_Decisions = dict[tuple[str, int, bool, float, str], "_Decision"]
+
+
 class TickMemo:
     """Remembers, per timetable, the next fire instant after some instant, across invocations.
 
@@ -247,18 +269,30 @@ class TickMemo:
         # timetable key -> (after, first): epoch ms; `first` is the first tick after any
         # instant in [after, first).
         self._next: dict[str, tuple[tuple[int, int], ...]] = {}
-        self._templates = JobTemplates()  # job templates, by content
+        self.templates = JobTemplates()  # job templates, by content
+        # What the plans of one invocation (the engine plans one a slice at a time) share:
+        # the due ticks (`_Shared`) and the decisions (`_Decisions`) made at `_shared_at`.
+        self._shared: tuple[_Shared, _Decisions] = ({}, {})
+        self._shared_at: tuple[datetime, float] | None = None
+
+    def shared(self, now: datetime, window_s: float) -> tuple[_Shared, _Decisions]:
+        """The due ticks and decisions planned so far at `now` with a window of `window_s`
+        (emptied when either changes: the next invocation, or another window)."""
+        if (now, window_s) != self._shared_at:
+            self._shared = ({}, {})
+            self._shared_at = (now, window_s)
+        return self._shared
 
     def payload(self, schedule: Schedule, tick: datetime, job_id: str, now: datetime,
                 *, scheduled: bool, released: datetime | None = None) -> str:
         """The job's JSON, from the template of the schedule's content where it has one; a
         job for the schedule set is released at `released` (default: its tick)."""
-        return self._templates.job(schedule, tick, job_id, now, scheduled=scheduled,
-                                   released=released)
+        return self.templates.job(schedule, tick, job_id, now, scheduled=scheduled,
+                                  released=released)
 
     def forget_beyond(self, size: int) -> None:
         """Drop cached templates once they outnumber `size` (configs come and go)."""
-        self._templates.forget_beyond(size)
+        self.templates.forget_beyond(size)
 
     def next_ms(self, timetable: Timetable, after_ms: int) -> int:
         """The first fire instant after `after_ms` (epoch ms), mostly without a search."""
@@ -276,6 +310,22 @@ class TickMemo:
         if self.next_ms(timetable, to_ms(after)) > to_ms(until):
             return []
         return timetable.between(after, until)
+
+
+class _Instant:
+    """What every schedule of one plan is planned against: `now`, the window's start (as
+    epoch ms rounded down, `window_ms`, and up, `window_up_ms`), the memo and the due ticks
+    shared in the invocation."""
+
+    __slots__ = ("decisions", "memo", "now", "now_ms", "shared", "window_ms", "window_start",
+                 "window_up_ms")
+
+    def __init__(self, now: datetime, window_s: float, memo: TickMemo) -> None:
+        self.now, self.now_ms, self.memo = now, to_ms(now), memo
+        self.window_start = now - timedelta(seconds=window_s)
+        self.window_ms = to_ms(self.window_start)
+        self.window_up_ms = to_ms_up(self.window_start)
+        self.shared, self.decisions = memo.shared(now, window_s)
 
 
 def _count_missed(timetable: Timetable, after: datetime, until: datetime) -> int:
@@ -327,81 +377,130 @@ def _job(schedule: Schedule, tick: datetime, tick_ms: int, now: datetime, now_ms
                                     released=released).encode()
 
 
-# Due ticks shared by the schedules of one plan with the same timetable, lower bound and
-# horizon: (ticks, their epoch ms, how many are at or before now).
-_Shared = dict[tuple[str, int, int], tuple[list[datetime], list[int], int]]
+class _Decision(NamedTuple):
+    """What planning decides for any schedule of one timetable, mark, life switch, lookahead
+    and catch-up policy at one instant: its new mark and index entry, the ticks passed over
+    (`missed`, `skipped`, `ranges`) and the due ticks it pushes: into its queue `due[first:
+    last]`, into the schedule set (lookahead) `due[n_past:]`. `act` False: nothing to push
+    or record (the group only carries the index entry)."""
+
+    act: bool
+    mark_ms: int
+    next_due_ms: int
+    missed: int
+    skipped: int
+    ranges: tuple[tuple[int, int, str, int], ...]
+    due: list[datetime]
+    due_ms: list[int]
+    first: int
+    last: int
+    n_past: int
 
 
-def _plan_schedule(
-    schedule: Schedule,
-    mark_ms: int | None,
-    now: datetime,
-    now_ms: int,
-    window: timedelta,
-    window_ms: int,
-    memo: TickMemo,
-    shared: _Shared,
-) -> Group | None:
-    if mark_ms is None:
-        return _plan_new(schedule, now, now_ms, memo)
-    enabled = schedule.enabled
-    horizon_ms = now_ms + int(schedule.lookahead_s * 1000) if enabled else now_ms
-    # The common case, in integers: nothing due yet?
-    if mark_ms >= now_ms - window_ms and memo.next_ms(schedule.timetable, mark_ms) > horizon_ms:
-        return None
-    window_start = now - window
-    # mark < window_start, in integers (the mark is whole ms; the window's start may not be)
-    early = mark_ms < to_ms_up(window_start)
-    group = Group(schedule.name, mark_ms, queue=schedule.queue)
+def _decide(timetable: Timetable, mark_ms: int, enabled: bool, lookahead_s: float,
+            catch_up: str, at: _Instant) -> _Decision:
+    """The decision for a schedule with a mark (module docstring), in integers (epoch ms)
+    until a tick is due: ticks are whole seconds (core/lifecycle.py), so comparing a tick's
+    ms with an instant's ms rounded down is exact."""
+    memo = at.memo
+    lookahead_ms = int(lookahead_s * 1000) if enabled else 0
+    horizon_ms = at.now_ms + lookahead_ms
+    early = mark_ms < at.window_up_ms  # the mark is before the window's start
+    # The common case: nothing due yet (its next tick is beyond the horizon)?
+    next_ms = memo.next_ms(timetable, mark_ms)
+    if next_ms > horizon_ms and (not early or (enabled and next_ms > at.window_ms)):
+        return _Decision(False, mark_ms, max(0, next_ms - lookahead_ms), 0, 0, (), [], [],
+                         0, 0, 0)
+    new_mark_ms, missed = mark_ms, 0
+    ranges: list[tuple[int, int, str, int]] = []
     if early and not enabled:
-        group.mark_ms = to_ms(window_start)  # paused: passed over, owed nothing, not recorded
-    elif early:
-        group.missed = _count_missed(schedule.timetable, from_ms(mark_ms), window_start)
-        if group.missed:
-            group.mark_ms = max(group.mark_ms, to_ms(window_start))
-            group.ranges.append((mark_ms, group.mark_ms, "window", group.missed))
-    key = (schedule.timetable.key, -1 if early else mark_ms, horizon_ms)
-    found = shared.get(key)
+        new_mark_ms = at.window_ms  # paused: passed over, owed nothing, not recorded
+    elif early and next_ms <= at.window_ms:  # a tick in (mark, window start]: missed
+        missed = _count_missed(timetable, from_ms(mark_ms), at.window_start)
+        new_mark_ms = max(mark_ms, at.window_ms)
+        ranges.append((mark_ms, new_mark_ms, "window", missed))
+    key = (timetable.key, -1 if early else mark_ms, horizon_ms)
+    found = at.shared.get(key)
     if found is None:
-        lower = window_start if early else from_ms(mark_ms)
-        horizon = now + timedelta(seconds=schedule.lookahead_s) if enabled else now
-        due = memo.ticks(schedule.timetable, lower, horizon)
+        lower = at.window_start if early else from_ms(mark_ms)
+        horizon = at.now + timedelta(seconds=lookahead_s) if enabled else at.now
+        due = memo.ticks(timetable, lower, horizon)
         due_ms = [to_ms(t) for t in due]
-        found = shared[key] = (due, due_ms, sum(1 for t in due if t <= now))
+        now_ms = at.now_ms
+        found = at.shared[key] = (due, due_ms, sum(1 for t in due_ms if t <= now_ms))
     due, due_ms, n_past = found
     if not due:
-        return group if group.mark_ms != mark_ms else None
-
+        return _Decision(new_mark_ms != mark_ms, new_mark_ms,
+                         max(0, memo.next_ms(timetable, new_mark_ms) - lookahead_ms),
+                         missed, 0, tuple(ranges), due, due_ms, 0, 0, 0)
     if not enabled:
-        first, last = n_past, n_past  # none kept
-    elif schedule.catch_up == "latest":
-        first, last = max(0, n_past - 1), n_past
-    elif schedule.catch_up == "none":
-        first = next((k for k in range(n_past) if (now - due[k]).total_seconds() < ON_TIME_S),
-                     n_past)
-        last = n_past
-    else:
+        first = last = n_past  # none kept
+    elif catch_up == "all":
         first, last = 0, n_past
-    group.skipped = n_past - (last - first)
-    if group.skipped and enabled:
-        group.ranges.append((max(mark_ms, to_ms(window_start)), due_ms[group.skipped - 1],
-                             "policy", group.skipped))
-    group.mark_ms = max(group.mark_ms, due_ms[-1])
+    elif catch_up == "latest":
+        first, last = max(0, n_past - 1), n_past
+    else:  # "none": only ticks less than ON_TIME_S old
+        fresh_ms = at.now_ms - ON_TIME_MS
+        first = next((k for k in range(n_past) if due_ms[k] > fresh_ms), n_past)
+        last = n_past
+    skipped = n_past - (last - first)
+    if skipped and enabled:
+        ranges.append((max(mark_ms, at.window_ms), due_ms[skipped - 1], "policy", skipped))
+    new_mark_ms = max(new_mark_ms, due_ms[-1])
+    return _Decision(True, new_mark_ms,
+                     max(0, memo.next_ms(timetable, new_mark_ms) - lookahead_ms), missed,
+                     skipped, tuple(ranges), due, due_ms, first, last, n_past)
+
+
+def _plan_schedule(schedule: Schedule, mark_ms: int, sha: str, at: _Instant
+                   ) -> tuple[Group | None, int]:
+    """A schedule's group at `at.now` (module docstring), None when it has nothing to do;
+    and its next index entry. Schedules deciding alike share the decision (`_decide`): a
+    warm invocation's work per due schedule is its jobs' JSON and its group."""
+    enabled = schedule.enabled
+    timetable = schedule.timetable
+    decision_key = (timetable.key, mark_ms, enabled, schedule.lookahead_s, schedule.catch_up)
+    decision = at.decisions.get(decision_key)
+    if decision is None:
+        decision = at.decisions[decision_key] = _decide(
+            timetable, mark_ms, enabled, schedule.lookahead_s, schedule.catch_up, at)
+    act, new_mark_ms, next_due, missed, skipped, ranges, due, due_ms, first, last, n_past = (
+        decision)
+    if not act:
+        return None, next_due
+    name = schedule.name
+    memo = at.memo
+    ticks: list[int] = []
+    releases: list[int] = []
+    payloads: list[bytes] = []
     if schedule.jitter_s:
+        now, now_ms = at.now, at.now_ms
         for k in [*range(first, last), *range(n_past, len(due))]:
-            group.add(due_ms[k], *_job(schedule, due[k], due_ms[k], now, now_ms, memo,
-                                       ahead=k >= n_past))
-        return group
-    name, payload = schedule.name, memo.payload
-    for k in range(first, last):
-        tick_ms = due_ms[k]
-        group.add(tick_ms, 0, payload(schedule, due[k], jid_ms(name, tick_ms), now,
-                                      scheduled=False).encode())
-    for k in range(n_past, len(due)):  # lookahead: into the schedule set, at the tick
-        tick_ms = due_ms[k]
-        group.add(tick_ms, tick_ms, payload(schedule, due[k], jid_ms(name, tick_ms), now,
-                                            scheduled=True).encode())
-    return group
+            release_ms, payload = _job(schedule, due[k], due_ms[k], now, now_ms, memo,
+                                       ahead=k >= n_past)
+            ticks.append(due_ms[k])
+            releases.append(release_ms)
+            payloads.append(payload)
+    else:
+        if first < last:
+            ticks = due_ms[first:last]  # its own list (a lookahead tick is appended to it)
+            rendered = memo.templates.queued(schedule, ticks, at.now,
+                                              keep=next_due - at.now_ms <= KEEP_WARM_MS)
+            if rendered is None:  # no template: built one by one
+                now = at.now
+                rendered = [memo.payload(schedule, due[k], jid_ms(name, due_ms[k]), now,
+                                         scheduled=False).encode() for k in range(first, last)]
+            releases = [0] * len(ticks)
+            payloads = rendered
+        for k in range(n_past, len(due)):  # lookahead: into the schedule set, at the tick
+            tick_ms = due_ms[k]
+            ticks.append(tick_ms)
+            releases.append(tick_ms)
+            payloads.append(memo.payload(schedule, due[k], jid_ms(name, tick_ms), at.now,
+                                         scheduled=True).encode())
+    return Group(name, new_mark_ms, missed, skipped, False, next_due, sha,
+                 list(ranges) if ranges else [], schedule.queue, schedule.max_runs or 0,
+                 schedule.overlap == "skip", ticks, releases, payloads), next_due
 
 
 def next_due_ms(schedule: Schedule, mark_ms: int, memo: TickMemo) -> int:
@@ -411,9 +510,9 @@ def next_due_ms(schedule: Schedule, mark_ms: int, memo: TickMemo) -> int:
     return max(0, memo.next_ms(schedule.timetable, mark_ms) - lookahead_ms)
 
 
-@dataclass(frozen=True)
-class Entry:
-    """A schedule read from the store to plan: its mark (None: new) and definition's SHA1."""
+class Entry(NamedTuple):
+    """A schedule read from the store to plan: its mark (None: new) and definition's SHA1
+    (a tuple: one is built per due schedule)."""
 
     schedule: Schedule
     mark_ms: int | None
@@ -430,30 +529,33 @@ def plan_due(entries: Sequence[Entry], now: datetime, window_s: float,
     """
     memo = memo or TickMemo()
     memo.forget_beyond(4 * len(entries) + 50_000)
-    now_ms = to_ms(now)
-    window = timedelta(seconds=window_s)
-    window_ms = to_ms(_EPOCH + window)
-    shared: _Shared = {}
-    plan = Plan(now_ms, [])
-    for entry in entries:
-        # Enabled and not paused at this tick: a pause passes over the ticks it covers.
-        schedule, mark = planned(entry.schedule, entry.mark_ms, entry.pause, now_ms)
+    at = _Instant(now, window_s, memo)
+    plan = Plan(at.now_ms, [])
+    groups = plan.groups
+    for schedule, mark, sha, pause in entries:
+        if pause is not None:
+            # Enabled and not paused at this tick: a pause passes over the ticks it covers.
+            schedule, mark = planned(schedule, mark, pause, at.now_ms)
         try:
-            group = _plan_schedule(schedule, mark, now, now_ms, window, window_ms, memo,
-                                   shared)
-            if group is None:
-                if not reindex or mark is None:
+            if mark is None:
+                group = _plan_new(schedule, at.now, at.now_ms, at.memo)
+                group.next_due_ms = next_due_ms(schedule, group.mark_ms, at.memo)
+            else:
+                found, next_due = _plan_schedule(schedule, mark, sha, at)
+                if found is not None:  # complete: its sha and life rules in
+                    groups.append(found)
                     continue
-                group = Group(schedule.name, mark, queue=schedule.queue)
-            group.sha = entry.sha
-            group.max_runs = schedule.max_runs or 0
-            group.overlap = schedule.overlap == "skip"
-            group.next_due_ms = next_due_ms(schedule, group.mark_ms, memo)
+                if not reindex:
+                    continue
+                group = Group(schedule.name, mark, next_due_ms=next_due, queue=schedule.queue)
         except (ValueError, OverflowError) as exc:  # datetime's range, for one schedule
-            plan.failed.append((schedule.name, entry.sha, f"its ticks cannot be computed "
+            plan.failed.append((schedule.name, sha, f"its ticks cannot be computed "
                                 f"({exc}); its timetable reaches beyond the year 9999"))
             continue
-        plan.groups.append(group)
+        group.sha = sha
+        group.max_runs = schedule.max_runs or 0
+        group.overlap = schedule.overlap == "skip"
+        groups.append(group)
     return plan
 
 

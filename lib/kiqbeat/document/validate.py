@@ -145,7 +145,7 @@ def read_definition(name: str, data: bytes, *, window_s: float = 3600.0) -> Sche
     if rest is not None and isinstance(rest[0], list | None):  # else: one argument, in full
         known = _BY_REST.get((window_s, rest[1]))
         if known is not None:
-            checked, its_timing, fields = known
+            checked, its_timing, fields = known  # fields: with the timing's written in
             schedule = checked.schedule(name, {"args": rest[0], **fields}, len(data), its_timing)
             if schedule is not None:
                 return schedule
@@ -163,6 +163,8 @@ def read_definition(name: str, data: bytes, *, window_s: float = 3600.0) -> Sche
         template = _TEMPLATES.get(key)
         if template is not None:
             timing = _timing(raw, timing_key)
+            if timing is not None and timing[2]:
+                raw = {**raw, **timing[2]}
             schedule = timing and template.schedule(name, raw, len(data), timing)
             if timing is not None and schedule is not None:
                 _know_rest(rest, window_s, template, timing, raw)
@@ -180,55 +182,82 @@ def read_definition(name: str, data: bytes, *, window_s: float = 3600.0) -> Sche
         if len(_TEMPLATES) >= MAX_CHECKED_TEMPLATES:  # the oldest out (insertion order)
             del _TEMPLATES[next(iter(_TEMPLATES))]
         template = _TEMPLATES[key] = _Template.of(schedule)
-        _know_rest(rest, window_s, template, (schedule.timetable, schedule.timing), raw)
+        _know_rest(rest, window_s, template,
+                   (schedule.timetable, schedule.timing, _written(raw, schedule.definition)),
+                   dict(schedule.definition))
     return schedule
 
 
-# A definition's timing: the fields its timetable comes from, and nothing else does.
-_TIMING_FIELDS = ("cron", "every", "tz")
-# Fields that bound or replace the timetable (document/lifecycle.py): a definition with any
-# of them is checked in full, its timetable built with them (never a cached bare timing).
-_LIFE_FIELDS = ("at", "start_at", "end_at", "except", "calendars")
+# A definition's timing: the fields its timetable comes from (a cron or an interval in a
+# zone, or an instant), those of its life that bound or replace it (document/lifecycle.py),
+# and those checked against it (`jitter` against its shortest period, `max_runs` against
+# `at`); nothing else does. `jitter` and `max_runs` are the template's too (`_template_keys`).
+_TIMING_FIELDS = ("cron", "every", "tz", "at", "start_at", "end_at", "except", "calendars",
+                  "jitter", "max_runs")
+_BOTH_FIELDS = ("jitter", "max_runs")
+# The life fields lifecycle_rules reads the checked values of (the rest: from `raw`).
+_LIFE_VALUES = ("at", "start_at", "end_at", "except", "calendars", "jitter")
 
 
 def _template_keys(raw: dict[str, Any], window_s: float
                    ) -> tuple[tuple[object, ...] | None, tuple[object, ...]]:
     """What a definition's check depends on besides its name and args, in two keys: its
     timing fields, and its other fields with the window (None when its args share a budget
-    with `payload:` or are not a list, or when its life bounds its timetable: then it is
-    checked in full). Each field is keyed by
+    with `payload:` or are not a list: then it is checked in full). Each field is keyed by
     content with its type (`1` is not `true`, nor `1.0`), in the order the JSON gives (a
     definition written in another order is only checked once more)."""
     args = raw.get("args")
-    if "payload" in raw or not (args is None or isinstance(args, list)) or any(
-            field in raw for field in _LIFE_FIELDS):
+    if "payload" in raw or not (args is None or isinstance(args, list)):
         return None, ()
     template: list[object] = [window_s]
     timing: list[object] = []
     for field, value in raw.items():
         if field != "args":
             kind = type(value)
-            (timing if field in _TIMING_FIELDS else template).append(
-                (field, "json", _encode_sorted(value)) if kind is list or kind is dict
-                else (field, kind, value))
+            keyed = ((field, "json", _encode_sorted(value)) if kind is list or kind is dict
+                     else (field, kind, value))
+            if field in _TIMING_FIELDS:
+                timing.append(keyed)
+                if field in _BOTH_FIELDS:
+                    template.append(keyed)
+            else:
+                template.append(keyed)
     return tuple(template), tuple(timing)
 
 
-def _timing(raw: dict[str, Any], key: tuple[object, ...]) -> tuple[Timetable, str] | None:
-    """The timetable and timing text of a definition's cron or every (and tz), when they
-    pass the checks a full validation makes of them; None otherwise. `key`: its timing
-    fields' content (`_template_keys`)."""
+# A definition's checked timing: its timetable (its life applied), the timing text, and the
+# fields its stored definition has written in by the life checks (`lifecycle_rules`).
+_Timing = tuple[Timetable, str, dict[str, Any]]
+
+
+def _timing(raw: dict[str, Any], key: tuple[object, ...]) -> _Timing | None:
+    """The checked timing of a definition's timing fields, when they pass the checks a full
+    validation makes of them (document/lifecycle.py's included); None otherwise (then it is
+    validated in full, for the messages). `key`: its timing fields' content
+    (`_template_keys`)."""
     known = _TIMINGS.get(key)
     if known is None:
         out = _Checker()
         tz = out.field("tz", partial(BY_NAME["tz"].check, raw["tz"])) if "tz" in raw else None
-        timetable = _timetable(raw, tz or BY_NAME["time_zone"].default, "", str, out)
+        zone = tz or BY_NAME["time_zone"].default
+        timetable = _timetable(raw, zone, "", str, out)
+        values = {name: (out.field(name, partial(BY_NAME[name].check, raw[name]))
+                         if name in raw else BY_NAME[name].default) for name in _LIFE_VALUES}
         if timetable is None or out.problems:
+            return None
+        top = {name: BY_NAME[name].default for name in TOP_LEVEL_KEYS}
+        life = lifecycle_rules(raw, values, top, timetable, zone, "", str, out)
+        if life is None or out.problems:
             return None
         if len(_TIMINGS) >= MAX_CHECKED_TEMPLATES:  # the oldest out (insertion order)
             del _TIMINGS[next(iter(_TIMINGS))]
-        known = _TIMINGS[key] = (timetable, _timing_text(timetable, raw))
+        known = _TIMINGS[key] = (life[0], _timing_text(timetable, raw), life[1])
     return known
+
+
+def _written(raw: Mapping[str, Any], definition: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields a full validation wrote into a definition's stored form beyond `raw`."""
+    return {k: v for k, v in definition.items() if k not in raw or raw[k] != v}
 
 
 def _args_first(data: bytes) -> tuple[Any, str] | None:
@@ -248,9 +277,10 @@ _decode_at = json.JSONDecoder().raw_decode
 
 
 def _know_rest(rest: tuple[Any, str] | None, window_s: float, template: _Template,
-               timing: tuple[Timetable, str], raw: dict[str, Any]) -> None:
+               timing: _Timing, raw: dict[str, Any]) -> None:
     """Keep a definition's checked template and timing by the text of its fields other than
-    args (`_args_first`), for the next definition with that text."""
+    args (`_args_first`), for the next definition with that text; `raw`: its fields with
+    those its checks write in."""
     if rest is None or not isinstance(rest[0], list | None) or '"args":' in rest[1]:
         return  # args twice in the text (or so it seems): json.loads keeps the last
     fields = {k: v for k, v in raw.items() if k != "args"}
@@ -287,7 +317,7 @@ class _Template:
                     or (args and plain_values(args, self.args_level) < 0))
 
     def schedule(self, name: str, raw: dict[str, Any], size_bytes: int,
-                 timing: tuple[Timetable, str]) -> Schedule | None:
+                 timing: _Timing) -> Schedule | None:
         """The checked schedule with this name, args and `timing` (and `raw` as its
         definition), when they `fit`; None otherwise."""
         args = raw.get("args")
@@ -297,7 +327,7 @@ class _Template:
 
 
 def _renamed(schedule: Schedule, name: str, args: tuple[Any, ...], definition: dict[str, Any],
-             timing: tuple[Timetable, str] | None = None) -> Schedule:
+             timing: _Timing | None = None) -> Schedule:
     """`schedule` with another name, args, definition and timing: a copy of its fields
     without `dataclasses.replace`'s keyword round trip through `__init__` (a tenth of the
     cost; Schedule derives nothing from its fields)."""
@@ -305,17 +335,17 @@ def _renamed(schedule: Schedule, name: str, args: tuple[Any, ...], definition: d
     fields = renamed.__dict__
     fields.update(schedule.__dict__, name=name, args=args, definition=definition)
     if timing is not None:
-        fields["timetable"], fields["timing"] = timing
+        fields["timetable"], fields["timing"] = timing[0], timing[1]
     return renamed
 
 
 # Checked definition templates and timings, by `_template_keys`; in each of the three
 # caches, past MAX_CHECKED_TEMPLATES entries the oldest goes first.
 _TEMPLATES: dict[tuple[object, ...], _Template] = {}
-_TIMINGS: dict[tuple[object, ...], tuple[Timetable, str]] = {}
+_TIMINGS: dict[tuple[object, ...], _Timing] = {}
 # (window, the text of a stored definition's fields after its args) -> its template, timing
 # and those fields decoded (without "source").
-_BY_REST: dict[tuple[float, str], tuple[_Template, tuple[Timetable, str], dict[str, Any]]] = {}
+_BY_REST: dict[tuple[float, str], tuple[_Template, _Timing, dict[str, Any]]] = {}
 
 
 def forget_templates() -> None:
