@@ -29,10 +29,10 @@ from kiqbeat.redis import keys, scripts
 from kiqbeat.redis.connection import redis_errors, reply_bytes, reply_text
 
 BATCH = 500
-# Due index entries one due read returns: due.lua costs about 9.5 us an entry at 1,000,000
-# schedules (SLOWLOG at 0: its mark, definition length and definition), so 200 hold Redis
-# about 2 ms (500 held it 4.8 ms, up to 9.9).
-DUE_BATCH = 200
+# Due index entries one due read returns: due.lua costs 6-11 us an entry (6 at 10,000
+# schedules, 7.5-11 at 200,000-1,000,000: its mark, definition length and definition), so 150
+# hold Redis at most about 1.7 ms (200 held it 2-3 ms at 1,000,000; 500 up to 9.9).
+DUE_BATCH = 150
 # A write op costs Redis more than a read: up to ~24 us at 1,000,000 schedules, so 100 hold
 # it at most ~2.5 ms (200 held it up to 4.9 ms in a 1,000,000-schedule import).
 WRITE_BATCH = 100
