@@ -131,6 +131,9 @@ class Pusher:
         self.due_key = due_key or keys.due(namespace)
         self.sent = 0  # job bytes this invocation sent (MAX_BYTES_PER_INVOCATION)
         self.stopped = False  # the byte bound stopped the invocation
+        # The connection its calls go on, in order: a read sent on it between two calls
+        # runs between them (`RedisSide.start_due`).
+        self.line = scripts.Line(client)
         self._flight: tuple[scripts.Pending, Sequence[Group], int] | None = None
 
     def send(self, chunk: Sequence[Group], now_ms: int) -> bool:
@@ -153,7 +156,8 @@ class Pusher:
                 f"({report.pushed} jobs pushed); the next invocation pushes the rest")
         self.sent += size
         with self._errors():
-            pending = self.lua.start(scripts.PUSH, self.client, script_keys, args)
+            pending = self.lua.start(scripts.PUSH, self.client, script_keys, args,
+                                     line=self.line)
         self._flight = (pending, chunk, now_ms)
         return True
 
