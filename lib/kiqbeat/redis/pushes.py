@@ -120,7 +120,9 @@ class Pusher:
     caller must see Redis settled (`wait`): the caller plans and encodes the next call while
     Redis runs this one. One call at most is in flight, so a failed call stops every call
     after it, no two calls of one schedule (the parts of a split catch-up) ever overlap, and
-    a later part is sent only once the earlier one is known to be applied.
+    a later part is sent only once the earlier one is known to be applied. Its calls go on
+    one `line` (one connection while replies are pending): a call another caller sends on
+    it (the engine's next due read) runs between the calls sent before and after it.
     """
 
     def __init__(self, client: redis.Redis, namespace: str, config: Config, report: Report,

@@ -161,9 +161,9 @@ class Line:
         if not pending.resend and self.lost:
             self.lost.append(pending)
             return
-        if self.conn is None:
-            self.conn = self.client.connection_pool.get_connection()
         try:
+            if self.conn is None:
+                self.conn = self.client.connection_pool.get_connection()
             self.conn.send_command(*pending.caller.command(pending.lua, pending.keys,
                                                            pending.args))
         except (redis.ConnectionError, redis.TimeoutError):
