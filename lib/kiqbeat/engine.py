@@ -31,7 +31,9 @@ whatever the store holds (core/limits.py). The same first round trip counts the 
 entries scored beyond any instant kiqbeat plans (a warning), and says when the index next
 comes due (the report's `next_due_ms`, which paces `kiqbeat run`: the lowest entry above
 now, and those the pushes move). Round trips:
-one when nothing is due, two for an ordinary minute. Extras, each said where it happens:
+one when nothing is due, two for an ordinary minute (one batch); a minute of more batches
+reads each next batch while planning the one before (`_push_due`), and once more at the end.
+Extras, each said where it happens:
 the startup checks (one pipelined INFO) and script loads on a new client or server; the
 neighbour check rides in the first pipeline whenever the engine meets a new parsed
 config; an invocation that parsed the document records its fingerprint once (one write);
@@ -515,8 +517,12 @@ class Engine:
         or removed index entries meanwhile (a racing invocation, a writer: then it may read
         past some, left for the next invocation, never pushed twice: push.lua re-checks
         every schedule's mark and SHA). Entries written meanwhile (a "plan me" score 0 from
-        `Store.put`) are read when its reads reach them, else by the next invocation. It
-        never loops: each read either starts past the one before or ends it.
+        `Store.put`) are read when its reads reach them (always when no entry was left
+        alone: the read that ends the invocation then starts at the first entry), else by
+        the next invocation. It never loops: a read that finds nothing new (no fresh entry,
+        none met again for the first time) after every push sent before it has the next
+        read start past its entries. A deadline passed mid-way raises DeadlineError: what
+        was pushed stays pushed with its watermarks, the rest is for the next invocation.
 
         Redis and Python overlap: as soon as a batch is read, the read of the next one is
         sent (`RedisSide.start_due`) on the line of the pushes (`Pusher.line`: Redis runs one
@@ -542,6 +548,7 @@ class Engine:
         upto_ms = to_ms(report.now)
         seen: set[str] = set()
         counted: set[str] = set()  # entries met again by a read made after their push
+        passed = 0  # entries passed over by reads that found nothing new (others moved them)
         # The document's schedules as this invocation runs them (the tab's toggles applied).
         document = self._document
         own = (document.schedules if document is not None and not config.sidekiq_scheduler_ui
@@ -563,7 +570,8 @@ class Engine:
                     late = read is None
                     if read is None:  # none sent, or lost: read as the pushes leave the index
                         pusher.wait()
-                        read = side.read_due(shard, upto_ms=upto_ms, offset=len(counted))
+                        read = side.read_due(shard, upto_ms=upto_ms,
+                                             offset=len(counted) + passed)
                         unpushed = set()
                     else:
                         unpushed = ahead.fresh if ahead is not None else set()
@@ -572,17 +580,21 @@ class Engine:
                     report.round_trips += 1
                     report.next_due_ms = _earlier(report.next_due_ms, read.next_due_ms)
                 fresh = []
+                known = len(counted)
                 for due in batch.entries:
                     name = due.name
                     if name not in seen:
                         fresh.append(due)
                     elif name not in unpushed:
                         counted.add(name)  # left alone: it stays where it is
+                if not fresh and not unpushed and len(counted) == known:
+                    passed += len(batch.entries)  # all counted before: moved up by others
                 seen.update(due.name for due in fresh)
                 if batch.more and not pusher.stopped:
                     ahead = _Ahead(side.start_due(
                         shard, pusher.line, upto_ms=upto_ms,
-                        offset=len(counted) + len(fresh)), {due.name for due in fresh})
+                        offset=len(counted) + passed + len(fresh)),
+                        {due.name for due in fresh})
                 settle = ahead.read if ahead is not None else None
                 entries = self._entries(side, fresh, config, own, report, settle)
                 report.schedules += len(fresh)
