@@ -236,3 +236,31 @@ def test_a_connection_lost_between_a_push_and_the_next_batchs_read_loses_and_rep
     assert report.schedules == COUNT
     assert left_due(client, until) == 0
     assert jids(client) == expected(NAMES, t0, until)
+
+
+def test_an_invocation_ends_when_entries_written_meanwhile_move_those_it_left_alone_past_its_reads(
+    client: redis.Redis,
+) -> None:
+    """The first batch is left alone (its definitions changed before its first push); once
+    a read has met it again, 150 "plan me" entries are written before the next read is
+    sent: that read meets only entries met before. The invocation still ends (no read
+    after it starts at the same place), having pushed every other entry once; the next
+    one pushes the first batch and plans the entries written."""
+    t0, until = registered(client)
+    new = json.dumps({"cron": "* * * * *", "class": "Changed"})
+    late = [f"late{n:03d}" for n in range(DUE_BATCH)]
+    calls: list[str] = []
+
+    def meddle(name: str) -> None:
+        calls.append(name)
+        if name == "push" and calls.count("push") == 1:
+            client.hset(SCHEDULES, mapping=dict.fromkeys(NAMES[:DUE_BATCH], new))
+        if name == "due" and calls.count("due") == 4:
+            Store(client).import_definitions((n, MINUTELY) for n in late)
+
+    meddled(client, meddle).run(STORE_ONLY, now=until, deadline_s=10)
+    assert calls.count("due") >= 4
+    assert jids(client) == expected(NAMES[DUE_BATCH:], t0, until)
+    Engine(client=client).run(STORE_ONLY, now=until)
+    assert left_due(client, until) == 0
+    assert jids(client) == expected(NAMES, t0, until)
