@@ -31,7 +31,9 @@ whatever the store holds (core/limits.py). The same first round trip counts the 
 entries scored beyond any instant kiqbeat plans (a warning), and says when the index next
 comes due (the report's `next_due_ms`, which paces `kiqbeat run`: the lowest entry above
 now, and those the pushes move). Round trips:
-one when nothing is due, two for an ordinary minute. Extras, each said where it happens:
+one when nothing is due, two for an ordinary minute (one batch); a minute of more batches
+reads each next batch while planning the one before (`_push_due`), and once more at the end.
+Extras, each said where it happens:
 the startup checks (one pipelined INFO) and script loads on a new client or server; the
 neighbour check rides in the first pipeline whenever the engine meets a new parsed
 config; an invocation that parsed the document records its fingerprint once (one write);
@@ -44,7 +46,7 @@ from __future__ import annotations
 import gc
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -79,7 +81,7 @@ from kiqbeat.redis import keys, scripts
 from kiqbeat.redis.connection import connect, redis_errors, reply_text, startup_warnings
 from kiqbeat.redis.definitions import Op, Oversized, definition_sha
 from kiqbeat.redis.documents import document_digest
-from kiqbeat.redis.due import Due, DueBatch, Reads
+from kiqbeat.redis.due import Due, DueBatch, DueRead, Reads, StartedDue
 from kiqbeat.redis.neighbours import Neighbours
 from kiqbeat.redis.side import RedisSide
 from kiqbeat.redis.urls import describe, parse_url
@@ -506,8 +508,34 @@ class Engine:
 
     def _push_due(self, side: RedisSide, config: Config, batch: DueBatch | None,
                   report: Report, deadline: float) -> None:
-        """Plan and push the due entries, a batch at a time, until a batch says no more are
-        due (a batch cut short by the bytes of its definitions does not end the invocation).
+        """Plan and push the due entries, a batch at a time, until a read made after every
+        push of the invocation says no more are due (a batch cut short by the bytes of its
+        definitions does not end the invocation).
+
+        The promise: an invocation that ends without an error has read every index entry
+        due at its instant that was in the index when it began, unless someone else moved
+        or removed index entries meanwhile (a racing invocation, a writer: then it may read
+        past some, left for the next invocation, never pushed twice: push.lua re-checks
+        every schedule's mark and SHA). Entries written meanwhile (a "plan me" score 0 from
+        `Store.put`) are read when its reads reach them (always when no entry was left
+        alone: the read that ends the invocation then starts at the first entry), else by
+        the next invocation. It never loops: a read that finds nothing new (no fresh entry,
+        none met again for the first time) after every push sent before it has the next
+        read start past its entries. A deadline passed mid-way raises DeadlineError: what
+        was pushed stays pushed with its watermarks, the rest is for the next invocation.
+
+        Redis and Python overlap: as soon as a batch is read, the read of the next one is
+        sent (`RedisSide.start_due`) on the line of the pushes (`Pusher.line`: Redis runs one
+        connection's commands in order), so it runs after the pushes of the batches before
+        and before this batch's, while Python plans this batch. It therefore skips, beyond
+        the entries met again (left alone by their pushes: another copy planned further, a
+        definition changed meanwhile; each counted once, and only when met by a read that
+        ran after its push), this batch's fresh entries, which its pushes have not moved yet.
+        An early read whose reply is lost (a failed connection) is made again after the
+        pushes, as is the read that would end the invocation (`_Ahead`), so an entry
+        written meanwhile is read as the pushes leave the index. A definition is set aside
+        only after the early read in flight has run: its write moves an index entry the
+        read counts on. Once the pusher stops (the byte bound), nothing more is sent.
 
         A batch is planned a slice at a time (PLAN_SLICE entries, about one push call), and
         each call is sent before the next slice is planned: Python plans while Redis pushes
@@ -515,20 +543,21 @@ class Engine:
         collector is paused meanwhile (the loop makes no cycles; its full collections over
         the engine's caches cost more than the loop itself), and the engine's long-lived
         objects are frozen out of its reach once it is warm (`_warm_up`).
-
-        Entries met again in a later batch (their index entry did not move: another copy
-        planned further, or a definition changed meanwhile) are left for the next invocation.
         """
         shard = self.settings.shard
         upto_ms = to_ms(report.now)
         seen: set[str] = set()
-        offset = 0
+        counted: set[str] = set()  # entries met again by a read made after their push
+        passed = 0  # entries passed over by reads that found nothing new (others moved them)
         # The document's schedules as this invocation runs them (the tab's toggles applied).
         document = self._document
         own = (document.schedules if document is not None and not config.sidekiq_scheduler_ui
                else {s.name: s for s in config.schedules})
         pusher = side.pusher(config, report, deadline, shard=shard,
                              history=self.settings.history)
+        ahead: _Ahead | None = None  # the next batch's read, sent early
+        unpushed: set[str] = set()  # the fresh entries whose pushes ran after `batch`'s read
+        late = True  # `batch` was read after every push sent before it
         collecting = gc.isenabled()
         gc.disable()
         try:
@@ -537,22 +566,45 @@ class Engine:
                     if time.monotonic() > deadline:
                         raise DeadlineError(f"invocation deadline passed after {report.pushed} "
                                             "jobs pushed; the next invocation pushes the rest")
-                    pusher.wait()  # the read must see where the pushes moved the index
-                    again = side.read_due(shard, upto_ms=upto_ms, offset=offset)
-                    batch = again.batch
+                    read = ahead.read() if ahead is not None else None
+                    late = read is None
+                    if read is None:  # none sent, or lost: read as the pushes leave the index
+                        pusher.wait()
+                        read = side.read_due(shard, upto_ms=upto_ms,
+                                             offset=len(counted) + passed)
+                        unpushed = set()
+                    else:
+                        unpushed = ahead.fresh if ahead is not None else set()
+                    ahead = None
+                    batch = read.batch
                     report.round_trips += 1
-                    report.next_due_ms = _earlier(report.next_due_ms, again.next_due_ms)
-                fresh = [due for due in batch.entries if due.name not in seen]
-                offset += len(batch.entries) - len(fresh)
+                    report.next_due_ms = _earlier(report.next_due_ms, read.next_due_ms)
+                fresh = []
+                known = len(counted)
+                for due in batch.entries:
+                    name = due.name
+                    if name not in seen:
+                        fresh.append(due)
+                    elif name not in unpushed:
+                        counted.add(name)  # left alone: it stays where it is
+                if not fresh and not unpushed and len(counted) == known:
+                    passed += len(batch.entries)  # all counted before: moved up by others
                 seen.update(due.name for due in fresh)
-                entries = self._entries(side, fresh, config, own, report)
+                if batch.more and not pusher.stopped:
+                    ahead = _Ahead(side.start_due(
+                        shard, pusher.line, upto_ms=upto_ms,
+                        offset=len(counted) + passed + len(fresh)),
+                        {due.name for due in fresh})
+                settle = ahead.read if ahead is not None else None
+                entries = self._entries(side, fresh, config, own, report, settle)
                 report.schedules += len(fresh)
                 for first in range(0, len(entries), PLAN_SLICE):
                     plan = plan_due(entries[first:first + PLAN_SLICE], report.now,
                                     config.missed_jobs_window_s, self._memo)
                     if plan.failed:
                         self._set_aside(side, [Op("reject", name, why.encode(), expect=sha)
-                                               for name, sha, why in plan.failed], report)
+                                               for name, sha, why in plan.failed], report,
+                                        settle)
                     for chunk in plan.chunks():
                         if not pusher.send(chunk, plan.now_ms):
                             break
@@ -561,11 +613,16 @@ class Engine:
                             report.next_due_ms, min(g.next_due_ms for g in plan.groups))
                     if pusher.stopped:
                         break
-                if pusher.stopped or not batch.more:
+                if pusher.stopped or (not batch.more and late):
                     break
                 batch = None
+            if ahead is not None:
+                ahead.read()  # its reply read: the line's connection goes back to the pool
+                ahead = None
             pusher.wait()
         finally:
+            if ahead is not None:
+                ahead.abandon()
             if collecting:
                 gc.enable()
         self._warm_up()
@@ -582,8 +639,10 @@ class Engine:
             gc.freeze()
 
     def _entries(self, side: RedisSide, batch: Sequence[Due], config: Config,
-                 own: Mapping[str, Schedule], report: Report) -> list[Entry]:
-        """The batch's schedules to plan; invalid definitions are set aside (one write)."""
+                 own: Mapping[str, Schedule], report: Report,
+                 settle: Callable[[], object] | None = None) -> list[Entry]:
+        """The batch's schedules to plan; invalid definitions are set aside (one write,
+        after `settle`)."""
         entries: list[Entry] = []
         aside: list[Op] = []
         now_ms = to_ms(report.now)
@@ -606,12 +665,16 @@ class Engine:
                 entries.append(Entry(parsed, due.mark_ms, sha,
                                      None if pause is None else Pause.decode(pause)))
         if aside:
-            self._set_aside(side, aside, report)
+            self._set_aside(side, aside, report, settle)
         return entries
 
-    def _set_aside(self, side: RedisSide, aside: list[Op], report: Report) -> None:
+    def _set_aside(self, side: RedisSide, aside: list[Op], report: Report,
+                   settle: Callable[[], object] | None = None) -> None:
         """Set definitions aside (or forget removed ones), one write at the invocation's
-        instant; warn for each."""
+        instant, after `settle` (the early due read in flight has run: the write removes
+        index entries it counts on); warn for each."""
+        if settle is not None:
+            settle()
         results = side.write(aside, now_ms=to_ms(report.now))
         report.round_trips += 1
         for op, (code, _) in zip(aside, results, strict=True):
@@ -672,6 +735,29 @@ class Engine:
             self._client.close()
             self._client = None  # `_url` stays: it names the Redis in a failure's log line
         self._checked_client = None
+
+
+class _Ahead:
+    """The next batch's due read, sent early (`Engine._push_due`), and the fresh entries of
+    the batch it skips (their pushes were sent after it); `read` reads its reply once,
+    and again gives the same (None: lost, read it again after the pushes)."""
+
+    def __init__(self, started: StartedDue, fresh: set[str]) -> None:
+        self.started, self.fresh = started, fresh
+        self._read: DueRead | None = None
+        self._done = False
+
+    def abandon(self) -> None:
+        """Drop the read if its reply is not read yet (an invocation ending in an error)."""
+        if not self._done:
+            self._done = True
+            self.started.abandon()
+
+    def read(self) -> DueRead | None:
+        if not self._done:
+            self._done = True
+            self._read = self.started.result()
+        return self._read
 
 
 def _earlier(a: int | None, b: int | None) -> int | None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -14,9 +16,28 @@ from kiqbeat.core.plan import Entry, Plan, plan_due
 from kiqbeat.core.schedule import Config
 from kiqbeat.document import load_config_text
 from kiqbeat.engine import Document, run
-from kiqbeat.redis import progress
+from kiqbeat.redis import progress, scripts
 from kiqbeat.redis.definitions import definition_sha
 from kiqbeat.redis.side import RedisSide
+
+
+@dataclass(frozen=True)
+class Meddling(scripts.Caller):
+    """Runs kiqbeat's Lua as usual, after `before(script name)`, whether the call is run now
+    or started (sent, its reply read later): a writer, a delay or a fault between a read
+    and the script."""
+
+    before: Callable[[str], None] = lambda name: None
+
+    def call(self, lua: scripts.Lua, client: redis.Redis, keys: Sequence[str],
+             args: Sequence[scripts.Arg]) -> Any:
+        self.before(lua.name)
+        return super().call(lua, client, keys, args)
+
+    def start(self, lua: scripts.Lua, client: redis.Redis, keys: Sequence[str],
+              args: Sequence[scripts.Arg], **options: Any) -> scripts.Pending:
+        self.before(lua.name)
+        return super().start(lua, client, keys, args, **options)
 
 
 def config(text: str) -> Config:

@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from itertools import pairwise
@@ -46,7 +46,14 @@ from kiqbeat.settings import Settings
 from kiqbeat.store import MAX_LISTED, Store
 from tests.support.marks import stored_mark
 
-from .helpers import config, minute_floor, pushed_jobs, redis_now, room_before_boundary
+from .helpers import (
+    Meddling,
+    config,
+    minute_floor,
+    pushed_jobs,
+    redis_now,
+    room_before_boundary,
+)
 
 MISSED = "kiqbeat:missed"
 HISTORY = "kiqbeat:history"
@@ -679,19 +686,6 @@ def test_racing_backfills_and_invocations_push_each_tick_exactly_once(redis_url:
         assert c.hlen(MISSED) == 0
         assert_each_once(c, NIGHT_SPECS, NIGHT_START, later[-1], ahead=NIGHT_AHEAD)
     assert sum(results) > 0
-
-
-@dataclass(frozen=True)
-class Meddling(scripts.Caller):
-    """Runs kiqbeat's Lua as usual, after `before(script name)`: a writer between a read
-    and the script."""
-
-    before: Callable[[str], None] = lambda name: None
-
-    def call(self, lua: scripts.Lua, client: redis.Redis, keys: Sequence[str],
-             args: Sequence[scripts.Arg]) -> Any:
-        self.before(lua.name)
-        return super().call(lua, client, keys, args)
 
 
 def test_a_definition_changed_between_read_and_backfill_is_left_alone(

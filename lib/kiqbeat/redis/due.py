@@ -123,8 +123,7 @@ def read_due(
     further reads on the same pipeline, each under a name (`Reads.add`); their replies come
     back under those names (`Replies`), an error reply as an exception object.
     """
-    script_keys = [keys.due(namespace, shard), keys.definitions(namespace),
-                   keys.watermarks(namespace), keys.paused(namespace)]
+    script_keys = _due_keys(namespace, shard)
     args = ["" if upto_ms is None else upto_ms, offset, limit]
     with redis_errors(client, "reading the due schedules"):
         for attempt in (1, 2):
@@ -139,11 +138,52 @@ def read_due(
             lua.reload(scripts.DUE, client)  # a new or restarted server: once
         if isinstance(replies[0], Exception):
             raise lua.explained(replies[0])
-    seconds, micros, sizes, blob, to_read, next_due = replies[0]
+    return _due_read(replies[0], Replies(replies[1:], reads.spans))
+
+
+class StartedDue:
+    """A due read sent on a line (`scripts.Line`) and not read yet: it runs after every call
+    sent on the line before it, and before every call sent after it, whenever its reply is
+    read (`result`). The engine sends the next batch's read this way, on its pushes' line,
+    while it plans and pushes the current batch."""
+
+    def __init__(self, client: redis.Redis, namespace: str, shard: tuple[int, int] | None,
+                 line: scripts.Line, *, upto_ms: int, offset: int, limit: int = DUE_BATCH,
+                 lua: scripts.Caller = scripts.SCRIPTS) -> None:
+        self._client = client
+        with redis_errors(client, "reading the due schedules"):
+            self._pending = lua.start(scripts.DUE, client, _due_keys(namespace, shard),
+                                      [upto_ms, offset, limit], line=line, raw=True,
+                                      resend=False)
+
+    def result(self) -> DueRead | None:
+        """The read as `read_due` gives it (no further reads); None when its reply was lost
+        (a failed connection, a server that did not know the script): whether and where
+        among the line's calls it ran is then unknown, so it is not sent again."""
+        with redis_errors(self._client, "reading the due schedules"):
+            try:
+                reply = self._pending.result()
+            except scripts.Lost:
+                return None
+        return _due_read(reply, Replies())
+
+    def abandon(self) -> None:
+        """Drop the read without its reply (`scripts.Pending.abandon`)."""
+        self._pending.abandon()
+
+
+def _due_keys(namespace: str, shard: tuple[int, int] | None) -> list[str]:
+    """due.lua's KEYS (its header names them)."""
+    return [keys.due(namespace, shard), keys.definitions(namespace),
+            keys.watermarks(namespace), keys.paused(namespace)]
+
+
+def _due_read(reply: Any, replies: Replies) -> DueRead:
+    """A due read from due.lua's reply."""
+    seconds, micros, sizes, blob, to_read, next_due = reply
     return DueRead(redis_time(seconds, micros), DueBatch(_entries(sizes, blob),
                                                          bool(int(to_read))),
-                   Replies(replies[1:], reads.spans),
-                   plannable_ms(next_due) if next_due else None)
+                   replies, plannable_ms(next_due) if next_due else None)
 
 
 # One due entry's sizes in due.lua's reply (its SIZES_FORMAT, the same format): name length,
