@@ -16,6 +16,7 @@ import pytest
 import redis
 
 from kiqbeat.entrypoints.cli import main
+from kiqbeat.entrypoints.loop import stop_on_signals
 from kiqbeat.redis import progress
 from tests.integration.helpers import room_before_boundary
 from tests.support.marks import rewind_mark, stored_mark
@@ -195,6 +196,24 @@ def test_run_loops_each_second_and_stops_on_sigterm(
     assert "stopped" in out
     jids = [json.loads(j)["jid"] for j in redis_client.lrange("queue:pulse", 0, -1)]
     assert len(jids) == len(set(jids))
+
+
+def test_sigterm_arriving_while_the_loop_holds_its_wait_stops_it() -> None:
+    """A signal is handled between two steps of the main thread, which may be inside the
+    stop event's wait, holding its lock (the race that once left `kiqbeat run` deaf to
+    SIGTERM under load): the handler must still set it, and the wait return."""
+    previous = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        stop = stop_on_signals()
+        outcome: list[bool] = []
+        with stop._cond:  # where Event.wait is before it sleeps
+            signal.raise_signal(signal.SIGTERM)  # the handler runs here, the lock held
+            outcome.append(True)
+        assert outcome == [True]
+        assert stop.wait(5)
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 def test_demo_runs_on_a_private_redis_without_duplicates() -> None:

@@ -73,11 +73,16 @@ def print_report(report: Report, as_json: bool, *, jobs: bool = False,
 
 
 def stop_on_signals() -> threading.Event:
-    """An event set by SIGTERM or SIGINT: the loop finishes its invocation and returns."""
+    """An event set by SIGTERM or SIGINT: the loop finishes its invocation and returns.
+
+    The handler sets it from another thread: Python runs a signal handler in the main thread
+    between two steps of whatever it was doing, which may be `stop.wait` holding the event's
+    own (non-reentrant) lock; setting it there would wait for that lock forever, and the
+    loop would never stop."""
     stop = threading.Event()
 
     def handle(signum: int, frame: FrameType | None) -> None:
-        stop.set()
+        threading.Thread(target=stop.set, name="kiqbeat-stop", daemon=True).start()
 
     signal.signal(signal.SIGTERM, handle)
     signal.signal(signal.SIGINT, handle)
