@@ -206,7 +206,7 @@ def job_template(schedule: Schedule, *, scheduled: bool) -> JobTemplate | None:
     `scheduled`), whatever their names and args; None when the args depend on the tick
     (`include_metadata`, the ActiveJob envelope) or the job names its schedule (`overlap:
     skip`): those jobs are built one by one with `job_json`."""
-    if schedule.include_metadata or schedule.active_job_wrapper or schedule.overlap == "skip":
+    if _untemplated(schedule):
         return None
     probe = job_payload(schedule, _EPOCH, pushed_at=_EPOCH, scheduled=scheduled)
     probe["args"], probe["jid"] = _ARGS, _JID
@@ -223,6 +223,17 @@ def job_template(schedule: Schedule, *, scheduled: bool) -> JobTemplate | None:
     return JobTemplate((p0, p1, p2, p3, p4), scheduled, schedule.timestamp_format)
 
 
+def _untemplated(schedule: Schedule) -> bool:
+    """Whether the schedule's jobs differ by more than args, jid and instants: the args
+    depend on the tick (`include_metadata`, the ActiveJob envelope), or the job names its
+    schedule (`overlap: skip`)."""
+    return bool(schedule.include_metadata or schedule.active_job_wrapper
+                or schedule.overlap == "skip")
+
+
+_ContentKey = tuple[str, str, str, int, bool]
+
+
 class JobTemplates:
     """Job templates by content, so that schedules of one content share theirs (a template
     does not depend on a schedule's name or args): keyed by class, queue, timestamp format
@@ -231,8 +242,7 @@ class JobTemplates:
 
     def __init__(self) -> None:
         # (class, queue, format, id(extra) or 0, scheduled) -> (extra, template or None)
-        self._by_content: dict[tuple[str, str, str, int, bool],
-                               tuple[Mapping[str, Any], JobTemplate | None]] = {}
+        self._by_content: dict[_ContentKey, tuple[Mapping[str, Any], JobTemplate | None]] = {}
         # id(args) -> (args, their JSON): a warm process keeps its parsed schedules, and
         # each minute renders the same ones again (the entry keeps the args, so the id is
         # never reused while cached); no more than the engine keeps parsed.
@@ -240,33 +250,45 @@ class JobTemplates:
         # id(schedule) -> (the schedule, the bytes before its jobs' jid, its content key and
         # template), for a warm process's schedules (no more than the engine keeps parsed;
         # the entry keeps the schedule, so the id is never reused while cached).
-        self._heads: dict[int, tuple[Schedule, bytes, tuple[str, str, str, int, bool],
-                                     JobTemplate]] = {}
+        self._heads: dict[int, tuple[Schedule, bytes, _ContentKey, JobTemplate]] = {}
         # (content key) -> the bytes after the jid of a job pushed at `_tails_at`.
-        self._tails: dict[tuple[str, str, str, int, bool], bytes] = {}
+        self._tails: dict[_ContentKey, bytes] = {}
         self._tails_at: datetime | None = None
 
     def job(self, schedule: Schedule, tick: datetime, job_id: str, pushed_at: datetime,
             *, scheduled: bool, released: datetime | None = None) -> str:
         """`job_json` of the tick (a job for the schedule set released at `released`,
         default its tick), from the template of the schedule's content where there is one."""
+        found = self._template(schedule, scheduled)
+        if found is None:
+            return job_json(schedule, tick, pushed_at=pushed_at, scheduled=scheduled,
+                            job_id=job_id, released_at=released)
+        args = schedule.args
+        return found[1].render(args, job_id, pushed_at, released or tick,
+                               args_json=self._args_json(args, keep=True))
+
+    def _template(self, schedule: Schedule, scheduled: bool
+                  ) -> tuple[_ContentKey, JobTemplate] | None:
+        """The template of the schedule's content, and its key; None when it has none."""
+        if _untemplated(schedule):
+            return None  # checked first: the content key does not tell these apart
         extra = schedule.extra
         key = (schedule.job_class, schedule.queue, schedule.timestamp_format,
                id(extra) if extra else 0, scheduled)
         entry = self._by_content.get(key)
-        if schedule.include_metadata or schedule.active_job_wrapper or (
-                schedule.overlap == "skip"):
-            entry = None  # no template: the args depend on the tick, or the job names it
-        elif entry is None:
+        if entry is None:
             entry = self._by_content[key] = (extra, job_template(schedule, scheduled=scheduled))
-        if entry is None or entry[1] is None:
-            return job_json(schedule, tick, pushed_at=pushed_at, scheduled=scheduled,
-                            job_id=job_id, released_at=released)
-        args = schedule.args
+        return None if entry[1] is None else (key, entry[1])
+
+    def _args_json(self, args: tuple[Any, ...], *, keep: bool) -> str:
+        """The args' JSON, kept by the args' identity when `keep`."""
         known = self._args.get(id(args))
-        if known is None or known[0] is not args:
-            known = self._args[id(args)] = (args, _encode(args))
-        return entry[1].render(args, job_id, pushed_at, released or tick, args_json=known[1])
+        if known is not None and known[0] is args:
+            return known[1]
+        text = _encode(args)
+        if keep:
+            self._args[id(args)] = (args, text)
+        return text
 
     def queued(self, schedule: Schedule, ticks_ms: Sequence[int], pushed_at: datetime,
                *, keep: bool = True) -> list[bytes] | None:
@@ -278,22 +300,11 @@ class JobTemplates:
         if warm is not None and warm[0] is schedule:
             _, head, key, template = warm
         else:
-            if schedule.include_metadata or schedule.active_job_wrapper or (
-                    schedule.overlap == "skip"):
-                return None
-            extra = schedule.extra
-            key = (schedule.job_class, schedule.queue, schedule.timestamp_format,
-                   id(extra) if extra else 0, False)
-            entry = self._by_content.get(key)
-            if entry is None:
-                entry = self._by_content[key] = (extra, job_template(schedule, scheduled=False))
-            found = entry[1]
+            found = self._template(schedule, False)
             if found is None:
                 return None
-            template = found
-            args = schedule.args
-            known = self._args.get(id(args))
-            args_json = known[1] if known is not None and known[0] is args else _encode(args)
+            key, template = found
+            args_json = self._args_json(schedule.args, keep=False)  # the head keeps it
             p0, p1 = template.parts[:2]
             # Everything before the jid: the same for every job of the schedule.
             head = f"{p0}{args_json}{p1}".encode()
