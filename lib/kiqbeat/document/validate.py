@@ -179,9 +179,7 @@ def read_definition(name: str, data: bytes, *, window_s: float = 3600.0) -> Sche
     if schedule is None or out.problems:
         raise ConfigError(out.problems)
     if key is not None:
-        if len(_TEMPLATES) >= MAX_CHECKED_TEMPLATES:  # the oldest out (insertion order)
-            del _TEMPLATES[next(iter(_TEMPLATES))]
-        template = _TEMPLATES[key] = _Template.of(schedule)
+        template = _kept(_TEMPLATES, key, _Template.of(schedule))
         _know_rest(rest, window_s, template,
                    (schedule.timetable, schedule.timing, _written(raw, schedule.definition)),
                    dict(schedule.definition))
@@ -249,9 +247,7 @@ def _timing(raw: dict[str, Any], key: tuple[object, ...]) -> _Timing | None:
         life = lifecycle_rules(raw, values, top, timetable, zone, "", str, out)
         if life is None or out.problems:
             return None
-        if len(_TIMINGS) >= MAX_CHECKED_TEMPLATES:  # the oldest out (insertion order)
-            del _TIMINGS[next(iter(_TIMINGS))]
-        known = _TIMINGS[key] = (life[0], _timing_text(timetable, raw), life[1])
+        known = _kept(_TIMINGS, key, (life[0], _timing_text(timetable, raw), life[1]))
     return known
 
 
@@ -284,9 +280,7 @@ def _know_rest(rest: tuple[Any, str] | None, window_s: float, template: _Templat
     if rest is None or not isinstance(rest[0], list | None) or '"args":' in rest[1]:
         return  # args twice in the text (or so it seems): json.loads keeps the last
     fields = {k: v for k, v in raw.items() if k != "args"}
-    if len(_BY_REST) >= MAX_CHECKED_TEMPLATES:  # the oldest out (insertion order)
-        del _BY_REST[next(iter(_BY_REST))]
-    _BY_REST[(window_s, rest[1])] = (template, timing, fields)
+    _kept(_BY_REST, (window_s, rest[1]), (template, timing, fields))
 
 
 @dataclass(frozen=True)
@@ -337,6 +331,19 @@ def _renamed(schedule: Schedule, name: str, args: tuple[Any, ...], definition: d
     if timing is not None:
         fields["timetable"], fields["timing"] = timing[0], timing[1]
     return renamed
+
+
+_K = TypeVar("_K")
+_V = TypeVar("_V")
+
+
+def _kept(cache: dict[_K, _V], key: _K, value: _V) -> _V:
+    """`value`, kept in one of the three caches below under `key`: past
+    MAX_CHECKED_TEMPLATES entries the oldest goes first (insertion order)."""
+    if len(cache) >= MAX_CHECKED_TEMPLATES:
+        del cache[next(iter(cache))]
+    cache[key] = value
+    return value
 
 
 # Checked definition templates and timings, by `_template_keys`; in each of the three
