@@ -116,13 +116,20 @@ def _gap_end(wall: datetime, tz: ZoneInfo) -> datetime:
     instant = wall.replace(tzinfo=tz, fold=1).astimezone(UTC).replace(second=0)
     while instant.astimezone(tz).replace(tzinfo=None) <= wall:
         instant += timedelta(minutes=1)
+    # An offset of seconds (Monrovia's -00:44:30 until 1972) ends a gap between minutes.
+    second = timedelta(seconds=1)
+    while (instant - second).astimezone(tz).replace(tzinfo=None) > wall:
+        instant -= second
     return instant
 
 
 def reference_fire_times(
-    expr: str, tz_name: str, after: datetime, until: datetime
+    expr: str, tz_name: str, after: datetime, until: datetime,
+    repeated: str = "first", skipped: str = "shift",
 ) -> list[datetime]:
-    """Every fire instant in (after, until], by visiting each wall-clock minute or second."""
+    """Every fire instant in (after, until], by visiting each wall-clock minute or second;
+    a fixed-time cron under the DST policy (`repeated`: first, last or both pass of a
+    repeated wall time; `skipped`: shift to the gap's end, or skip)."""
     tz = ZoneInfo(tz_name)
     cron = ReferenceCron(expr)
     step = timedelta(seconds=1) if cron.has_seconds else timedelta(minutes=1)
@@ -136,10 +143,10 @@ def reference_fire_times(
         if cron.matches(wall):
             instants = _real_instants(wall, tz)
             if not instants:
-                if cron.fixed:
+                if cron.fixed and skipped == "shift":
                     fired.add(_gap_end(wall, tz))
-            elif cron.fixed:
-                fired.add(instants[0])
+            elif cron.fixed and repeated != "both":
+                fired.add(instants[0] if repeated == "first" else instants[-1])
             else:
                 fired.update(instants)
         wall += step

@@ -1,4 +1,5 @@
-"""Properties of fire times, checked on random expressions around real DST transitions.
+"""Properties of fire times, checked on random expressions around real DST transitions,
+under each DST policy (`dst:` first/last/both x shift/skip, core/dst.py).
 
 The central one (STYLE): ticks over (a, b] plus ticks over (b, c] equal ticks over (a, c].
 The strongest: agreement with `cron_reference`, a brute-force reading of DESIGN §3 that
@@ -16,6 +17,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from kiqbeat.core.cron import Cron, parse_cron
+from kiqbeat.core.dst import REPEATED, SKIPPED, DstPolicy
 from kiqbeat.errors import ConfigError
 
 from .cron_reference import DAYS, MONTHS, reference_fire_times
@@ -131,9 +133,12 @@ def windows(draw: st.DrawFn, zone_name: str, seconds: bool) -> tuple[datetime, d
     return after, until
 
 
-def _parse(expr: str, zone_name: str) -> Cron:
+POLICIES = st.builds(DstPolicy, st.sampled_from(REPEATED), st.sampled_from(SKIPPED))
+
+
+def _parse(expr: str, zone_name: str, policy: DstPolicy) -> Cron:
     try:
-        return parse_cron(expr, zone_name)
+        return parse_cron(expr, zone_name, policy)
     except ConfigError:
         assume(False)  # e.g. a day that no chosen month has: rejected, not a fire time
         raise
@@ -148,16 +153,18 @@ def test_fire_times_agree_with_the_brute_force_reference(
     data: st.DataObject, spec: tuple[str, str, bool]
 ) -> None:
     expr, zone_name, seconds = spec
-    cron = _parse(expr, zone_name)
+    policy = data.draw(POLICIES)
+    cron = _parse(expr, zone_name, policy)
     after, until = data.draw(windows(zone_name, seconds))
-    assert cron.between(after, until) == reference_fire_times(expr, zone_name, after, until)
+    assert cron.between(after, until) == reference_fire_times(
+        expr, zone_name, after, until, policy.repeated, policy.skipped)
 
 
 @PROPERTY_SETTINGS
 @given(data=st.data(), spec=crons())
 def test_consecutive_windows_add_up(data: st.DataObject, spec: tuple[str, str, bool]) -> None:
     expr, zone_name, seconds = spec
-    cron = _parse(expr, zone_name)
+    cron = _parse(expr, zone_name, data.draw(POLICIES))
     a, c = data.draw(windows(zone_name, seconds))
     b = a + (c - a) * data.draw(st.floats(0, 1))
     assert cron.between(a, b) + cron.between(b, c) == cron.between(a, c)
@@ -169,7 +176,7 @@ def test_ticks_are_ascending_unique_utc_and_inside_the_window(
     data: st.DataObject, spec: tuple[str, str, bool]
 ) -> None:
     expr, zone_name, seconds = spec
-    cron = _parse(expr, zone_name)
+    cron = _parse(expr, zone_name, data.draw(POLICIES))
     after, until = data.draw(windows(zone_name, seconds))
     ticks = cron.between(after, until)
     assert all(x < y for x, y in pairwise(ticks))
@@ -182,7 +189,7 @@ def test_next_after_is_the_first_tick_of_between(
     data: st.DataObject, spec: tuple[str, str, bool]
 ) -> None:
     expr, zone_name, seconds = spec
-    cron = _parse(expr, zone_name)
+    cron = _parse(expr, zone_name, data.draw(POLICIES))
     after, until = data.draw(windows(zone_name, seconds))
     first = cron.next_after(after)
     assert first > after

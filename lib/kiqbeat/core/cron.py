@@ -7,8 +7,10 @@ time to its real instants is arithmetic (DESIGN §3):
 
 - wildcard jobs (minute or hour field starts with '*') fire at every real instant whose
   wall time matches: both passes of a repeated hour, nothing in a gap;
-- fixed-time jobs fire once per matching wall time: the first pass of a repeated hour, and
-  a wall time that does not exist fires once, at the instant the gap ends.
+- fixed-time jobs follow the schedule's DST policy (`dst`): by default (cron's rule) once
+  per matching wall time, in the first pass of a repeated hour, and a wall time that does
+  not exist fires once, at the instant the gap ends; `last`, `both` and `skip` choose
+  otherwise (core/dst.py).
 
 The cron field grammar lives in `cron_fields`, zones and their offset changes in `zones`,
 and how fugit (sidekiq-cron, sidekiq-scheduler) reads the same expression in `fugit`.
@@ -23,8 +25,17 @@ from datetime import UTC, date, datetime, timedelta
 from functools import lru_cache
 
 from kiqbeat.core.cron_fields import read_fields
+from kiqbeat.core.dst import CRON, DstPolicy, dst_policy
 from kiqbeat.core.durations import duration_s
-from kiqbeat.core.zones import _DAY_S, _EPOCH, _EPOCH_ORDINAL, _SECOND, _Segments, _segments
+from kiqbeat.core.zones import (
+    _DAY_S,
+    _EPOCH,
+    _EPOCH_ORDINAL,
+    _SECOND,
+    _changes,
+    _Segments,
+    _segments,
+)
 from kiqbeat.errors import ConfigError, shown
 
 # next_after gives up past this horizon (a cron that fires only on 29 Feb of a Monday
@@ -67,6 +78,7 @@ class Cron:
     months: frozenset[int] = field(repr=False)
     weekdays: frozenset[int] = field(repr=False)  # 0 = Sunday
     days_or: bool = field(repr=False)  # both day fields restricted: either may match
+    dst: DstPolicy = CRON  # what a fixed-time cron does when the clocks change
 
     def _day_fits(self, dom: int, weekday: int) -> bool:
         """True when a day numbered `dom` in its month, on `weekday` (0 = Sunday), matches."""
@@ -115,14 +127,12 @@ class Cron:
     def _fires(self, segs: _Segments, wall: int) -> list[int]:
         """The instants a matching wall time fires at, under DESIGN §3's DST rules."""
         found = segs.instants(wall)
-        if len(found) == 1:
+        if len(found) == 1 or not self.is_fixed_time:
             return found
-        if self.is_fixed_time:
-            if found:
-                return [min(found)]
-            end = segs.gap_end(wall)
-            return [] if end is None else [end]
-        return found
+        if found:
+            return self.dst.pick(found)
+        end = segs.gap_end(wall) if self.dst.skipped == "shift" else None
+        return [] if end is None else [end]
 
     def _between_s(self, a: int, b: int) -> list[int]:
         if b <= a:
@@ -178,34 +188,72 @@ class Cron:
         raise ValueError(f"cron {self.expr!r} does not fire within 400 years of {after}")
 
     def dst_note(self, instant: datetime) -> str:
-        """'' normally; else a short note saying how DST moved or doubled this fire instant."""
+        """'' normally; else a short note saying how DST moved or doubled this fire instant,
+        and, for a fixed-time cron, what its policy made of the night."""
         u = _epoch_s(instant, "instant")
         segs = _segments(self.zone_name, u, u)
         if not segs.changes:
             return ""
-        if self.is_fixed_time:
+        policy = self.dst
+        if self.is_fixed_time and policy.skipped == "shift":
             for when, before, after in segs.changes:
                 if when == u and after > before:
                     skipped = next(self._walls(when + before, when + after - 1), None)
                     if skipped is not None:
                         hm = _hm(skipped, self.has_seconds)
-                        return f"{hm} skipped by DST; fired when the gap ended"
+                        return f"{hm} skipped by DST; fired when the gap ended (dst: shift)"
         for off in set(segs.offsets):
             passes = segs.instants(u + off)
             if u in passes and len(passes) > 1:
-                return (
-                    "repeated hour: first pass"
-                    if u == min(passes)
-                    else ("repeated hour: second pass")
-                )
+                which = "first" if u == min(passes) else "second"
+                if not self.is_fixed_time:
+                    return f"repeated hour: {which} pass"
+                other = {"first": "the second pass does not fire",
+                         "last": "the first pass did not fire",
+                         "both": ("fires again in the second pass" if which == "first"
+                                  else "fired in the first pass too")}[policy.repeated]
+                return f"repeated hour: {which} pass; {other} (dst: {policy.repeated})"
         return ""
 
+    def dst_withheld(self, after: datetime, until: datetime) -> list[tuple[datetime, str]]:
+        """The instants in (after, until] at which a matching wall time would fire under
+        another DST policy but does not under this one, each with a note: the pass of a
+        repeated hour `first` or `last` leaves out, the end of a gap `skip` leaves unfired
+        ([] for a wildcard cron, which no policy changes)."""
+        if not self.is_fixed_time:
+            return []
+        a, b = _epoch_s(after, "after"), _epoch_s(until, "until")
+        out: dict[int, str] = {}
+        for when, before, offset in _changes(self.zone_name, a - _DAY_S, b + _DAY_S):
+            shift = abs(offset - before)
+            lo, hi = when - shift - 3600, when + shift + 3600
+            segs = _segments(self.zone_name, lo, hi)
+            fired = set(self._between_s(lo, hi))
+            for w in self._walls(lo + min(segs.offsets), hi + max(segs.offsets)):
+                passes = segs.instants(w)
+                hm = _hm(w, self.has_seconds)
+                if len(passes) > 1:
+                    for u in set(passes) - set(self.dst.pick(passes)):
+                        if a < u <= b and u not in fired:
+                            which = "first" if u == passes[0] else "second"
+                            out.setdefault(u, f"repeated hour: {hm} in the {which} pass "
+                                              f"does not fire (dst: {self.dst.repeated})")
+                elif not passes and self.dst.skipped == "skip":
+                    end = segs.gap_end(w)
+                    if end is not None and a < end <= b and end not in fired:
+                        out.setdefault(end, f"{hm} skipped by DST; not fired that day "
+                                            "(dst: skip)")
+        return [(_utc(u), note) for u, note in sorted(out.items())]
 
-def fire_times(cron: str, *, tz: str = "UTC", after: datetime, until: datetime) -> list[datetime]:
-    """Every instant in (after, until] at which `cron` (in zone `tz`) fires, aware UTC."""
+
+def fire_times(cron: str, *, tz: str = "UTC", after: datetime, until: datetime,
+               dst: object = CRON) -> list[datetime]:
+    """Every instant in (after, until] at which `cron` (in zone `tz`, under the DST policy
+    `dst`: a DstPolicy, a preset's name or a mapping, as a document's `dst:`) fires, aware
+    UTC."""
     _epoch_s(after, "after")
     _epoch_s(until, "until")
-    return parse_cron(cron, tz).between(after, until)
+    return parse_cron(cron, tz, dst_policy(dst)).between(after, until)
 
 
 # ---------------------------------------------------------------------------- intervals
@@ -266,11 +314,14 @@ MAX_EVERY_S = 100 * 366 * 86_400
 
 
 @lru_cache(maxsize=8_192)  # about 4 KB each
-def parse_cron(expr: str, tz: str = "UTC") -> Cron:
-    """The Cron for `expr` in zone `tz` (a trailing zone name in `expr` wins); ConfigError."""
+def parse_cron(expr: str, tz: str = "UTC", dst: DstPolicy = CRON) -> Cron:
+    """The Cron for `expr` in zone `tz` (a trailing zone name in `expr` wins) under the DST
+    policy `dst`; ConfigError."""
     f = read_fields(expr, tz)
     seconds, minutes, hours, days, months, weekdays = f.sets
+    # The policy changes a fixed-time cron's instants only: it is part of its key.
+    key = f"{f.key} dst={dst.text}" if f.is_fixed_time and dst != CRON else f.key
     return Cron(expr=f.expr, zone_name=f.zone_name, has_seconds=f.has_seconds,
-                is_fixed_time=f.is_fixed_time, key=f.key, seconds=seconds, minutes=minutes,
+                is_fixed_time=f.is_fixed_time, key=key, seconds=seconds, minutes=minutes,
                 hours=hours, days=frozenset(days), months=frozenset(months),
-                weekdays=frozenset(weekdays), days_or=f.days_or)
+                weekdays=frozenset(weekdays), days_or=f.days_or, dst=dst)
