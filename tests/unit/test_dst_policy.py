@@ -12,6 +12,7 @@ checks every change with four crons under every policy.
 from __future__ import annotations
 
 import os
+import textwrap
 import zlib
 from datetime import UTC, datetime, timedelta
 from functools import cache
@@ -21,6 +22,10 @@ import pytest
 
 from kiqbeat.core.cron import fire_times, parse_cron
 from kiqbeat.core.dst import CRON, FUGIT, REPEATED, SKIPPED, DstPolicy, dst_policy
+from kiqbeat.core.payload import jid as jid_for
+from kiqbeat.core.schedule import Config
+from kiqbeat.document import load_config_text
+from kiqbeat.document.validate import encode_definition, read_definition
 from kiqbeat.errors import ConfigError
 
 from .cron_reference import reference_fire_times
@@ -214,3 +219,76 @@ def test_a_bad_dst_value_says_what_is_valid(value: object, message: str) -> None
     with pytest.raises(ConfigError) as caught:
         dst_policy(value)
     assert message in str(caught.value)
+
+
+# ---------------------------------------------------------------- the document field
+
+
+def load(text: str) -> Config:
+    return load_config_text(textwrap.dedent(text), source="test.yaml")
+
+
+def test_a_schedule_s_dst_policy_decides_its_ticks_and_is_stored_with_it() -> None:
+    config = load("""
+        time_zone: America/New_York
+        dst: fugit
+        schedules:
+          settle: {cron: "30 1 * * *", class: SettleJob, dst: {repeated: last}}
+          close: {cron: "30 1 * * *", class: CloseJob}
+          poll: {every: 15m, class: PollJob}
+        """)
+    s = {x.name: x for x in config.schedules}
+    assert s["settle"].timetable.between(*FALL) == [z("06:30", 3)]
+    assert s["close"].timetable.between(*FALL) == [z("05:30", 3), z("06:30", 3)]
+    # The document-wide policy is written into the stored form of the crons that rely on it.
+    assert s["close"].definition["dst"] == "fugit"
+    assert s["settle"].definition["dst"] == {"repeated": "last"}
+    assert "dst" not in s["poll"].definition
+    assert "dst fugit" in s["close"].timing
+    for name in ("settle", "close"):
+        data = encode_definition(s[name].definition)
+        assert read_definition(name, data).timetable.between(*FALL) == \
+            s[name].timetable.between(*FALL)
+
+
+def test_a_stored_definition_s_dst_is_part_of_its_checked_timing() -> None:
+    # Two definitions alike but for dst: the cache of checked timings keeps them apart.
+    plain = read_definition("a", b'{"args":[],"class":"J","cron":"30 1 * * * America/New_York"}')
+    both = read_definition("b", b'{"args":[],"class":"J","cron":"30 1 * * * America/New_York",'
+                                b'"dst":{"repeated":"both"}}')
+    assert len(plain.timetable.between(*FALL)) == 1
+    assert len(both.timetable.between(*FALL)) == 2
+
+
+def test_a_bad_dst_is_refused_naming_the_schedule_field_and_value() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load("""
+            schedules:
+              a: {cron: "30 1 * * *", class: J, dst: fugitt}
+              b: {every: 15m, class: J, dst: fugit}
+              c: {cron: "30 1 * * *", class: J, dst: {repeated: twice}}
+            """)
+    problems = caught.value.problems
+    assert problems[0].startswith("schedule 'a' (field 'dst'): 'fugitt' is not a preset; "
+                                  "did you mean 'fugit'?")
+    assert problems[1].startswith("schedule 'b' (field 'dst'): applies to a cron only; "
+                                  "'every' counts in UTC")
+    assert problems[2].startswith("schedule 'c' (field 'dst'): repeated 'twice' is not one of")
+
+
+def test_a_dst_on_a_wildcard_cron_is_warned_about() -> None:
+    config = load("""
+        schedules:
+          a: {cron: "*/5 * * * *", class: J, dst: fugit}
+        """)
+    (warning,) = config.warnings
+    assert warning.startswith("schedule 'a' (field 'dst'): has no effect on '*/5 * * * *'")
+
+
+def test_both_gives_two_distinct_jids_for_the_two_passes() -> None:
+    (s,) = load("""
+        schedules:
+          a: {cron: "30 1 * * * America/New_York", class: J, dst: {repeated: both}}
+        """).schedules
+    ticks = s.timetable.between(*FALL)
+    assert len({jid_for(s.name, t) for t in ticks}) == 2

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any
 
+from kiqbeat.core.dst import CRON, dst_policy
 from kiqbeat.core.durations import duration_s
 from kiqbeat.core.limits import MAX_CALENDARS, MAX_EXCLUDED_DATES, MAX_JITTER_S, MAX_RUNS
 from kiqbeat.core.zones import zone
@@ -350,6 +351,8 @@ FIELDS: tuple[Field, ...] = (
     Field("queue", word("default"), "default", schedule=True, doc="Sidekiq queue"),
     Field("args", anything, (), schedule=True, doc="job arguments"),
     Field("tz", zone_name, None, schedule=True, doc="the schedule's zone"),
+    Field("dst", dst_policy, CRON, top=True, schedule=True,
+          doc="a fixed-time cron when clocks change: cron, fugit or {repeated, skipped}"),
     Field("enabled", boolean, True, schedule=True, doc="false: push nothing, keep the mark"),
     Field("description", text, "", schedule=True, doc="free text"),
     Field("catch_up", choice(CATCH_UP), "all", schedule=True, doc="all, latest or none"),

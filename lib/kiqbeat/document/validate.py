@@ -16,6 +16,7 @@ from functools import partial
 from typing import Any, TypeVar, cast
 
 from kiqbeat.core.cron import Cron, Every, parse_cron, parse_every
+from kiqbeat.core.dst import CRON, DstPolicy
 from kiqbeat.core.lifecycle import OneShot
 from kiqbeat.core.limits import MAX_CHECKED_TEMPLATES, MAX_DEFINITION_BYTES
 from kiqbeat.core.schedule import (
@@ -190,7 +191,7 @@ def read_definition(name: str, data: bytes, *, window_s: float = 3600.0) -> Sche
 # zone, or an instant), those of its life that bound or replace it (document/lifecycle.py),
 # and those checked against it (`jitter` against its shortest period, `max_runs` against
 # `at`); nothing else does. `jitter` and `max_runs` are the template's too (`_template_keys`).
-_TIMING_FIELDS = ("cron", "every", "tz", "at", "start_at", "end_at", "except", "calendars",
+_TIMING_FIELDS = ("cron", "every", "tz", "dst", "at", "start_at", "end_at", "except", "calendars",
                   "jitter", "max_runs")
 _BOTH_FIELDS = ("jitter", "max_runs")
 # The life fields lifecycle_rules reads the checked values of (the rest: from `raw`).
@@ -238,7 +239,9 @@ def _timing(raw: dict[str, Any], key: tuple[object, ...]) -> _Timing | None:
         out = _Checker()
         tz = out.field("tz", partial(BY_NAME["tz"].check, raw["tz"])) if "tz" in raw else None
         zone = tz or BY_NAME["time_zone"].default
-        timetable = _timetable(raw, zone, "", str, out)
+        dst = (out.field("dst", partial(BY_NAME["dst"].check, raw["dst"])) if "dst" in raw
+               else BY_NAME["dst"].default)
+        timetable = _timetable(raw, zone, "", str, out, dst or BY_NAME["dst"].default)
         values = {name: (out.field(name, partial(BY_NAME[name].check, raw[name]))
                          if name in raw else BY_NAME[name].default) for name in _LIFE_VALUES}
         if timetable is None or out.problems:
@@ -489,7 +492,8 @@ def _schedule(name: object, raw: object, top: Mapping[str, Any], out: _Checker,
         out.problems.append(f"{label}: missing 'class' (the worker class to run, e.g. "
                             "'ReportWorker')")
     tz = values["tz"]
-    timetable = _timetable(raw, tz or top["time_zone"], label, at, out)
+    timetable = _timetable(raw, tz or top["time_zone"], label, at, out,
+                           values["dst"] or BY_NAME["dst"].default)
     if isinstance(timetable, Cron) and tz and timetable.zone_name != tz:
         out.warnings.append(f"{label}: the zone in its cron string ({timetable.zone_name}) "
                             f"wins over tz {tz!r}")
@@ -529,9 +533,11 @@ def _schedule(name: object, raw: object, top: Mapping[str, Any], out: _Checker,
             "lookahead (e.g. 60s)")
     timing = _timing_text(timetable, raw)
     definition = dict(raw)  # with the document-wide values it relies on written in
-    for key in ("lookahead", "timestamp_format"):
-        if key not in raw and top[key] != BY_NAME[key].default:
-            definition[key] = f"{top[key]!r}s" if key == "lookahead" else top[key]
+    for key in ("lookahead", "timestamp_format", "dst"):
+        if key not in raw and top[key] != BY_NAME[key].default and (
+                key != "dst" or isinstance(timetable, Cron)):
+            definition[key] = (f"{top[key]!r}s" if key == "lookahead" else top[key].written
+                               if key == "dst" else top[key])
     if (isinstance(timetable, Cron) and "tz" not in raw and timetable.zone_name != "UTC"
             and timetable.zone_name == top["time_zone"]):  # the document's zone, not the cron's
         definition["tz"] = timetable.zone_name
@@ -559,14 +565,19 @@ def _schedule(name: object, raw: object, top: Mapping[str, Any], out: _Checker,
 
 def _timing_text(timetable: Timetable, raw: dict[Any, Any]) -> str:
     """How a schedule's timing reads: "0 9 * * * (Asia/Kolkata)", "every 15m"."""
-    return (f"{timetable.expr} ({timetable.zone_name})" if isinstance(timetable, Cron)
+    return (f"{timetable.expr} ({timetable.zone_name}"
+            + (f", dst {timetable.dst.preset or 'policy'}" if timetable.is_fixed_time
+               and timetable.dst != CRON else "") + ")" if isinstance(timetable, Cron)
             else f"at {timetable.at.isoformat().replace('+00:00', 'Z')}"
             if isinstance(timetable, OneShot) else f"every {str(raw['every']).strip()}")
 
 
 def _timetable(raw: dict[Any, Any], zone_name: str, label: str,
-               at: Callable[[str], str], out: _Checker) -> Timetable | None:
+               at: Callable[[str], str], out: _Checker, dst: DstPolicy) -> Timetable | None:
     given = [k for k in ("cron", "every", "at") if k in raw]
+    if "dst" in raw and given and given[0] != "cron":
+        out.problems.append(f"{at('dst')}: applies to a cron only; {given[0]!r} counts in "
+                            "UTC, which daylight saving never moves: remove 'dst'")
     if len(given) > 1:
         out.problems.append(f"{label}: has both {given[0]!r} and {given[1]!r}; keep one")
         return None
@@ -585,7 +596,13 @@ def _timetable(raw: dict[Any, Any], zone_name: str, label: str,
             out.problems.append(f"{at('cron')}: {shown(expr)} must be a string such as "
                                 "'0 * * * *'")
             return None
-        return out.field(at("cron"), lambda: parse_cron(expr, zone_name))
+        cron = out.field(at("cron"), lambda: parse_cron(expr, zone_name, dst))
+        if cron is not None and "dst" in raw and not cron.is_fixed_time and dst != CRON:
+            out.warnings.append(f"{at('dst')}: has no effect on {cron.expr!r}, whose minute "
+                                "or hour starts with '*': such a cron fires at every instant "
+                                "whose wall time matches (both passes of a repeated hour, "
+                                "nothing in a gap) whatever the policy")
+        return cron
     every = raw["every"]
     if isinstance(every, bool) or not isinstance(every, str | int):
         out.problems.append(f"{at('every')}: {shown(every)} must be a duration such as '15m'")
