@@ -119,7 +119,7 @@ def test_next_marks_times_moved_or_doubled_by_dst(capsys: pytest.CaptureFixture[
                  "--after", "2026-03-07T12:00:00Z"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[2] == ("  2026-03-08 07:00:00 UTC   2026-03-08 03:00:00 EDT (-04:00) Sun"
-                        "   [02:30 skipped by DST; fired when the gap ended]")
+                        "   [02:30 skipped by DST; fired when the gap ended (dst: shift)]")
     assert "[" not in lines[3]
     assert main(["next", "--cron", "*/30 1 * * * Europe/London", "-n", "3",
                  "--after", "2026-10-25T00:00:00Z", "--json"]) == 0
@@ -127,6 +127,32 @@ def test_next_marks_times_moved_or_doubled_by_dst(capsys: pytest.CaptureFixture[
     assert [f["dst"] for f in fires] == ["repeated hour: first pass",
                                          "repeated hour: second pass",
                                          "repeated hour: second pass"]
+
+
+def test_next_marks_each_dst_night_with_the_policy_s_outcome(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["next", "--cron", "30 2 * * *", "--tz", "America/New_York", "--dst", "fugit",
+                 "-n", "2", "--after", "2026-03-07T12:00:00Z"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "dst fugit" in lines[1]
+    # No 02:30 on 8 March: the line says so, and the two ticks shown are the 7th's and 9th's.
+    assert lines[2:] == [
+        "  2026-03-08 07:00:00 UTC   2026-03-08 03:00:00 EDT (-04:00) Sun"
+        "   [02:30 skipped by DST; not fired that day (dst: skip); not pushed]",
+        "  2026-03-09 06:30:00 UTC   2026-03-09 02:30:00 EDT (-04:00) Mon",
+        "  2026-03-10 06:30:00 UTC   2026-03-10 02:30:00 EDT (-04:00) Tue",
+    ]
+    assert main(["next", "--cron", "30 1 * * *", "--tz", "America/New_York", "--dst",
+                 '{"repeated": "last"}', "-n", "1", "--after", "2026-11-01T04:00:00Z",
+                 "--json"]) == 0
+    fires = json.loads(capsys.readouterr().out)["schedules"][0]["fires"]
+    assert [(f["utc"], f.get("fate"), f["dst"]) for f in fires] == [
+        ("2026-11-01T05:30:00Z", "dst",
+         "repeated hour: 01:30 in the first pass does not fire (dst: last)"),
+        ("2026-11-01T06:30:00Z", None,
+         "repeated hour: second pass; the first pass did not fire (dst: last)")]
+    assert main(["next", "--cron", "30 1 * * *", "--dst", "twice"]) == 1
+    assert "--dst 'twice': 'twice' is not a preset" in capsys.readouterr().err
 
 
 def test_next_json_shape(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -302,7 +302,8 @@ def _z(instant: datetime) -> str:
 @dataclass(frozen=True)
 class Upcoming:
     """One line of a preview: a tick and what becomes of it: pushed (fate ''), or withheld
-    as 'before start_at', 'excluded', 'after end_at', 'paused', 'skipped' or 'run limit'."""
+    as 'before start_at', 'excluded', 'after end_at', 'paused', 'skipped' or 'run limit';
+    or 'dst': an instant the schedule's DST policy leaves unfired (no tick)."""
 
     tick: datetime
     fate: str = ""  # empty when pushed; else why not (see `upcoming`)
@@ -316,7 +317,9 @@ def upcoming(schedule: Schedule, after: datetime, *, count: int,
     """The schedule's next `count` ticks after `after` (up to `until`) that it pushes or an
     operator withholds, each rule applied and every tick it withholds listed: one line for
     the span before start_at, one per excluded date, and the tick past the end or the run
-    limit, which ends the list.
+    limit, which ends the list. Each instant its DST policy leaves unfired on a DST night
+    (a pass of a repeated hour, a skipped wall time: `Cron.dst_withheld`) is a line too,
+    fate 'dst', not one of the `count`.
 
     The stored state applies as the invocations apply it (DESIGN §8), in this order: a
     pause in force (`paused_through`: its end, ENDED without one) passes over each tick at
@@ -341,6 +344,9 @@ def upcoming(schedule: Schedule, after: datetime, *, count: int,
         if tick >= ENDED or (until is not None and tick > until):
             break
         note = inner.dst_note(tick) if isinstance(inner, Cron) else ""
+        if isinstance(inner, Cron):
+            out.extend(Upcoming(t, "dst", n) for t, n in inner.dst_withheld(cursor, tick)
+                       if bounded is None or not bounded.fate(t))
         why = bounded.fate(tick) if bounded is not None else ""
         if bounded is not None and bounded.start is not None and why == "before start_at":
             out.append(Upcoming(tick, why, f"starts at {_z(bounded.start)}"))

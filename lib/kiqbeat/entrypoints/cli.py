@@ -226,6 +226,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--until", help="stop at this ISO instant (inclusive)")
     p.add_argument("--cron", help="preview a cron expression instead of a file")
     p.add_argument("--tz", default="UTC", help="zone for --cron (default UTC)")
+    p.add_argument("--dst", metavar="POLICY",
+                   help="DST policy for --cron: cron (default), fugit, or JSON such as "
+                        "'{\"repeated\": \"both\"}'")
     p.add_argument("--every", metavar="DURATION", help="preview an interval such as 15m instead")
     p.add_argument("--json", action="store_true", help="print JSON")
     add_import_flags(p)

@@ -141,8 +141,9 @@ class StoredState:
 
 def _next_fires(config: Config, after: datetime, count: int) -> list[list[Fire]]:
     """Per schedule, its next `count` fire instants after `after`, in UTC and its own zone
-    (the ticks it pushes: see `_previews` for the ticks its rules withhold too)."""
-    return [[f for f in fires if "fate" not in f]
+    (the ticks it pushes, and the instants its DST policy leaves unfired, fate 'dst': see
+    `_previews` for the ticks its rules withhold too)."""
+    return [[f for f in fires if f.get("fate") in (None, "dst")]
             for fires in _previews(config, after, count, None)]
 
 
@@ -166,7 +167,8 @@ def _previews(config: Config, after: datetime, count: int, until: datetime | Non
             fire: Fire = {"utc": _z(line.tick), "local": local.isoformat(),
                           "zone_abbrev": local.strftime("%Z"),
                           "weekday": local.strftime("%a"),
-                          "dst": line.note if line.note and not line.fate else None}
+                          "dst": (line.note if line.note and line.fate in ("", "dst")
+                                  else None)}
             if line.delivery is not None:
                 fire["delivered"] = _z(line.delivery.isoformat(timespec="milliseconds"))
                 fire["jitter_ms"] = (line.delivery - line.tick) // timedelta(milliseconds=1)
@@ -190,7 +192,9 @@ def _marks(fire: Fire) -> str:
         marks.append(f"delivered {str(fire['delivered'])[11:23]}Z, "
                      f"+{_offset_text(int(fire['jitter_ms'] or 0))} jitter")
     fate = fire.get("fate")
-    if fate == "excluded":
+    if fate == "dst":
+        marks.append("not pushed")
+    elif fate == "excluded":
         marks.append(f"excluded: {fire['why']}, not pushed")
     elif fate == "before start_at":
         marks.append(f"before start_at, not pushed; {fire['why']}")
@@ -261,8 +265,10 @@ def _next_config(args: argparse.Namespace) -> tuple[Config, list[StoredState]]:
         if args.names:
             raise ConfigError("schedule NAMEs go with a FILE, not with --cron or --every")
         if args.cron:
-            cron = parse_cron(args.cron, args.tz)
-            return Config((Schedule("", cron, "", timing=f"{cron.expr} ({cron.zone_name})"),)), []
+            cron = parse_cron(args.cron, args.tz, _dst_flag(args.dst))
+            policy = f", dst {cron.dst.text}" if cron.dst.preset != "cron" else ""
+            return Config((Schedule("", cron, "", timing=f"{cron.expr} ({cron.zone_name}"
+                                    f"{policy})"),)), []
         every = parse_every(args.every)
         return Config((Schedule("", every, "", timing=f"every {args.every}"),)), []
     source, names = _next_target(args)
@@ -270,6 +276,19 @@ def _next_config(args: argparse.Namespace) -> tuple[Config, list[StoredState]]:
         return _stored(args, names)
     config = Sources().load_config(source, options=import_options(args), now=datetime.now(UTC))
     return only_named(config, names, source=source), []
+
+
+def _dst_flag(text: str | None) -> Any:
+    """`--dst`: a preset's name or a JSON mapping, as a DstPolicy; ConfigError naming it."""
+    from kiqbeat.core.dst import CRON, dst_policy
+
+    if text is None:
+        return CRON
+    try:
+        value = json.loads(text) if text.lstrip().startswith("{") else text
+        return dst_policy(value)
+    except ValueError as exc:  # ConfigError is one; so is bad JSON
+        raise ConfigError(f"--dst {shown(text)}: {exc}") from None
 
 
 def _stored(args: argparse.Namespace, names: Sequence[str]) -> tuple[Config, list[StoredState]]:
