@@ -128,9 +128,10 @@ def fugit_differences(expr: str) -> list[str]:
 
 
 def fugit_dst_differences(cron: Cron, after: datetime, tool: str = "fugit") -> list[str]:
-    """Where daylight saving makes fugit fire `cron` at other instants than kiqbeat, in the
-    12 months after `after`: one warning per offset change, naming the date and both
-    readings ([] when they agree, as they do for wildcard crons)."""
+    """Where daylight saving makes fugit fire `cron` at other instants than kiqbeat does
+    under the cron's DST policy (`cron.dst`), in the 12 months after `after`: one warning
+    per offset change, naming the date, both readings and `dst: fugit`, which keeps fugit's
+    instants ([] when they agree: for wildcard crons, and under `dst: fugit`)."""
     a = _epoch_s(after, "after")
     notes = []
     for when, before, offset in _changes(cron.zone_name, a, a + _HORIZON_S):
@@ -156,10 +157,15 @@ def fugit_dst_differences(cron: Cron, after: datetime, tool: str = "fugit") -> l
                          "fire it that day")
         repeats = sorted(theirs - ours)
         if repeats:
-            parts.append(f"{tool} (fugit) also fires at {_at(repeats, tz)}, the second pass "
-                         "of the repeated hour; kiqbeat fires once, in the first pass")
-        notes.append(f"daylight saving: {head}: {'; '.join(parts)} (kiqbeat follows cron's "
-                     "rule for fixed-time jobs)")
+            ours_pass, their_pass = (("first", "second") if cron.dst.repeated == "first"
+                                     else ("second", "first"))
+            parts.append(f"{tool} (fugit) also fires at {_at(repeats, tz)}, the {their_pass} "
+                         f"pass of the repeated hour; kiqbeat fires once, in the {ours_pass} "
+                         "pass")
+        rule = ("kiqbeat follows cron's rule for fixed-time jobs" if cron.dst.preset == "cron"
+                else f"kiqbeat follows the schedule's dst: {cron.dst.text}")
+        notes.append(f"daylight saving: {head}: {'; '.join(parts)} ({rule}; add dst: fugit "
+                     f"to the schedule to keep {tool}'s instants)")
     return notes
 
 

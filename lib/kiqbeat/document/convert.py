@@ -23,6 +23,14 @@ All four tools read crons with fugit, so each import warns, per schedule:
 - once per file, that zone-less crons ran in the app's zone (Rails `config.time_zone`, else
   `$TZ`, else the server clock: fugit's `EtOrbi`), while kiqbeat reads them in the
   document's `time_zone` (UTC by default); `app_zone` (`--app-zone`) sets that zone.
+
+The daylight-saving comparison reads each cron in the zone it runs in, whatever gave it: a
+zone in the cron (or in a natural-language phrase), `tz` (with `--honour-tz`), or the
+app's zone; and under the schedule's own `dst:` when the file carries one. A sidekiq-cron
+or sidekiq-scheduler file also gets, once, a warning that kiqbeat catches up the ticks an
+outage missed where the tool did not (`_warn_catch_up`), naming the schedules it matters
+most for; kiqbeat's own keys in such a file (`catch_up: latest`, `dst: fugit`, ...) are
+kept, which the same warning list says.
 """
 
 from __future__ import annotations
@@ -37,6 +45,7 @@ from kiqbeat.document.fields import KIQBEAT_MARKERS
 from kiqbeat.document.imported import (
     GOOD_JOB,
     KIQBEAT,
+    SIDEKIQ_CRON,
     SIDEKIQ_SCHEDULER,
     SOLID_QUEUE,
     Converted,
@@ -93,6 +102,9 @@ def convert(doc: object, options: ImportOptions | None = None, *, source: str = 
     if options.app_zone:
         out.document["time_zone"] = options.app_zone
     schedules = out.document["schedules"]
+    if fmt in (SIDEKIQ_CRON, SIDEKIQ_SCHEDULER):
+        out.report_kept()
+        _warn_catch_up(schedules, out, now)
     _warn_local_zones(schedules, out)
     _warn_fugit_readings(schedules, out)
     if now is not None:
@@ -143,15 +155,70 @@ def _schedules(doc: object, out: Converted) -> dict[str, Any]:
 
 
 def _cron_of(entry: object, out: Converted) -> Any:
-    """The entry's cron in its zone (None when it has none or it is invalid: validation
-    reports that)."""
+    """The entry's cron in its zone, under its `dst:` (None when it has none or it is
+    invalid: validation reports that)."""
+    from kiqbeat.core.dst import CRON, dst_policy
+
     if not isinstance(entry, dict) or not isinstance(entry.get("cron"), str):
         return None
     tz = entry.get("tz") if isinstance(entry.get("tz"), str) else None
     try:
-        return parse_cron(entry["cron"], tz or out.options.app_zone or "UTC")
+        policy = dst_policy(entry["dst"]) if "dst" in entry else CRON
+        return parse_cron(entry["cron"], tz or out.options.app_zone or "UTC", policy)
     except ConfigError:
         return None
+
+
+# A schedule that fires this often or more (its shortest gap between ticks) pushes many
+# jobs at once when kiqbeat catches up an outage: the catch-up warning names it.
+_FREQUENT_S = 15 * 60
+
+
+def _warn_catch_up(schedules: dict[str, Any], out: Converted, now: datetime | None) -> None:
+    """Warn once that kiqbeat pushes the ticks an outage missed (catch_up: all, up to the
+    window) where sidekiq-cron and sidekiq-scheduler did not, naming the frequent schedules
+    that leave it at that."""
+    from datetime import UTC, timedelta
+
+    from kiqbeat.core.cron import parse_every
+
+    start = now or datetime(2026, 1, 1, tzinfo=UTC)
+    left = [n for n, e in schedules.items() if isinstance(e, dict) and "catch_up" not in e]
+    if not left:
+        return
+    frequent = []
+    for name in left:
+        entry = schedules[name]
+        try:
+            timetable = (_cron_of(entry, out) if "cron" in entry
+                         else parse_every(str(entry["every"])) if "every" in entry else None)
+        except ConfigError:
+            continue
+        if timetable is None:
+            continue
+        ticks = timetable.between(start, start + timedelta(days=2))
+        gaps = [(b - a).total_seconds() for a, b in zip(ticks, ticks[1:], strict=False)]
+        if gaps and min(gaps) <= _FREQUENT_S:
+            frequent.append((min(gaps), name))
+    frequent.sort()
+    listed = ", ".join(shown(n) for _, n in frequent[:5]) + (", ..." if len(frequent) > 5
+                                                             else "")
+    before = ("sidekiq-cron enqueued only the latest missed tick, and only while it was "
+              "younger than its reschedule_grace_period (60 s by default)"
+              if out.format == SIDEKIQ_CRON else
+              "sidekiq-scheduler (rufus-scheduler in the Sidekiq process) ran none of the "
+              "ticks missed while no Sidekiq process ran")
+    most = (f"; this matters most for the {len(frequent)} schedule(s) firing every "
+            f"{_FREQUENT_S // 60} minutes or more often ({listed}), and for any whose jobs "
+            "run long" if frequent else "; this matters most for any schedule whose jobs "
+            "run long")
+    out.warnings.append(
+        f"catch-up: after an outage (a deploy, a crash, a stopped trigger) kiqbeat pushes "
+        f"every tick missed within missed_jobs_window (1h by default) at once (catch_up: "
+        f"all, its default) for the {len(left)} schedule(s) without catch_up; {before}"
+        f"{most}. To keep {out.tool}'s behaviour, add catch_up: latest (one job, the "
+        "newest) or catch_up: none (only ticks under two minutes old) to them, or convert "
+        "the file with kiqbeat convert --catch-up latest")
 
 
 def _warn_fugit_readings(schedules: dict[str, Any], out: Converted) -> None:
@@ -177,7 +244,7 @@ def _warn_dst(schedules: dict[str, Any], out: Converted, now: datetime) -> None:
 
     for name, entry in schedules.items():
         cron = _cron_of(entry, out)
-        if cron is not None and cron.zone_name != "UTC":
+        if cron is not None and cron.zone_name != "UTC" and cron.is_fixed_time:
             out.warnings.extend(f"schedule {shown(name)}: {d}"
                                 for d in fugit_dst_differences(cron, now, out.tool))
 

@@ -30,6 +30,11 @@ TOOLS = {SIDEKIQ_CRON: "sidekiq-cron", SIDEKIQ_SCHEDULER: "sidekiq-scheduler",
          GOOD_JOB: "GoodJob", SOLID_QUEUE: "Solid Queue", KIQBEAT: "kiqbeat"}
 # Per-job zone keys seen in sidekiq-cron and sidekiq-scheduler files; neither gem reads them.
 ZONE_KEYS = ("tz", "timezone", "time_zone")
+# kiqbeat's own schedule fields, which no other tool has: kept when a sidekiq-cron or
+# sidekiq-scheduler file carries them (the tool ignored them), with a warning saying so, so
+# that `catch_up: latest` or `dst: fugit` added to the file before moving does what it says.
+KIQBEAT_OWN_KEYS = ("catch_up", "dst", "lookahead", "timestamp_format", "start_at", "end_at",
+                    "max_runs", "jitter", "overlap", "except")
 # The `kiqbeat:` mapping a foreign file may carry to say how to import it (flags win).
 OPTION_KEYS = ("format", "section", "app_zone", "honour_tz")
 
@@ -102,6 +107,7 @@ class Converted:
     options: ImportOptions = field(default_factory=ImportOptions)
     # key -> schedules whose entry had it: keys the tool ignores, reported once per file.
     ignored: dict[str, list[str]] = field(default_factory=dict)
+    kept: dict[str, list[str]] = field(default_factory=dict)  # kiqbeat's own keys
     hints: list[str] = field(default_factory=list)  # formats the file's wrapper names
 
     @property
@@ -112,6 +118,21 @@ class Converted:
     def ignore(self, name: object, key: object) -> None:
         """Record that the tool ignores `key` in schedule `name`'s entry."""
         self.ignored.setdefault(str(key), []).append(str(name))
+
+    def keep(self, name: object, key: object) -> None:
+        """Record that kiqbeat keeps its own field `key` of schedule `name`'s entry, which
+        the tool ignored."""
+        self.kept.setdefault(str(key), []).append(str(name))
+
+    def report_kept(self) -> None:
+        """One warning listing kiqbeat's own fields kept though the tool ignored them."""
+        if not self.kept:
+            return
+        parts = [f"{shown(key)} ({', '.join(map(shown, names[:3]))}"
+                 f"{', ...' if len(names) > 3 else ''})" for key, names in self.kept.items()]
+        self.warnings.append(f"kiqbeat's own keys kept, though {self.tool} ignored them: "
+                             + "; ".join(parts) + " (kiqbeat applies them; the file means "
+                             f"the same to {self.tool} as without them)")
 
     def report_ignored(self, known: tuple[str, ...]) -> None:
         """One warning listing the keys the tool ignored, with typo hints against `known`."""

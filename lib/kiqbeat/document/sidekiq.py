@@ -33,6 +33,9 @@ sidekiq-cron (hash form or list form with `name:`; sidekiq-cron/sidekiq-cron
     keys (`_aj_symbol_keys`), as sidekiq-cron symbolizes them;
   - `date_as_argument` becomes `include_metadata`: the last argument is then
     `{"scheduled_at": <tick, float seconds>}` instead of a bare float of the push time;
+  - kiqbeat's own scheduling keys (`catch_up`, `dst`, `jitter`, ... : `KIQBEAT_OWN_KEYS`),
+    which sidekiq-cron ignores, are kept and listed once in a warning, so that a team can
+    write `catch_up: latest` or `dst: fugit` into the file it moves;
   - any other key (`desc`, `output`, `enabled`, `tz`, ...) is ignored, as sidekiq-cron
     ignores it, and listed once in a warning;
   - an entry with neither cron nor class (a holder of YAML anchors) is skipped with a
@@ -45,7 +48,7 @@ import json
 from typing import Any, TypeGuard
 
 from kiqbeat.document.fields import JOB_OPTIONS, SCHEDULE_KEYS
-from kiqbeat.document.imported import ZONE_KEYS, Converted
+from kiqbeat.document.imported import KIQBEAT_OWN_KEYS, ZONE_KEYS, Converted
 from kiqbeat.document.rails import active_job_keywords, symbolized
 from kiqbeat.errors import ConfigError, did_you_mean, shown
 
@@ -148,6 +151,8 @@ def from_scheduler(name: object, entry: object, out: Converted) -> dict[str, Any
                                 "it in every environment that loads this file")
         elif key in _SCHEDULER_KEYS or key in SCHEDULE_KEYS or key in JOB_OPTIONS:
             converted[key] = value
+            if key in KIQBEAT_OWN_KEYS:
+                out.keep(name, key)
         else:
             payload[key] = value
     if "keyword_argument" in entry:
@@ -321,6 +326,9 @@ def from_cron(name: object, entry: object, out: Converted) -> dict[str, Any] | N
             converted[key] = out.timer(label, value) if key == "cron" else value
             if converted[key] is None and key == "cron":
                 return None
+        elif key in KIQBEAT_OWN_KEYS:
+            converted[key] = value
+            out.keep(name, key)
         else:
             out.ignore(name, key)  # sidekiq-cron reads only its own keys
     if active_job and _truthy(entry.get("symbolize_args")) and converted.get("args"):

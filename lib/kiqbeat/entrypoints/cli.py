@@ -17,6 +17,7 @@ from kiqbeat.core.report import Report
 from kiqbeat.core.schedule import Config
 from kiqbeat.engine import Engine
 from kiqbeat.entrypoints.console import add_parser as add_console_parser
+from kiqbeat.entrypoints.convert import add_parser as add_convert_parser
 from kiqbeat.entrypoints.loop import print_report, run_loop, stop_on_signals
 from kiqbeat.entrypoints.operations import add_parser as add_operations_parser
 from kiqbeat.entrypoints.operations import run_request
@@ -270,6 +271,7 @@ def _parser() -> argparse.ArgumentParser:
     # The request model the Lambda's {"kiqbeat": "status", ...} is read into, run the same way.
     p.set_defaults(func=partial(run_request, "status"))
     add_schedules_parser(sub)
+    add_convert_parser(sub)
     add_operations_parser(sub)
     add_console_parser(sub)
 
