@@ -236,8 +236,9 @@ def test_every_command_writes_under_the_namespace_it_is_given(
     assert definitions(redis_client) == {}
     assert kiqbeat("schedules", "get", "digest").code == 1
     assert kiqbeat("schedules", "get", "digest", "--namespace", "exq:").code == 0
-    assert kiqbeat("schedules", "export").out == "schedules: {}\n"  # the other store: empty
-    assert json.loads(kiqbeat("schedules", "export", "--json").out) == {"schedules": {}}
+    assert kiqbeat("schedules", "export").out == "schedules: {}\ntime_zone: UTC\n"  # empty
+    assert json.loads(kiqbeat("schedules", "export", "--json").out) == {"schedules": {},
+                                                                       "time_zone": "UTC"}
 
 
 def test_a_sharded_store_indexes_each_name_in_its_shard(
@@ -306,13 +307,41 @@ def test_five_thousand_in_a_yaml_document_import_then_export_as_yaml_round_trips
     assert done.out.startswith(f"{path}: 5,000 written, 0 unchanged, 0 invalid, 0 refused")
     assert definitions(redis_client) == table
     exported = kiqbeat("schedules", "export")
-    assert yaml.load(exported.out, Loader=yaml.CSafeLoader) == {"schedules": table}
+    assert yaml.load(exported.out, Loader=yaml.CSafeLoader) == {"schedules": table,
+                                                                "time_zone": "UTC"}
     back = tmp_path / "exported.yaml"
     back.write_text(exported.out)
     again = kiqbeat("schedules", "import", str(back), "--json").json()  # read as validate reads
     assert (again["written"], again["unchanged"]) == (0, 5000)
     as_json = kiqbeat("schedules", "export", "--json")
-    assert json.loads(as_json.out) == {"schedules": table}
+    assert json.loads(as_json.out) == {"schedules": table, "time_zone": "UTC"}
+
+
+def test_export_keeps_the_documents_zone_for_a_schedule_added_later(
+    kiqbeat: Kiqbeat, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    path = tmp_path / "schedules.yaml"
+    path.write_text("time_zone: America/New_York\nschedules:\n"
+                    "  a: {cron: '0 9 * * *', class: A}\n"
+                    "  b: {cron: '0 17 * * 1-5', class: B}\n"
+                    "  c: {cron: '0 8 * * * Europe/Paris', class: C}\n")
+    assert kiqbeat("schedules", "import", str(path)).code == 0
+    exported = kiqbeat("schedules", "export")
+    assert exported.code == 0, exported.err
+    document = yaml.safe_load(exported.out)
+    assert document["time_zone"] == "America/New_York"
+    assert json.loads(kiqbeat("schedules", "export", "--json").out)["time_zone"] == \
+        "America/New_York"
+    # A schedule added to the exported file runs in New York, as the others do.
+    document["schedules"]["d"] = {"cron": "0 9 * * *", "class": "D"}
+    back = tmp_path / "exported.yaml"
+    back.write_text(yaml.safe_dump(document))
+    again = kiqbeat("schedules", "import", str(back), "--json").json()
+    assert (again["written"], again["unchanged"]) == (1, 3)
+    assert definitions(redis_client)["d"]["tz"] == "America/New_York"
+    # A definition that runs in UTC without saying so keeps the export in UTC.
+    kiqbeat("schedules", "add", "e", "--json-definition", '{"cron": "0 9 * * *", "class": "E"}')
+    assert yaml.safe_load(kiqbeat("schedules", "export").out)["time_zone"] == "UTC"
 
 
 def test_a_sidekiq_cron_file_imports_converted(

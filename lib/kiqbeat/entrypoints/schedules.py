@@ -398,14 +398,55 @@ def _yaml_page(page: dict[str, Any]) -> str:
                          allow_unicode=False, width=1 << 20))
 
 
+class _ExportZone:
+    """An exported document's top-level `time_zone`, decided once every definition has been
+    seen (it is written last): the zone most of them name (`tz`), so that a schedule added
+    to the file later runs in it — unless one whose zone matters (a cron, an `except`)
+    names none, and so runs in UTC, or no zone is named more often than every other: then
+    UTC. Every definition keeps its own `tz`, so the choice changes none's meaning."""
+
+    def __init__(self) -> None:
+        self.zones: dict[str, int] = {}
+        self.bare = False
+
+    def see(self, definition: dict[str, Any]) -> dict[str, Any]:
+        """Count `definition`'s zone; return it unchanged."""
+        tz, cron = definition.get("tz"), definition.get("cron")
+        if isinstance(tz, str):
+            self.zones[tz] = self.zones.get(tz, 0) + 1
+        elif "except" in definition or (isinstance(cron, str) and not _names_zone(cron)):
+            self.bare = True
+        return definition
+
+    @property
+    def zone(self) -> str:
+        """The zone to write."""
+        counts = sorted(self.zones.values(), reverse=True)
+        if self.bare or not counts or counts[1:2] == counts[:1]:  # none, or a tie
+            return "UTC"
+        return max(self.zones, key=self.zones.__getitem__)
+
+
+def _names_zone(cron: str) -> bool:
+    """True when the cron string ends with its own zone (which no time_zone overrides)."""
+    from kiqbeat.core.cron import parse_cron
+
+    try:
+        return parse_cron(cron, "Etc/GMT-14").zone_name != "Etc/GMT-14"
+    except ConfigError:
+        return False
+
+
 def _cmd_export(args: argparse.Namespace) -> int:
     """Print every definition that can be exported; name on stderr those that cannot, once
-    the rest is written, and then exit 1: a backup is never silently short."""
+    the rest is written, and then exit 1: a backup is never silently short. A document
+    (YAML, --json) ends with its `time_zone` (`_ExportZone`)."""
     write = sys.stdout.write
     passed: list[tuple[str, str]] = []
+    zone = _ExportZone()
     with opened_engine(args) as engine:
         # One HSCAN page at a time: memory stays bounded.
-        items = engine.store().export(passed)
+        items = ((name, zone.see(d)) for name, d in engine.store().export(passed))
         if args.jsonl:
             for name, definition in items:
                 write(_compact({"name": name, "definition": definition}) + "\n")
@@ -415,7 +456,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
             for name, definition in items:
                 write(f"{separator}{_compact(name)}: {_compact(definition)}")
                 separator = ",\n  "
-            write("}}\n" if separator == "\n  " else "\n}}\n")
+            write("}" if separator == "\n  " else "\n}")
+            write(f', "time_zone": {_compact(zone.zone)}}}\n')
         else:
             # libyaml pays a set-up cost per call: dump a page of schedules at a time, each
             # page a `schedules:` document whose first line is written once.
@@ -426,6 +468,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
                 write(text.removeprefix("schedules:" if empty else "schedules:\n"))
                 empty = False
             write(" {}\n" if empty else "")
+            write(yaml.dump({"time_zone": zone.zone}, Dumper=_DUMPER))
     sys.stdout.flush()
     for name, why in passed[:_SHOWN_PROBLEMS]:
         print(f"kiqbeat: not exported: {shown_name(name)}: {why}", file=sys.stderr)
