@@ -379,7 +379,9 @@ def test_sidekiq_cron_jobs_move_to_the_store_and_leave_sidekiq_cron(
     client: redis.Redis, redis_url: str, base: datetime,
 ) -> None:
     sidekiq_cron(redis_url, MAKE_CRON_JOBS)
-    command = json.dumps([["migrate_sidekiq_cron", "Europe/Berlin", 60]])
+    # kiqbeat's own fields chosen for the move are written into every definition.
+    command = json.dumps([["migrate_sidekiq_cron", "Europe/Berlin", 60,
+                           {"dst": "fugit"}]])
     with subprocess.Popen([need("ruby"), str(STORE_WRITER), command],
                           env={**os.environ, "REDIS_URL": redis_url},
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as migrate:
@@ -406,12 +408,13 @@ def test_sidekiq_cron_jobs_move_to_the_store_and_leave_sidekiq_cron(
     stored = {text(n): json.loads(d) for n, d in client.hgetall("kiqbeat:schedules").items()}
     assert stored == {
         "cron_digest": {"cron": "*/5 * * * *", "tz": "Europe/Berlin", "class": "DigestWorker",
-                        "args": [42, {"a": 1}], "queue": "mailers"},
+                        "args": [42, {"a": 1}], "queue": "mailers", "dst": "fugit"},
         "cron_paused": {"cron": "*/5 * * * *", "tz": "Europe/Berlin", "class": "PausedWorker",
-                        "args": [], "queue": "default", "enabled": False},
+                        "args": [], "queue": "default", "enabled": False,
+                        "dst": "fugit"},
         "cron_dated": {"cron": "*/10 * * * * Europe/Paris", "tz": "Europe/Berlin",
                        "class": "DatedWorker", "args": [], "queue": "default",
-                       "include_metadata": True},
+                       "include_metadata": True, "dst": "fugit"},
     }
 
     until = base + timedelta(minutes=20)

@@ -8,7 +8,7 @@
 #
 # COMMANDS is a JSON list of [operation, name, argument...]: put NAME DEFINITION, remove NAME,
 # pause NAME, resume NAME, raw NAME TEXT (HSET + HDEL + ZADD of TEXT as it is), due_key NAME,
-# migrate_sidekiq_cron TZ [TIMEOUT_S]. It prints one JSON list of the results, in order; an
+# migrate_sidekiq_cron TZ [TIMEOUT_S [FIELDS]]. It prints one JSON list of the results, in order; an
 # operation that raises KiqbeatStore::Error gives {"error": message}.
 require "json"
 require "redis"
@@ -35,7 +35,8 @@ if $PROGRAM_NAME == __FILE__
       true
     when "migrate_sidekiq_cron" # NAME is the zone here
       KiqbeatStore.migrate_sidekiq_cron(redis, tz: name, ns: ns, shards: shards,
-                                               timeout_s: Float(rest.fetch(0, 300)))
+                                               timeout_s: Float(rest.fetch(0, 300)),
+                                               fields: rest.fetch(1, {}))
     else raise ArgumentError, "unknown operation #{operation.inspect}"
     end
   rescue KiqbeatStore::Error => e

@@ -279,7 +279,9 @@ module KiqbeatStore
 
   # A sidekiq-cron job hash as a kiqbeat definition. `tz` is the zone sidekiq-cron read
   # crons in (the Sidekiq servers' local zone); a zone at the end of a cron still wins.
-  def from_sidekiq_cron(job, tz)
+  # `fields`: kiqbeat's own fields to write into it, e.g. { "catch_up" => "latest",
+  # "dst" => "fugit" } to keep sidekiq-cron's catch-up and daylight-saving behaviour.
+  def from_sidekiq_cron(job, tz, fields = {})
     message = parse(job["message"].to_s) || {}
     args = JSON.parse(job["args"] || "[]") rescue [job["args"]]
     definition = { "cron" => job["cron"], "tz" => tz, "class" => job["klass"],
@@ -297,7 +299,7 @@ module KiqbeatStore
     payload = message.reject { |key, _| SIDEKIQ_OPTIONS.include?(key) || %w[class args queue].include?(key) }
     definition.merge!(options)
     definition["payload"] = payload unless payload.empty?
-    definition
+    definition.merge(fields)
   end
 
   # Write each sidekiq-cron job as a kiqbeat schedule of the same name, wait until kiqbeat
@@ -308,22 +310,25 @@ module KiqbeatStore
   # other days or, in the next 12 months, on daylight-saving nights at other times (all are
   # asked before any job is written: if the console fails, its error is raised and nothing
   # has moved).
+  # `fields` (kiqbeat's own, such as { "catch_up" => "latest", "dst" => "fugit" }) are
+  # written into every definition and checked with it.
   # Returns {"moved" => [names], "refused" => {name => why}, "warnings" => {name =>
   # [warnings]} (the jobs that have any), "warnings_checked" => true}; without a client,
   # "warnings" is {} and "warnings_checked" false: pass one to have them checked.
-  def migrate_sidekiq_cron(redis, tz:, client: nil, ns: "", shards: 1, timeout_s: 300,
-                           poll_s: 0.2)
+  def migrate_sidekiq_cron(redis, tz:, client: nil, fields: {}, ns: "", shards: 1,
+                           timeout_s: 300, poll_s: 0.2)
     waiting, moved, refused, warnings = {}, [], {}, {}
     jobs = sidekiq_cron_jobs(redis)
     # Every job's warnings first: a console that fails raises before anything is written.
     jobs.each do |_, _, job|
-      next if JSON.generate(from_sidekiq_cron(job, tz)).bytesize > MAX_DEFINITION_BYTES # put refuses it
+      next if JSON.generate(from_sidekiq_cron(job, tz, fields)).bytesize > MAX_DEFINITION_BYTES # put refuses it
 
-      said = client&.validate(job, format: "sidekiq-cron", name: job["name"], app_zone: tz)
+      said = client&.validate(job.merge(fields), format: "sidekiq-cron", name: job["name"],
+                                                 app_zone: tz)
       warnings[job["name"]] = said["warnings"] unless said.nil? || said["warnings"].empty?
     end
     jobs.each do |set, key, job|
-      put(redis, job["name"], from_sidekiq_cron(job, tz), ns: ns, shards: shards)
+      put(redis, job["name"], from_sidekiq_cron(job, tz, fields), ns: ns, shards: shards)
       waiting[job["name"]] = [set, key]
     rescue Error => e # a document's schedule of that name
       refused[job["name"]] = e.message
