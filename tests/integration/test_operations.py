@@ -72,6 +72,7 @@ class Spec:
     cron: str = ""
     tz: str = "UTC"
     every_s: int = 0
+    dst: str | dict[str, str] = "cron"
 
     def ticks(self, after: datetime, until: datetime) -> list[datetime]:
         """Every tick in (after, until]."""
@@ -80,7 +81,7 @@ class Spec:
             last = int(until.timestamp())
             return [datetime.fromtimestamp(s, tz=UTC)
                     for s in range(first, last + 1, self.every_s)]
-        return fire_times(self.cron, tz=self.tz, after=after, until=until)
+        return fire_times(self.cron, tz=self.tz, after=after, until=until, dst=self.dst)
 
 
 def text(value: bytes | str) -> str:
@@ -124,12 +125,15 @@ def assert_each_once(client: redis.Redis, specs: dict[str, Spec], after: datetim
 
 
 # A fall-back night in New York (05:xx UTC is 01:xx EDT, 06:xx UTC is 01:xx EST): fixed-time
-# and wildcard zoned crons, an interval, seconds with lookahead, metadata, and the policies.
+# and wildcard zoned crons (fixed-time under three DST policies), an interval, seconds
+# with lookahead, metadata, and the catch-up policies.
 NIGHT = """
 missed_jobs_window: 1h
 schedules:
   ny_fixed: {cron: "30 1 * * *", tz: America/New_York, class: NightlyJob}
   ny_wild: {cron: "*/20 1 * * *", tz: America/New_York, class: NightOwlJob}
+  ny_both: {cron: "30 1 * * *", tz: America/New_York, class: BothJob, dst: {repeated: both}}
+  ny_last: {cron: "30 1 * * *", tz: America/New_York, class: LastJob, dst: {repeated: last}}
   five: {cron: "*/5 * * * *", class: FiveJob, queue: reports, include_metadata: true}
   seven: {every: 7m, class: SevenJob}
   ahead: {cron: "*/30 * * * * *", class: AheadJob, queue: fast, lookahead: 40s}
@@ -140,6 +144,8 @@ schedules:
 NIGHT_SPECS = {
     "ny_fixed": Spec("30 1 * * *", "America/New_York"),
     "ny_wild": Spec("*/20 1 * * *", "America/New_York"),
+    "ny_both": Spec("30 1 * * *", "America/New_York", dst={"repeated": "both"}),
+    "ny_last": Spec("30 1 * * *", "America/New_York", dst={"repeated": "last"}),
     "five": Spec("*/5 * * * *"),
     "seven": Spec(every_s=420),
     "ahead": Spec("*/30 * * * * *"),
@@ -240,6 +246,11 @@ def test_a_backfill_pushes_each_recorded_tick_once_as_the_ticks_own_job(
         newest = store.history(name)[0]
         assert (newest.kind, newest.tick, newest.jid) == ("backfill", ticks[-1],
                                                           jid(name, ticks[-1]))
+    # 01:30 happened at 05:30Z (EDT) and at 06:30Z (EST): the DST policies chose.
+    first, second = (datetime(2025, 11, 2, h, 30, tzinfo=UTC) for h in (5, 6))
+    assert {jid("ny_both", first), jid("ny_both", second), jid("ny_last", second),
+            jid("ny_fixed", first)} <= set(jobs)
+    assert not {jid("ny_last", first), jid("ny_fixed", second)} & set(jobs)
     five = [jobs[jid("five", t)] for t in owed["five"]]
     assert [j["args"] for j in five] == [[{"scheduled_at": t.timestamp()}] for t in owed["five"]]
     assert {j["class"] for j in five} == {"FiveJob"}
@@ -914,6 +925,8 @@ missed_jobs_window: 1h
 schedules:
   ny_fixed: {cron: "30 1 * * *", tz: America/New_York, class: NightlyJob}
   ny_wild: {cron: "*/20 1 * * *", tz: America/New_York, class: NightOwlJob}
+  ny_both: {cron: "30 1 * * *", tz: America/New_York, class: BothJob, dst: {repeated: both}}
+  ny_last: {cron: "30 1 * * *", tz: America/New_York, class: LastJob, dst: {repeated: last}}
   five: {cron: "*/5 * * * *", class: FiveJob, queue: reports, include_metadata: true}
   seven: {every: 7m, class: SevenJob}
   ahead: {cron: "*/30 * * * * *", class: AheadJob, queue: fast, lookahead: 40s}
@@ -922,6 +935,7 @@ schedules:
 """
 OUTAGE_SPECS = {
     "ny_fixed": NIGHT_SPECS["ny_fixed"], "ny_wild": NIGHT_SPECS["ny_wild"],
+    "ny_both": NIGHT_SPECS["ny_both"], "ny_last": NIGHT_SPECS["ny_last"],
     "five": NIGHT_SPECS["five"], "seven": NIGHT_SPECS["seven"], "ahead": NIGHT_SPECS["ahead"],
     "secondly": Spec(every_s=1), "also_secondly": Spec("* * * * * *"),
 }

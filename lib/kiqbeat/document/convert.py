@@ -179,6 +179,7 @@ def _warn_catch_up(schedules: dict[str, Any], out: Converted, now: datetime | No
     window) where sidekiq-cron and sidekiq-scheduler did not, naming the frequent schedules
     that leave it at that."""
     from datetime import UTC, timedelta
+    from itertools import pairwise
 
     from kiqbeat.core.cron import parse_every
 
@@ -197,7 +198,7 @@ def _warn_catch_up(schedules: dict[str, Any], out: Converted, now: datetime | No
         if timetable is None:
             continue
         ticks = timetable.between(start, start + timedelta(days=2))
-        gaps = [(b - a).total_seconds() for a, b in zip(ticks, ticks[1:], strict=False)]
+        gaps = [(b - a).total_seconds() for a, b in pairwise(ticks)]
         if gaps and min(gaps) <= _FREQUENT_S:
             frequent.append((min(gaps), name))
     frequent.sort()
