@@ -228,3 +228,20 @@ def test_the_paused_filter_and_the_sweeps_count_see_pause_records(
             return sorted(r["name"] for r in got["items"])
         assert names("paused") == ["flagged", "held"]
         assert names("active") == ["running"]
+
+
+def test_the_schedule_page_marks_each_dst_night_with_the_schedule_s_policy(
+    console: Served, store: Store
+) -> None:
+    # Sundays of March at 02:30 in New York: each year's spring-forward night is one, which
+    # dst: fugit leaves unfired, and the page says so on that night's line.
+    store.put("march", {"cron": "30 2 * 3 0", "tz": "America/New_York", "class": "MarchJob",
+                        "dst": "fugit"})
+    store.put("march_cron", {"cron": "30 2 * 3 0", "tz": "America/New_York",
+                             "class": "MarchJob"})
+    with console.browser() as browser:
+        fugit = html.unescape(browser.get("/schedule", params={"name": "march"}).text)
+        cron = html.unescape(browser.get("/schedule", params={"name": "march_cron"}).text)
+    assert "02:30 skipped by DST; not fired that day (dst: skip)" in fugit
+    assert "02:30 skipped by DST; fired when the gap ended (dst: shift)" in cron
+    assert "not fired that day" not in cron
