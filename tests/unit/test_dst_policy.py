@@ -22,6 +22,7 @@ import pytest
 
 from kiqbeat.core.cron import fire_times, parse_cron
 from kiqbeat.core.dst import CRON, FUGIT, REPEATED, SKIPPED, DstPolicy, dst_policy
+from kiqbeat.core.fugit import fugit_dst_differences
 from kiqbeat.core.payload import jid as jid_for
 from kiqbeat.core.schedule import Config
 from kiqbeat.document import load_config_text
@@ -292,3 +293,24 @@ def test_both_gives_two_distinct_jids_for_the_two_passes() -> None:
         """).schedules
     ticks = s.timetable.between(*FALL)
     assert len({jid_for(s.name, t) for t in ticks}) == 2
+
+
+# ---------------------------------------------------------------- the fugit preset
+
+
+@pytest.mark.parametrize("zone_name", ["America/New_York", "Europe/London", "America/Santiago",
+                                       "Australia/Lord_Howe", "Pacific/Chatham",
+                                       "America/St_Johns", "Asia/Tehran", "Africa/Casablanca"])
+@pytest.mark.parametrize("expr", ["30 2 * * *", "0 1 * * *", "30 1 * * *", "0 0 * * *",
+                                  "15,45 1,2,3 * * *", "0 2 * * 0", "0 23 * * *"])
+def test_the_fugit_preset_fires_as_fugit_reads_the_cron(expr: str, zone_name: str) -> None:
+    # core/fugit.py models fugit's TimeCursor on its own (every real instant whose wall time
+    # matches) and warns wherever kiqbeat fires otherwise: under dst: fugit, nowhere. Under
+    # the default, the warnings are the nights the preset changes.
+    after = datetime(2018, 1, 1, tzinfo=UTC)
+    fugit = parse_cron(expr, zone_name, FUGIT)
+    assert fugit_dst_differences(fugit, after) == []
+    default = parse_cron(expr, zone_name)
+    year = (after, after + timedelta(days=366))
+    changed = fugit.between(*year) != default.between(*year)
+    assert bool(fugit_dst_differences(default, after)) == changed
