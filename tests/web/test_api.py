@@ -542,3 +542,22 @@ def test_a_pause_through_the_api_takes_a_note_and_an_end_and_the_json_shows_them
     assert shown["enabled"] is False and shown["paused"]["note"] == "INC-9: mailer down"
     assert shown["paused"]["until"] == until.isoformat().replace("+00:00", "Z")
     assert shown["paused"]["by"]
+
+
+def test_a_definition_s_dst_is_checked_and_stored_through_the_api(
+    console: Served, store: Store
+) -> None:
+    good = {"cron": "30 1 * * *", "tz": "America/New_York", "class": "SettleWorker",
+            "dst": {"repeated": "both"}}
+    with console.api() as api:
+        bad = api.put(path("settle"), json={**good, "dst": "fugitt"})
+        put = api.put(path("settle"), json=good)
+    assert bad.status_code == 422
+    assert bad.json()["problems"] == [
+        "schedule 'settle' (field 'dst'): 'fugitt' is not a preset; did you mean 'fugit'? "
+        "(write a preset ('cron': repeated first, skipped shift; 'fugit': repeated both, "
+        "skipped skip) or a mapping such as {repeated: first, skipped: shift} (repeated: "
+        "first, last, both; skipped: shift, skip))"]
+    assert put.status_code in (200, 201)
+    row = store.get("settle")
+    assert row is not None and row.definition == good
