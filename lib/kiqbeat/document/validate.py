@@ -566,7 +566,7 @@ def _schedule(name: object, raw: object, top: Mapping[str, Any], out: _Checker,
 def _timing_text(timetable: Timetable, raw: dict[Any, Any]) -> str:
     """How a schedule's timing reads: "0 9 * * * (Asia/Kolkata)", "every 15m"."""
     return (f"{timetable.expr} ({timetable.zone_name}"
-            + (f", dst {timetable.dst.preset or 'policy'}" if timetable.is_fixed_time
+            + (f", dst {timetable.dst.preset or timetable.dst.text}" if timetable.is_fixed_time
                and timetable.dst != CRON else "") + ")" if isinstance(timetable, Cron)
             else f"at {timetable.at.isoformat().replace('+00:00', 'Z')}"
             if isinstance(timetable, OneShot) else f"every {str(raw['every']).strip()}")
