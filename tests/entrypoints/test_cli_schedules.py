@@ -358,6 +358,18 @@ def test_a_sidekiq_cron_file_imports_converted(
                    "enabled": False}}
 
 
+def test_a_sidekiq_cron_file_imports_in_the_app_zone_given_with_its_dst_nights_warned(
+    kiqbeat: Kiqbeat, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    path = tmp_path / "schedule.yml"
+    path.write_text("early: {cron: '30 2 * * *', class: EarlyJob, queue: default}\n")
+    done = kiqbeat("schedules", "import", str(path), "--app-zone", "America/New_York")
+    assert done.code == 0, done.err
+    assert definitions(redis_client)["early"]["tz"] == "America/New_York"
+    assert "schedule 'early': daylight saving: on " in done.err
+    assert "add dst: fugit to the schedule" in done.err
+
+
 def test_a_document_with_a_problem_imports_nothing_and_lists_every_problem(
     kiqbeat: Kiqbeat, redis_client: redis.Redis, tmp_path: Path
 ) -> None:

@@ -37,11 +37,13 @@ from kiqbeat.core.limits import (
 )
 from kiqbeat.document import load_config_text
 from kiqbeat.document.fields import BY_NAME
+from kiqbeat.document.imported import ImportOptions
 from kiqbeat.document.jobs import MAX_JOB_BYTES
 from kiqbeat.document.read import MAX_DOCUMENT_BYTES, decode, parse
 from kiqbeat.engine import Engine
 from kiqbeat.entrypoints.common import opened_engine, progress_bar
 from kiqbeat.entrypoints.operations import run_request
+from kiqbeat.entrypoints.preview import add_import_flags, import_options
 from kiqbeat.errors import (
     ConfigError,
     foreign_json,
@@ -308,13 +310,16 @@ def _count_lines(path: str) -> int | None:
     return count + (last != b"\n")
 
 
-def _document_items(engine: Engine, store: Store, path: str) -> list[tuple[str, Any]]:
-    """The schedules of a document, checked as `kiqbeat validate` checks it."""
+def _document_items(engine: Engine, store: Store, path: str,
+                    options: ImportOptions | None = None) -> list[tuple[str, Any]]:
+    """The schedules of a document, checked as `kiqbeat validate` checks it (`options`:
+    how to read another tool's file, as its flags say)."""
     now = datetime.now(UTC)  # daylight-saving differences an import warns about: from now
     if path == STDIN:
-        config = load_config_text(_read_bytes(path), source="<stdin>", now=now)
+        config = load_config_text(_read_bytes(path), source="<stdin>", now=now,
+                                  options=options)
     else:
-        config = engine.sources.load_config(path, now=now)
+        config = engine.sources.load_config(path, now=now, options=options)
     if config.namespace and config.namespace != store.namespace:
         raise ConfigError(f"the document's namespace {config.namespace!r} is not the store's "
                           f"{store.namespace!r}; pass --namespace {config.namespace!r} to "
@@ -340,7 +345,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
                                                         " schedules"))
             items: Iterable[tuple[str, Any]] = _jsonl_items(stream, invalid_lines, progress)
         else:
-            documents = _document_items(engine, store, args.file)
+            documents = _document_items(engine, store, args.file, import_options(args))
             progress = stack.enter_context(progress_bar(show, lambda: len(documents), " schedules"))
             items = documents
         result = store.import_definitions(items, replace=not args.no_replace,
@@ -559,6 +564,7 @@ def add_parser(sub: Any) -> None:
                    help="keep schedules that exist as they are (default: replace them)")
     q.add_argument("--no-progress", action="store_true",
                    help="draw no progress bar (none is drawn with --json or off a terminal)")
+    add_import_flags(q)
     q = action("export", "print every stored definition: a kiqbeat document (YAML, or JSON "
                          "with --json) or JSON Lines", _cmd_export, named=False)
     q.add_argument("--jsonl", action="store_true", help="JSON Lines, as import reads them")
