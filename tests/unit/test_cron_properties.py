@@ -198,3 +198,20 @@ def test_next_after_is_the_first_tick_of_between(
     ticks = cron.between(after, until)
     if ticks:
         assert ticks[0] == first
+
+
+@PROPERTY_SETTINGS
+@given(data=st.data(), spec=crons())
+def test_what_a_policy_fires_and_leaves_unfired_is_what_both_and_shift_fire(
+    data: st.DataObject, spec: tuple[str, str, bool]
+) -> None:
+    # `dst_withheld` (what `next` and the console show as not fired) is exactly what the
+    # policy leaves out of the widest reading: every pass of a repeated time, every gap's end.
+    expr, zone_name, seconds = spec
+    policy = data.draw(POLICIES)
+    cron = _parse(expr, zone_name, policy)
+    after, until = data.draw(windows(zone_name, seconds))
+    widest = parse_cron(expr, zone_name, DstPolicy("both", "shift")).between(after, until)
+    withheld = [t for t, _ in cron.dst_withheld(after, until)]
+    assert sorted(set(cron.between(after, until)) | set(withheld)) == widest
+    assert not set(withheld) & set(cron.between(after, until))
