@@ -164,3 +164,19 @@ def test_dst_warnings_follow_the_app_zone_and_the_schedule_s_policy() -> None:
     assert [w.split(":")[0] for w in dst] == ["schedule 'early_export'"]
     assert "on 2026-03-08 clocks in America/New_York go forward 1 h" in dst[0]
     assert "add dst: fugit to the schedule to keep sidekiq-cron's instants" in dst[0]
+
+
+def test_a_sidekiq_scheduler_file_s_kiqbeat_keys_are_kept_and_its_interval_is_frequent() -> None:
+    config = imported("scheduler_migration.yml")
+    s = {x.name: x for x in config.schedules}
+    assert s["nightly_rollup"].catch_up == "none"
+    assert s["nightly_rollup"].definition["dst"] == {"repeated": "both", "skipped": "skip"}
+    assert "payload" not in s["nightly_rollup"].definition  # not pushed with the job
+    (kept,) = [w for w in config.warnings if w.startswith("kiqbeat's own keys kept")]
+    assert "'catch_up' ('nightly_rollup'); 'dst' ('nightly_rollup')" in kept
+    (catch_up,) = [w for w in config.warnings if w.startswith("catch-up:")]
+    assert "for the 2 schedule(s) without catch_up" in catch_up
+    assert "firing every 15 minutes or more often ('poll_feeds')" in catch_up
+    # The rollup keeps fugit's instants (both, skip): no DST warning; the digest at 07:00
+    # is touched by no change; so none at all.
+    assert not [w for w in config.warnings if "daylight saving" in w]
