@@ -136,6 +136,13 @@ def test_a_migrated_file_warns_once_of_catch_up_naming_its_frequent_schedules() 
     assert "catch_up: latest" in warning and "catch_up: none" in warning
 
 
+def test_an_invocation_reading_the_file_does_not_look_for_frequent_schedules() -> None:
+    path = CORPUS / "cron_migration.yml"
+    doc, _ = parse(path.read_bytes(), str(path))
+    config = parse_config(doc, options=ImportOptions(app_zone="America/New_York"))
+    assert not [w for w in config.warnings if "catch-up:" in w or "daylight" in w]
+
+
 def test_a_sidekiq_scheduler_file_gets_its_own_catch_up_warning() -> None:
     (warning,) = [w for w in imported("scheduler_classless.yml").warnings
                   if w.startswith("catch-up:")]

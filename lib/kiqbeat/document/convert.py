@@ -27,9 +27,9 @@ All four tools read crons with fugit, so each import warns, per schedule:
 The daylight-saving comparison reads each cron in the zone it runs in, whatever gave it: a
 zone in the cron (or in a natural-language phrase), `tz` (with `--honour-tz`), or the
 app's zone; and under the schedule's own `dst:` when the file carries one. A sidekiq-cron
-or sidekiq-scheduler file also gets, once, a warning that kiqbeat catches up the ticks an
-outage missed where the tool did not (`_warn_catch_up`), naming the schedules it matters
-most for; kiqbeat's own keys in such a file (`catch_up: latest`, `dst: fugit`, ...) are
+or sidekiq-scheduler file also gets, once (when `now` is given, as for daylight saving),
+a warning that kiqbeat catches up the ticks an outage missed where the tool did not
+(`_warn_catch_up`), naming the schedules it matters most for; kiqbeat's own keys in such a file (`catch_up: latest`, `dst: fugit`, ...) are
 kept, which the same warning list says.
 """
 
@@ -104,7 +104,8 @@ def convert(doc: object, options: ImportOptions | None = None, *, source: str = 
     schedules = out.document["schedules"]
     if fmt in (SIDEKIQ_CRON, SIDEKIQ_SCHEDULER):
         out.report_kept()
-        _warn_catch_up(schedules, out, now)
+        if now is not None:  # as the DST comparison: an import a person reads
+            _warn_catch_up(schedules, out, now)
     _warn_local_zones(schedules, out)
     _warn_fugit_readings(schedules, out)
     if now is not None:
@@ -174,16 +175,15 @@ def _cron_of(entry: object, out: Converted) -> Any:
 _FREQUENT_S = 15 * 60
 
 
-def _warn_catch_up(schedules: dict[str, Any], out: Converted, now: datetime | None) -> None:
+def _warn_catch_up(schedules: dict[str, Any], out: Converted, now: datetime) -> None:
     """Warn once that kiqbeat pushes the ticks an outage missed (catch_up: all, up to the
     window) where sidekiq-cron and sidekiq-scheduler did not, naming the frequent schedules
-    that leave it at that."""
-    from datetime import UTC, timedelta
-    from itertools import pairwise
+    (in the two days after `now`) that leave it at that."""
+    from datetime import timedelta
 
     from kiqbeat.core.cron import parse_every
 
-    start = now or datetime(2026, 1, 1, tzinfo=UTC)
+    start, gaps = now, {}  # gaps: the shortest gap found per timetable key (None: long)
     left = [n for n, e in schedules.items() if isinstance(e, dict) and "catch_up" not in e]
     if not left:
         return
@@ -197,10 +197,11 @@ def _warn_catch_up(schedules: dict[str, Any], out: Converted, now: datetime | No
             continue
         if timetable is None:
             continue
-        ticks = timetable.between(start, start + timedelta(days=2))
-        gaps = [(b - a).total_seconds() for a, b in pairwise(ticks)]
-        if gaps and min(gaps) <= _FREQUENT_S:
-            frequent.append((min(gaps), name))
+        if timetable.key not in gaps:
+            gaps[timetable.key] = _short_gap_s(timetable, start, start + timedelta(days=2))
+        gap_s = gaps[timetable.key]
+        if gap_s is not None:
+            frequent.append((gap_s, name))
     frequent.sort()
     listed = ", ".join(shown(n) for _, n in frequent[:5]) + (", ..." if len(frequent) > 5
                                                              else "")
@@ -248,6 +249,22 @@ def _warn_dst(schedules: dict[str, Any], out: Converted, now: datetime) -> None:
         if cron is not None and cron.zone_name != "UTC" and cron.is_fixed_time:
             out.warnings.extend(f"schedule {shown(name)}: {d}"
                                 for d in fugit_dst_differences(cron, now, out.tool))
+
+
+def _short_gap_s(timetable: Any, start: datetime, end: datetime) -> float | None:
+    """The first gap between ticks in [start, end] of at most _FREQUENT_S, or None: ticks
+    one after another, at most 192 steps over two days for a schedule that is not frequent."""
+    try:
+        tick = timetable.next_after(start)
+        while tick <= end:
+            following = timetable.next_after(tick)
+            gap_s = float((following - tick).total_seconds())
+            if gap_s <= _FREQUENT_S:
+                return gap_s
+            tick = following
+    except ValueError:  # fires no more
+        pass
+    return None
 
 
 def _warn_local_zones(schedules: dict[str, Any], out: Converted) -> None:
