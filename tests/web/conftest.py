@@ -24,8 +24,10 @@ from kiqbeat.web.app import create_app
 from kiqbeat.web.auth import Auth, Token
 from tests.entrypoints.conftest import free_port
 
-OPERATOR_TOKEN = "op-" + "7" * 29
-READER_TOKEN = "rd-" + "5" * 29
+# Tokens of the kind the docs say to make (secrets.token_urlsafe(24)): a token of one
+# repeated character is refused (auth.MIN_TOKEN_BITS).
+OPERATOR_TOKEN = "op-Lq3vX9tRk2Wm8YpB7nZc4HdJ"
+READER_TOKEN = "rd-Fs6aQe1GxU5oVi0bNy2TlKwC"
 
 
 @dataclass

@@ -23,6 +23,7 @@ setting) unless the console is anonymous on loopback.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -106,11 +107,15 @@ class StoreCollector(Collector):
 
 def metrics_endpoint(request: Request) -> Response:
     """GET /metrics: the store's numbers, for a reader or operator (or anonymous)."""
-    auth = request.app.state.auth
-    principal = request.state.principal or auth.bearer(request.headers.get("authorization",
-                                                                           ""))
-    if principal is None:
-        return PlainTextResponse("a valid bearer token is required", status_code=401)
+    from kiqbeat.web.api import authenticate
+
+    if request.state.principal is None:
+        principal = authenticate(request)
+        if isinstance(principal, Response):
+            return PlainTextResponse(json.loads(principal.body)["error"],
+                                     status_code=principal.status_code,
+                                     headers={k: v for k, v in principal.headers.items()
+                                              if k == "retry-after"})
     registry: CollectorRegistry | None = getattr(request.app.state, "registry", None)
     if registry is None:
         registry = CollectorRegistry()
