@@ -22,6 +22,7 @@ from kiqbeat.settings import Settings
 from kiqbeat.store import Store
 from kiqbeat.web.app import create_app
 from kiqbeat.web.auth import Auth, Token
+from kiqbeat.web.serve import server_config
 from tests.entrypoints.conftest import free_port
 
 # Tokens of the kind the docs say to make (secrets.token_urlsafe(24)): a token of one
@@ -62,11 +63,12 @@ def csrf_of(html: str) -> str:
     return found.group(1)
 
 
-def serve(app: object) -> tuple[uvicorn.Server, threading.Thread, str]:
-    """Serve an ASGI app from a thread; returns once it accepts connections."""
+def serve(app: object, **limits: float) -> tuple[uvicorn.Server, threading.Thread, str]:
+    """Serve an ASGI app from a thread, configured as `kiqbeat web` configures uvicorn
+    (kiqbeat.web.serve); returns once it accepts connections."""
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,  # type: ignore[arg-type]
-                                           log_level="warning", lifespan="on"))
+    server = uvicorn.Server(server_config(app, "127.0.0.1", port, log_level="warning",
+                                          lifespan="on", **limits))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
@@ -102,12 +104,12 @@ def start_console(redis_url: str) -> Iterator[Start]:
     running: list[tuple[uvicorn.Server, threading.Thread, Engine]] = []
 
     def start(*, tokens: list[Token] | None = None, anonymous: bool = False,
-              url: str = redis_url, sweep: bool = True) -> Served:
+              url: str = redis_url, sweep: bool = True, **limits: float) -> Served:
         engine = Engine(Settings(redis_url=url))
         auth = Auth([Token("alice", "operator", OPERATOR_TOKEN),
                      Token("bob", "reader", READER_TOKEN)] if tokens is None else tokens,
                     anonymous=anonymous)
-        server, thread, base = serve(create_app(engine, auth, sweep=sweep))
+        server, thread, base = serve(create_app(engine, auth, sweep=sweep), **limits)
         running.append((server, thread, engine))
         return Served(base, url, server)
 
