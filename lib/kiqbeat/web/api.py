@@ -134,12 +134,25 @@ def _body(request: Request) -> Any:
         raise ConfigError(f"the request body is not JSON ({str(exc)[:120]})") from None
 
 
+def _object_body(request: Request) -> dict[str, Any]:
+    """An action's JSON body: an object of fields, or none at all ({}). A whole number
+    written as a float (`2.0`, an integer to JSON Schema) is read as the integer."""
+    if not request.state.body.strip():
+        return {}
+    body = _body(request)
+    if not isinstance(body, dict):
+        raise ConfigError(f"the body must be a JSON object of fields, got {shown(body)}")
+    return {k: int(v) if isinstance(v, float) and v.is_integer() and abs(v) < 2 ** 63
+            else v for k, v in body.items()}
+
+
 def _note(request: Request, body: Any) -> str:
     """The request's note (the body's "note", else the X-Kiqbeat-Note header); ConfigError
     (422) when it is not text or over MAX_AUDIT_NOTE_CHARS, as the CLI and the Lambda
     refuse it: never cut."""
-    note = body.get("note", "") if isinstance(body, dict) else ""
-    return checked_note(note or request.headers.get("x-kiqbeat-note", ""))
+    if isinstance(body, dict) and "note" in body:
+        return checked_note(body["note"])  # not text ({}, 0, null): refused, never ignored
+    return checked_note(request.headers.get("x-kiqbeat-note", ""))
 
 
 def _limit(request: Request) -> int:
@@ -185,30 +198,35 @@ def delete_schedule(request: Request, principal: Principal) -> Response:
 
 
 def pause(request: Request, principal: Principal) -> Response:
-    body = _body(request)
-    until = body.get("until") if isinstance(body, dict) else None
+    body = _object_body(request)
+    until = body.get("until")
+    if until == "":
+        raise ConfigError("until '' must be an ISO 8601 instant with an offset, after now (or "
+                          "null: until resumed)")
     changed = _console(request).pause(principal.actor, _name(request), _note(request, body),
                                       until=pause_until(until))
     return JSONResponse({**json_name(_name(request)), "paused": True, "changed": changed})
 
 
 def resume(request: Request, principal: Principal) -> Response:
-    body = _body(request)
+    body = _object_body(request)
     changed = _console(request).resume(principal.actor, _name(request), _note(request, body))
     return JSONResponse({**json_name(_name(request)), "paused": False, "changed": changed})
 
 
 def skip(request: Request, principal: Principal) -> Response:
-    body = _body(request)
-    count = body.get("count", 1) if isinstance(body, dict) else 1
+    body = _object_body(request)
+    count = body.get("count", 1)
+    if not isinstance(count, int) or isinstance(count, bool):
+        raise ConfigError(f"count {shown(count)} must be a whole number (the ticks to skip)")
     pending = _console(request).skip(principal.actor, _name(request), count,
                                      _note(request, body))
     return JSONResponse({**json_name(_name(request)), "pending_skips": pending})
 
 
 def trigger(request: Request, principal: Principal) -> Response:
-    body = _body(request)
-    args = body.get("args") if isinstance(body, dict) else None
+    body = _object_body(request)
+    args = body.get("args")
     if args is not None and not isinstance(args, list):
         raise ConfigError(f"args must be a JSON array (the job's arguments), got {shown(args)}")
     done = _console(request).trigger(principal.actor, _name(request), args,
@@ -217,9 +235,7 @@ def trigger(request: Request, principal: Principal) -> Response:
 
 
 def backfill(request: Request, principal: Principal) -> Response:
-    body = _body(request) or {}
-    if not isinstance(body, dict):
-        raise ConfigError(f"the body must be a JSON object, got {shown(body)}")
+    body = _object_body(request)
     if set(body) & {"names", "all", "actor"}:
         raise ConfigError("the schedule is the one the path names: names, all and actor are "
                           "not fields of this body")
@@ -262,12 +278,14 @@ def validate(request: Request, _: Principal) -> Response:
     if unknown:
         raise ConfigError(f"unknown field {shown(unknown[0])} in the body (definition, "
                           "format, name, app_zone, now)")
-    definition, fmt = body["definition"], body.get("format", "kiqbeat")
-    name = body.get("name") or definition.get("name") or "schedule"
+    definition = body["definition"]
+    for field in ("format", "name", "app_zone", "now"):
+        if body.get(field) is not None and not isinstance(body[field], str):
+            raise ConfigError(f"{field} {shown(body[field])} must be a string (or null)")
+    fmt = "kiqbeat" if body.get("format") is None else body["format"]
+    own = definition.get("name")
+    name = body.get("name") or (own if isinstance(own, str) else "") or "schedule"
     app_zone = body.get("app_zone")
-    for field, value in (("format", fmt), ("name", name), ("app_zone", app_zone)):
-        if value is not None and not isinstance(value, str):
-            raise ConfigError(f"{field} {shown(value)} must be a string")
     checked = check_definition(name, definition, fmt, app_zone=app_zone,
                                now=_instant(body.get("now")))
     return JSONResponse({"problems": checked.problems, "warnings": checked.warnings,

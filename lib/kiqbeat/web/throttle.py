@@ -43,10 +43,13 @@ def _level(bucket: _Bucket, now: float, burst: int, refill_s: float) -> float:
 class Throttle:
     """Token buckets of wrong tokens, per client address and overall."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic, *,
+                 per_address: tuple[int, float] = (PER_ADDRESS_BURST, PER_ADDRESS_REFILL_S),
+                 overall: tuple[int, float] = (OVERALL_BURST, OVERALL_REFILL_S)) -> None:
         self.clock = clock
+        (self.burst, self.refill_s), (self.all_burst, self.all_refill_s) = per_address, overall
         self._addresses: dict[str, _Bucket] = {}
-        self._overall = _Bucket(float(OVERALL_BURST), clock())
+        self._overall = _Bucket(float(self.all_burst), clock())
         self._lock = threading.Lock()
 
     def wait_s(self, address: str) -> float:
@@ -56,25 +59,24 @@ class Throttle:
             bucket = self._addresses.get(address)
             if bucket is None:
                 return 0.0
-            mine = _level(bucket, now, PER_ADDRESS_BURST, PER_ADDRESS_REFILL_S)
+            mine = _level(bucket, now, self.burst, self.refill_s)
             if mine < 1:
-                return (1 - mine) * PER_ADDRESS_REFILL_S
-            overall = _level(self._overall, now, OVERALL_BURST, OVERALL_REFILL_S)
-            if overall < 1 and mine < PER_ADDRESS_BURST:
-                return (1 - overall) * OVERALL_REFILL_S
+                return (1 - mine) * self.refill_s
+            overall = _level(self._overall, now, self.all_burst, self.all_refill_s)
+            if overall < 1 and mine < self.burst:
+                return (1 - overall) * self.all_refill_s
             return 0.0
 
     def failed(self, address: str) -> None:
         """Count a wrong token from `address`."""
         now = self.clock()
         with self._lock:
-            bucket = self._addresses.pop(address, None) or _Bucket(float(PER_ADDRESS_BURST),
-                                                                    now)
-            bucket.tokens = _level(bucket, now, PER_ADDRESS_BURST, PER_ADDRESS_REFILL_S) - 1
+            bucket = self._addresses.pop(address, None) or _Bucket(float(self.burst), now)
+            bucket.tokens = _level(bucket, now, self.burst, self.refill_s) - 1
             bucket.at = now
             self._addresses[address] = bucket  # to the end: the most recent
-            self._overall.tokens = _level(self._overall, now, OVERALL_BURST,
-                                          OVERALL_REFILL_S) - 1
+            self._overall.tokens = _level(self._overall, now, self.all_burst,
+                                          self.all_refill_s) - 1
             self._overall.at = now
             while len(self._addresses) > MAX_ADDRESSES:
                 del self._addresses[next(iter(self._addresses))]
