@@ -23,6 +23,7 @@ from kiqbeat.store import Store
 from kiqbeat.web.app import create_app
 from kiqbeat.web.auth import Auth, Token
 from kiqbeat.web.serve import server_config
+from kiqbeat.web.throttle import Throttle
 from tests.entrypoints.conftest import free_port
 
 # Tokens of the kind the docs say to make (secrets.token_urlsafe(24)): a token of one
@@ -104,12 +105,16 @@ def start_console(redis_url: str) -> Iterator[Start]:
     running: list[tuple[uvicorn.Server, threading.Thread, Engine]] = []
 
     def start(*, tokens: list[Token] | None = None, anonymous: bool = False,
-              url: str = redis_url, sweep: bool = True, **limits: float) -> Served:
+              url: str = redis_url, sweep: bool = True, throttle: Throttle | None = None,
+              **limits: float) -> Served:
         engine = Engine(Settings(redis_url=url))
         auth = Auth([Token("alice", "operator", OPERATOR_TOKEN),
                      Token("bob", "reader", READER_TOKEN)] if tokens is None else tokens,
                     anonymous=anonymous)
-        server, thread, base = serve(create_app(engine, auth, sweep=sweep), **limits)
+        app = create_app(engine, auth, sweep=sweep)
+        if throttle is not None:
+            app.state.throttle = throttle
+        server, thread, base = serve(app, **limits)
         running.append((server, thread, engine))
         return Served(base, url, server)
 

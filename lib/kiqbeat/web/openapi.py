@@ -25,7 +25,8 @@ _ALWAYS = ("401", "429", "503")
 _BODY = ("400", "408", "413", "422")
 _QUERY: dict[str, dict[str, Any]] = {
     "prefix": {"type": "string"}, "queue": {"type": "string"}, "source": {"type": "string"},
-    "state": {"type": "string", "enum": ["active", "paused", "set_aside", "missed"]},
+    "state": {"type": "string", "enum": ["", "active", "paused", "set_aside", "missed"],
+              "description": "empty: every state"},
     "cursor": {"type": "string", "pattern": "^([ns][A-Za-z0-9_-]*)?$",
                "description": "a next_cursor this console gave"},
     "limit": {"type": "integer", "minimum": 1, "maximum": 200, "default": 50},
