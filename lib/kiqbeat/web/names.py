@@ -11,8 +11,11 @@ kept from both sides:
   full pass at 1,000,000 schedules is about 4,000 calls; the console runs one page every
   `SWEEP_PAUSE_S`), and tallies the states the overview shows. It never reads a definition
   to find names: HSCAN NOVALUES of the definitions hash where the server has it (Redis 7.4,
-  Valkey 8), else ZSCAN of the due index (every stored name has an entry there: the
-  store's protocol, docs/store.md), each name checked with HEXISTS;
+  Valkey 8), else ZSCAN of the due index (every stored name has an entry there by the
+  store's protocol, docs/store.md) and HSCAN of the set-aside hash (the names an
+  invocation took out of it), each name checked with HEXISTS. (So on an older server a
+  name written against the protocol, without its due entry, is found by its exact name
+  only, until an invocation or `schedules reindex` meets it.);
 - a name met in the index whose definition is gone is dropped by the reader that met it.
 
 So a schedule written by another writer appears in search at the latest one pass later
@@ -138,7 +141,8 @@ class Sweep:
         self._index_at: bytes | None = b"-"  # ZRANGEBYLEX start of the index walk
         self._recent: list[tuple[int, str, str, int]] = []  # (when ms, name, kind, tick ms)
         self._novalues = True  # HSCAN NOVALUES (Redis 7.4); off after the server refuses it
-        self._due_keys: list[str] = []  # without NOVALUES: the due indexes this pass walks
+        # Without NOVALUES: what this pass still walks, (key, mode) (sweep.lua's ARGV[4]).
+        self._due_keys: list[tuple[str, str]] = []
         self._script = client.register_script(
             (resources.files("kiqbeat.web") / "sweep.lua").read_text())
         self._lock = threading.Lock()
@@ -148,32 +152,35 @@ class Sweep:
         defs_key, names_key = keys.definitions(self.namespace), keys.names(self.namespace)
         if self._defs_cursor == 0 and not self._due_keys:  # a pass begins
             count = recorded_shards(self.client, self.namespace)
-            self._due_keys = [keys.due(self.namespace, (i, count)) for i in range(count)]
+            self._due_keys = [(keys.due(self.namespace, (i, count)), "due")
+                              for i in range(count)]
+            self._due_keys.append((keys.rejected(self.namespace), "rejected"))
         index_at = self._index_at if self._index_at is not None else b""
         cursor = str(self._defs_cursor) if self._defs_cursor >= 0 else ""
 
-        def call(mode: str) -> Any:
-            due = self._due_keys[0] if self._due_keys else keys.due(self.namespace)
-            return self._script(keys=[defs_key, names_key, due],
-                                args=[cursor, SWEEP_PAGE, index_at, mode])
+        def call(novalues: bool) -> Any:
+            walked, mode = self._due_keys[0] if self._due_keys else (defs_key, "novalues")
+            return self._script(keys=[defs_key, names_key, walked],
+                                args=[cursor, SWEEP_PAGE, index_at,
+                                      "novalues" if novalues else mode])
 
         with redis_errors(self.client, f"sweeping {defs_key}"):
             if self._novalues:
                 try:
-                    reply: Any = call("novalues")
+                    reply: Any = call(True)
                 except redis.ResponseError as exc:
                     if "syntax" not in str(exc).lower():
                         raise
                     self._novalues = False  # before Redis 7.4: walk the due index instead
                     cursor = "0" if cursor else ""
-                    reply = call("due")
+                    reply = call(False)
             else:
-                reply = call("due")
+                reply = call(False)
         following, met, start, _ = reply
         following_text = reply_text(following)
         next_cursor = int(following_text) if following_text else -1
         if next_cursor < 0 and not self._novalues and len(self._due_keys) > 1:
-            self._due_keys.pop(0)  # this shard's index done: the next one's from 0
+            self._due_keys.pop(0)  # this key done: the next one's from 0
             next_cursor = 0
         elif next_cursor < 0:
             self._due_keys = []
