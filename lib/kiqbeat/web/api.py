@@ -21,6 +21,7 @@ import json
 import math
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote_to_bytes
@@ -28,8 +29,7 @@ from urllib.parse import unquote_to_bytes
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import BaseRoute, Match, NoMatchFound, Route, get_route_path, \
-    request_response
+from starlette.routing import BaseRoute, Match, NoMatchFound, Route, request_response
 from starlette.types import Receive, Scope, Send
 
 from kiqbeat.audit import AuditEntry
@@ -66,7 +66,23 @@ def error_answer(exc: KiqbeatError) -> JSONResponse:
     return problem(500, str(exc))
 
 
-def authenticate(request: Request) -> Principal | JSONResponse:
+@dataclass(frozen=True)
+class Refusal:
+    """Why a request's bearer token was not taken: its status, message, Retry-After."""
+
+    status: int
+    message: str
+    retry_after_s: int | None = None
+
+    def answer(self) -> JSONResponse:
+        """As the API answers it."""
+        response = problem(self.status, self.message)
+        if self.retry_after_s is not None:
+            response.headers["Retry-After"] = str(self.retry_after_s)
+        return response
+
+
+def authenticate(request: Request) -> Principal | Refusal:
     """The principal of the request's bearer token, or its refusal: 401 without a valid
     token, 429 while its address is throttled (a wrong token counts against it)."""
     auth = request.app.state.auth
@@ -75,7 +91,7 @@ def authenticate(request: Request) -> Principal | JSONResponse:
         principal: Principal | None = auth.bearer(header)
         assert principal is not None
         return principal
-    unauthorized = problem(401, "a valid bearer token is required (Authorization: Bearer "
+    unauthorized = Refusal(401, "a valid bearer token is required (Authorization: Bearer "
                                 "TOKEN)")
     scheme, _, value = header.partition(" ")
     if scheme.lower() != "bearer" or not value.strip():
@@ -83,10 +99,8 @@ def authenticate(request: Request) -> Principal | JSONResponse:
     throttle: Throttle = request.app.state.throttle
     address = request.client.host if request.client else "unknown"
     if wait_s := throttle.wait_s(address):
-        refused = problem(429, "too many wrong tokens from this address: try again in "
-                               f"{math.ceil(wait_s)} s")
-        refused.headers["Retry-After"] = str(math.ceil(wait_s))
-        return refused
+        return Refusal(429, "too many wrong tokens from this address: try again in "
+                            f"{math.ceil(wait_s)} s", math.ceil(wait_s))
     principal = auth.match(value.strip())
     if principal is None:
         throttle.failed(address)
@@ -100,8 +114,8 @@ def endpoint(handler: Handler, *, act: bool = False) -> Callable[[Request], Resp
 
     def run(request: Request) -> Response:
         principal = authenticate(request)
-        if isinstance(principal, Response):
-            return principal
+        if isinstance(principal, Refusal):
+            return principal.answer()
         if act and not principal.operator:
             return problem(403, "this token may read, not act (an operator's token acts)")
         try:
@@ -368,7 +382,10 @@ class ScheduleRoutes(BaseRoute):
                      for key, (handler, acts) in ACTIONS.items()}
 
     def matches(self, scope: Scope) -> tuple[Match, Scope]:
-        if scope["type"] == "http" and get_route_path(scope).startswith(SCHEDULES):
+        path, root = str(scope.get("path", "")), str(scope.get("root_path", ""))
+        if root and path.startswith(root):
+            path = path[len(root):]  # as Starlette's own routes see it
+        if scope["type"] == "http" and path.startswith(SCHEDULES):
             return Match.FULL, {}
         return Match.NONE, {}
 

@@ -78,7 +78,9 @@ async def _guard(request: Request, call_next: Callable[[Request], Awaitable[Resp
             session = auth.verify_session(request.cookies.get(SESSION_COOKIE, ""))
             if session is not None and await run_in_threadpool(_alive, request, session):
                 request.state.session = session
-            request.state.principal = session.principal if request.state.session else None
+                request.state.principal = session.principal
+            else:
+                request.state.principal = None
         response = await call_next(request)
         if fresh and not getattr(request.state, "nonce_rotated", False):
             set_nonce(request, response, request.state.nonce)

@@ -23,7 +23,6 @@ setting) unless the console is anonymous on loopback.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -107,15 +106,13 @@ class StoreCollector(Collector):
 
 def metrics_endpoint(request: Request) -> Response:
     """GET /metrics: the store's numbers, for a reader or operator (or anonymous)."""
-    from kiqbeat.web.api import authenticate
+    from kiqbeat.web.api import Refusal, authenticate
 
     if request.state.principal is None:
-        principal = authenticate(request)
-        if isinstance(principal, Response):
-            return PlainTextResponse(json.loads(principal.body)["error"],
-                                     status_code=principal.status_code,
-                                     headers={k: v for k, v in principal.headers.items()
-                                              if k == "retry-after"})
+        refusal = authenticate(request)
+        if isinstance(refusal, Refusal):
+            return PlainTextResponse(refusal.message, status_code=refusal.status, headers={
+                "Retry-After": str(refusal.retry_after_s)} if refusal.retry_after_s else None)
     registry: CollectorRegistry | None = getattr(request.app.state, "registry", None)
     if registry is None:
         registry = CollectorRegistry()

@@ -50,8 +50,8 @@ class GuardedH11Protocol(H11Protocol):
             self._read_timer = None
 
     def data_received(self, data: bytes) -> None:
-        if self.conn.their_state is h11.IDLE or self.conn.their_state is h11.DONE and \
-                self.conn.our_state is h11.DONE:
+        if self.conn.their_state is h11.IDLE or (self.conn.their_state is h11.DONE and \
+                self.conn.our_state is h11.DONE):
             self._arm()  # a new request's first bytes (after a keep-alive pause)
         super().data_received(data)
         if self.conn.their_state is not h11.IDLE and self.conn.their_state is not \
