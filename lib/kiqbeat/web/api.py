@@ -18,10 +18,8 @@ bytes that are not UTF-8) can be reached. The OpenAPI description is served at
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote_to_bytes
@@ -38,9 +36,9 @@ from kiqbeat.document import check_definition
 from kiqbeat.entrypoints.requests import from_fields
 from kiqbeat.errors import ConfigError, KiqbeatError, RedisUnavailableError, json_name, shown
 from kiqbeat.web.auth import Principal
+from kiqbeat.web.bearer import Refusal, authenticate
 from kiqbeat.web.console import Console, NotFoundError, OwnedError, checked_note, pause_until
 from kiqbeat.web.openapi import openapi
-from kiqbeat.web.throttle import Throttle
 
 MAX_BODY_BYTES = 2 * MAX_DEFINITION_BYTES
 
@@ -64,48 +62,6 @@ def error_answer(exc: KiqbeatError) -> JSONResponse:
     if isinstance(exc, RedisUnavailableError):
         return problem(503, str(exc))
     return problem(500, str(exc))
-
-
-@dataclass(frozen=True)
-class Refusal:
-    """Why a request's bearer token was not taken: its status, message, Retry-After."""
-
-    status: int
-    message: str
-    retry_after_s: int | None = None
-
-    def answer(self) -> JSONResponse:
-        """As the API answers it."""
-        response = problem(self.status, self.message)
-        if self.retry_after_s is not None:
-            response.headers["Retry-After"] = str(self.retry_after_s)
-        return response
-
-
-def authenticate(request: Request) -> Principal | Refusal:
-    """The principal of the request's bearer token, or its refusal: 401 without a valid
-    token, 429 while its address is throttled (a wrong token counts against it)."""
-    auth = request.app.state.auth
-    header = request.headers.get("authorization", "")
-    if auth.anonymous:
-        principal: Principal | None = auth.bearer(header)
-        assert principal is not None
-        return principal
-    unauthorized = Refusal(401, "a valid bearer token is required (Authorization: Bearer "
-                                "TOKEN)")
-    scheme, _, value = header.partition(" ")
-    if scheme.lower() != "bearer" or not value.strip():
-        return unauthorized  # no token presented: nothing guessed
-    throttle: Throttle = request.app.state.throttle
-    address = request.client.host if request.client else "unknown"
-    if wait_s := throttle.wait_s(address):
-        return Refusal(429, "too many wrong tokens from this address: try again in "
-                            f"{math.ceil(wait_s)} s", math.ceil(wait_s))
-    principal = auth.match(value.strip())
-    if principal is None:
-        throttle.failed(address)
-        return unauthorized
-    return principal
 
 
 def endpoint(handler: Handler, *, act: bool = False) -> Callable[[Request], Response]:

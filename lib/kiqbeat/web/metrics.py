@@ -41,6 +41,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
 from kiqbeat.core.report import REPORT_METRICS, Report
+from kiqbeat.web.bearer import Refusal, authenticate
 
 if TYPE_CHECKING:
     from kiqbeat.web.console import Console
@@ -106,8 +107,6 @@ class StoreCollector(Collector):
 
 def metrics_endpoint(request: Request) -> Response:
     """GET /metrics: the store's numbers, for a reader or operator (or anonymous)."""
-    from kiqbeat.web.api import Refusal, authenticate
-
     if request.state.principal is None:
         refusal = authenticate(request)
         if isinstance(refusal, Refusal):
