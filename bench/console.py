@@ -40,7 +40,7 @@ from kiqbeat.settings import Settings
 from kiqbeat.web.app import create_app
 from kiqbeat.web.auth import Auth, Token
 
-TOKEN = "bench-" + "0" * 26
+TOKEN = "bench-Jt5Xq2Wn8Rc4Lp7Vz1Hk9Gd3"  # weak tokens are refused (web.auth)
 ZONES = ("UTC", "Europe/Paris", "America/New_York", "Asia/Kolkata")
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from .conftest import free_port
 
-TOKEN = "cli-" + "9" * 28
+TOKEN = "cli-Hq8Zr2Lw5Nc9Vx3Tb7Kp1Md4"  # random-looking: weak tokens are refused
 
 
 def started(port: int, headers: dict[str, str] | None = None) -> bytes:

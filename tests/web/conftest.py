@@ -22,10 +22,14 @@ from kiqbeat.settings import Settings
 from kiqbeat.store import Store
 from kiqbeat.web.app import create_app
 from kiqbeat.web.auth import Auth, Token
+from kiqbeat.web.serve import server_config
+from kiqbeat.web.throttle import Throttle
 from tests.entrypoints.conftest import free_port
 
-OPERATOR_TOKEN = "op-" + "7" * 29
-READER_TOKEN = "rd-" + "5" * 29
+# Tokens of the kind the docs say to make (secrets.token_urlsafe(24)): a token of one
+# repeated character is refused (auth.MIN_TOKEN_BITS).
+OPERATOR_TOKEN = "op-Lq3vX9tRk2Wm8YpB7nZc4HdJ"
+READER_TOKEN = "rd-Fs6aQe1GxU5oVi0bNy2TlKwC"
 
 
 @dataclass
@@ -60,11 +64,12 @@ def csrf_of(html: str) -> str:
     return found.group(1)
 
 
-def serve(app: object) -> tuple[uvicorn.Server, threading.Thread, str]:
-    """Serve an ASGI app from a thread; returns once it accepts connections."""
+def serve(app: object, **limits: float) -> tuple[uvicorn.Server, threading.Thread, str]:
+    """Serve an ASGI app from a thread, configured as `kiqbeat web` configures uvicorn
+    (kiqbeat.web.serve); returns once it accepts connections."""
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,  # type: ignore[arg-type]
-                                           log_level="warning", lifespan="on"))
+    server = uvicorn.Server(server_config(app, "127.0.0.1", port, log_level="warning",
+                                          lifespan="on", **limits))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
@@ -100,12 +105,16 @@ def start_console(redis_url: str) -> Iterator[Start]:
     running: list[tuple[uvicorn.Server, threading.Thread, Engine]] = []
 
     def start(*, tokens: list[Token] | None = None, anonymous: bool = False,
-              url: str = redis_url, sweep: bool = True) -> Served:
+              url: str = redis_url, sweep: bool = True, throttle: Throttle | None = None,
+              **limits: float) -> Served:
         engine = Engine(Settings(redis_url=url))
         auth = Auth([Token("alice", "operator", OPERATOR_TOKEN),
                      Token("bob", "reader", READER_TOKEN)] if tokens is None else tokens,
                     anonymous=anonymous)
-        server, thread, base = serve(create_app(engine, auth, sweep=sweep))
+        app = create_app(engine, auth, sweep=sweep)
+        if throttle is not None:
+            app.state.throttle = throttle
+        server, thread, base = serve(app, **limits)
         running.append((server, thread, engine))
         return Served(base, url, server)
 

@@ -222,9 +222,10 @@ def test_the_sweep_indexes_every_stored_name_and_counts_the_paused(
 ) -> None:
     from kiqbeat.web.names import NameIndex
 
-    for n in range(1200):
+    for n in range(1200):  # written as docs/store.md's protocol says: definition, due entry
         redis_client.hset(keys.definitions(""), f"s{n:04}", json.dumps(
             {**DIGEST, "enabled": n % 3 != 0}))
+        redis_client.zadd(keys.due(""), {f"s{n:04}": 0})
     store.trigger("s0001")
     sweep = Sweep(store.client, "")
     while not sweep.step():
@@ -403,8 +404,11 @@ def test_the_sweep_never_reads_an_oversized_definition_and_drops_names_whose_def
 ) -> None:
     huge = json.dumps({**DIGEST, "args": ["x" * 4_000_000]})  # far over MAX_DEFINITION_BYTES
     redis_client.hset(keys.definitions(""), "huge", huge)
-    for n in range(300):
+    # Set aside by an invocation: its due entry gone, its reason recorded.
+    redis_client.hset(keys.rejected(""), "huge", "its definition is over the limit")
+    for n in range(300):  # written as docs/store.md's protocol says: definition, due entry
         redis_client.hset(keys.definitions(""), f"s{n:03}", json.dumps(DIGEST))
+        redis_client.zadd(keys.due(""), {f"s{n:03}": 0})
     redis_client.zadd(keys.names(""), {"removed-by-ruby": 0, "removed/by-cli": 0, "s001": 0})
     sweep = Sweep(redis_client, "")
     before = _sent_bytes(redis_client)

@@ -29,6 +29,7 @@ HOSTILE = "<script>alert(1)</script>\x1b[31m\u202egpj.exe\u2066\u200d"
 MARKUP = "<script>alert(3)</script>"  # printable: kiqbeat's writers accept it
 HOSTILE_ARGS = ["<img src=x onerror=alert(1)>", "\u202e", "\x00"]
 PAGES = ("/", "/schedules", "/audit", "/new")
+CAROL_TOKEN = "c-9fK2pQx7LmZ4tR8vW1yN3bH6"  # secrets.token_urlsafe-like
 
 
 def test_the_command_refuses_a_non_loopback_address_without_tokens(
@@ -49,7 +50,7 @@ def test_short_or_blank_tokens_are_refused_naming_the_variable_not_the_token(
         Auth.from_environ({"KIQBEAT_WEB_TOKEN": "alice:short-secret"})
     assert "KIQBEAT_WEB_TOKEN" in str(raised.value) and "short-secret" not in str(raised.value)
     auth = Auth.from_environ({"KIQBEAT_WEB_TOKEN": f"alice:{OPERATOR_TOKEN}\n{READER_TOKEN}",
-                              "KIQBEAT_WEB_READ_TOKEN": f"carol:{'c' * 20}"})
+                              "KIQBEAT_WEB_READ_TOKEN": f"carol:{CAROL_TOKEN}"})
     assert [(t.name, t.role) for t in auth.tokens] == [
         ("alice", "operator"), ("operator", "operator"), ("carol", "reader")]
     assert OPERATOR_TOKEN not in repr(auth.tokens)
@@ -58,13 +59,13 @@ def test_short_or_blank_tokens_are_refused_naming_the_variable_not_the_token(
 def test_a_session_is_signed_expires_and_is_refused_when_forged() -> None:
     auth = Auth([Token("alice", "operator", OPERATOR_TOKEN)])
     now = time.time()
-    cookie = auth.session(Principal("alice", "operator"), now_s=now)
+    cookie = auth.session(Principal("alice", "operator"), Auth.new_session_id(), now_s=now)
     assert auth.from_session(cookie, now_s=now + 60) == Principal("alice", "operator")
     assert auth.from_session(cookie, now_s=now + SESSION_S + 1) is None
     mac = cookie.split(".")[1]
-    forged = auth._sign(b"operator\n9999999999\nmallory").split(".")[0] + "." + mac
+    forged = auth._sign(b"x" * 24 + b"\noperator\n9999999999\nmallory").split(".")[0] + "." + mac
     assert auth.from_session(forged) is None and auth.from_session("x.y") is None
-    other = Auth([Token("alice", "operator", "another-token-of-20-chars")])
+    other = Auth([Token("alice", "operator", CAROL_TOKEN)])
     assert other.from_session(cookie, now_s=now) is None  # new tokens end every session
     assert OPERATOR_TOKEN not in cookie
 

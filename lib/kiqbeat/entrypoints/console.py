@@ -27,6 +27,7 @@ def _cmd_web(args: argparse.Namespace) -> int:
 
         from kiqbeat.web.app import create_app
         from kiqbeat.web.auth import Auth, is_loopback
+        from kiqbeat.web.serve import server_config
     except ImportError as exc:
         raise ConfigError(f"`kiqbeat web` needs the web extra: pip install 'kiqbeat[web]' "
                           f"({exc})") from None
@@ -41,9 +42,10 @@ def _cmd_web(args: argparse.Namespace) -> int:
         f"{len(auth.tokens)} token(s)")
     print(f"kiqbeat: console on http://{args.host}:{args.port}{args.root_path}/ ({where}); "
           "SIGTERM or Ctrl-C stops", flush=True)
-    uvicorn.run(app, host=args.host, port=args.port, root_path=args.root_path,
-                log_level="info", access_log=not args.no_access_log, server_header=False,
-                proxy_headers=args.proxy_headers, forwarded_allow_ips=args.forwarded_allow_ips)
+    uvicorn.Server(server_config(
+        app, args.host, args.port, root_path=args.root_path, log_level="info",
+        access_log=not args.no_access_log, server_header=False,
+        proxy_headers=args.proxy_headers, forwarded_allow_ips=args.forwarded_allow_ips)).run()
     engine.close()
     return 0
 

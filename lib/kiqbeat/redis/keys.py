@@ -244,3 +244,11 @@ def names(ns: str) -> str:
     definitions hash for writers that bypass it (other languages, the CLI); a name whose
     definition is gone is dropped when met. Nothing else reads it."""
     return f"{ns}kiqbeat:names"
+
+
+def web_session(ns: str, session_id: str) -> str:
+    """String with a TTL (the session's 12 hours): a console sign-in's record, compact JSON
+    `{"name", "role", "at"}` (the token's name and role, epoch s). The session cookie names
+    it; sign-out deletes it, and a cookie whose record is gone is refused (kiqbeat.web.
+    sessions). Written by the console only; nothing else reads it."""
+    return f"{ns}kiqbeat:web_session:{session_id}"

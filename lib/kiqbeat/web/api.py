@@ -5,20 +5,30 @@ Every request carries `Authorization: Bearer TOKEN` (a reader's token reads, an 
 also acts); answers are JSON; errors are `{"error": MESSAGE, "problems": [...]}` with 400
 (a malformed request), 401, 403, 404 (no such schedule), 409 (a document's schedule), 413,
 422 (an invalid definition: one problem per message, each naming the field) or 503 (Redis).
-A schedule's name is the rest of the path, percent-encoded (`/` included: `a%2Fb`).
-The OpenAPI description is served at /api/v1/openapi.json (openapi.py).
+Wrong tokens are throttled (429 with Retry-After: throttle.py).
+
+A schedule is addressed as `/api/v1/schedules/NAME` or `/api/v1/schedules/NAME/ACTION`,
+NAME percent-encoded with every `/` in it as `%2F`: the path is split at its first raw `/`
+after `schedules/` before anything is decoded (`ScheduleRoutes`), so `x%2Fpause` is the
+schedule named "x/pause" and `x/pause` is the action pause of "x", and any name (a newline,
+bytes that are not UTF-8) can be reached. The OpenAPI description is served at
+/api/v1/openapi.json (openapi.py).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
-from starlette.requests import Request
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Match, NoMatchFound, Route, request_response
+from starlette.types import Receive, Scope, Send
 
 from kiqbeat.audit import AuditEntry
 from kiqbeat.core.limits import MAX_DEFINITION_BYTES
@@ -26,6 +36,7 @@ from kiqbeat.document import check_definition
 from kiqbeat.entrypoints.requests import from_fields
 from kiqbeat.errors import ConfigError, KiqbeatError, RedisUnavailableError, json_name, shown
 from kiqbeat.web.auth import Principal
+from kiqbeat.web.bearer import Refusal, authenticate
 from kiqbeat.web.console import Console, NotFoundError, OwnedError, checked_note, pause_until
 from kiqbeat.web.openapi import openapi
 
@@ -53,21 +64,14 @@ def error_answer(exc: KiqbeatError) -> JSONResponse:
     return problem(500, str(exc))
 
 
-def _principal(request: Request) -> Principal | None:
-    auth = request.app.state.auth
-    principal: Principal | None = auth.bearer(request.headers.get("authorization", ""))
-    return principal
-
-
 def endpoint(handler: Handler, *, act: bool = False) -> Callable[[Request], Response]:
     """A sync endpoint (Starlette runs it in a thread) with the bearer check and the
     console's errors turned into answers."""
 
     def run(request: Request) -> Response:
-        principal = _principal(request)
-        if principal is None:
-            return problem(401, "a valid bearer token is required (Authorization: Bearer "
-                                "TOKEN)")
+        principal = authenticate(request)
+        if isinstance(principal, Refusal):
+            return principal.answer()
         if act and not principal.operator:
             return problem(403, "this token may read, not act (an operator's token acts)")
         try:
@@ -100,17 +104,31 @@ def _body(request: Request) -> Any:
         raise ConfigError(f"the request body is not JSON ({str(exc)[:120]})") from None
 
 
+def _object_body(request: Request) -> dict[str, Any]:
+    """An action's JSON body: an object of fields, or none at all ({}). A whole number
+    written as a float (`2.0`, an integer to JSON Schema) is read as the integer."""
+    if not request.state.body.strip():
+        return {}
+    body = _body(request)
+    if not isinstance(body, dict):
+        raise ConfigError(f"the body must be a JSON object of fields, got {shown(body)}")
+    return {k: int(v) if isinstance(v, float) and v.is_integer() and abs(v) < 2 ** 63
+            else v for k, v in body.items()}
+
+
 def _note(request: Request, body: Any) -> str:
     """The request's note (the body's "note", else the X-Kiqbeat-Note header); ConfigError
     (422) when it is not text or over MAX_AUDIT_NOTE_CHARS, as the CLI and the Lambda
     refuse it: never cut."""
-    note = body.get("note", "") if isinstance(body, dict) else ""
-    return checked_note(note or request.headers.get("x-kiqbeat-note", ""))
+    if isinstance(body, dict) and "note" in body:
+        return checked_note(body["note"])  # not text ({}, 0, null): refused, never ignored
+    return checked_note(request.headers.get("x-kiqbeat-note", ""))
 
 
 def _limit(request: Request) -> int:
     text = request.query_params.get("limit", "50")
-    if not text.isascii() or not text.isdigit() or not 1 <= int(text) <= 200:
+    # Digits only, at most 3 of them (int() of 5,000 digits raises a ValueError of its own).
+    if not re.fullmatch(r"[0-9]{1,3}", text) or not 1 <= int(text) <= 200:
         raise ConfigError(f"limit {shown(text)} must be a whole number from 1 to 200")
     return int(text)
 
@@ -150,30 +168,35 @@ def delete_schedule(request: Request, principal: Principal) -> Response:
 
 
 def pause(request: Request, principal: Principal) -> Response:
-    body = _body(request)
-    until = body.get("until") if isinstance(body, dict) else None
+    body = _object_body(request)
+    until = body.get("until")
+    if until == "":
+        raise ConfigError("until '' must be an ISO 8601 instant with an offset, after now (or "
+                          "null: until resumed)")
     changed = _console(request).pause(principal.actor, _name(request), _note(request, body),
                                       until=pause_until(until))
     return JSONResponse({**json_name(_name(request)), "paused": True, "changed": changed})
 
 
 def resume(request: Request, principal: Principal) -> Response:
-    body = _body(request)
+    body = _object_body(request)
     changed = _console(request).resume(principal.actor, _name(request), _note(request, body))
     return JSONResponse({**json_name(_name(request)), "paused": False, "changed": changed})
 
 
 def skip(request: Request, principal: Principal) -> Response:
-    body = _body(request)
-    count = body.get("count", 1) if isinstance(body, dict) else 1
+    body = _object_body(request)
+    count = body.get("count", 1)
+    if not isinstance(count, int) or isinstance(count, bool):
+        raise ConfigError(f"count {shown(count)} must be a whole number (the ticks to skip)")
     pending = _console(request).skip(principal.actor, _name(request), count,
                                      _note(request, body))
     return JSONResponse({**json_name(_name(request)), "pending_skips": pending})
 
 
 def trigger(request: Request, principal: Principal) -> Response:
-    body = _body(request)
-    args = body.get("args") if isinstance(body, dict) else None
+    body = _object_body(request)
+    args = body.get("args")
     if args is not None and not isinstance(args, list):
         raise ConfigError(f"args must be a JSON array (the job's arguments), got {shown(args)}")
     done = _console(request).trigger(principal.actor, _name(request), args,
@@ -182,9 +205,7 @@ def trigger(request: Request, principal: Principal) -> Response:
 
 
 def backfill(request: Request, principal: Principal) -> Response:
-    body = _body(request) or {}
-    if not isinstance(body, dict):
-        raise ConfigError(f"the body must be a JSON object, got {shown(body)}")
+    body = _object_body(request)
     if set(body) & {"names", "all", "actor"}:
         raise ConfigError("the schedule is the one the path names: names, all and actor are "
                           "not fields of this body")
@@ -227,12 +248,14 @@ def validate(request: Request, _: Principal) -> Response:
     if unknown:
         raise ConfigError(f"unknown field {shown(unknown[0])} in the body (definition, "
                           "format, name, app_zone, now)")
-    definition, fmt = body["definition"], body.get("format", "kiqbeat")
-    name = body.get("name") or definition.get("name") or "schedule"
+    definition = body["definition"]
+    for field in ("format", "name", "app_zone", "now"):
+        if body.get(field) is not None and not isinstance(body[field], str):
+            raise ConfigError(f"{field} {shown(body[field])} must be a string (or null)")
+    fmt = "kiqbeat" if body.get("format") is None else body["format"]
+    own = definition.get("name")
+    name = body.get("name") or (own if isinstance(own, str) else "") or "schedule"
     app_zone = body.get("app_zone")
-    for field, value in (("format", fmt), ("name", name), ("app_zone", app_zone)):
-        if value is not None and not isinstance(value, str):
-            raise ConfigError(f"{field} {shown(value)} must be a string")
     checked = check_definition(name, definition, fmt, app_zone=app_zone,
                                now=_instant(body.get("now")))
     return JSONResponse({"problems": checked.problems, "warnings": checked.warnings,
@@ -261,17 +284,20 @@ def _with_body(handler: Callable[[Request], Response]) -> Callable[[Request], An
     """Read the body before the sync handler runs in its thread (Starlette reads it async)."""
 
     async def run(request: Request) -> Response:
-        from starlette.concurrency import run_in_threadpool
-
-        size = int(request.headers.get("content-length") or 0)
-        if size > MAX_BODY_BYTES:
+        length = request.headers.get("content-length") or "0"
+        if not re.fullmatch(r"[0-9]{1,18}", length):
+            return problem(400, f"Content-Length {shown(length)} is not a number of bytes")
+        if int(length) > MAX_BODY_BYTES:
             return problem(413, f"the request body is over {MAX_BODY_BYTES:,} bytes")
         chunks, total = [], 0
-        async for chunk in request.stream():
-            total += len(chunk)
-            if total > MAX_BODY_BYTES:
-                return problem(413, f"the request body is over {MAX_BODY_BYTES:,} bytes")
-            chunks.append(chunk)
+        try:
+            async for chunk in request.stream():
+                total += len(chunk)
+                if total > MAX_BODY_BYTES:
+                    return problem(413, f"the request body is over {MAX_BODY_BYTES:,} bytes")
+                chunks.append(chunk)
+        except ClientDisconnect:  # gone, or dropped by the server's read deadline (serve.py)
+            return problem(408, "the request body did not arrive in time")
         request.state.body = b"".join(chunks)
         response: Response = await run_in_threadpool(handler, request)
         return response
@@ -279,27 +305,79 @@ def _with_body(handler: Callable[[Request], Response]) -> Callable[[Request], An
     return run
 
 
-def routes() -> list[Route]:
-    """The API's routes (the action routes before the plain ones: a name may end in
-    "/pause")."""
+SCHEDULES = "/api/v1/schedules/"
+# (action, method) -> (handler, acts): "" is the schedule itself.
+ACTIONS: dict[tuple[str, str], tuple[Handler, bool]] = {
+    ("", "GET"): (get_schedule, False), ("", "PUT"): (put_schedule, True),
+    ("", "DELETE"): (delete_schedule, True),
+    **{(verb, "POST"): (handler, True) for verb, handler in (
+        ("pause", pause), ("resume", resume), ("skip", skip), ("trigger", trigger),
+        ("backfill", backfill))}}
+
+
+def schedule_address(scope: Scope) -> tuple[str, str]:
+    """(name, action) of a request under /api/v1/schedules/: the raw path (before any
+    percent-decoding) split at its first `/` after the prefix; the name then decoded, any
+    byte kept (surrogateescape). A server that gives no raw_path: the decoded path is used,
+    and a name holding `/` cannot be told from an action."""
+    raw = scope.get("raw_path")
+    path = raw if isinstance(raw, bytes) and raw else str(scope["path"]).encode(
+        errors="surrogateescape")
+    rest = path[path.rfind(SCHEDULES.encode()) + len(SCHEDULES):]
+    encoded, _, action = rest.partition(b"/")
+    name = unquote_to_bytes(encoded).decode(errors="surrogateescape")
+    return name, action.decode("ascii", errors="replace")
+
+
+class ScheduleRoutes(BaseRoute):
+    """Every request under /api/v1/schedules/, routed by `schedule_address` (Starlette's
+    path routes decode first, and their patterns match no newline)."""
+
+    def __init__(self) -> None:
+        self.apps = {key: request_response(_with_body(endpoint(handler, act=acts)))
+                     for key, (handler, acts) in ACTIONS.items()}
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        path, root = str(scope.get("path", "")), str(scope.get("root_path", ""))
+        if root and path.startswith(root):
+            path = path[len(root):]  # as Starlette's own routes see it
+        if scope["type"] == "http" and path.startswith(SCHEDULES):
+            return Match.FULL, {}
+        return Match.NONE, {}
+
+    def url_path_for(self, name: str, /, **path_params: Any) -> Any:
+        raise NoMatchFound(name, path_params)
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        name, action = schedule_address(scope)
+        app = self.apps.get((action, scope["method"]))
+        if app is None or not name:
+            allowed = sorted(m for a, m in ACTIONS if a == action)
+            if not name:
+                answer = problem(404, "no schedule named in the path (/api/v1/schedules/NAME, "
+                                      "NAME percent-encoded with / as %2F)")
+            elif allowed:
+                answer = problem(405, f"{scope['method']} is not an action on "
+                                      f"/api/v1/schedules/NAME{'/' + action if action else ''}"
+                                      f" (allowed: {', '.join(allowed)})")
+                answer.headers["Allow"] = ", ".join(allowed)
+            else:
+                answer = problem(404, f"no action {shown(action)} (pause, resume, skip, "
+                                      "trigger, backfill); a name holding / is "
+                                      "percent-encoded as %2F")
+            await answer(scope, receive, send)
+            return
+        scope["path_params"] = {"name": name}
+        await app(scope, receive, send)
+
+
+def routes() -> list[BaseRoute]:
+    """The API's routes."""
     base = "/api/v1"
-    acting: list[tuple[str, Handler]] = [("pause", pause), ("resume", resume), ("skip", skip),
-                                        ("trigger", trigger), ("backfill", backfill)]
-    out = [Route(f"{base}/openapi.json", openapi_json, methods=["GET"]),
-           Route(f"{base}/schedules", _with_body(endpoint(list_schedules)), methods=["GET"]),
-           Route(f"{base}/missed", _with_body(endpoint(missed)), methods=["GET"]),
-           Route(f"{base}/status", _with_body(endpoint(status)), methods=["GET"]),
-           Route(f"{base}/audit", _with_body(endpoint(audit)), methods=["GET"]),
-           Route(f"{base}/validate", _with_body(endpoint(validate)), methods=["POST"])]
-    out += [Route(f"{base}/schedules/{{name:path}}/{verb}",
-                  _with_body(endpoint(handler, act=True)), methods=["POST"])
-            for verb, handler in acting]
-    out += [Route(f"{base}/schedules/{{name:path}}", _with_body(endpoint(get_schedule)),
-                  methods=["GET"]),
-            Route(f"{base}/schedules/{{name:path}}", _with_body(endpoint(put_schedule,
-                                                                           act=True)),
-                  methods=["PUT"]),
-            Route(f"{base}/schedules/{{name:path}}", _with_body(endpoint(delete_schedule,
-                                                                           act=True)),
-                  methods=["DELETE"])]
-    return out
+    return [Route(f"{base}/openapi.json", openapi_json, methods=["GET"]),
+            Route(f"{base}/schedules", _with_body(endpoint(list_schedules)), methods=["GET"]),
+            Route(f"{base}/missed", _with_body(endpoint(missed)), methods=["GET"]),
+            Route(f"{base}/status", _with_body(endpoint(status)), methods=["GET"]),
+            Route(f"{base}/audit", _with_body(endpoint(audit)), methods=["GET"]),
+            Route(f"{base}/validate", _with_body(endpoint(validate)), methods=["POST"]),
+            ScheduleRoutes()]

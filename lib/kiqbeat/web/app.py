@@ -25,6 +25,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from importlib import resources
 
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.requests import Request
@@ -33,10 +34,14 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from kiqbeat.engine import Engine
+from kiqbeat.errors import KiqbeatError
 from kiqbeat.web import api, pages
-from kiqbeat.web.auth import NONCE_COOKIE, SESSION_COOKIE, Auth, is_loopback_host
+from kiqbeat.web.auth import NONCE_COOKIE, SESSION_COOKIE, Auth, Session, is_loopback_host
 from kiqbeat.web.console import Console
 from kiqbeat.web.metrics import metrics_endpoint
+from kiqbeat.web.pages import set_nonce
+from kiqbeat.web.sessions import Sessions
+from kiqbeat.web.throttle import Throttle
 
 CSP = ("default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
        "frame-ancestors 'none'; base-uri 'none'")
@@ -64,17 +69,33 @@ async def _guard(request: Request, call_next: Callable[[Request], Awaitable[Resp
                                      status_code=403)
     else:
         nonce = request.cookies.get(NONCE_COOKIE, "")
-        fresh = not (16 <= len(nonce) <= 64)
+        fresh = not auth.nonce_ok(nonce)
         request.state.nonce = auth.new_nonce() if fresh else nonce
-        request.state.principal = auth.from_session(request.cookies.get(SESSION_COOKIE, ""))
+        request.state.session = None
+        if auth.anonymous:
+            request.state.principal = auth.from_session("")
+        else:
+            session = auth.verify_session(request.cookies.get(SESSION_COOKIE, ""))
+            if session is not None and await run_in_threadpool(_alive, request, session):
+                request.state.session = session
+                request.state.principal = session.principal
+            else:
+                request.state.principal = None
         response = await call_next(request)
-        if fresh:
-            response.set_cookie(NONCE_COOKIE, request.state.nonce, httponly=True,
-                                samesite="strict", path="/",
-                                secure=request.url.scheme == "https")
+        if fresh and not getattr(request.state, "nonce_rotated", False):
+            set_nonce(request, response, request.state.nonce)
     for name, value in HEADERS.items():
         response.headers.setdefault(name, value)
     return response
+
+
+def _alive(request: Request, session: Session) -> bool:
+    """Whether a verified cookie's session record still exists (a Redis error: no)."""
+    sessions: Sessions = request.app.state.sessions
+    try:
+        return sessions.alive(session)
+    except KiqbeatError:
+        return False
 
 
 def _health(request: Request) -> Response:
@@ -111,5 +132,7 @@ def create_app(engine: Engine, auth: Auth, *, root_path: str = "", sweep: bool =
                     middleware=[Middleware(BaseHTTPMiddleware, dispatch=_guard)])
     app.state.auth = auth
     app.state.console = console
+    app.state.sessions = Sessions(console.client, console.namespace)
+    app.state.throttle = Throttle()
     app.state.pages = pages.Pages(console, auth, root_path)
     return app

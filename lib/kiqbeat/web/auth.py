@@ -5,16 +5,22 @@
   (`KIQBEAT_WEB_TOKEN_FILE`, `KIQBEAT_WEB_READ_TOKEN_FILE`), as a Kubernetes Secret mounts
   them. A value holds one token per line, `TOKEN` or `NAME:TOKEN`; the name is what the
   audit trail records (default "operator" or "reader"). A token has at least
-  `MIN_TOKEN_CHARS` characters. A presented token is compared with every configured one in
-  constant time (hmac.compare_digest), none skipped.
+  `MIN_TOKEN_CHARS` characters and an estimated `MIN_TOKEN_BITS` bits (`token_bits`): a
+  repeated or short-alphabet token is refused at start. A presented token is compared with
+  every configured one in constant time (hmac.compare_digest), none skipped.
 - **The API** takes `Authorization: Bearer TOKEN` on every request.
 - **A browser** signs in at /login (a form field named `token`) and gets a session cookie:
-  HttpOnly, SameSite=Strict, Secure over HTTPS, signed with a key derived from the
-  configured tokens (so every replica accepts it, and changing the tokens ends every
-  session), valid `SESSION_S`. It holds the token's name and role, never the token.
-- **CSRF.** Every form carries a field derived from a per-browser nonce cookie (HttpOnly,
-  SameSite=Strict); a form posted without both, or with an Origin header of another site,
-  is refused. The login form too.
+  HttpOnly, SameSite=Strict, Secure over HTTPS, valid `SESSION_S`, holding a session id,
+  the token's name and role (never the token), signed with the *session key*. The session
+  also lives in Redis (sessions.py): sign-out deletes it, and a cookie whose record is gone
+  is refused. Both keys are derived from the configured tokens (so every replica accepts a
+  cookie, and changing the tokens ends every session), each with its own label, and every
+  signed payload starts with its type: a CSRF field can never verify as a session.
+- **CSRF.** Every form carries a field, the HMAC under the *CSRF key* of a per-browser nonce
+  cookie (HttpOnly, SameSite=Strict; exactly `NONCE_CHARS` characters of the URL-safe
+  base64 alphabet, any other value replaced), rotated at sign-in and sign-out; a form
+  posted without both, or with an Origin header of another site, is refused. The login
+  form too.
 - **No tokens** (`anonymous`): only for a console listening on loopback (the command
   refuses any other address); every request is an operator's, recorded as the process's
   user@host, and a request whose Host header is not a loopback name is refused (DNS
@@ -27,6 +33,8 @@ import base64
 import hashlib
 import hmac
 import ipaddress
+import math
+import re
 import secrets
 import time
 from collections.abc import Mapping
@@ -36,10 +44,20 @@ from pathlib import Path
 from kiqbeat.audit import default_actor
 from kiqbeat.errors import ConfigError
 
-MIN_TOKEN_CHARS = 16
+MIN_TOKEN_CHARS = 20
+# A token's estimated entropy (`token_bits`) must reach this: secrets.token_urlsafe(16)
+# (22 characters) gives 91 bits on average and 74 at the least in 100,000 draws;
+# token_hex(16) 115 (91 at least); "password12345678" 62, "op-" + "7" * 29 19.
+MIN_TOKEN_BITS = 72
 SESSION_S = 12 * 3600
 SESSION_COOKIE = "kiqbeat_session"
 NONCE_COOKIE = "kiqbeat_csrf"
+NONCE_CHARS = 32  # secrets.token_urlsafe(24)
+_NONCE = re.compile(rf"[A-Za-z0-9_-]{{{NONCE_CHARS}}}")
+_SESSION_ID = re.compile(r"[A-Za-z0-9_-]{24}")
+ROLES = ("operator", "reader")
+# What each signed payload starts with: a value signed as one type never verifies as another.
+_SESSION_TYPE, _CSRF_TYPE = b"kiqbeat-session-v2\0", b"kiqbeat-csrf-v2\0"
 VARIABLES = {"operator": ("KIQBEAT_WEB_TOKEN", "KIQBEAT_WEB_TOKEN_FILE"),
              "reader": ("KIQBEAT_WEB_READ_TOKEN", "KIQBEAT_WEB_READ_TOKEN_FILE")}
 
@@ -74,6 +92,32 @@ class Token:
         return f"Token({self.name!r}, {self.role!r})"
 
 
+def token_bits(secret: str) -> float:
+    """A token's estimated entropy in bits: its length times the Shannon entropy of its own
+    characters' frequencies. Random tokens score near length x log2(alphabet); a repeated
+    character, a short alphabet or a short token scores low. (No estimate sees that a long
+    token is a phrase: generate tokens, never choose them.)"""
+    counts: dict[str, int] = {}
+    for char in secret:
+        counts[char] = counts.get(char, 0) + 1
+    n = len(secret)
+    return max(0.0, -sum(c * math.log2(c / n) for c in counts.values()))
+
+
+def token_problem(secret: str) -> str | None:
+    """Why `secret` cannot be a console token (None: it can)."""
+    if len(secret) < MIN_TOKEN_CHARS or not secret.isprintable() or " " in secret:
+        return (f"a token must be at least {MIN_TOKEN_CHARS} printable characters without "
+                "spaces")
+    if token_bits(secret) < MIN_TOKEN_BITS:
+        return (f"a token must be random: this one has an estimated {token_bits(secret):.0f} "
+                f"bits, under {MIN_TOKEN_BITS} (repeated characters or a short alphabet)")
+    return None
+
+
+_GENERATE = "(e.g. from `python3 -c 'import secrets; print(secrets.token_urlsafe(32))'`)"
+
+
 def _tokens(text: str, role: str, where: str) -> list[Token]:
     out = []
     for number, line in enumerate(text.splitlines(), start=1):
@@ -82,13 +126,18 @@ def _tokens(text: str, role: str, where: str) -> list[Token]:
             continue
         name, _, secret = line.rpartition(":") if ":" in line else ("", "", line)
         name = name.strip() or role
-        if len(secret) < MIN_TOKEN_CHARS or not secret.isprintable() or " " in secret:
-            raise ConfigError(f"{where}, line {number}: a token must be at least "
-                              f"{MIN_TOKEN_CHARS} printable characters without spaces "
-                              "(e.g. from `python3 -c 'import secrets; "
-                              "print(secrets.token_urlsafe(32))'`)")
+        if why := token_problem(secret):
+            raise ConfigError(f"{where}, line {number}: {why} {_GENERATE}")
         out.append(Token(name[:100], role, secret))
     return out
+
+
+@dataclass(frozen=True)
+class Session:
+    """A verified session cookie: its id (the key of its record in Redis) and principal."""
+
+    id: str
+    principal: Principal
 
 
 class Auth:
@@ -98,10 +147,19 @@ class Auth:
         if not tokens and not anonymous:
             raise ConfigError("the console needs tokens (KIQBEAT_WEB_TOKEN, "
                               "KIQBEAT_WEB_READ_TOKEN) unless it runs anonymous on loopback")
+        for token in tokens:
+            if token.role not in ROLES:
+                raise ConfigError(f"token {token.name!r}: role {token.role!r} is not one of "
+                                  f"{', '.join(ROLES)}")
+            if why := token_problem(token.secret):
+                raise ConfigError(f"token {token.name!r}: {why} {_GENERATE}")
         self.tokens, self.anonymous = tuple(tokens), anonymous and not tokens
         seed = b"\0".join(t.secret.encode() for t in tokens) if tokens else secrets.token_bytes(
             32)
-        self._key = hashlib.sha256(b"kiqbeat-web-session\0" + seed).digest()
+        # Two keys, each for one use: a session cookie and a CSRF field are never signed
+        # with the same key (and each payload starts with its type besides).
+        self._session_key = hashlib.sha256(b"kiqbeat-web-session-key\0" + seed).digest()
+        self._csrf_key = hashlib.sha256(b"kiqbeat-web-csrf-key\0" + seed).digest()
         self._anonymous = Principal(default_actor(), "operator")
 
     @classmethod
@@ -143,7 +201,8 @@ class Auth:
     # ------------------------------------------------------------------------ sessions
 
     def _sign(self, payload: bytes) -> str:
-        mac = hmac.new(self._key, payload, hashlib.sha256).digest()
+        body = _SESSION_TYPE + payload
+        mac = hmac.new(self._session_key, body, hashlib.sha256).digest()
         return (base64.urlsafe_b64encode(payload).decode().rstrip("=") + "."
                 + base64.urlsafe_b64encode(mac).decode().rstrip("="))
 
@@ -154,42 +213,70 @@ class Auth:
             given = base64.urlsafe_b64decode(mac + "=" * (-len(mac) % 4))
         except ValueError:
             return None
-        expected = hmac.new(self._key, payload, hashlib.sha256).digest()
+        expected = hmac.new(self._session_key, _SESSION_TYPE + payload,
+                            hashlib.sha256).digest()
         return payload if hmac.compare_digest(given, expected) else None
 
-    def session(self, principal: Principal, now_s: float | None = None) -> str:
-        """A session cookie's value for `principal`."""
+    def session(self, principal: Principal, session_id: str, now_s: float | None = None
+                ) -> str:
+        """A session cookie's value for `principal`, session `session_id` (its record's
+        key: `new_session_id`)."""
+        if principal.role not in ROLES or not _SESSION_ID.fullmatch(session_id):
+            raise ValueError("not a session of this console")
         expires = int((time.time() if now_s is None else now_s) + SESSION_S)
-        return self._sign(f"{principal.role}\n{expires}\n{principal.name}".encode())
+        return self._sign(f"{session_id}\n{principal.role}\n{expires}\n"
+                          f"{principal.name}".encode())
 
-    def from_session(self, value: str, now_s: float | None = None) -> Principal | None:
-        """The principal of a session cookie, or the anonymous operator; None when the
-        cookie is missing, forged or expired."""
-        if self.anonymous:
-            return self._anonymous
+    @staticmethod
+    def new_session_id() -> str:
+        """A fresh session id (144 random bits)."""
+        return secrets.token_urlsafe(18)
+
+    def verify_session(self, value: str, now_s: float | None = None) -> Session | None:
+        """The session a cookie holds; None when the cookie is missing, forged, expired or
+        not of a known role. (Whether its record still exists is sessions.py's to say.)"""
         payload = self._verify(value) if value else None
         if payload is None:
             return None
-        role, expires, name = payload.decode(errors="replace").split("\n", 2)
+        parts = payload.decode(errors="replace").split("\n", 3)
+        if len(parts) != 4:
+            return None
+        session_id, role, expires, name = parts
+        if (role not in ROLES or not _SESSION_ID.fullmatch(session_id)
+                or not expires.isascii() or not expires.isdigit() or len(expires) > 12):
+            return None
         if int(expires) < (time.time() if now_s is None else now_s):
             return None
-        return Principal(name, role)
+        return Session(session_id, Principal(name, role))
+
+    def from_session(self, value: str, now_s: float | None = None) -> Principal | None:
+        """The principal of a session cookie (its signature, expiry and role checked), or
+        the anonymous operator; None when the cookie is missing, forged or expired."""
+        if self.anonymous:
+            return self._anonymous
+        session = self.verify_session(value, now_s)
+        return session.principal if session else None
 
     # ------------------------------------------------------------------------ CSRF
 
     @staticmethod
     def new_nonce() -> str:
-        """A browser's CSRF nonce (its cookie)."""
+        """A browser's CSRF nonce (its cookie): NONCE_CHARS URL-safe characters."""
         return secrets.token_urlsafe(24)
+
+    @staticmethod
+    def nonce_ok(nonce: str) -> bool:
+        """Whether a nonce cookie is one this console could have made (else replaced)."""
+        return bool(_NONCE.fullmatch(nonce))
 
     def csrf_field(self, nonce: str) -> str:
         """The hidden field every form of a browser with `nonce` carries."""
-        return hmac.new(self._key, b"csrf\0" + nonce.encode(), hashlib.sha256).hexdigest()
+        return hmac.new(self._csrf_key, _CSRF_TYPE + nonce.encode(), hashlib.sha256).hexdigest()
 
     def csrf_ok(self, nonce: str, field: str) -> bool:
         """Whether a posted form's field belongs to the browser's nonce cookie."""
-        return bool(nonce) and hmac.compare_digest(field.encode(),
-                                                   self.csrf_field(nonce).encode())
+        return self.nonce_ok(nonce) and hmac.compare_digest(
+            field.encode(errors="surrogateescape"), self.csrf_field(nonce).encode())
 
 
 def is_loopback(host: str) -> bool:

@@ -41,6 +41,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
 from kiqbeat.core.report import REPORT_METRICS, Report
+from kiqbeat.web.bearer import Refusal, authenticate
 
 if TYPE_CHECKING:
     from kiqbeat.web.console import Console
@@ -106,11 +107,11 @@ class StoreCollector(Collector):
 
 def metrics_endpoint(request: Request) -> Response:
     """GET /metrics: the store's numbers, for a reader or operator (or anonymous)."""
-    auth = request.app.state.auth
-    principal = request.state.principal or auth.bearer(request.headers.get("authorization",
-                                                                           ""))
-    if principal is None:
-        return PlainTextResponse("a valid bearer token is required", status_code=401)
+    if request.state.principal is None:
+        refusal = authenticate(request)
+        if isinstance(refusal, Refusal):
+            return PlainTextResponse(refusal.message, status_code=refusal.status, headers={
+                "Retry-After": str(refusal.retry_after_s)} if refusal.retry_after_s else None)
     registry: CollectorRegistry | None = getattr(request.app.state, "registry", None)
     if registry is None:
         registry = CollectorRegistry()

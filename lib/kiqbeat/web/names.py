@@ -7,9 +7,15 @@ other languages' plain Redis commands, docs/store.md) do not know this index, so
 kept from both sides:
 
 - the console adds or removes the names it writes itself, at once;
-- `Sweep` walks the definitions hash with HSCAN, one bounded page per call, adding every
-  name it meets (a full pass at 1,000,000 schedules is about 4,000 calls; the console runs
-  one page every `SWEEP_PAUSE_S`), and tallies the states the overview shows;
+- `Sweep` walks the stored names, one bounded page per call, adding every name it meets (a
+  full pass at 1,000,000 schedules is about 4,000 calls; the console runs one page every
+  `SWEEP_PAUSE_S`), and tallies the states the overview shows. It never reads a definition
+  to find names: HSCAN NOVALUES of the definitions hash where the server has it (Redis 7.4,
+  Valkey 8), else ZSCAN of the due index (every stored name has an entry there by the
+  store's protocol, docs/store.md) and HSCAN of the set-aside hash (the names an
+  invocation took out of it), each name checked with HEXISTS. (So on an older server a
+  name written against the protocol, without its due entry, is found by its exact name
+  only, until an invocation or `schedules reindex` meets it.);
 - a name met in the index whose definition is gone is dropped by the reader that met it.
 
 So a schedule written by another writer appears in search at the latest one pass later
@@ -36,7 +42,7 @@ from kiqbeat.errors import KiqbeatError
 from kiqbeat.redis import keys, pauses, progress, scripts
 from kiqbeat.redis.clock import read_clock
 from kiqbeat.redis.connection import redis_errors, reply_text
-from kiqbeat.redis.definitions import Oversized, read_present
+from kiqbeat.redis.definitions import Oversized, read_present, recorded_shards
 
 # Names per sweep call (HSCAN COUNT, and index names checked). 500 made one call of 5.3 ms
 # at 1,000,000 schedules (bench/console.py), over the 5 ms every Redis call keeps under;
@@ -120,10 +126,11 @@ class Sweep:
     every stored name indexed, every indexed name whose definition is gone dropped, states
     tallied; `last` is the tally of the last finished pass.
 
-    Bounded (DESIGN §2, "Confined"): the walk of the definitions hash runs in Redis
-    (sweep.lua) and brings back names only; the tally reads definitions through the
-    length-checked reader (`read_present`), so one over MAX_DEFINITION_BYTES is never read,
-    only counted. `run_until` begins a pass at most once every SWEEP_PASS_S."""
+    Bounded (DESIGN §2, "Confined"): the walk runs in Redis (sweep.lua) and never reads a
+    definition, not even inside Redis (HSCAN NOVALUES, or the due index where the server
+    lacks it); the tally reads definitions through the length-checked reader
+    (`read_present`), so one over MAX_DEFINITION_BYTES is never read, only counted.
+    `run_until` begins a pass at most once every SWEEP_PASS_S."""
 
     def __init__(self, client: redis.Redis, namespace: str,
                  lua: scripts.Caller = scripts.SCRIPTS) -> None:
@@ -134,30 +141,51 @@ class Sweep:
         self._index_at: bytes | None = b"-"  # ZRANGEBYLEX start of the index walk
         self._recent: list[tuple[int, str, str, int]] = []  # (when ms, name, kind, tick ms)
         self._novalues = True  # HSCAN NOVALUES (Redis 7.4); off after the server refuses it
+        # Without NOVALUES: what this pass still walks, (key, mode) (sweep.lua's ARGV[4]).
+        self._due_keys: list[tuple[str, str]] = []
         self._script = client.register_script(
             (resources.files("kiqbeat.web") / "sweep.lua").read_text())
         self._lock = threading.Lock()
 
     def _walk(self) -> tuple[int, list[str], bytes | None]:
-        """One call of sweep.lua: (next HSCAN cursor or -1, names met, next index start)."""
+        """One call of sweep.lua: (next cursor or -1, names met, next index start)."""
         defs_key, names_key = keys.definitions(self.namespace), keys.names(self.namespace)
-        args: list[str | bytes | int] = [
-            str(self._defs_cursor) if self._defs_cursor >= 0 else "", SWEEP_PAGE,
-            self._index_at if self._index_at is not None else b""]
+        if self._defs_cursor == 0 and not self._due_keys:  # a pass begins
+            count = recorded_shards(self.client, self.namespace)
+            self._due_keys = [(keys.due(self.namespace, (i, count)), "due")
+                              for i in range(count)]
+            self._due_keys.append((keys.rejected(self.namespace), "rejected"))
+        index_at = self._index_at if self._index_at is not None else b""
+        cursor = str(self._defs_cursor) if self._defs_cursor >= 0 else ""
+
+        def call(novalues: bool) -> Any:
+            walked, mode = self._due_keys[0] if self._due_keys else (defs_key, "novalues")
+            return self._script(keys=[defs_key, names_key, walked],
+                                args=[cursor, SWEEP_PAGE, index_at,
+                                      "novalues" if novalues else mode])
+
         with redis_errors(self.client, f"sweeping {defs_key}"):
-            try:
-                reply: Any = self._script(keys=[defs_key, names_key],
-                                          args=[*args, "1" if self._novalues else "0"])
-            except redis.ResponseError as exc:
-                if not self._novalues or "syntax" not in str(exc).lower():
-                    raise
-                self._novalues = False  # before Redis 7.4: the script drops the values
-                reply = self._script(keys=[defs_key, names_key], args=[*args, "0"])
-        cursor, met, start, _ = reply
-        cursor_text = reply_text(cursor)
+            if self._novalues:
+                try:
+                    reply: Any = call(True)
+                except redis.ResponseError as exc:
+                    if "syntax" not in str(exc).lower():
+                        raise
+                    self._novalues = False  # before Redis 7.4: walk the due index instead
+                    cursor = "0" if cursor else ""
+                    reply = call(False)
+            else:
+                reply = call(False)
+        following, met, start, _ = reply
+        following_text = reply_text(following)
+        next_cursor = int(following_text) if following_text else -1
+        if next_cursor < 0 and not self._novalues and len(self._due_keys) > 1:
+            self._due_keys.pop(0)  # this key done: the next one's from 0
+            next_cursor = 0
+        elif next_cursor < 0:
+            self._due_keys = []
         start_bytes = start.encode() if isinstance(start, str) else bytes(start)
-        return (int(cursor_text) if cursor_text else -1,
-                [_text(n) for n in met], start_bytes or None)
+        return next_cursor, [_text(n) for n in met], start_bytes or None
 
     def step(self) -> bool:
         """Sweep one page of each hash and of the index; True when this call finished a

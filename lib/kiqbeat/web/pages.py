@@ -14,13 +14,16 @@ browser is sent back to the schedule's page (303) with a fixed message.
 from __future__ import annotations
 
 import json
+import math
+import re
 from collections.abc import Callable
 from importlib import resources
 from typing import Any
 from urllib.parse import quote, unquote, urlencode
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
-from starlette.requests import Request
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
@@ -28,7 +31,7 @@ from kiqbeat.core.limits import MAX_AUDIT_ENTRIES, MAX_DEFINITION_BYTES, MAX_PEN
 from kiqbeat.core.records import REASONS
 from kiqbeat.entrypoints.requests import from_fields
 from kiqbeat.errors import ConfigError, KiqbeatError, escaped, foreign_json, shown
-from kiqbeat.web.auth import SESSION_COOKIE, SESSION_S, Auth, Principal
+from kiqbeat.web.auth import NONCE_COOKIE, SESSION_COOKIE, SESSION_S, Auth, Principal, Session
 from kiqbeat.web.console import (
     STATES,
     Console,
@@ -37,6 +40,8 @@ from kiqbeat.web.console import (
     definition_of,
     pause_until,
 )
+from kiqbeat.web.sessions import Sessions
+from kiqbeat.web.throttle import Throttle
 
 FLASH = {"paused": "Paused.", "resumed": "Resumed.", "unchanged": "Nothing to change.",
          "skipped": "Its next tick(s) will be skipped.",
@@ -111,6 +116,24 @@ class Pages:
                                 status_code=303)
 
 
+def set_nonce(request: Request, response: Response, nonce: str) -> None:
+    """Give the browser the CSRF nonce cookie `nonce`."""
+    response.set_cookie(NONCE_COOKIE, nonce, httponly=True, samesite="strict", path="/",
+                        secure=request.url.scheme == "https")
+
+
+def _rotate_nonce(request: Request, response: Response) -> None:
+    """A new CSRF nonce at sign-in and sign-out: a field seen before is worth nothing."""
+    set_nonce(request, response, Auth.new_nonce())
+    request.state.nonce_rotated = True
+
+
+def client_address(request: Request) -> str:
+    """The address the throttle counts (the client's, or with --proxy-headers the one the
+    trusted proxy names)."""
+    return request.client.host if request.client else "unknown"
+
+
 def _pages(request: Request) -> Pages:
     pages: Pages = request.app.state.pages
     return pages
@@ -122,8 +145,6 @@ def page(handler: Callable[[Request, Pages, Principal], Response], *, act: bool 
     checked on a posted `form`, the console's errors shown as a page."""
 
     async def run(request: Request) -> Response:
-        from starlette.concurrency import run_in_threadpool
-
         pages = _pages(request)
         principal: Principal | None = request.state.principal
         if principal is None:
@@ -133,7 +154,12 @@ def page(handler: Callable[[Request, Pages, Principal], Response], *, act: bool 
             return pages.problems(request, "Not allowed", [
                 "this token may read, not act (an operator's token acts)"], 403)
         if form:
-            data = await request.form(max_files=0, max_fields=20, max_part_size=256 * 1024)
+            try:
+                data = await request.form(max_files=0, max_fields=20,
+                                          max_part_size=256 * 1024)
+            except ClientDisconnect:  # gone, or dropped by the server's read deadline
+                return pages.problems(request, "Too slow", ["the form did not arrive in "
+                                                            "time"], 408)
             fields = {k: v for k, v in data.items() if isinstance(v, str)}
             if not pages.auth.csrf_ok(request.state.nonce, fields.get("csrf", "")):
                 return pages.problems(request, "Form refused", [
@@ -237,8 +263,9 @@ def act(request: Request, pages: Pages, principal: Principal) -> Response:
         done = "resumed" if console.resume(principal.actor, name, note) else "unchanged"
     elif action == "skip":
         text = fields.get("count", "").strip() or "1"
-        if not text.isdigit():
-            raise ConfigError(f"skip count {shown(text)} must be a whole number")
+        if not re.fullmatch(r"[0-9]{1,9}", text):  # not str.isdigit: "²" is a digit to it
+            raise ConfigError(f"skip count {shown(text)} must be a whole number from 1 to "
+                              f"{MAX_PENDING_SKIPS:,}")
         console.skip(principal.actor, name, int(text), note)  # Store.skip checks the range
         done = "skipped"
     elif action == "trigger":
@@ -246,7 +273,7 @@ def act(request: Request, pages: Pages, principal: Principal) -> Response:
         if text := fields.get("args", "").strip():
             try:
                 args = json.loads(text)
-            except ValueError:
+            except (ValueError, RecursionError):  # nested thousands deep: RecursionError
                 args = None
             if not isinstance(args, list):
                 raise ConfigError(f"args {shown(text)} must be a JSON array, e.g. [42, \"eu\"]")
@@ -303,30 +330,54 @@ async def login(request: Request) -> Response:
         return pages.problems(request, "Form refused", [
             "the form's CSRF field is missing or does not match this browser (reload the "
             "page and try again)"], 403)
+    throttle: Throttle = request.app.state.throttle
+    address = client_address(request)
+    if wait_s := throttle.wait_s(address):
+        answer = pages.render(request, "login.html", 429, next=target,
+                              error=f"Too many wrong tokens from this address: try again in "
+                                    f"{math.ceil(wait_s)} s.")
+        answer.headers["Retry-After"] = str(math.ceil(wait_s))
+        return answer
     principal = auth.match(fields.get("token", ""))
     if principal is None:
+        throttle.failed(address)
         return pages.render(request, "login.html", 401, next=target,
                             error="That token is not valid.")
+    sessions: Sessions = request.app.state.sessions
+    try:
+        session_id = await run_in_threadpool(sessions.open, principal)
+    except KiqbeatError as exc:
+        return pages.problems(request, "Failed", [str(exc)], 503)
     # Only a path of this console: never another site (an open redirect).
     safe = target if target.startswith("/") and not target.startswith("//") and \
         "\\" not in target else f"{pages.root}/"
     response = RedirectResponse(safe, status_code=303)
-    response.set_cookie(SESSION_COOKIE, auth.session(principal), max_age=SESSION_S,
-                        httponly=True, samesite="strict", path="/",
+    response.set_cookie(SESSION_COOKIE, auth.session(principal, session_id),
+                        max_age=SESSION_S, httponly=True, samesite="strict", path="/",
                         secure=request.url.scheme == "https")
+    _rotate_nonce(request, response)
     return response
 
 
 async def logout(request: Request) -> Response:
-    """Sign out (a CSRF-checked form): the session cookie is cleared."""
+    """Sign out (a CSRF-checked form): the session's record is deleted (its cookie, even
+    copied, is refused from now on), the cookie cleared and the CSRF nonce replaced."""
     pages = _pages(request)
     data = await request.form(max_files=0, max_fields=5, max_part_size=4096)
     csrf = data.get("csrf", "")
     if not pages.auth.csrf_ok(request.state.nonce, csrf if isinstance(csrf, str) else ""):
         return pages.problems(request, "Form refused", ["the form's CSRF field is missing"],
                               403)
+    session: Session | None = request.state.session
+    if session is not None:
+        sessions: Sessions = request.app.state.sessions
+        try:
+            await run_in_threadpool(sessions.close, session.id)
+        except KiqbeatError as exc:
+            return pages.problems(request, "Failed", [str(exc)], 503)
     response = pages.go("/login")
     response.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="strict")
+    _rotate_nonce(request, response)
     return response
 
 
