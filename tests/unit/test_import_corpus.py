@@ -34,7 +34,7 @@ NOW = datetime(2026, 1, 1, tzinfo=UTC)
 def imported(name: str, **options: object) -> Config:
     path = CORPUS / name
     doc, duplicates = parse(path.read_bytes(), str(path))
-    return parse_config(doc, source=name, problems=duplicates,
+    return parse_config(doc, source=name, warnings=duplicates,
                         options=ImportOptions(**options), now=NOW)  # type: ignore[arg-type]
 
 
