@@ -187,11 +187,31 @@ def test_crons_are_immutable_hashable_and_cached() -> None:
             " or 6 (sec min hour dom month dow)",
         ),
         ("0 0 1 2 3 4 5", "has 7 fields"),
-        ("0 0 L * *", "day-of-month field 'L' uses 'L' (last)"),
-        ("0 0 15W * *", "day-of-month field '15W' uses 'W' (nearest weekday)"),
-        ("0 0 * * 1#2", "day-of-week field '1#2' uses '#' (nth weekday)"),
-        ("0 0 * * 5L", "day-of-week field '5L' uses 'L' (last)"),
-        ("0 0 ? * 1", "day-of-month field '?' uses '?'"),
+        ("0 0 L/2 * *", "day-of-month field 'L/2' has 'L/2', a step after one day counted"
+         " from the end, which fugit refuses too; write a range counted from the end with"
+         " its step, such as '-7-L/2'"),
+        ("0 0 L-3 * *", "Quartz's 'L-3' (3 days before the last) is '-4' here"),
+        ("0 0 5--3 * *", "fugit reads it as '5-L' (5 through the last day), dropping -3,"
+         " so kiqbeat refuses it; write '5-L' for that"),
+        ("0 0 -32 * *", "day-of-month field '-32' has '-32'; days counted from the end run"
+         " from -1 (the last day, also 'L') to -31"),
+        ("0 0 15W * *", "day-of-month field '15W' uses 'W' (nearest weekday), which fugit"
+         " refuses too; the nearest: 'L' (the last day) or, in day-of-week, 'fri#L'"),
+        ("0 0 * * 1-5#2", "day-of-week field '1-5#2' has '1-5#2'; '#' follows one day"
+         " ('mon#1'): for several, list each ('mon#1,tue#1')"),
+        ("0 0 * * 1#6", "after '#' comes 1 to 5, -1 to -5, L or last"),
+        ("0 0 * * 5L", "day-of-week field '5L' has '5L', Quartz's last such day of the"
+         " month; write '5#L'"),
+        ("0 0 * * L", "day-of-week field 'L' uses 'L' (last), which day-of-week reads"
+         " only after '#'"),
+        ("0 0 ? * 1", "day-of-month field '?' uses '?' (Quartz's 'no specific value');"
+         " write '*'"),
+        ("0 0 * * sun%2", "uses fugit's '%' (every Nth week"),
+        ("0~5 0 * * *", "minute field '0~5' uses fugit's '~' (a value picked at random"),
+        ("0 L * * *", "hour field 'L' uses 'L' (last), which only the day fields read"),
+        ("0 0 1&2 * 1", "'&' inside it; it goes at the end of a day field"),
+        ("0 0 1-7& * mon#2", "never fires: no day of its months matches its day fields"),
+        ("0 0 -30 2 *", "never fires"),
         ("@reboot", "@reboot is not supported"),
         ("@dayly", "unknown shortcut '@dayly'; did you mean '@daily'?"),
         ("*/0 * * * *", "minute field '*/0' has step '0'"),

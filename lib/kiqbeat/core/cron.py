@@ -17,12 +17,13 @@ and how fugit (sidekiq-cron, sidekiq-scheduler) reads the same expression in `fu
 from __future__ import annotations
 
 from bisect import bisect_left
+from calendar import monthrange
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from functools import lru_cache
 
-from kiqbeat.core.cron_fields import read_fields
+from kiqbeat.core.cron_fields import nth_in_month, read_fields
 from kiqbeat.core.durations import duration_s
 from kiqbeat.core.zones import _DAY_S, _EPOCH, _EPOCH_ORDINAL, _SECOND, _Segments, _segments
 from kiqbeat.errors import ConfigError, shown
@@ -43,6 +44,11 @@ def _epoch_s(instant: datetime, name: str) -> int:
 
 def _utc(instant_s: int) -> datetime:
     return datetime.fromtimestamp(instant_s, UTC)
+
+
+def _month_days(day: date) -> int:
+    """How many days the month of `day` has."""
+    return monthrange(day.year, day.month)[1]
 
 
 def _hm(wall: int, seconds: bool) -> str:
@@ -67,15 +73,25 @@ class Cron:
     months: frozenset[int] = field(repr=False)
     weekdays: frozenset[int] = field(repr=False)  # 0 = Sunday
     days_or: bool = field(repr=False)  # both day fields restricted: either may match
+    # Days counted from the month's end (1 = the last: L) and nth weekdays ((weekday, n):
+    # day#n, n in 1..5 or -5..-1 from the end), as fugit reads them.
+    from_end: frozenset[int] = field(default=frozenset(), repr=False)
+    nth: frozenset[tuple[int, int]] = field(default=frozenset(), repr=False)
 
-    def _day_fits(self, dom: int, weekday: int) -> bool:
-        """True when a day numbered `dom` in its month, on `weekday` (0 = Sunday), matches."""
-        dom_ok = dom in self.days
+    def _day_fits(self, dom: int, weekday: int, month_days: int = 31) -> bool:
+        """True when day `dom` of a month of `month_days` days, on `weekday` (0 = Sunday),
+        matches."""
+        dom_ok = dom in self.days or (month_days - dom + 1) in self.from_end
         dow_ok = weekday in self.weekdays
+        if self.nth and not dow_ok:
+            n, from_last = nth_in_month(dom, month_days)
+            dow_ok = (weekday, n) in self.nth or (weekday, from_last) in self.nth
         return (dom_ok or dow_ok) if self.days_or else (dom_ok and dow_ok)
 
     def _day_matches(self, day: date) -> bool:
-        return self._day_fits(day.day, (day.weekday() + 1) % 7)
+        """True when the day fields match `day`."""
+        month_days = _month_days(day) if self.from_end or self.nth else 31
+        return self._day_fits(day.day, (day.weekday() + 1) % 7, month_days)
 
     def _times(self, start: int, end: int) -> Iterator[int]:
         """Matching seconds-of-day in [start, end], ascending."""
@@ -273,4 +289,5 @@ def parse_cron(expr: str, tz: str = "UTC") -> Cron:
     return Cron(expr=f.expr, zone_name=f.zone_name, has_seconds=f.has_seconds,
                 is_fixed_time=f.is_fixed_time, key=f.key, seconds=seconds, minutes=minutes,
                 hours=hours, days=frozenset(days), months=frozenset(months),
-                weekdays=frozenset(weekdays), days_or=f.days_or)
+                weekdays=frozenset(weekdays), days_or=f.days_or,
+                from_end=frozenset(f.from_end), nth=frozenset(f.nth))

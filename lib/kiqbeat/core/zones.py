@@ -41,6 +41,12 @@ def zone(name: str) -> zoneinfo.ZoneInfo:
     return zoneinfo.ZoneInfo(name)
 
 
+def zone_key(name: str) -> str:
+    """The IANA name (or fixed offset) a known zone name stands for: equal for names of the
+    same zone."""
+    return name
+
+
 def _offset_s(tz: zoneinfo.ZoneInfo, instant_s: int) -> int:
     offset = datetime.fromtimestamp(instant_s, tz).utcoffset()
     return 0 if offset is None else offset // _SECOND
