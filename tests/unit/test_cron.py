@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
@@ -346,30 +348,44 @@ def test_six_field_day_names_are_read_as_day_of_week_not_as_a_zone(
 
 
 @pytest.mark.parametrize(
-    ("expr", "offset", "fixed"),
+    ("expr", "zone_name", "utc_hour_minute"),
     [
-        ("0 9 * * * +09:00", "'+09:00'", "'Etc/GMT-9'"),
-        ("0 9 * * * UTC+9", "'UTC+9'", "'Etc/GMT-9'"),
-        ("0 9 * * * GMT+2", "'GMT+2'", "'Etc/GMT-2'"),
-        ("0 9 * * * -0500", "'-0500'", "'Etc/GMT+5'"),
-        ("0 9 * * * utc-05:00", "'utc-05:00'", "'Etc/GMT+5'"),
-        ("0 9 * * * +05:30", "'+05:30'", None),
-        ("0 0 9 * * * +0900", "'+0900'", "'Etc/GMT-9'"),
-        ("@daily +09:00", "'+09:00'", "'Etc/GMT-9'"),
-        ("0 9 * * +09:00", "'+09:00'", "'Etc/GMT-9'"),
+        ("0 9 * * * +09:00", "+09:00", (0, 0)),
+        ("0 9 * * * UTC+9", "+09:00", (0, 0)),
+        ("0 9 * * * -0500", "-05:00", (14, 0)),
+        ("0 9 * * * utc-05:00", "-05:00", (14, 0)),
+        ("0 9 * * * +05:30", "+05:30", (3, 30)),
+        ("0 0 9 * * * +0900", "+09:00", (0, 0)),
+        ("@daily +09:00", "+09:00", (15, 0)),
+        ("0 9 * * * \u221208:00", "-08:00", (17, 0)),
     ],
 )
-def test_a_utc_offset_in_the_zone_position_is_refused_as_not_an_iana_name(
-    expr: str, offset: str, fixed: str | None
+def test_a_utc_offset_in_the_zone_position_is_a_fixed_offset_zone(
+    expr: str, zone_name: str, utc_hour_minute: tuple[int, int]
 ) -> None:
-    with pytest.raises(ConfigError) as caught:
+    cron = parse_cron(expr)
+    assert cron.zone_name == zone_name
+    # Every day at the same UTC instant, across both of New York's 2026 changes: no DST.
+    ticks = cron.between(datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 12, 31, tzinfo=UTC))
+    assert len(ticks) == 364
+    assert {(t.hour, t.minute) for t in ticks} == {utc_hour_minute}
+    assert cron.dst_note(ticks[0]) == ""
+
+
+@pytest.mark.parametrize(
+    ("expr", "message"),
+    [
+        ("0 9 * * * GMT+2", "time zone 'GMT+2' is ambiguous: POSIX's 'Etc/GMT+2' is 2 hours"
+         " west of UTC; write '+02:00' for 2 hours east"),
+        ("0 9 * * * +5", "time zone '+5' has no minutes; write a UTC offset with them, as"
+         " fugit reads it: '+05:00'"),
+        ("0 9 * * * +24:00", "'+24:00' is not a UTC offset (at most 23:59 either way)"),
+        ("0 9 * * +09:00", "has 4 fields"),
+    ],
+)
+def test_a_malformed_utc_offset_is_refused_saying_what_to_write(expr: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
         parse_cron(expr)
-    message = str(caught.value)
-    assert f"time zone {offset} is a UTC offset" in message
-    assert "zones are IANA names such as 'Asia/Tokyo', not UTC offsets" in message
-    assert "day-of-week" not in message
-    if fixed:
-        assert fixed in message
 
 
 def test_etc_gmt_zones_are_iana_names_and_keep_working() -> None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from calendar import monthrange
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
 from functools import lru_cache
 
@@ -73,10 +73,20 @@ class Cron:
     months: frozenset[int] = field(repr=False)
     weekdays: frozenset[int] = field(repr=False)  # 0 = Sunday
     days_or: bool = field(repr=False)  # both day fields restricted: either may match
-    # Days counted from the month's end (1 = the last: L) and nth weekdays ((weekday, n):
-    # day#n, n in 1..5 or -5..-1 from the end), as fugit reads them.
+    # Days counted from the month's end (1 = the last, 'L'), and nth weekdays as pairs of
+    # weekday and n (n from 1 to 5, or -1 to -5 from the end), as fugit reads them.
     from_end: frozenset[int] = field(default=frozenset(), repr=False)
     nth: frozenset[tuple[int, int]] = field(default=frozenset(), repr=False)
+    # A natural-language schedule as written ('every day at 9am'; '' for a cron) and where
+    # fugit's cron for it does not do what the words say ('' when it does): `expr` is the
+    # cron it reads as.
+    phrase: str = field(default="", compare=False)
+    phrase_note: str = field(default="", compare=False, repr=False)
+
+    @property
+    def written(self) -> str:
+        """The cron as shown: 'every day at 9am → 0 9 * * *' for a phrase, else `expr`."""
+        return f"{self.phrase} → {self.expr}" if self.phrase else self.expr
 
     def _day_fits(self, dom: int, weekday: int, month_days: int = 31) -> bool:
         """True when day `dom` of a month of `month_days` days, on `weekday` (0 = Sunday),
@@ -281,9 +291,24 @@ def parse_every(text: str) -> Every:
 MAX_EVERY_S = 100 * 366 * 86_400
 
 
+_PHRASE_WORDS = frozenset(("every", "at", "from", "on"))
+
+
 @lru_cache(maxsize=8_192)  # about 4 KB each
 def parse_cron(expr: str, tz: str = "UTC") -> Cron:
-    """The Cron for `expr` in zone `tz` (a trailing zone name in `expr` wins); ConfigError."""
+    """The Cron for `expr` in zone `tz` (a trailing zone name in `expr` wins); ConfigError.
+
+    `expr` may be natural language as fugit reads it ('every day at 9am', `core.natural`):
+    the Cron is then its cron's, keeping the phrase (`Cron.phrase`) to show beside it."""
+    first = expr.lstrip()[:6].split(maxsplit=1)
+    if first and first[0].lower() in _PHRASE_WORDS:
+        # Imported only here: a document of plain crons never loads the phrase reader.
+        from kiqbeat.core.natural import is_natural, natural_cron
+
+        if is_natural(expr):
+            reading = natural_cron(expr)
+            return replace(parse_cron(reading.cron, tz), phrase=" ".join(expr.split()),
+                           phrase_note=reading.note)
     f = read_fields(expr, tz)
     seconds, minutes, hours, days, months, weekdays = f.sets
     return Cron(expr=f.expr, zone_name=f.zone_name, has_seconds=f.has_seconds,

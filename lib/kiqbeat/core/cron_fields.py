@@ -12,8 +12,10 @@ reads `5-5` as `*` (firing every minute) and whose search gets DST wrong. Its de
   (int() refuses 4300+), since they are out of every range anyway.
 - Six tokens are six fields unless the last is a zone: a zone is a name no field could be,
   so `mon-fri/2` or `sun,wed` stays a day-of-week.
-- A UTC offset where a zone goes (`+09:00`, `UTC+9`) is refused as such: zones are IANA
-  names, which follow daylight saving; `Etc/GMT-9` is one and works.
+- A zone at the end is any name `zones` reads: IANA ('Asia/Tokyo'), Rails ('Tokyo',
+  'Eastern Time (US & Canada)', spaces and all) or a fixed UTC offset ('+05:30', '-0800'),
+  a zone without daylight saving; a malformed offset ('GMT+9', '+5') is refused saying
+  what to write.
 - Day-of-week `N/S` is refused: Vixie cron and cronie refuse it, fugit (sidekiq-cron,
   sidekiq-scheduler) reads it as N alone, older kiqbeat as N-6/S; no reading is safe.
   `*/S` and `A-B/S` mean the same everywhere. In other fields N/S stays N-max/S, as fugit
@@ -38,7 +40,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from kiqbeat.core.zones import _zone_names, zone, zone_key
+from kiqbeat.core.zones import (
+    canonical_zone,
+    is_zone_name,
+    offset_problem,
+    trailing_rails_zone,
+    zone,
+    zone_key,
+)
 from kiqbeat.errors import ConfigError, did_you_mean, shown
 
 _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
@@ -105,7 +114,6 @@ _MAX_DIGITS = 6
 _HUGE = 10**_MAX_DIGITS
 # Words a day-of-week field may hold; a last token made of them is a field, not a zone.
 _FIELD_WORDS = frozenset((*_DAYS, *_MONTHS, "l", "w", "last"))
-_OFFSET = re.compile(r"(utc|gmt)?([+\-\u2212])([0-9]{1,2})(:?([0-9]{2}))?", re.IGNORECASE)
 
 
 def _clip(text: str, limit: int = _CLIP) -> str:
@@ -373,34 +381,16 @@ def _looks_like_zone(token: str) -> bool:
     return not all(w in _FIELD_WORDS for w in re.findall(r"[a-z]+", token.lower()))
 
 
-def _offset_problem(token: str) -> str:
-    """For a token written as a UTC offset (+09:00, UTC+9, -0500), why it is refused; else ''."""
-    match = _OFFSET.fullmatch(token)
-    # A bare -5 is left to the day-of-week field: it reads as a range with no start.
-    if match is None or not (match[1] or match[2] != "-" or match[4]):
-        return ""
-    east = match[2] == "+"
-    hours, minutes = int(match[3]), int(match[5] or 0)
-    fixed = ""
-    if minutes == 0 and hours <= (14 if east else 12):
-        name = "UTC" if hours == 0 else f"Etc/GMT{'-' if east else '+'}{hours}"
-        fixed = f"; for a fixed offset that never changes, write {name!r} (POSIX signs: inverted)"
-    return (
-        f"time zone {_clip(token)} is a UTC offset: zones are IANA names such as 'Asia/Tokyo',"
-        f" not UTC offsets, so that daylight saving is followed{fixed}"
-    )
-
-
 def _split_zone(tokens: list[str], tz: str, shown: str) -> tuple[list[str], str]:
     """The field tokens and the zone: a trailing zone name in the expression wins over `tz`."""
     last = tokens[-1]
     if len(tokens) < 2:
         return tokens, tz
-    if last in _zone_names():
-        return tokens[:-1], last
-    problem = _offset_problem(last)
+    if is_zone_name(last):
+        return tokens[:-1], canonical_zone(last)
+    problem = offset_problem(last)
     if problem:
-        raise ConfigError(f"cron {shown}: {problem}")
+        raise ConfigError(f"cron {shown}: time zone {problem}")
     # 6 tokens are 6 fields or 5 fields and a zone: a zone is a name that no field could be.
     if (tokens[0].startswith("@") and len(tokens) == 2) or (
         len(tokens) in (6, 7) and _looks_like_zone(last)
@@ -479,8 +469,11 @@ def read_fields(expr: str, tz: str = "UTC") -> CronFields:
     if not stripped:
         raise ConfigError("cron expression is empty")
     shown = _clip(stripped, _EXPR_CLIP)
-    tokens, zone_name = _split_zone(_SPLIT.split(stripped), tz, shown)
-    zone(zone_name)
+    rails = trailing_rails_zone(stripped)
+    if rails is not None:  # 'Eastern Time (US & Canada)': a zone name with blanks in it
+        tokens, zone_name = _SPLIT.split(rails[0]), rails[1]
+    else:
+        tokens, zone_name = _split_zone(_SPLIT.split(stripped), canonical_zone(tz), shown)
     if tokens[0].startswith("@"):
         macro = tokens[0].lower()
         if macro == "@reboot":

@@ -35,11 +35,9 @@ from kiqbeat.core.cron_fields import (
     _where,
     nth_in_month,
 )
-from kiqbeat.core.zones import _changes, _segments, zone
+from kiqbeat.core.zones import _changes, _segments, is_zone_name, zone
 
 _FUGIT = "fugit (sidekiq-cron, sidekiq-scheduler)"
-# fugit's `_tz_delta`: a UTC offset where the zone goes, '+09:00' or '-0500'.
-_DELTA = re.compile(r"([-+])([01][0-9]|2[0-4]):?(00|15|30|45)")
 _HOUR_24 = re.compile(r"(?:(\d{1,2})-)?24")
 _HORIZON_S = 366 * 86_400
 
@@ -188,23 +186,16 @@ def fugit_cron(expr: str) -> tuple[str, list[str]]:
     """`expr` rewritten, where fugit reads a form kiqbeat's grammar lacks, into the cron
     that fires at the same instants, and what was rewritten ([] when nothing was): fugit's
     `@noon` (`0 12 * * *`); hour 24, which fugit reads as 0 (`0 24 * * *` is midnight,
-    `22-24` is 22,23,0); a whole-hour UTC offset where the zone goes (`+09:00`), which is
-    the fixed zone `Etc/GMT-9`. Anything else is left for `parse_cron` to judge."""
+    `22-24` is 22,23,0). A UTC offset where the zone goes (`+09:00`) is kiqbeat's too (a
+    fixed-offset zone). Anything else is left for `parse_cron` to judge."""
     tokens = expr.split()
     notes = []
     if tokens[:1] == ["@noon"]:
         tokens[:1] = ["0", "12", "*", "*", "*"]
         notes.append("fugit's @noon is 0 12 * * *")
-    delta = _DELTA.fullmatch(tokens[-1]) if len(tokens) >= 6 else None
-    if delta and delta[3] == "00":
-        hours = int(delta[2])
-        name = "UTC" if hours == 0 else f"Etc/GMT{'-' if delta[1] == '+' else '+'}{hours}"
-        if hours <= (14 if delta[1] == "+" else 12):
-            notes.append(f"the UTC offset {tokens[-1]} is the fixed zone {name}, which never "
-                         "follows daylight saving")
-            tokens[-1] = name
     fields = len(tokens) - (1 if len(tokens) == 7 or (
-        len(tokens) == 6 and _looks_like_zone(tokens[-1])) else 0)
+        len(tokens) == 6 and (_looks_like_zone(tokens[-1]) or is_zone_name(tokens[-1])))
+        else 0)
     hour_at = 2 if fields == 6 else 1
     if len(tokens) > hour_at and fields in (5, 6):
         items = tokens[hour_at].split(",")

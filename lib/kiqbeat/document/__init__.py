@@ -43,7 +43,8 @@ def load_config_file(path: str | Path, options: ImportOptions | None = None,
 
 
 def parse_config(doc: object, *, source: str = "", problems: Sequence[str] = (),
-                 warnings: Sequence[str] = (), options: ImportOptions | None = None, now: datetime | None = None) -> Config:
+                 warnings: Sequence[str] = (), options: ImportOptions | None = None,
+                 now: datetime | None = None) -> Config:
     """The validated Config of an already decoded document in any supported format.
 
     Another tool's file is converted first (`options` say how); its errors name the tool.

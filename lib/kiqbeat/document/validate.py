@@ -26,6 +26,7 @@ from kiqbeat.core.schedule import (
     TimestampFormat,
     Timetable,
 )
+from kiqbeat.core.zones import zone_key, zone_label
 from kiqbeat.document.fields import (
     BY_NAME,
     JOB_OPTIONS,
@@ -490,9 +491,13 @@ def _schedule(name: object, raw: object, top: Mapping[str, Any], out: _Checker,
                             "'ReportWorker')")
     tz = values["tz"]
     timetable = _timetable(raw, tz or top["time_zone"], label, at, out)
-    if isinstance(timetable, Cron) and tz and timetable.zone_name != tz:
-        out.warnings.append(f"{label}: the zone in its cron string ({timetable.zone_name}) "
-                            f"wins over tz {tz!r}")
+    if isinstance(timetable, Cron) and tz and zone_key(timetable.zone_name) != zone_key(tz):
+        out.warnings.append(f"{label}: the zone in its cron string "
+                            f"({zone_label(timetable.zone_name)}) wins over tz {tz!r}")
+    if isinstance(timetable, Cron) and timetable.phrase_note:
+        out.warnings.append(f"{label}: {timetable.phrase!r} reads as the cron "
+                            f"{timetable.expr!r} (as fugit reads it), but "
+                            f"{timetable.phrase_note}")
     if isinstance(timetable, Every) and tz and "except" not in raw:
         out.warnings.append(f"{label}: tz has no effect on 'every', which counts from "
                             "1970-01-01 00:00 UTC")
@@ -559,7 +564,8 @@ def _schedule(name: object, raw: object, top: Mapping[str, Any], out: _Checker,
 
 def _timing_text(timetable: Timetable, raw: dict[Any, Any]) -> str:
     """How a schedule's timing reads: "0 9 * * * (Asia/Kolkata)", "every 15m"."""
-    return (f"{timetable.expr} ({timetable.zone_name})" if isinstance(timetable, Cron)
+    return (f"{timetable.written} ({zone_label(timetable.zone_name)})"
+            if isinstance(timetable, Cron)
             else f"at {timetable.at.isoformat().replace('+00:00', 'Z')}"
             if isinstance(timetable, OneShot) else f"every {str(raw['every']).strip()}")
 
