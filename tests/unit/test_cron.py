@@ -557,6 +557,12 @@ def test_every_constructor_refuses_non_positive_intervals() -> None:
         "0 0 1-31 * 0-6",  # every day either way
         "0 5/15 * * * *",
         "@weekly Europe/Paris",
+        "0 0 L * mon#1",  # both restricted: OR in both
+        "0 0 * * mon#1",  # a '*' day-of-month: AND in both
+        "0 0 -3-L * 1-5",
+        "0 0 */2& * 1-5",  # fugit's '&': AND in both
+        "0 0 1-L& * 1",
+        "0 9 * * 1-5 +05:30",
     ],
 )
 def test_fugit_reads_these_the_same(expr: str) -> None:
@@ -582,6 +588,15 @@ def test_fugit_ors_the_day_fields_when_one_starts_with_star_and_has_a_step() -> 
     assert "because '*/2' starts with '*'" in warning
     (warning,) = fugit_differences("0 0 */2 * */3")
     assert "because '*/2' and '*/3' start with '*'" in warning
+
+
+def test_fugit_reads_one_through_l_as_star_and_a_star_step_beside_an_nth_weekday_as_or(
+) -> None:
+    (warning,) = fugit_differences("0 0 1-L * 1")
+    assert "reads day-of-month '1-L' as '*' and fires only on days matching day-of-week '1'" \
+        in warning
+    (warning,) = fugit_differences("0 0 */2 * mon#1")
+    assert "because '*/2' starts with '*'" in warning
 
 
 def test_fugit_reads_a_full_day_of_month_range_as_star() -> None:
