@@ -235,8 +235,7 @@ def _refuse_unread(lowered: str, spec: _FieldSpec, where: str) -> None:
 def _expand(written: str, spec: _FieldSpec, shown: str) -> tuple[int, ...]:
     """The sorted values a field allows (day-of-week 7 folded to 0); `shown` is the cron."""
     if spec in (_DOM_F, _DOW_F):
-        values, _ = _expand_days(written, spec, shown)
-        return values
+        return _expand_days(written, spec, shown)[0]
     where = _where(shown, spec, written)
     _refuse_unread(written.lower(), spec, where)
     values: set[int] = set()
