@@ -145,3 +145,8 @@ def test_a_zone_that_is_none_of_the_three_kinds_is_refused_saying_what_to_write(
 ) -> None:
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace("+", r"\+")):
         load_config_text(f"schedules:\n  a: {{cron: '0 9 * * *', class: A, tz: '{value}'}}\n")
+
+
+def test_an_unquoted_offset_yaml_reads_as_a_number_is_refused_saying_to_quote_it() -> None:
+    with pytest.raises(ConfigError, match="YAML reads an unquoted"):
+        load_config_text("time_zone: +5:30\nschedules:\n  a: {cron: '0 9 * * *', class: A}\n")

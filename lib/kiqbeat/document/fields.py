@@ -102,8 +102,10 @@ def zone_name(value: object) -> str:
     """A zone name `core.zones` reads: IANA ('Europe/Paris'), Rails ('Eastern Time (US &
     Canada)') or a fixed offset ('+05:30', kept in that form)."""
     if not isinstance(value, str) or not value.strip():
+        sexagesimal = (" (YAML reads an unquoted +5:30 as the number 330: quote an offset)"
+                       if isinstance(value, int) and not isinstance(value, bool) else "")
         raise ConfigError(f"{shown(value)} must be a time zone name, e.g. 'Europe/Paris', "
-                          "'Eastern Time (US & Canada)' or '+05:30'")
+                          f"'Eastern Time (US & Canada)' or '+05:30'{sexagesimal}")
     wrong = visible_text(value, spaces=True)
     if wrong or len(value) > MAX_NAME_CHARS:
         raise ConfigError(f"{shown(value)} {wrong or 'is too long for a time zone name'}")
