@@ -97,7 +97,6 @@ _REFUSED = {
 _DOM_ENDS = re.compile(r"(-?[^-/]+)(?:-(-?[^-/]+))?")
 _NTH = {**{str(n): n for n in range(1, 6)}, **{f"-{n}": -n for n in range(1, 6)},
         "l": -1, "last": -1}
-_NTH_WORDS = ("first", "second", "third", "fourth", "fifth")
 
 
 
@@ -221,12 +220,14 @@ def _where(shown: str, spec: _FieldSpec, written: str) -> str:
 def _refuse_unread(lowered: str, spec: _FieldSpec, where: str) -> None:
     """ConfigError for a character no field reads, or one only the day fields read."""
     for char, what in _REFUSED.items():
-        if char in lowered and not (char == "w" and spec.names and _only_names(lowered, spec)):
+        if char in lowered and not (char == "w" and spec.names and lowered.isascii()
+                                    and _only_names(lowered, spec)):
             raise ConfigError(f"{where} uses {what}")
     if spec in (_DOM_F, _DOW_F):
         return
     for char, what in _DAY_ONLY.items():
-        if char in lowered and not (char == "l" and spec.names and _only_names(lowered, spec)):
+        if char in lowered and not (char == "l" and spec.names and lowered.isascii()
+                                    and _only_names(lowered, spec)):
             raise ConfigError(
                 f"{where} uses {what}, which only the day fields read (day-of-month 'L',"
                 f" day-of-week 'fri#L', a trailing '&'); here use {_GRAMMAR}")
