@@ -213,6 +213,10 @@ def test_crons_are_immutable_hashable_and_cached() -> None:
         ("0 0 1&2 * 1", "'&' inside it; it goes at the end of a day field"),
         ("0 0 1-7& * mon#2", "never fires: no day of its months matches its day fields"),
         ("0 0 -30 2 *", "never fires"),
+        ("0 24 * * *", "hour field '24' is out of range 0-23; fugit reads hour 24 as 0"
+         " (midnight): write 0"),
+        ("@noon", "unknown shortcut '@noon' (fugit's @noon: write '0 12 * * *')"),
+        ("0 9 1,,15 * *", "has an empty list item; remove the extra ','"),
         ("@reboot", "@reboot is not supported"),
         ("@dayly", "unknown shortcut '@dayly'; did you mean '@daily'?"),
         ("*/0 * * * *", "minute field '*/0' has step '0'"),

@@ -146,7 +146,9 @@ def _value(text: str, spec: _FieldSpec, where: str, written: str) -> int:
         )
     if not spec.low <= number <= spec.high:
         shown = f": {_clip(text)}" if text != written else ""
-        raise ConfigError(f"{where}{shown} is out of range {spec.low}-{spec.high}")
+        midnight = ("; fugit reads hour 24 as 0 (midnight): write 0"
+                    if spec is _HOUR_F and number == 24 else "")
+        raise ConfigError(f"{where}{shown} is out of range {spec.low}-{spec.high}{midnight}")
     return number
 
 
@@ -176,7 +178,7 @@ def _dow_n_slash_s(item: str, base: str, first: int, step: int, where: str) -> C
 def _item(item: str, spec: _FieldSpec, where: str, written: str) -> tuple[int, int, int]:
     """(first, last, step) of one list item; last < first for a wrapped range like 22-2."""
     if not item:
-        raise ConfigError(f"{where} has an empty list item")
+        raise ConfigError(f"{where} has an empty list item; remove the extra ','")
     base, slash, step_text = item.partition("/")
     step = _step(step_text, where) if slash else 1
     top = 6 if spec is _DOW_F else spec.high  # the cycle wrapped ranges run over
@@ -479,7 +481,8 @@ def read_fields(expr: str, tz: str = "UTC") -> CronFields:
         if macro == "@reboot":
             raise ConfigError(f"cron {shown}: @reboot is not supported (kiqbeat has no boot)")
         if macro not in _MACROS:
-            hint = did_you_mean(macro, _MACROS) if len(macro) <= _CLIP else ""
+            hint = (" (fugit's @noon: write '0 12 * * *')" if macro == "@noon"
+                    else did_you_mean(macro, _MACROS) if len(macro) <= _CLIP else "")
             raise ConfigError(
                 f"cron {shown}: unknown shortcut {_clip(tokens[0])}{hint}; expected one of "
                 + ", ".join(_MACROS)
