@@ -360,11 +360,12 @@ jobs = [
   {name: "cron_dated", cron: "*/10 * * * * Europe/Paris", class: "DatedWorker",
    date_as_argument: true},
   {name: "cron_words", cron: "every 5 minutes", class: "WordsWorker"},
+  {name: "cron_fortnight", cron: "0 9 * * sun%2", class: "FortnightWorker"},
 ]
 jobs.each { |job| Sidekiq::Cron::Job.create(job) || abort("refused: #{job}") }
 Sidekiq::Cron::Job.find("cron_paused").disable!
 """
-CRON_NAMES = ["cron_digest", "cron_paused", "cron_dated", "cron_words"]
+CRON_NAMES = ["cron_digest", "cron_paused", "cron_dated", "cron_words", "cron_fortnight"]
 
 
 def sidekiq_cron(url: str, script: str) -> str:
@@ -392,18 +393,19 @@ def test_sidekiq_cron_jobs_move_to_the_store_and_leave_sidekiq_cron(
         first = invoke(client, base)
         out, err = migrate.communicate(timeout=60)
     assert migrate.returncode == 0, err[-2000:]
-    assert (first.new_schedules, first.set_aside) == (3, 1)
+    assert (first.new_schedules, first.set_aside) == (4, 1)
     result = json.loads(out)[0]
-    assert sorted(result["moved"]) == ["cron_dated", "cron_digest", "cron_paused"]
-    assert list(result["refused"]) == ["cron_words"]
-    assert "every 5 minutes" in result["refused"]["cron_words"]
+    # A phrase is read where a cron is (kept as written); fugit's '%' is refused.
+    assert sorted(result["moved"]) == ["cron_dated", "cron_digest", "cron_paused", "cron_words"]
+    assert list(result["refused"]) == ["cron_fortnight"]
+    assert "fugit's '%' (every Nth week" in result["refused"]["cron_fortnight"]
     # Without a client, fugit's readings were not asked, and the result says so.
     assert (result["warnings"], result["warnings_checked"]) == ({}, False)
 
     # sidekiq-cron's own API sees only the refused job; nothing of the others is left.
     assert sidekiq_cron(redis_url, 'require "sidekiq-cron"; '
                                    'print Sidekiq::Cron::Job.all.map(&:name).join(",")') \
-        == "cron_words"
+        == "cron_fortnight"
     assert not client.keys("cron_job:cron_d*") and not client.keys("cron_job:cron_paused*")
     stored = {text(n): json.loads(d) for n, d in client.hgetall("kiqbeat:schedules").items()}
     assert stored == {
@@ -415,12 +417,16 @@ def test_sidekiq_cron_jobs_move_to_the_store_and_leave_sidekiq_cron(
         "cron_dated": {"cron": "*/10 * * * * Europe/Paris", "tz": "Europe/Berlin",
                        "class": "DatedWorker", "args": [], "queue": "default",
                        "include_metadata": True, "dst": "fugit"},
+        "cron_words": {"cron": "every 5 minutes", "tz": "Europe/Berlin", "class": "WordsWorker",
+                       "args": [], "queue": "default", "dst": "fugit"},
     }
 
     until = base + timedelta(minutes=20)
     report = invoke(client, until)
     jobs = queued(client)
-    assert {j.schedule for j in report.jobs} == {"cron_digest", "cron_dated"}
+    assert {j.schedule for j in report.jobs} == {"cron_digest", "cron_dated", "cron_words"}
+    assert {j.jid for j in report.jobs if j.schedule == "cron_words"} \
+        == jids("cron_words", "*/5 * * * *", base, until)
     assert {j.jid for j in report.jobs if j.schedule == "cron_digest"} \
         == jids("cron_digest", "*/5 * * * *", base, until) \
         == {j for j, job in jobs.items() if job["class"] == "DigestWorker"}

@@ -155,6 +155,30 @@ def test_next_marks_each_dst_night_with_the_policy_s_outcome(
     assert "--dst 'twice': 'twice' is not a preset" in capsys.readouterr().err
 
 
+def test_next_previews_a_phrase_a_rails_zone_an_offset_and_fugits_day_forms(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["next", "--cron", "every weekday at 9:15am", "--tz",
+                 "Eastern Time (US & Canada)", "-n", "1", "--after",
+                 "2026-03-06T00:00:00Z"]) == 0
+    assert capsys.readouterr().out.splitlines()[1:] == [
+        "every weekday at 9:15am → 15 9 * * 1-5 (Eastern Time (US & Canada) "
+        "(America/New_York)): at 09:15 on Monday through Friday",
+        "  2026-03-06 14:15:00 UTC   2026-03-06 09:15:00 EST (-05:00) Fri",
+    ]
+    assert main(["next", "--cron", "0 7 * * fri#L +05:30", "-n", "2", "--after",
+                 "2026-03-06T00:00:00Z"]) == 0
+    assert capsys.readouterr().out.splitlines()[1:] == [
+        "0 7 * * fri#L (+05:30 (fixed offset, no DST)): at 07:00 on the last Friday of the "
+        "month",
+        "  2026-03-27 01:30:00 UTC   2026-03-27 07:00:00 UTC+05:30 (+05:30) Fri",
+        "  2026-04-24 01:30:00 UTC   2026-04-24 07:00:00 UTC+05:30 (+05:30) Fri",
+    ]
+    assert main(["next", "--cron", "0 18 L * *", "--tz", "Tokyo", "-n", "1", "--after",
+                 "2026-02-01T00:00:00Z"]) == 0
+    assert capsys.readouterr().out.splitlines()[2] == (
+        "  2026-02-28 09:00:00 UTC   2026-02-28 18:00:00 JST (+09:00) Sat")
+
+
 def test_next_json_shape(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = write(tmp_path, GOOD)
     assert main(["next", path, "-n", "1", "--after", "2026-03-06T00:00:00+00:00", "--json"]) == 0
@@ -193,6 +217,8 @@ def test_next_with_an_unknown_name_lists_the_valid_ones(
     (["next"], "no schedule document: name one"),
     (["next", "--cron", "* * * * *", "--every", "5m"], "give one of"),
     (["next", "--cron", "0 9 * * *", "--tz", "Mars/Olympus"], "unknown time zone 'Mars/Olympus'"),
+    (["next", "--cron", "every fortnight"], "is natural language (fugit's reader"),
+    (["next", "--cron", "0 0 L-3 * *"], "Quartz's 'L-3' (3 days before the last) is '-4'"),
     (["next", "--cron", "0 9 * * *", "--after", "2026-01-01T00:00"], "has no UTC offset"),
     (["next", "--cron", "0 9 * * *", "-n", "0"], "-n 0: expected a count from 1 to 1000"),
 ])

@@ -4,12 +4,17 @@ It shares no code with kiqbeat.core.cron: each field item is tested against a va
 arithmetic (never expanded into sets), every minute (or second) of local wall time is
 visited one by one, and wall times are mapped to instants with zoneinfo's `fold` and a
 round trip, the gap's end found by stepping minute by minute.
+
+The day fields also read fugit's forms: `L`/`last` and `-N` (counted from the month's end),
+their ranges (wrapping from -1 to -31), `N-L`, `day#n` and a trailing `&` (both day fields
+required); days are matched on (day, weekday, length of the month), by counting.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 MONTHS = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
@@ -74,6 +79,59 @@ def _field_matcher(text: str, index: int) -> Matcher:
     return lambda v: any(m(v) for m in items)
 
 
+# A day: (its number in the month, its weekday 0 = Sunday, the number of days in its month).
+Day = tuple[int, int, int]
+DayMatcher = Callable[[Day], bool]
+
+
+def _end_bound(text: str) -> int:
+    return -1 if text in ("l", "last") else int(text)
+
+
+def _dom_item(item: str) -> DayMatcher:
+    base, _, step_text = item.lower().partition("/")
+    step = int(step_text) if step_text else 1
+    if not ("l" in base or base.startswith("-")):
+        plain = _item_matcher(item, 1, 31, [], False)
+        return lambda d: plain(d[0])
+    found = re.fullmatch(r"(-?\w+)(?:-(-?\w+))?", base)
+    assert found is not None, item
+    a = _end_bound(found[1])
+    if found[2] is None:  # one day counted from the end: -1 is the last
+        return lambda d: d[0] == d[2] + 1 + a
+    b = _end_bound(found[2])
+    if a > 0:  # N-L: N through the last day
+        return lambda d: d[0] >= a and (d[0] - a) % step == 0
+    length = (b - a) % 31 + 1  # -31..-1 is a cycle: -1 is followed by -31
+
+    def counted_from_end(d: Day) -> bool:
+        position = (d[0] - (d[2] + 1) - a) % 31
+        return position < length and position % step == 0
+
+    return counted_from_end
+
+
+def _dow_item(item: str) -> DayMatcher:
+    if "#" not in item:
+        plain = _item_matcher(item, 0, 6, DAYS, True)
+        return lambda d: plain(d[1])
+    day_text, _, n_text = item.lower().partition("#")
+    weekday = _number(day_text, DAYS, 0) % 7
+    n = -1 if n_text in ("l", "last") else int(n_text)
+
+    def nth(d: Day) -> bool:
+        same_before = len(range(d[0], 0, -7))  # this day and the same weekdays before it
+        same_after = len(range(d[0], d[2] + 1, 7))  # this day and those after it
+        return d[1] == weekday and n in (same_before, -same_after)
+
+    return nth
+
+
+def _day_field(text: str, dow: bool) -> DayMatcher:
+    items = [(_dow_item if dow else _dom_item)(i) for i in text.split(",")]
+    return lambda d: any(m(d) for m in items)
+
+
 class ReferenceCron:
     """A cron expression read the slow way."""
 
@@ -83,20 +141,25 @@ class ReferenceCron:
         self.has_seconds = len(fields) == 6
         if not self.has_seconds:
             fields = ["0", *fields]
+        self.both_days = any(fields[i].endswith("&") for i in (3, 5))
+        fields = [f.removesuffix("&") for f in fields]
         self.fields = fields
-        self.match = [_field_matcher(f, i) for i, f in enumerate(fields)]
+        self.match = [_field_matcher(f, i) for i, f in enumerate(fields) if i not in (3, 5)]
+        self.dom, self.dow = _day_field(fields[3], False), _day_field(fields[5], True)
         self.fixed = not (fields[1].startswith("*") or fields[2].startswith("*"))
 
     def matches(self, wall: datetime) -> bool:
-        """Vixie's test: both day fields when either starts with '*', else either one."""
-        m = self.match
-        if not (m[0](wall.second) and m[1](wall.minute) and m[2](wall.hour)):
+        """Vixie's test: both day fields when either starts with '*' (or one ends with '&'),
+        else either one."""
+        second, minute, hour, month = self.match
+        if not (second(wall.second) and minute(wall.minute) and hour(wall.hour)):
             return False
-        if not m[4](wall.month):
+        if not month(wall.month):
             return False
-        dom_ok = m[3](wall.day)
-        dow_ok = m[5](wall.isoweekday() % 7)
-        if self.fields[3].startswith("*") or self.fields[5].startswith("*"):
+        following = date(wall.year + wall.month // 12, wall.month % 12 + 1, 1)
+        day = (wall.day, wall.isoweekday() % 7, (following - timedelta(days=1)).day)
+        dom_ok, dow_ok = self.dom(day), self.dow(day)
+        if self.both_days or self.fields[3].startswith("*") or self.fields[5].startswith("*"):
             return dom_ok and dow_ok
         return dom_ok or dow_ok
 

@@ -229,20 +229,37 @@ def test_a_namespace_without_a_colon_warns() -> None:
     assert any("'exqqueue:NAME'" in w for w in load("namespace: exq\nschedules: {}").warnings)
 
 
-def test_duplicate_yaml_keys_are_refused_with_their_lines() -> None:
+def test_a_repeated_yaml_key_keeps_the_last_value_with_a_warning_naming_its_lines() -> None:
+    config = load("""
+        schedules:
+          report: {cron: "* * * * *", class: A, queue: low}
+          report: {cron: "0 * * * *", class: B}
+        """)
+    (schedule,) = config.schedules
+    assert (schedule.job_class, schedule.queue, schedule.timing) == ("B", "default",
+                                                                     "0 * * * * (UTC)")
+    assert config.warnings == ("line 4: duplicate key 'report' (also at line 3); the last "
+                               "value is kept, as Ruby's YAML loader keeps it",)
+
+
+def test_a_key_repeated_inside_a_schedule_keeps_the_last_and_its_problems_only() -> None:
     found = problems("""
         schedules:
-          report: {cron: "* * * * *", class: A, quue: x}
-          report: {cron: "* * * * *", class: B}
+          report:
+            cron: "* * * * *"
+            class: A
+            queue: [not, a, queue]
+            queue: low
+            quue: x
         """)
-    assert found == ["line 4: duplicate key 'report' (first at line 3)",
-                     "schedule 'report': unknown key 'quue'; did you mean 'queue'?"]
+    assert found == ["schedule 'report': unknown key 'quue'; did you mean 'queue'?"]
 
 
-def test_duplicate_json_keys_are_refused() -> None:
-    with pytest.raises(ConfigError, match="duplicate key 'a'"):
-        load_config_text('{"schedules": {"a": {"cron": "* * * * *", "class": "A"}, '
-                         '"a": {"cron": "* * * * *", "class": "B"}}}')
+def test_a_repeated_json_key_keeps_the_last_value_with_a_warning() -> None:
+    config = load_config_text('{"schedules": {"a": {"cron": "* * * * *", "class": "A"}, '
+                              '"a": {"cron": "* * * * *", "class": "B"}}}')
+    assert [s.job_class for s in config.schedules] == ["B"]
+    assert config.warnings == ("duplicate key 'a'; the last value is kept",)
 
 
 def test_yaml_merge_keys_may_be_overridden() -> None:

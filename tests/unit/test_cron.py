@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
@@ -187,11 +188,35 @@ def test_crons_are_immutable_hashable_and_cached() -> None:
             " or 6 (sec min hour dom month dow)",
         ),
         ("0 0 1 2 3 4 5", "has 7 fields"),
-        ("0 0 L * *", "day-of-month field 'L' uses 'L' (last)"),
-        ("0 0 15W * *", "day-of-month field '15W' uses 'W' (nearest weekday)"),
-        ("0 0 * * 1#2", "day-of-week field '1#2' uses '#' (nth weekday)"),
-        ("0 0 * * 5L", "day-of-week field '5L' uses 'L' (last)"),
-        ("0 0 ? * 1", "day-of-month field '?' uses '?'"),
+        ("0 0 L/2 * *", "day-of-month field 'L/2' has 'L/2', a step after one day counted"
+         " from the end, which fugit refuses too; write a range counted from the end with"
+         " its step, such as '-7-L/2'"),
+        ("0 0 L-3 * *", "Quartz's 'L-3' (3 days before the last) is '-4' here"),
+        ("0 0 5--3 * *", "fugit reads it as '5-L' (5 through the last day), dropping -3,"
+         " so kiqbeat refuses it; write '5-L' for that"),
+        ("0 0 -32 * *", "day-of-month field '-32' has '-32'; days counted from the end run"
+         " from -1 (the last day, also 'L') to -31"),
+        ("0 0 15W * *", "day-of-month field '15W' uses 'W' (nearest weekday), which fugit"
+         " refuses too; the nearest: 'L' (the last day) or, in day-of-week, 'fri#L'"),
+        ("0 0 * * 1-5#2", "day-of-week field '1-5#2' has '1-5#2'; '#' follows one day"
+         " ('mon#1'): for several, list each ('mon#1,tue#1')"),
+        ("0 0 * * 1#6", "after '#' comes 1 to 5, -1 to -5, L or last"),
+        ("0 0 * * 5L", "day-of-week field '5L' has '5L', Quartz's last such day of the"
+         " month; write '5#L'"),
+        ("0 0 * * L", "day-of-week field 'L' uses 'L' (last), which day-of-week reads"
+         " only after '#'"),
+        ("0 0 ? * 1", "day-of-month field '?' uses '?' (Quartz's 'no specific value');"
+         " write '*'"),
+        ("0 0 * * sun%2", "uses fugit's '%' (every Nth week"),
+        ("0~5 0 * * *", "minute field '0~5' uses fugit's '~' (a value picked at random"),
+        ("0 L * * *", "hour field 'L' uses 'L' (last), which only the day fields read"),
+        ("0 0 1&2 * 1", "'&' inside it; it goes at the end of a day field"),
+        ("0 0 1-7& * mon#2", "never fires: no day of its months matches its day fields"),
+        ("0 0 -30 2 *", "never fires"),
+        ("0 24 * * *", "hour field '24' is out of range 0-23; fugit reads hour 24 as 0"
+         " (midnight): write 0"),
+        ("@noon", "unknown shortcut '@noon' (fugit's @noon: write '0 12 * * *')"),
+        ("0 9 1,,15 * *", "has an empty list item; remove the extra ','"),
         ("@reboot", "@reboot is not supported"),
         ("@dayly", "unknown shortcut '@dayly'; did you mean '@daily'?"),
         ("*/0 * * * *", "minute field '*/0' has step '0'"),
@@ -326,30 +351,44 @@ def test_six_field_day_names_are_read_as_day_of_week_not_as_a_zone(
 
 
 @pytest.mark.parametrize(
-    ("expr", "offset", "fixed"),
+    ("expr", "zone_name", "utc_hour_minute"),
     [
-        ("0 9 * * * +09:00", "'+09:00'", "'Etc/GMT-9'"),
-        ("0 9 * * * UTC+9", "'UTC+9'", "'Etc/GMT-9'"),
-        ("0 9 * * * GMT+2", "'GMT+2'", "'Etc/GMT-2'"),
-        ("0 9 * * * -0500", "'-0500'", "'Etc/GMT+5'"),
-        ("0 9 * * * utc-05:00", "'utc-05:00'", "'Etc/GMT+5'"),
-        ("0 9 * * * +05:30", "'+05:30'", None),
-        ("0 0 9 * * * +0900", "'+0900'", "'Etc/GMT-9'"),
-        ("@daily +09:00", "'+09:00'", "'Etc/GMT-9'"),
-        ("0 9 * * +09:00", "'+09:00'", "'Etc/GMT-9'"),
+        ("0 9 * * * +09:00", "+09:00", (0, 0)),
+        ("0 9 * * * UTC+9", "+09:00", (0, 0)),
+        ("0 9 * * * -0500", "-05:00", (14, 0)),
+        ("0 9 * * * utc-05:00", "-05:00", (14, 0)),
+        ("0 9 * * * +05:30", "+05:30", (3, 30)),
+        ("0 0 9 * * * +0900", "+09:00", (0, 0)),
+        ("@daily +09:00", "+09:00", (15, 0)),
+        ("0 9 * * * \u221208:00", "-08:00", (17, 0)),
     ],
 )
-def test_a_utc_offset_in_the_zone_position_is_refused_as_not_an_iana_name(
-    expr: str, offset: str, fixed: str | None
+def test_a_utc_offset_in_the_zone_position_is_a_fixed_offset_zone(
+    expr: str, zone_name: str, utc_hour_minute: tuple[int, int]
 ) -> None:
-    with pytest.raises(ConfigError) as caught:
+    cron = parse_cron(expr)
+    assert cron.zone_name == zone_name
+    # Every day at the same UTC instant, across both of New York's 2026 changes: no DST.
+    ticks = cron.between(datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 12, 31, tzinfo=UTC))
+    assert len(ticks) == 364
+    assert {(t.hour, t.minute) for t in ticks} == {utc_hour_minute}
+    assert cron.dst_note(ticks[0]) == ""
+
+
+@pytest.mark.parametrize(
+    ("expr", "message"),
+    [
+        ("0 9 * * * GMT+2", "time zone 'GMT+2' is ambiguous: POSIX's 'Etc/GMT+2' is 2 hours"
+         " west of UTC; write '+02:00' for 2 hours east"),
+        ("0 9 * * * +5", "time zone '+5' has no minutes; write a UTC offset with them, as"
+         " fugit reads it: '+05:00'"),
+        ("0 9 * * * +24:00", "'+24:00' is not a UTC offset (at most 23:59 either way)"),
+        ("0 9 * * +09:00", "has 4 fields"),
+    ],
+)
+def test_a_malformed_utc_offset_is_refused_saying_what_to_write(expr: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
         parse_cron(expr)
-    message = str(caught.value)
-    assert f"time zone {offset} is a UTC offset" in message
-    assert "zones are IANA names such as 'Asia/Tokyo', not UTC offsets" in message
-    assert "day-of-week" not in message
-    if fixed:
-        assert fixed in message
 
 
 def test_etc_gmt_zones_are_iana_names_and_keep_working() -> None:
@@ -522,6 +561,12 @@ def test_every_constructor_refuses_non_positive_intervals() -> None:
         "0 0 1-31 * 0-6",  # every day either way
         "0 5/15 * * * *",
         "@weekly Europe/Paris",
+        "0 0 L * mon#1",  # both restricted: OR in both
+        "0 0 * * mon#1",  # a '*' day-of-month: AND in both
+        "0 0 -3-L * 1-5",
+        "0 0 */2& * 1-5",  # fugit's '&': AND in both
+        "0 0 1-L& * 1",
+        "0 9 * * 1-5 +05:30",
     ],
 )
 def test_fugit_reads_these_the_same(expr: str) -> None:
@@ -547,6 +592,15 @@ def test_fugit_ors_the_day_fields_when_one_starts_with_star_and_has_a_step() -> 
     assert "because '*/2' starts with '*'" in warning
     (warning,) = fugit_differences("0 0 */2 * */3")
     assert "because '*/2' and '*/3' start with '*'" in warning
+
+
+def test_fugit_reads_one_through_l_as_star_and_a_star_step_beside_an_nth_weekday_as_or(
+) -> None:
+    (warning,) = fugit_differences("0 0 1-L * 1")
+    assert "reads day-of-month '1-L' as '*' and fires only on days matching day-of-week '1'" \
+        in warning
+    (warning,) = fugit_differences("0 0 */2 * mon#1")
+    assert "because '*/2' starts with '*'" in warning
 
 
 def test_fugit_reads_a_full_day_of_month_range_as_star() -> None:

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from kiqbeat.core.cron import Cron, parse_cron
-from kiqbeat.core.dst import REPEATED, SKIPPED, DstPolicy
+from kiqbeat.core.dst import CRON, REPEATED, SKIPPED, DstPolicy
 from kiqbeat.errors import ConfigError
 
 from .cron_reference import DAYS, MONTHS, reference_fire_times
@@ -99,9 +99,25 @@ MINUTE = st.one_of(st.sampled_from(["0", "30", "*", "*/15", "0,30"]), _field(0, 
 HOUR = st.one_of(st.sampled_from(["*", "1", "2", "0", "23", "1-3"]), _field(0, 23))
 # Day fields are mostly open (one_of picks each branch equally often), so windows see ticks.
 STAR = st.sampled_from(["*", "*", "*", "*/2"])
-DOM = st.one_of(STAR, STAR, STAR, _field(1, 31))
+_FROM_END = st.integers(1, 31).map(lambda n: "L" if n == 1 else f"-{n}")
+_END_ITEM = st.one_of(
+    st.sampled_from(["L", "l", "last", "-2", "-7-L", "1-L", "28-L", "-1--3", "-10--1/3"]),
+    _FROM_END,
+    st.builds(lambda a, b, s: f"{a}-{b}/{s}", _FROM_END, _FROM_END, st.integers(1, 9)),
+    st.builds(lambda a, s: f"{a}-L/{s}", st.integers(1, 31), st.integers(1, 9)),
+)
+# fugit's forms counted from the month's end, alone or in lists with plain items.
+END_DOM = st.lists(st.one_of(_END_ITEM, _END_ITEM, _field(1, 31)), min_size=1, max_size=3
+                   ).map(",".join)
+_NTH_ITEM = st.builds(lambda d, n, named: f"{DAYS[d % 7] if named else d}#{n}",
+                      st.integers(0, 7), st.sampled_from(["1", "2", "3", "4", "5", "-1", "-2",
+                                                           "-5", "L", "last"]), st.booleans())
+NTH_DOW = st.lists(st.one_of(_NTH_ITEM, _NTH_ITEM, _field(0, 7, DAYS, n_slash_s=False)),
+                   min_size=1, max_size=3).map(",".join)
+AND = st.sampled_from(["", "", "", "&"])  # fugit's '&': both day fields must match
+DOM = st.one_of(STAR, STAR, STAR, _field(1, 31), END_DOM)
 MONTH = st.one_of(STAR, STAR, STAR, _field(1, 12, MONTHS))
-DOW = st.one_of(STAR, STAR, _field(0, 7, DAYS, n_slash_s=False))
+DOW = st.one_of(STAR, STAR, _field(0, 7, DAYS, n_slash_s=False), NTH_DOW)
 
 
 @st.composite
@@ -109,7 +125,8 @@ def crons(draw: st.DrawFn) -> tuple[str, str, bool]:
     """(expression, zone, has_seconds) with mostly-open day fields, so windows see ticks."""
     zone_name = draw(st.sampled_from(ZONES))
     seconds = draw(st.integers(0, 4)) == 0
-    fields = [draw(MINUTE), draw(HOUR), draw(DOM), draw(MONTH), draw(DOW)]
+    fields = [draw(MINUTE), draw(HOUR), draw(DOM) + draw(AND), draw(MONTH),
+              draw(DOW) + draw(AND)]
     if seconds:
         fields.insert(0, draw(SECOND))
     return " ".join(fields), zone_name, seconds
@@ -136,7 +153,7 @@ def windows(draw: st.DrawFn, zone_name: str, seconds: bool) -> tuple[datetime, d
 POLICIES = st.builds(DstPolicy, st.sampled_from(REPEATED), st.sampled_from(SKIPPED))
 
 
-def _parse(expr: str, zone_name: str, policy: DstPolicy) -> Cron:
+def _parse(expr: str, zone_name: str, policy: DstPolicy = CRON) -> Cron:
     try:
         return parse_cron(expr, zone_name, policy)
     except ConfigError:
@@ -215,3 +232,18 @@ def test_what_a_policy_fires_and_leaves_unfired_is_what_both_and_shift_fire(
     withheld = [t for t, _ in cron.dst_withheld(after, until)]
     assert sorted(set(cron.between(after, until)) | set(withheld)) == widest
     assert not set(withheld) & set(cron.between(after, until))
+
+
+@PROPERTY_SETTINGS
+@given(dom=st.one_of(_field(1, 31), END_DOM), dow=st.one_of(STAR, NTH_DOW, _field(
+    0, 7, DAYS, n_slash_s=False)), both=AND, month=st.integers(1, 12),
+       year=st.integers(1990, 2040))
+def test_the_day_fields_agree_with_the_reference_on_every_day_of_a_month(
+    dom: str, dow: str, both: str, month: int, year: int
+) -> None:
+    """L, -N, day#n and '&' on whole months (a window near a DST change sees few days)."""
+    expr = f"0 12 {dom}{both} {month} {dow}"
+    cron = _parse(expr, "UTC")
+    after = datetime(year, month, 1, tzinfo=UTC) - timedelta(seconds=1)
+    until = after + timedelta(days=31)
+    assert cron.between(after, until) == reference_fire_times(expr, "UTC", after, until)

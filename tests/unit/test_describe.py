@@ -28,6 +28,17 @@ from .test_cron_properties import crons
         ("30 9 * * 5-7", "at 09:30 on Friday through Sunday"),
         ("0 0 * * 0,6", "at 00:00 on Saturday and Sunday"),
         ("0 0 13 * 5", "at 00:00 on day 13 of the month or on Friday"),
+        ("0 18 L * *", "at 18:00 on the last day of the month"),
+        ("0 0 -7-L * *", "at 00:00 on the last 7 days of the month"),
+        ("0 0 1,-2 * *", "at 00:00 on day 1 and the second-to-last day of the month"),
+        ("0 5 * * mon#1", "at 05:00 on the first Monday of the month"),
+        ("0 7 * * fri#L", "at 07:00 on the last Friday of the month"),
+        ("0 7 * * 5#-2", "at 07:00 on the second-to-last Friday of the month"),
+        ("0 23 * * mon#2,tue", "at 23:00 on the second Monday of the month and on Tuesday"),
+        ("0 0 L * mon#1", "at 00:00 on the last day of the month or on the first Monday of "
+         "the month"),
+        ("0 9 1-7& * mon", "at 09:00 on days 1 through 7 of the month, if it is a Monday"),
+        ("0 9 L * fri&", "at 09:00 on the last day of the month, if it is a Friday"),
         (
             "0 0 1 jan-mar,dec *",
             "at 00:00 on day 1 of the month in January through March and December",

@@ -34,7 +34,7 @@ NOW = datetime(2026, 1, 1, tzinfo=UTC)
 def imported(name: str, **options: object) -> Config:
     path = CORPUS / name
     doc, duplicates = parse(path.read_bytes(), str(path))
-    return parse_config(doc, source=name, problems=duplicates,
+    return parse_config(doc, source=name, warnings=duplicates,
                         options=ImportOptions(**options), now=NOW)  # type: ignore[arg-type]
 
 
@@ -306,10 +306,49 @@ def test_crons_in_forms_only_fugit_reads_fire_as_fugit_fires_them() -> None:
     assert fires(s["midnight_rollup"]) == ["2026-01-02T00:00:00Z", "2026-01-03T00:00:00Z"]
     # 09:00 at +09:00 is 00:00Z, on weekdays: Friday 2 January, then Monday 5 January.
     assert fires(s["tokyo_open"]) == ["2026-01-02T00:00:00Z", "2026-01-05T00:00:00Z"]
-    for name in s:
+    for name in ("lunch_digest", "midnight_rollup"):
         (warning,) = warned(config, f"schedule {name!r}: sidekiq-cron (fugit) reads the cron")
         assert "which kiqbeat uses" in warning
-    assert warned(config, "the UTC offset +09:00 is the fixed zone Etc/GMT-9")
+    # kiqbeat reads a UTC offset as fugit does, a fixed-offset zone: kept as written.
+    assert s["tokyo_open"].timing == "0 9 * * 1-5 (+09:00 (fixed offset, no DST))"
+    assert not warned(config, "schedule 'tokyo_open'")
+
+
+def test_fugits_month_end_and_nth_weekday_forms_fire_in_the_rails_apps_zone() -> None:
+    config = imported("cron_month_end.yml", app_zone="Eastern Time (US & Canada)")
+    s = by_name(config)
+    expected = {  # by hand, from a 2026 calendar; EST is UTC-5 until 8 March
+        "month_end_close": ["2026-02-01T00:00:00Z", "2026-03-01T00:00:00Z"],  # 19:00 EST
+        "last_three_days_reconcile": ["2026-01-29T11:30:00Z", "2026-01-30T11:30:00Z"],
+        "board_pack": ["2026-01-30T12:00:00Z", "2026-02-27T12:00:00Z"],
+        "first_monday_invoices": ["2026-01-05T10:00:00Z", "2026-02-02T10:00:00Z"],
+        "payroll": ["2026-01-15T13:00:00Z", "2026-01-31T13:00:00Z"],
+        "sprint_review": ["2026-01-07T04:00:00Z", "2026-01-13T04:00:00Z"],
+        "bangalore_digest": ["2026-01-01T03:30:00Z", "2026-01-02T03:30:00Z"],
+        "sydney_settlement": ["2026-01-01T05:30:00Z", "2026-01-02T05:30:00Z"],
+    }
+    assert {name: fires(s[name]) for name in expected} == expected
+    assert s["month_end_close"].timing == ("0 19 L * * (Eastern Time (US & Canada) "
+                                           "(America/New_York))")
+    assert s["bangalore_digest"].timing == "0 9 * * 1-5 (+05:30 (fixed offset, no DST))"
+    assert config.warnings[0] == ("line 11: duplicate key 'month_end_close' (also at line 6); "
+                                  "the last value is kept, as Ruby's YAML loader keeps it")
+    # fugit reads these forms as kiqbeat does: no schedule is said to fire on other days.
+    assert not warned(config, "read this cron differently")
+
+
+def test_a_sidekiq_scheduler_file_with_zoned_month_end_crons_fires_as_fugit_reads_it() -> None:
+    config = imported("scheduler_rails_zones.yml")
+    s = by_name(config)
+    expected = {
+        "tokyo_morning_report": ["2026-01-02T00:00:00Z", "2026-01-05T00:00:00Z"],
+        # 22:00 on 31 December 2025 (EST) is 03:00Z on 1 January; 31 March is in EDT.
+        "quarter_end_snapshot": ["2026-01-01T03:00:00Z", "2026-04-01T02:00:00Z"],
+        "second_to_last_friday_sync": ["2026-01-23T20:00:00Z", "2026-02-20T20:00:00Z"],
+        "london_close": ["2026-01-31T16:30:00Z", "2026-02-28T16:30:00Z"],
+    }
+    assert {name: fires(s[name]) for name in expected} == expected
+    assert not warned(config, "read this cron differently")
 
 
 def test_erb_is_refused_naming_the_tag_and_its_line() -> None:
@@ -356,7 +395,7 @@ def test_jobs_without_a_queue_are_named_once_since_the_tool_took_their_classs(
     ("recurring_rails8.yml", {"section": "production"}), ("six_fields.yml", {}),
     ("wrapped.yml", {}), ("dst_new_york.yml", {}), ("natural.yml", {}),
     ("cron_anchor_holder.yml", {}), ("fugit_cron_forms.yml", {}),
-    ("scheduler_keyword_argument.yml", {}),
+    ("scheduler_keyword_argument.yml", {}), ("scheduler_rails_zones.yml", {}),
 ])
 def test_every_import_warning_names_the_tool(name: str, options: dict[str, str]) -> None:
     config = imported(name, **options)

@@ -13,6 +13,7 @@ import pytest
 
 from kiqbeat.core.cron import parse_cron
 from kiqbeat.core.natural import is_natural, natural_cron
+from kiqbeat.document import load_config_text
 from kiqbeat.errors import ConfigError
 
 
@@ -112,3 +113,34 @@ def test_cron_expressions_and_macros_are_not_natural_language() -> None:
 def test_a_natural_language_schedule_longer_than_fugits_limit_is_refused_unread() -> None:
     with pytest.raises(ConfigError, match="at most 256"):
         natural_cron("every day at " + "5 and " * 10_000 + "6")
+
+
+def test_a_kiqbeat_document_reads_a_phrase_as_its_cron_with_a_zones_checks() -> None:
+    config = load_config_text("""
+schedules:
+  standup: {cron: "every weekday at 9:15am Europe/Paris", class: S, tz: Asia/Tokyo}
+  odd: {cron: "every 90 minutes", class: O}
+""")
+    timings = {s.name: s.timing for s in config.schedules}
+    assert timings == {"standup": "every weekday at 9:15am Europe/Paris → 15 9 * * 1-5 "
+                                  "(Europe/Paris)",
+                       "odd": "every 90 minutes → */90 * * * * (UTC)"}
+    assert config.warnings == (
+        "schedule 'standup': the zone in its cron string (Europe/Paris) wins over tz "
+        "'Asia/Tokyo'",
+        "schedule 'odd': 'every 90 minutes' reads as the cron '*/90 * * * *' (as fugit reads "
+        "it), but a step of 90 does not divide the 60 minutes of a hour, so it restarts each "
+        "hour and does not fire every 90 minutes; for that, write every: 90m",
+    )
+    standup = next(s for s in config.schedules if s.name == "standup")
+    assert standup.definition["cron"] == "every weekday at 9:15am Europe/Paris"
+
+
+def test_a_phrase_kiqbeat_does_not_translate_is_refused_in_a_document_naming_the_schedule(
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config_text("schedules:\n  a: {cron: every other tuesday, class: A}\n")
+    (problem,) = caught.value.problems
+    assert problem.startswith("schedule 'a' (field 'cron'): 'every other tuesday' is natural "
+                              "language")
+    assert "the nearest cron is '0 0 * * 2'" in problem

@@ -294,3 +294,16 @@ def test_definitions_with_a_life_are_read_through_their_checked_twin() -> None:
     second = read_definition("tenant:2", encode_definition({**life, "args": [2]}, ""))
     assert second.timetable is first.timetable
     assert (second.name, second.args) == ("tenant:2", (2,))
+
+
+def test_a_stored_phrase_comes_back_as_written_and_is_read_as_its_cron() -> None:
+    forget_templates()
+    definition = {"class": "W", "cron": "every day at 9am", "tz": "Tokyo"}
+    raw = encode_definition(definition)
+    schedule = read_definition("digest", raw)
+    assert json.loads(raw)["cron"] == "every day at 9am"  # stored as the user wrote it
+    assert schedule.definition["cron"] == "every day at 9am"
+    assert schedule.timing == "every day at 9am → 0 9 * * * (Tokyo (Asia/Tokyo))"
+    # 09:00 in Tokyo is 00:00Z: the next after midnight UTC on 1 January is the 2nd's.
+    assert schedule.timetable.next_after(datetime(2026, 1, 1, tzinfo=UTC)) == datetime(
+        2026, 1, 2, tzinfo=UTC)

@@ -56,6 +56,26 @@ def test_a_schedule_put_through_the_api_is_stored_as_the_python_api_would_store_
     assert redis_client.zscore(keys.due(""), "digest:42") == 0  # "plan me"
 
 
+def test_a_phrase_a_rails_zone_and_fugits_day_forms_are_stored_as_written_and_read(
+    console: Served, store: Store
+) -> None:
+    standup = {"cron": "every weekday at 9:15am", "tz": "Eastern Time (US & Canada)",
+               "class": "StandupWorker"}
+    close = {"cron": "0 18 L * * +05:30", "class": "CloseWorker"}
+    with console.api() as api:
+        answers = [api.put(path("standup"), json=standup), api.put(path("close"), json=close)]
+        shown = api.get(path("standup"))
+    assert [a.status_code for a in answers] == [201, 201]
+    assert answers[0].json()["reading"] == "at 09:15 on Monday through Friday"
+    assert answers[0].json()["zone"] == "Eastern Time (US & Canada)"
+    assert answers[1].json()["reading"] == "at 18:00 on the last day of the month"
+    row = store.get("standup")
+    assert row is not None and row.definition == standup  # the phrase, as written
+    assert shown.status_code == 200
+    assert "every weekday at 9:15am → 15 9 * * 1-5" in json.dumps(shown.json(),
+                                                                  ensure_ascii=False)
+
+
 def test_an_invalid_definition_is_answered_422_with_the_messages_of_validate_and_not_written(
     console: Served, store: Store, redis_client: redis.Redis, tmp_path: Path
 ) -> None:

@@ -19,12 +19,13 @@ and how fugit (sidekiq-cron, sidekiq-scheduler) reads the same expression in `fu
 from __future__ import annotations
 
 from bisect import bisect_left
+from calendar import monthrange
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
 from functools import lru_cache
 
-from kiqbeat.core.cron_fields import read_fields
+from kiqbeat.core.cron_fields import nth_in_month, read_fields
 from kiqbeat.core.dst import CRON, DstPolicy, dst_policy
 from kiqbeat.core.durations import duration_s
 from kiqbeat.core.zones import (
@@ -56,6 +57,11 @@ def _utc(instant_s: int) -> datetime:
     return datetime.fromtimestamp(instant_s, UTC)
 
 
+def _month_days(day: date) -> int:
+    """How many days the month of `day` has."""
+    return monthrange(day.year, day.month)[1]
+
+
 def _hm(wall: int, seconds: bool) -> str:
     tod = wall % _DAY_S
     text = f"{tod // 3600:02d}:{tod // 60 % 60:02d}"
@@ -79,15 +85,35 @@ class Cron:
     weekdays: frozenset[int] = field(repr=False)  # 0 = Sunday
     days_or: bool = field(repr=False)  # both day fields restricted: either may match
     dst: DstPolicy = CRON  # what a fixed-time cron does when the clocks change
+    # Days counted from the month's end (1 = the last, 'L'), and nth weekdays as pairs of
+    # weekday and n (n from 1 to 5, or -1 to -5 from the end), as fugit reads them.
+    from_end: frozenset[int] = field(default=frozenset(), repr=False)
+    nth: frozenset[tuple[int, int]] = field(default=frozenset(), repr=False)
+    # A natural-language schedule as written ('every day at 9am'; '' for a cron) and where
+    # fugit's cron for it does not do what the words say ('' when it does): `expr` is the
+    # cron it reads as.
+    phrase: str = field(default="", compare=False)
+    phrase_note: str = field(default="", compare=False, repr=False)
 
-    def _day_fits(self, dom: int, weekday: int) -> bool:
-        """True when a day numbered `dom` in its month, on `weekday` (0 = Sunday), matches."""
-        dom_ok = dom in self.days
+    @property
+    def written(self) -> str:
+        """The cron as shown: 'every day at 9am → 0 9 * * *' for a phrase, else `expr`."""
+        return f"{self.phrase} → {self.expr}" if self.phrase else self.expr
+
+    def _day_fits(self, dom: int, weekday: int, month_days: int = 31) -> bool:
+        """True when day `dom` of a month of `month_days` days, on `weekday` (0 = Sunday),
+        matches."""
+        dom_ok = dom in self.days or (month_days - dom + 1) in self.from_end
         dow_ok = weekday in self.weekdays
+        if self.nth and not dow_ok:
+            n, from_last = nth_in_month(dom, month_days)
+            dow_ok = (weekday, n) in self.nth or (weekday, from_last) in self.nth
         return (dom_ok or dow_ok) if self.days_or else (dom_ok and dow_ok)
 
     def _day_matches(self, day: date) -> bool:
-        return self._day_fits(day.day, (day.weekday() + 1) % 7)
+        """True when the day fields match `day`."""
+        month_days = _month_days(day) if self.from_end or self.nth else 31
+        return self._day_fits(day.day, (day.weekday() + 1) % 7, month_days)
 
     def _times(self, start: int, end: int) -> Iterator[int]:
         """Matching seconds-of-day in [start, end], ascending."""
@@ -313,10 +339,25 @@ def parse_every(text: str) -> Every:
 MAX_EVERY_S = 100 * 366 * 86_400
 
 
+_PHRASE_WORDS = frozenset(("every", "at", "from", "on"))
+
+
 @lru_cache(maxsize=8_192)  # about 4 KB each
 def parse_cron(expr: str, tz: str = "UTC", dst: DstPolicy = CRON) -> Cron:
     """The Cron for `expr` in zone `tz` (a trailing zone name in `expr` wins) under the DST
-    policy `dst`; ConfigError."""
+    policy `dst`; ConfigError.
+
+    `expr` may be natural language as fugit reads it ('every day at 9am', `core.natural`):
+    the Cron is then its cron's, keeping the phrase (`Cron.phrase`) to show beside it."""
+    first = expr.lstrip()[:6].split(maxsplit=1)
+    if first and first[0].lower() in _PHRASE_WORDS:
+        # Imported only here: a document of plain crons never loads the phrase reader.
+        from kiqbeat.core.natural import is_natural, natural_cron
+
+        if is_natural(expr):
+            reading = natural_cron(expr)
+            return replace(parse_cron(reading.cron, tz, dst), phrase=" ".join(expr.split()),
+                           phrase_note=reading.note)
     f = read_fields(expr, tz)
     seconds, minutes, hours, days, months, weekdays = f.sets
     # The policy changes a fixed-time cron's instants only: it is part of its key.
@@ -324,4 +365,5 @@ def parse_cron(expr: str, tz: str = "UTC", dst: DstPolicy = CRON) -> Cron:
     return Cron(expr=f.expr, zone_name=f.zone_name, has_seconds=f.has_seconds,
                 is_fixed_time=f.is_fixed_time, key=key, seconds=seconds, minutes=minutes,
                 hours=hours, days=frozenset(days), months=frozenset(months),
-                weekdays=frozenset(weekdays), days_or=f.days_or, dst=dst)
+                weekdays=frozenset(weekdays), days_or=f.days_or, dst=dst,
+                from_end=frozenset(f.from_end), nth=frozenset(f.nth))

@@ -12,12 +12,23 @@ reads `5-5` as `*` (firing every minute) and whose search gets DST wrong. Its de
   (int() refuses 4300+), since they are out of every range anyway.
 - Six tokens are six fields unless the last is a zone: a zone is a name no field could be,
   so `mon-fri/2` or `sun,wed` stays a day-of-week.
-- A UTC offset where a zone goes (`+09:00`, `UTC+9`) is refused as such: zones are IANA
-  names, which follow daylight saving; `Etc/GMT-9` is one and works.
+- A zone at the end is any name `zones` reads: IANA ('Asia/Tokyo'), Rails ('Tokyo',
+  'Eastern Time (US & Canada)', spaces and all) or a fixed UTC offset ('+05:30', '-0800'),
+  a zone without daylight saving; a malformed offset ('GMT+9', '+5') is refused saying
+  what to write.
 - Day-of-week `N/S` is refused: Vixie cron and cronie refuse it, fugit (sidekiq-cron,
   sidekiq-scheduler) reads it as N alone, older kiqbeat as N-6/S; no reading is safe.
   `*/S` and `A-B/S` mean the same everywhere. In other fields N/S stays N-max/S, as fugit
   reads it (cronie refuses N/S in every field).
+- Day-of-month and day-of-week read what fugit 1.14 reads there (its README and
+  spec/cron_spec.rb): `L` or `last` (the last day of the month), `-N` (the Nth day from the
+  end: `-1` is the last, `-2` the day before), ranges of those (`-7-L`, `-10--1/3`, wrapping
+  from -1 to -31 as fugit's `range` does), `N-L` (N through the last day); `day#n` with n
+  1-5, -1 to -5, `L` or `last` (the nth, or nth-from-last, such weekday of the month); and
+  a trailing `&` on either day field, which makes both day fields required (AND) where
+  Vixie's rule would OR them. Forms fugit refuses or reads surprisingly (`L/2`, `L-3`,
+  `5--3`, `mon-fri#1`, Quartz's `5L` and `W`, `?`, fugit's `%` and `~`) are refused with
+  the nearest form to write.
 - `fugit_differences` warns where fugit fires a valid expression on other days, so an
   importer can say which sidekiq-cron or sidekiq-scheduler schedules change meaning.
 """
@@ -26,9 +37,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
-from kiqbeat.core.zones import _zone_names, zone
+from kiqbeat.core.zones import (
+    canonical_zone,
+    is_zone_name,
+    offset_problem,
+    trailing_rails_zone,
+    zone,
+    zone_key,
+)
 from kiqbeat.errors import ConfigError, did_you_mean, shown
 
 _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
@@ -61,12 +80,23 @@ _DOM_F = _FieldSpec("day-of-month", 1, 31)
 _MONTH_F = _FieldSpec("month", 1, 12, _MONTHS)
 # 0-7 are accepted (7 is Sunday again); * and wrapped ranges run over 0-6.
 _DOW_F = _FieldSpec("day-of-week", 0, 7, _DAYS)
-_UNSUPPORTED = {
-    "l": "'L' (last)",
-    "w": "'W' (nearest weekday)",
-    "#": "'#' (nth weekday)",
-    "?": "'?'",
+_GRAMMAR = "numbers, names, *, ranges a-b, steps /n and lists a,b"
+# Characters no field but the day fields may hold ('l' and '#' there only in their forms).
+_DAY_ONLY = {"l": "'L' (last)", "#": "'#' (nth weekday)", "&": "'&' (both day fields)"}
+# Forms no field reads, each with what to write instead.
+_REFUSED = {
+    "w": "'W' (nearest weekday), which fugit refuses too; the nearest: 'L' (the last day) or,"
+         " in day-of-week, 'fri#L' (the last Friday)",
+    "?": "'?' (Quartz's 'no specific value'); write '*'",
+    "%": "fugit's '%' (every Nth week, counted from 2019-01-01), which kiqbeat does not"
+         " read; the nearest: the weekly cron without it, the job skipping the other weeks",
+    "~": "fugit's '~' (a value picked at random when the cron is read), which would differ"
+         " between kiqbeat's copies; pick the value yourself (e.g. 17 for 0~59)",
 }
+# One day-of-month item that counts from the end: L, last, -N, and ranges using them.
+_DOM_ENDS = re.compile(r"(-?[^-/]+)(?:-(-?[^-/]+))?")
+_NTH = {**{str(n): n for n in range(1, 6)}, **{f"-{n}": -n for n in range(1, 6)},
+        "l": -1, "last": -1}
 
 
 
@@ -82,8 +112,7 @@ _EXPR_CLIP = 60
 _MAX_DIGITS = 6
 _HUGE = 10**_MAX_DIGITS
 # Words a day-of-week field may hold; a last token made of them is a field, not a zone.
-_FIELD_WORDS = frozenset((*_DAYS, *_MONTHS, "l", "w"))
-_OFFSET = re.compile(r"(utc|gmt)?([+\-\u2212])([0-9]{1,2})(:?([0-9]{2}))?", re.IGNORECASE)
+_FIELD_WORDS = frozenset((*_DAYS, *_MONTHS, "l", "w", "last"))
 
 
 def _clip(text: str, limit: int = _CLIP) -> str:
@@ -117,7 +146,9 @@ def _value(text: str, spec: _FieldSpec, where: str, written: str) -> int:
         )
     if not spec.low <= number <= spec.high:
         shown = f": {_clip(text)}" if text != written else ""
-        raise ConfigError(f"{where}{shown} is out of range {spec.low}-{spec.high}")
+        midnight = ("; fugit reads hour 24 as 0 (midnight): write 0"
+                    if spec is _HOUR_F and number == 24 else "")
+        raise ConfigError(f"{where}{shown} is out of range {spec.low}-{spec.high}{midnight}")
     return number
 
 
@@ -147,7 +178,7 @@ def _dow_n_slash_s(item: str, base: str, first: int, step: int, where: str) -> C
 def _item(item: str, spec: _FieldSpec, where: str, written: str) -> tuple[int, int, int]:
     """(first, last, step) of one list item; last < first for a wrapped range like 22-2."""
     if not item:
-        raise ConfigError(f"{where} has an empty list item")
+        raise ConfigError(f"{where} has an empty list item; remove the extra ','")
     base, slash, step_text = item.partition("/")
     step = _step(step_text, where) if slash else 1
     top = 6 if spec is _DOW_F else spec.high  # the cycle wrapped ranges run over
@@ -188,26 +219,155 @@ def _where(shown: str, spec: _FieldSpec, written: str) -> str:
     return f"cron {shown}: {spec.name} field {_clip(written)}"
 
 
+def _refuse_unread(lowered: str, spec: _FieldSpec, where: str) -> None:
+    """ConfigError for a character no field reads, or one only the day fields read."""
+    for char, what in _REFUSED.items():
+        if char in lowered and not (char == "w" and spec.names and lowered.isascii()
+                                    and _only_names(lowered, spec)):
+            raise ConfigError(f"{where} uses {what}")
+    if spec in (_DOM_F, _DOW_F):
+        return
+    for char, what in _DAY_ONLY.items():
+        if char in lowered and not (char == "l" and spec.names and lowered.isascii()
+                                    and _only_names(lowered, spec)):
+            raise ConfigError(
+                f"{where} uses {what}, which only the day fields read (day-of-month 'L',"
+                f" day-of-week 'fri#L', a trailing '&'); here use {_GRAMMAR}")
+
+
 def _expand(written: str, spec: _FieldSpec, shown: str) -> tuple[int, ...]:
     """The sorted values a field allows (day-of-week 7 folded to 0); `shown` is the cron."""
+    if spec in (_DOM_F, _DOW_F):
+        return _expand_days(written, spec, shown)[0]
     where = _where(shown, spec, written)
-    lowered = written.lower()
-    for char, what in _UNSUPPORTED.items():
-        if char in lowered and not (
-            char in "lw" and spec.names and lowered.isascii() and _only_names(lowered, spec)
-        ):
-            raise ConfigError(
-                f"{where} uses {what}, which kiqbeat does not support (use numbers, names, *,"
-                " ranges a-b, steps /n and lists a,b)"
-            )
+    _refuse_unread(written.lower(), spec, where)
     values: set[int] = set()
     for item in written.split(","):
+        first, last, step = _item(item, spec, where, written)
+        values.update(_run(first, last, spec)[::step])
+    return tuple(sorted(values))
+
+
+def _expand_days(written: str, spec: _FieldSpec, shown: str
+                 ) -> tuple[tuple[int, ...], tuple[Any, ...]]:
+    """A day field's plain values (day-of-week 7 folded to 0) and its other items: days
+    counted from the end (1 = the last) for day-of-month, (weekday, n) pairs for
+    day-of-week `day#n`; `written` is without its trailing '&'."""
+    where = _where(shown, spec, written)
+    _refuse_unread(written.lower(), spec, where)
+    if "&" in written:
+        raise ConfigError(f"{where} has '&' inside it; it goes at the end of a day field"
+                          " ('1-7&'), making both day fields required")
+    values: set[int] = set()
+    extra: set[Any] = set()
+    for item in written.split(","):
+        if spec is _DOM_F:
+            ends = _dom_ends(item, where, written)
+            if ends is not None:
+                values.update(ends[0])
+                extra.update(ends[1])
+                continue
+        else:
+            nth = _dow_nth(item, where, written)
+            if nth is not None:
+                extra.add(nth)
+                continue
         first, last, step = _item(item, spec, where, written)
         values.update(_run(first, last, spec)[::step])
     if spec is _DOW_F and 7 in values:
         values.discard(7)
         values.add(0)
-    return tuple(sorted(values))
+    return tuple(sorted(values)), tuple(sorted(extra))
+
+
+def _end_value(text: str, where: str, written: str) -> tuple[int, bool]:
+    """A day-of-month bound: positive, or negative counted from the end (-1 the last);
+    and whether it was written 'L' or 'last'."""
+    if text in ("l", "last"):
+        return -1, True
+    if text.startswith("-"):
+        number = _number(text[1:])
+        if number is None or not 1 <= number <= 31:
+            raise ConfigError(f"{where} has {_clip(text)}; days counted from the end run from"
+                              " -1 (the last day, also 'L') to -31")
+        return -number, False
+    return _value(text, _DOM_F, where, written), False
+
+
+def _dom_ends(item: str, where: str, written: str) -> tuple[list[int], list[int]] | None:
+    """(days, days counted from the end: 1 the last) of a day-of-month item using L, last or
+    -N, read as fugit reads it; None for an item of the plain grammar."""
+    base, slash, step_text = item.lower().partition("/")
+    if not ("l" in base or base.startswith("-") or "--" in base):
+        return None
+    found = _DOM_ENDS.fullmatch(base)
+    if found is None:
+        raise ConfigError(f"{where} has {_clip(item)}, which is neither a day counted from"
+                          " the end (L, last, -1 to -31) nor a range of days")
+    step = _step(step_text, where) if slash else 1
+    first, first_l = _end_value(found[1], where, written)
+    if found[2] is None:
+        if slash:
+            raise ConfigError(
+                f"{where} has {_clip(item)}, a step after one day counted from the end, which"
+                " fugit refuses too; write a range counted from the end with its step, such"
+                f" as '-7-L/{step}' (the 7th-to-last through the last day, in steps of {step})")
+        return [], [-first]
+    last, last_l = _end_value(found[2], where, written)
+    if first > 0 and last < 0:
+        if last_l:  # N-L: N through the last day, as fugit reads it
+            return _run(first, 31, _DOM_F)[::step], []
+        raise ConfigError(
+            f"{where} has {_clip(item)}, from a day of the month to one counted from the end;"
+            f" fugit reads it as '{first}-L' ({first} through the last day), dropping"
+            f" {found[2]}, so kiqbeat refuses it; write '{first}-L' for that")
+    if first < 0 < last:
+        quartz = (f"; Quartz's 'L-{last}' ({last} days before the last) is '{first - last}'"
+                  " here" if first_l else "")
+        raise ConfigError(
+            f"{where} has {_clip(item)}, a range from a day counted from the end to one"
+            f" counted from the start, which fugit refuses too{quartz}")
+    values, cur = [], first
+    while True:  # fugit's range: -1 wraps to -31, as 31 wraps to 1
+        values.append(cur)
+        if cur == last:
+            break
+        cur = -31 if cur == -1 else cur + 1
+    return [], [-v for v in values[::step]]
+
+
+_QUARTZ_LAST = re.compile(rf"([0-7]|{'|'.join(_DAYS)})l")
+
+
+def _dow_nth(item: str, where: str, written: str) -> tuple[int, int] | None:
+    """(weekday, n) of a day-of-week item `day#n` (n 1-5, -1 to -5, or L/last = -1); None
+    for an item of the plain grammar."""
+    lowered = item.lower()
+    day_text, hashed, n_text = lowered.partition("#")
+    if not hashed:
+        quartz = _QUARTZ_LAST.fullmatch(lowered)
+        if quartz:
+            raise ConfigError(f"{where} has {_clip(item)}, Quartz's last such day of the"
+                              f" month; write '{quartz[1]}#L'")
+        if "l" in lowered and not _only_names(lowered, _DOW_F):
+            raise ConfigError(f"{where} uses 'L' (last), which day-of-week reads only after"
+                              " '#' ('fri#L': the last Friday of the month)")
+        return None
+    if not day_text or any(c in day_text for c in "-/*"):
+        raise ConfigError(f"{where} has {_clip(item)}; '#' follows one day ('mon#1'): for"
+                          " several, list each ('mon#1,tue#1')")
+    n = _NTH.get(n_text)
+    if n is None:
+        raise ConfigError(f"{where} has {_clip(item)}; after '#' comes 1 to 5, -1 to -5,"
+                          " L or last (the nth such day of the month, or the nth from its"
+                          " end)")
+    return _value(day_text, _DOW_F, where, written) % 7, n
+
+
+def nth_in_month(dom: int, month_days: int) -> tuple[int, int]:
+    """(n, -m): day `dom` is the nth of its weekday in a month of `month_days` days, and
+    the mth from the month's end (fugit's `wday_in_month`)."""
+    return (dom - 1) // 7 + 1, -((month_days - dom) // 7 + 1)
 
 
 def _only_names(field_text: str, spec: _FieldSpec) -> bool:
@@ -223,34 +383,16 @@ def _looks_like_zone(token: str) -> bool:
     return not all(w in _FIELD_WORDS for w in re.findall(r"[a-z]+", token.lower()))
 
 
-def _offset_problem(token: str) -> str:
-    """For a token written as a UTC offset (+09:00, UTC+9, -0500), why it is refused; else ''."""
-    match = _OFFSET.fullmatch(token)
-    # A bare -5 is left to the day-of-week field: it reads as a range with no start.
-    if match is None or not (match[1] or match[2] != "-" or match[4]):
-        return ""
-    east = match[2] == "+"
-    hours, minutes = int(match[3]), int(match[5] or 0)
-    fixed = ""
-    if minutes == 0 and hours <= (14 if east else 12):
-        name = "UTC" if hours == 0 else f"Etc/GMT{'-' if east else '+'}{hours}"
-        fixed = f"; for a fixed offset that never changes, write {name!r} (POSIX signs: inverted)"
-    return (
-        f"time zone {_clip(token)} is a UTC offset: zones are IANA names such as 'Asia/Tokyo',"
-        f" not UTC offsets, so that daylight saving is followed{fixed}"
-    )
-
-
 def _split_zone(tokens: list[str], tz: str, shown: str) -> tuple[list[str], str]:
     """The field tokens and the zone: a trailing zone name in the expression wins over `tz`."""
     last = tokens[-1]
     if len(tokens) < 2:
         return tokens, tz
-    if last in _zone_names():
-        return tokens[:-1], last
-    problem = _offset_problem(last)
+    if is_zone_name(last):
+        return tokens[:-1], canonical_zone(last)
+    problem = offset_problem(last)
     if problem:
-        raise ConfigError(f"cron {shown}: {problem}")
+        raise ConfigError(f"cron {shown}: time zone {problem}")
     # 6 tokens are 6 fields or 5 fields and a zone: a zone is a name that no field could be.
     if (tokens[0].startswith("@") and len(tokens) == 2) or (
         len(tokens) in (6, 7) and _looks_like_zone(last)
@@ -287,13 +429,39 @@ def _never_fires(months: tuple[int, ...], doms: tuple[int, ...]) -> bool:
 class CronFields:
     """A valid expression, read: what `Cron` is built from."""
 
-    expr: str  # normalised: lower case, single spaces, without the zone
+    expr: str  # normalised: lower case (L upper), single spaces, without the zone
     zone_name: str
     has_seconds: bool
     is_fixed_time: bool
     key: str  # equal for expressions that fire at the same instants
     sets: tuple[tuple[int, ...], ...]  # seconds, minutes, hours, days, months, weekdays
-    days_or: bool  # Vixie: OR the day fields when neither starts with '*'
+    days_or: bool  # Vixie: OR the day fields when neither starts with '*' (and no '&')
+    from_end: tuple[int, ...] = ()  # days counted from the month's end: 1 = the last
+    nth: tuple[tuple[int, int], ...] = ()  # (weekday, n): day#n, n in 1..5 or -5..-1
+
+
+def day_fits(f: CronFields, dom: int, weekday: int, month_days: int) -> bool:
+    """True when day `dom` of a month of `month_days` days, on `weekday` (0 = Sunday),
+    matches the day fields of `f` (the slow, general reading: `Cron` has the fast one)."""
+    dom_ok = dom in f.sets[3] or (month_days - dom + 1) in f.from_end
+    n, from_last = nth_in_month(dom, month_days)
+    dow_ok = weekday in f.sets[5] or (weekday, n) in f.nth or (weekday, from_last) in f.nth
+    return (dom_ok or dow_ok) if f.days_or else (dom_ok and dow_ok)
+
+
+def _fires_some_day(f: CronFields) -> bool:
+    """True when some month of `f` has a day its day fields match: every month of every
+    length it can have starts on each weekday in some year of the Gregorian calendar."""
+    for month in f.sets[4]:
+        for month_days in (28, 29) if month == 2 else (_MONTH_DAYS[month - 1],):
+            for first in range(7):
+                if any(day_fits(f, d, (first + d - 1) % 7, month_days)
+                       for d in range(1, month_days + 1)):
+                    return True
+    return False
+
+
+_L_WORD = re.compile(r"(?<![a-z])(?:last|l)(?![a-z])")
 
 
 def read_fields(expr: str, tz: str = "UTC") -> CronFields:
@@ -303,14 +471,18 @@ def read_fields(expr: str, tz: str = "UTC") -> CronFields:
     if not stripped:
         raise ConfigError("cron expression is empty")
     shown = _clip(stripped, _EXPR_CLIP)
-    tokens, zone_name = _split_zone(_SPLIT.split(stripped), tz, shown)
-    zone(zone_name)
+    rails = trailing_rails_zone(stripped)
+    if rails is not None:  # 'Eastern Time (US & Canada)': a zone name with blanks in it
+        tokens, zone_name = _SPLIT.split(rails[0]), rails[1]
+    else:
+        tokens, zone_name = _split_zone(_SPLIT.split(stripped), canonical_zone(tz), shown)
     if tokens[0].startswith("@"):
         macro = tokens[0].lower()
         if macro == "@reboot":
             raise ConfigError(f"cron {shown}: @reboot is not supported (kiqbeat has no boot)")
         if macro not in _MACROS:
-            hint = did_you_mean(macro, _MACROS) if len(macro) <= _CLIP else ""
+            hint = (" (fugit's @noon: write '0 12 * * *')" if macro == "@noon"
+                    else did_you_mean(macro, _MACROS) if len(macro) <= _CLIP else "")
             raise ConfigError(
                 f"cron {shown}: unknown shortcut {_clip(tokens[0])}{hint}; expected one of "
                 + ", ".join(_MACROS)
@@ -326,20 +498,39 @@ def read_fields(expr: str, tz: str = "UTC") -> CronFields:
             " (min hour dom month dow) or 6 (sec min hour dom month dow)"
         )
     has_seconds = len(tokens) == 6
-    written = tokens if has_seconds else ["0", *tokens]
+    written = [*tokens] if has_seconds else ["0", *tokens]
+    days_and = False
+    for i in (3, 5):  # fugit's '&' after a day field: both day fields must match
+        if len(written[i]) > 1 and written[i].endswith("&"):
+            written[i], days_and = written[i][:-1], True
     fields = [t.lower() for t in written]
-    specs = (_SECOND_F, _MINUTE_F, _HOUR_F, _DOM_F, _MONTH_F, _DOW_F)
-    sets = [_expand(f, s, shown) for f, s in zip(written, specs, strict=True)]
+    for i in (3, 5):
+        fields[i] = _L_WORD.sub("L", fields[i])
+    specs = (_SECOND_F, _MINUTE_F, _HOUR_F, _MONTH_F)
+    seconds, minutes, hours, months = (
+        _expand(written[i], spec, shown) for i, spec in zip((0, 1, 2, 4), specs, strict=True))
+    days, from_end = _expand_days(written[3], _DOM_F, shown)
+    weekdays, nth = _expand_days(written[5], _DOW_F, shown)
+    sets = (seconds, minutes, hours, days, months, weekdays)
     dom_star, dow_star = fields[3].startswith("*"), fields[5].startswith("*")
-    if (dom_star or dow_star) and _never_fires(sets[4], sets[3]):
+    days_or = not (dom_star or dow_star or days_and)
+    read = CronFields("", zone_name, has_seconds, False, "", sets, days_or, from_end, nth)
+    if from_end or nth or days_and:
+        if not _fires_some_day(read):
+            raise ConfigError(f"cron {shown} never fires: no day of its months matches"
+                              " its day fields")
+    elif (dom_star or dow_star) and _never_fires(sets[4], sets[3]):
         raise ConfigError(
             f"cron {shown} never fires: none of its months has day {_compact(sets[3])}"
         )
+    if days_and:
+        fields[5] += "&"
     norm = " ".join(fields if has_seconds else fields[1:])
     is_fixed = not (fields[1].startswith("*") or fields[2].startswith("*"))
     canon = " ".join(_compact(s) for s in sets)
-    flags = ("fixed" if is_fixed else "wild") + ("" if dom_star or dow_star else " or")
-    return CronFields(norm, zone_name, has_seconds, is_fixed,
-                      f"cron:{canon} {flags} {zone_name}", tuple(sets),
-                      not (dom_star or dow_star))
-
+    if from_end or nth:
+        canon += (f" L{_compact(from_end)} #"
+                  + ",".join(f"{w}#{n}" for w, n in nth))
+    flags = ("fixed" if is_fixed else "wild") + (" or" if days_or else "")
+    return replace(read, expr=norm, is_fixed_time=is_fixed,
+                   key=f"cron:{canon} {flags} {zone_key(zone_name)}")

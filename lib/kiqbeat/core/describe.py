@@ -34,8 +34,9 @@ def _ordinal(n: int) -> str:
     return f"{n}{suffix}"
 
 
-def _join(words: list[str]) -> str:
-    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+def _join(words: list[str], conjunction: str = "and") -> str:
+    return (words[0] if len(words) == 1
+            else ", ".join(words[:-1]) + f" {conjunction} " + words[-1])
 
 
 def _listing(values: Iterable[int], name: Callable[[int], str] = str) -> str:
@@ -119,20 +120,59 @@ def _weekdays(days: frozenset[int]) -> str:
     return _listing(ordered, lambda d: _DAY_NAMES[d % 7])
 
 
+_NTH_WORDS = ("first", "second", "third", "fourth", "fifth")
+
+
+def _from_end(n: int) -> str:
+    """'the last', 'the second-to-last', 'the 10th-to-last'."""
+    if n == 1:
+        return "the last"
+    word = _NTH_WORDS[n - 1] if n <= len(_NTH_WORDS) else _ordinal(n)
+    return f"the {word}-to-last"
+
+
+def _month_days(cron: Cron) -> str:
+    """The day-of-month part: 'days 1 and 15', 'the last day', 'day 1 and the last 3
+    days', followed by 'of the month'."""
+    parts = []
+    if cron.days:
+        days = sorted(cron.days)
+        parts.append(f"{_plural('day', days)} {_listing(days)}")
+    ends = sorted(cron.from_end)
+    if ends and ends == list(range(1, len(ends) + 1)):
+        parts.append("the last day" if len(ends) == 1 else f"the last {len(ends)} days")
+    elif ends:
+        parts.append(_join([f"{_from_end(n)} day" for n in ends]))
+    return f"{_join(parts)} of the month"
+
+
+def _week_days(cron: Cron, conjunction: str = "and") -> str:
+    """The day-of-week part: 'Monday through Friday', 'the first Monday of the month and
+    on Tuesday' (`conjunction` 'or' where any one is enough)."""
+    parts = [_weekdays(cron.weekdays)] if cron.weekdays else []
+    nth = sorted(cron.nth, key=lambda p: (p[1] < 0, abs(p[1]), 7 if p[0] == 0 else p[0]))
+    if nth:
+        named = [(_from_end(-n) if n < 0 else f"the {_NTH_WORDS[n - 1]}") + " "
+                 + _DAY_NAMES[day] for day, n in nth]
+        parts.insert(0, f"{_join(named, conjunction)} of the month")
+    return f" {conjunction} {'on ' if conjunction == 'and' else 'a '}".join(parts)
+
+
 def _days(cron: Cron) -> str:
     all_dom, all_dow = len(cron.days) == 31, len(cron.weekdays) == 7
-    dom = f"on {_plural('day', sorted(cron.days))} {_listing(sorted(cron.days))} of the month"
+    dom = f"on {_month_days(cron)}"
+    dow = _week_days(cron, "and" if cron.days_or or len(cron.days) == 31 else "or")
     if cron.days_or:  # Vixie: both fields restricted, so either one is enough
         if all_dom or all_dow:
             return ""
-        return f"{dom} or on {_weekdays(cron.weekdays)}"
+        return f"{dom} or on {dow}"
     if all_dom and all_dow:
         return ""
     if all_dow:
         return dom
     if all_dom:
-        return f"on {_weekdays(cron.weekdays)}"
-    return f"{dom}, if it is a {_weekdays(cron.weekdays)}"
+        return f"on {dow}"
+    return f"{dom}, if it is {'' if cron.nth else 'a '}{dow}"
 
 
 def describe_cron(cron: Cron) -> str:

@@ -26,18 +26,18 @@ from kiqbeat.core.cron_fields import (
     _MONTH_DAYS,
     _clip,
     _compact,
+    _dom_ends,
     _expand,
     _item,
     _looks_like_zone,
     _step,
     _value,
     _where,
+    nth_in_month,
 )
-from kiqbeat.core.zones import _changes, _segments, zone
+from kiqbeat.core.zones import _changes, _segments, is_zone_name, zone
 
 _FUGIT = "fugit (sidekiq-cron, sidekiq-scheduler)"
-# fugit's `_tz_delta`: a UTC offset where the zone goes, '+09:00' or '-0500'.
-_DELTA = re.compile(r"([-+])([01][0-9]|2[0-4]):?(00|15|30|45)")
 _HOUR_24 = re.compile(r"(?:(\d{1,2})-)?24")
 _HORIZON_S = 366 * 86_400
 
@@ -50,6 +50,8 @@ def _fugit_weekdays(dow: str, where: str) -> tuple[frozenset[int] | None, list[s
     star_noted = False
     items = dow.split(",")
     for item in items:
+        if "#" in item:  # day#n: read alike (kiqbeat reads it as fugit does)
+            continue
         base, slash, step_text = item.partition("/")
         step = _step(step_text, where) if slash else 1
         if base == "*":
@@ -77,7 +79,8 @@ def _fugit_weekdays(dow: str, where: str) -> tuple[frozenset[int] | None, list[s
             days.update(range(first, last + 1, step))
         else:  # a wrapped range runs on past Saturday: fri-mon is 5..8
             days.update(range(first, last + 1 if first <= last else last + 8))
-    return (frozenset(d % 7 for d in days) or None), notes
+    hashed = any("#" in item for item in items)  # fugit's weekdays are then never nil
+    return (frozenset(d % 7 for d in days) or (frozenset() if hashed else None)), notes
 
 
 def fugit_differences(expr: str) -> list[str]:
@@ -85,24 +88,29 @@ def fugit_differences(expr: str) -> list[str]:
     valid kiqbeat `expr` on other days ([] when both read it alike); ConfigError if invalid."""
     cron = parse_cron(expr)
     fields = cron.expr.split()
-    dom, dow = fields[-3], fields[-1]
+    dom, dow = fields[-3], fields[-1].removesuffix("&")
     where = _where(_clip(cron.expr, _EXPR_CLIP), _DOW_F, dow)
-    # fugit reads a day-of-month item covering 1-31 in steps of 1 (*, */1, 1-31, 1/1) as '*'.
-    full = any(_item(i, _DOM_F, where, dom) == (1, 31, 1) for i in dom.split(","))
-    fugit_doms = None if full else cron.days
+    # fugit reads a day-of-month item covering 1-31 in steps of 1 (*, */1, 1-31, 1/1, 1-L)
+    # as '*'.
+    full = any(_dom_ends(i, where, dom) == (list(range(1, 32)), []) if "l" in i.lower()
+               else _item(i, _DOM_F, where, dom) == (1, 31, 1)
+               for i in dom.split(",") if not i.startswith("-"))
     fugit_dows, notes = _fugit_weekdays(dow, where)
     # Like Vixie, fugit ORs the day fields when both are restricted, but "restricted" means
-    # "not read as '*'" rather than "not starting with '*'" (its `day_match?`).
-    fugit_or = fugit_doms is not None and fugit_dows is not None
+    # "not read as '*'" rather than "not starting with '*'" (its `day_match?`); a '&' (an
+    # extension of fugit's) makes it AND them, as kiqbeat does.
+    fugit_or = not full and fugit_dows is not None and not cron.expr.endswith("&")
 
-    def fugit_fits(d: int, w: int) -> bool:
-        dom_ok = fugit_doms is None or d in fugit_doms
-        dow_ok = fugit_dows is None or w in fugit_dows
+    def fugit_fits(d: int, w: int, month_days: int) -> bool:
+        dom_ok = full or d in cron.days or (month_days - d + 1) in cron.from_end
+        n, from_last = nth_in_month(d, month_days)
+        dow_ok = fugit_dows is None or w in fugit_dows or (w, n) in cron.nth or (
+            w, from_last) in cron.nth
         return (dom_ok or dow_ok) if fugit_or else (dom_ok and dow_ok)
 
-    longest = max(_MONTH_DAYS[m - 1] for m in cron.months)
-    pairs = [(d, w) for d in range(1, longest + 1) for w in range(7)]
-    if all(cron._day_fits(d, w) == fugit_fits(d, w) for d, w in pairs):
+    lengths = {n for m in cron.months for n in ((28, 29) if m == 2 else (_MONTH_DAYS[m - 1],))}
+    days = [(d, w, n) for n in lengths for d in range(1, n + 1) for w in range(7)]
+    if all(cron._day_fits(d, w, n) == fugit_fits(d, w, n) for d, w, n in days):
         return []
     both = f"day-of-month {dom!r} and day-of-week {dow!r}"
     if fugit_or and not cron.days_or:
@@ -116,7 +124,7 @@ def fugit_differences(expr: str) -> list[str]:
         )
     elif cron.days_or and not fugit_or:
         star, other = (("day-of-month", dom), ("day-of-week", dow))[:: 1 if full else -1]
-        every = " (here: every day)" if all(cron._day_fits(d, w) for d, w in pairs) else ""
+        every = " (here: every day)" if all(cron._day_fits(d, w, n) for d, w, n in days) else ""
         notes.insert(
             0,
             f"{both}: kiqbeat, like Vixie cron, fires on days matching either one, because"
@@ -184,23 +192,16 @@ def fugit_cron(expr: str) -> tuple[str, list[str]]:
     """`expr` rewritten, where fugit reads a form kiqbeat's grammar lacks, into the cron
     that fires at the same instants, and what was rewritten ([] when nothing was): fugit's
     `@noon` (`0 12 * * *`); hour 24, which fugit reads as 0 (`0 24 * * *` is midnight,
-    `22-24` is 22,23,0); a whole-hour UTC offset where the zone goes (`+09:00`), which is
-    the fixed zone `Etc/GMT-9`. Anything else is left for `parse_cron` to judge."""
+    `22-24` is 22,23,0). A UTC offset where the zone goes (`+09:00`) is kiqbeat's too (a
+    fixed-offset zone). Anything else is left for `parse_cron` to judge."""
     tokens = expr.split()
     notes = []
     if tokens[:1] == ["@noon"]:
         tokens[:1] = ["0", "12", "*", "*", "*"]
         notes.append("fugit's @noon is 0 12 * * *")
-    delta = _DELTA.fullmatch(tokens[-1]) if len(tokens) >= 6 else None
-    if delta and delta[3] == "00":
-        hours = int(delta[2])
-        name = "UTC" if hours == 0 else f"Etc/GMT{'-' if delta[1] == '+' else '+'}{hours}"
-        if hours <= (14 if delta[1] == "+" else 12):
-            notes.append(f"the UTC offset {tokens[-1]} is the fixed zone {name}, which never "
-                         "follows daylight saving")
-            tokens[-1] = name
     fields = len(tokens) - (1 if len(tokens) == 7 or (
-        len(tokens) == 6 and _looks_like_zone(tokens[-1])) else 0)
+        len(tokens) == 6 and (_looks_like_zone(tokens[-1]) or is_zone_name(tokens[-1])))
+        else 0)
     hour_at = 2 if fields == 6 else 1
     if len(tokens) > hour_at and fields in (5, 6):
         items = tokens[hour_at].split(",")

@@ -196,7 +196,7 @@ def _fires_on_consecutive_days(cron: Cron) -> bool:
     day = date(2024, 1, 1)
     previous = False
     for _ in range(8 * 366):
-        fires = day.month in cron.months and cron._day_fits(day.day, (day.weekday() + 1) % 7)
+        fires = day.month in cron.months and cron._day_matches(day)
         if fires and previous:
             return True
         previous, day = fires, day + _DAY

@@ -15,7 +15,8 @@ fugit does (the expected crons in the tests come from fugit's `test/_nat_single_
   the hours `zero`..`twelve` spelt out, several joined with `,` `and` `or` (fugit
   collects them into one cron when they share their minutes: 18:00 and 20:00 is `0 18,20`);
   `at ...` alone is every day, and may come first (`at 5am every day`);
-- a zone at the end, `in`/`on` optional: `Europe/Paris`, `UTC`, `Z`;
+- a zone at the end, `in`/`on` optional: `Europe/Paris`, `UTC`, `Z`; kiqbeat also reads
+  a Rails zone name there (`Tokyo`, `Eastern Time (US & Canada)`), as `core.zones` does;
 - `every [N] hour(s)|h at minute(s)|min M[, M2 and M3]` (Solid Queue's own example, `every
   hour at minute 12`) is `M * * * *` (`M */N * * *`), and `every [N] minute(s)|min|m at
   second(s)|sec S` is `S * * * * *` (`S */N * * * *`): fugit's `at_p` points fill the
@@ -36,7 +37,7 @@ import re
 from dataclasses import dataclass
 
 from kiqbeat.core.limits import MAX_NATURAL_CHARS
-from kiqbeat.core.zones import zone
+from kiqbeat.core.zones import trailing_rails_zone, zone
 from kiqbeat.errors import ConfigError, shown
 
 _WEEKDAYS = ("sunday", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday")
@@ -120,7 +121,10 @@ def natural_cron(text: str) -> Reading:
 def _translate(text: str) -> Reading | None:
     tz = ""
     found = _ZONE.search(text)
-    if found and _is_zone(found.group("zone")):
+    rails = trailing_rails_zone(text)  # 'Eastern Time (US & Canada)': kiqbeat's reading
+    if rails is not None:
+        tz, text = " " + rails[1], re.sub(r"\s+(?:in|on)$", "", rails[0])
+    elif found and _is_zone(found.group("zone")):
         name = found.group("zone")
         tz, text = " " + ("UTC" if name == "Z" else name), text[: found.start()]
     point = _AT_POINT.fullmatch(text)

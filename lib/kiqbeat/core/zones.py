@@ -1,4 +1,16 @@
-"""IANA time zones and their UTC offset changes, found once per zone and year and cached.
+"""Time zones and their UTC offset changes, found once per zone and year and cached.
+
+The one reader of a zone name, wherever one is written (`tz:`, `time_zone`, `--app-zone`,
+the end of a cron or of a natural-language schedule, an import). Three kinds are read:
+
+- an IANA name ('America/New_York', 'UTC'), which follows daylight saving;
+- a Rails name, ActiveSupport::TimeZone::MAPPING's ('Eastern Time (US & Canada)',
+  'Tokyo'; the table is rails_zones.tsv, from ActiveSupport's source), read as the IANA
+  zone it maps to and shown as both: 'Eastern Time (US & Canada) (America/New_York)';
+- a fixed UTC offset ('+05:30', '-0800', 'UTC+9'), a zone without daylight saving, kept
+  as '+05:30' and shown as '+05:30 (fixed offset, no DST)'. 'GMT+9' is refused: POSIX's
+  'Etc/GMT+9' is 9 hours *west*, so its sign cannot be trusted; a bare '+5' too (fugit
+  reads offsets with minutes only: '+05:00').
 
 A *wall time* is an integer of local seconds counted as if the zone were UTC; `_Segments`
 maps one to its real instants by arithmetic: one normally, two in a repeated hour, none
@@ -7,10 +19,12 @@ in a gap (DESIGN §3).
 
 from __future__ import annotations
 
+import re
 import zoneinfo
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta, timezone, tzinfo
 from functools import lru_cache
+from importlib.resources import files
 
 from kiqbeat.errors import ConfigError, did_you_mean, shown
 
@@ -27,21 +41,124 @@ _SCAN_STEP_S = 3600
 
 
 
+# A fixed UTC offset: '+05:30', '-0800', '+09', 'UTC+9', 'UTC-03:30' ('\u2212' is a minus).
+_OFFSET = re.compile(r"(utc|gmt)?([+\-\u2212])([0-9]{1,2})(?::?([0-9]{2}))?", re.IGNORECASE)
+
+
 @lru_cache(maxsize=1)
 def _zone_names() -> frozenset[str]:
     return frozenset(zoneinfo.available_timezones()) | {"UTC"}
 
 
+@lru_cache(maxsize=1)
+def rails_zones() -> dict[str, str]:
+    """ActiveSupport::TimeZone::MAPPING: each Rails zone name and the IANA zone it maps to."""
+    text = files("kiqbeat.core").joinpath("rails_zones.tsv").read_text("utf-8")
+    return dict(line.split("\t") for line in text.splitlines()
+                if line and not line.startswith("#"))
+
+
+@lru_cache(maxsize=1)
+def _spaced_rails_names() -> tuple[str, ...]:
+    """The Rails names with a space in them, longest first."""
+    return tuple(sorted((n for n in rails_zones() if " " in n), key=len, reverse=True))
+
+
+def trailing_rails_zone(text: str) -> tuple[str, str] | None:
+    """(what comes before, the name) when `text` ends with a blank and a Rails zone name
+    holding spaces ('0 9 * * * Eastern Time (US & Canada)'); else None."""
+    for name in _spaced_rails_names():
+        head = text[: -len(name)]
+        if text.endswith(name) and head[-1:].isspace():
+            return head.rstrip(), name
+    return None
+
+
+def offset_problem(name: str) -> str:
+    """Why `name`, written as a UTC offset, is refused ('' when it is not one or is fine)."""
+    match = _OFFSET.fullmatch(name)
+    if match is None:
+        return ""
+    hours, minutes = int(match[3]), int(match[4] or 0)
+    if match[1] and match[1].lower() == "gmt":
+        east = match[2] == "+"
+        return (f"{shown(name, 40)} is ambiguous: POSIX's 'Etc/GMT{match[2]}{hours}' is"
+                f" {hours} hours {'west' if east else 'east'} of UTC; write"
+                f" '{match[2].replace(chr(0x2212), '-')}{hours:02d}:{minutes:02d}' for"
+                f" {hours} hours {'east' if east else 'west'}")
+    if not match[1] and match[4] is None:
+        return (f"{shown(name, 40)} has no minutes; write a UTC offset with them, as fugit"
+                f" reads it: '{match[2].replace(chr(0x2212), '-')}{hours:02d}:00'")
+    if hours > 23 or minutes > 59:
+        return f"{shown(name, 40)} is not a UTC offset (at most 23:59 either way)"
+    return ""
+
+
+def _fixed(name: str) -> str | None:
+    """'+05:30' for a fixed-offset zone written '+05:30', '+0530' or 'UTC+5:30'; else None."""
+    match = _OFFSET.fullmatch(name)
+    if match is None or offset_problem(name):
+        return None
+    sign = "-" if match[2] in "-\u2212" else "+"
+    hours, minutes = int(match[3]), int(match[4] or 0)
+    return f"{'+' if hours == minutes == 0 else sign}{hours:02d}:{minutes:02d}"
+
+
+def is_zone_name(name: str) -> bool:
+    """True when `name` is a zone name kiqbeat reads (IANA, Rails or a fixed offset)."""
+    return name in _zone_names() or name in rails_zones() or _fixed(name) is not None
+
+
+def canonical_zone(name: str) -> str:
+    """The zone name kept for `name`: an IANA or Rails name as written, a fixed offset as
+    '+05:30'; ConfigError (naming the nearest known names) when it is none of them."""
+    fixed = _fixed(name)
+    if fixed is not None:
+        return fixed
+    zone(name)
+    return name
+
+
+def zone_key(name: str) -> str:
+    """The IANA name (or fixed offset '+05:30') a known zone name stands for: equal for
+    names of the same zone, and what fugit (sidekiq-scheduler's UI) reads."""
+    if name in _zone_names():  # 'UTC' is a Rails name too ('Etc/UTC')
+        return name
+    return rails_zones().get(name) or _fixed(name) or name
+
+
+def zone_label(name: str) -> str:
+    """A zone name as shown: 'Tokyo (Asia/Tokyo)', '+05:30 (fixed offset, no DST)', or the
+    IANA name itself."""
+    if name in rails_zones() and name not in _zone_names():
+        return f"{name} ({rails_zones()[name]})"
+    fixed = _fixed(name)
+    return f"{fixed} (fixed offset, no DST)" if fixed else name
+
+
 @lru_cache(maxsize=1024)
-def zone(name: str) -> zoneinfo.ZoneInfo:
-    """The IANA time zone `name`; ConfigError (with a did-you-mean hint) when unknown."""
-    if name not in _zone_names():
-        hint = did_you_mean(name, _zone_names()) if len(name) <= 40 else ""
-        raise ConfigError(f"unknown time zone {shown(name, 40)}{hint}")
-    return zoneinfo.ZoneInfo(name)
+def zone(name: str) -> tzinfo:
+    """The time zone `name` (IANA, Rails or a fixed offset: see the module docstring);
+    ConfigError (with a did-you-mean hint) when unknown."""
+    if name in _zone_names():
+        return zoneinfo.ZoneInfo(name)
+    if name in rails_zones():
+        return zoneinfo.ZoneInfo(rails_zones()[name])
+    fixed = _fixed(name)
+    if fixed is not None:
+        minutes = int(fixed[1:3]) * 60 + int(fixed[4:])
+        return timezone(timedelta(minutes=-minutes if fixed[0] == "-" else minutes))
+    problem = offset_problem(name)
+    if problem:
+        raise ConfigError(f"time zone {problem}")
+    hint = (did_you_mean(name, _zone_names() | set(rails_zones())) if len(name) <= 40
+            else "")
+    kinds = ("; write an IANA name such as 'America/New_York', a Rails name such as 'Eastern"
+             " Time (US & Canada)', or a fixed offset such as '+05:30'")
+    raise ConfigError(f"unknown time zone {shown(name, 40)}{hint or kinds}")
 
 
-def _offset_s(tz: zoneinfo.ZoneInfo, instant_s: int) -> int:
+def _offset_s(tz: tzinfo, instant_s: int) -> int:
     offset = datetime.fromtimestamp(instant_s, tz).utcoffset()
     return 0 if offset is None else offset // _SECOND
 
@@ -80,7 +197,7 @@ def _year_of(instant_s: int) -> int:
 
 def _changes(zone_name: str, lo_s: int, hi_s: int) -> list[_Change]:
     """Offset changes taking effect in (lo_s, hi_s], ascending."""
-    if zone_name == "UTC":
+    if zone_name == "UTC" or _fixed(zone_name) is not None:
         return []
     found: list[_Change] = []
     for year in range(_year_of(lo_s), _year_of(hi_s) + 1):

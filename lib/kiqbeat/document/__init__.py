@@ -30,7 +30,7 @@ def load_config_text(data: bytes | str, *, source: str = "",
     """The validated Config of a YAML or JSON document in any supported format (`now`: as
     `parse_config`)."""
     doc, duplicates = parse(data, source)
-    return parse_config(doc, source=source, problems=duplicates, options=options, now=now)
+    return parse_config(doc, source=source, warnings=duplicates, options=options, now=now)
 
 
 def load_config_file(path: str | Path, options: ImportOptions | None = None,
@@ -43,7 +43,8 @@ def load_config_file(path: str | Path, options: ImportOptions | None = None,
 
 
 def parse_config(doc: object, *, source: str = "", problems: Sequence[str] = (),
-                 options: ImportOptions | None = None, now: datetime | None = None) -> Config:
+                 warnings: Sequence[str] = (), options: ImportOptions | None = None,
+                 now: datetime | None = None) -> Config:
     """The validated Config of an already decoded document in any supported format.
 
     Another tool's file is converted first (`options` say how); its errors name the tool.
@@ -51,6 +52,7 @@ def parse_config(doc: object, *, source: str = "", problems: Sequence[str] = (),
     import`), it also warns where daylight saving makes the tool's fire times differ from
     kiqbeat's in the 12 months after `now`; without it (an invocation: time is an
     argument, and a cold one should not run that comparison per schedule) it does not.
+    `problems` and `warnings` are the reading's (a repeated key is a warning).
     """
     if doc is None:
         raise ConfigError("the document is empty; expected a mapping with 'schedules:'",
@@ -58,7 +60,8 @@ def parse_config(doc: object, *, source: str = "", problems: Sequence[str] = (),
     converted = convert(doc, options, source=source, now=now)
     try:
         return validate(converted.document, source=source,
-                        problems=[*problems, *converted.problems], warnings=converted.warnings)
+                        problems=[*problems, *converted.problems],
+                        warnings=[*warnings, *converted.warnings])
     except ConfigError as exc:
         if converted.format == KIQBEAT:
             raise

@@ -29,8 +29,8 @@ zone in the cron (or in a natural-language phrase), `tz` (with `--honour-tz`), o
 app's zone; and under the schedule's own `dst:` when the file carries one. A sidekiq-cron
 or sidekiq-scheduler file also gets, once (when `now` is given, as for daylight saving),
 a warning that kiqbeat catches up the ticks an outage missed where the tool did not
-(`_warn_catch_up`), naming the schedules it matters most for; kiqbeat's own keys in such a file (`catch_up: latest`, `dst: fugit`, ...) are
-kept, which the same warning list says.
+(`_warn_catch_up`), naming the schedules it matters most for; kiqbeat's own keys in such a
+file (`catch_up: latest`, `dst: fugit`, ...) are kept, which the same warning list says.
 """
 
 from __future__ import annotations

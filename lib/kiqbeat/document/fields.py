@@ -19,7 +19,7 @@ from typing import Any
 from kiqbeat.core.dst import CRON, dst_policy
 from kiqbeat.core.durations import duration_s
 from kiqbeat.core.limits import MAX_CALENDARS, MAX_EXCLUDED_DATES, MAX_JITTER_S, MAX_RUNS
-from kiqbeat.core.zones import zone
+from kiqbeat.core.zones import canonical_zone
 from kiqbeat.errors import ConfigError, did_you_mean, shown
 
 ACTIVE_JOB_WRAPPER = "Sidekiq::ActiveJob::Wrapper"
@@ -100,8 +100,17 @@ def choice(choices: tuple[str, ...]) -> Callable[[object], str]:
 
 
 def zone_name(value: object) -> str:
-    """An IANA zone name such as 'Europe/Paris'."""
-    return zone(word("Europe/Paris")(value)).key
+    """A zone name `core.zones` reads: IANA ('Europe/Paris'), Rails ('Eastern Time (US &
+    Canada)') or a fixed offset ('+05:30', kept in that form)."""
+    if not isinstance(value, str) or not value.strip():
+        sexagesimal = (" (YAML reads an unquoted +5:30 as the number 330: quote an offset)"
+                       if isinstance(value, int) and not isinstance(value, bool) else "")
+        raise ConfigError(f"{shown(value)} must be a time zone name, e.g. 'Europe/Paris', "
+                          f"'Eastern Time (US & Canada)' or '+05:30'{sexagesimal}")
+    wrong = visible_text(value, spaces=True)
+    if wrong or len(value) > MAX_NAME_CHARS:
+        raise ConfigError(f"{shown(value)} {wrong or 'is too long for a time zone name'}")
+    return canonical_zone(value)
 
 
 def count_or_bool(value: object) -> bool | int:

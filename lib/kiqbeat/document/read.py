@@ -7,7 +7,8 @@ encoding or a size is judged the same way wherever the document came from:
 - UTF-8, with or without a byte-order mark; no control characters outside tab and newline
   (PyYAML's own reader refuses them with an error of its own kind; JSON would let them into
   class and queue names);
-- YAML through a safe loader (no object tags) that refuses duplicate keys, reads Ruby
+- YAML through a safe loader (no object tags) that keeps the last of a repeated key, as
+  Ruby's Psych does, and reports each repeat (key and lines) for a warning; reads Ruby
   `:symbol:` keys as plain strings and keeps dates as text; ERB tags are refused, naming
   the first one; an unquoted value written as a Ruby symbol (`queue: :critical`) stays
   the text `:critical` but is marked as a `RubySymbol`, so that importers of Ruby tools'
@@ -53,7 +54,9 @@ def read_file(path: str) -> bytes:
 
 
 def parse(data: bytes | str, source: str = "") -> tuple[object, list[str]]:
-    """The decoded document and its duplicate-key problems; ConfigError when unreadable."""
+    """The decoded document and its repeated keys ("line 5: key 'cron' repeats line 3; the
+    last value is kept"), each repeat's later value kept, as Ruby's YAML and JSON readers
+    keep it; ConfigError when unreadable."""
     text = decode(data, source)
     stripped = text.lstrip()
     if source.endswith(".json") or stripped.startswith(("{", "[")):
@@ -111,7 +114,8 @@ def _json(text: str) -> tuple[object, list[str]]:
         for key, value in items:
             key2 = strip_symbol(key)
             if key2 in out:
-                duplicates.append(f"duplicate key {key2!r}")
+                duplicates.append(f"duplicate key {key2!r}; the last value is kept")
+                del out[key2]  # the last one, in the place it was written
             out[key2] = value
         return out
 
@@ -131,30 +135,34 @@ class RubySymbol(str):
 
 
 class _Loader(_BASE_LOADER):  # type: ignore[misc]
-    """Safe loader: records duplicate keys, reads `:sym:` keys as `sym`, keeps dates as text."""
+    """Safe loader: keeps the last of a repeated key (recording it), reads `:sym:` keys as
+    `sym`, keeps dates as text."""
 
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
         self.duplicates: list[str] = []
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: dict[Any, int] = {}
-        keep = []
-        for pair in node.value:
+        seen: dict[Any, tuple[int, int]] = {}  # key: (index in node.value, line)
+        dropped: set[int] = set()
+        for index, pair in enumerate(node.value):
             key_node = pair[0]
-            if key_node.tag != "tag:yaml.org,2002:merge":  # `<<:` may be overridden
-                key = strip_symbol(self.construct_object(key_node, deep=True))
-                line = key_node.start_mark.line + 1
-                try:
-                    if key in seen:
-                        self.duplicates.append(
-                            f"line {line}: duplicate key {key!r} (first at line {seen[key]})")
-                        continue  # the first one is kept and validated
-                    seen[key] = line
-                except TypeError:  # an unhashable key; the constructor reports it below
-                    pass
-            keep.append(pair)
-        node.value = keep
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<:` may be overridden
+                continue
+            key = strip_symbol(self.construct_object(key_node, deep=True))
+            line = key_node.start_mark.line + 1
+            try:
+                if key in seen:
+                    earlier, first_line = seen[key]
+                    dropped.add(earlier)  # Psych keeps the last value of a repeated key
+                    self.duplicates.append(
+                        f"line {line}: duplicate key {key!r} (also at line {first_line}); "
+                        "the last value is kept, as Ruby's YAML loader keeps it")
+                seen[key] = (index, line)
+            except TypeError:  # an unhashable key; the constructor reports it below
+                pass
+        if dropped:
+            node.value = [p for i, p in enumerate(node.value) if i not in dropped]
         mapping = super().construct_mapping(node, deep=deep)
         return {strip_symbol(k): v for k, v in mapping.items()}
 

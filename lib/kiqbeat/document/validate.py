@@ -27,6 +27,7 @@ from kiqbeat.core.schedule import (
     TimestampFormat,
     Timetable,
 )
+from kiqbeat.core.zones import zone_key, zone_label
 from kiqbeat.document.fields import (
     BY_NAME,
     JOB_OPTIONS,
@@ -494,9 +495,13 @@ def _schedule(name: object, raw: object, top: Mapping[str, Any], out: _Checker,
     tz = values["tz"]
     timetable = _timetable(raw, tz or top["time_zone"], label, at, out,
                            values["dst"] or BY_NAME["dst"].default)
-    if isinstance(timetable, Cron) and tz and timetable.zone_name != tz:
-        out.warnings.append(f"{label}: the zone in its cron string ({timetable.zone_name}) "
-                            f"wins over tz {tz!r}")
+    if isinstance(timetable, Cron) and tz and zone_key(timetable.zone_name) != zone_key(tz):
+        out.warnings.append(f"{label}: the zone in its cron string "
+                            f"({zone_label(timetable.zone_name)}) wins over tz {tz!r}")
+    if isinstance(timetable, Cron) and timetable.phrase_note:
+        out.warnings.append(f"{label}: {timetable.phrase!r} reads as the cron "
+                            f"{timetable.expr!r} (as fugit reads it), but "
+                            f"{timetable.phrase_note}")
     if isinstance(timetable, Every) and tz and "except" not in raw:
         out.warnings.append(f"{label}: tz has no effect on 'every', which counts from "
                             "1970-01-01 00:00 UTC")
@@ -565,7 +570,7 @@ def _schedule(name: object, raw: object, top: Mapping[str, Any], out: _Checker,
 
 def _timing_text(timetable: Timetable, raw: dict[Any, Any]) -> str:
     """How a schedule's timing reads: "0 9 * * * (Asia/Kolkata)", "every 15m"."""
-    return (f"{timetable.expr} ({timetable.zone_name}"
+    return (f"{timetable.written} ({zone_label(timetable.zone_name)}"
             + (f", dst {timetable.dst.preset or timetable.dst.text}" if timetable.is_fixed_time
                and timetable.dst != CRON else "") + ")" if isinstance(timetable, Cron)
             else f"at {timetable.at.isoformat().replace('+00:00', 'Z')}"

@@ -257,6 +257,7 @@ def _next_config(args: argparse.Namespace) -> tuple[Config, list[StoredState]]:
     the file (only NAMEs if given), the store, or --cron/--every."""
     from kiqbeat.core.cron import parse_cron, parse_every
     from kiqbeat.core.schedule import Schedule
+    from kiqbeat.core.zones import zone_label
 
     if sum(map(bool, (args.file or args.store, args.cron, args.every))) > 1:
         raise ConfigError("give one of: a schedule FILE, stored schedule NAMEs, --cron EXPR "
@@ -267,8 +268,8 @@ def _next_config(args: argparse.Namespace) -> tuple[Config, list[StoredState]]:
         if args.cron:
             cron = parse_cron(args.cron, args.tz, _dst_flag(args.dst))
             policy = f", dst {cron.dst.text}" if cron.dst.preset != "cron" else ""
-            return Config((Schedule("", cron, "", timing=f"{cron.expr} ({cron.zone_name}"
-                                    f"{policy})"),)), []
+            timing = f"{cron.written} ({zone_label(cron.zone_name)}{policy})"
+            return Config((Schedule("", cron, "", timing=timing),)), []
         every = parse_every(args.every)
         return Config((Schedule("", every, "", timing=f"every {args.every}"),)), []
     source, names = _next_target(args)

@@ -132,8 +132,10 @@ def _json_value(data: bytes | str, where: str) -> object:
 
 def _value(data: bytes | str, where: str) -> object:
     value, duplicates = parse(data, where)
-    if duplicates:
-        raise ConfigError(duplicates, source=where)
+    if duplicates:  # a document keeps the last with a warning; a definition given here is
+        # one value written by a program, so a repeat is refused rather than guessed at
+        raise ConfigError([d.partition(";")[0] + "; a definition may not repeat a key"
+                           for d in duplicates], source=where)
     return value
 
 

@@ -56,6 +56,7 @@ from typing import Any
 from kiqbeat.core.cron import Cron
 from kiqbeat.core.lifecycle import OneShot, base
 from kiqbeat.core.schedule import Config, Schedule
+from kiqbeat.core.zones import zone_key
 from kiqbeat.errors import shown
 from kiqbeat.redis import keys
 
@@ -84,7 +85,8 @@ def schedule_spec(schedule: Schedule) -> dict[str, Any]:
     spec: dict[str, Any] = {}
     timetable = base(schedule.timetable)  # the tab shows the cron under start/end/except
     if isinstance(timetable, Cron):
-        spec["cron"] = f"{timetable.expr} {timetable.zone_name}"
+        # fugit (the tab's reader) knows IANA names and offsets, not Rails names
+        spec["cron"] = f"{timetable.expr} {zone_key(timetable.zone_name)}"
     elif isinstance(timetable, OneShot):
         spec["at"] = time_text(timetable.at)  # sidekiq-scheduler's own one-shot key
     else:

@@ -1,0 +1,152 @@
+"""Zone names as users write them: IANA, Rails (ActiveSupport's table) and fixed offsets.
+
+The Rails table is checked against Ruby's own ActiveSupport when it is on the machine
+(scripts/setup installs it with ruby-activejob): Debian's may be older than the table
+kiqbeat carries (Rails main), so a name Ruby knows must be kiqbeat's too, mapped to the
+same zone or to one Rails renamed it to since.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo, available_timezones
+
+import pytest
+
+from kiqbeat.core.cron import parse_cron
+from kiqbeat.core.zones import canonical_zone, rails_zones, zone, zone_key, zone_label
+from kiqbeat.document import load_config_text
+from kiqbeat.errors import ConfigError
+
+# Where an older ActiveSupport maps a name elsewhere: IANA renames (the old name is a link
+# to the new) and Rails' own corrections, each with the version that made it.
+RENAMED = {"Greenland": "America/Godthab", "Kyiv": "Europe/Kiev", "Rangoon": "Asia/Rangoon"}
+CORRECTED = {"Astana": "Asia/Dhaka",  # Rails 7.1: Kazakhstan's capital is on Almaty time
+             "Canberra": "Australia/Melbourne"}  # Rails 7.1: Canberra has its own name
+
+
+def _ruby_mapping() -> dict[str, str] | None:
+    if shutil.which("ruby") is None:
+        return None
+    script = ('require "active_support"; require "active_support/values/time_zone"; '
+              'ActiveSupport::TimeZone::MAPPING.each { |k, v| puts "#{k}\\t#{v}" }')
+    done = subprocess.run(["ruby", "-e", script], capture_output=True, text=True,
+                          timeout=60, check=False)
+    if done.returncode != 0:
+        return None
+    return dict(line.split("\t") for line in done.stdout.splitlines())
+
+
+def _same_offsets(a: str, b: str) -> bool:
+    """True when two zones give the same UTC offset at every hour of 2020-2030."""
+    za, zb = ZoneInfo(a), ZoneInfo(b)
+    instant, end = datetime(2020, 1, 1, tzinfo=UTC), datetime(2031, 1, 1, tzinfo=UTC)
+    while instant < end:
+        if instant.astimezone(za).utcoffset() != instant.astimezone(zb).utcoffset():
+            return False
+        instant += timedelta(hours=1)
+    return True
+
+
+def test_the_rails_table_is_activesupports_and_every_zone_exists_here() -> None:
+    table = rails_zones()
+    assert len(table) == 154
+    assert table["Eastern Time (US & Canada)"] == "America/New_York"
+    assert table["Tokyo"] == "Asia/Tokyo"
+    assert table["International Date Line West"] == "Etc/GMT+12"
+    assert set(table.values()) <= available_timezones()
+
+
+def test_the_rails_table_agrees_with_rubys_activesupport() -> None:
+    ruby = _ruby_mapping()
+    if ruby is None:
+        pytest.skip("Ruby's ActiveSupport is not installed (scripts/setup installs it)")
+    ours = rails_zones()
+    assert set(ruby) <= set(ours), set(ruby) - set(ours)
+    for name, theirs in ruby.items():
+        if ours[name] == theirs:
+            continue
+        if name in RENAMED:
+            assert theirs == RENAMED[name] and _same_offsets(theirs, ours[name]), name
+        else:
+            assert CORRECTED.get(name) == theirs, (name, theirs, ours[name])
+
+
+@pytest.mark.parametrize(("written", "kept", "key", "label"), [
+    ("Eastern Time (US & Canada)", "Eastern Time (US & Canada)", "America/New_York",
+     "Eastern Time (US & Canada) (America/New_York)"),
+    ("Tokyo", "Tokyo", "Asia/Tokyo", "Tokyo (Asia/Tokyo)"),
+    ("UTC", "UTC", "UTC", "UTC"),
+    ("Europe/Paris", "Europe/Paris", "Europe/Paris", "Europe/Paris"),
+    ("+05:30", "+05:30", "+05:30", "+05:30 (fixed offset, no DST)"),
+    ("-0800", "-08:00", "-08:00", "-08:00 (fixed offset, no DST)"),
+    ("UTC+9", "+09:00", "+09:00", "+09:00 (fixed offset, no DST)"),
+    ("-00:00", "+00:00", "+00:00", "+00:00 (fixed offset, no DST)"),
+])
+def test_each_kind_of_zone_name_is_kept_keyed_and_shown(
+    written: str, kept: str, key: str, label: str
+) -> None:
+    assert canonical_zone(written) == kept
+    assert zone_key(kept) == key
+    assert zone_label(kept) == label
+
+
+def test_a_rails_name_fires_exactly_as_its_iana_zone_across_dst() -> None:
+    after, until = datetime(2026, 1, 1, tzinfo=UTC), datetime(2027, 1, 1, tzinfo=UTC)
+    for expr in ("30 2 * * *", "30 1 * * *", "*/30 * * * *"):
+        rails = parse_cron(f"{expr} Eastern Time (US & Canada)")
+        assert rails.zone_name == "Eastern Time (US & Canada)"
+        assert rails.key == parse_cron(expr, "America/New_York").key
+        assert rails.between(after, until) == parse_cron(expr, "America/New_York").between(
+            after, until)
+        assert parse_cron(expr, "Eastern Time (US & Canada)").between(
+            after, until) == rails.between(after, until)
+
+
+def test_a_fixed_offset_has_no_dst_and_fires_at_one_utc_time_all_year() -> None:
+    cron = parse_cron("30 9 * * *", "-08:00")
+    ticks = cron.between(datetime(2026, 1, 1, tzinfo=UTC), datetime(2027, 1, 1, tzinfo=UTC))
+    assert len(ticks) == 365 and {(t.hour, t.minute) for t in ticks} == {(17, 30)}
+    assert zone("+05:30").utcoffset(None) == timedelta(hours=5, minutes=30)
+
+
+def test_rails_and_offset_zones_are_read_in_a_document_everywhere_a_zone_goes() -> None:
+    config = load_config_text("""
+time_zone: Eastern Time (US & Canada)
+schedules:
+  close:   {cron: "0 18 L * *", class: Close}
+  tokyo:   {cron: "0 9 * * *", class: Open, tz: Tokyo}
+  india:   {cron: "0 9 * * * +05:30", class: Open}
+  offset:  {cron: "0 9 * * *", class: Open, tz: "-08:00"}
+  phrase:  {cron: "every day at 9am", class: Open, tz: Tokyo}
+""")
+    timings = {s.name: s.timing for s in config.schedules}
+    assert timings == {
+        "close": "0 18 L * * (Eastern Time (US & Canada) (America/New_York))",
+        "tokyo": "0 9 * * * (Tokyo (Asia/Tokyo))",
+        "india": "0 9 * * * (+05:30 (fixed offset, no DST))",
+        "offset": "0 9 * * * (-08:00 (fixed offset, no DST))",
+        "phrase": "every day at 9am → 0 9 * * * (Tokyo (Asia/Tokyo))",
+    }
+    close = next(s for s in config.schedules if s.name == "close")
+    assert close.timetable.next_after(datetime(2026, 3, 1, tzinfo=UTC)) == datetime(
+        2026, 3, 31, 22, tzinfo=UTC)  # 18:00 EDT on the last day of March
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ("Eastern Time", "unknown time zone 'Eastern Time'"),
+    ("GMT+9", "'GMT+9' is ambiguous: POSIX's 'Etc/GMT+9' is 9 hours west of UTC"),
+    ("+5", "'+5' has no minutes; write a UTC offset with them, as fugit reads it: '+05:00'"),
+])
+def test_a_zone_that_is_none_of_the_three_kinds_is_refused_saying_what_to_write(
+    value: str, message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace("+", r"\+")):
+        load_config_text(f"schedules:\n  a: {{cron: '0 9 * * *', class: A, tz: '{value}'}}\n")
+
+
+def test_an_unquoted_offset_yaml_reads_as_a_number_is_refused_saying_to_quote_it() -> None:
+    with pytest.raises(ConfigError, match="YAML reads an unquoted"):
+        load_config_text("time_zone: +5:30\nschedules:\n  a: {cron: '0 9 * * *', class: A}\n")
