@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import shutil
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ from kiqbeat.core.report import Report
 from kiqbeat.entrypoints.metrics import InvocationMetrics, serve_metrics
 from kiqbeat.errors import ConfigError
 from tests.entrypoints.conftest import free_port
+from tests.support.tools import tool
 
 ROOT = Path(__file__).resolve().parents[2]
 # Run `kiqbeat` in a child that cannot import the web extra's packages: what an install
@@ -96,9 +96,7 @@ def test_exposition_is_prometheus_text_format_with_every_number() -> None:
 
 
 def test_exposition_passes_promtool_check_metrics() -> None:
-    promtool = shutil.which("promtool")
-    if promtool is None:
-        pytest.skip("promtool is not installed (scripts/setup installs Debian's prometheus)")
+    promtool = tool("promtool", "Debian's prometheus")
     metrics = InvocationMetrics()
     metrics.observe(Report(now=datetime.now(UTC), pushed=1, duration_s=0.01))
     done = subprocess.run([promtool, "check", "metrics"], input=metrics.exposition(),

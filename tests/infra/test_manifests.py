@@ -87,11 +87,24 @@ def test_no_manifest_the_documented_steps_apply_defines_a_secret() -> None:
 
 def test_the_documented_steps_create_the_secret_the_pods_read_before_applying_them() -> None:
     steps = kubernetes_steps()
-    (create,) = [i for i, line in enumerate(steps) if line.startswith("kubectl create secret")]
+    creates = [i for i, line in enumerate(steps) if line.startswith("kubectl create secret")]
     first_apply = min(i for i, line in enumerate(steps) if line.startswith("kubectl apply -f"))
-    assert create < first_apply
-    name, key = re.findall(r"kubectl create secret generic (\S+) --from-literal=(\w+)=",
-                           steps[create])[0]
+    assert creates and max(creates) < first_apply
+    created = dict(re.findall(r"kubectl create secret generic (\S+) --from-literal=(\w+)=",
+                              steps[i])[0] for i in creates)
+    # The loop's metrics token: mounted where KIQBEAT_WEB_READ_TOKEN_FILE reads it, and
+    # what podmonitor.yaml presents.
+    (loop,) = pod_spec("deployment.yaml")["containers"]
+    volumes = {v["name"]: v for v in pod_spec("deployment.yaml")["volumes"]}
+    token_file = {e["name"]: e for e in loop["env"]}["KIQBEAT_WEB_READ_TOKEN_FILE"]["value"]
+    (mount,) = [m for m in loop["volumeMounts"]
+                if Path(token_file).parent == Path(m["mountPath"])]
+    secret = volumes[mount["name"]]["secret"]["secretName"]
+    assert created[secret] == Path(token_file).name
+    monitor = documents("podmonitor.yaml")["PodMonitor"]["spec"]["podMetricsEndpoints"]
+    assert {(e["authorization"]["credentials"]["name"], e["authorization"]["credentials"]["key"])
+            for e in monitor} == {(secret, created[secret])}
+    (name, key), = [(n, k) for n, k in created.items() if n != secret]
     for manifest in ("cronjob.yaml", "deployment.yaml"):
         (container,) = pod_spec(manifest)["containers"]
         env = {e["name"]: e for e in container["env"]}

@@ -31,7 +31,7 @@ PAGES = (ROOT / "README.md", *sorted(DOCS.glob("*.md")))
 # Flags of other tools that the docs show in their own command lines, by tool.
 FOREIGN_FLAGS = {
     "pip": {"--require-hashes", "--no-deps", "--no-build-isolation"},
-    "sam": {"--guided", "--parameter-overrides", "--env-vars"},
+    "sam": {"--guided", "--parameter-overrides", "--env-vars", "--use-container", "--lint"},
     "docker": {"--build-arg"},
     "kubectl": {"--from-literal"},
     "redis-cli": {"--scan", "--pattern"},
@@ -43,7 +43,9 @@ FOREIGN_FLAGS = {
     "aws": {"--stack-name", "--query", "--output", "--filter-pattern", "--queue-url",
             "--max-number-of-messages", "--visibility-timeout", "--attribute-names",
             "--message-attribute-names", "--function-name", "--name-prefix", "--max-items",
-            "--cli-binary-format", "--payload"},
+            "--cli-binary-format", "--payload",
+            # ssm put-parameter, secretsmanager create-secret (docs/deploy.md's SAM steps)
+            "--name", "--type", "--overwrite", "--tier", "--value", "--secret-string"},
 }
 # KIQBEAT_* names the docs use that are not kiqbeat's settings, with who reads them.
 OTHER_VARIABLES = {
