@@ -35,7 +35,7 @@ from kiqbeat.settings import Settings
 from tests.faults.harness import assert_clean, check, jobs_in_redis, recorded_ticks
 from tests.integration.helpers import config, minute_floor, redis_now
 from tests.support.marks import stored_mark
-from tests.support.servers import NO_PERMISSIONS
+from tests.support.servers import NO_PERMISSIONS, load_functions
 
 from .conftest import kiqbeat_cli
 
@@ -78,7 +78,7 @@ def test_the_documented_acls_are_the_ones_tested_here() -> None:
 def mode(request: pytest.FixtureRequest, admin: redis.Redis) -> str:
     """Each test runs with scripts and with the function library (loaded by the admin)."""
     if request.param == "functions":
-        admin.function_load(scripts.library(), replace=True)
+        load_functions(admin, scripts.library())
     return str(request.param)
 
 

@@ -14,6 +14,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+import redis
+
 from kiqbeat.demo.server import free_port, redis_server_path
 
 # A server's refusal for want of an ACL permission, in Redis's and Valkey's words.
@@ -67,3 +70,37 @@ def tls_missing() -> str | None:
         return f"{version} ({path}) is built without TLS"
     return None
 
+
+
+def load_functions(client: redis.Redis, library: str) -> None:
+    """Load kiqbeat's function library (`FUNCTION LOAD REPLACE`); skip, with the reason
+    printed, on a server without functions (Redis before 7.0: the matrix's 6.2, which runs
+    kiqbeat's scripts only). Any other refusal fails the test."""
+    try:
+        client.function_load(library, replace=True)
+    except redis.ResponseError as exc:
+        if "unknown command" not in str(exc).lower():
+            raise
+        version = client.info("server").get("redis_version", "?")
+        pytest.skip(f"Redis {version} has no FUNCTION command (functions are Redis 7.0's): "
+                    "kiqbeat's scripts mode only")
+
+
+def redis_version(client: redis.Redis) -> tuple[int, int]:
+    """The server's `redis_version` (Valkey reports its compatibility level, 7.2)."""
+    version = str(client.info("server")["redis_version"])
+    major, minor = (int(p) for p in version.split(".")[:2])
+    return major, minor
+
+
+def skip_before_redis7(client: redis.Redis, what: str) -> None:
+    """Skip, with the reason printed, on a server older than Redis 7.0 (the matrix's 6.2)
+    for a promise that rests on 7.0 (`what`, docs/compatibility.md#redis-servers)."""
+    if redis_version(client) < (7, 0):
+        pytest.skip(f"Redis {'.'.join(map(str, redis_version(client)))}: {what}, "
+                    "which Redis 7.0 brought")
+
+
+def compact_hash_encoding(client: redis.Redis) -> bytes:
+    """OBJECT ENCODING of a small hash: listpack, or ziplist before Redis 7.0."""
+    return b"listpack" if redis_version(client) >= (7, 0) else b"ziplist"
