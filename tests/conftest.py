@@ -1,5 +1,8 @@
 """Fixtures shared by every test folder: private redis-server processes on free loopback ports.
 
+The redis-server is the first on PATH: Debian's by default, or the matrix's chosen one
+(`scripts/test --server NAME`, tests/support/servers.py); pytest's header names it.
+
 Hypothesis runs with no per-example deadline: on a loaded 2-core CI machine one slow
 example would otherwise fail a property that holds.
 """
@@ -13,10 +16,16 @@ import redis
 from hypothesis import HealthCheck, settings
 
 from kiqbeat.demo.server import RedisServer
+from tests.support.servers import server_under_test
 
 settings.register_profile("kiqbeat", deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("kiqbeat")
+
+
+def pytest_report_header() -> str:
+    """Which server this run tests (a wrong --server stops the run here)."""
+    return server_under_test().describe()
 
 
 @pytest.fixture(scope="session")

@@ -39,6 +39,7 @@ from kiqbeat.web.auth import Auth, Token
 from tests.entrypoints.conftest import free_port
 from tests.integration.helpers import pushed_jobs, redis_now
 from tests.support.marks import stored_mark
+from tests.support.servers import NO_PERMISSIONS
 from tests.web.conftest import READER_TOKEN, serve
 
 from .harness import RUBY_DIR, need, wait_for
@@ -569,7 +570,7 @@ def test_the_writer_acl_of_docs_store_md_lets_ruby_add_pause_and_remove(
         assert client.zscore("kiqbeat:due", "rb:acl") == 0
         assert invoke(client, base).new_schedules == 1
         with redis.Redis.from_url(url) as writer, \
-                pytest.raises(redis.ResponseError, match="no permissions"):
+                pytest.raises(redis.ResponseError, match=NO_PERMISSIONS):
             writer.hset("kiqbeat:watermarks", "rb:acl", "0")  # kiqbeat's own: refused
     finally:
         client.acl_deluser("kiqbeat-writer")

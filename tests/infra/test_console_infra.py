@@ -16,11 +16,10 @@ from typing import Any
 import pytest
 import redis
 import yaml
-from prometheus_client import generate_latest
 
 from kiqbeat.core.report import Report
+from kiqbeat.entrypoints.metrics import InvocationMetrics
 from kiqbeat.web.auth import VARIABLES
-from kiqbeat.web.metrics import InvocationMetrics
 from tests.entrypoints.conftest import free_port
 from tests.support.marks import stored_mark
 
@@ -59,7 +58,7 @@ def exported_names() -> set[str]:
     """Every metric name kiqbeat exports: the invocations' and the console's."""
     metrics = InvocationMetrics()
     metrics.observe(Report(now=datetime.now(UTC)))
-    text = generate_latest(metrics.registry).decode()
+    text = metrics.exposition()
     source = (ROOT / "lib" / "kiqbeat" / "web" / "metrics.py").read_text()
     store = set(re.findall(r'"(kiqbeat_[a-z_]+)"', source))
     store |= {f"{n}_total" for n in store}
@@ -82,7 +81,7 @@ def test_invocation_metrics_count_each_report_and_each_failure() -> None:
                            missed_recorded=4, set_aside=1, lag_s=0.5, duration_s=0.02))
     metrics.observe(Report(now=datetime.now(UTC), pushed=2, lag_s=0.1, duration_s=0.01))
     metrics.observe(None)
-    text = generate_latest(metrics.registry).decode()
+    text = metrics.exposition()
     for line in ("kiqbeat_ticks_pushed_total 5.0", "kiqbeat_ticks_already_pushed_total 2.0",
                  "kiqbeat_ticks_missed_total 1.0", "kiqbeat_missed_recorded_total 4.0",
                  "kiqbeat_definitions_set_aside_total 1.0",
@@ -131,7 +130,7 @@ def test_kiqbeat_run_exports_every_number_the_lambda_sends_as_a_metric(
     app._record(report, None)
     metrics = InvocationMetrics()
     metrics.observe(report)
-    text = generate_latest(metrics.registry).decode()
+    text = metrics.exposition()
     exported = {name: float(value) for name, value
                 in re.findall(r"^(kiqbeat_[a-z_]+) ([0-9.e+-]+)$", text, re.MULTILINE)}
     # Each CloudWatch metric has a Prometheus twin carrying the same number (the report's

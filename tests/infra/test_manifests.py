@@ -8,6 +8,7 @@ import re
 import shlex
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -86,11 +87,24 @@ def test_no_manifest_the_documented_steps_apply_defines_a_secret() -> None:
 
 def test_the_documented_steps_create_the_secret_the_pods_read_before_applying_them() -> None:
     steps = kubernetes_steps()
-    (create,) = [i for i, line in enumerate(steps) if line.startswith("kubectl create secret")]
+    creates = [i for i, line in enumerate(steps) if line.startswith("kubectl create secret")]
     first_apply = min(i for i, line in enumerate(steps) if line.startswith("kubectl apply -f"))
-    assert create < first_apply
-    name, key = re.findall(r"kubectl create secret generic (\S+) --from-literal=(\w+)=",
-                           steps[create])[0]
+    assert creates and max(creates) < first_apply
+    created = dict(re.findall(r"kubectl create secret generic (\S+) --from-literal=(\w+)=",
+                              steps[i])[0] for i in creates)
+    # The loop's metrics token: mounted where KIQBEAT_WEB_READ_TOKEN_FILE reads it, and
+    # what podmonitor.yaml presents.
+    (loop,) = pod_spec("deployment.yaml")["containers"]
+    volumes = {v["name"]: v for v in pod_spec("deployment.yaml")["volumes"]}
+    token_file = {e["name"]: e for e in loop["env"]}["KIQBEAT_WEB_READ_TOKEN_FILE"]["value"]
+    (mount,) = [m for m in loop["volumeMounts"]
+                if Path(token_file).parent == Path(m["mountPath"])]
+    secret = volumes[mount["name"]]["secret"]["secretName"]
+    assert created[secret] == Path(token_file).name
+    monitor = documents("podmonitor.yaml")["PodMonitor"]["spec"]["podMetricsEndpoints"]
+    assert {(e["authorization"]["credentials"]["name"], e["authorization"]["credentials"]["key"])
+            for e in monitor} == {(secret, created[secret])}
+    (name, key), = [(n, k) for n, k in created.items() if n != secret]
     for manifest in ("cronjob.yaml", "deployment.yaml"):
         (container,) = pod_spec(manifest)["containers"]
         env = {e["name"]: e for e in container["env"]}
@@ -102,9 +116,11 @@ def test_the_documented_steps_create_the_secret_the_pods_read_before_applying_th
     assert set(secret["stringData"]) == {key}
 
 
-def test_the_documented_image_step_run_verbatim_points_both_workloads_at_the_image(
+def test_the_documented_image_step_run_verbatim_points_every_workload_at_the_image(
     tmp_path: Path,
 ) -> None:
+    """One image serves every role, and the documented step sets it in every manifest that
+    names one (the console's too)."""
     (step,) = [line for line in kubernetes_steps() if line.startswith("sed ")]
     (tmp_path / "infra").mkdir()
     copied = tmp_path / "infra" / "k8s"
@@ -113,9 +129,10 @@ def test_the_documented_image_step_run_verbatim_points_both_workloads_at_the_ima
         (copied / manifest.name).write_text(manifest.read_text())
     subprocess.run(["sh", "-c", step], cwd=tmp_path, check=True, timeout=30)
     image = re.findall(r"image: (\S+)", step.split("|")[2])[0]
-    for manifest in ("cronjob.yaml", "deployment.yaml"):
-        (container,) = pod_spec(manifest, copied)["containers"]
-        assert container["image"] == image
+    named = {m.name: re.findall(r"^\s*image: (\S+)", (copied / m.name).read_text(), re.M)
+             for m in MANIFESTS}
+    assert {"cronjob.yaml", "deployment.yaml", "console.yaml"} <= {n for n, i in named.items() if i}
+    assert {i for images in named.values() for i in images} == {image}
 
 
 def test_the_cronjob_runs_every_minute_overlapping_and_never_retries() -> None:
@@ -182,24 +199,67 @@ def test_pods_run_non_root_on_a_read_only_root_with_redis_from_a_secret(manifest
     assert mounts["tmp"] == "/tmp"
 
 
-def test_the_deployment_runs_the_loop_logging_each_invocation_as_a_json_line(
+def _local_pod(manifest: str, tmp_path: Path, redis_url: str, token: str,
+               ) -> tuple[list[str], dict[str, str], dict[str, int]]:
+    """A manifest's container as a local command: the same args and file variables, each
+    mounted file written under tmp_path (the schedule from config.yaml; every token file
+    holding `token`), each container port replaced by a free one; (command, env, ports)."""
+    from tests.entrypoints.conftest import free_port
+
+    (container,) = pod_spec(manifest)["containers"]
+    local = {p["containerPort"]: free_port() for p in container.get("ports", [])}
+    schedule_text = documents("config.yaml")["ConfigMap"]["data"]["schedule.yaml"]
+
+    def moved(value: str) -> str:
+        if value.startswith("/etc/"):
+            path = tmp_path / value.lstrip("/")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(schedule_text if value.endswith("schedule.yaml") else token + "\n")
+            return str(path)
+        return str(local.get(int(value), value)) if value.isdigit() else value
+
+    command = [str(Path(sys.executable).with_name("kiqbeat")),
+               *[moved(a) for a in container["args"]]]
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "KIQBEAT_REDIS_URL": redis_url}
+    env |= {k: v for k in ("PYTHONPATH",) if (v := os.environ.get(k))}  # a worktree's code
+    env |= {e["name"]: moved(e["value"]) for e in container["env"] if "value" in e}
+    ports = {p["name"]: local[p["containerPort"]] for p in container.get("ports", [])}
+    return command, env, ports
+
+
+def _get(url: str, token: str | None) -> tuple[int, str]:
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(url)
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=5) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def test_the_deployment_runs_the_loop_logging_each_invocation_and_serving_metrics(
     tmp_path: Path, redis_url: str,
 ) -> None:
+    """deployment.yaml's container, run as is: one JSON line per invocation on stdout, and
+    the invocations' metrics on its `metrics` port for the token podmonitor.yaml presents."""
     from kiqbeat.core.report import REPORT_METRICS
 
-    (container,) = pod_spec("deployment.yaml")["containers"]
-    assert container["args"][0] == "run"
-    schedule = tmp_path / "schedule.yaml"
-    schedule.write_text(documents("config.yaml")["ConfigMap"]["data"]["schedule.yaml"])
-    command = [str(Path(sys.executable).with_name("kiqbeat")),
-               *[str(schedule) if a == "/etc/kiqbeat/schedule.yaml" else a
-                 for a in container["args"]]]
-    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "KIQBEAT_REDIS_URL": redis_url}
+    token = "t" * 8 + "0123456789abcdef"
+    command, env, ports = _local_pod("deployment.yaml", tmp_path, redis_url, token)
+    assert command[1] == "run"
     loop = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=env, cwd=tmp_path)
     try:
         assert loop.stdout is not None
         first = loop.stdout.readline()  # the loop invokes once as it starts
+        url = f"http://127.0.0.1:{ports['metrics']}/metrics"
+        status, text = _get(url, token)
+        assert status == 200 and "kiqbeat_invocation_duration_seconds_count 1.0" in text
+        assert _get(url, None)[0] == 401
     finally:
         loop.terminate()  # SIGTERM: it stops cleanly
         out, err = loop.communicate(timeout=60)
@@ -210,6 +270,34 @@ def test_the_deployment_runs_the_loop_logging_each_invocation_as_a_json_line(
     # one line per invocation and nothing else on stdout.
     assert {m.field for m in REPORT_METRICS} <= set(report)
     assert all(json.loads(line) for line in out.splitlines())
+
+
+def test_the_console_runs_from_the_same_image_with_its_tokens(
+    tmp_path: Path, redis_url: str,
+) -> None:
+    """console.yaml's container, run as is (its args and token files): it serves."""
+    import time
+
+    token = "c" * 8 + "0123456789abcdef"
+    command, env, ports = _local_pod("console.yaml", tmp_path, redis_url, token)
+    assert command[1] == "web"
+    web = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                           text=True, env=env, cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if _get(f"http://127.0.0.1:{ports['http']}/healthz", None)[0] == 200:
+                    break
+            except OSError:
+                pass
+            assert web.poll() is None and time.monotonic() < deadline, "the console did not serve"
+            time.sleep(0.2)
+        status, text = _get(f"http://127.0.0.1:{ports['http']}/metrics", token)
+        assert status == 200 and "kiqbeat_schedules " in text
+    finally:
+        web.terminate()
+        web.communicate(timeout=60)
 
 
 def _dockerfile() -> dict[str, list[str]]:
@@ -242,15 +330,45 @@ def test_the_image_is_python313_slim_pinned_by_digest() -> None:
                      text)
 
 
+def _requirement_names(lock: Path) -> set[str]:
+    return {re.split(r"[=;\s]", line, maxsplit=1)[0].lower().replace("_", "-")
+            for line in lock.read_text().splitlines() if re.match(r"[A-Za-z0-9]", line)}
+
+
 def test_the_image_installs_the_dependencies_pinned_with_hashes() -> None:
     text = DOCKERFILE.read_text().replace("\\\n", " ")
     assert 'pip install --require-hashes --no-deps -r "$lock"' in text
     assert "pip install --no-deps ." in text
-    assert "COPY handler/requirements.txt ./requirements.txt" in text
-    assert "COPY requirements/aws.txt ./requirements-aws.txt" in text
     # Nothing else is resolved at build time: every `pip install` is from a lock or --no-deps.
     installs = re.findall(r"pip install ([^&]*)", text)
     assert installs and all("--require-hashes" in i or "--no-deps" in i for i in installs), installs
+
+
+def test_the_image_locks_exist_and_the_default_one_covers_every_role() -> None:
+    """Each lock the recipe copies exists; LOCK chooses among exactly those; the default
+    (`image`) holds every dependency of kiqbeat and of the extras its roles need (web: the
+    console; aws: the AWS sources), the `base` one kiqbeat's own."""
+    recipe = _dockerfile()
+    copied: dict[str, str] = {}  # LOCK value -> the lock file it installs
+    for line in recipe["COPY"]:
+        if match := re.fullmatch(r"(\S+) \./requirements-(\w+)\.txt", line):
+            copied[match.group(2)] = match.group(1)
+    assert set(copied) == {"image", "base"}
+    for source in copied.values():
+        assert (ROOT / source).is_file(), source
+    assert "ARG LOCK=image" in DOCKERFILE.read_text()
+    (choices,) = re.findall(r'case "\$LOCK" in ([\w|]+)\)', DOCKERFILE.read_text())
+    assert set(choices.split("|")) == set(copied)
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+
+    def names(requirements: list[str]) -> set[str]:
+        return {re.split(r"[<>=\[;\s]", r, maxsplit=1)[0].lower() for r in requirements}
+
+    base = names(project["dependencies"])
+    optional = project["optional-dependencies"]
+    extras = names(optional["web"] + optional["aws"])
+    assert base | extras <= _requirement_names(ROOT / copied["image"])
+    assert base <= _requirement_names(ROOT / copied["base"])
 
 
 def test_the_image_is_slim_non_root_and_writes_no_bytecode() -> None:

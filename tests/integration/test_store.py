@@ -42,6 +42,7 @@ from kiqbeat.redis.side import RedisSide
 from kiqbeat.settings import Settings
 from kiqbeat.store import Store
 from tests.support.marks import stored_mark
+from tests.support.servers import load_functions
 
 from .helpers import minute_floor, pushed_jobs, redis_now, room_before_boundary
 
@@ -1180,7 +1181,7 @@ def test_an_import_after_the_server_forgot_its_scripts_loads_them_and_writes_all
 
 
 def test_an_import_through_the_function_library_writes_all(client: redis.Redis) -> None:
-    client.function_load(scripts.library(), replace=True)
+    load_functions(client, scripts.library())
     store = Store(client, lua=scripts.Caller(functions=True))
     result = store.import_definitions((f"s{i:03d}", MINUTELY) for i in range(450))
     assert result.written == 450 and client.zcard(DUE) == 450

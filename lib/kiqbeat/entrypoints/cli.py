@@ -64,7 +64,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     engine = _invoking(args)
     current = engine.config()  # a broken document stops the command before it loops
     stop = stop_on_signals()
-    observe = _metrics(args.metrics_port)
+    observe = _metrics(args)
 
     def invoke() -> Report | None:
         nonlocal current
@@ -95,18 +95,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _metrics(port: int | None) -> Callable[[Report | None], None]:
-    """What counts each invocation: Prometheus counters served on `port` (the web extra's
-    prometheus-client), or nothing."""
-    if port is None:
+def _metrics(args: argparse.Namespace) -> Callable[[Report | None], None]:
+    """What counts each invocation: Prometheus metrics served on --metrics-host and
+    --metrics-port (kiqbeat.entrypoints.metrics, the standard library alone), or nothing."""
+    if args.metrics_port is None:
         return lambda report: None
-    try:
-        from kiqbeat.web.metrics import InvocationMetrics
-    except ImportError as exc:
-        raise ConfigError(f"--metrics-port needs the web extra: pip install 'kiqbeat[web]' "
-                          f"({exc})") from None
+    from kiqbeat.entrypoints.metrics import InvocationMetrics, serve_metrics
+
     metrics = InvocationMetrics()
-    metrics.serve(port, host="0.0.0.0")  # a pod's metrics port
+    serve_metrics(metrics, args.metrics_host, args.metrics_port)
     return metrics.observe
 
 
@@ -257,7 +254,10 @@ def _parser() -> argparse.ArgumentParser:
                         "summary when it pushed)")
     p.add_argument("--metrics-port", type=int, metavar="PORT",
                    help="serve Prometheus metrics of the invocations on this port (GET "
-                        "/metrics; the web extra)")
+                        "/metrics)")
+    p.add_argument("--metrics-host", default="127.0.0.1", metavar="HOST",
+                   help="the metrics' listen address (default 127.0.0.1; any other needs "
+                        "tokens: KIQBEAT_WEB_READ_TOKEN, as the console's)")
     p.set_defaults(func=_cmd_run)
 
     p = sub.add_parser("status", help="counts by state, then per schedule (most overdue first): "

@@ -2,7 +2,8 @@
 
 Two sources, one set of names (infra/grafana/kiqbeat.json charts them):
 
-- **Invocations** (`kiqbeat run --metrics-port PORT`): counters fed from each `Report` —
+- **Invocations** (`kiqbeat run --metrics-port PORT`, kiqbeat.entrypoints.metrics: the
+  standard library's, so that it needs no web extra): counters fed from each `Report` —
   `kiqbeat_ticks_pushed_total`, `kiqbeat_ticks_already_pushed_total`,
   `kiqbeat_ticks_missed_total`, `kiqbeat_missed_recorded_total`,
   `kiqbeat_definitions_set_aside_total`, `kiqbeat_schedules_planned_total`,
@@ -26,56 +27,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from prometheus_client import (
-    CONTENT_TYPE_LATEST,
-    CollectorRegistry,
-    Counter,
-    Gauge,
-    Histogram,
-    generate_latest,
-    start_http_server,
-)
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
-from kiqbeat.core.report import REPORT_METRICS, Report
 from kiqbeat.web.bearer import Refusal, authenticate
 
 if TYPE_CHECKING:
     from kiqbeat.web.console import Console
-
-
-class InvocationMetrics:
-    """The counters of a `kiqbeat run` process, served on their own port."""
-
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
-        self.registry = registry or CollectorRegistry()
-        r = self.registry
-        self.numbers = {m.field: (Gauge if m.seconds else Counter)(m.prometheus, m.help,
-                                                                   registry=r)
-                        for m in REPORT_METRICS}
-        self.failed = Counter("kiqbeat_invocations_failed", "invocations that failed",
-                              registry=r)
-        self.duration = Histogram("kiqbeat_invocation_duration_seconds", "invocation "
-                                  "duration", registry=r,
-                                  buckets=(.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10,
-                                           30, 60))
-
-    def observe(self, report: Report | None) -> None:
-        """Count one invocation (None: it failed)."""
-        if report is None:
-            self.failed.inc()
-            return
-        numbers = report.as_dict()
-        for field, metric in self.numbers.items():
-            (metric.set if isinstance(metric, Gauge) else metric.inc)(numbers[field])
-        self.duration.observe(report.duration_s)
-
-    def serve(self, port: int, host: str = "127.0.0.1") -> None:
-        """Serve GET /metrics on `port` from a thread of this process."""
-        start_http_server(port, addr=host, registry=self.registry)
 
 
 class StoreCollector(Collector):
