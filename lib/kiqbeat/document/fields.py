@@ -377,7 +377,7 @@ KIQBEAT_MARKERS = TOP_LEVEL_KEYS
 # may write (a job carrying them looks like a failed one to the retry set and the Web UI).
 RESERVED_PAYLOAD_KEYS = frozenset({
     "class", "args", "jid", "queue", "created_at", "enqueued_at", "wrapped", "at",
-    "kiqbeat_schedule",
+    "kiqbeat_schedule", "kiqbeat_tick", "kiqbeat_expires_at",
     "retry_count", "retried_at", "failed_at", "error_message", "error_class",
     "error_backtrace",
 })
