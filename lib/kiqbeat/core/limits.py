@@ -171,3 +171,7 @@ MAX_OUTCOMES_INBOX = 100_000
 # no call holds Redis long) and at most FOLD_SLICES calls per invocation.
 FOLD_SLICE = 500
 FOLD_SLICES = 40
+# `expires_after` is at most a week (a job older than that is another job), and a
+# schedule's `history` (ticks its records keep) at most MAX_HISTORY, as the setting's.
+MAX_EXPIRES_AFTER_S = 7 * 86_400.0
+MAX_HISTORY = 1000
