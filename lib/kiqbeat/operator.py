@@ -36,6 +36,7 @@ from kiqbeat.core.limits import (
     MAX_REASON_CHARS,
     MAX_WAITING_SCAN,
 )
+from kiqbeat.core.outcomes import Health, health_text
 from kiqbeat.core.pause import Pause
 from kiqbeat.core.payload import jid_ms, job_json
 from kiqbeat.core.plan import (
@@ -63,7 +64,7 @@ from kiqbeat.core.schedule import Schedule
 from kiqbeat.core.ticks import ClassifiedTick, TickReport, classify_ticks
 from kiqbeat.document.validate import read_definition
 from kiqbeat.errors import ConfigError, KiqbeatError, json_name, shown, shown_name, shown_text
-from kiqbeat.outcomes.records import read_outcomes
+from kiqbeat.outcomes.records import read_health, read_outcomes
 from kiqbeat.redis import keys, scripts
 from kiqbeat.redis.connection import reply_text
 from kiqbeat.redis.definitions import Oversized, definition_sha
@@ -97,6 +98,9 @@ class ScheduleStatus:
     # Its life (core/describe.py `life_facts`: bounds, excluded dates, max_runs and the runs
     # used, pending skips, jitter, overlap); None when set aside.
     life: Mapping[str, Any] | None = None
+    # What became of its jobs, as the worker middleware reported (core/outcomes.py); None
+    # when not read.
+    health: Health | None = None
 
     def line(self) -> str:
         """One line for a person (`kiqbeat status`, `kiqbeat schedules list`); what another
@@ -110,8 +114,10 @@ class ScheduleStatus:
         coming = ("ended" if self.ended else
                   f"next {self.next_tick.isoformat(timespec='seconds')}{late}")
         usage = describe_usage(dict(self.life)) if self.life else ""
+        health = health_text(self.health) if self.health is not None else ""
         return (f"{name}{'' if self.enabled else ' (paused)'}: {self.timing}; {covered}; "
                 f"{coming}" + (f"; {usage}" if usage else "")
+                + (f"; {shown_text(health, MAX_REASON_CHARS)}" if health else "")
                 + (f"; from {shown_text(self.source)}" if self.source else "")
                 + (f"; {shown_text(self.pause.line())}" if self.pause is not None else ""))
 
@@ -132,6 +138,7 @@ class ScheduleStatus:
                 "oversized_bytes": self.oversized_bytes, "ended": self.ended,
                 "paused": None if self.pause is None else self.pause.as_dict(),
                 "life": None if self.life is None else dict(self.life),
+                "health": None if self.health is None else self.health.as_dict(),
                 "definition": self.definition}
 
 
@@ -307,7 +314,9 @@ class Operator:
         pauses = self.side.read_pauses(names) if stored_rows else {}
         rows = [row for stored in stored_rows
                 if (row := self._row(stored, now)) is not None]
+        health = read_health(self.client, self.namespace, [r.name for r in rows]) if rows else {}
         now_ms = to_ms(now)
+        rows = [replace(row, health=health.get(row.name)) for row in rows]
         return [replace(row, pause=p, enabled=False)
                 if (p := pauses.get(row.name)) is not None and p.holds_at(now_ms) else row
                 for row in rows]

@@ -125,3 +125,23 @@ def health(name: str, outcomes: Outcomes | None, last_error: str | None = None) 
     jid = None if newest.manual else jid_ms(name, newest.tick_ms)
     return Health(name, newest.state, newest.tick_ms, since, failures, duration, error or None,
                   jid)
+
+
+def health_text(found: Health) -> str:
+    """Health in a few words for `status` and `schedules get` ("" when nothing reported):
+    the last outcome and its tick, the last success, the failure streak and last error."""
+    if found.last_outcome is None or found.last_tick_ms is None:
+        return ""
+    tick = from_ms(found.last_tick_ms).isoformat(timespec="seconds")
+    text = f"last {found.last_outcome} (tick {tick}"
+    if found.last_duration_ms is not None:
+        text += f", {found.last_duration_ms / 1000:.1f} s"
+    text += ")"
+    if found.consecutive_failures:
+        text += f", {found.consecutive_failures} failed in a row"
+        if found.last_error:
+            text += f": {found.last_error}"
+    if found.last_success_tick_ms is not None and found.last_outcome != "succeeded":
+        text += (", last success "
+                 f"{from_ms(found.last_success_tick_ms).isoformat(timespec='seconds')}")
+    return text
