@@ -34,9 +34,9 @@ from store import (  # bench/store.py, beside this file
     used_memory,
 )
 
-from kiqbeat.demo.server import RedisServer
 from kiqbeat.core.payload import jid_ms
 from kiqbeat.core.plan import to_ms
+from kiqbeat.demo.server import RedisServer
 from kiqbeat.engine import Engine
 from kiqbeat.outcomes.records import Folded, fold_outcomes
 from kiqbeat.redis import keys
