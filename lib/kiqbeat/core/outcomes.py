@@ -21,7 +21,7 @@ _UNITS = (1, 1000, 60_000, 3_600_000)  # ms, s, min, h
 class TickOutcome:
     """What the worker reported for one tick's job: `state` one of OUTCOME_STATES; the
     attempt last reported (1: the first run); `duration_ms` once ended (None while
-    running), `started_ms` while running (the instant it started); `manual`: a manual run."""
+    running, and for an expired job, which never ran), `started_ms` while running (the instant it started); `manual`: a manual run."""
 
     tick_ms: int
     state: str
@@ -95,7 +95,9 @@ def decode_outcomes(raw: bytes) -> Outcomes:
             tick -= (head >> 5) * _UNITS[(head >> 3) & 3]
             state = OUTCOME_STATES[head & 3]
             running = state == "running"
-            ticks.append(TickOutcome(tick, state, attempt, None if running else value,
+            # An expired job never ran: no duration.
+            ticks.append(TickOutcome(tick, state, attempt,
+                                     None if running or state == "expired" else value,
                                      tick + value if running else None, bool(head & 4)))
     except IndexError:
         raise ValueError(f"not an outcome record: {raw[:40]!r}") from None

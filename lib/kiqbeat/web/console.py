@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from kiqbeat.audit import AuditEntry, read_audit
@@ -32,6 +32,7 @@ from kiqbeat.core.limits import (
 )
 from kiqbeat.core.records import Push, parse_history
 from kiqbeat.core.schedule import Config, Schedule
+from kiqbeat.core.ticks import TickReport
 from kiqbeat.document.read import parse
 from kiqbeat.document.validate import read_definition
 from kiqbeat.engine import Engine
@@ -47,6 +48,8 @@ from kiqbeat.web.names import NameIndex, Sweep, Tally, paused_now
 
 STATES = ("active", "paused", "set_aside", "missed")
 FIRES = 20  # fire times a schedule's page previews
+RECENT_SPAN = timedelta(days=1)  # the span of a schedule page's strip of recent ticks
+STRIP_TICKS = 60  # the strip's cells at most (the newest ticks of the span)
 EXAMINE_BATCH = 250  # names a filtered page reads per round trip (HMGET of their definitions)
 # A backfill asked for by a page or an API call stops pushing after this long (a request
 # must answer); its answer then says so, and running it again pushes the rest.
@@ -116,6 +119,7 @@ class Detail:
     history: list[Push]
     missed: list[MissedRange]
     audit: list[AuditEntry]
+    ticks: TickReport | None = None  # its recent ticks, classified (None: set aside)
 
 
 @dataclass(frozen=True)
@@ -388,8 +392,12 @@ class Console:
         fires: list[dict[str, str | None]] = []
         if row.schedule is not None:
             fires = _next_fires(Config((row.schedule,)), read_clock(self.client), FIRES)[0]
+        ticks = None
+        if row.schedule is not None:
+            now = read_clock(self.client)
+            ticks = store.report(name, since=now - RECENT_SPAN, until=now)
         return Detail(row, fires, store.history(name), store.missed([name]),
-                      read_audit(self.client, self.namespace, name, limit=20))
+                      read_audit(self.client, self.namespace, name, limit=20), ticks)
 
     def overview(self) -> Overview:
         """Counts by state, the most overdue, set-aside definitions, recent pushes, the
