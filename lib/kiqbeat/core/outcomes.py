@@ -21,7 +21,8 @@ _UNITS = (1, 1000, 60_000, 3_600_000)  # ms, s, min, h
 class TickOutcome:
     """What the worker reported for one tick's job: `state` one of OUTCOME_STATES; the
     attempt last reported (1: the first run); `duration_ms` once ended (None while
-    running, and for an expired job, which never ran), `started_ms` while running (the instant it started); `manual`: a manual run."""
+    running, and for an expired job, which never ran), `started_ms` while running (the
+    instant it started); `manual`: a manual run."""
 
     tick_ms: int
     state: str
