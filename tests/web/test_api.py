@@ -571,3 +571,29 @@ def test_a_schedules_report_and_health_are_served(console: Served, store: Store)
     assert detail["health"]["consecutive_failures"] == 1
     assert bad.status_code == 422 and bad.json()["error"].startswith("since 'yesterday'")
     assert "/api/v1/schedules/{name}/report" in spec["paths"]
+
+
+def test_failing_schedules_come_first_in_the_status_and_have_a_filter(
+        console: Served, store: Store) -> None:
+    for name in ("ok", "bad", "worse"):
+        store.put(name, {"cron": "* * * * *", "class": "W"})
+    engine = Engine(Settings(), client=store.client)
+    minute = minute_floor(redis_now(store.client))
+    engine.run(config("schedules: {}\n"), now=minute - timedelta(minutes=5))
+    for name, failures in (("ok", 0), ("bad", 1), ("worse", 3)):
+        for k in range(4):
+            tick = minute - timedelta(minutes=4 - k)
+            failed = k >= 4 - failures
+            store.client.lpush(keys.outcomes_inbox(""), json.dumps(
+                {"s": name, "t": int(tick.timestamp() * 1000), "j": jid(name, tick),
+                 "e": "failed" if failed else "succeeded", "a": 1, "d": 5, "at": 0,
+                 "x": "E", "m": f"{name} broke"}))
+    engine.run(config("schedules: {}\n"), now=minute - timedelta(minutes=5))
+    with console.api() as api:
+        status = api.get("/api/v1/status").json()
+        listed = api.get("/api/v1/schedules", params={"state": "failing"}).json()["items"]
+    assert status["failing"]["count"] == 2
+    assert [(r["name"], r["health"]["consecutive_failures"], r["health"]["last_error"])
+            for r in status["failing"]["schedules"]] == [("worse", 3, "E: worse broke"),
+                                                         ("bad", 1, "E: bad broke")]
+    assert sorted(r["name"] for r in listed) == ["bad", "worse"]

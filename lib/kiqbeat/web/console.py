@@ -46,7 +46,8 @@ from kiqbeat.redis.definitions import read_present
 from kiqbeat.store import Backfill, MissedRange, ScheduleStatus, Status, Store, Triggered
 from kiqbeat.web.names import NameIndex, Sweep, Tally, paused_now
 
-STATES = ("active", "paused", "set_aside", "missed")
+STATES = ("active", "paused", "set_aside", "missed", "failing")
+FAILING_SHOWN = 10  # failing schedules the overview lists first
 FIRES = 20  # fire times a schedule's page previews
 RECENT_SPAN = timedelta(days=1)  # the span of a schedule page's strip of recent ticks
 STRIP_TICKS = 60  # the strip's cells at most (the newest ticks of the span)
@@ -130,6 +131,10 @@ class Overview:
     tally: Tally | None  # the sweep's last full pass (None before the first)
     document: tuple[str, int, bool] | None  # (source, schedules, applied)
     indexed: int
+    # Schedules whose newest failure no success has followed (kiqbeat:outcomes:errors):
+    # how many, and the first few with their health.
+    failing_count: int = 0
+    failing: list[Row] = field(default_factory=list)
 
     @property
     def paused(self) -> int | None:
@@ -158,6 +163,8 @@ class Overview:
                 "source": self.document[0], "schedules": self.document[1],
                 "applied": self.document[2]},
             "names_indexed": self.indexed,
+            "failing": {"count": self.failing_count,
+                        "schedules": [r.as_dict() for r in self.failing]},
         }
 
 
@@ -250,7 +257,7 @@ class Console:
         limit = max(1, min(limit, MAX_PAGE_ROWS))
         kind, value = decode_cursor(cursor) if cursor else ("", "")
         store = self.store()
-        if state in ("set_aside", "missed"):
+        if state in ("set_aside", "missed", "failing"):
             hscan, skip = (value.split(":", 1) if kind == "s" and ":" in value else ("0", "0"))
             names, after = self._scan_hash(state, prefix, int(hscan), int(skip), limit)
             names = self._matching(names, "", queue, source)
@@ -296,8 +303,8 @@ class Console:
         """Up to `limit` names of the set-aside or missed hash, from HSCAN `cursor` less the
         first `skip` of its page (sorted): a page longer than `limit` (a small hash comes
         back whole) is handed out in parts, its next cursor "CURSOR:SKIP"; "" at the end."""
-        key = keys.rejected(self.namespace) if state == "set_aside" else keys.missed(
-            self.namespace)
+        key = {"set_aside": keys.rejected, "missed": keys.missed,
+               "failing": keys.outcomes_errors}[state](self.namespace)
         pattern = "".join(f"\\{c}" if c in "*?[]\\" else c for c in prefix) + "*"
         with redis_errors(self.client, f"reading {key}"):
             following, page = self.client.hscan(key, cursor, match=pattern, count=limit)
@@ -410,7 +417,14 @@ class Console:
                 applied = self.engine.document_applied()
             if applied is not None:
                 document = (applied[0].source, len(applied[0].definitions), applied[1])
-        return Overview(status, self.sweep.last, document, self.index.size())
+        errors = keys.outcomes_errors(self.namespace)
+        with redis_errors(self.client, f"reading {errors}"):
+            count = int(self.client.hlen(errors))
+            _, found = self.client.hscan(errors, 0, count=FAILING_SHOWN)
+        names = sorted(reply_text(n) for n in found)[:FAILING_SHOWN]
+        failing = sorted(self._rows(store, names), key=lambda r: -(
+            r.status.health.consecutive_failures if r.status.health else 0))
+        return Overview(status, self.sweep.last, document, self.index.size(), count, failing)
 
     def audit(self, name: str | None = None, limit: int = 100) -> list[AuditEntry]:
         """The newest audit entries (of `name` when given)."""
