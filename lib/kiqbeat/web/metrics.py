@@ -14,7 +14,8 @@ Two sources, one set of names (infra/grafana/kiqbeat.json charts them):
   pipelined round trip plus one page of the due index: `kiqbeat_schedules`,
   `kiqbeat_schedules_set_aside`, `kiqbeat_schedules_with_missed`,
   `kiqbeat_schedules_due`, `kiqbeat_schedules_paused` (from the sweep's last pass),
-  `kiqbeat_schedules_failing` (kiqbeat:outcomes:errors' length), `kiqbeat_overdue_seconds` (the most overdue schedule's lag), and
+  `kiqbeat_schedules_failing` (kiqbeat:outcomes:errors' length),
+  `kiqbeat_overdue_seconds` (the most overdue schedule's lag), and
   `kiqbeat_backfilled_total` (ticks the console's backfills pushed).
 
 The console's /metrics needs a token (reader or operator: Prometheus's `authorization`
