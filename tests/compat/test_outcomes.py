@@ -260,3 +260,26 @@ def test_report_classifies_every_tick_of_ten_minutes_as_the_workers_ledger_says(
     assert [(t["outcome"], t.get("reason")) for t in parked] == (
         [("waiting", None)] * 6 + [("missed", "window")] + [("waiting", None)] * 3
         + [("pending", None)] * 2)
+
+
+def test_overlap_skip_passes_over_a_tick_while_the_middleware_says_the_job_runs(
+        worker: Worker) -> None:
+    cfg = config(f"""
+        schedules:
+          single: {{cron: '* * * * *', class: LedgerWorker, args: [4], queue: {QUEUE},
+                    overlap: skip}}
+    """)
+    base = worker.now().replace(second=0, microsecond=0) - timedelta(minutes=5)
+    at = {m: base + timedelta(minutes=m) for m in range(4)}
+    run(worker.client, cfg, now=base + timedelta(seconds=30))
+    assert run(worker.client, cfg, now=at[1]).pushed == 1
+    first = jid_ms("single", to_ms(at[1]))
+    wait_for("the first job to start", lambda: worker.ledger(first) == ["start"] or None)
+    during = run(worker.client, cfg, now=at[2])  # it runs (4 s): tick 2 is passed over
+    assert (during.pushed, during.skipped) == (0, 1)
+    wait_for("the first job to end", lambda: worker.ledger(first)[-1:] == ["end"] or None)
+    after = run(worker.client, cfg, now=at[3])
+    assert after.pushed == 1
+    ticks = Store(worker.client).report("single", since=base, until=at[3]).ticks
+    assert [(t.outcome, t.reason) for t in ticks][:2] == [("succeeded", None),
+                                                          ("skipped", "overlap")]
