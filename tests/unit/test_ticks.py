@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -145,3 +146,21 @@ def test_spans_split_anywhere_list_the_same_ticks() -> None:
         second = classify(**base, since_ms=T0 + cut * MIN)
         assert first + second == whole
     assert timedelta(minutes=1).total_seconds() * 1000 == MIN
+
+
+def test_validate_describes_expires_after_and_history_and_refuses_bad_values() -> None:
+    from kiqbeat.core.describe import describe_life
+    from kiqbeat.document import load_config_text
+    from kiqbeat.errors import ConfigError
+
+    (s,) = load_config_text("schedules:\n  n: {cron: '0 2 * * *', class: W, "
+                            "expires_after: 30m, history: 50}\n").schedules
+    assert (s.expires_after_s, s.history) == (1800.0, 50)
+    assert "not started within 30m of its tick is not run" in describe_life(s)
+    assert "last 50 ticks kept" in describe_life(s)
+    with pytest.raises(ConfigError) as refused:
+        load_config_text("schedules:\n  b: {cron: '0 2 * * *', class: W, "
+                         "expires_after: 0s, history: 1001}\n")
+    text = str(refused.value)
+    assert "schedule 'b' (field 'expires_after'): '0s' must be from 1s to 7d" in text
+    assert "schedule 'b' (field 'history'): 1001 must be a whole number from 0 to 1000" in text
