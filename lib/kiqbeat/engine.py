@@ -479,6 +479,10 @@ class Engine:
         reported = replies.one("outcomes")
         if isinstance(reported, int) and reported > 0:
             self._fold_outcomes(config, report, deadline)
+        elif isinstance(reported, Exception):
+            report.warnings.append(f"the workers' outcomes were not folded: reading "
+                                   f"{keys.outcomes_inbox(namespace)} was refused "
+                                   f"({reported}); grant LLEN and RPOP (docs/deploy.md)")
         if config.sidekiq_scheduler_ui:
             neighbours.write_tab(client, config, report)
         if (mark is not None and document is not None and applied is not None
