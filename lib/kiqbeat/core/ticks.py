@@ -2,7 +2,7 @@
 the console): the pure join of a schedule's timetable with what kiqbeat and the worker
 recorded.
 
-A tick is exactly one of (docs/operations.md, "Every tick accounted for"):
+A tick is exactly one of (docs/operations.md, "Every tick accounted for"; seams-27 §5):
 
 - `succeeded`, `failed` (error, attempts), `running`, `expired`: the worker middleware said
   so (the outcome record, kiqbeat.core.outcomes);
