@@ -112,12 +112,14 @@ class Report:
         more = "+" if self.missed_capped else ""
         recorded = (f" ({self.missed_recorded}{more} recorded for kiqbeat backfill)"
                     if self.missed_recorded else "")
+        folded = (f", {self.outcomes_folded} job outcome{'' if self.outcomes_folded == 1 else 's'}"
+                  " folded" if self.outcomes_folded else "")
         return (
             f"{self.now.isoformat(timespec='seconds')}: {counted(self.schedules, 'schedule')} "
             f"due, {self.pushed} pushed, {self.already_pushed} already pushed, "
             f"{self.missed}{more} missed beyond the window, {self.skipped} skipped{recorded}, "
-            f"largest lag {self.lag_s:.1f} s ({counted(self.round_trips, 'round trip')}, "
-            f"{self.duration_s * 1000:.0f} ms)"
+            f"largest lag {self.lag_s:.1f} s{folded} "
+            f"({counted(self.round_trips, 'round trip')}, {self.duration_s * 1000:.0f} ms)"
         )
 
 
