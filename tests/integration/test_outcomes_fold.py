@@ -194,3 +194,18 @@ def test_status_and_get_show_each_schedules_health(redis_client: redis.Redis) ->
     quiet = store.get("quiet")
     assert quiet is not None and quiet.health is not None
     assert quiet.health.last_outcome is None and "failed" not in quiet.line()
+
+
+def test_removing_a_schedule_forgets_its_outcome_record_and_last_error(
+        redis_client: redis.Redis) -> None:
+    store = Store(redis_client)
+    store.put("gone", {"cron": "* * * * *", "class": "W"})
+    report(redis_client, "gone", T0, "failed", duration=1, error=("E", "m"))
+    (h,) = fold_outcomes(redis_client)
+    assert h.consecutive_failures == 1
+    assert redis_client.hexists(keys.outcomes_errors(""), "gone")
+    store.remove("gone")
+    assert not redis_client.hexists(keys.outcomes_bucket("", bucket("gone")), "gone")
+    assert not redis_client.hexists(keys.outcomes_errors(""), "gone")
+    report(redis_client, "gone", T0 + MIN, "succeeded", duration=1)
+    assert fold_outcomes(redis_client) == []  # no definition: dropped, no record made
