@@ -66,7 +66,7 @@ from kiqbeat.document.validate import read_definition
 from kiqbeat.errors import ConfigError, KiqbeatError, json_name, shown, shown_name, shown_text
 from kiqbeat.outcomes.records import read_health, read_outcomes
 from kiqbeat.redis import keys, scripts
-from kiqbeat.redis.connection import reply_text
+from kiqbeat.redis.connection import redis_errors, reply_text
 from kiqbeat.redis.definitions import Oversized, definition_sha
 from kiqbeat.redis.operator_reads import Counts, Stored
 from kiqbeat.redis.pushes import Piece
@@ -680,7 +680,9 @@ class Operator:
         pipe.zrangebyscore(keys.schedule(self.namespace), low_s, high_s, start=0,
                            num=MAX_WAITING_SCAN)
         found: set[str] = set()
-        for jobs in pipe.execute():
+        with redis_errors(self.client, f"looking for waiting jobs in {queue}"):
+            replies = pipe.execute()
+        for jobs in replies:
             for job in jobs:
                 raw = job.decode(errors="replace") if isinstance(job, bytes) else str(job)
                 found |= {j for j in jids if f'"jid":"{j}"' in raw}
