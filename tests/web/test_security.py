@@ -201,10 +201,12 @@ def test_the_console_works_under_its_documented_least_privilege_acl(
                 assert api.post(f"/api/v1/schedules/a%2Fb/{verb}").status_code in (200, 201)
             assert api.post("/api/v1/schedules/a%2Fb/backfill", json={}).status_code == 200
             for page in (*PAGES, "/schedules?prefix=a", "/schedules?state=paused",
-                         "/schedules?state=set_aside", "/schedule?name=a%2Fb"):
+                         "/schedules?state=set_aside", "/schedules?state=failing",
+                         "/schedule?name=a%2Fb"):
                 assert browser.get(page).status_code == 200, page
             for answer in (api.get("/api/v1/status"), api.get("/api/v1/missed"),
-                           api.get("/api/v1/audit"), api.get("/metrics")):
+                           api.get("/api/v1/audit"), api.get("/metrics"),
+                           api.get("/api/v1/schedules/a%2Fb/report")):
                 assert answer.status_code == 200
             assert api.delete("/api/v1/schedules/a%2Fb").status_code == 204
         with redis.Redis.from_url(url) as user:  # the sweep, under the same user

@@ -5,10 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kiqbeat.core.describe import counted
 from kiqbeat.core.payload import jid_ms
+
+if TYPE_CHECKING:
+    from kiqbeat.core.outcomes import Health
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,13 @@ class Report:
     pushed_runs: list[tuple[str, str, Sequence[int], Sequence[int], str]] = field(
         default_factory=list, repr=False)
     _jobs: list[PushedJob] = field(default_factory=list, repr=False, compare=False)
+    # Worker outcome entries this invocation folded into the schedules' records (after its
+    # pushes; kiqbeat.outcomes), those still waiting in the inbox, and the health of each
+    # schedule whose record changed (what the alerts decide on: O(outcomes since the last
+    # invocation), never a scan of every schedule).
+    outcomes_folded: int = 0
+    outcomes_waiting: int = 0
+    changed_health: list[Health] = field(default_factory=list, repr=False, compare=False)
 
     @property
     def jobs(self) -> list[PushedJob]:
@@ -88,6 +98,8 @@ class Report:
             "stale": self.stale,
             "set_aside": self.set_aside,
             "documents_applied": self.documents_applied,
+            "outcomes_folded": self.outcomes_folded,
+            "outcomes_waiting": self.outcomes_waiting,
             "round_trips": self.round_trips,
             "duration_s": round(self.duration_s, 4),
             "next_due": (None if self.next_due_ms is None else
@@ -100,12 +112,14 @@ class Report:
         more = "+" if self.missed_capped else ""
         recorded = (f" ({self.missed_recorded}{more} recorded for kiqbeat backfill)"
                     if self.missed_recorded else "")
+        folded = (f", {self.outcomes_folded} job outcome{'' if self.outcomes_folded == 1 else 's'}"
+                  " folded" if self.outcomes_folded else "")
         return (
             f"{self.now.isoformat(timespec='seconds')}: {counted(self.schedules, 'schedule')} "
             f"due, {self.pushed} pushed, {self.already_pushed} already pushed, "
             f"{self.missed}{more} missed beyond the window, {self.skipped} skipped{recorded}, "
-            f"largest lag {self.lag_s:.1f} s ({counted(self.round_trips, 'round trip')}, "
-            f"{self.duration_s * 1000:.0f} ms)"
+            f"largest lag {self.lag_s:.1f} s{folded} "
+            f"({counted(self.round_trips, 'round trip')}, {self.duration_s * 1000:.0f} ms)"
         )
 
 

@@ -65,6 +65,11 @@ class Schedule:
     max_runs: int | None = None
     jitter_s: float = 0.0
     overlap: Overlap = "allow"
+    # A job not started within this many seconds of its tick is not run (the worker
+    # middleware records it `expired`); 0: no limit.
+    expires_after_s: float = 0.0
+    # Ticks whose outcomes its record keeps (None: the `history` setting).
+    history: int | None = None
     # Human-readable source of the timetable ("0 * * * * Asia/Kolkata", "every 15m").
     timing: str = ""
     # The schedule's stored form (DESIGN §7): its document fields with the document-wide

@@ -18,7 +18,14 @@ from typing import Any
 
 from kiqbeat.core.dst import CRON, dst_policy
 from kiqbeat.core.durations import duration_s
-from kiqbeat.core.limits import MAX_CALENDARS, MAX_EXCLUDED_DATES, MAX_JITTER_S, MAX_RUNS
+from kiqbeat.core.limits import (
+    MAX_CALENDARS,
+    MAX_EXCLUDED_DATES,
+    MAX_EXPIRES_AFTER_S,
+    MAX_HISTORY,
+    MAX_JITTER_S,
+    MAX_RUNS,
+)
 from kiqbeat.core.zones import canonical_zone
 from kiqbeat.errors import ConfigError, did_you_mean, shown
 
@@ -250,6 +257,25 @@ def jitter_s(value: object) -> float:
     return seconds
 
 
+def expiry_s(value: object) -> float:
+    """`expires_after`: a duration (the grammar `every` reads) of at least a second and at
+    most a week, whole milliseconds; a job not started within it of its tick is not run."""
+    seconds = duration_s(value)
+    if not 1 <= seconds <= MAX_EXPIRES_AFTER_S:
+        raise ConfigError(f"{shown(value)} must be from 1s to 7d (a job not started within "
+                          "it of its tick is not run)")
+    if seconds * 1000 != int(seconds * 1000):
+        raise ConfigError(f"{shown(value)} must be a whole number of milliseconds")
+    return seconds
+
+
+def history_length(value: object) -> int:
+    """`history`: how many ticks the schedule's records keep (its outcomes), 0 to 1000."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_HISTORY:
+        raise ConfigError(f"{shown(value)} must be a whole number from 0 to {MAX_HISTORY}")
+    return value
+
+
 def a_date(value: object) -> date:
     """A calendar date written YYYY-MM-DD."""
     if not isinstance(value, str) or not _DATE.fullmatch(value):
@@ -352,6 +378,10 @@ FIELDS: tuple[Field, ...] = (
           doc="deliver each tick at a fixed offset in [0, jitter)"),
     Field("overlap", choice(OVERLAP), "allow", schedule=True,
           doc="skip: no tick while the previous job waits or runs"),
+    Field("expires_after", expiry_s, None, schedule=True,
+          doc="a job not started within this of its tick is not run (recorded expired)"),
+    Field("history", history_length, None, schedule=True,
+          doc="ticks whose outcomes its record keeps (default: the history setting)"),
     Field("except", exclusions, None, schedule=True,
           doc="dates (YYYY-MM-DD) and calendar names with no tick"),
     Field("calendars", calendars, None, top=True, schedule=True,
@@ -389,7 +419,7 @@ KIQBEAT_MARKERS = TOP_LEVEL_KEYS
 # may write (a job carrying them looks like a failed one to the retry set and the Web UI).
 RESERVED_PAYLOAD_KEYS = frozenset({
     "class", "args", "jid", "queue", "created_at", "enqueued_at", "wrapped", "at",
-    "kiqbeat_schedule",
+    "kiqbeat_schedule", "kiqbeat_tick", "kiqbeat_expires_at",
     "retry_count", "retried_at", "failed_at", "error_message", "error_class",
     "error_backtrace",
 })

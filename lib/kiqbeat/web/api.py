@@ -150,6 +150,14 @@ def get_schedule(request: Request, _: Principal) -> Response:
         "audit": [_entry(a) for a in detail.audit]})
 
 
+def report(request: Request, _: Principal) -> Response:
+    """Every tick of the span with its one outcome (`kiqbeat report --json`)."""
+    q = request.query_params
+    since, until = (_instant(q[k], k) if q.get(k) else None for k in ("since", "until"))
+    found = _console(request).store().report(_name(request), since=since, until=until)
+    return JSONResponse(found.as_dict())
+
+
 def put_schedule(request: Request, principal: Principal) -> Response:
     body = _body(request)
     name = _name(request)
@@ -262,8 +270,8 @@ def validate(request: Request, _: Principal) -> Response:
                          "definition": checked.definition})
 
 
-def _instant(value: object) -> datetime:
-    """The request's `now` (ISO 8601; a zone-less one is UTC), else the present."""
+def _instant(value: object, field: str = "now") -> datetime:
+    """The request's `field` (ISO 8601; a zone-less one is UTC), else the present."""
     if value is None:
         return datetime.now(UTC)
     try:
@@ -271,7 +279,7 @@ def _instant(value: object) -> datetime:
     except ValueError:
         when = None
     if when is None:
-        raise ConfigError(f"now {shown(value)} must be an ISO 8601 date and time "
+        raise ConfigError(f"{field} {shown(value)} must be an ISO 8601 date and time "
                           "('2026-11-26T10:00:00Z')")
     return when if when.tzinfo else when.replace(tzinfo=UTC)
 
@@ -309,7 +317,7 @@ SCHEDULES = "/api/v1/schedules/"
 # (action, method) -> (handler, acts): "" is the schedule itself.
 ACTIONS: dict[tuple[str, str], tuple[Handler, bool]] = {
     ("", "GET"): (get_schedule, False), ("", "PUT"): (put_schedule, True),
-    ("", "DELETE"): (delete_schedule, True),
+    ("", "DELETE"): (delete_schedule, True), ("report", "GET"): (report, False),
     **{(verb, "POST"): (handler, True) for verb, handler in (
         ("pause", pause), ("resume", resume), ("skip", skip), ("trigger", trigger),
         ("backfill", backfill))}}

@@ -71,6 +71,9 @@ def openapi() -> dict[str, Any]:
                        body="Definition", required=True, errors=("403", "409", "422")),
             "delete": _op("delete an API-owned schedule", ok="204",
                           errors=("403", "404", "409", "422"))},
+        "/api/v1/schedules/{name}/report": {"parameters": _NAME, "get": _op(
+            "every tick of (since, until] with its one outcome (kiqbeat report --json)",
+            errors=("404", "422"), query=("since", "until"))},
         "/api/v1/schedules/{name}/pause": {"parameters": _NAME, "post": _op(
             "pause (push nothing until resumed, or until `until`)", body="Pause",
             errors=acting)},

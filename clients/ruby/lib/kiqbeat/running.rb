@@ -1,13 +1,15 @@
 # Kiqbeat::RunningMiddleware: a Sidekiq server middleware that tells kiqbeat a schedule's job
 # is running, so that `overlap: skip` also skips a tick while the previous job runs (not only
-# while it waits in its queue or the schedule set). docs/compatibility.md, "overlap: skip".
+# while it waits in its queue or the schedule set). Kiqbeat::Middleware (kiqbeat/middleware)
+# does this too and reports each job's outcome: use one or the other. docs/compatibility.md,
+# "The worker middleware".
 #
 #   require "kiqbeat/running"   # with clients/ruby/lib on the load path
 #   Sidekiq.configure_server do |config|
 #     config.server_middleware { |chain| chain.add Kiqbeat::RunningMiddleware, ttl: 3600 }
 #   end
 #
-# A job kiqbeat pushed for an `overlap: skip` schedule carries the schedule's name under
+# Every job kiqbeat pushes carries the schedule's name under
 # "kiqbeat_schedule". While such a job runs, the key "<ns>kiqbeat:running:<name>" holds its
 # jid, with a TTL (default 1 h: set it above the job's longest run); when the job ends,
 # succeeded or failed, the key is deleted if it still holds that jid. Any other job passes

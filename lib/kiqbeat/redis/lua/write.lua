@@ -146,6 +146,10 @@ local function forget(name, due_key)
   redis.call('HDEL', manual_key, name)
   redis.call('HDEL', paused_key, name)
   life_forget(life, name)
+  -- Its outcome record (fold.lua: the bucket of its progress record) and last error.
+  local bucket = string.match(state_key_of(name), '(%d+)$')
+  redis.call('HDEL', STATE_NS .. 'kiqbeat:outcomes:' .. bucket, name)
+  redis.call('HDEL', STATE_NS .. 'kiqbeat:outcomes:errors', name)
 end
 
 local now_ms = tonumber(ARGV[7]) or clock_ms()
