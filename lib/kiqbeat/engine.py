@@ -53,6 +53,8 @@ from typing import Any
 
 import redis
 
+from kiqbeat.alerts.delivery import sinks_of
+from kiqbeat.alerts.step import AlertStep
 from kiqbeat.core.limits import (
     MAX_PARSED_DEFINITION_BYTES,
     MAX_PARSED_DEFINITIONS,
@@ -184,6 +186,9 @@ class Engine:
         self._window_parsed_s: float | None = None  # the window `_parsed` was filled with
         self._reported: set[str] = set()
         self._lua = scripts.Caller(functions=self.settings.redis_functions)
+        # Expectations and alerts after the pushes (alerts/step.py), to the settings' sinks.
+        self._alerts = AlertStep(sinks_of(self.settings.alert_webhook, self.settings.alert_secret,
+                                          self.settings.alert_sns_topic, os.environ))
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None,
@@ -471,7 +476,9 @@ class Engine:
             report.warnings.append(f"TLS to Redis at {describe(self._url)} is not verified "
                                    "(KIQBEAT_REDIS_INSECURE_TLS): anyone on the path can read "
                                    "the password and push jobs")
+        self._alerts.begin()
         self._push_due(side, config, batch, report, deadline)
+        self._alerts.run(side, report)
         if config.sidekiq_scheduler_ui:
             neighbours.write_tab(client, config, report)
         if (mark is not None and document is not None and applied is not None
@@ -597,6 +604,7 @@ class Engine:
                         {due.name for due in fresh})
                 settle = ahead.read if ahead is not None else None
                 entries = self._entries(side, fresh, config, own, report, settle)
+                self._alerts.watch(entries)
                 report.schedules += len(fresh)
                 for first in range(0, len(entries), PLAN_SLICE):
                     plan = plan_due(entries[first:first + PLAN_SLICE], report.now,

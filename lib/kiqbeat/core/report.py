@@ -43,6 +43,8 @@ class Report:
     stale: int = 0  # schedules left alone: their definition changed between read and push
     set_aside: int = 0  # stored definitions refused (invalid) and set aside
     documents_applied: int = 0  # changed documents applied to the store as a diff
+    alert_events: int = 0  # alert events decided (alerts/: failing, silent, recovered, paused)
+    alerts_delivered: int = 0  # alert events a sink acknowledged
     round_trips: int = 0
     duration_s: float = 0.0
     # When the due index next comes due, epoch ms, as far as this invocation saw (the lowest
@@ -88,6 +90,8 @@ class Report:
             "stale": self.stale,
             "set_aside": self.set_aside,
             "documents_applied": self.documents_applied,
+            "alert_events": self.alert_events,
+            "alerts_delivered": self.alerts_delivered,
             "round_trips": self.round_trips,
             "duration_s": round(self.duration_s, 4),
             "next_due": (None if self.next_due_ms is None else

@@ -1,0 +1,202 @@
+"""Expectations and alerts against a real Redis and a real HTTP receiver (alerts/, DESIGN §10):
+a schedule pushing into a queue no worker reads is `silent` once after its deadline; a failure
+streak opens `failing` once and a success closes it with one `recovered`; `pause_after_failures`
+pauses; racing decision steps never decide an incident twice; a webhook that hangs or fails
+never stalls an invocation and gets the event later.
+
+The health the outcome fold would give is fed to the decision step directly here (the worker's
+own records are tested with a real Sidekiq in tests/compat)."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import redis
+
+from kiqbeat.alerts import delivery
+from kiqbeat.alerts.health import Health
+from kiqbeat.alerts.incidents import Watch, decide, open_incidents
+from kiqbeat.core.payload import jid
+from kiqbeat.core.plan import to_ms
+from kiqbeat.core.report import Report
+from kiqbeat.engine import Engine
+from kiqbeat.settings import Settings
+from tests.support.receiver import Receiver, receiving
+
+from .helpers import config
+
+T0 = datetime(2025, 12, 24, 0, 0, tzinfo=UTC)
+OUTBOX = "kiqbeat:alerts:outbox"
+SILENT = """
+schedules:
+  nightly: {cron: "* * * * *", class: N, queue: nobody_reads, expect_success_within: 3m}
+  plain: {cron: "* * * * *", class: P, queue: nobody_reads}
+"""
+FAILING = """
+schedules:
+  flaky: {cron: "* * * * *", class: F, alert_after_failures: 3, pause_after_failures: 5}
+"""
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    with receiving() as got:
+        yield got
+
+
+def engine(client: redis.Redis, hook: str = "", secret: str = "") -> Engine:
+    return Engine(Settings(alert_webhook=hook, alert_secret=secret), client=client)
+
+
+def events(client: redis.Redis) -> list[dict[str, str]]:
+    """The outbox's events, oldest first, as their fields."""
+    return [{k.decode(): v.decode() for k, v in fields.items()}
+            for _id, fields in client.xrange(OUTBOX)]
+
+
+def health(name: str, outcome: str, tick: datetime, streak: int) -> Health:
+    return Health(name, outcome, to_ms(tick), None, streak, 1000, "RuntimeError: boom",
+                  jid(name, tick))
+
+
+def judge(client: redis.Redis, *changed: Health, now: datetime = T0, sinks: tuple[str, ...] = ()
+          ) -> list[str]:
+    """One decision step with this changed health; the names it asks to pause."""
+    return decide(client, "", to_ms(now), Watch(), Report(now=now), changed, sinks).to_pause
+
+
+def test_a_queue_no_worker_reads_is_silent_once_within_a_minute_after_its_deadline(
+        client: redis.Redis, receiver: Receiver) -> None:
+    cfg = config(SILENT)
+    e = engine(client, receiver.url, secret="s3cret")
+    for minute in range(1, 9):
+        report = e.run(cfg, now=T0 + timedelta(minutes=minute, seconds=5))
+        assert report.alert_events == (1 if minute == 5 else 0), minute
+    bodies = receiver.wait_for(1)
+    assert [(b["schedule"], b["event"]) for b in bodies] == [("nightly", "silent")]
+    first_pushed = T0 + timedelta(minutes=2)  # registered at 00:01:05: 00:02 is its first tick
+    assert bodies[0]["tick"] == first_pushed.isoformat()
+    assert bodies[0]["jid"] == jid("nightly", first_pushed)
+    assert bodies[0]["key"] == f"nightly|silent|{to_ms(first_pushed)}"
+    assert "nightly" in bodies[0]["text"] and "silent" in bodies[0]["text"]
+    headers, raw = receiver.taken[0]
+    assert headers["x-kiqbeat-signature"] == "sha256=" + hmac.new(
+        b"s3cret", raw, hashlib.sha256).hexdigest()
+    assert client.llen("queue:nobody_reads") == 14  # both pushed every tick all along
+    assert [(i.name, i.event) for i in open_incidents(client, "")] == [("nightly", "silent")]
+    audit = [f for _i, f in client.xrange("kiqbeat:audit")]
+    assert [(f[b"action"], f[b"name"]) for f in audit] == [(b"alert", b"nightly")]
+
+
+def test_a_failure_streak_is_failing_once_then_recovered_once(client: redis.Redis) -> None:
+    cfg = config(FAILING)
+    e = engine(client)
+    e.run(cfg, now=T0 + timedelta(seconds=5))
+    e.run(cfg, now=T0 + timedelta(minutes=1, seconds=5))  # arms: flaky's rules are known
+    for streak in range(1, 5):
+        assert judge(client, health("flaky", "failed", T0 + timedelta(minutes=streak),
+                                    streak)) == []
+    assert [(v["e"], v["t"]) for v in events(client)] == [
+        ("failing", str(to_ms(T0 + timedelta(minutes=3))))]
+    judge(client, health("flaky", "succeeded", T0 + timedelta(minutes=5), 0))
+    judge(client, health("flaky", "succeeded", T0 + timedelta(minutes=6), 0))
+    assert [v["e"] for v in events(client)] == ["failing", "recovered"]
+    assert events(client)[1]["k"] == f"flaky|recovered|{to_ms(T0 + timedelta(minutes=3))}"
+    assert open_incidents(client, "") == []
+
+
+def test_pause_after_failures_pauses_with_a_note_and_resume_clears_the_streak(
+        client: redis.Redis) -> None:
+    cfg = config(FAILING)
+    e = engine(client)
+    e.run(cfg, now=T0 + timedelta(seconds=5))
+    e.run(cfg, now=T0 + timedelta(minutes=1, seconds=5))
+    e._alerts.fold = lambda side, now_ms: [  # type: ignore[assignment]  # noqa: ARG005
+        health("flaky", "failed", T0 + timedelta(minutes=1), 5)]
+    e.run(cfg, now=T0 + timedelta(minutes=2, seconds=5))
+    record = client.hget("kiqbeat:paused", "flaky")
+    assert record is not None and b"pause_after_failures" in record
+    assert [v["e"] for v in events(client)] == ["paused"]  # reached at once: paused only
+    e.store(cfg).resume("flaky")
+    e._alerts.fold = lambda side, now_ms: [  # type: ignore[assignment]  # noqa: ARG005
+        health("flaky", "failed", T0 + timedelta(minutes=3), 6)]
+    e.run(cfg, now=T0 + timedelta(minutes=3, seconds=5))
+    assert client.hget("kiqbeat:paused", "flaky") is None  # one failure since: not paused
+    assert [v["e"] for v in events(client)] == ["paused"]  # reached at once: paused only
+
+
+def test_racing_decision_steps_decide_each_incident_once(redis_url: str) -> None:
+    setup = redis.Redis.from_url(redis_url)
+    cfg = config(FAILING)
+    engine(setup).run(cfg, now=T0 + timedelta(seconds=5))
+    engine(setup).run(cfg, now=T0 + timedelta(minutes=1, seconds=5))
+    start = threading.Barrier(8)
+    failures: list[BaseException] = []
+
+    def racer() -> None:
+        client = redis.Redis.from_url(redis_url)
+        try:
+            start.wait()
+            for streak in range(1, 5):
+                judge(client, health("flaky", "failed", T0 + timedelta(minutes=streak), streak),
+                      sinks=("webhook",))
+            judge(client, health("flaky", "succeeded", T0 + timedelta(minutes=5), 0),
+                  sinks=("webhook",))
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=racer) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []
+    assert sorted(v["k"] for v in events(setup)) == sorted([
+        f"flaky|failing|{to_ms(T0 + timedelta(minutes=3))}",
+        f"flaky|recovered|{to_ms(T0 + timedelta(minutes=3))}"])
+
+
+def test_a_hanging_webhook_never_stalls_an_invocation_and_gets_the_event_later(
+        client: redis.Redis, receiver: Receiver, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(delivery, "RETRY_IDLE_MS", 500)
+    cfg = config(FAILING)
+    e = engine(client, receiver.url)
+    e.run(cfg, now=T0 + timedelta(seconds=5))
+    e.run(cfg, now=T0 + timedelta(minutes=1, seconds=5))
+    e._alerts.fold = lambda side, now_ms: [  # type: ignore[assignment]  # noqa: ARG005
+        health("flaky", "failed", T0 + timedelta(minutes=1), 3)]
+    receiver.hang_s = 30.0
+    started = time.monotonic()
+    report = e.run(cfg, now=T0 + timedelta(minutes=2, seconds=5))
+    assert time.monotonic() - started < 10  # one short timeout, not the receiver's 30 s
+    assert report.alert_events == 1 and report.alerts_delivered == 0
+    assert any("alert delivery to the webhook failed" in w for w in report.warnings)
+    [backlog] = delivery.backlogs(client, "")
+    assert backlog.waiting == 1 and backlog.oldest_age_s is not None
+    receiver.hang_s = 0.0
+    e._alerts.fold = lambda side, now_ms: []  # type: ignore[assignment]  # noqa: ARG005
+    time.sleep(0.6)
+    report = e.run(cfg, now=T0 + timedelta(minutes=3, seconds=5))
+    assert report.alerts_delivered == 1
+    assert [(b["schedule"], b["event"]) for b in receiver.bodies] == [("flaky", "failing")]
+    assert delivery.backlogs(client, "")[0].waiting == 0
+
+
+def test_a_webhook_answering_500_is_retried_until_it_takes_the_event(
+        client: redis.Redis, receiver: Receiver, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(delivery, "RETRY_IDLE_MS", 0)
+    cfg = config(SILENT)
+    e = engine(client, receiver.url)
+    receiver.status = 500
+    for minute in range(1, 7):
+        e.run(cfg, now=T0 + timedelta(minutes=minute, seconds=5))
+    assert receiver.bodies == []
+    receiver.status = 204
+    e.run(cfg, now=T0 + timedelta(minutes=7, seconds=5))
+    assert [(b["schedule"], b["event"]) for b in receiver.bodies] == [("nightly", "silent")]
