@@ -401,10 +401,13 @@ class Engine:
                                                             document.source))
             reads.add("unplannable",  # never planned: say so
                       lambda pipe: pipe.zcount(due_key, f"({MAX_PLANNABLE_MS}", "+inf"))
+            self._alerts.reads(reads, namespace)
 
         upto_ms = None if now is None else to_ms(now)
+        self._alerts.begin()
         read = side.read_due(shard, upto_ms=upto_ms, more=more_reads)
         redis_now, replies = read.now, read.replies
+        self._alerts.read(replies)
         batch: DueBatch | None = read.batch
         unplannable = replies.one("unplannable")
         applied = replies.one("applied")
@@ -476,7 +479,6 @@ class Engine:
             report.warnings.append(f"TLS to Redis at {describe(self._url)} is not verified "
                                    "(KIQBEAT_REDIS_INSECURE_TLS): anyone on the path can read "
                                    "the password and push jobs")
-        self._alerts.begin()
         self._push_due(side, config, batch, report, deadline)
         self._alerts.run(side, report)
         if config.sidekiq_scheduler_ui:

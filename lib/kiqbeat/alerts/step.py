@@ -1,16 +1,22 @@
 """The alert step of an invocation (DESIGN §10): after the pushes, fold the outcomes, decide
 the incidents, pause the schedules that asked for it, and give each sink its turn.
 
-An `AlertStep` is owned by the engine, built from the settings' sinks; `watch` notes the due
-schedules with expectations as the invocation plans them, and `run` does the rest. It adds
-one round trip to an invocation whose sinks have nothing waiting (the decision), one per
-schedule paused, and two or three per sink with events waiting (delivery.py).
+An `AlertStep` is owned by the engine, built from the settings' sinks; `reads` rides the
+invocation's first pipeline (the earliest deadline, and the sinks' backlog when there are
+sinks), `watch` notes the due schedules with expectations as the invocation plans them, and
+`run` does the rest. The decision costs one round trip, and only when there is something to
+decide: a schedule with expectations pushed, health changed, a deadline due or an event
+waiting for a sink; then one more per schedule paused, and two or three per sink with events
+waiting (delivery.py). An invocation with none of these costs what it cost before.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
+
+import redis
 
 from kiqbeat.alerts.delivery import deliver_all
 from kiqbeat.alerts.health import Folds, fold_outcomes
@@ -19,7 +25,18 @@ from kiqbeat.alerts.sinks import Sink
 from kiqbeat.core.pause import Pause
 from kiqbeat.core.plan import Entry, to_ms
 from kiqbeat.core.report import Report
+from kiqbeat.redis import keys
+from kiqbeat.redis.connection import reply_text
+from kiqbeat.redis.due import Reads, Replies
 from kiqbeat.redis.side import RedisSide
+
+
+def _field(group: Any, name: str) -> Any:
+    """A field of an XINFO GROUPS entry: a flat list (a raw pipeline reply) or a mapping."""
+    if isinstance(group, dict):
+        return group.get(name, group.get(name.encode()))
+    pairs = dict(zip(group[::2], group[1::2], strict=True))
+    return pairs.get(name, pairs.get(name.encode()))
 
 
 @dataclass
@@ -30,10 +47,41 @@ class AlertStep:
     sinks: Sequence[Sink] = ()
     fold: Folds = fold_outcomes
     _watch: Watch = field(default_factory=Watch)
+    # From the first pipeline: the earliest deadline (None: none), a sink has events waiting.
+    _earliest_ms: int | None = None
+    _waiting: bool = True
 
     def begin(self) -> None:
         """Start an invocation's watch afresh."""
         self._watch = Watch()
+        self._earliest_ms, self._waiting = None, True
+
+    def reads(self, reads: Reads, namespace: str) -> None:
+        """Queue the step's reads on the invocation's first pipeline."""
+        deadlines = keys.deadlines(namespace)
+        reads.add("alerts:deadline",
+                  lambda pipe: pipe.zrange(deadlines, 0, 0, withscores=True))
+        if self.sinks:
+            outbox = keys.outbox(namespace)
+            reads.add("alerts:outbox", lambda pipe: pipe.execute_command(
+                "XINFO", "GROUPS", outbox))
+
+    def read(self, replies: Replies) -> None:
+        """Keep what the first pipeline's reads say (an error reply: look anyway)."""
+        earliest = replies.one("alerts:deadline")
+        self._earliest_ms = (int(earliest[0][1]) if isinstance(earliest, list) and earliest
+                             else None)
+        if not self.sinks:
+            self._waiting = False
+            return
+        groups = replies.one("alerts:outbox")
+        if isinstance(groups, redis.ResponseError) and "no such key" in str(groups).lower():
+            self._waiting = False  # no outbox yet: nothing was ever decided
+        elif isinstance(groups, list):
+            found = {reply_text(_field(g, "name")): g for g in groups}
+            self._waiting = any(
+                s.name not in found or _field(found[s.name], "pending")
+                or _field(found[s.name], "lag") != 0 for s in self.sinks)
 
     def watch(self, entries: Sequence[Entry]) -> None:
         """Note the planned entries that have expectations."""
@@ -45,6 +93,11 @@ class AlertStep:
         watch, self._watch = self._watch, Watch()
         now_ms = to_ms(report.now)
         changed = self.fold(side, now_ms)
+        pushed = any(run[0] in watch.planned for run in report.pushed_runs)
+        if not (pushed or changed or self._waiting or any(
+                rules is None for _sha, rules in watch.planned.values())
+                or (self._earliest_ms is not None and self._earliest_ms <= now_ms)):
+            return
         decision = decide(side.client, side.namespace, now_ms, watch, report, changed,
                           [s.name for s in self.sinks], side.lua)
         report.round_trips += 1
