@@ -4,7 +4,9 @@ Two sources, one set of names (infra/grafana/kiqbeat.json charts them):
 
 - **Invocations** (`kiqbeat run --metrics-port PORT`): counters fed from each `Report` —
   `kiqbeat_ticks_pushed_total`, `kiqbeat_ticks_already_pushed_total`,
-  `kiqbeat_ticks_missed_total`, `kiqbeat_missed_recorded_total`,
+  `kiqbeat_ticks_missed_total` (ticks lost: older than the window),
+  `kiqbeat_missed_recorded_total`, `kiqbeat_ticks_skipped_total{reason}` (catch_up, paused,
+  except, skip, max_runs, overlap: skipped on purpose),
   `kiqbeat_definitions_set_aside_total`, `kiqbeat_schedules_planned_total`,
   `kiqbeat_invocations_failed_total`; the gauge
   `kiqbeat_largest_lag_seconds` (the last invocation's) and the histogram
@@ -52,9 +54,15 @@ class InvocationMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
         r = self.registry
-        self.numbers = {m.field: (Gauge if m.seconds else Counter)(m.prometheus, m.help,
-                                                                   registry=r)
-                        for m in REPORT_METRICS}
+        self.numbers: dict[str, Gauge | Counter] = {}
+        for m in REPORT_METRICS:
+            if m.reason:  # one counter, labelled by reason
+                if m.prometheus not in self.numbers:
+                    self.numbers[m.prometheus] = Counter(m.prometheus, m.help, ["reason"],
+                                                         registry=r)
+            else:
+                self.numbers[m.prometheus] = (Gauge if m.seconds else Counter)(
+                    m.prometheus, m.help, registry=r)
         self.failed = Counter("kiqbeat_invocations_failed", "invocations that failed",
                               registry=r)
         self.duration = Histogram("kiqbeat_invocation_duration_seconds", "invocation "
@@ -68,8 +76,15 @@ class InvocationMetrics:
             self.failed.inc()
             return
         numbers = report.as_dict()
-        for field, metric in self.numbers.items():
-            (metric.set if isinstance(metric, Gauge) else metric.inc)(numbers[field])
+        for m in REPORT_METRICS:
+            metric = self.numbers[m.prometheus]
+            value = m.value(numbers)
+            if m.reason:
+                metric.labels(m.reason).inc(value)
+            elif isinstance(metric, Gauge):
+                metric.set(value)
+            else:
+                metric.inc(value)
         self.duration.observe(report.duration_s)
 
     def serve(self, port: int, host: str = "127.0.0.1") -> None:
