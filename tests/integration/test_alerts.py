@@ -117,14 +117,14 @@ def test_pause_after_failures_pauses_with_a_note_and_resume_clears_the_streak(
     e = engine(client)
     e.run(cfg, now=T0 + timedelta(seconds=5))
     e.run(cfg, now=T0 + timedelta(minutes=1, seconds=5))
-    e._alerts.fold = lambda side, now_ms: [  # type: ignore[assignment]  # noqa: ARG005
+    e._alerts.fold = lambda side, now_ms: [  # type: ignore[assignment]
         health("flaky", "failed", T0 + timedelta(minutes=1), 5)]
     e.run(cfg, now=T0 + timedelta(minutes=2, seconds=5))
     record = client.hget("kiqbeat:paused", "flaky")
     assert record is not None and b"pause_after_failures" in record
     assert [v["e"] for v in events(client)] == ["paused"]  # reached at once: paused only
     e.store(cfg).resume("flaky")
-    e._alerts.fold = lambda side, now_ms: [  # type: ignore[assignment]  # noqa: ARG005
+    e._alerts.fold = lambda side, now_ms: [  # type: ignore[assignment]
         health("flaky", "failed", T0 + timedelta(minutes=3), 6)]
     e.run(cfg, now=T0 + timedelta(minutes=3, seconds=5))
     assert client.hget("kiqbeat:paused", "flaky") is None  # one failure since: not paused
@@ -148,7 +148,7 @@ def test_racing_decision_steps_decide_each_incident_once(redis_url: str) -> None
                       sinks=("webhook",))
             judge(client, health("flaky", "succeeded", T0 + timedelta(minutes=5), 0),
                   sinks=("webhook",))
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:
             failures.append(exc)
 
     threads = [threading.Thread(target=racer) for _ in range(8)]
@@ -169,7 +169,7 @@ def test_a_hanging_webhook_never_stalls_an_invocation_and_gets_the_event_later(
     e = engine(client, receiver.url)
     e.run(cfg, now=T0 + timedelta(seconds=5))
     e.run(cfg, now=T0 + timedelta(minutes=1, seconds=5))
-    e._alerts.fold = lambda side, now_ms: [  # type: ignore[assignment]  # noqa: ARG005
+    e._alerts.fold = lambda side, now_ms: [  # type: ignore[assignment]
         health("flaky", "failed", T0 + timedelta(minutes=1), 3)]
     receiver.hang_s = 30.0
     started = time.monotonic()
@@ -180,7 +180,7 @@ def test_a_hanging_webhook_never_stalls_an_invocation_and_gets_the_event_later(
     [backlog] = delivery.backlogs(client, "")
     assert backlog.waiting == 1 and backlog.oldest_age_s is not None
     receiver.hang_s = 0.0
-    e._alerts.fold = lambda side, now_ms: []  # type: ignore[assignment]  # noqa: ARG005
+    e._alerts.fold = lambda side, now_ms: []  # type: ignore[assignment]
     time.sleep(0.6)
     report = e.run(cfg, now=T0 + timedelta(minutes=3, seconds=5))
     assert report.alerts_delivered == 1
