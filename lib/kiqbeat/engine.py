@@ -79,6 +79,7 @@ from kiqbeat.errors import (
     shown,
     shown_text,
 )
+from kiqbeat.outcomes.records import Folded, fold_outcomes
 from kiqbeat.redis import keys, scripts
 from kiqbeat.redis.connection import connect, redis_errors, reply_text, startup_warnings
 from kiqbeat.redis.definitions import Op, Oversized, definition_sha
@@ -399,6 +400,9 @@ class Engine:
             if document is not None and applies:
                 reads.add("applied", lambda pipe: pipe.hget(keys.documents(namespace),
                                                             document.source))
+            # Whether the workers reported anything: folded after the pushes only then, so
+            # a deployment without the middleware pays no round trip for it.
+            reads.add("outcomes", lambda pipe: pipe.llen(keys.outcomes_inbox(namespace)))
             reads.add("unplannable",  # never planned: say so
                       lambda pipe: pipe.zcount(due_key, f"({MAX_PLANNABLE_MS}", "+inf"))
             self._alerts.reads(reads, namespace)
@@ -480,6 +484,9 @@ class Engine:
                                    "(KIQBEAT_REDIS_INSECURE_TLS): anyone on the path can read "
                                    "the password and push jobs")
         self._push_due(side, config, batch, report, deadline)
+        reported = replies.one("outcomes")
+        if isinstance(reported, int) and reported > 0:
+            self._fold_outcomes(config, report, deadline)
         self._alerts.run(side, report)
         if config.sidekiq_scheduler_ui:
             neighbours.write_tab(client, config, report)
@@ -488,6 +495,22 @@ class Engine:
             self._record(Applied.of(config, mark, document.digest), document.source, recorded,
                          report)
         return report
+
+    def _fold_outcomes(self, config: Config, report: Report, deadline: float) -> None:
+        """Fold what the workers reported since the last invocation into the outcome records
+        (after the pushes, in bounded slices, none past the deadline once one ran); a store
+        that refuses it (a Redis user without the outcome keys) costs a warning, not the
+        pushes' report."""
+        folded = Folded()
+        try:
+            report.changed_health = fold_outcomes(
+                self.client, config.namespace, history=self.settings.history, lua=self._lua,
+                deadline=deadline, folded=folded)
+        except RedisRefusedError as exc:
+            report.warnings.append(f"the workers' outcomes were not folded: {exc}")
+        report.outcomes_folded = folded.taken - folded.dropped
+        report.outcomes_waiting = folded.left
+        report.round_trips += folded.calls
 
     def _record(self, applied: Applied, source: str, recorded: Any, report: Report) -> None:
         """Record that the document's bytes are applied, unless the store says so already:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from kiqbeat.core.durations import duration_s
-from kiqbeat.core.limits import MAX_SHARDS, MAX_SHOWN_CHARS
+from kiqbeat.core.limits import MAX_HISTORY, MAX_SHARDS, MAX_SHOWN_CHARS
 from kiqbeat.core.plan import check_shard
 from kiqbeat.core.records import DEFAULT_HISTORY
 from kiqbeat.document.fields import namespace, positive_duration_s
@@ -25,7 +25,6 @@ from kiqbeat.errors import ConfigError, shown
 from kiqbeat.redis.urls import describe
 
 DEFAULT_DEADLINE_S = 40.0
-MAX_HISTORY = 1000
 
 
 def parse_shard(value: str) -> tuple[int, int]:

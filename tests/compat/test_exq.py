@@ -106,6 +106,10 @@ def exq_job(
         # Not read by Exq (json_serializer.ex `decode_job` drops it); Sidekiq's client sets
         # it at push time (lib/sidekiq/job_util.rb `normalize_item`).
         "created_at": stamp(pushed),
+        # Exq drops unknown keys when it decodes a job and keeps them in the raw JSON its
+        # middlewares see: the Exq outcome middleware (clients/elixir) reads these two.
+        "kiqbeat_schedule": name,
+        "kiqbeat_tick": round(tick.timestamp() * 1000),
     }
 
 
@@ -151,8 +155,10 @@ def test_queue_jobs_carry_every_field_exq_reads(
     for job in jobs.values():
         assert exq_telemetry_enqueued_at(job) == minute
         assert "retry_count" not in job                   # Exq starts counting from nil/0
-        # What Exq keeps across a retry: its struct's fields only (created_at is dropped).
-        assert set(job) - EXQ_JOB_FIELDS == {"created_at"}
+        # What Exq keeps across a retry: its struct's fields only (created_at is dropped,
+        # and so are kiqbeat's outcome keys: the Exq middleware reports a first attempt
+        # only, docs/compatibility.md).
+        assert set(job) - EXQ_JOB_FIELDS == {"created_at", "kiqbeat_schedule", "kiqbeat_tick"}
 
     assert not exq_dead_on_first_failure(jobs[jid("exq_report", minute)])  # retry: true
     assert not exq_dead_on_first_failure(jobs[jid("exq_limited", minute)])  # 5 retries

@@ -61,20 +61,22 @@ def test_a_failed_job_clears_its_marker_too(sidekiq: Sidekiq) -> None:
     assert not [m for m in sidekiq.client.zrange("retry", 0, -1) if jid.encode() in m]
 
 
-def test_a_job_of_an_allow_schedule_carries_no_name_and_writes_no_marker(
-        sidekiq: Sidekiq) -> None:
+def test_the_old_middleware_marks_any_kiqbeat_job_while_it_runs(sidekiq: Sidekiq) -> None:
+    # Every job names its schedule now (the outcome protocol, docs/store.md), so
+    # RunningMiddleware marks an `overlap: allow` job's run too: harmless (the push step
+    # reads the marker only for `skip` and `buffer_one`), expiring, and cleared at the end.
     job = schedule("overlap:plain", "SleepingWorker", "[1]", "allow")
     jid = push(sidekiq, job)
     wait_for("the job to start", lambda: sidekiq.started(jid) or None)
     (record,) = [r for r in sidekiq.runs({jid}) if r["kind"] == "middleware"]
-    assert "kiqbeat_schedule" not in record["job"]
-    assert list(sidekiq.client.scan_iter(match="kiqbeat:running:*")) == []
+    assert record["job"]["kiqbeat_schedule"] == "overlap:plain"
     wait_for("the job to end", lambda: sidekiq.finished(jid) or None)
+    marker = keys.running("", "overlap:plain")
+    wait_for("the marker to go", lambda: sidekiq.client.exists(marker) == 0 or None)
 
 
-def test_the_job_names_its_schedule_only_when_overlap_is_skip() -> None:
+def test_every_job_names_its_schedule_whatever_its_overlap() -> None:
     tick = datetime(2026, 3, 1, tzinfo=UTC)
-    skip = schedule("a", "A", "[]", "skip")
-    assert '"kiqbeat_schedule":"a"' in job_json(skip, tick, pushed_at=tick)
-    assert "kiqbeat_schedule" not in job_json(schedule("a", "A", "[]", "allow"), tick,
-                                              pushed_at=tick)
+    for overlap in ("skip", "allow"):
+        assert '"kiqbeat_schedule":"a"' in job_json(schedule("a", "A", "[]", overlap), tick,
+                                                    pushed_at=tick)

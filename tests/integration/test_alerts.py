@@ -4,13 +4,15 @@ streak opens `failing` once and a success closes it with one `recovered`; `pause
 pauses; racing decision steps never decide an incident twice; a webhook that hangs or fails
 never stalls an invocation and gets the event later.
 
-The health the outcome fold would give is fed to the decision step directly here (the worker's
-own records are tested with a real Sidekiq in tests/compat)."""
+Outcomes are written as a worker writes them (docs/store.md, "The worker protocol"), and
+folded by the invocations; the racing test feeds the decision step health directly. The real
+Sidekiq worker's runs are in tests/compat/test_alerts_sidekiq.py."""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -20,8 +22,8 @@ import pytest
 import redis
 
 from kiqbeat.alerts import delivery
-from kiqbeat.alerts.health import Health
 from kiqbeat.alerts.incidents import Watch, decide, open_incidents
+from kiqbeat.core.outcomes import Health
 from kiqbeat.core.payload import jid
 from kiqbeat.core.plan import to_ms
 from kiqbeat.core.report import Report
@@ -58,6 +60,15 @@ def events(client: redis.Redis) -> list[dict[str, str]]:
     """The outbox's events, oldest first, as their fields."""
     return [{k.decode(): v.decode() for k, v in fields.items()}
             for _id, fields in client.xrange(OUTBOX)]
+
+
+def report_outcome(client: redis.Redis, name: str, tick: datetime, event: str) -> None:
+    """What the worker middleware writes when a job of `name`'s tick ends (`event`)."""
+    entry = {"s": name, "t": to_ms(tick), "j": jid(name, tick), "e": event,
+             "at": to_ms(tick) + 1000, "a": 1, "d": 1000}
+    if event == "failed":
+        entry |= {"x": "RuntimeError", "m": "boom"}
+    client.lpush("kiqbeat:outcomes:inbox", json.dumps(entry))
 
 
 def health(name: str, outcome: str, tick: datetime, streak: int) -> Health:
@@ -117,16 +128,15 @@ def test_pause_after_failures_pauses_with_a_note_and_resume_clears_the_streak(
     e = engine(client)
     e.run(cfg, now=T0 + timedelta(seconds=5))
     e.run(cfg, now=T0 + timedelta(minutes=1, seconds=5))
-    e._alerts.fold = lambda side, now_ms: [  # type: ignore[assignment]
-        health("flaky", "failed", T0 + timedelta(minutes=1), 5)]
-    e.run(cfg, now=T0 + timedelta(minutes=2, seconds=5))
+    for minute in range(1, 6):
+        report_outcome(client, "flaky", T0 + timedelta(minutes=minute), "failed")
+    e.run(cfg, now=T0 + timedelta(minutes=5, seconds=30))
     record = client.hget("kiqbeat:paused", "flaky")
     assert record is not None and b"pause_after_failures" in record
     assert [v["e"] for v in events(client)] == ["paused"]  # reached at once: paused only
     e.store(cfg).resume("flaky")
-    e._alerts.fold = lambda side, now_ms: [  # type: ignore[assignment]
-        health("flaky", "failed", T0 + timedelta(minutes=3), 6)]
-    e.run(cfg, now=T0 + timedelta(minutes=3, seconds=5))
+    report_outcome(client, "flaky", T0 + timedelta(minutes=6), "failed")
+    e.run(cfg, now=T0 + timedelta(minutes=6, seconds=30))
     assert client.hget("kiqbeat:paused", "flaky") is None  # one failure since: not paused
     assert [v["e"] for v in events(client)] == ["paused"]  # reached at once: paused only
 
@@ -169,20 +179,19 @@ def test_a_hanging_webhook_never_stalls_an_invocation_and_gets_the_event_later(
     e = engine(client, receiver.url)
     e.run(cfg, now=T0 + timedelta(seconds=5))
     e.run(cfg, now=T0 + timedelta(minutes=1, seconds=5))
-    e._alerts.fold = lambda side, now_ms: [  # type: ignore[assignment]
-        health("flaky", "failed", T0 + timedelta(minutes=1), 3)]
+    for minute in (1, 2, 3):
+        report_outcome(client, "flaky", T0 + timedelta(minutes=minute), "failed")
     receiver.hang_s = 30.0
     started = time.monotonic()
-    report = e.run(cfg, now=T0 + timedelta(minutes=2, seconds=5))
+    report = e.run(cfg, now=T0 + timedelta(minutes=3, seconds=30))
     assert time.monotonic() - started < 10  # one short timeout, not the receiver's 30 s
     assert report.alert_events == 1 and report.alerts_delivered == 0
     assert any("alert delivery to the webhook failed" in w for w in report.warnings)
     [backlog] = delivery.backlogs(client, "")
     assert backlog.waiting == 1 and backlog.oldest_age_s is not None
     receiver.hang_s = 0.0
-    e._alerts.fold = lambda side, now_ms: []  # type: ignore[assignment]
     time.sleep(0.6)
-    report = e.run(cfg, now=T0 + timedelta(minutes=3, seconds=5))
+    report = e.run(cfg, now=T0 + timedelta(minutes=4, seconds=5))
     assert report.alerts_delivered == 1
     assert [(b["schedule"], b["event"]) for b in receiver.bodies] == [("flaky", "failing")]
     assert delivery.backlogs(client, "")[0].waiting == 0

@@ -50,6 +50,8 @@ WEB = "kiqbeat.web"  # the console: only `kiqbeat web` (entrypoints/console.py) 
     ("kiqbeat.audit", ("kiqbeat.entrypoints", "kiqbeat.engine", "kiqbeat.store", "handler",
                        WEB)),
     ("kiqbeat.settings", ("kiqbeat.entrypoints", "handler", WEB)),
+    ("kiqbeat.outcomes", ("kiqbeat.document", "kiqbeat.entrypoints", "kiqbeat.engine",
+                          "kiqbeat.store", "kiqbeat.demo", "handler", WEB)),
     ("handler", (WEB, "kiqbeat.entrypoints.console")),
     ("kiqbeat.web", ("handler",)),
 ])

@@ -39,8 +39,20 @@ def test_an_immediate_push_has_sidekiqs_keys_with_float_second_stamps() -> None:
     job = job_payload(schedule(args=(1, "two")), TICK, pushed_at=NOW)
     assert job == {"class": "ReportWorker", "args": [1, "two"], "queue": "default",
                    "jid": jid("report", TICK), "retry": True,
-                   "created_at": NOW.timestamp(), "enqueued_at": NOW.timestamp()}
+                   "created_at": NOW.timestamp(), "enqueued_at": NOW.timestamp(),
+                   "kiqbeat_schedule": "report", "kiqbeat_tick": 1_772_953_200_000}
     assert isinstance(job["created_at"], float)
+
+
+def test_every_job_names_its_schedule_and_tick_and_an_expiring_one_its_deadline() -> None:
+    # The worker protocol (docs/store.md): the middleware records the outcome by these.
+    job = job_payload(schedule(name="n", overlap="allow"), TICK, pushed_at=NOW, scheduled=True)
+    assert (job["kiqbeat_schedule"], job["kiqbeat_tick"]) == ("n", TICK.timestamp() * 1000)
+    assert "kiqbeat_expires_at" not in job
+    expiring = job_payload(schedule(expires_after_s=90.5), TICK, pushed_at=NOW)
+    assert expiring["kiqbeat_expires_at"] == 1_772_953_200_000 + 90_500
+    assert list(expiring)[-3:] == ["kiqbeat_schedule", "kiqbeat_tick", "kiqbeat_expires_at"]
+    assert job_template(schedule(expires_after_s=60.0), scheduled=False) is None
 
 
 @pytest.mark.parametrize(("fmt", "unit"), [("s", 1.0), ("ms", 1000)])
@@ -143,7 +155,7 @@ def test_a_template_renders_for_any_name_and_args_exactly_what_job_json_builds(
                             scheduled=scheduled)
     assert template is not None
     expected = job_json(s, tick, pushed_at=now, scheduled=scheduled)
-    assert template.render(s.args, jid(name, tick), now, tick) == expected
+    assert template.render(name, s.args, jid(name, tick), now, tick) == expected
 
 
 SCHEDULES = st.builds(
@@ -152,6 +164,7 @@ SCHEDULES = st.builds(
     job_class=st.sampled_from(["ReportWorker", "Other"]), queue=st.sampled_from(["q", "r"]),
     timestamp_format=st.sampled_from(["s", "ms"]), include_metadata=st.booleans(),
     active_job_wrapper=st.sampled_from(["", "Sidekiq::ActiveJob::Wrapper"]),
+    overlap=st.sampled_from(["allow", "skip"]), expires_after_s=st.sampled_from([0.0, 30.0]),
     extra=st.sampled_from([{}, {"retry": 5}, {"retry": 5}, {"tags": ["x"]}]))
 
 

@@ -19,8 +19,8 @@ from typing import Any
 
 import redis
 
-from kiqbeat.alerts.health import Health
 from kiqbeat.core.limits import MAX_AUDIT_ENTRIES, MAX_OUTBOX_EVENTS, MAX_SHOWN_CHARS
+from kiqbeat.core.outcomes import Health
 from kiqbeat.core.plan import Entry
 from kiqbeat.core.report import Report
 from kiqbeat.core.schedule import Expectations

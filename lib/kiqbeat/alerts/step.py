@@ -1,4 +1,4 @@
-"""The alert step of an invocation (DESIGN §10): after the pushes, fold the outcomes, decide
+"""The alert step of an invocation (DESIGN §10): after the pushes and the outcome fold, decide
 the incidents, pause the schedules that asked for it, and give each sink its turn.
 
 An `AlertStep` is owned by the engine, built from the settings' sinks; `reads` rides the
@@ -19,7 +19,6 @@ from typing import Any
 import redis
 
 from kiqbeat.alerts.delivery import deliver_all
-from kiqbeat.alerts.health import Folds, fold_outcomes
 from kiqbeat.alerts.incidents import Watch, decide
 from kiqbeat.alerts.sinks import Sink
 from kiqbeat.core.pause import Pause
@@ -45,22 +44,23 @@ class AlertStep:
     at hand."""
 
     sinks: Sequence[Sink] = ()
-    fold: Folds = fold_outcomes
     _watch: Watch = field(default_factory=Watch)
     # From the first pipeline: the earliest deadline (None: none), a sink has events waiting.
     _earliest_ms: int | None = None
     _waiting: bool = True
+    _expecting: bool = True  # some schedule has expectations (health is worth judging)
 
     def begin(self) -> None:
         """Start an invocation's watch afresh."""
         self._watch = Watch()
-        self._earliest_ms, self._waiting = None, True
+        self._earliest_ms, self._waiting, self._expecting = None, True, True
 
     def reads(self, reads: Reads, namespace: str) -> None:
         """Queue the step's reads on the invocation's first pipeline."""
-        deadlines = keys.deadlines(namespace)
+        deadlines, expectations = keys.deadlines(namespace), keys.expectations(namespace)
         reads.add("alerts:deadline",
                   lambda pipe: pipe.zrange(deadlines, 0, 0, withscores=True))
+        reads.add("alerts:expecting", lambda pipe: pipe.hlen(expectations))
         if self.sinks:
             outbox = keys.outbox(namespace)
             reads.add("alerts:outbox", lambda pipe: pipe.execute_command(
@@ -68,6 +68,8 @@ class AlertStep:
 
     def read(self, replies: Replies) -> None:
         """Keep what the first pipeline's reads say (an error reply: look anyway)."""
+        expecting = replies.one("alerts:expecting")
+        self._expecting = not (isinstance(expecting, int) and expecting == 0)
         earliest = replies.one("alerts:deadline")
         self._earliest_ms = (int(earliest[0][1]) if isinstance(earliest, list) and earliest
                              else None)
@@ -88,11 +90,13 @@ class AlertStep:
         self._watch.add(entries)
 
     def run(self, side: RedisSide, report: Report) -> None:
-        """Fold, decide, pause and deliver (module docstring); delivery failures are
-        warnings, retried by the next invocation."""
+        """Decide on the health the fold changed (`report.changed_health`) and the deadlines
+        due, pause, and deliver (module docstring); delivery failures are warnings, retried
+        by the next invocation."""
         watch, self._watch = self._watch, Watch()
         now_ms = to_ms(report.now)
-        changed = self.fold(side, now_ms)
+        # No schedule has expectations (none was ever pushed with any): nothing to judge.
+        changed = report.changed_health if self._expecting else []
         pushed = any(run[0] in watch.planned for run in report.pushed_runs)
         if not (pushed or changed or self._waiting or any(
                 rules is None for _sha, rules in watch.planned.values())

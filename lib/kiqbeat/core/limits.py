@@ -176,3 +176,15 @@ PUSH_US_PER_JOB = 2.5
 # default history of 10 is 44-62 bytes (a bucket past either limit only costs more memory).
 # Part of the stored layout: changing it loses every watermark.
 STATE_BUCKETS = 16_384
+
+# The outcomes inbox (keys.outcomes_inbox) keeps at most this many entries: workers trim it
+# as they push (LTRIM), so a deployment whose invocations stop cannot grow it without bound.
+MAX_OUTCOMES_INBOX = 100_000
+# An invocation folds at most this many inbox entries per script call (a bounded slice:
+# no call holds Redis long) and at most FOLD_SLICES calls per invocation.
+FOLD_SLICE = 500
+FOLD_SLICES = 40
+# `expires_after` is at most a week (a job older than that is another job), and a
+# schedule's `history` (ticks its records keep) at most MAX_HISTORY, as the setting's.
+MAX_EXPIRES_AFTER_S = 7 * 86_400.0
+MAX_HISTORY = 1000

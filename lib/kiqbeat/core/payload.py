@@ -23,6 +23,12 @@ Sidekiq's client writes and Exq's middlewares read: `class`, `args`, `queue`, `j
 - Timestamps are float epoch seconds (Sidekiq 6/7, Exq) or, with `timestamp_format: ms`,
   integer epoch milliseconds (Sidekiq 8 only: Exq's Telemetry reads seconds).
 
+Every job also names what it was pushed for, so that a worker middleware can record its
+outcome (docs/store.md, "The worker protocol"): `kiqbeat_schedule` (the schedule's name) and
+`kiqbeat_tick` (the tick, integer epoch ms; a manual run's: its trigger instant); a schedule
+with `expires_after` adds `kiqbeat_expires_at` (epoch ms: tick + expires_after), past which
+the middleware does not run it. They follow Sidekiq's keys and precede `extra`'s.
+
 The `jid` depends on the schedule name and the tick instant only, never on the payload, so
 copies whose configs briefly differ during a deploy still agree on it.
 """
@@ -43,8 +49,10 @@ from kiqbeat.core.limits import MAX_PARSED_DEFINITIONS
 from kiqbeat.core.schedule import Schedule
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-# The job key naming the schedule of an `overlap: skip` job (docs/compatibility.md).
-OVERLAP_KEY = "kiqbeat_schedule"
+# The job keys naming what a job was pushed for (docs/store.md, "The worker protocol").
+SCHEDULE_KEY = "kiqbeat_schedule"
+TICK_KEY = "kiqbeat_tick"
+EXPIRES_KEY = "kiqbeat_expires_at"
 _MS = timedelta(milliseconds=1)
 _encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
 
@@ -133,11 +141,13 @@ def job_payload(
     job["retry"] = True
     job["created_at"] = _stamp(pushed_at, fmt)
     job["enqueued_at"] = _stamp(due_at if scheduled else pushed_at, fmt)
-    if schedule.overlap == "skip":
-        # Only these jobs carry it: the worker middleware (clients/ruby, Kiqbeat::
-        # RunningMiddleware) marks `keys.running` while such a job runs, which the push step
-        # checks; every other job is byte for byte what it was.
-        job[OVERLAP_KEY] = schedule.name
+    # The worker middleware (clients/ruby, Kiqbeat::Middleware) records the job's outcome
+    # under these, and marks `keys.running` while it runs (the push step checks it).
+    tick_ms = _epoch_ms(tick, "tick")
+    job[SCHEDULE_KEY] = schedule.name
+    job[TICK_KEY] = tick_ms
+    if schedule.expires_after_s:
+        job[EXPIRES_KEY] = tick_ms + round(schedule.expires_after_s * 1000)
     # Validation keeps `extra` away from the keys set above, except `retry`.
     job.update(schedule.extra)
     return job
@@ -158,12 +168,14 @@ _ARGS = "\x00kiqbeat-args\x00"
 _JID = "\x00kiqbeat-jid\x00"
 _CREATED = "\x00kiqbeat-created_at\x00"
 _ENQUEUED = "\x00kiqbeat-enqueued_at\x00"
+_NAME = "\x00kiqbeat-name\x00"
+_TICK = "\x00kiqbeat-tick\x00"
 
 
 @dataclass(frozen=True)
 class JobTemplate:
     """`job_json` of the schedules of one content — class, queue, options, timestamp format —
-    with the per-job parts left open: the args, the jid and the stamps.
+    with the per-job parts left open: the args, the jid, the stamps, the name and the tick.
 
     Rendering is one args encoding and a string join, a fraction of building and encoding
     the hash; one template serves every schedule of that content (per-tenant schedules
@@ -171,24 +183,27 @@ class JobTemplate:
     """
 
     # The JSON around the open slots, which are in this order: the args, the jid, the push
-    # instant (created_at), then enqueued_at: the tick if `scheduled`, else the push instant.
-    parts: tuple[str, str, str, str, str]
+    # instant (created_at), enqueued_at (the release instant if `scheduled`, else the push
+    # instant), the schedule's name (a JSON string) and the tick (epoch ms).
+    parts: tuple[str, str, str, str, str, str, str]
     scheduled: bool
     timestamp_format: str
 
-    def render(self, args: Sequence[Any], job_id: str, pushed_at: datetime,
-               tick: datetime, *, args_json: str | None = None) -> str:
-        """The JSON of tick `tick` (jid `job_id`) with `args` (`args_json`: their JSON, when
-        known), pushed at `pushed_at`; equal to `job_json`'s for a schedule of this
-        template's content with those args. Its only use of `tick` is a scheduled job's
-        `enqueued_at`: a jittered job's is rendered with its release instant as `tick`."""
+    def render(self, name: str, args: Sequence[Any], job_id: str, pushed_at: datetime,
+               tick: datetime, *, released: datetime | None = None,
+               args_json: str | None = None) -> str:
+        """The JSON of schedule `name`'s tick `tick` (jid `job_id`) with `args` (`args_json`:
+        their JSON, when known), pushed at `pushed_at` (into the schedule set, released at
+        `released`, default the tick, if the template is `scheduled`); equal to `job_json`'s
+        for a schedule of this template's content with that name and those args."""
         fmt = self.timestamp_format
         pushed = _pushed_text(pushed_at, fmt)
-        p0, p1, p2, p3, p4 = self.parts
-        enqueued = _stamp_text(tick, fmt) if self.scheduled else pushed
+        p0, p1, p2, p3, p4, p5, p6 = self.parts
+        enqueued = _stamp_text(released or tick, fmt) if self.scheduled else pushed
         if args_json is None:
             args_json = _encode(args)
-        return f"{p0}{args_json}{p1}{job_id}{p2}{pushed}{p3}{enqueued}{p4}"
+        return (f"{p0}{args_json}{p1}{job_id}{p2}{pushed}{p3}{enqueued}{p4}{_encode(name)}"
+                f"{p5}{_epoch_ms(tick, 'tick')}{p6}")
 
 
 def _stamp_text(instant: datetime, fmt: str) -> str:
@@ -204,31 +219,33 @@ _pushed_text = lru_cache(maxsize=8)(_stamp_text)
 def job_template(schedule: Schedule, *, scheduled: bool) -> JobTemplate | None:
     """The template of the jobs of schedules of this one's content (for the `schedule` set if
     `scheduled`), whatever their names and args; None when the args depend on the tick
-    (`include_metadata`, the ActiveJob envelope) or the job names its schedule (`overlap:
-    skip`): those jobs are built one by one with `job_json`."""
+    (`include_metadata`, the ActiveJob envelope) or the job carries a tick-dependent expiry
+    (`expires_after`): those jobs are built one by one with `job_json`."""
     if _untemplated(schedule):
         return None
     probe = job_payload(schedule, _EPOCH, pushed_at=_EPOCH, scheduled=scheduled)
     probe["args"], probe["jid"] = _ARGS, _JID
     probe["created_at"], probe["enqueued_at"] = _CREATED, _ENQUEUED
+    probe[SCHEDULE_KEY], probe[TICK_KEY] = _NAME, _TICK
     text = _encode(probe)
     # The jid is a string: its quotes stay in the parts; the rest are written bare.
-    tokens = [_encode(_ARGS), _encode(_JID)[1:-1], _encode(_CREATED), _encode(_ENQUEUED)]
+    tokens = [_encode(_ARGS), _encode(_JID)[1:-1], _encode(_CREATED), _encode(_ENQUEUED),
+              _encode(_NAME), _encode(_TICK)]
     if any(text.count(token) != 1 for token in tokens):
         return None
     pieces = re.split("(" + "|".join(map(re.escape, tokens)) + ")", text)
     if pieces[1::2] != tokens:  # `extra` cannot move them (validation), but say so here
         return None
-    p0, p1, p2, p3, p4 = pieces[0::2]
-    return JobTemplate((p0, p1, p2, p3, p4), scheduled, schedule.timestamp_format)
+    p0, p1, p2, p3, p4, p5, p6 = pieces[0::2]
+    return JobTemplate((p0, p1, p2, p3, p4, p5, p6), scheduled, schedule.timestamp_format)
 
 
 def _untemplated(schedule: Schedule) -> bool:
-    """Whether the schedule's jobs differ by more than args, jid and instants: the args
-    depend on the tick (`include_metadata`, the ActiveJob envelope), or the job names its
-    schedule (`overlap: skip`)."""
+    """Whether the schedule's jobs differ by more than name, args, jid and instants: the args
+    depend on the tick (`include_metadata`, the ActiveJob envelope), or the job carries an
+    expiry (`expires_after`)."""
     return bool(schedule.include_metadata or schedule.active_job_wrapper
-                or schedule.overlap == "skip")
+                or schedule.expires_after_s)
 
 
 _ContentKey = tuple[str, str, str, int, bool]
@@ -247,10 +264,11 @@ class JobTemplates:
         # each minute renders the same ones again (the entry keeps the args, so the id is
         # never reused while cached); no more than the engine keeps parsed.
         self._args: dict[int, tuple[tuple[Any, ...], str]] = {}
-        # id(schedule) -> (the schedule, the bytes before its jobs' jid, its content key and
-        # template), for a warm process's schedules (no more than the engine keeps parsed;
-        # the entry keeps the schedule, so the id is never reused while cached).
-        self._heads: dict[int, tuple[Schedule, bytes, _ContentKey, JobTemplate]] = {}
+        # id(schedule) -> (the schedule, the bytes before its jobs' jid, the bytes between
+        # the push instants and the tick (its name), its content key and template), for a
+        # warm process's schedules (no more than the engine keeps parsed; the entry keeps
+        # the schedule, so the id is never reused while cached).
+        self._heads: dict[int, tuple[Schedule, bytes, bytes, _ContentKey, JobTemplate]] = {}
         # (content key) -> the bytes after the jid of a job pushed at `_tails_at`.
         self._tails: dict[_ContentKey, bytes] = {}
         self._tails_at: datetime | None = None
@@ -264,7 +282,7 @@ class JobTemplates:
             return job_json(schedule, tick, pushed_at=pushed_at, scheduled=scheduled,
                             job_id=job_id, released_at=released)
         args = schedule.args
-        return found[1].render(args, job_id, pushed_at, released or tick,
+        return found[1].render(schedule.name, args, job_id, pushed_at, tick, released=released,
                                args_json=self._args_json(args, keep=True))
 
     def _template(self, schedule: Schedule, scheduled: bool
@@ -298,7 +316,7 @@ class JobTemplates:
         args' JSON, the start of its jobs: the entry would keep the schedule alive)."""
         warm = self._heads.get(id(schedule))
         if warm is not None and warm[0] is schedule:
-            _, head, key, template = warm
+            _, head, named, key, template = warm
         else:
             found = self._template(schedule, False)
             if found is None:
@@ -308,19 +326,24 @@ class JobTemplates:
             p0, p1 = template.parts[:2]
             # Everything before the jid: the same for every job of the schedule.
             head = f"{p0}{args_json}{p1}".encode()
+            p4, p5 = template.parts[4:6]
+            # From the end of enqueued_at to the tick: the same for every job of it too.
+            named = f"{p4}{_encode(schedule.name)}{p5}".encode()
             if keep:
-                self._heads[id(schedule)] = (schedule, head, key, template)
+                self._heads[id(schedule)] = (schedule, head, named, key, template)
         if pushed_at != self._tails_at:
             self._tails.clear()
             self._tails_at = pushed_at
-        # Everything after the jid: the same for every job pushed at that instant.
+        # From the jid to the name: the same for every job pushed at that instant.
         tail = self._tails.get(key)
         if tail is None:
             pushed = _pushed_text(pushed_at, template.timestamp_format)
-            _, _, p2, p3, p4 = template.parts
-            tail = self._tails[key] = f"{p2}{pushed}{p3}{pushed}{p4}".encode()
+            _, _, p2, p3 = template.parts[:4]
+            tail = self._tails[key] = f"{p2}{pushed}{p3}{pushed}".encode()
         name = schedule.name
-        return [head + jid_ms(name, tick_ms).encode() + tail for tick_ms in ticks_ms]
+        end = template.parts[6].encode()
+        return [b"%s%s%s%s%d%s" % (head, jid_ms(name, tick_ms).encode(), tail, named, tick_ms,
+                                   end) for tick_ms in ticks_ms]
 
     def forget_beyond(self, size: int) -> None:
         """Drop every template, or every args' JSON, once they outnumber `size` (configs

@@ -5,11 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kiqbeat.core.describe import counted
 from kiqbeat.core.payload import jid_ms
 from kiqbeat.core.plan import SKIP_REASONS
+
+if TYPE_CHECKING:
+    from kiqbeat.core.outcomes import Health
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,13 @@ class Report:
     pushed_runs: list[tuple[str, str, Sequence[int], Sequence[int], str]] = field(
         default_factory=list, repr=False)
     _jobs: list[PushedJob] = field(default_factory=list, repr=False, compare=False)
+    # Worker outcome entries this invocation folded into the schedules' records (after its
+    # pushes; kiqbeat.outcomes), those still waiting in the inbox, and the health of each
+    # schedule whose record changed (what the alerts decide on: O(outcomes since the last
+    # invocation), never a scan of every schedule).
+    outcomes_folded: int = 0
+    outcomes_waiting: int = 0
+    changed_health: list[Health] = field(default_factory=list, repr=False, compare=False)
 
     @property
     def jobs(self) -> list[PushedJob]:
@@ -100,6 +110,8 @@ class Report:
             "documents_applied": self.documents_applied,
             "alert_events": self.alert_events,
             "alerts_delivered": self.alerts_delivered,
+            "outcomes_folded": self.outcomes_folded,
+            "outcomes_waiting": self.outcomes_waiting,
             "round_trips": self.round_trips,
             "duration_s": round(self.duration_s, 4),
             "next_due": (None if self.next_due_ms is None else

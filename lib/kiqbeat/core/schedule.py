@@ -9,7 +9,7 @@ from typing import Any, Literal, Protocol
 
 CatchUp = Literal["all", "latest", "none"]
 TimestampFormat = Literal["s", "ms"]
-Overlap = Literal["allow", "skip"]
+Overlap = Literal["allow", "skip", "buffer_one"]
 
 
 class Timetable(Protocol):
@@ -82,6 +82,11 @@ class Schedule:
     overlap: Overlap = "allow"
     # What its jobs are expected to do (alerts/, DESIGN §10): None when it expects nothing.
     expectations: Expectations | None = None
+    # A job not started within this many seconds of its tick is not run (the worker
+    # middleware records it `expired`); 0: no limit.
+    expires_after_s: float = 0.0
+    # Ticks whose outcomes its record keeps (None: the `history` setting).
+    history: int | None = None
     # Human-readable source of the timetable ("0 * * * * Asia/Kolkata", "every 15m").
     timing: str = ""
     # The schedule's stored form (DESIGN §7): its document fields with the document-wide

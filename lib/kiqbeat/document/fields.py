@@ -21,7 +21,9 @@ from kiqbeat.core.limits import (
     MAX_CALENDARS,
     MAX_EXCLUDED_DATES,
     MAX_EXPECT_S,
+    MAX_EXPIRES_AFTER_S,
     MAX_FAILURE_STREAK,
+    MAX_HISTORY,
     MAX_JITTER_S,
     MAX_RUNS,
 )
@@ -267,6 +269,25 @@ def failure_streak(value: object) -> int:
     return value
 
 
+def expiry_s(value: object) -> float:
+    """`expires_after`: a duration (the grammar `every` reads) of at least a second and at
+    most a week, whole milliseconds; a job not started within it of its tick is not run."""
+    seconds = duration_s(value)
+    if not 1 <= seconds <= MAX_EXPIRES_AFTER_S:
+        raise ConfigError(f"{shown(value)} must be from 1s to 7d (a job not started within "
+                          "it of its tick is not run)")
+    if seconds * 1000 != int(seconds * 1000):
+        raise ConfigError(f"{shown(value)} must be a whole number of milliseconds")
+    return seconds
+
+
+def history_length(value: object) -> int:
+    """`history`: how many ticks the schedule's records keep (its outcomes), 0 to 1000."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_HISTORY:
+        raise ConfigError(f"{shown(value)} must be a whole number from 0 to {MAX_HISTORY}")
+    return value
+
+
 def a_date(value: object) -> date:
     """A calendar date written YYYY-MM-DD."""
     if not isinstance(value, str) or not _DATE.fullmatch(value):
@@ -375,6 +396,10 @@ FIELDS: tuple[Field, ...] = (
           doc="failing after this many failed ticks in a row"),
     Field("pause_after_failures", failure_streak, None, schedule=True,
           doc="pause itself after this many failed ticks in a row"),
+    Field("expires_after", expiry_s, None, schedule=True,
+          doc="a job not started within this of its tick is not run (recorded expired)"),
+    Field("history", history_length, None, schedule=True,
+          doc="ticks whose outcomes its record keeps (default: the history setting)"),
     Field("except", exclusions, None, schedule=True,
           doc="dates (YYYY-MM-DD) and calendar names with no tick"),
     Field("calendars", calendars, None, top=True, schedule=True,
@@ -410,7 +435,7 @@ KIQBEAT_MARKERS = TOP_LEVEL_KEYS
 # may write (a job carrying them looks like a failed one to the retry set and the Web UI).
 RESERVED_PAYLOAD_KEYS = frozenset({
     "class", "args", "jid", "queue", "created_at", "enqueued_at", "wrapped", "at",
-    "kiqbeat_schedule",
+    "kiqbeat_schedule", "kiqbeat_tick", "kiqbeat_expires_at",
     "retry_count", "retried_at", "failed_at", "error_message", "error_class",
     "error_backtrace",
 })

@@ -550,7 +550,8 @@ def _schedule(name: object, raw: object, top: Mapping[str, Any], out: _Checker,
         active_job_wrapper=values["active_job"], extra=extra, lookahead_s=lookahead_s,
         timestamp_format=cast(TimestampFormat, values["timestamp_format"]), timing=timing,
         max_runs=values["max_runs"], jitter_s=values["jitter"],
-        overlap=cast(Overlap, values["overlap"]), expectations=_expectations(values))
+        overlap=cast(Overlap, values["overlap"]), expires_after_s=values["expires_after"] or 0.0,
+        history=values["history"], expectations=_expectations(values))
     wrong = encoding_problem(schedule)
     if wrong:
         out.problems.append(f"{label}: {wrong}")

@@ -152,6 +152,27 @@ def running(ns: str, name: str) -> str:
     return f"{running_prefix(ns)}{name}"
 
 
+def outcomes_inbox(ns: str) -> str:
+    """List: what workers report of the jobs kiqbeat pushed (docs/store.md, "The worker
+    protocol": compact JSON entries, LPUSHed by the worker middleware at a job's start and
+    end, trimmed to `limits.MAX_OUTCOMES_INBOX`); invocations pop and fold them (fold.lua)
+    into `outcomes_bucket`. Bounded even when no invocation runs."""
+    return f"{ns}kiqbeat:outcomes:inbox"
+
+
+def outcomes_bucket(ns: str, bucket: int | str) -> str:
+    """Hash: schedule name -> its outcome record (the last N ticks' outcomes and its health,
+    lua/fold.lua states the layout), for the names in `bucket` (progress's bucket function).
+    Written only by fold.lua; a few bytes a tick, so each bucket stays a listpack."""
+    return f"{ns}kiqbeat:outcomes:{bucket}"
+
+
+def outcomes_errors(ns: str) -> str:
+    """Hash: schedule name -> "TICK_MS<TAB>Class: message" of its newest failure, while no
+    newer tick has succeeded (fold.lua); one field per failing schedule: bounded."""
+    return f"{ns}kiqbeat:outcomes:errors"
+
+
 def documents(ns: str) -> str:
     """Hash: document location -> SHA-256 of the definitions it last applied; and, for a
     document applied by an invocation that parsed it, `document_bytes_field(location)` ->

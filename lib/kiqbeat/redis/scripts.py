@@ -80,8 +80,18 @@ class Caller:
                                                                  else {}))
 
     def call(self, lua: Lua, client: redis.Redis, keys: Sequence[str],
-             args: Sequence[Arg]) -> Any:
-        """Run it now (loading the script first when the server does not know it)."""
+             args: Sequence[Arg], *, raw: bool = False) -> Any:
+        """Run it now (loading the script first when the server does not know it); `raw` as
+        for `queue`."""
+        if raw:
+            options = {NEVER_DECODE: True}
+            try:
+                return client.execute_command(*self.command(lua, keys, args), **options)
+            except redis.exceptions.NoScriptError:
+                client.script_load(lua.text)
+                return client.execute_command(*self.command(lua, keys, args), **options)
+            except redis.ResponseError as exc:
+                raise self.explained(exc) from exc
         if self.functions:
             try:
                 return client.fcall(lua.function, len(keys), *keys, *args)
@@ -246,7 +256,7 @@ class Pending:
         if self.state == LOST or isinstance(reply, redis.exceptions.NoScriptError):
             if not self.resend:
                 raise Lost(f"the reply of a started {self.lua.name} call was lost")
-            return self.caller.call(self.lua, self.client, self.keys, self.args)
+            return self.caller.call(self.lua, self.client, self.keys, self.args, raw=self.raw)
         if isinstance(reply, redis.ResponseError):
             raise self.caller.explained(reply) from reply
         return reply
@@ -269,6 +279,7 @@ READ = Lua.named("read", "definitions")
 PAUSE = Lua.named("pause", "definitions", "records", "progress")
 SKIP = Lua.named("skip")
 INCIDENTS = Lua.named("incidents")
+FOLD = Lua.named("fold")
 SCRIPTS = Caller(functions=False)
 
 
@@ -276,7 +287,7 @@ def library() -> str:
     """The Redis 7 function library of every script, for `FUNCTION LOAD REPLACE`."""
     parts = [f"#!lua name={LIBRARY}", "-- kiqbeat's scripts as Redis functions: load with "
              "FUNCTION LOAD REPLACE (kiqbeat functions --load)."]
-    for lua in (DUE, PUSH, WRITE, BACKFILL, TRIGGER, READ, PAUSE, SKIP, INCIDENTS):
+    for lua in (DUE, PUSH, WRITE, BACKFILL, TRIGGER, READ, PAUSE, SKIP, FOLD, INCIDENTS):
         parts.append(f"redis.register_function('{lua.function}', function(KEYS, ARGV)\n"
                      f"{lua.text}\nend)")
     return "\n\n".join(parts) + "\n"

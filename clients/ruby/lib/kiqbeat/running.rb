@@ -7,7 +7,7 @@
 #     config.server_middleware { |chain| chain.add Kiqbeat::RunningMiddleware, ttl: 3600 }
 #   end
 #
-# A job kiqbeat pushed for an `overlap: skip` schedule carries the schedule's name under
+# Every job kiqbeat pushes carries the schedule's name under
 # "kiqbeat_schedule". While such a job runs, the key "<ns>kiqbeat:running:<name>" holds its
 # jid, with a TTL (default 1 h: set it above the job's longest run); when the job ends,
 # succeeded or failed, the key is deleted if it still holds that jid. Any other job passes

@@ -1,0 +1,127 @@
+"""What became of a schedule's jobs: its outcome record (the last N ticks the worker reported
+on) and the health read from it (issue 27; docs/store.md, "The worker protocol").
+
+Pure: `decode_outcomes` reads the record layout redis/lua/fold.lua writes (its header states
+it; this is the one Python reader), `health` summarises it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kiqbeat.core.payload import jid_ms
+from kiqbeat.core.plan import from_ms
+
+# A recorded tick's state, as fold.lua numbers them.
+OUTCOME_STATES = ("running", "succeeded", "failed", "expired")
+_UNITS = (1, 1000, 60_000, 3_600_000)  # ms, s, min, h
+
+
+@dataclass(frozen=True)
+class TickOutcome:
+    """What the worker reported for one tick's job: `state` one of OUTCOME_STATES; the
+    attempt last reported (1: the first run); `duration_ms` once ended (None while
+    running), `started_ms` while running (the instant it started); `manual`: a manual run."""
+
+    tick_ms: int
+    state: str
+    attempt: int
+    duration_ms: int | None
+    started_ms: int | None
+    manual: bool = False
+
+
+@dataclass(frozen=True)
+class Outcomes:
+    """A schedule's outcome record: the ticks kept, newest first, the newest succeeded tick
+    (None: none known) and the failed ticks since it that are older than every tick kept."""
+
+    ticks: tuple[TickOutcome, ...]
+    last_success_ms: int | None
+    failures_beyond: int
+
+
+@dataclass(frozen=True)
+class Health:
+    """One schedule's health from its outcome record (the seam with the alerts: seams-27)."""
+
+    name: str
+    last_outcome: str | None  # succeeded | failed | running | expired | None
+    last_tick_ms: int | None
+    last_success_tick_ms: int | None
+    consecutive_failures: int  # failed ticks since the last success (a retry that succeeds resets)
+    last_duration_ms: int | None
+    last_error: str | None  # "Class: message" of the newest failure since the last success
+    last_jid: str | None  # the newest tick's jid (a manual run's is not known here: None)
+
+    def as_dict(self) -> dict[str, object]:
+        """The JSON form (`status --json`, the API)."""
+        def iso(ms: int | None) -> str | None:
+            return None if ms is None else from_ms(ms).isoformat()
+
+        return {"last_outcome": self.last_outcome, "last_tick": iso(self.last_tick_ms),
+                "last_success": iso(self.last_success_tick_ms),
+                "consecutive_failures": self.consecutive_failures,
+                "last_duration_ms": self.last_duration_ms, "last_error": self.last_error,
+                "last_jid": self.last_jid}
+
+
+def _varint(raw: bytes, pos: int) -> tuple[int, int]:
+    value, scale = 0, 1
+    while True:
+        b = raw[pos]  # IndexError when cut short
+        value += (b & 127) * scale
+        pos += 1
+        if b < 128:
+            return value, pos
+        scale *= 128
+
+
+def decode_outcomes(raw: bytes) -> Outcomes:
+    """The record fold.lua wrote; ValueError when it is not one."""
+    try:
+        newest = int.from_bytes(raw[:6], "big")
+        if len(raw) < 9:
+            raise IndexError
+        success, pos = _varint(raw, 6)
+        beyond, pos = _varint(raw, pos)
+        count, pos = _varint(raw, pos)
+        ticks: list[TickOutcome] = []
+        tick = newest
+        for _ in range(count):
+            head, pos = _varint(raw, pos)
+            attempt, pos = _varint(raw, pos)
+            value, pos = _varint(raw, pos)
+            tick -= (head >> 5) * _UNITS[(head >> 3) & 3]
+            state = OUTCOME_STATES[head & 3]
+            running = state == "running"
+            ticks.append(TickOutcome(tick, state, attempt, None if running else value,
+                                     tick + value if running else None, bool(head & 4)))
+    except IndexError:
+        raise ValueError(f"not an outcome record: {raw[:40]!r}") from None
+    last_success = None
+    if success:
+        span = success - 1
+        last_success = newest - (span >> 2) * _UNITS[span & 3]
+    return Outcomes(tuple(ticks), last_success, beyond)
+
+
+def health(name: str, outcomes: Outcomes | None, last_error: str | None = None) -> Health:
+    """Schedule `name`'s health from its record (None: nothing reported yet) and the last
+    error fold.lua keeps ("TICK_MS<TAB>Class: message")."""
+    if outcomes is None or not outcomes.ticks:
+        return Health(name, None, None, None, 0, None, None, None)
+    newest = outcomes.ticks[0]
+    since = outcomes.last_success_ms
+    failures = outcomes.failures_beyond + sum(
+        1 for t in outcomes.ticks
+        if (since is None or t.tick_ms > since)
+        and (t.state == "failed" or (t.state == "running" and t.attempt > 1)))
+    duration = next((t.duration_ms for t in outcomes.ticks
+                     if t.state in ("succeeded", "failed")), None)
+    error = None
+    if last_error:
+        _, _, error = last_error.partition("\t")
+    jid = None if newest.manual else jid_ms(name, newest.tick_ms)
+    return Health(name, newest.state, newest.tick_ms, since, failures, duration, error or None,
+                  jid)

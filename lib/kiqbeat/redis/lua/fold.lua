@@ -1,0 +1,291 @@
+--[[
+kiqbeat fold script: take up to K entries the workers wrote to the outcomes inbox and fold
+them into the schedules' outcome records, atomically (docs/store.md, "The worker protocol";
+lib/kiqbeat/outcomes/records.py is the one Python reader of the same layout).
+
+KEYS[1]  the inbox list (NS kiqbeat:outcomes:inbox); workers LPUSH, this pops the oldest
+KEYS[2]  definitions hash (name -> definition JSON): an entry for a name without one is
+         dropped; a definition's `history` sets how many ticks its record keeps
+KEYS[3]  errors hash (NS kiqbeat:outcomes:errors): name -> "TICK_MS<TAB>Class: message" of
+         its newest failure, while no newer tick has succeeded
+
+ARGV[1]  K, the most entries this call takes (a bounded slice: no call holds Redis long)
+ARGV[2]  N, ticks a record keeps unless the definition says otherwise (0: none kept)
+
+The records live in NS kiqbeat:outcomes:B, B the bucket of progress.lua (first 4 hex digits
+of SHA1(name) mod STATE_BUCKETS), name -> RECORD (all integers varints unless said):
+  NEWEST   the newest recorded tick, epoch ms, 6 bytes big-endian
+  SUCCESS  0: no success known; else 1 + SPAN(NEWEST - the newest succeeded tick)
+  BEYOND   failed ticks newer than that success but older than every entry kept
+  COUNT, then COUNT entries, newest tick first, each:
+    HEAD   D' * 32 + UNIT * 8 + MANUAL * 4 + STATE, D = the previous (newer) entry's tick
+           (NEWEST for the first) less this one's = D' units of UNIT (0 ms, 1 s, 2 min, 3 h,
+           the largest dividing D); MANUAL 1: a manual run (its jid is not the tick's);
+           STATE 0 running, 1 succeeded, 2 failed, 3 expired
+    ATTEMPT  the attempt last reported (1: the first run)
+    VALUE    running: ms from the tick to its start; else its duration in ms (expired: 0)
+SPAN(ms) = (ms / UNIT) * 4 + UNIT, UNIT as above.
+About 4 bytes a tick of an every-minute job that takes under 16 s: 49 bytes with 10 ticks,
+under hash-max-listpack-value (64), so the buckets stay listpacks.
+
+Folding an entry {"s","t","j","e","at","a","d","x","m"} into its tick's entry: `started`
+marks it running unless an end of this attempt or a later one is recorded; `succeeded`,
+`failed` and `expired` replace anything of an earlier or the same attempt (a retry that
+succeeds turns a failed tick into a success); a success is never undone by a failure of an
+earlier attempt. A tick older than every kept entry of a full record is dropped.
+
+Returns {taken, dropped, left, name1, record1, error1, name2, ...}: the entries taken from
+the inbox, those dropped (garbled, an unknown schedule, too old), the entries still in the
+inbox, and for each schedule whose record changed, its record and last error (false: none).
+]]
+
+local inbox, defs_key, errors_key = KEYS[1], KEYS[2], KEYS[3]
+local K = tonumber(ARGV[1])
+local DEFAULT_N = tonumber(ARGV[2])
+local NS = string.sub(inbox, 1, #inbox - #'kiqbeat:outcomes:inbox')
+local PREFIX = NS .. 'kiqbeat:outcomes:'
+local STATE = {started = 0, succeeded = 1, failed = 2, expired = 3}
+local RUNNING, SUCCEEDED, FAILED, EXPIRED = 0, 1, 2, 3
+local UNITS = {[0] = 1, 1000, 60000, 3600000}
+local floor = math.floor
+
+local refused = expect_type(inbox, 'list') or expect_type(defs_key, 'hash')
+  or expect_type(errors_key, 'hash')
+if refused then return refused end
+
+local function varint(v)
+  local bytes = {}
+  while v >= 128 do
+    bytes[#bytes + 1] = v % 128 + 128
+    v = floor(v / 128)
+  end
+  bytes[#bytes + 1] = v
+  return string.char(unpack(bytes))
+end
+
+local function read_varint(s, pos)
+  local v, scale = 0, 1
+  while true do
+    local b = string.byte(s, pos)
+    if not b then return nil, pos end
+    v = v + (b % 128) * scale
+    pos = pos + 1
+    if b < 128 then return v, pos end
+    scale = scale * 128
+  end
+end
+
+local function unit_of(d)
+  for u = 3, 1, -1 do
+    if d % UNITS[u] == 0 then return u end
+  end
+  return 0
+end
+
+local function span(d)
+  local u = unit_of(d)
+  return (d / UNITS[u]) * 4 + u
+end
+
+local function unspan(v)
+  local u = v % 4
+  return floor(v / 4) * UNITS[u]
+end
+
+-- The record as a table: {ls = last success tick or nil, beyond = n, entries = {...}}, each
+-- entry {t, state, manual, a, v}, newest first. nil when garbled (a fresh record then).
+local function decode(raw)
+  if not raw or #raw < 9 then return nil end
+  local newest = 0
+  for i = 1, 6 do newest = newest * 256 + string.byte(raw, i) end
+  local pos, ls, beyond, count = 7
+  ls, pos = read_varint(raw, pos)
+  beyond, pos = read_varint(raw, pos)
+  count, pos = read_varint(raw, pos)
+  if not count then return nil end
+  local rec = {ls = ls and ls > 0 and newest - unspan(ls - 1) or nil, beyond = beyond,
+               entries = {}}
+  local t = newest
+  for i = 1, count do
+    local head, a, v
+    head, pos = read_varint(raw, pos)
+    a, pos = read_varint(raw, pos)
+    v, pos = read_varint(raw, pos)
+    if not v then return nil end
+    local u = floor(head / 8) % 4
+    t = t - floor(head / 32) * UNITS[u]
+    rec.entries[i] = {t = t, state = head % 4, manual = floor(head / 4) % 2, a = a, v = v}
+  end
+  return rec
+end
+
+local function encode(rec)
+  local entries = rec.entries
+  if #entries == 0 then return nil end
+  local newest = entries[1].t
+  local parts, n = {}, newest
+  for i = 6, 1, -1 do
+    parts[i] = string.char(n % 256)
+    n = floor(n / 256)
+  end
+  parts[7] = varint(rec.ls and 1 + span(newest - rec.ls) or 0)
+  parts[8] = varint(rec.beyond)
+  parts[9] = varint(#entries)
+  local previous = newest
+  for _, e in ipairs(entries) do
+    local d = previous - e.t
+    local u = unit_of(d)
+    parts[#parts + 1] = varint((d / UNITS[u]) * 32 + u * 8 + e.manual * 4 + e.state)
+    parts[#parts + 1] = varint(e.a)
+    parts[#parts + 1] = varint(e.v)
+    previous = e.t
+  end
+  return table.concat(parts)
+end
+
+-- Whether an entry once failed (failed, or running a retry).
+local function counted(e)
+  return e.state == FAILED or (e.state == RUNNING and e.a > 1)
+end
+
+local function bucket_key(name)
+  return PREFIX .. (tonumber(string.sub(redis.sha1hex(name), 1, 4), 16) % STATE_BUCKETS)
+end
+
+local function history_of(definition)
+  if not string.find(definition, '"history"', 1, true) then return DEFAULT_N end
+  local ok, parsed = pcall(cjson.decode, definition)
+  local n = ok and type(parsed) == 'table' and parsed.history
+  if type(n) == 'number' and n >= 0 and n == floor(n) then return math.min(n, 1000) end
+  return DEFAULT_N
+end
+
+-- A valid entry's fields, or nil.
+local function parsed_entry(text)
+  local ok, e = pcall(cjson.decode, text)
+  if not ok or type(e) ~= 'table' then return nil end
+  local s, t, ev, a = e.s, e.t, STATE[e.e], e.a
+  if type(s) ~= 'string' or s == '' or #s > 1000 or type(t) ~= 'number' or t < 0
+      or t ~= floor(t) or t >= 2^48 or not ev then return nil end
+  if type(a) ~= 'number' or a < 1 or a ~= floor(a) then a = 1 end
+  local d = e.d
+  if type(d) ~= 'number' or d < 0 then d = 0 end
+  local at = e.at
+  if type(at) ~= 'number' then at = t end
+  local j = e.j
+  return {s = s, t = t, ev = ev, a = math.min(a, 1000000), d = floor(math.min(d, 2^40)),
+          start = floor(math.max(0, math.min(at - t, 2^40))),
+          manual = (type(j) == 'string' and string.sub(j, 1, 6) == 'manual') and 1 or 0,
+          x = type(e.x) == 'string' and string.sub(e.x, 1, 200) or 'Error',
+          m = type(e.m) == 'string' and string.sub(e.m, 1, 200) or ''}
+end
+
+-- Apply one entry to a record; whether it changed.
+local function apply(rec, e, keep)
+  local entries = rec.entries
+  local at = nil
+  for i, old in ipairs(entries) do
+    if old.t == e.t then at = i break end
+    if old.t < e.t then at = -i break end
+  end
+  local entry
+  if at and at > 0 then
+    entry = entries[at]
+  else
+    if not at and #entries >= keep then return false end  -- older than all kept
+    entry = {t = e.t, state = -1, manual = e.manual, a = 0, v = 0}
+    table.insert(entries, at and -at or #entries + 1, entry)
+  end
+  if e.ev == RUNNING then
+    if entry.state >= 0 and (entry.a > e.a or (entry.a == e.a and entry.state ~= RUNNING)
+                             or entry.state == SUCCEEDED or entry.state == EXPIRED) then
+      return false
+    end
+    entry.state, entry.a, entry.v = RUNNING, e.a, e.start
+  else
+    if entry.state == SUCCEEDED and e.ev ~= SUCCEEDED and entry.a >= e.a then return false end
+    if entry.state >= 0 and entry.a > e.a and entry.state ~= RUNNING then return false end
+    entry.state, entry.a, entry.v = e.ev, e.a, (e.ev == EXPIRED and 0 or e.d)
+  end
+  return true
+end
+
+-- Recount the failure streak and trim to `keep`, after the entries of one call.
+local function settle(rec, keep)
+  local entries = rec.entries
+  for _, e in ipairs(entries) do
+    if e.state == SUCCEEDED then
+      if not rec.ls or e.t > rec.ls then rec.ls, rec.beyond = e.t, 0 end
+      break
+    end
+  end
+  while #entries > keep do
+    local gone = table.remove(entries)
+    if counted(gone) and (not rec.ls or gone.t > rec.ls) then rec.beyond = rec.beyond + 1 end
+  end
+end
+
+local taken = redis.call('RPOP', inbox, K)
+if not taken then return {0, 0, 0} end
+local by_name, order, dropped = {}, {}, 0
+for _, text in ipairs(taken) do
+  local e = parsed_entry(text)
+  if not e then
+    dropped = dropped + 1
+  else
+    local list = by_name[e.s]
+    if not list then
+      list = {}
+      by_name[e.s] = list
+      order[#order + 1] = e.s
+    end
+    list[#list + 1] = e
+  end
+end
+
+local reply = {#taken, 0, 0}
+for _, name in ipairs(order) do
+  local definition = redis.call('HGET', defs_key, name)
+  local list = by_name[name]
+  local keep = definition and history_of(definition) or 0
+  if keep == 0 then
+    dropped = dropped + #list
+  else
+    local key = bucket_key(name)
+    local rec = decode(redis.call('HGET', key, name)) or {ls = nil, beyond = 0, entries = {}}
+    local changed, failure = false, nil
+    for _, e in ipairs(list) do
+      if apply(rec, e, keep) then
+        changed = true
+        if e.ev == FAILED and (not failure or e.t >= failure.t) then failure = e end
+      else
+        dropped = dropped + 1
+      end
+    end
+    if changed then
+      settle(rec, keep)
+      redis.call('HSET', key, name, encode(rec))
+      local last_error = redis.call('HGET', errors_key, name)
+      if failure then
+        local old_t = last_error and tonumber(string.match(last_error, '^(%d+)\t'))
+        if not old_t or failure.t >= old_t then
+          last_error = failure.t .. '\t' .. failure.x .. ': ' .. failure.m
+          redis.call('HSET', errors_key, name, last_error)
+        end
+      end
+      if last_error and rec.ls then
+        local old_t = tonumber(string.match(last_error, '^(%d+)\t'))
+        if not old_t or old_t <= rec.ls then
+          redis.call('HDEL', errors_key, name)
+          last_error = false
+        end
+      end
+      reply[#reply + 1] = name
+      reply[#reply + 1] = encode(rec)
+      reply[#reply + 1] = last_error or false
+    end
+  end
+end
+reply[2] = dropped
+reply[3] = redis.call('LLEN', inbox)
+return reply

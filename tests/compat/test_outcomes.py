@@ -1,0 +1,193 @@
+"""What became of each job, told by a real Sidekiq 6.4 worker with Kiqbeat::Middleware
+(clients/ruby/lib/kiqbeat/middleware.rb) and folded by kiqbeat: jobs that succeed, raise
+(without retries, and with a retry that later succeeds), sleep, expire, and a job that is not
+kiqbeat's; under redis-namespace too. The worker keeps its own ledger (tests/compat/ruby/
+outcome_worker.rb) to check the reports against."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+import textwrap
+from collections.abc import Iterator
+from dataclasses import replace
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from kiqbeat.core.payload import jid_ms, job_json
+from kiqbeat.core.plan import to_ms
+from kiqbeat.core.schedule import Config
+from kiqbeat.demo.server import RedisServer
+from kiqbeat.document import load_config_text
+from kiqbeat.engine import run
+from kiqbeat.outcomes import fold_outcomes
+from kiqbeat.outcomes.records import read_health, read_outcomes
+from kiqbeat.redis import keys
+
+from .harness import RUBY_DIR, START_TIMEOUT_S, need, stop, wait_for
+
+LEDGER = "kiqbeat-test:ledger"
+QUEUE = "outcomes"
+
+
+class Worker:
+    """A Sidekiq process running outcome_worker.rb on its own Redis (namespace `ns`)."""
+
+    def __init__(self, url: str, ns: str = "") -> None:
+        self.url, self.ns = url, ns
+        self.client = redis.Redis.from_url(url, socket_timeout=10)
+        self.log = Path(tempfile.mkdtemp(prefix="kiqbeat-outcomes-")) / "sidekiq.log"
+        env = {**os.environ, "REDIS_URL": url, "KIQBEAT_TEST_NAMESPACE": ns.rstrip(":")}
+        with open(self.log, "wb") as out:
+            self.process = subprocess.Popen(
+                [need("sidekiq"), "-r", str(RUBY_DIR / "outcome_worker.rb"), "-q", QUEUE,
+                 "-c", "3"], env=env, stdout=out, stderr=subprocess.STDOUT)
+
+        def started() -> bool:
+            if self.process.poll() is not None:
+                pytest.fail(f"sidekiq exited: {self.log.read_text(errors='replace')[-3000:]}")
+            return bool(self.client.smembers(f"{ns}processes"))
+        wait_for(f"sidekiq to start (log: {self.log})", started, START_TIMEOUT_S)
+
+    def now(self) -> datetime:
+        seconds, micros = self.client.time()
+        return datetime.fromtimestamp(seconds + micros / 1e6).astimezone()
+
+    def ledger(self, jid: str) -> list[str]:
+        return [e["event"] for e in map(json.loads, self.client.lrange(LEDGER, 0, -1))
+                if e["jid"] == jid]
+
+    def push_minute(self, config: Config) -> datetime:
+        """kiqbeat registers the schedules 30 s before the last minute boundary, then pushes
+        that boundary's tick: one job per every-minute schedule."""
+        minute = self.now().replace(second=0, microsecond=0)
+        run(self.client, config, now=minute - timedelta(seconds=30))
+        report = run(self.client, config, now=minute)
+        assert report.pushed == len(config.schedules)
+        return minute
+
+    def health(self, name: str, until: Any, what: str, timeout_s: float = 30.0) -> Any:
+        """Fold (as an invocation does) until `until(health)` holds."""
+        def check() -> Any:
+            fold_outcomes(self.client, self.ns)
+            found = read_health(self.client, self.ns, [name])[name]
+            return found if until(found) else None
+        return wait_for(f"{name}: {what} (log: {self.log})", check, timeout_s)
+
+
+@pytest.fixture(scope="module")
+def worker() -> Iterator[Worker]:
+    with RedisServer() as server:
+        started = Worker(server.url)
+        try:
+            yield started
+        finally:
+            stop(started.process)
+
+
+def config(text: str, namespace: str = "") -> Config:
+    found = load_config_text(textwrap.dedent(text))
+    return replace(found, namespace=namespace) if namespace else found
+
+
+def test_each_job_reports_its_start_and_end_and_kiqbeat_folds_them(worker: Worker) -> None:
+    cfg = config(f"""
+        schedules:
+          ok: {{cron: '* * * * *', class: LedgerWorker, args: [0], queue: {QUEUE}}}
+          boom: {{cron: '* * * * *', class: RaisingWorker, queue: {QUEUE}, retry: false}}
+          flaky: {{cron: '* * * * *', class: FlakyWorker, queue: {QUEUE}, retry: 3}}
+          slow: {{cron: '* * * * *', class: LedgerWorker, args: [3], queue: {QUEUE}}}
+    """)
+    minute = worker.push_minute(cfg)
+    tick = to_ms(minute)
+    slow = worker.health("slow", lambda h: h.last_outcome == "running", "running")
+    assert slow.last_jid == jid_ms("slow", tick)
+    marker = worker.client.get(keys.running("", "slow"))
+    assert marker is not None and marker.decode() == jid_ms("slow", tick)
+    assert worker.ledger(jid_ms("slow", tick)) == ["start"]  # it really is still running
+
+    ok = worker.health("ok", lambda h: h.last_outcome == "succeeded", "a success")
+    assert (ok.last_tick_ms, ok.consecutive_failures) == (tick, 0)
+    assert ok.last_duration_ms is not None and ok.last_duration_ms < 3000
+    assert worker.ledger(jid_ms("ok", tick)) == ["start", "end"]
+
+    boom = worker.health("boom", lambda h: h.last_outcome == "failed", "a failure")
+    assert boom.consecutive_failures == 1
+    assert boom.last_error == "ArgumentError: kiqbeat test: deliberate failure " + "x" * (
+        200 - len("kiqbeat test: deliberate failure "))
+    assert worker.ledger(jid_ms("boom", tick)) == ["start", "raise"]
+    assert worker.client.zcard("retry") == 0 or not any(
+        jid_ms("boom", tick).encode() in m for m in worker.client.zrange("retry", 0, -1))
+
+    flaky = worker.health("flaky", lambda h: h.last_outcome == "succeeded",
+                          "the retry's success", timeout_s=60)
+    assert (flaky.consecutive_failures, flaky.last_error) == (0, None)
+    assert worker.ledger(jid_ms("flaky", tick)) == ["start", "raise", "start", "end"]
+    ((record, _),) = read_outcomes(worker.client, "", ["flaky"]).values()
+    assert record is not None and record.ticks[0].attempt == 2
+
+    slow = worker.health("slow", lambda h: h.last_outcome == "succeeded", "the end")
+    assert slow.last_duration_ms is not None and slow.last_duration_ms >= 3000
+    wait_for("the marker to go",
+             lambda: worker.client.exists(keys.running("", "slow")) == 0 or None)
+
+
+def test_a_job_that_is_not_kiqbeats_is_run_and_reported_nowhere(worker: Worker) -> None:
+    inbox = keys.outcomes_inbox("")
+    before = worker.client.llen(inbox)
+    jid = "plainjob000000000000000a"
+    worker.client.lpush(f"queue:{QUEUE}", json.dumps(
+        {"class": "LedgerWorker", "args": [0], "queue": QUEUE, "jid": jid, "retry": False,
+         "created_at": 1.0, "enqueued_at": 1.0}))
+    wait_for("the plain job to run", lambda: worker.ledger(jid) == ["start", "end"] or None)
+    entries = [json.loads(e) for e in worker.client.lrange(inbox, 0, -1)]
+    assert worker.client.llen(inbox) >= before and not [e for e in entries if e["j"] == jid]
+
+
+def test_a_job_started_after_its_expiry_is_not_run_and_is_recorded_expired(
+        worker: Worker) -> None:
+    cfg = config(f"""
+        schedules:
+          stale: {{cron: '* * * * *', class: LedgerWorker, args: [0], queue: {QUEUE},
+                   expires_after: 30s}}
+          fresh: {{cron: '* * * * *', class: LedgerWorker, args: [0], queue: {QUEUE},
+                   expires_after: 1h}}
+    """)
+    run(worker.client, cfg)  # stored, so the fold knows the names
+    now = worker.now()
+    old_tick = now - timedelta(minutes=5)
+    for schedule in cfg.schedules:
+        worker.client.lpush(f"queue:{QUEUE}", job_json(schedule, old_tick, pushed_at=now))
+    stale = worker.health("stale", lambda h: h.last_outcome == "expired", "expired")
+    assert stale.last_tick_ms == to_ms(old_tick)
+    fresh = worker.health("fresh", lambda h: h.last_outcome == "succeeded", "run")
+    assert worker.ledger(jid_ms("stale", to_ms(old_tick))) == []  # never ran
+    assert worker.ledger(jid_ms("fresh", to_ms(old_tick))) == ["start", "end"]
+    assert fresh.last_tick_ms == to_ms(old_tick)
+
+
+def test_under_redis_namespace_every_key_is_the_namespaces() -> None:
+    with RedisServer() as server:
+        ns = "app:"
+        namespaced = Worker(server.url, ns)
+        try:
+            cfg = config(f"""
+                schedules:
+                  inside: {{cron: '* * * * *', class: LedgerWorker, args: [1], queue: {QUEUE}}}
+            """, namespace=ns)
+            minute = namespaced.push_minute(cfg)
+            running = namespaced.health("inside", lambda h: h.last_outcome == "running",
+                                        "running")
+            assert running.last_tick_ms == to_ms(minute)
+            assert namespaced.client.get(keys.running(ns, "inside")) is not None
+            namespaced.health("inside", lambda h: h.last_outcome == "succeeded", "the end")
+            stray = [k for k in namespaced.client.scan_iter(match="kiqbeat:*")]
+            assert stray == []  # nothing outside the namespace
+        finally:
+            stop(namespaced.process)
