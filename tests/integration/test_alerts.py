@@ -1,11 +1,11 @@
 """Expectations and alerts against a real Redis and a real HTTP receiver (alerts/, DESIGN §10):
 a schedule pushing into a queue no worker reads is `silent` once after its deadline; a failure
 streak opens `failing` once and a success closes it with one `recovered`; `pause_after_failures`
-pauses; racing decision steps never decide an incident twice; a webhook that hangs or fails
+pauses; racing invokers never decide an incident twice nor lose one; a webhook that hangs or fails
 never stalls an invocation and gets the event later.
 
 Outcomes are written as a worker writes them (docs/store.md, "The worker protocol"), and
-folded by the invocations; the racing test feeds the decision step health directly. The real
+folded by the invocations. The real
 Sidekiq worker's runs are in tests/compat/test_alerts_sidekiq.py."""
 
 from __future__ import annotations
@@ -22,11 +22,9 @@ import pytest
 import redis
 
 from kiqbeat.alerts import delivery
-from kiqbeat.alerts.incidents import Watch, decide, open_incidents
-from kiqbeat.core.outcomes import Health
+from kiqbeat.alerts.incidents import open_incidents
 from kiqbeat.core.payload import jid
 from kiqbeat.core.plan import to_ms
-from kiqbeat.core.report import Report
 from kiqbeat.engine import Engine
 from kiqbeat.settings import Settings
 from tests.support.receiver import Receiver, receiving
@@ -71,17 +69,6 @@ def report_outcome(client: redis.Redis, name: str, tick: datetime, event: str) -
     client.lpush("kiqbeat:outcomes:inbox", json.dumps(entry))
 
 
-def health(name: str, outcome: str, tick: datetime, streak: int) -> Health:
-    return Health(name, outcome, to_ms(tick), None, streak, 1000, "RuntimeError: boom",
-                  jid(name, tick))
-
-
-def judge(client: redis.Redis, *changed: Health, now: datetime = T0, sinks: tuple[str, ...] = ()
-          ) -> list[str]:
-    """One decision step with this changed health; the names it asks to pause."""
-    return decide(client, "", to_ms(now), Watch(), Report(now=now), changed, sinks).to_pause
-
-
 def test_a_queue_no_worker_reads_is_silent_once_within_a_minute_after_its_deadline(
         client: redis.Redis, receiver: Receiver) -> None:
     cfg = config(SILENT)
@@ -109,16 +96,15 @@ def test_a_failure_streak_is_failing_once_then_recovered_once(client: redis.Redi
     cfg = config(FAILING)
     e = engine(client)
     e.run(cfg, now=T0 + timedelta(seconds=5))
-    e.run(cfg, now=T0 + timedelta(minutes=1, seconds=5))  # arms: flaky's rules are known
-    for streak in range(1, 5):
-        assert judge(client, health("flaky", "failed", T0 + timedelta(minutes=streak),
-                                    streak)) == []
+    for minute in range(1, 8):
+        tick = T0 + timedelta(minutes=minute)
+        e.run(cfg, now=tick + timedelta(seconds=5))
+        report_outcome(client, "flaky", tick, "failed" if minute <= 4 else "succeeded")
+    e.run(cfg, now=T0 + timedelta(minutes=7, seconds=30))
+    third = to_ms(T0 + timedelta(minutes=3))
     assert [(v["e"], v["t"]) for v in events(client)] == [
-        ("failing", str(to_ms(T0 + timedelta(minutes=3))))]
-    judge(client, health("flaky", "succeeded", T0 + timedelta(minutes=5), 0))
-    judge(client, health("flaky", "succeeded", T0 + timedelta(minutes=6), 0))
-    assert [v["e"] for v in events(client)] == ["failing", "recovered"]
-    assert events(client)[1]["k"] == f"flaky|recovered|{to_ms(T0 + timedelta(minutes=3))}"
+        ("failing", str(third)), ("recovered", str(to_ms(T0 + timedelta(minutes=5))))]
+    assert events(client)[1]["k"] == f"flaky|recovered|{third}"
     assert open_incidents(client, "") == []
 
 
@@ -141,35 +127,36 @@ def test_pause_after_failures_pauses_with_a_note_and_resume_clears_the_streak(
     assert [v["e"] for v in events(client)] == ["paused"]  # reached at once: paused only
 
 
-def test_racing_decision_steps_decide_each_incident_once(redis_url: str) -> None:
+def test_racing_invokers_decide_each_incident_once(redis_url: str) -> None:
     setup = redis.Redis.from_url(redis_url)
-    cfg = config(FAILING)
+    cfg = config(SILENT + "  flaky: {cron: '* * * * *', class: F, alert_after_failures: 2}\n")
     engine(setup).run(cfg, now=T0 + timedelta(seconds=5))
-    engine(setup).run(cfg, now=T0 + timedelta(minutes=1, seconds=5))
-    start = threading.Barrier(8)
     failures: list[BaseException] = []
+    copies = [engine(redis.Redis.from_url(redis_url)) for _ in range(6)]
+    for minute in range(1, 9):
+        tick = T0 + timedelta(minutes=minute)
+        if minute > 1:
+            previous = tick - timedelta(minutes=1)
+            report_outcome(setup, "flaky", previous, "failed" if minute <= 5 else "succeeded")
+        start = threading.Barrier(len(copies))
 
-    def racer() -> None:
-        client = redis.Redis.from_url(redis_url)
-        try:
-            start.wait()
-            for streak in range(1, 5):
-                judge(client, health("flaky", "failed", T0 + timedelta(minutes=streak), streak),
-                      sinks=("webhook",))
-            judge(client, health("flaky", "succeeded", T0 + timedelta(minutes=5), 0),
-                  sinks=("webhook",))
-        except BaseException as exc:
-            failures.append(exc)
+        def invoke(copy: Engine, at: datetime = tick,
+                   start: threading.Barrier = start) -> None:
+            try:
+                start.wait()
+                copy.run(cfg, now=at + timedelta(seconds=5))
+            except BaseException as exc:  # reported below
+                failures.append(exc)
 
-    threads = [threading.Thread(target=racer) for _ in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+        threads = [threading.Thread(target=invoke, args=(c,)) for c in copies]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
     assert failures == []
-    assert sorted(v["k"] for v in events(setup)) == sorted([
-        f"flaky|failing|{to_ms(T0 + timedelta(minutes=3))}",
-        f"flaky|recovered|{to_ms(T0 + timedelta(minutes=3))}"])
+    assert sorted((v["s"], v["e"]) for v in events(setup)) == [
+        ("flaky", "failing"), ("flaky", "recovered"), ("nightly", "silent")]
+    assert len(set(v["k"] for v in events(setup))) == 3
 
 
 def test_a_hanging_webhook_never_stalls_an_invocation_and_gets_the_event_later(

@@ -19,7 +19,7 @@ from typing import Any
 
 import redis
 
-from kiqbeat.core.limits import MAX_AUDIT_ENTRIES, MAX_OUTBOX_EVENTS, MAX_SHOWN_CHARS
+from kiqbeat.core.limits import MAX_AUDIT_ENTRIES, MAX_OUTBOX_EVENTS
 from kiqbeat.core.outcomes import Health
 from kiqbeat.core.plan import Entry
 from kiqbeat.core.report import Report
@@ -75,15 +75,15 @@ def decide(client: redis.Redis, namespace: str, now_ms: int, watch: Watch, repor
     disarms = [name for name, (_sha, rules) in watch.planned.items() if rules is None]
     health: list[Any] = []
     for h in changed:
-        if h.last_outcome in ("succeeded", "failed") and h.last_tick_ms is not None:
-            health += [h.name, h.last_outcome, h.last_tick_ms, h.consecutive_failures,
-                       h.last_jid or "", (h.last_error or "")[:MAX_SHOWN_CHARS]]
+        if h.last_success_tick_ms is not None or h.consecutive_failures:
+            health += [h.name, h.last_success_tick_ms or 0, h.consecutive_failures]
     args: list[Any] = [now_ms, MAX_OUTBOX_EVENTS, MAX_AUDIT_ENTRIES, DEADLINES_PER_INVOCATION,
                        len(sinks), *sinks, len(arms) // 4, *arms, len(disarms), *disarms,
-                       len(health) // 6, *health]
+                       len(health) // 3, *health]
     script_keys = [keys.deadlines(namespace), keys.expectations(namespace),
                    keys.incidents(namespace), keys.outbox(namespace), keys.audit(namespace),
-                   keys.definitions(namespace), keys.paused(namespace)]
+                   keys.definitions(namespace), keys.paused(namespace),
+                   keys.outcomes_errors(namespace)]
     with redis_errors(client, "deciding incidents"):
         events, to_pause, backlog = lua.call(scripts.INCIDENTS, client, script_keys, args)
     out: dict[str, tuple[int, int]] = {}

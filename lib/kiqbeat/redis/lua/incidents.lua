@@ -11,6 +11,8 @@ KEYS[3]  incidents (hash: name -> its incident record, JSON {"e": the open incid
          whose success closed the last one})
 KEYS[4]  outbox (stream of decided events, trimmed to ARGV[2] entries)
 KEYS[5]  audit stream    KEYS[6]  definitions hash    KEYS[7]  paused hash
+KEYS[8]  outcome errors hash (name -> "TICK_MS<TAB>Class: message" of its newest failure,
+         fold.lua): the failed tick a streak ends on
 ARGV[1]  now, epoch ms (the invocation's Redis clock read)
 ARGV[2]  the outbox's length bound    ARGV[3]  the audit trail's length bound (approximate)
 ARGV[4]  most deadlines looked at (the rest: the next invocation)
@@ -20,9 +22,9 @@ then A, then A times NAME SHA TICK RULES: a tick this invocation pushed of a sch
   expectations, the SHA1 of the definition it was planned from, and its rules
   ("WITHIN ALERT PAUSE", ms and counts, 0: none)
 then D, then D names: schedules planned with expectations that push nothing (disabled): no deadline
-then H, then H times NAME OUTCOME TICK STREAK JID ERROR: a schedule's health as the fold left
-  it (alerts/health.py): its last outcome, that tick, its failed ticks in a row, the job's jid
-  and error ("" when none)
+then H, then H times NAME SUCCESS STREAK: a schedule's health as the fold left it
+  (core/outcomes.py Health): its newest succeeded tick (0: none) and its failed ticks in a row
+  since (the newest failed tick and its error are read from KEYS[8])
 
 Order, in one step: the arms (HSET the rules, ZADD NX the deadline TICK + WITHIN unless a
 silent or paused incident is open), the disarms, then each health: a success after an open
@@ -40,11 +42,11 @@ Returns {events, to_pause, backlog}: events decided (count), the names to pause,
 ]]
 
 local deadlines, rules_key, incidents, outbox = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local audit, defs_key, paused_key = KEYS[5], KEYS[6], KEYS[7]
+local audit, defs_key, paused_key, errors_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local err = expect_type(deadlines, 'zset') or expect_type(rules_key, 'hash')
   or expect_type(incidents, 'hash') or expect_type(outbox, 'stream')
   or expect_type(audit, 'stream') or expect_type(defs_key, 'hash')
-  or expect_type(paused_key, 'hash')
+  or expect_type(paused_key, 'hash') or expect_type(errors_key, 'hash')
   or expect_allowed('ZADD', deadlines, 'NX', '1', 'f') or expect_allowed('ZREM', deadlines, 'f')
   or expect_allowed('ZRANGEBYSCORE', deadlines, '0', '1')
   or expect_allowed('HSET', rules_key, 'f', 'v') or expect_allowed('HDEL', rules_key, 'f')
@@ -52,6 +54,7 @@ local err = expect_type(deadlines, 'zset') or expect_type(rules_key, 'hash')
   or expect_allowed('XADD', outbox, 'MAXLEN', '1', '*', 'f', 'v')
   or expect_allowed('XADD', audit, 'MAXLEN', '~', '1', '*', 'f', 'v')
   or expect_allowed('HGET', defs_key, 'f') or expect_allowed('HEXISTS', paused_key, 'f')
+  or expect_allowed('HGET', errors_key, 'f')
 if err then return err end
 
 local now = tonumber(ARGV[1])
@@ -143,35 +146,44 @@ end
 
 local to_pause = {}
 for _ = 1, tonumber(arg()) do
-  local name, outcome, tick, streak, jid, error_text = arg(), arg(), tonumber(arg()),
-    tonumber(arg()), arg(), arg()
+  local name, success, streak = arg(), tonumber(arg()), tonumber(arg())
   local open, record = incident(name)
-  if outcome == 'succeeded' then
+  if success > 0 then
     -- A success closes an incident it comes after (an older one, folded late, does not).
-    if open and tick > open.t then
-      write_incident(name, {e = '', t = open.t, n = 0, c = tick})
-      emit(name, 'recovered', tick, jid, '', 'after ' .. open.e, ms(open.t))
+    if open and success > open.t then
+      record = {e = '', t = open.t, n = 0, c = success}
+      write_incident(name, record)
+      emit(name, 'recovered', success, '', '', 'after ' .. open.e, ms(open.t))
+      open = nil
     end
     local within = rules_of(name)
     local due = tonumber(redis.call('ZSCORE', deadlines, name))
-    if within and due and due - within <= tick then
+    if within and due and due - within <= success then
       redis.call('ZREM', deadlines, name)
     end
-  elseif outcome == 'failed' and streak > 0 and tick > (record.c or 0)
-      and not (open and tick <= open.t) then
+  end
+  if streak > 0 then
+    local newest = redis.call('HGET', errors_key, name)
+    local tick, error_text = 0, ''
+    if newest then
+      local t, text = string.match(newest, '^(%d+)\t(.*)$')
+      tick, error_text = tonumber(t) or 0, text or ''
+    end
     -- A failure after the last close and after the open incident's opening tick (a copy
     -- folding late never reopens what another closed).
-    local _, alert, pause = rules_of(name)
-    local since = streak - ((open and open.e == 'paused' and open.n) or 0)
-    if pause and pause > 0 and since >= pause then
-      write_incident(name, {e = 'paused', t = tick, n = streak, c = record.c})
-      redis.call('ZREM', deadlines, name)
-      emit(name, 'paused', tick, jid, error_text, 'paused after ' .. since ..
-        ' failed ticks in a row (pause_after_failures)')
-      to_pause[#to_pause + 1] = name
-    elseif alert and alert > 0 and streak >= alert and not open then
-      write_incident(name, {e = 'failing', t = tick, n = streak, c = record.c})
-      emit(name, 'failing', tick, jid, error_text, streak .. ' failed ticks in a row')
+    if tick > (record.c or 0) and not (open and tick <= open.t) then
+      local _, alert, pause = rules_of(name)
+      local since = streak - ((open and open.e == 'paused' and open.n) or 0)
+      if pause and pause > 0 and since >= pause then
+        write_incident(name, {e = 'paused', t = tick, n = streak, c = record.c})
+        redis.call('ZREM', deadlines, name)
+        emit(name, 'paused', tick, '', error_text, 'paused after ' .. since ..
+          ' failed ticks in a row (pause_after_failures)')
+        to_pause[#to_pause + 1] = name
+      elseif alert and alert > 0 and streak >= alert and not open then
+        write_incident(name, {e = 'failing', t = tick, n = streak, c = record.c})
+        emit(name, 'failing', tick, '', error_text, streak .. ' failed ticks in a row')
+      end
     end
   end
 end
