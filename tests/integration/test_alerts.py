@@ -20,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 import redis
+from prometheus_client import generate_latest
 
 from kiqbeat.alerts import delivery
 from kiqbeat.alerts.incidents import open_incidents
@@ -27,6 +28,7 @@ from kiqbeat.core.payload import jid
 from kiqbeat.core.plan import to_ms
 from kiqbeat.engine import Engine
 from kiqbeat.settings import Settings
+from kiqbeat.web.metrics import InvocationMetrics
 from tests.support.receiver import Receiver, receiving
 
 from .helpers import config
@@ -196,3 +198,23 @@ def test_a_webhook_answering_500_is_retried_until_it_takes_the_event(
     receiver.status = 204
     e.run(cfg, now=T0 + timedelta(minutes=7, seconds=5))
     assert [(b["schedule"], b["event"]) for b in receiver.bodies] == [("nightly", "silent")]
+
+
+def test_the_metrics_show_gauges_for_schedules_with_expectations_only(
+        client: redis.Redis) -> None:
+    cfg = config(SILENT + FAILING.replace("schedules:\n", ""))
+    e = engine(client)
+    for minute in range(0, 7):
+        tick = T0 + timedelta(minutes=minute)
+        if minute >= 2:
+            report_outcome(client, "flaky", tick - timedelta(minutes=1), "failed")
+        e.run(cfg, now=tick + timedelta(seconds=5))
+    served = InvocationMetrics(where=lambda: (client, ""))  # what `kiqbeat run` serves
+    text = generate_latest(served.registry).decode()
+    assert 'kiqbeat_schedule_incident{event="silent",schedule="nightly"} 1.0' in text
+    assert 'kiqbeat_schedule_incident{event="paused",schedule="flaky"} 1.0' in text  # 5 failed
+    assert 'kiqbeat_schedule_incident{event="failing",schedule="flaky"} 0.0' in text
+    assert 'kiqbeat_schedule_consecutive_failures{schedule="flaky"} 5.0' in text
+    assert 'schedule="plain"' not in text  # no expectations: no series
+    # nightly's deadline went with its silent incident; flaky has none (no expect_success_within)
+    assert "kiqbeat_schedule_success_deadline_timestamp_seconds{" not in text

@@ -102,9 +102,14 @@ class Incident:
     tick_ms: int
 
     @property
+    def at(self) -> datetime:
+        """The opening tick, aware UTC."""
+        return datetime.fromtimestamp(self.tick_ms / 1000, tz=UTC)
+
+    @property
     def tick(self) -> str:
         """The opening tick, ISO 8601 in UTC."""
-        return datetime.fromtimestamp(self.tick_ms / 1000, tz=UTC).isoformat()
+        return self.at.isoformat()
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form."""

@@ -131,6 +131,8 @@ MAX_FAILURE_STREAK = 1_000
 # length: a webhook down for days loses the oldest, never the invocation's memory or time),
 # events one invocation delivers per sink, and how long one delivery may take.
 MAX_OUTBOX_EVENTS = 10_000
+# Schedules with expectations the metrics show a row of gauges for (bounded cardinality).
+MAX_GAUGED_SCHEDULES = 1_000
 MAX_DELIVERED_PER_INVOCATION = 50
 ALERT_TIMEOUT_S = 2.0
 

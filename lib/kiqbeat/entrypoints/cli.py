@@ -11,6 +11,7 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 from functools import partial
+from typing import Any
 
 from kiqbeat.core.describe import counted
 from kiqbeat.core.report import Report
@@ -63,7 +64,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     engine = _invoking(args)
     current = engine.config()  # a broken document stops the command before it loops
     stop = stop_on_signals()
-    observe = _metrics(args.metrics_port)
+    observe = _metrics(args.metrics_port, lambda: (engine.client, current.namespace))
 
     def invoke() -> Report | None:
         nonlocal current
@@ -94,9 +95,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _metrics(port: int | None) -> Callable[[Report | None], None]:
+def _metrics(port: int | None, where: Callable[[], tuple[Any, str]]
+             ) -> Callable[[Report | None], None]:
     """What counts each invocation: Prometheus counters served on `port` (the web extra's
-    prometheus-client), or nothing."""
+    prometheus-client), with the gauges of the store `where` names, or nothing."""
     if port is None:
         return lambda report: None
     try:
@@ -104,7 +106,7 @@ def _metrics(port: int | None) -> Callable[[Report | None], None]:
     except ImportError as exc:
         raise ConfigError(f"--metrics-port needs the web extra: pip install 'kiqbeat[web]' "
                           f"({exc})") from None
-    metrics = InvocationMetrics()
+    metrics = InvocationMetrics(where=where)
     metrics.serve(port, host="0.0.0.0")  # a pod's metrics port
     return metrics.observe
 

@@ -154,6 +154,8 @@ class Overview:
                 "source": self.document[0], "schedules": self.document[1],
                 "applied": self.document[2]},
             "names_indexed": self.indexed,
+            "incidents": [i.as_dict() for i in self.status.incidents],
+            "alert_backlog": [b.as_dict() for b in self.status.alert_backlog],
         }
 
 

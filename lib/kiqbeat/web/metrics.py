@@ -18,6 +18,13 @@ Two sources, one set of names (infra/grafana/kiqbeat.json charts them):
   `kiqbeat_schedules_due`, `kiqbeat_schedules_paused` (from the sweep's last pass),
   `kiqbeat_overdue_seconds` (the most overdue schedule's lag), and
   `kiqbeat_backfilled_total` (ticks the console's backfills pushed).
+- **Schedules with expectations** (both endpoints; `kiqbeat run` with its store), read at each
+  scrape: `kiqbeat_schedule_incident{schedule, event}`,
+  `kiqbeat_schedule_success_deadline_timestamp_seconds{schedule}`,
+  `kiqbeat_schedule_consecutive_failures{schedule}`,
+  `kiqbeat_schedule_last_success_timestamp_seconds{schedule}`, only for schedules with
+  expectations (at most `MAX_GAUGED_SCHEDULES`), and `kiqbeat_alert_backlog_events{sink}`,
+  `kiqbeat_alert_backlog_oldest_seconds{sink}`.
 
 The console's /metrics needs a token (reader or operator: Prometheus's `authorization`
 setting) unless the console is anonymous on loopback.
@@ -25,9 +32,10 @@ setting) unless the console is anonymous on loopback.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
+import redis
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
@@ -42,18 +50,68 @@ from prometheus_client.registry import Collector
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
+from kiqbeat.alerts.delivery import backlogs
+from kiqbeat.alerts.gauges import read_watched
 from kiqbeat.core.report import REPORT_METRICS, Report
 
 if TYPE_CHECKING:
     from kiqbeat.web.console import Console
 
 
-class InvocationMetrics:
-    """The counters of a `kiqbeat run` process, served on their own port."""
+def schedule_gauges(client: redis.Redis, namespace: str) -> Iterator[GaugeMetricFamily]:
+    """The gauges of the schedules with expectations (alerts/gauges.py), and the alert
+    sinks' backlog: what infra/prometheus/kiqbeat-schedules.rules.yaml alerts on."""
+    rows = read_watched(client, namespace)
+    incident = GaugeMetricFamily("kiqbeat_schedule_incident", "1 while the schedule's "
+                                 "incident (failing, silent, paused) is open", labels=[
+                                     "schedule", "event"])
+    deadline = GaugeMetricFamily("kiqbeat_schedule_success_deadline_timestamp_seconds",
+                                 "when the earliest outstanding tick must have succeeded "
+                                 "(expect_success_within)", labels=["schedule"])
+    failures = GaugeMetricFamily("kiqbeat_schedule_consecutive_failures",
+                                 "failed ticks in a row", labels=["schedule"])
+    success = GaugeMetricFamily("kiqbeat_schedule_last_success_timestamp_seconds",
+                                "the tick of the newest success", labels=["schedule"])
+    for row in rows:
+        for event in ("failing", "silent", "paused"):
+            incident.add_metric([row.name, event], 1.0 if row.incident == event else 0.0)
+        if row.deadline_ms is not None:
+            deadline.add_metric([row.name], row.deadline_ms / 1000)
+        failures.add_metric([row.name], float(row.consecutive_failures))
+        if row.last_success_ms is not None:
+            success.add_metric([row.name], row.last_success_ms / 1000)
+    yield from (incident, deadline, failures, success)
+    waiting = GaugeMetricFamily("kiqbeat_alert_backlog_events", "alert events waiting for "
+                                "a sink", labels=["sink"])
+    oldest = GaugeMetricFamily("kiqbeat_alert_backlog_oldest_seconds", "age of the oldest "
+                               "alert event waiting for a sink", labels=["sink"])
+    for backlog in backlogs(client, namespace):
+        waiting.add_metric([backlog.sink], float(backlog.waiting))
+        oldest.add_metric([backlog.sink], backlog.oldest_age_s or 0.0)
+    yield from (waiting, oldest)
 
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+
+class ScheduleGauges(Collector):
+    """`schedule_gauges` at each scrape, from the store `where` names (client, namespace)."""
+
+    def __init__(self, where: Callable[[], tuple[redis.Redis, str]]) -> None:
+        self.where = where
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        client, namespace = self.where()
+        yield from schedule_gauges(client, namespace)
+
+
+class InvocationMetrics:
+    """The counters of a `kiqbeat run` process, served on their own port; with `where`, the
+    schedules' gauges too, read from that store at each scrape."""
+
+    def __init__(self, registry: CollectorRegistry | None = None,
+                 where: Callable[[], tuple[redis.Redis, str]] | None = None) -> None:
         self.registry = registry or CollectorRegistry()
         r = self.registry
+        if where is not None:
+            r.register(ScheduleGauges(where))
         self.numbers: dict[str, Gauge | Counter] = {}
         for m in REPORT_METRICS:
             if m.reason:  # one counter, labelled by reason
@@ -117,6 +175,7 @@ class StoreCollector(Collector):
                                 value=max((r.lag_s for r in rows), default=0.0))
         yield CounterMetricFamily("kiqbeat_backfilled", "ticks pushed by the console's "
                                   "backfills", value=self.console.backfilled)
+        yield from schedule_gauges(self.console.client, self.console.namespace)
 
 
 def metrics_endpoint(request: Request) -> Response:
