@@ -1,4 +1,4 @@
-"""Expectations and alerts against a real Redis and a real HTTP receiver (alerts/, DESIGN §10):
+"""Expectations and alerts against a real Redis and a real HTTP receiver (alerts/, DESIGN §12):
 a schedule pushing into a queue no worker reads is `silent` once after its deadline; a failure
 streak opens `failing` once and a success closes it with one `recovered`; `pause_after_failures`
 pauses; racing invokers never decide an incident twice nor lose one; a webhook that hangs or fails

@@ -1,4 +1,4 @@
-"""The console's side of the alerts (DESIGN §10): the overview lists the open incidents, the
+"""The console's side of the alerts (DESIGN §12): the overview lists the open incidents, the
 status API carries them with the sinks' backlog, and GET /metrics exports the gauges of the
 schedules with expectations (and of no other)."""
 

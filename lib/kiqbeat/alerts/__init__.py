@@ -1,4 +1,4 @@
-"""Alerts (DESIGN §10): a schedule's expectations judged by the invocations, each incident
+"""Alerts (DESIGN §12): a schedule's expectations judged by the invocations, each incident
 decided once, and its events delivered until acknowledged.
 
 - `health`: a schedule's health as the outcome fold leaves it (the worker's records);

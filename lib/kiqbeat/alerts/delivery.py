@@ -1,4 +1,4 @@
-"""The outbox drained into the sinks (DESIGN §10): delivered until acknowledged, never
+"""The outbox drained into the sinks (DESIGN §12): delivered until acknowledged, never
 stalling an invocation.
 
 Each sink is a consumer group of the outbox stream. An invocation first takes back the

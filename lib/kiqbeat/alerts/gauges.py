@@ -1,4 +1,4 @@
-"""What Prometheus sees of the schedules with expectations (DESIGN §10): one row each, read
+"""What Prometheus sees of the schedules with expectations (DESIGN §12): one row each, read
 from the keys the decision step keeps, so an alert rule can watch them even when no kiqbeat
 copy runs (a deadline in the past is a silent schedule whoever decides it).
 

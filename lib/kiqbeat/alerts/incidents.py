@@ -1,4 +1,4 @@
-"""The decision step an invocation runs after its pushes (DESIGN §10), and the reads of what it
+"""The decision step an invocation runs after its pushes (DESIGN §12), and the reads of what it
 leaves: open incidents and the delivery backlog.
 
 `Watch` collects, as the invocation plans, the due schedules that have expectations; `decide`

@@ -1,4 +1,4 @@
-"""The alert step of an invocation (DESIGN §10): after the pushes and the outcome fold, decide
+"""The alert step of an invocation (DESIGN §12): after the pushes and the outcome fold, decide
 the incidents, pause the schedules that asked for it, and give each sink its turn.
 
 An `AlertStep` is owned by the engine, built from the settings' sinks; `reads` rides the

@@ -121,7 +121,7 @@ MAX_JITTER_S = 86_400
 # the tick is pushed (the running marker still holds it back once that job starts).
 MAX_OVERLAP_SCAN = 10_000
 
-# A schedule's expectations (alerts/, DESIGN §10): `expect_success_within` at most 31 days (a
+# A schedule's expectations (alerts/, DESIGN §12): `expect_success_within` at most 31 days (a
 # deadline index entry per pushed tick; a longer silence is not a dead-man check but a
 # calendar), and `alert_after_failures` / `pause_after_failures` at most this many ticks.
 MAX_EXPECT_S = 31 * 86_400

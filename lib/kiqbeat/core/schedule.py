@@ -80,7 +80,7 @@ class Schedule:
     max_runs: int | None = None
     jitter_s: float = 0.0
     overlap: Overlap = "allow"
-    # What its jobs are expected to do (alerts/, DESIGN §10): None when it expects nothing.
+    # What its jobs are expected to do (alerts/, DESIGN §12): None when it expects nothing.
     expectations: Expectations | None = None
     # A job not started within this many seconds of its tick is not run (the worker
     # middleware records it `expired`); 0: no limit.

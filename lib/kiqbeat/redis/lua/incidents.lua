@@ -1,7 +1,7 @@
 --[[
 kiqbeat incidents script: decide a schedule's incidents (failing, silent, paused) and their
 recovery once, whatever copies race, and append each decided event to the outbox and the
-audit trail in the same step (alerts/, DESIGN §10).
+audit trail in the same step (alerts/, DESIGN §12).
 
 KEYS[1]  deadlines (sorted set: name -> epoch ms its earliest outstanding success deadline falls)
 KEYS[2]  expectations (hash: name -> "SHA WITHIN ALERT PAUSE", the rules of the definition
