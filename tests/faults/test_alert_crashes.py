@@ -71,7 +71,7 @@ def test_sigkilled_racing_invokers_send_each_incident_once(tmp_path: Path,
     last = m0 + timedelta(minutes=13)
     report_outcome(client, "flaky", last - timedelta(minutes=1), "succeeded")
     for proc in invokers(config, redis_url, last + timedelta(seconds=5), 1):
-        out, err = proc.communicate(timeout=60)
+        _out, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, err[-2000:]
     events = [{k.decode(): v.decode() for k, v in f.items()}
               for _i, f in client.xrange("kiqbeat:alerts:outbox")]

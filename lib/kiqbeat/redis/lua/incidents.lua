@@ -113,6 +113,13 @@ local function write_incident(name, record)
     n = record.n or 0, c = ms(record.c or 0)}))
 end
 
+-- The duration of `name`'s success deadline as last written (ms; nil: none), unchecked
+-- against its definition: enough to tell which tick a deadline is for.
+local function within_of(name)
+  local raw = redis.call('HGET', rules_key, name)
+  return raw and tonumber(string.match(raw, '^%x+ (%d+) '))
+end
+
 -- The rules of `name` when they belong to its current definition: WITHIN, ALERT, PAUSE.
 local function rules_of(name)
   local raw = redis.call('HGET', rules_key, name)
@@ -128,12 +135,18 @@ end
 
 for _ = 1, tonumber(arg()) do
   local name, sha, tick, rules = arg(), arg(), tonumber(arg()), arg()
-  redis.call('HSET', rules_key, name, sha .. ' ' .. rules)
+  local stored = sha .. ' ' .. rules
+  if redis.call('HGET', rules_key, name) ~= stored then
+    redis.call('HSET', rules_key, name, stored)
+  end
   local within = tonumber(string.match(rules, '^(%d+)'))
-  local open = open_incident(name)
   if within and within > 0 then
-    if not open or (open.e ~= 'silent' and open.e ~= 'paused') then
-      redis.call('ZADD', deadlines, 'NX', tick + within, name)
+    -- Armed unless it has one (NX) or a silent or paused incident is open.
+    if not redis.call('ZSCORE', deadlines, name) then
+      local open = open_incident(name)
+      if not open or (open.e ~= 'silent' and open.e ~= 'paused') then
+        redis.call('ZADD', deadlines, tick + within, name)
+      end
     end
   else
     redis.call('ZREM', deadlines, name)
@@ -156,9 +169,9 @@ for _ = 1, tonumber(arg()) do
       emit(name, 'recovered', success, '', '', 'after ' .. open.e, ms(open.t))
       open = nil
     end
-    local within = rules_of(name)
     local due = tonumber(redis.call('ZSCORE', deadlines, name))
-    if within and due and due - within <= success then
+    local within = due and within_of(name)
+    if within and due - within <= success then
       redis.call('ZREM', deadlines, name)
     end
   end
