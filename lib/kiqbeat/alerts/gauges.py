@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
 import redis
 
@@ -39,7 +40,8 @@ def read_watched(client: redis.Redis, namespace: str,
     cursor = 0
     with redis_errors(client, f"reading {rules_key}"):
         while True:
-            cursor, page = client.hscan(rules_key, cursor, count=500)
+            reply: Any = client.hscan(rules_key, cursor, count=500)
+            cursor, page = reply
             names += [reply_text(n) for n in page]
             if not cursor or len(names) >= limit:
                 break

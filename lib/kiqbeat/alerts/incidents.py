@@ -124,7 +124,8 @@ def open_incidents(client: redis.Redis, namespace: str, limit: int = 100) -> lis
     cursor = 0
     with redis_errors(client, f"reading {key}"):
         while True:
-            cursor, page = client.hscan(key, cursor, count=200)
+            reply: Any = client.hscan(key, cursor, count=200)
+            cursor, page = reply
             for name, raw in page.items():
                 try:
                     value = json.loads(raw)
