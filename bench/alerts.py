@@ -71,7 +71,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
     with RedisServer() as server:
-        client = redis.Redis.from_url(server.url)
+        client = redis.Redis.from_url(server.url, socket_timeout=300)  # FLUSHALL of 1M
         rows = []
         for attempt in range(args.repeat):
             client.flushall()
