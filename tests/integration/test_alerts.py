@@ -218,3 +218,15 @@ def test_the_metrics_show_gauges_for_schedules_with_expectations_only(
     assert 'schedule="plain"' not in text  # no expectations: no series
     # nightly's deadline went with its silent incident; flaky has none (no expect_success_within)
     assert "kiqbeat_schedule_success_deadline_timestamp_seconds{" not in text
+
+
+def test_a_broken_alert_key_costs_a_warning_never_the_pushes(client: redis.Redis) -> None:
+    cfg = config(SILENT)
+    e = engine(client)
+    e.run(cfg, now=T0 + timedelta(minutes=1, seconds=5))
+    client.delete("kiqbeat:deadlines")
+    client.set("kiqbeat:deadlines", "not a sorted set")  # written by hand
+    report = e.run(cfg, now=T0 + timedelta(minutes=2, seconds=5))
+    assert report.pushed == 2 and client.llen("queue:nobody_reads") == 2
+    assert any("alert incidents were not decided" in w and "kiqbeat:deadlines" in w
+               for w in report.warnings), report.warnings

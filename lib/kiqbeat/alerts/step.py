@@ -24,6 +24,7 @@ from kiqbeat.alerts.sinks import Sink
 from kiqbeat.core.pause import Pause
 from kiqbeat.core.plan import Entry, to_ms
 from kiqbeat.core.report import Report
+from kiqbeat.errors import RedisRefusedError, StateError
 from kiqbeat.redis import keys
 from kiqbeat.redis.connection import reply_text
 from kiqbeat.redis.due import Reads, Replies
@@ -92,7 +93,8 @@ class AlertStep:
     def run(self, side: RedisSide, report: Report) -> None:
         """Decide on the health the fold changed (`report.changed_health`) and the deadlines
         due, pause, and deliver (module docstring); delivery failures are warnings, retried
-        by the next invocation."""
+        by the next invocation, and so is a store that refuses the decision (a key of the
+        wrong type, an ACL without the alert keys): the pushes' report stands."""
         watch, self._watch = self._watch, Watch()
         now_ms = to_ms(report.now)
         # No schedule has expectations (none was ever pushed with any): nothing to judge.
@@ -102,8 +104,12 @@ class AlertStep:
                 rules is None for _sha, rules in watch.planned.values())
                 or (self._earliest_ms is not None and self._earliest_ms <= now_ms)):
             return
-        decision = decide(side.client, side.namespace, now_ms, watch, report, changed,
-                          [s.name for s in self.sinks], side.lua)
+        try:
+            decision = decide(side.client, side.namespace, now_ms, watch, report, changed,
+                              [s.name for s in self.sinks], side.lua)
+        except (RedisRefusedError, StateError) as exc:  # the pushes stand: a warning
+            report.warnings.append(f"alert incidents were not decided: {exc}")
+            return
         report.round_trips += 1
         report.alert_events += decision.events
         for name in decision.to_pause:
@@ -112,7 +118,12 @@ class AlertStep:
                      "row); resume clears the streak", by="kiqbeat", at_ms=now_ms),
                 now_ms=now_ms)
             report.round_trips += 1
-        for turn in deliver_all(side.client, side.namespace, self.sinks, decision.backlog):
+        try:
+            turns = deliver_all(side.client, side.namespace, self.sinks, decision.backlog)
+        except (RedisRefusedError, StateError) as exc:  # decided and kept: delivered later
+            report.warnings.append(f"alert events were not delivered: {exc}")
+            return
+        for turn in turns:
             report.alerts_delivered += turn.sent
             if turn.error:
                 waiting = decision.backlog.get(turn.sink, (0, 0))
