@@ -487,6 +487,10 @@ class Engine:
         reported = replies.one("outcomes")
         if isinstance(reported, int) and reported > 0:
             self._fold_outcomes(config, report, deadline)
+        elif isinstance(reported, Exception):
+            report.warnings.append(f"the workers' outcomes were not folded: reading "
+                                   f"{keys.outcomes_inbox(namespace)} was refused "
+                                   f"({reported}); grant LLEN and RPOP (docs/deploy.md)")
         self._alerts.run(side, report)
         if config.sidekiq_scheduler_ui:
             neighbours.write_tab(client, config, report)

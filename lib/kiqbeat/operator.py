@@ -32,7 +32,13 @@ from kiqbeat.alerts.incidents import Incident, open_incidents
 from kiqbeat.audit import default_actor, record_action
 from kiqbeat.core.describe import describe_usage, life_facts
 from kiqbeat.core.lifecycle import has_ended
-from kiqbeat.core.limits import MAX_COUNTED_TICKS, MAX_ENDED_LISTED, MAX_REASON_CHARS
+from kiqbeat.core.limits import (
+    MAX_COUNTED_TICKS,
+    MAX_ENDED_LISTED,
+    MAX_REASON_CHARS,
+    MAX_WAITING_SCAN,
+)
+from kiqbeat.core.outcomes import Health, health_text
 from kiqbeat.core.pause import Pause
 from kiqbeat.core.payload import jid_ms, job_json
 from kiqbeat.core.plan import (
@@ -57,8 +63,10 @@ from kiqbeat.core.records import (
 )
 from kiqbeat.core.report import PushedJob
 from kiqbeat.core.schedule import Schedule
+from kiqbeat.core.ticks import ClassifiedTick, TickReport, classify_ticks
 from kiqbeat.document.validate import read_definition
 from kiqbeat.errors import ConfigError, KiqbeatError, json_name, shown, shown_name, shown_text
+from kiqbeat.outcomes.records import read_health, read_outcomes
 from kiqbeat.redis import keys, scripts
 from kiqbeat.redis.connection import reply_text
 from kiqbeat.redis.definitions import Oversized, definition_sha
@@ -92,6 +100,9 @@ class ScheduleStatus:
     # Its life (core/describe.py `life_facts`: bounds, excluded dates, max_runs and the runs
     # used, pending skips, jitter, overlap); None when set aside.
     life: Mapping[str, Any] | None = None
+    # What became of its jobs, as the worker middleware reported (core/outcomes.py); None
+    # when not read.
+    health: Health | None = None
 
     def line(self) -> str:
         """One line for a person (`kiqbeat status`, `kiqbeat schedules list`); what another
@@ -105,8 +116,10 @@ class ScheduleStatus:
         coming = ("ended" if self.ended else
                   f"next {self.next_tick.isoformat(timespec='seconds')}{late}")
         usage = describe_usage(dict(self.life)) if self.life else ""
+        health = health_text(self.health) if self.health is not None else ""
         return (f"{name}{'' if self.enabled else ' (paused)'}: {self.timing}; {covered}; "
                 f"{coming}" + (f"; {usage}" if usage else "")
+                + (f"; {shown_text(health, MAX_REASON_CHARS)}" if health else "")
                 + (f"; from {shown_text(self.source)}" if self.source else "")
                 + (f"; {shown_text(self.pause.line())}" if self.pause is not None else ""))
 
@@ -127,6 +140,7 @@ class ScheduleStatus:
                 "oversized_bytes": self.oversized_bytes, "ended": self.ended,
                 "paused": None if self.pause is None else self.pause.as_dict(),
                 "life": None if self.life is None else dict(self.life),
+                "health": None if self.health is None else self.health.as_dict(),
                 "definition": self.definition}
 
 
@@ -308,7 +322,9 @@ class Operator:
         pauses = self.side.read_pauses(names) if stored_rows else {}
         rows = [row for stored in stored_rows
                 if (row := self._row(stored, now)) is not None]
+        health = read_health(self.client, self.namespace, [r.name for r in rows]) if rows else {}
         now_ms = to_ms(now)
+        rows = [replace(row, health=health.get(row.name)) for row in rows]
         return [replace(row, pause=p, enabled=False)
                 if (p := pauses.get(row.name)) is not None and p.holds_at(now_ms) else row
                 for row in rows]
@@ -612,6 +628,71 @@ class Operator:
                               "nothing was pushed")
         self._audit("trigger", name, f"jid {jid}" + ("" if args is None else ", own args"))
         return Triggered(name, jid, schedule.queue, now)
+
+    def report(self, name: str, *, since: datetime | None = None,
+               until: datetime | None = None) -> TickReport:
+        """Every nominal tick of schedule `name` in (since, until] (default: the last day,
+        up to now), each with exactly one outcome (core/ticks.py), from where kiqbeat's
+        knowledge starts; ConfigError when there is no such schedule or its definition is
+        set aside. A few pipelined reads, whatever the span: the stored state, the
+        history, the missed ranges, the pause, the outcome record, then one bounded look for
+        the jobs still waiting (the first 1,000 of its queue, and the `schedule` set around
+        the ticks)."""
+        now = self.side.clock()
+        until = until or now
+        since = since or until - timedelta(days=1)
+        if since >= until:
+            raise ConfigError(f"--since {since.isoformat()} is not before --until "
+                              f"{until.isoformat()}")
+        stored = next(iter(self.side.read_stored([name])), None)
+        if stored is None or stored.definition is None:
+            raise self.no_schedule([name])
+        schedule = self._schedule(name, stored.definition)
+        if isinstance(schedule, str):
+            raise ConfigError(f"schedule {shown(name)}: {schedule}")
+        text, _ = self.side.read_history(name)
+        try:
+            pushes = parse_history(name, text) if text else []
+        except ValueError:
+            pushes = []
+        missed = dict(self.side.read_missed([name])).get(name)
+        ranges = _ranges(name, missed) if missed else []
+        pause = self.side.read_pauses([name]).get(name)
+        record, last_error = read_outcomes(self.client, self.namespace, [name])[name]
+        def classified(waiting: Collection[str]) -> TickReport:
+            return classify_ticks(
+                name, schedule.timetable, since_ms=to_ms(since), until_ms=to_ms(until),
+                now_ms=to_ms(now), mark_ms=stored.mark_ms, first_seen_ms=stored.first_seen_ms,
+                history=pushes, keep=self.keep_history, outcomes=record,
+                last_error=last_error, missed=ranges, pause=pause, enabled=schedule.enabled,
+                waiting=waiting, jid_of=jid_ms)
+
+        found = classified(())
+        unreported = [t for t in found.ticks if t.outcome in ("pushed", "backfilled")]
+        if not unreported:
+            return found
+        return classified(self._waiting(schedule, unreported))
+
+    def _waiting(self, schedule: Schedule, ticks: Sequence[ClassifiedTick]) -> set[str]:
+        """The jids of `ticks` still waiting: among the first MAX_WAITING_SCAN jobs of the
+        schedule's queue (its oldest are at the tail: both ends are looked at), or in the
+        `schedule` set scored between the first tick and the last (plus its jitter and
+        lookahead). One pipelined round trip, bounded."""
+        jids = {t.jid for t in ticks if t.jid}
+        low_s = ticks[0].tick_ms / 1000 - 1
+        high_s = ticks[-1].tick_ms / 1000 + schedule.jitter_s + 1
+        pipe = self.client.pipeline(transaction=False)
+        queue = keys.queue(self.namespace, schedule.queue)
+        pipe.lrange(queue, 0, MAX_WAITING_SCAN - 1)
+        pipe.lrange(queue, -MAX_WAITING_SCAN, -1)
+        pipe.zrangebyscore(keys.schedule(self.namespace), low_s, high_s, start=0,
+                           num=MAX_WAITING_SCAN)
+        found: set[str] = set()
+        for jobs in pipe.execute():
+            for job in jobs:
+                raw = job.decode(errors="replace") if isinstance(job, bytes) else str(job)
+                found |= {j for j in jids if f'"jid":"{j}"' in raw}
+        return found
 
     def history(self, name: str) -> builtins.list[Push]:
         """Schedule `name`'s last pushes, newest first; ConfigError when there is no such

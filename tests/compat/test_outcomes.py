@@ -26,9 +26,11 @@ from kiqbeat.core.schedule import Config
 from kiqbeat.demo.server import RedisServer
 from kiqbeat.document import load_config_text
 from kiqbeat.engine import run
+from kiqbeat.entrypoints.cli import main
 from kiqbeat.outcomes import fold_outcomes
 from kiqbeat.outcomes.records import read_health, read_outcomes
 from kiqbeat.redis import keys
+from kiqbeat.store import Store
 
 from .harness import RUBY_DIR, START_TIMEOUT_S, need, stop, wait_for
 
@@ -191,3 +193,93 @@ def test_under_redis_namespace_every_key_is_the_namespaces() -> None:
             assert stray == []  # nothing outside the namespace
         finally:
             stop(namespaced.process)
+
+
+def test_report_classifies_every_tick_of_ten_minutes_as_the_workers_ledger_says(
+        worker: Worker, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = config(f"""
+        missed_jobs_window: 90s
+        schedules:
+          ledger: {{cron: '* * * * *', class: ByJidWorker, queue: {QUEUE}, retry: false}}
+          parked: {{cron: '* * * * *', class: LedgerWorker, queue: nobody}}
+    """)
+    store = Store(worker.client, window_s=90)
+    base = worker.now().replace(second=0, microsecond=0) - timedelta(minutes=12)
+    at = {m: base + timedelta(minutes=m) for m in range(13)}
+    run(worker.client, cfg, now=base + timedelta(seconds=30))  # first seen
+    expected: dict[int, str] = {}
+    for m in range(1, 11):
+        # Paused and resumed at the replayed instants, by the store protocol's commands
+        # (docs/store.md: `Store.resume` would pass over everything up to the real now).
+        if m == 3:
+            worker.client.hset(keys.paused(""), "ledger", json.dumps(
+                {"note": "test", "by": "test", "at": to_ms(at[3]) - 1000, "until": None}))
+        if m == 5:
+            worker.client.hdel(keys.paused(""), "ledger")
+            worker.client.zadd(keys.due(""), {"ledger": 0}, xx=True)
+        if m == 6:
+            store.skip("ledger", 1)
+        if m in (7, 8):
+            continue  # no invocation: tick 7 falls out of the 90 s window by minute 9
+        run(worker.client, cfg, now=at[m])
+    expected.update({3: "skipped paused", 4: "skipped paused", 6: "skipped skip",
+                     7: "missed window", 11: "pending", 12: "pending"})
+    pushed = [m for m in range(1, 11) if m not in expected]
+    assert pushed == [1, 2, 5, 8, 9, 10]
+    for m in pushed:
+        jid = jid_ms("ledger", to_ms(at[m]))
+        events = wait_for(f"tick {m}'s job to end",
+                          lambda jid=jid: (e := worker.ledger(jid))[-1:] in (["end"], ["raise"])
+                          and e)
+        expected[m] = {("start", "end"): "succeeded", ("start", "raise"): "failed"}[
+            tuple(events)]
+    assert {"succeeded", "failed"} <= set(expected.values())  # both kinds among the jids
+    wait_for("the last report", lambda: run(worker.client, cfg, now=at[10]).outcomes_folded
+             or worker.client.llen(keys.outcomes_inbox("")) == 0 or None)
+
+    def report(name: str) -> dict[str, Any]:
+        code = main(["report", name, "--since", base.isoformat(), "--until",
+                     at[12].isoformat(), "--json", "--redis-url", worker.url])
+        out = capsys.readouterr().out
+        assert code == 0, out
+        found: dict[str, Any] = json.loads(out)
+        return found
+
+    found = report("ledger")
+    listed = {(datetime.fromisoformat(t["tick"]) - base) // timedelta(minutes=1):
+              " ".join(filter(None, (t["outcome"], t.get("reason")))) for t in found["ticks"]}
+    assert listed == expected
+    assert [t["tick"] for t in found["ticks"]] == sorted(t["tick"] for t in found["ticks"])
+    assert datetime.fromisoformat(found["known_after"]) == base + timedelta(seconds=30)
+    for t in found["ticks"]:
+        if t["outcome"] in ("succeeded", "failed"):
+            assert t["jid"] == jid_ms("ledger", to_ms(datetime.fromisoformat(t["tick"])))
+        if t["outcome"] == "failed":
+            assert t["attempts"] == 1
+    parked = report("parked")["ticks"]
+    assert [(t["outcome"], t.get("reason")) for t in parked] == (
+        [("waiting", None)] * 6 + [("missed", "window")] + [("waiting", None)] * 3
+        + [("pending", None)] * 2)
+
+
+def test_overlap_skip_passes_over_a_tick_while_the_middleware_says_the_job_runs(
+        worker: Worker) -> None:
+    cfg = config(f"""
+        schedules:
+          single: {{cron: '* * * * *', class: LedgerWorker, args: [4], queue: {QUEUE},
+                    overlap: skip}}
+    """)
+    base = worker.now().replace(second=0, microsecond=0) - timedelta(minutes=5)
+    at = {m: base + timedelta(minutes=m) for m in range(4)}
+    run(worker.client, cfg, now=base + timedelta(seconds=30))
+    assert run(worker.client, cfg, now=at[1]).pushed == 1
+    first = jid_ms("single", to_ms(at[1]))
+    wait_for("the first job to start", lambda: worker.ledger(first) == ["start"] or None)
+    during = run(worker.client, cfg, now=at[2])  # it runs (4 s): tick 2 is passed over
+    assert (during.pushed, during.skipped) == (0, 1)
+    wait_for("the first job to end", lambda: worker.ledger(first)[-1:] == ["end"] or None)
+    after = run(worker.client, cfg, now=at[3])
+    assert after.pushed == 1
+    ticks = Store(worker.client).report("single", since=base, until=at[3]).ticks
+    assert [(t.outcome, t.reason) for t in ticks][:2] == [("succeeded", None),
+                                                          ("skipped", "overlap")]

@@ -11,12 +11,14 @@ from typing import Any
 import redis
 
 from kiqbeat.core.payload import jid_ms
+from kiqbeat.core.plan import from_ms
 from kiqbeat.document import load_config_text
 from kiqbeat.engine import run
 from kiqbeat.outcomes import fold_outcomes, read_outcomes
 from kiqbeat.outcomes.records import Folded, read_health
 from kiqbeat.redis import keys
 from kiqbeat.redis.progress import bucket
+from kiqbeat.store import Store
 
 T0 = 1_790_000_000_000 - 1_790_000_000_000 % 60_000  # a minute boundary, epoch ms
 MIN = 60_000
@@ -170,3 +172,25 @@ def test_an_invocation_folds_after_its_pushes_and_reports_the_changed_health(
     assert (h.name, h.last_outcome, h.consecutive_failures, h.last_error) == (
         "inv", "failed", 1, "KeyError: k")
     assert run(redis_client, config).changed_health == []  # nothing new: nothing changed
+
+
+def test_status_and_get_show_each_schedules_health(redis_client: redis.Redis) -> None:
+    config = load_config_text("schedules:\n  h: {cron: '* * * * *', class: W}\n"
+                              "  quiet: {cron: '* * * * *', class: W}\n")
+    run(redis_client, config)
+    report(redis_client, "h", T0, "succeeded", duration=1500)
+    report(redis_client, "h", T0 + MIN, "failed", duration=20, error=("IOError", "disk"))
+    report(redis_client, "h", T0 + 2 * MIN, "failed", duration=30, error=("IOError", "full"))
+    run(redis_client, config)
+    store = Store(redis_client)
+    row = store.get("h")
+    assert row is not None and row.health is not None
+    assert row.as_dict()["health"] == {
+        "last_outcome": "failed", "last_tick": from_ms(T0 + 2 * MIN).isoformat(),
+        "last_success": from_ms(T0).isoformat(), "consecutive_failures": 2,
+        "last_duration_ms": 30, "last_error": "IOError: full",
+        "last_jid": jid_ms("h", T0 + 2 * MIN)}
+    assert "2 failed in a row: IOError: full" in row.line()
+    quiet = store.get("quiet")
+    assert quiet is not None and quiet.health is not None
+    assert quiet.health.last_outcome is None and "failed" not in quiet.line()

@@ -55,6 +55,8 @@ FOR_AUDIT = ("+xadd", "+xrevrange")
 FOR_ALERTS = ("+xinfo", "+xgroup", "+xreadgroup", "+xautoclaim", "+xack", "+xpending",
               "+xrange", "+xlen", "+zmscore")
 OPTIONAL = ("+exists", "+info")
+# Folding the workers' outcomes inbox (kiqbeat.outcomes): without them kiqbeat warns.
+FOR_OUTCOMES = ("+llen", "+rpop")
 MODES = tuple(LUA)
 
 
@@ -62,7 +64,7 @@ def acl_rules(mode: str = "scripts", without: str | None = None) -> list[str]:
     """The least-privilege rules of one mode, optionally without one of them."""
     rules = ["on", ">PASSWORD", "resetkeys", "resetchannels", *KEY_PATTERNS,
              *NEIGHBOUR_PATTERNS, "-@all", *LUA[mode], *REQUIRED, *FOR_STATUS, *FOR_AUDIT,
-             *FOR_ALERTS, *OPTIONAL]
+             *FOR_ALERTS, *OPTIONAL, *FOR_OUTCOMES]
     return [r for r in rules if r != without]
 
 
@@ -372,3 +374,23 @@ schedules:
         reports = [engine.run(cfg, now=t0 + timedelta(minutes=m, seconds=5)) for m in range(6)]
         assert [w for r in reports for w in r.warnings] == []
         assert [b["event"] for b in receiver.wait_for(1)] == ["silent"]
+
+
+@pytest.mark.parametrize("permission", [None, *FOR_OUTCOMES])
+def test_the_documented_acl_folds_the_outcomes_and_without_it_kiqbeat_warns_and_pushes(
+    acl_server: RedisServer, admin: redis.Redis, permission: str | None, mode: str
+) -> None:
+    _set_user(admin, acl_rules(mode, without=permission))
+    cfg = config(SCHEDULES)
+    t0, t1 = _instants(admin)
+    with connect(_user_url(acl_server)) as client:
+        run(client, cfg, now=t0, mode=mode)
+        admin.lpush("kiqbeat:outcomes:inbox", '{"s":"minutely","t":1,"e":"started","a":1}')
+        report = run(client, cfg, now=t1, mode=mode)
+    assert report.pushed > 0
+    if permission is None:
+        assert report.outcomes_folded == 1 and report.warnings == []
+    else:
+        assert report.outcomes_folded == 0
+        assert any("outcomes" in w and "not folded" in w for w in report.warnings), (
+            report.warnings)

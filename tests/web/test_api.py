@@ -542,3 +542,58 @@ def test_a_pause_through_the_api_takes_a_note_and_an_end_and_the_json_shows_them
     assert shown["enabled"] is False and shown["paused"]["note"] == "INC-9: mailer down"
     assert shown["paused"]["until"] == until.isoformat().replace("+00:00", "Z")
     assert shown["paused"]["by"]
+
+
+def test_a_schedules_report_and_health_are_served(console: Served, store: Store) -> None:
+    store.put("r/1", {"cron": "* * * * *", "class": "W"})
+    engine = Engine(Settings(), client=store.client)
+    empty = config("schedules: {}\n")
+    minute = minute_floor(redis_now(store.client))
+    engine.run(empty, now=minute - timedelta(minutes=2))  # first seen then
+    inbox = keys.outcomes_inbox("")
+    store.client.lpush(inbox, json.dumps({"s": "r/1", "t": int(minute.timestamp() * 1000),
+                                          "j": jid("r/1", minute), "e": "failed", "a": 2,
+                                          "d": 40, "x": "E", "m": "no", "at": 0}))
+    engine.run(empty, now=minute - timedelta(minutes=2))  # folds
+    with console.api() as api:
+        got = api.get(path("r/1") + "/report", params={
+            "since": (minute - timedelta(minutes=1)).isoformat(),
+            "until": (minute + timedelta(minutes=1)).isoformat()})
+        detail = api.get(path("r/1")).json()
+        bad = api.get(path("r/1") + "/report", params={"since": "yesterday"})
+        spec = api.get("/api/v1/openapi.json").json()
+    assert got.status_code == 200, got.text
+    ticks = got.json()["ticks"]
+    (failed,) = [t for t in ticks if t["outcome"] == "failed"]
+    assert (failed["jid"], failed["attempts"], failed["error"]) == (jid("r/1", minute), 2,
+                                                                    "E: no")
+    assert ticks[-1]["outcome"] == "pending"
+    assert detail["health"]["consecutive_failures"] == 1
+    assert bad.status_code == 422 and bad.json()["error"].startswith("since 'yesterday'")
+    assert "/api/v1/schedules/{name}/report" in spec["paths"]
+
+
+def test_failing_schedules_come_first_in_the_status_and_have_a_filter(
+        console: Served, store: Store) -> None:
+    for name in ("ok", "bad", "worse"):
+        store.put(name, {"cron": "* * * * *", "class": "W"})
+    engine = Engine(Settings(), client=store.client)
+    minute = minute_floor(redis_now(store.client))
+    engine.run(config("schedules: {}\n"), now=minute - timedelta(minutes=5))
+    for name, failures in (("ok", 0), ("bad", 1), ("worse", 3)):
+        for k in range(4):
+            tick = minute - timedelta(minutes=4 - k)
+            failed = k >= 4 - failures
+            store.client.lpush(keys.outcomes_inbox(""), json.dumps(
+                {"s": name, "t": int(tick.timestamp() * 1000), "j": jid(name, tick),
+                 "e": "failed" if failed else "succeeded", "a": 1, "d": 5, "at": 0,
+                 "x": "E", "m": f"{name} broke"}))
+    engine.run(config("schedules: {}\n"), now=minute - timedelta(minutes=5))
+    with console.api() as api:
+        status = api.get("/api/v1/status").json()
+        listed = api.get("/api/v1/schedules", params={"state": "failing"}).json()["items"]
+    assert status["failing"]["count"] == 2
+    assert [(r["name"], r["health"]["consecutive_failures"], r["health"]["last_error"])
+            for r in status["failing"]["schedules"]] == [("worse", 3, "E: worse broke"),
+                                                         ("bad", 1, "E: bad broke")]
+    assert sorted(r["name"] for r in listed) == ["bad", "worse"]

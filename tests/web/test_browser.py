@@ -155,3 +155,46 @@ def test_an_operator_signs_in_searches_pauses_runs_and_backfills_in_a_real_brows
                          for m in range(1, 181)}
     assert max(jids.values()) == 1
     client.close()
+
+
+def test_a_schedules_page_draws_its_recent_ticks_as_coloured_cells(
+        console: Served, page: object, tmp_path: Path) -> None:
+    client = redis.Redis.from_url(console.redis_url)
+    cfg = config('schedules:\n  strip/demo: {cron: "* * * * *", class: W}\n')
+    base_t = minute_floor(redis_now(client)) - timedelta(minutes=12)
+    engine = Engine(Settings(), client=client)
+    engine.run(cfg, now=base_t + timedelta(seconds=30))
+    outcomes = ["succeeded", "succeeded", "failed", "succeeded", "expired", None,
+                "succeeded", "failed", "failed", "running"]
+    for k in range(1, 11):
+        tick = base_t + timedelta(minutes=k)
+        engine.run(cfg, now=tick)
+        state = outcomes[k - 1]
+        if state is None:
+            continue  # no report, and its job gone (below): the tick shows as pushed
+        entry = {"s": "strip/demo", "t": int(tick.timestamp() * 1000),
+                 "j": jid("strip/demo", tick), "e": "started" if state == "running" else state,
+                 "a": 1, "at": int(tick.timestamp() * 1000) + 400, "d": 800 + 900 * k}
+        if state == "failed":
+            entry |= {"x": "Net::ReadTimeout", "m": "upstream slow"}
+        client.lpush(keys.outcomes_inbox(""), json.dumps(entry))
+    engine.run(cfg, now=base_t + timedelta(minutes=10))  # folds them
+    client.delete("queue:default")  # no job waits: the unreported tick's vanished
+    p = page
+    p.goto(console.url + "/")  # type: ignore[attr-defined]
+    p.fill("input[name=token]", OPERATOR_TOKEN)  # type: ignore[attr-defined]
+    p.click("button[type=submit]")  # type: ignore[attr-defined]
+    p.wait_for_selector("section.counts")  # type: ignore[attr-defined]
+    p.goto(console.url + "/schedule?name=strip%2Fdemo")  # type: ignore[attr-defined]
+    p.wait_for_selector("div.strip")  # type: ignore[attr-defined]
+    cells = p.locator("div.strip > span.tick")  # type: ignore[attr-defined]
+    classes = [c.split()[-1] for c in cells.evaluate_all("els => els.map(e => e.className)")]
+    assert classes == ["tick-" + (s or "pushed") for s in outcomes] + ["tick-pending"] * 2
+    colours = cells.evaluate_all("els => els.map(e => getComputedStyle(e).backgroundColor)")
+    assert colours[0] != colours[2] != colours[5]  # a picture: each outcome its colour
+    assert cells.nth(0).inner_text().strip() == "1.7s"  # 800 + 900 ms
+    assert "Net::ReadTimeout: upstream slow" in cells.nth(8).get_attribute("title")
+    p.locator("div.strip").screenshot(path=str(tmp_path / "strip.png"))  # type: ignore[attr-defined]
+    shot(p, tmp_path, "schedule-strip")
+    shutil.copy(tmp_path / "strip.png", "/tmp/ob/strip.png")
+    shutil.copy(tmp_path / "console-schedule-strip.png", "/tmp/ob/page.png")

@@ -190,7 +190,7 @@ def describe_timetable(timetable: Timetable) -> str:
 
 def describe_life(schedule: Schedule) -> str:
     """The rules of a schedule's life in plain English ('' when it has none): its bounds,
-    excluded dates, run limit, jitter and overlap."""
+    excluded dates, run limit, jitter, overlap, expiry and outcome history."""
     parts: list[str] = []
     timetable = schedule.timetable
     if isinstance(timetable, Bounded):
@@ -211,6 +211,11 @@ def describe_life(schedule: Schedule) -> str:
                      "tick (jitter)")
     if schedule.overlap == "skip":
         parts.append("no tick while its previous job waits or runs (overlap: skip)")
+    if schedule.expires_after_s:
+        parts.append(f"a job not started within {duration_text(schedule.expires_after_s)} of "
+                     "its tick is not run (expires_after; with the worker middleware)")
+    if schedule.history is not None:
+        parts.append(f"the outcomes of its last {schedule.history:,} ticks kept (history)")
     parts += describe_expectations(schedule)
     return "; ".join(parts)
 

@@ -190,3 +190,6 @@ FOLD_SLICES = 40
 # schedule's `history` (ticks its records keep) at most MAX_HISTORY, as the setting's.
 MAX_EXPIRES_AFTER_S = 7 * 86_400.0
 MAX_HISTORY = 1000
+# `kiqbeat report` looks for a pushed job still waiting among this many jobs at each end of
+# its queue and in the `schedule` set around its ticks (one bounded round trip).
+MAX_WAITING_SCAN = 1000

@@ -21,7 +21,8 @@ _UNITS = (1, 1000, 60_000, 3_600_000)  # ms, s, min, h
 class TickOutcome:
     """What the worker reported for one tick's job: `state` one of OUTCOME_STATES; the
     attempt last reported (1: the first run); `duration_ms` once ended (None while
-    running), `started_ms` while running (the instant it started); `manual`: a manual run."""
+    running, and for an expired job, which never ran), `started_ms` while running (the
+    instant it started); `manual`: a manual run."""
 
     tick_ms: int
     state: str
@@ -95,7 +96,9 @@ def decode_outcomes(raw: bytes) -> Outcomes:
             tick -= (head >> 5) * _UNITS[(head >> 3) & 3]
             state = OUTCOME_STATES[head & 3]
             running = state == "running"
-            ticks.append(TickOutcome(tick, state, attempt, None if running else value,
+            # An expired job never ran: no duration.
+            ticks.append(TickOutcome(tick, state, attempt,
+                                     None if running or state == "expired" else value,
                                      tick + value if running else None, bool(head & 4)))
     except IndexError:
         raise ValueError(f"not an outcome record: {raw[:40]!r}") from None
@@ -125,3 +128,23 @@ def health(name: str, outcomes: Outcomes | None, last_error: str | None = None) 
     jid = None if newest.manual else jid_ms(name, newest.tick_ms)
     return Health(name, newest.state, newest.tick_ms, since, failures, duration, error or None,
                   jid)
+
+
+def health_text(found: Health) -> str:
+    """Health in a few words for `status` and `schedules get` ("" when nothing reported):
+    the last outcome and its tick, the last success, the failure streak and last error."""
+    if found.last_outcome is None or found.last_tick_ms is None:
+        return ""
+    tick = from_ms(found.last_tick_ms).isoformat(timespec="seconds")
+    text = f"last {found.last_outcome} (tick {tick}"
+    if found.last_duration_ms is not None:
+        text += f", {found.last_duration_ms / 1000:.1f} s"
+    text += ")"
+    if found.consecutive_failures:
+        text += f", {found.consecutive_failures} failed in a row"
+        if found.last_error:
+            text += f": {found.last_error}"
+    if found.last_success_tick_ms is not None and found.last_outcome != "succeeded":
+        text += (", last success "
+                 f"{from_ms(found.last_success_tick_ms).isoformat(timespec='seconds')}")
+    return text

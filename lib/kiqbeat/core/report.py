@@ -126,13 +126,15 @@ class Report:
         recorded_text = (f" ({recorded}{more} recorded for kiqbeat backfill)" if recorded
                          else "")
         why = ", ".join(f"{reason} {n}" for reason, n in self.skipped_by_reason.items() if n)
+        folded = (f", {self.outcomes_folded} job outcome{'' if self.outcomes_folded == 1 else 's'}"
+                  " folded" if self.outcomes_folded else "")
         return (
             f"{self.now.isoformat(timespec='seconds')}: {counted(self.schedules, 'schedule')} "
             f"due, {self.pushed} pushed, {self.already_pushed} already pushed, "
             f"{self.missed}{more} missed beyond the window, {self.skipped} skipped"
             f"{f' ({why})' if why else ''}{recorded_text}, "
-            f"largest lag {self.lag_s:.1f} s ({counted(self.round_trips, 'round trip')}, "
-            f"{self.duration_s * 1000:.0f} ms)"
+            f"largest lag {self.lag_s:.1f} s{folded} "
+            f"({counted(self.round_trips, 'round trip')}, {self.duration_s * 1000:.0f} ms)"
         )
 
 

@@ -1,4 +1,5 @@
-"""An operator's commands over `kiqbeat.store`: `missed`, `backfill`, `trigger`, `history`.
+"""An operator's commands over `kiqbeat.store`: `missed`, `backfill`, `trigger`, `report`,
+`history`.
 
 - `missed` lists the ticks recorded as missed (older than the window when an invocation
   came, passed over by a `catch_up` policy, or owed when the schedule was paused), as
@@ -9,6 +10,7 @@
   between calls at `--deadline` or on SIGINT/SIGTERM, and says what it pushed (exit 3, or
   128 + the signal, when it stopped before the end: run it again for the rest).
 - `trigger` pushes one job of a schedule now, with a jid no tick has.
+- `report` lists every tick of a span with what became of it (core/ticks.py).
 - `history` lists a schedule's last pushes, newest first.
 
 Each takes the engine's flags (the store's Redis, namespace, shard count, history size) and
@@ -97,8 +99,8 @@ def _stopped_by_signals() -> Iterator[list[int]]:
 
 
 def add_parser(sub: Any) -> None:
-    """Register `kiqbeat missed`, `backfill`, `trigger` and `history` on the command's
-    subparsers."""
+    """Register `kiqbeat missed`, `backfill`, `trigger`, `report` and `history` on the
+    command's subparsers."""
 
     def command(name: str, help: str, func: Callable[[argparse.Namespace], int]
                 ) -> argparse.ArgumentParser:
@@ -150,6 +152,16 @@ def add_parser(sub: Any) -> None:
     p.add_argument("name", metavar="NAME", help="the schedule's name")
     p.add_argument("--args", metavar="JSON",
                    help="the job's arguments instead of the schedule's, a JSON array")
+    common(p)
+
+    p = command("report", "every tick of a span and what became of it: succeeded, failed, "
+                          "running, waiting, pushed, expired, skipped, missed, backfilled "
+                          "or pending", partial(run_request, "report"))
+    p.add_argument("name", metavar="NAME", help="the schedule's name")
+    p.add_argument("--since", metavar="ISO",
+                   help="ticks after this instant (default: a day before --until)")
+    p.add_argument("--until", metavar="ISO", help="ticks at or before this instant "
+                                                   "(default: now)")
     common(p)
 
     p = command("history", "a schedule's last pushes, newest first (ticks, backfills, "

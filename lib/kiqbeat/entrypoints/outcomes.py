@@ -109,6 +109,11 @@ def _history(request: Request, store: Store) -> Outcome:
     return Outcome({**json_name(request.name), "history": [p.as_dict() for p in pushes]}, lines)
 
 
+def _report(request: Request, store: Store) -> Outcome:
+    found = store.report(request.name, since=request.since, until=request.until)
+    return Outcome(found.as_dict(), found.lines())
+
+
 def _reindex(request: Request, engine: Engine) -> Outcome:
     """Split the due index into the request's count (else the deployment's: --shard-count
     or --shard's N; else the one recorded), and rescore entries no invocation plans;
@@ -316,7 +321,8 @@ def _described(row: ScheduleStatus) -> list[str]:
 
 
 _BY_KIND: dict[str, Callable[[Request, Store], Outcome]] = {
-    "missed": _missed, "trigger": _trigger, "history": _history, "get": _get,
+    "missed": _missed, "trigger": _trigger, "history": _history, "report": _report,
+    "get": _get,
     "add": _write, "put": _write, "update": _write, "remove": _remove,
     "pause": _pause, "resume": _pause, "skip": _skip,
 }

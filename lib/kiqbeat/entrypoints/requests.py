@@ -49,8 +49,8 @@ class Request:
     names: tuple[str, ...] = ()  # status, missed, backfill: these schedules (none: all)
     name: str = ""  # trigger, history and the schedules changes
     args: list[Any] | None = None  # trigger: instead of the schedule's own
-    since: datetime | None = None  # backfill: ticks at or after
-    until: datetime | None = None  # backfill: ticks at or before
+    since: datetime | None = None  # backfill: ticks at or after; report: ticks after
+    until: datetime | None = None  # backfill, report: ticks at or before
     latest_only: bool = False
     dry_run: bool = False
     yes: bool = False  # backfill: push above BACKFILL_CONFIRM_JOBS, and before first-seen
@@ -79,6 +79,7 @@ FIELDS: dict[str, dict[str, str]] = {
                  "max_jobs": "--max-jobs", "reasons": "--reason"},
     "trigger": {"name": "NAME", "args": "--args"},
     "history": {"name": "NAME"},
+    "report": {"name": "NAME", "since": "--since", "until": "--until"},
     # The command line's is `kiqbeat schedules reindex` (--shard-count N, or --shard 0/N).
     "reindex": {"shards": "--shard-count"},
     "status": {"names": "NAME", "limit": "--limit", "offset": "--offset"},
@@ -94,7 +95,8 @@ FIELDS: dict[str, dict[str, str]] = {
 }
 FIELDS = {kind: fields | _AUDITED for kind, fields in FIELDS.items()}
 # The fields an event must give (a command line's parser requires its own).
-NEEDED = {"trigger": ("name",), "history": ("name",), "reindex": ("shards",),
+NEEDED = {"trigger": ("name",), "history": ("name",), "report": ("name",),
+          "reindex": ("shards",),
           "add": ("name", "definition"), "put": ("name", "definition"),
           "update": ("name", "definition"), "remove": ("name",), "pause": ("name",),
           "resume": ("name",), "skip": ("name",), "get": ("name",)}

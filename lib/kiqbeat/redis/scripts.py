@@ -86,10 +86,10 @@ class Caller:
         if raw:
             options = {NEVER_DECODE: True}
             try:
-                return client.execute_command(*self.command(lua, keys, args), **options)
+                return client.execute_command(*self.command(lua, keys, args), **options)  # type: ignore[no-untyped-call]
             except redis.exceptions.NoScriptError:
                 client.script_load(lua.text)
-                return client.execute_command(*self.command(lua, keys, args), **options)
+                return client.execute_command(*self.command(lua, keys, args), **options)  # type: ignore[no-untyped-call]
             except redis.ResponseError as exc:
                 raise self.explained(exc) from exc
         if self.functions:

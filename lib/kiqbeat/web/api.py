@@ -132,6 +132,14 @@ def get_schedule(request: Request, _: Principal) -> Response:
         "audit": [_entry(a) for a in detail.audit]})
 
 
+def report(request: Request, _: Principal) -> Response:
+    """Every tick of the span with its one outcome (`kiqbeat report --json`)."""
+    q = request.query_params
+    since, until = (_instant(q[k], k) if q.get(k) else None for k in ("since", "until"))
+    found = _console(request).store().report(_name(request), since=since, until=until)
+    return JSONResponse(found.as_dict())
+
+
 def put_schedule(request: Request, principal: Principal) -> Response:
     body = _body(request)
     name = _name(request)
@@ -239,8 +247,8 @@ def validate(request: Request, _: Principal) -> Response:
                          "definition": checked.definition})
 
 
-def _instant(value: object) -> datetime:
-    """The request's `now` (ISO 8601; a zone-less one is UTC), else the present."""
+def _instant(value: object, field: str = "now") -> datetime:
+    """The request's `field` (ISO 8601; a zone-less one is UTC), else the present."""
     if value is None:
         return datetime.now(UTC)
     try:
@@ -248,7 +256,7 @@ def _instant(value: object) -> datetime:
     except ValueError:
         when = None
     if when is None:
-        raise ConfigError(f"now {shown(value)} must be an ISO 8601 date and time "
+        raise ConfigError(f"{field} {shown(value)} must be an ISO 8601 date and time "
                           "('2026-11-26T10:00:00Z')")
     return when if when.tzinfo else when.replace(tzinfo=UTC)
 
@@ -294,7 +302,9 @@ def routes() -> list[Route]:
     out += [Route(f"{base}/schedules/{{name:path}}/{verb}",
                   _with_body(endpoint(handler, act=True)), methods=["POST"])
             for verb, handler in acting]
-    out += [Route(f"{base}/schedules/{{name:path}}", _with_body(endpoint(get_schedule)),
+    out += [Route(f"{base}/schedules/{{name:path}}/report", _with_body(endpoint(report)),
+                  methods=["GET"]),
+            Route(f"{base}/schedules/{{name:path}}", _with_body(endpoint(get_schedule)),
                   methods=["GET"]),
             Route(f"{base}/schedules/{{name:path}}", _with_body(endpoint(put_schedule,
                                                                            act=True)),

@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from kiqbeat.audit import AuditEntry, read_audit
@@ -32,6 +32,7 @@ from kiqbeat.core.limits import (
 )
 from kiqbeat.core.records import Push, parse_history
 from kiqbeat.core.schedule import Config, Schedule
+from kiqbeat.core.ticks import TickReport
 from kiqbeat.document.read import parse
 from kiqbeat.document.validate import read_definition
 from kiqbeat.engine import Engine
@@ -45,8 +46,11 @@ from kiqbeat.redis.definitions import read_present
 from kiqbeat.store import Backfill, MissedRange, ScheduleStatus, Status, Store, Triggered
 from kiqbeat.web.names import NameIndex, Sweep, Tally, paused_now
 
-STATES = ("active", "paused", "set_aside", "missed")
+STATES = ("active", "paused", "set_aside", "missed", "failing")
+FAILING_SHOWN = 10  # failing schedules the overview lists first
 FIRES = 20  # fire times a schedule's page previews
+RECENT_SPAN = timedelta(days=1)  # the span of a schedule page's strip of recent ticks
+STRIP_TICKS = 60  # the strip's cells at most (the newest ticks of the span)
 EXAMINE_BATCH = 250  # names a filtered page reads per round trip (HMGET of their definitions)
 # A backfill asked for by a page or an API call stops pushing after this long (a request
 # must answer); its answer then says so, and running it again pushes the rest.
@@ -116,6 +120,7 @@ class Detail:
     history: list[Push]
     missed: list[MissedRange]
     audit: list[AuditEntry]
+    ticks: TickReport | None = None  # its recent ticks, classified (None: set aside)
 
 
 @dataclass(frozen=True)
@@ -126,6 +131,10 @@ class Overview:
     tally: Tally | None  # the sweep's last full pass (None before the first)
     document: tuple[str, int, bool] | None  # (source, schedules, applied)
     indexed: int
+    # Schedules whose newest failure no success has followed (kiqbeat:outcomes:errors):
+    # how many, and the first few with their health.
+    failing_count: int = 0
+    failing: list[Row] = field(default_factory=list)
 
     @property
     def paused(self) -> int | None:
@@ -154,6 +163,8 @@ class Overview:
                 "source": self.document[0], "schedules": self.document[1],
                 "applied": self.document[2]},
             "names_indexed": self.indexed,
+            "failing": {"count": self.failing_count,
+                        "schedules": [r.as_dict() for r in self.failing]},
             "incidents": [i.as_dict() for i in self.status.incidents],
             "alert_backlog": [b.as_dict() for b in self.status.alert_backlog],
         }
@@ -248,7 +259,7 @@ class Console:
         limit = max(1, min(limit, MAX_PAGE_ROWS))
         kind, value = decode_cursor(cursor) if cursor else ("", "")
         store = self.store()
-        if state in ("set_aside", "missed"):
+        if state in ("set_aside", "missed", "failing"):
             hscan, skip = (value.split(":", 1) if kind == "s" and ":" in value else ("0", "0"))
             names, after = self._scan_hash(state, prefix, int(hscan), int(skip), limit)
             names = self._matching(names, "", queue, source)
@@ -294,8 +305,8 @@ class Console:
         """Up to `limit` names of the set-aside or missed hash, from HSCAN `cursor` less the
         first `skip` of its page (sorted): a page longer than `limit` (a small hash comes
         back whole) is handed out in parts, its next cursor "CURSOR:SKIP"; "" at the end."""
-        key = keys.rejected(self.namespace) if state == "set_aside" else keys.missed(
-            self.namespace)
+        key = {"set_aside": keys.rejected, "missed": keys.missed,
+               "failing": keys.outcomes_errors}[state](self.namespace)
         pattern = "".join(f"\\{c}" if c in "*?[]\\" else c for c in prefix) + "*"
         with redis_errors(self.client, f"reading {key}"):
             following, page = self.client.hscan(key, cursor, match=pattern, count=limit)
@@ -390,8 +401,12 @@ class Console:
         fires: list[dict[str, str | None]] = []
         if row.schedule is not None:
             fires = _next_fires(Config((row.schedule,)), read_clock(self.client), FIRES)[0]
+        ticks = None
+        if row.schedule is not None:
+            now = read_clock(self.client)
+            ticks = store.report(name, since=now - RECENT_SPAN, until=now)
         return Detail(row, fires, store.history(name), store.missed([name]),
-                      read_audit(self.client, self.namespace, name, limit=20))
+                      read_audit(self.client, self.namespace, name, limit=20), ticks)
 
     def overview(self) -> Overview:
         """Counts by state, the most overdue, set-aside definitions, recent pushes, the
@@ -404,7 +419,14 @@ class Console:
                 applied = self.engine.document_applied()
             if applied is not None:
                 document = (applied[0].source, len(applied[0].definitions), applied[1])
-        return Overview(status, self.sweep.last, document, self.index.size())
+        errors = keys.outcomes_errors(self.namespace)
+        with redis_errors(self.client, f"reading {errors}"):
+            count = int(self.client.hlen(errors))
+            _, found = self.client.hscan(errors, 0, count=FAILING_SHOWN)
+        names = sorted(reply_text(n) for n in found)[:FAILING_SHOWN]
+        failing = sorted(self._rows(store, names), key=lambda r: -(
+            r.status.health.consecutive_failures if r.status.health else 0))
+        return Overview(status, self.sweep.last, document, self.index.size(), count, failing)
 
     def audit(self, name: str | None = None, limit: int = 100) -> list[AuditEntry]:
         """The newest audit entries (of `name` when given)."""

@@ -16,6 +16,7 @@ Two sources, one set of names (infra/grafana/kiqbeat.json charts them):
   pipelined round trip plus one page of the due index: `kiqbeat_schedules`,
   `kiqbeat_schedules_set_aside`, `kiqbeat_schedules_with_missed`,
   `kiqbeat_schedules_due`, `kiqbeat_schedules_paused` (from the sweep's last pass),
+  `kiqbeat_schedules_failing` (kiqbeat:outcomes:errors' length),
   `kiqbeat_overdue_seconds` (the most overdue schedule's lag), and
   `kiqbeat_backfilled_total` (ticks the console's backfills pushed).
 - **Schedules with expectations** (both endpoints; `kiqbeat run` with its store), read at each
@@ -165,7 +166,9 @@ class StoreCollector(Collector):
                 ("kiqbeat_schedules_with_missed", "schedules with missed ticks recorded",
                  counts.with_missed),
                 ("kiqbeat_schedules_due", "schedules due now (planned by the next "
-                 "invocation)", counts.overdue)):
+                 "invocation)", counts.overdue),
+                ("kiqbeat_schedules_failing", "schedules whose newest reported failure no "
+                 "success has followed", overview.failing_count)):
             yield GaugeMetricFamily(name, help_text, value=value)
         if overview.paused is not None:
             yield GaugeMetricFamily("kiqbeat_schedules_paused", "paused schedules (the "

@@ -46,6 +46,9 @@ def openapi() -> dict[str, Any]:
                        body="Definition", errors=("401", "403", "409", "422", "503")),
             "delete": _op("delete an API-owned schedule", ok="204",
                           errors=("401", "403", "404", "409", "503"))},
+        "/api/v1/schedules/{name}/report": {"parameters": _NAME, "get": _op(
+            "every tick of (since, until] with its one outcome (kiqbeat report --json)",
+            errors=("401", "404", "422"), query=("since", "until"))},
         "/api/v1/schedules/{name}/pause": {"parameters": _NAME, "post": _op(
             "pause (push nothing until resumed)", body="Note", errors=acting)},
         "/api/v1/schedules/{name}/resume": {"parameters": _NAME, "post": _op(

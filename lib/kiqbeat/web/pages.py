@@ -31,6 +31,7 @@ from kiqbeat.errors import ConfigError, KiqbeatError, escaped, foreign_json, sho
 from kiqbeat.web.auth import SESSION_COOKIE, SESSION_S, Auth, Principal
 from kiqbeat.web.console import (
     STATES,
+    STRIP_TICKS,
     Console,
     NotFoundError,
     checked_note,
@@ -181,7 +182,7 @@ def schedule(request: Request, pages: Pages, _: Principal) -> Response:
                   f"(not read: {size:,} bytes, over the limit of {MAX_DEFINITION_BYTES:,}; "
                   "set aside)")
     return pages.render(request, "schedule.html", d=d, definition=definition,
-                        max_skips=MAX_PENDING_SKIPS,
+                        max_skips=MAX_PENDING_SKIPS, strip_ticks=STRIP_TICKS,
                         entries=d.audit)
 
 

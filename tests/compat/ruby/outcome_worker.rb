@@ -26,9 +26,12 @@ unless namespace.empty?
   end
 end
 
+# KIQBEAT_TEST_NO_MIDDLEWARE=1: without it (bench/middleware.py's baseline).
 Sidekiq.configure_server do |config|
-  config.server_middleware do |chain|
-    chain.add Kiqbeat::Middleware, ttl: 120
+  unless ENV["KIQBEAT_TEST_NO_MIDDLEWARE"] == "1"
+    config.server_middleware do |chain|
+      chain.add Kiqbeat::Middleware, ttl: 120
+    end
   end
   Sidekiq.options[:poll_interval_average] = 1
 end

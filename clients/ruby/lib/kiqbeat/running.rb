@@ -1,6 +1,8 @@
 # Kiqbeat::RunningMiddleware: a Sidekiq server middleware that tells kiqbeat a schedule's job
 # is running, so that `overlap: skip` also skips a tick while the previous job runs (not only
-# while it waits in its queue or the schedule set). docs/compatibility.md, "overlap: skip".
+# while it waits in its queue or the schedule set). Kiqbeat::Middleware (kiqbeat/middleware)
+# does this too and reports each job's outcome: use one or the other. docs/compatibility.md,
+# "The worker middleware".
 #
 #   require "kiqbeat/running"   # with clients/ruby/lib on the load path
 #   Sidekiq.configure_server do |config|

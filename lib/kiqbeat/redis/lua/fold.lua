@@ -253,6 +253,10 @@ for _, name in ipairs(order) do
   else
     local key = bucket_key(name)
     local rec = decode(redis.call('HGET', key, name)) or {ls = nil, beyond = 0, entries = {}}
+    local streak_before = rec.beyond > 0
+    for _, e in ipairs(rec.entries) do
+      if counted(e) and (not rec.ls or e.t > rec.ls) then streak_before = true break end
+    end
     local changed, failure = false, nil
     for _, e in ipairs(list) do
       if apply(rec, e, keep) then
@@ -264,8 +268,13 @@ for _, name in ipairs(order) do
     end
     if changed then
       settle(rec, keep)
-      redis.call('HSET', key, name, encode(rec))
-      local last_error = redis.call('HGET', errors_key, name)
+      local record = encode(rec)
+      redis.call('HSET', key, name, record)
+      -- The last error exists only while a failure streak does: read it only then.
+      local last_error = false
+      if failure or streak_before then
+        last_error = redis.call('HGET', errors_key, name)
+      end
       if failure then
         local old_t = last_error and tonumber(string.match(last_error, '^(%d+)\t'))
         if not old_t or failure.t >= old_t then
@@ -281,7 +290,7 @@ for _, name in ipairs(order) do
         end
       end
       reply[#reply + 1] = name
-      reply[#reply + 1] = encode(rec)
+      reply[#reply + 1] = record
       reply[#reply + 1] = last_error or false
     end
   end
