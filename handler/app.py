@@ -155,7 +155,7 @@ def _record(report: Report, lateness_s: float | None) -> None:
     # --json` prints, so other deployments log the same.
     numbers = report.as_dict()
     for metric in REPORT_METRICS:
-        metrics.add_metric(name=metric.cloudwatch, value=numbers[metric.field],
+        metrics.add_metric(name=metric.cloudwatch, value=metric.value(numbers),
                            unit=MetricUnit.Seconds if metric.seconds else MetricUnit.Count)
     if lateness_s is not None:
         metrics.add_metric(name="TriggerLateness", unit=MetricUnit.Seconds, value=lateness_s)

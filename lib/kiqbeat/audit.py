@@ -36,7 +36,7 @@ from kiqbeat.redis import keys
 from kiqbeat.redis.connection import redis_errors, reply_text
 
 ACTIONS = ("add", "put", "update", "remove", "pause", "resume", "trigger", "backfill",
-           "import", "reindex", "skip")
+           "import", "reindex", "skip", "alert")
 _PAGE = 500  # stream entries read per round trip when filtering by schedule
 
 

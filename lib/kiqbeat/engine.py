@@ -53,6 +53,8 @@ from typing import Any
 
 import redis
 
+from kiqbeat.alerts.delivery import sinks_of
+from kiqbeat.alerts.step import AlertStep
 from kiqbeat.core.limits import (
     MAX_PARSED_DEFINITION_BYTES,
     MAX_PARSED_DEFINITIONS,
@@ -185,6 +187,9 @@ class Engine:
         self._window_parsed_s: float | None = None  # the window `_parsed` was filled with
         self._reported: set[str] = set()
         self._lua = scripts.Caller(functions=self.settings.redis_functions)
+        # Expectations and alerts after the pushes (alerts/step.py), to the settings' sinks.
+        self._alerts = AlertStep(sinks_of(self.settings.alert_webhook, self.settings.alert_secret,
+                                          self.settings.alert_sns_topic, os.environ))
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None,
@@ -400,10 +405,13 @@ class Engine:
             reads.add("outcomes", lambda pipe: pipe.llen(keys.outcomes_inbox(namespace)))
             reads.add("unplannable",  # never planned: say so
                       lambda pipe: pipe.zcount(due_key, f"({MAX_PLANNABLE_MS}", "+inf"))
+            self._alerts.reads(reads, namespace)
 
         upto_ms = None if now is None else to_ms(now)
+        self._alerts.begin()
         read = side.read_due(shard, upto_ms=upto_ms, more=more_reads)
         redis_now, replies = read.now, read.replies
+        self._alerts.read(replies)
         batch: DueBatch | None = read.batch
         unplannable = replies.one("unplannable")
         applied = replies.one("applied")
@@ -483,6 +491,7 @@ class Engine:
             report.warnings.append(f"the workers' outcomes were not folded: reading "
                                    f"{keys.outcomes_inbox(namespace)} was refused "
                                    f"({reported}); grant LLEN and RPOP (docs/deploy.md)")
+        self._alerts.run(side, report)
         if config.sidekiq_scheduler_ui:
             neighbours.write_tab(client, config, report)
         if (mark is not None and document is not None and applied is not None
@@ -624,6 +633,7 @@ class Engine:
                         {due.name for due in fresh})
                 settle = ahead.read if ahead is not None else None
                 entries = self._entries(side, fresh, config, own, report, settle)
+                self._alerts.watch(entries)
                 report.schedules += len(fresh)
                 for first in range(0, len(entries), PLAN_SLICE):
                     plan = plan_due(entries[first:first + PLAN_SLICE], report.now,

@@ -27,6 +27,8 @@ from typing import Any, Self, cast
 
 import redis
 
+from kiqbeat.alerts.delivery import Backlog, backlogs
+from kiqbeat.alerts.incidents import Incident, open_incidents
 from kiqbeat.audit import default_actor, record_action
 from kiqbeat.core.describe import describe_usage, life_facts
 from kiqbeat.core.lifecycle import has_ended
@@ -156,6 +158,9 @@ class Status:
     # the first MAX_ENDED_LISTED names.
     ended_count: int = 0
     ended: list[str] = field(default_factory=list)
+    # Open alert incidents (the oldest first, at most a page) and each alert sink's backlog.
+    incidents: list[Incident] = field(default_factory=list)
+    alert_backlog: list[Backlog] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -307,7 +312,10 @@ class Operator:
         unplannable = (self.side.read_unplannable(shards, SHOWN_UNPLANNABLE)
                        if counts.unplannable else [])
         ended_count, ended = self.side.read_ended(shards, MAX_ENDED_LISTED)
-        return Status(now, counts, rows, aside, unplannable, ended_count, ended)
+        client, namespace = self.side.client, self.side.namespace
+        return Status(now, counts, rows, aside, unplannable, ended_count, ended,
+                      open_incidents(client, namespace, limit),
+                      backlogs(client, namespace, to_ms(now)))
 
     def _rows(self, names: Sequence[str], now: datetime) -> builtins.list[ScheduleStatus]:
         stored_rows = self.side.read_stored(names)

@@ -10,6 +10,7 @@ them (`Settings.shard_to_run`: a shard is one of the deployment's shard count).
 from __future__ import annotations
 
 import argparse
+import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
@@ -62,6 +63,23 @@ def _actor(value: str) -> str:
     text = value.strip()
     if len(text) > MAX_SHOWN_CHARS:
         raise ConfigError(f"{shown(value)} is longer than {MAX_SHOWN_CHARS} characters")
+    return text
+
+
+def _webhook_url(value: str) -> str:
+    text = value.strip()
+    parsed = urllib.parse.urlsplit(text)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise ConfigError("must be an http:// or https:// URL, e.g. "
+                          "'https://hooks.slack.com/services/...'")
+    return text
+
+
+def _topic_arn(value: str) -> str:
+    text = value.strip()
+    if not text.startswith("arn:") or text.count(":") != 5:
+        raise ConfigError(f"{shown(value)} must be an SNS topic ARN, e.g. "
+                          "'arn:aws:sns:us-east-1:123456789012:kiqbeat-alerts'")
     return text
 
 
@@ -120,6 +138,13 @@ KNOBS: tuple[Knob, ...] = (
     # where replays are the point (a test suite, a rehearsal on a copy of the store).
     Knob("replay", "KIQBEAT_ALLOW_REPLAY", "--replay", _true, "BOOL",
          "run-once only: allow --now further back than the missed-jobs window"),
+    Knob("alert_webhook", "KIQBEAT_ALERT_WEBHOOK", "--alert-webhook", _webhook_url, "URL",
+         "POST each alert event (failing, silent, recovered, paused) here as JSON (a Slack "
+         "incoming webhook shows its text)"),
+    Knob("alert_secret", "KIQBEAT_ALERT_SECRET", "--alert-secret", str.strip, "SECRET",
+         "sign each webhook body: HMAC-SHA256 in the X-Kiqbeat-Signature header"),
+    Knob("alert_sns_topic", "KIQBEAT_ALERT_SNS_TOPIC", "--alert-sns-topic", _topic_arn, "ARN",
+         "publish each alert event to this SNS topic"),
     Knob("tracing", "KIQBEAT_TRACING", "--tracing", _true, "BOOL",
          "Lambda only (no command flag): trace with X-Ray through Powertools Tracer"),
 )
@@ -145,6 +170,9 @@ class Settings:
     actor: str = ""
     replay: bool = False  # `run-once --now` may go back further than the window
     tracing: bool = False
+    alert_webhook: str = ""
+    alert_secret: str = ""
+    alert_sns_topic: str = ""
     # REDIS_URL, the last resort for the Redis address (often the app's own Redis).
     fallback_redis_url: str = ""
 
@@ -171,6 +199,9 @@ class Settings:
         for name in ("redis_url", "fallback_redis_url"):
             if values[name]:
                 values[name] = f"<{describe(values[name])}>"
+        for name in ("alert_webhook", "alert_secret"):  # a Slack webhook's URL is a secret
+            if values[name]:
+                values[name] = "<set>"
         return f"Settings({', '.join(f'{k}={v!r}' for k, v in values.items())})"
 
     def shard_to_run(self, named: tuple[int, int] | None = None, *, by: str = "",

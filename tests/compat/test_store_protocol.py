@@ -574,3 +574,25 @@ def test_the_writer_acl_of_docs_store_md_lets_ruby_add_pause_and_remove(
             writer.hset("kiqbeat:watermarks", "rb:acl", "0")  # kiqbeat's own: refused
     finally:
         client.acl_deluser("kiqbeat-writer")
+
+
+# ---------------------------------------------------------------------------- expectations
+
+
+def test_expectations_written_from_ruby_are_judged_as_a_documents_are(
+    client: redis.Redis, redis_url: str, base: datetime,
+) -> None:
+    unread = {"class": "UnreadWorker", "cron": "* * * * *", "queue": "nobody_reads",
+              "expect_success_within": "3m", "alert_after_failures": 2}
+    wrong = {"class": "W", "cron": "* * * * *", "alert_after_failures": 0}
+    assert ruby(redis_url, ["put", "unread", unread], ["put", "wrong", wrong]) == [True] * 2
+    invoke(client, base)
+    for minute in range(1, 6):
+        invoke(client, base + timedelta(minutes=minute))
+    assert text(client.hget("kiqbeat:expectations", "unread")).endswith(" 180000 2 0")
+    events = [{text(k): text(v) for k, v in f.items()}
+              for _i, f in client.xrange("kiqbeat:alerts:outbox")]
+    assert [(e["s"], e["e"]) for e in events] == [("unread", "silent")]
+    assert events[0]["t"] == str(to_ms(base + timedelta(minutes=1)))
+    why = state(client, "wrong")["rejected"]
+    assert why is not None and "alert_after_failures" in why and "from 1 to 1,000" in why

@@ -82,6 +82,9 @@ class Stack:
             if self.template["Parameters"][name]["Type"] == "CommaDelimitedList":
                 return self.values[name].split(",")
             return self.values[name]
+        resource = self.template.get("Resources", {}).get(name, {})
+        if resource.get("Type") == "AWS::SNS::Topic":  # Ref gives the topic's ARN
+            return f"arn:aws:sns:{REGION}:{ACCOUNT}:{self.stack_name}-{name}-1A2B3C4D5E6F"
         return f"<{name}>"  # a resource: its physical ID is not known before deploying
 
     def condition(self, name: str) -> bool:

@@ -17,7 +17,7 @@ import pytest
 import redis
 import yaml
 
-from kiqbeat.core.report import Report
+from kiqbeat.core.report import REPORT_METRICS, Report
 from kiqbeat.entrypoints.metrics import InvocationMetrics
 from kiqbeat.web.auth import VARIABLES
 from tests.entrypoints.conftest import free_port
@@ -132,10 +132,14 @@ def test_kiqbeat_run_exports_every_number_the_lambda_sends_as_a_metric(
     metrics.observe(report)
     text = metrics.exposition()
     exported = {name: float(value) for name, value
-                in re.findall(r"^(kiqbeat_[a-z_]+) ([0-9.e+-]+)$", text, re.MULTILINE)}
+                in re.findall(r"^(kiqbeat_[a-z_]+(?:\{[^}]*\})?) ([0-9.e+-]+)$", text,
+                              re.MULTILINE)}
     # Each CloudWatch metric has a Prometheus twin carrying the same number (the report's
-    # numbers are distinct), and there is no other.
+    # numbers are distinct, but for the reasons' zeros), and there is no other: a metric
+    # split by reason is one CloudWatch metric per reason, one labelled sample each.
     twins = sorted(value for name, value in exported.items()
-                   if (name.endswith("_total") or name == "kiqbeat_largest_lag_seconds")
+                   if (name.split("{")[0].endswith("_total")
+                       or name == "kiqbeat_largest_lag_seconds")
                    and name != "kiqbeat_invocations_failed_total")
-    assert len(sent) == 7 and sorted(sent.values()) == twins
+    assert len(sent) == len(REPORT_METRICS) and sorted(sent.values()) == twins
+    assert 'kiqbeat_ticks_skipped_total{reason="overlap"} 0.0' in text

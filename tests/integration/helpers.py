@@ -30,9 +30,9 @@ class Meddling(scripts.Caller):
     before: Callable[[str], None] = lambda name: None
 
     def call(self, lua: scripts.Lua, client: redis.Redis, keys: Sequence[str],
-             args: Sequence[scripts.Arg]) -> Any:
+             args: Sequence[scripts.Arg], **options: Any) -> Any:
         self.before(lua.name)
-        return super().call(lua, client, keys, args)
+        return super().call(lua, client, keys, args, **options)
 
     def start(self, lua: scripts.Lua, client: redis.Redis, keys: Sequence[str],
               args: Sequence[scripts.Arg], **options: Any) -> scripts.Pending:

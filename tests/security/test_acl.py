@@ -35,6 +35,7 @@ from kiqbeat.settings import Settings
 from tests.faults.harness import assert_clean, check, jobs_in_redis, recorded_ticks
 from tests.integration.helpers import config, minute_floor, redis_now
 from tests.support.marks import stored_mark
+from tests.support.receiver import receiving
 from tests.support.servers import NO_PERMISSIONS, load_functions
 
 from .conftest import kiqbeat_cli
@@ -51,6 +52,9 @@ REQUIRED = ("+time", "+hmget", "+type", "+hget", "+hset", "+hsetnx", "+hdel", "+
 FOR_STATUS = ("+zcard", "+zcount", "+zrange", "+hscan")
 # The audit trail of operators' actions (`pause`, `trigger`, `backfill`, ...; `kiqbeat audit`).
 FOR_AUDIT = ("+xadd", "+xrevrange")
+# Alert delivery: the outbox stream's consumer groups (alerts/delivery.py), and the gauges.
+FOR_ALERTS = ("+xinfo", "+xgroup", "+xreadgroup", "+xautoclaim", "+xack", "+xpending",
+              "+xrange", "+xlen", "+zmscore")
 OPTIONAL = ("+exists", "+info")
 # Folding the workers' outcomes inbox (kiqbeat.outcomes): without them kiqbeat warns.
 FOR_OUTCOMES = ("+llen", "+rpop")
@@ -61,7 +65,7 @@ def acl_rules(mode: str = "scripts", without: str | None = None) -> list[str]:
     """The least-privilege rules of one mode, optionally without one of them."""
     rules = ["on", ">PASSWORD", "resetkeys", "resetchannels", *KEY_PATTERNS,
              *NEIGHBOUR_PATTERNS, "-@all", *LUA[mode], *REQUIRED, *FOR_STATUS, *FOR_AUDIT,
-             *OPTIONAL, *FOR_OUTCOMES]
+             *FOR_ALERTS, *OPTIONAL, *FOR_OUTCOMES]
     return [r for r in rules if r != without]
 
 
@@ -355,6 +359,24 @@ def test_skip_pause_and_resume_work_under_the_documented_acl(
     assert report.warnings == []
     assert admin.hget("kiqbeat:skips", "minutely") is None  # all three taken
     assert [p.kind for p in store.history("minutely")][-3:] == ["skipped"] * 3
+
+
+def test_least_privilege_user_decides_and_delivers_an_alert(
+    acl_server: RedisServer, admin: redis.Redis, mode: str
+) -> None:
+    """With exactly the documented ACL, a silent schedule's event is decided and delivered."""
+    _set_user(admin, acl_rules(mode))
+    cfg = config("""
+schedules:
+  unread: {cron: "* * * * *", class: U, queue: nobody_reads, expect_success_within: 2m}
+""")
+    t0 = minute_floor(redis_now(admin)) - timedelta(minutes=8)
+    with receiving() as receiver, connect(_user_url(acl_server)) as client:
+        engine = Engine(Settings(redis_functions=mode == "functions",
+                                 alert_webhook=receiver.url), client=client)
+        reports = [engine.run(cfg, now=t0 + timedelta(minutes=m, seconds=5)) for m in range(6)]
+        assert [w for r in reports for w in r.warnings] == []
+        assert [b["event"] for b in receiver.wait_for(1)] == ["silent"]
 
 
 @pytest.mark.parametrize("permission", [None, *FOR_OUTCOMES])

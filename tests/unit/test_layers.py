@@ -52,6 +52,8 @@ WEB = "kiqbeat.web"  # the console: only `kiqbeat web` (entrypoints/console.py) 
     ("kiqbeat.settings", ("kiqbeat.entrypoints", "handler", WEB)),
     ("kiqbeat.outcomes", ("kiqbeat.document", "kiqbeat.entrypoints", "kiqbeat.engine",
                           "kiqbeat.store", "kiqbeat.demo", "handler", WEB)),
+    ("kiqbeat.alerts", ("kiqbeat.document", "kiqbeat.entrypoints", "kiqbeat.engine",
+                        "kiqbeat.store", "kiqbeat.operator", "kiqbeat.demo", "handler", WEB)),
     ("handler", (WEB, "kiqbeat.entrypoints.console")),
     ("kiqbeat.web", ("handler",)),
 ])

@@ -256,7 +256,25 @@ def describe_life(schedule: Schedule) -> str:
                      "its tick is not run (expires_after; with the worker middleware)")
     if schedule.history is not None:
         parts.append(f"the outcomes of its last {schedule.history:,} ticks kept (history)")
+    parts += describe_expectations(schedule)
     return "; ".join(parts)
+
+
+def describe_expectations(schedule: Schedule) -> list[str]:
+    """What a schedule's jobs are expected to do, in plain English (alerts/)."""
+    rules = schedule.expectations
+    if rules is None:
+        return []
+    parts = []
+    if rules.success_within_ms:
+        parts.append(f"silent when a tick's job has not succeeded within "
+                     f"{duration_text(rules.success_within_ms / 1000)}")
+    if rules.alert_after:
+        parts.append(f"failing after {counted(rules.alert_after, 'failed tick')} in a row")
+    if rules.pause_after:
+        parts.append(f"pauses itself after {counted(rules.pause_after, 'failed tick')} in a "
+                     "row")
+    return parts
 
 
 def life_facts(schedule: Schedule, runs: int = 0, skips: int = 0) -> dict[str, Any]:
@@ -278,6 +296,11 @@ def life_facts(schedule: Schedule, runs: int = 0, skips: int = 0) -> dict[str, A
         "skips": skips,
         "jitter_s": schedule.jitter_s,
         "overlap": schedule.overlap,
+        "expect_success_within_s": (
+            schedule.expectations.success_within_ms / 1000
+            if schedule.expectations and schedule.expectations.success_within_ms else None),
+        "alert_after_failures": schedule.expectations and schedule.expectations.alert_after,
+        "pause_after_failures": schedule.expectations and schedule.expectations.pause_after,
         "rules": describe_life(schedule),
     }
 

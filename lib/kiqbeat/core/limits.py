@@ -121,6 +121,21 @@ MAX_JITTER_S = 86_400
 # the tick is pushed (the running marker still holds it back once that job starts).
 MAX_OVERLAP_SCAN = 10_000
 
+# A schedule's expectations (alerts/, DESIGN §12): `expect_success_within` at most 31 days (a
+# deadline index entry per pushed tick; a longer silence is not a dead-man check but a
+# calendar), and `alert_after_failures` / `pause_after_failures` at most this many ticks.
+MAX_EXPECT_S = 31 * 86_400
+MAX_FAILURE_STREAK = 1_000
+
+# Alert events kept until every sink acknowledged them (the outbox stream, trimmed to this
+# length: a webhook down for days loses the oldest, never the invocation's memory or time),
+# events one invocation delivers per sink, and how long one delivery may take.
+MAX_OUTBOX_EVENTS = 10_000
+# Schedules with expectations the metrics show a row of gauges for (bounded cardinality).
+MAX_GAUGED_SCHEDULES = 1_000
+MAX_DELIVERED_PER_INVOCATION = 50
+ALERT_TIMEOUT_S = 2.0
+
 # Pending skips one schedule may hold (`kiqbeat schedules skip NAME --count N`): the push
 # script takes them one tick at a time, so a count is bounded by what makes sense to skip
 # one by one (a year of hourly ticks); to stop a schedule for longer, pause it.

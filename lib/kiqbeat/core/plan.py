@@ -42,7 +42,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
 
-from kiqbeat.core.lifecycle import jitter_offset_ms
+from kiqbeat.core.lifecycle import Bounded, jitter_offset_ms
 from kiqbeat.core.limits import (
     MAX_MISSED_COUNTED,
     MAX_SHARDS,
@@ -155,6 +155,11 @@ class Group:
     ticks: list[int] = field(default_factory=list)
     releases: list[int] = field(default_factory=list)
     payloads: list[bytes] = field(default_factory=list)
+    # Why its `skipped` ticks were passed over (SKIP_REASONS): "catch_up" (its policy), or
+    # "paused" (a pause record or `enabled: false`); and the ticks its `except` dates took
+    # in what its mark covers (counted, never recorded: nothing is owed for them).
+    skip_reason: str = "catch_up"
+    excepted: int = 0
 
     def add(self, tick_ms: int, release_ms: int, payload: bytes) -> None:
         """Append a job (after every job it holds)."""
@@ -377,6 +382,13 @@ def _job(schedule: Schedule, tick: datetime, tick_ms: int, now: datetime, now_ms
                                     released=released).encode()
 
 
+# Why a tick was passed over, in every count (DESIGN §2): `missed` ticks are lost (older than
+# the window); `skipped` ones were passed over on purpose, by the schedule's catch_up policy,
+# its pause, its `except` dates, a `schedules skip`, its `max_runs` or `overlap: skip`.
+MISSED_REASONS = ("window",)
+SKIP_REASONS = ("catch_up", "paused", "except", "skip", "max_runs", "overlap")
+
+
 class _Decision(NamedTuple):
     """What planning decides for any schedule of one timetable, mark, life switch, lookahead
     and catch-up policy at one instant: its new mark and index entry, the ticks passed over
@@ -395,6 +407,18 @@ class _Decision(NamedTuple):
     first: int
     last: int
     n_past: int
+    excepted: int = 0
+
+
+def _excepted(timetable: Timetable, after: datetime, through_ms: int) -> int:
+    """Ticks in (after, through] that the timetable's `except` dates take (0 without any)."""
+    if not (isinstance(timetable, Bounded) and timetable.excluded):
+        return 0
+    through = from_ms(through_ms)
+    if through <= after:
+        return 0
+    return sum(1 for t in timetable.inner.between(after, through)
+               if timetable.fate(t) == "excluded")
 
 
 def _decide(timetable: Timetable, mark_ms: int, enabled: bool, lookahead_s: float,
@@ -447,9 +471,11 @@ def _decide(timetable: Timetable, mark_ms: int, enabled: bool, lookahead_s: floa
     if skipped and enabled:
         ranges.append((max(mark_ms, at.window_ms), due_ms[skipped - 1], "policy", skipped))
     new_mark_ms = max(new_mark_ms, due_ms[-1])
+    lower = at.window_start if early else from_ms(mark_ms)
     return _Decision(True, new_mark_ms,
                      max(0, memo.next_ms(timetable, new_mark_ms) - lookahead_ms), missed,
-                     skipped, tuple(ranges), due, due_ms, first, last, n_past)
+                     skipped, tuple(ranges), due, due_ms, first, last, n_past,
+                     _excepted(timetable, lower, new_mark_ms))
 
 
 def _plan_schedule(schedule: Schedule, mark_ms: int, sha: str, at: _Instant
@@ -464,8 +490,8 @@ def _plan_schedule(schedule: Schedule, mark_ms: int, sha: str, at: _Instant
     if decision is None:
         decision = at.decisions[decision_key] = _decide(
             timetable, mark_ms, enabled, schedule.lookahead_s, schedule.catch_up, at)
-    act, new_mark_ms, next_due, missed, skipped, ranges, due, due_ms, first, last, n_past = (
-        decision)
+    (act, new_mark_ms, next_due, missed, skipped, ranges, due, due_ms, first, last, n_past,
+     excepted) = decision
     if not act:
         return None, next_due
     name = schedule.name
@@ -500,7 +526,8 @@ def _plan_schedule(schedule: Schedule, mark_ms: int, sha: str, at: _Instant
                                          scheduled=True).encode())
     return Group(name, new_mark_ms, missed, skipped, False, next_due, sha,
                  list(ranges) if ranges else [], schedule.queue, schedule.max_runs or 0,
-                 schedule.overlap == "skip", ticks, releases, payloads), next_due
+                 schedule.overlap == "skip", ticks, releases, payloads,
+                 "catch_up" if enabled else "paused", excepted), next_due
 
 
 def next_due_ms(schedule: Schedule, mark_ms: int, memo: TickMemo) -> int:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from kiqbeat.core.describe import counted
 from kiqbeat.core.payload import jid_ms
+from kiqbeat.core.plan import SKIP_REASONS
 
 if TYPE_CHECKING:
     from kiqbeat.core.outcomes import Health
@@ -32,9 +33,14 @@ class Report:
     schedules: int = 0
     pushed: int = 0
     already_pushed: int = 0
-    missed: int = 0
-    skipped: int = 0
-    missed_recorded: int = 0  # missed and skipped ticks recorded for a backfill
+    missed: int = 0  # ticks lost: older than the missed-jobs window (reason "window")
+    skipped: int = 0  # ticks passed over on purpose, split by reason in `skipped_by_reason`
+    missed_recorded: int = 0  # missed ticks recorded for a backfill (reason "window")
+    skipped_recorded: int = 0  # skipped ticks recorded for a backfill (catch_up, overlap)
+    # Skipped ticks by why (core/plan.py SKIP_REASONS): catch_up, paused, except, skip,
+    # max_runs, overlap.
+    skipped_by_reason: dict[str, int] = field(
+        default_factory=lambda: dict.fromkeys(SKIP_REASONS, 0))
     # True when a schedule's missed ticks were more than are counted
     # (limits.MAX_MISSED_COUNTED, the cap `kiqbeat missed` counts to as well): `missed` and
     # `missed_recorded` are then lower bounds, shown with "+".
@@ -46,6 +52,8 @@ class Report:
     stale: int = 0  # schedules left alone: their definition changed between read and push
     set_aside: int = 0  # stored definitions refused (invalid) and set aside
     documents_applied: int = 0  # changed documents applied to the store as a diff
+    alert_events: int = 0  # alert events decided (alerts/: failing, silent, recovered, paused)
+    alerts_delivered: int = 0  # alert events a sink acknowledged
     round_trips: int = 0
     duration_s: float = 0.0
     # When the due index next comes due, epoch ms, as far as this invocation saw (the lowest
@@ -90,6 +98,8 @@ class Report:
             "missed": self.missed,
             "skipped": self.skipped,
             "missed_recorded": self.missed_recorded,
+            "skipped_recorded": self.skipped_recorded,
+            "skipped_by_reason": dict(self.skipped_by_reason),
             "missed_capped": self.missed_capped,
             "new_schedules": self.new_schedules,
             "lag_s": round(self.lag_s, 3),
@@ -98,6 +108,8 @@ class Report:
             "stale": self.stale,
             "set_aside": self.set_aside,
             "documents_applied": self.documents_applied,
+            "alert_events": self.alert_events,
+            "alerts_delivered": self.alerts_delivered,
             "outcomes_folded": self.outcomes_folded,
             "outcomes_waiting": self.outcomes_waiting,
             "round_trips": self.round_trips,
@@ -110,14 +122,17 @@ class Report:
     def summary(self) -> str:
         """One human-readable line; a count that stopped at the cap ends in "+"."""
         more = "+" if self.missed_capped else ""
-        recorded = (f" ({self.missed_recorded}{more} recorded for kiqbeat backfill)"
-                    if self.missed_recorded else "")
+        recorded = self.missed_recorded + self.skipped_recorded
+        recorded_text = (f" ({recorded}{more} recorded for kiqbeat backfill)" if recorded
+                         else "")
+        why = ", ".join(f"{reason} {n}" for reason, n in self.skipped_by_reason.items() if n)
         folded = (f", {self.outcomes_folded} job outcome{'' if self.outcomes_folded == 1 else 's'}"
                   " folded" if self.outcomes_folded else "")
         return (
             f"{self.now.isoformat(timespec='seconds')}: {counted(self.schedules, 'schedule')} "
             f"due, {self.pushed} pushed, {self.already_pushed} already pushed, "
-            f"{self.missed}{more} missed beyond the window, {self.skipped} skipped{recorded}, "
+            f"{self.missed}{more} missed beyond the window, {self.skipped} skipped"
+            f"{f' ({why})' if why else ''}{recorded_text}, "
             f"largest lag {self.lag_s:.1f} s{folded} "
             f"({counted(self.round_trips, 'round trip')}, {self.duration_s * 1000:.0f} ms)"
         )
@@ -136,6 +151,14 @@ class ReportMetric:
     prometheus: str
     help: str
     seconds: bool = False
+    # The `reason` label of a counter split by reason (one Prometheus name, one CloudWatch
+    # metric per reason); "" for none.
+    reason: str = ""
+
+    def value(self, numbers: dict[str, Any]) -> Any:
+        """Its number in a report's `as_dict`."""
+        found = numbers[self.field]
+        return found[self.reason] if self.reason else found
 
 
 # Every number an invocation reports as a metric: the one table both exporters read.
@@ -146,7 +169,11 @@ REPORT_METRICS: tuple[ReportMetric, ...] = (
     ReportMetric("missed", "TicksMissed", "kiqbeat_ticks_missed",
                  "ticks older than the missed-jobs window"),
     ReportMetric("missed_recorded", "MissedRecorded", "kiqbeat_missed_recorded",
-                 "missed ticks recorded for a backfill"),
+                 "ticks lost (older than the window) recorded for a backfill"),
+    *(ReportMetric("skipped_by_reason", f"TicksSkipped{reason.title().replace('_', '')}",
+                   "kiqbeat_ticks_skipped", "ticks skipped on purpose, by reason",
+                   reason=reason)
+      for reason in SKIP_REASONS),
     ReportMetric("lag_s", "LargestLag", "kiqbeat_largest_lag_seconds",
                  "the last invocation's largest push time - tick instant", seconds=True),
     ReportMetric("schedules", "Schedules", "kiqbeat_schedules_planned",

@@ -41,6 +41,21 @@ class Timetable(Protocol):
 
 
 @dataclass(frozen=True)
+class Expectations:
+    """What a schedule's jobs are expected to do, and what kiqbeat does when they do not:
+    `silent` when a tick's job has not succeeded within `success_within_ms` of the tick,
+    `failing` after `alert_after` failed ticks in a row, paused after `pause_after`."""
+
+    success_within_ms: int | None = None
+    alert_after: int | None = None
+    pause_after: int | None = None
+
+    def encode(self) -> str:
+        """The form the incident script reads: "WITHIN ALERT PAUSE", 0 for none."""
+        return f"{self.success_within_ms or 0} {self.alert_after or 0} {self.pause_after or 0}"
+
+
+@dataclass(frozen=True)
 class Schedule:
     """One recurring job: its timetable and the Sidekiq job it becomes at each tick."""
 
@@ -65,6 +80,8 @@ class Schedule:
     max_runs: int | None = None
     jitter_s: float = 0.0
     overlap: Overlap = "allow"
+    # What its jobs are expected to do (alerts/, DESIGN §12): None when it expects nothing.
+    expectations: Expectations | None = None
     # A job not started within this many seconds of its tick is not run (the worker
     # middleware records it `expired`); 0: no limit.
     expires_after_s: float = 0.0

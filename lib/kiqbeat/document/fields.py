@@ -21,7 +21,9 @@ from kiqbeat.core.durations import duration_s
 from kiqbeat.core.limits import (
     MAX_CALENDARS,
     MAX_EXCLUDED_DATES,
+    MAX_EXPECT_S,
     MAX_EXPIRES_AFTER_S,
+    MAX_FAILURE_STREAK,
     MAX_HISTORY,
     MAX_JITTER_S,
     MAX_RUNS,
@@ -257,6 +259,26 @@ def jitter_s(value: object) -> float:
     return seconds
 
 
+def expect_within_s(value: object) -> float:
+    """`expect_success_within`: a duration (the grammar `every` reads) from 1 second to
+    31 days, in whole seconds."""
+    seconds = duration_s(value)
+    if not 1 <= seconds <= MAX_EXPECT_S or seconds != int(seconds):
+        raise ConfigError(f"{shown(value)} must be a whole number of seconds from 1s to "
+                          f"{MAX_EXPECT_S // 86_400}d, e.g. '15m' (how long after each tick "
+                          "its job must have succeeded)")
+    return seconds
+
+
+def failure_streak(value: object) -> int:
+    """`alert_after_failures` / `pause_after_failures`: failed ticks in a row, at least 1."""
+    if (isinstance(value, bool) or not isinstance(value, int)
+            or not 1 <= value <= MAX_FAILURE_STREAK):
+        raise ConfigError(f"{shown(value)} must be a whole number of failed ticks in a row "
+                          f"from 1 to {MAX_FAILURE_STREAK:,}")
+    return value
+
+
 def expiry_s(value: object) -> float:
     """`expires_after`: a duration (the grammar `every` reads) of at least a second and at
     most a week, whole milliseconds; a job not started within it of its tick is not run."""
@@ -378,6 +400,12 @@ FIELDS: tuple[Field, ...] = (
           doc="deliver each tick at a fixed offset in [0, jitter)"),
     Field("overlap", choice(OVERLAP), "allow", schedule=True,
           doc="skip: no tick while the previous job waits or runs"),
+    Field("expect_success_within", expect_within_s, None, schedule=True,
+          doc="silent when a tick's job has not succeeded within this long"),
+    Field("alert_after_failures", failure_streak, None, schedule=True,
+          doc="failing after this many failed ticks in a row"),
+    Field("pause_after_failures", failure_streak, None, schedule=True,
+          doc="pause itself after this many failed ticks in a row"),
     Field("expires_after", expiry_s, None, schedule=True,
           doc="a job not started within this of its tick is not run (recorded expired)"),
     Field("history", history_length, None, schedule=True,

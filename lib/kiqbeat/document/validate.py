@@ -22,6 +22,7 @@ from kiqbeat.core.limits import MAX_CHECKED_TEMPLATES, MAX_DEFINITION_BYTES
 from kiqbeat.core.schedule import (
     CatchUp,
     Config,
+    Expectations,
     Overlap,
     Schedule,
     TimestampFormat,
@@ -561,12 +562,21 @@ def _schedule(name: object, raw: object, top: Mapping[str, Any], out: _Checker,
         timestamp_format=cast(TimestampFormat, values["timestamp_format"]), timing=timing,
         max_runs=values["max_runs"], jitter_s=values["jitter"],
         overlap=cast(Overlap, values["overlap"]), expires_after_s=values["expires_after"] or 0.0,
-        history=values["history"])
+        history=values["history"], expectations=_expectations(values))
     wrong = encoding_problem(schedule)
     if wrong:
         out.problems.append(f"{label}: {wrong}")
         return None
     return schedule
+
+
+def _expectations(values: Mapping[str, Any]) -> Expectations | None:
+    """A schedule's expectations from its checked fields (None when it has none)."""
+    within, alert, pause = (values["expect_success_within"], values["alert_after_failures"],
+                            values["pause_after_failures"])
+    if within is None and alert is None and pause is None:
+        return None
+    return Expectations(None if within is None else int(within * 1000), alert, pause)
 
 
 def _timing_text(timetable: Timetable, raw: dict[Any, Any]) -> str:

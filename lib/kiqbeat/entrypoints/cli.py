@@ -11,6 +11,7 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 from functools import partial
+from typing import Any
 
 from kiqbeat.core.describe import counted
 from kiqbeat.core.report import Report
@@ -64,7 +65,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     engine = _invoking(args)
     current = engine.config()  # a broken document stops the command before it loops
     stop = stop_on_signals()
-    observe = _metrics(args)
+    observe = _metrics(args, lambda: (engine.client, current.namespace))
 
     def invoke() -> Report | None:
         nonlocal current
@@ -95,14 +96,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _metrics(args: argparse.Namespace) -> Callable[[Report | None], None]:
+def _metrics(args: argparse.Namespace, where: Callable[[], tuple[Any, str]]
+             ) -> Callable[[Report | None], None]:
     """What counts each invocation: Prometheus metrics served on --metrics-host and
-    --metrics-port (kiqbeat.entrypoints.metrics, the standard library alone), or nothing."""
+    --metrics-port (kiqbeat.entrypoints.metrics, the standard library alone), with the gauges
+    of the store `where` names (client, namespace), or nothing."""
     if args.metrics_port is None:
         return lambda report: None
     from kiqbeat.entrypoints.metrics import InvocationMetrics, serve_metrics
 
-    metrics = InvocationMetrics()
+    metrics = InvocationMetrics(where=where)
     serve_metrics(metrics, args.metrics_host, args.metrics_port)
     return metrics.observe
 

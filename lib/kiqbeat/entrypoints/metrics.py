@@ -2,7 +2,9 @@
 
 - **What**: a counter per number of kiqbeat.core.report.REPORT_METRICS (the table the
   Lambda's CloudWatch metrics read too) summed over invocations (`kiqbeat_ticks_pushed_total`
-  ...), the gauge `kiqbeat_largest_lag_seconds` (the last invocation's),
+  ..., `kiqbeat_ticks_skipped_total{reason}` one counter labelled by reason), with the store
+  given, the gauges of the schedules with expectations (kiqbeat.alerts.gauges, read at each
+  scrape), the gauge `kiqbeat_largest_lag_seconds` (the last invocation's),
   `kiqbeat_invocations_failed_total` and the histogram `kiqbeat_invocation_duration_seconds`,
   in Prometheus' text format 0.0.4. infra/grafana/ charts them and infra/prometheus/ alerts
   on them. Written here rather than with prometheus-client so that the base install
@@ -20,12 +22,12 @@ from __future__ import annotations
 import os
 import socket
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kiqbeat.core.report import REPORT_METRICS, Report
-from kiqbeat.errors import ConfigError
+from kiqbeat.errors import ConfigError, KiqbeatError
 
 if TYPE_CHECKING:
     from kiqbeat.web.auth import Auth
@@ -42,13 +44,23 @@ def _number(value: float) -> str:
     return "+Inf" if value == float("inf") else repr(float(value))
 
 
+def _labels(names: tuple[str, ...], values: tuple[str, ...]) -> str:
+    """`{name="value",...}`, values escaped as the text format says."""
+    def escaped(value: str) -> str:
+        return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+    pairs = zip(names, values, strict=True)
+    return "{" + ",".join(f'{n}="{escaped(v)}"' for n, v in pairs) + "}"
+
+
 class InvocationMetrics:
     """The numbers of a `kiqbeat run` process's invocations, observed by the loop's thread
     and read by the scrapes' (a lock keeps each scrape's view whole)."""
 
-    def __init__(self) -> None:
+    def __init__(self, where: Callable[[], tuple[Any, str]] | None = None) -> None:
         self._lock = threading.Lock()
-        self._numbers = {m.field: 0.0 for m in REPORT_METRICS}
+        self._where = where  # the store (client, namespace) whose gauges each scrape reads
+        self._numbers = {(m.field, m.reason): 0.0 for m in REPORT_METRICS}
         self._failed = 0
         self._bucket_counts = [0] * len(DURATION_BUCKETS_S)  # per bucket, not cumulative
         self._count = 0
@@ -62,8 +74,8 @@ class InvocationMetrics:
                 return
             numbers = report.as_dict()
             for m in REPORT_METRICS:
-                value = float(numbers[m.field])
-                self._numbers[m.field] = value if m.seconds else self._numbers[m.field] + value
+                value, key = float(m.value(numbers)), (m.field, m.reason)
+                self._numbers[key] = value if m.seconds else self._numbers[key] + value
             self._count += 1
             self._sum_s += report.duration_s
             for i, bound in enumerate(DURATION_BUCKETS_S):
@@ -79,10 +91,15 @@ class InvocationMetrics:
             lines.extend((f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"))
 
         with self._lock:
+            named: set[str] = set()
             for m in REPORT_METRICS:
                 name = m.prometheus if m.seconds else f"{m.prometheus}_total"
-                family(name, "gauge" if m.seconds else "counter", m.help)
-                lines.append(f"{name} {_number(self._numbers[m.field])}")
+                if name not in named:  # a counter split by reason: one family
+                    named.add(name)
+                    family(name, "gauge" if m.seconds else "counter", m.help)
+                value = _number(self._numbers[(m.field, m.reason)])
+                lines.append(f"{name}{_labels(('reason',), (m.reason,))} {value}" if m.reason
+                             else f"{name} {value}")
             family("kiqbeat_invocations_failed_total", "counter", "invocations that failed")
             lines.append(f"kiqbeat_invocations_failed_total {_number(self._failed)}")
             name = "kiqbeat_invocation_duration_seconds"
@@ -94,6 +111,17 @@ class InvocationMetrics:
             lines.append(f'{name}_bucket{{le="+Inf"}} {_number(self._count)}')
             lines.append(f"{name}_count {_number(self._count)}")
             lines.append(f"{name}_sum {_number(self._sum_s)}")
+        if self._where is not None:
+            from kiqbeat.alerts.gauges import gauge_families
+
+            try:
+                gauges = gauge_families(*self._where())
+            except KiqbeatError:
+                gauges = []  # Redis unreachable: the counters are still served
+            for gauge in gauges:
+                family(gauge.name, "gauge", gauge.help)
+                lines += [f"{gauge.name}{_labels(gauge.labels, labels)} {_number(value)}"
+                          for labels, value in gauge.samples]
         return "\n".join(lines) + "\n"
 
 

@@ -189,7 +189,17 @@ def _status(request: Request, engine: Engine, store: Store) -> Outcome:
         lines.append(f"ended: {status.ended_count:,} schedule(s) past their end push nothing "
                      f"more: {', '.join(shown_name(n) for n in status.ended)}"
                      + (f" and {more:,} more" if more > 0 else ""))
+    for incident in status.incidents:
+        lines.append(f"incident: {shown_name(incident.name)} is {incident.event} since tick "
+                     f"{incident.tick}")
+    for backlog in status.alert_backlog:
+        if backlog.waiting:
+            lines.append(f"alerts: {backlog.waiting} event(s) wait for the {backlog.sink} sink, "
+                         f"the oldest for {backlog.oldest_age_s or 0:.0f} s (retried by each "
+                         "invocation)")
     result = {"now": status.now.isoformat(), "summary": asdict(counts), "document": document,
+              "alerts": {"incidents": [i.as_dict() for i in status.incidents],
+                         "backlog": [b.as_dict() for b in status.alert_backlog]},
               "ended": {"count": status.ended_count,
                         "names": [json_name(n) for n in status.ended]},
               "offset": request.offset, "limit": request.limit,

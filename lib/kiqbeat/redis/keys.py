@@ -194,6 +194,39 @@ def document_index(ns: str, source: str) -> str:
     return f"{ns}kiqbeat:document:{source}"
 
 
+def deadlines(ns: str) -> str:
+    """Sorted set: schedule name -> epoch ms at which its earliest outstanding
+    `expect_success_within` deadline falls (a pushed tick + the duration). Only schedules
+    with the field have an entry; invocations read those scored at or below now (the cost
+    follows the deadlines due, never the schedules), and only the incident script
+    (redis/lua/incidents.lua) writes it: set after a push (NX), taken away by a success or
+    when it opened `silent`."""
+    return f"{ns}kiqbeat:deadlines"
+
+
+def expectations(ns: str) -> str:
+    """Hash: schedule name -> "SHA WITHIN ALERT PAUSE": the expectations of the definition
+    whose SHA1 is SHA, written by the incident script after each push of a schedule that has
+    any, so that an outcome is judged in O(1) without its definition being parsed; a SHA
+    that is not the stored definition's (changed, removed) makes it stale (dropped)."""
+    return f"{ns}kiqbeat:expectations"
+
+
+def incidents(ns: str) -> str:
+    """Hash: schedule name -> its open incident, JSON {"e": failing | silent | paused,
+    "t": opening tick ms, "n": failure streak then}. Opened and closed only by the incident
+    script, whose compare-and-set decides each incident once whatever copies race."""
+    return f"{ns}kiqbeat:incidents"
+
+
+def outbox(ns: str) -> str:
+    """Stream: the alert events decided (incidents.lua appends; fields k idempotency key,
+    s schedule, e event, t tick ms, j jid, x error, n note, at decided ms), trimmed to
+    `limits.MAX_OUTBOX_EVENTS`. Each sink is a consumer group: an event is delivered until the
+    sink's group acknowledges it (alerts/delivery.py)."""
+    return f"{ns}kiqbeat:alerts:outbox"
+
+
 def queue(ns: str, name: str) -> str:
     """List: a Sidekiq queue; workers BRPOP it, so pushing is LPUSH."""
     return f"{ns}queue:{name}"

@@ -58,7 +58,7 @@ def push_call(client: redis.Redis, namespace: str, due_key: str, now_ms: int,
     script_keys, args = _push_args(namespace, due_key, now_ms, chunk, history)
     with redis_errors(client, "pushing jobs"):
         reply = lua.call(scripts.PUSH, client, script_keys, args)
-    return [int(c) for c in reply[:7]], reply_text(reply[7])
+    return [int(c) for c in reply[:7]], reply_text(reply[7])  # by reason: Pusher's calls
 
 
 def wait_for_replicas(client: redis.Redis, config: Config, pushed: int, report: Report) -> None:
@@ -80,13 +80,30 @@ def wait_for_replicas(client: redis.Redis, config: Config, pushed: int, report: 
 
 
 def settle(report: Report, chunk: Sequence[Group], counts: Sequence[int], flags: str,
-           now_ms: int) -> None:
-    """Add one push call's outcome to the report: its counts, and which jobs it pushed (kept
-    as the groups' lists; `Report.jobs` builds objects only when asked)."""
+           now_ms: int, by_reason: str = "", applied: str = "") -> None:
+    """Add one push call's outcome to the report: its counts, split by reason (the script's
+    own `by_reason`, and the groups whose mark was `applied`), and which jobs it pushed
+    (kept as the groups' lists; `Report.jobs` builds objects only when asked)."""
     pushed, already, missed, skipped, new, stale, recorded = counts
     report.chunks += 1
     report.round_trips += 1
-    report.missed_recorded += recorded
+    if by_reason:
+        n_skip, n_limit, n_overlap, recorded_window = (int(n) for n in by_reason.split())
+        reasons = report.skipped_by_reason
+        reasons["skip"] += n_skip
+        reasons["max_runs"] += n_limit
+        reasons["overlap"] += n_overlap
+        for group, mark in zip(chunk, applied, strict=True):
+            if mark == "1":
+                if group.skipped:
+                    reasons[group.skip_reason] += group.skipped
+                if group.excepted:
+                    reasons["except"] += group.excepted
+                    skipped += group.excepted
+        report.missed_recorded += recorded_window
+        report.skipped_recorded += recorded - recorded_window
+    else:
+        report.missed_recorded += recorded
     report.stale += stale
     report.pushed += pushed
     report.already_pushed += already
@@ -172,7 +189,9 @@ class Pusher:
         with self._errors():
             reply = pending.result()
         counts = [int(c) for c in reply[:7]]
-        settle(self.report, chunk, counts, reply_text(reply[7]), now_ms)
+        settle(self.report, chunk, counts, reply_text(reply[7]), now_ms,
+               reply_text(reply[8]) if len(reply) > 9 else "",
+               reply_text(reply[9]) if len(reply) > 9 else "")
         if self.config.wait_replicas and counts[0]:
             wait_for_replicas(self.client, self.config, counts[0], self.report)
 

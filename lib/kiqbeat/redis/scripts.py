@@ -278,6 +278,7 @@ TRIGGER = Lua.named("trigger", "definitions", "records", "progress")
 READ = Lua.named("read", "definitions")
 PAUSE = Lua.named("pause", "definitions", "records", "progress")
 SKIP = Lua.named("skip")
+INCIDENTS = Lua.named("incidents")
 FOLD = Lua.named("fold")
 SCRIPTS = Caller(functions=False)
 
@@ -286,7 +287,7 @@ def library() -> str:
     """The Redis 7 function library of every script, for `FUNCTION LOAD REPLACE`."""
     parts = [f"#!lua name={LIBRARY}", "-- kiqbeat's scripts as Redis functions: load with "
              "FUNCTION LOAD REPLACE (kiqbeat functions --load)."]
-    for lua in (DUE, PUSH, WRITE, BACKFILL, TRIGGER, READ, PAUSE, SKIP, FOLD):
+    for lua in (DUE, PUSH, WRITE, BACKFILL, TRIGGER, READ, PAUSE, SKIP, FOLD, INCIDENTS):
         parts.append(f"redis.register_function('{lua.function}', function(KEYS, ARGV)\n"
                      f"{lua.text}\nend)")
     return "\n\n".join(parts) + "\n"

@@ -165,6 +165,8 @@ class Overview:
             "names_indexed": self.indexed,
             "failing": {"count": self.failing_count,
                         "schedules": [r.as_dict() for r in self.failing]},
+            "incidents": [i.as_dict() for i in self.status.incidents],
+            "alert_backlog": [b.as_dict() for b in self.status.alert_backlog],
         }
 
 

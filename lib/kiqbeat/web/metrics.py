@@ -5,7 +5,9 @@ Two sources, one set of names (infra/grafana/kiqbeat.json charts them):
 - **Invocations** (`kiqbeat run --metrics-port PORT`, kiqbeat.entrypoints.metrics: the
   standard library's, so that it needs no web extra): counters fed from each `Report` —
   `kiqbeat_ticks_pushed_total`, `kiqbeat_ticks_already_pushed_total`,
-  `kiqbeat_ticks_missed_total`, `kiqbeat_missed_recorded_total`,
+  `kiqbeat_ticks_missed_total` (ticks lost: older than the window),
+  `kiqbeat_missed_recorded_total`, `kiqbeat_ticks_skipped_total{reason}` (catch_up, paused,
+  except, skip, max_runs, overlap: skipped on purpose),
   `kiqbeat_definitions_set_aside_total`, `kiqbeat_schedules_planned_total`,
   `kiqbeat_invocations_failed_total`; the gauge
   `kiqbeat_largest_lag_seconds` (the last invocation's) and the histogram
@@ -18,6 +20,13 @@ Two sources, one set of names (infra/grafana/kiqbeat.json charts them):
   `kiqbeat_schedules_failing` (kiqbeat:outcomes:errors' length),
   `kiqbeat_overdue_seconds` (the most overdue schedule's lag), and
   `kiqbeat_backfilled_total` (ticks the console's backfills pushed).
+- **Schedules with expectations** (both endpoints; `kiqbeat run` with its store), read at each
+  scrape: `kiqbeat_schedule_incident{schedule, event}`,
+  `kiqbeat_schedule_success_deadline_timestamp_seconds{schedule}`,
+  `kiqbeat_schedule_consecutive_failures{schedule}`,
+  `kiqbeat_schedule_last_success_timestamp_seconds{schedule}`, only for schedules with
+  expectations (at most `MAX_GAUGED_SCHEDULES`), and `kiqbeat_alert_backlog_events{sink}`,
+  `kiqbeat_alert_backlog_oldest_seconds{sink}`.
 
 The console's /metrics needs a token (reader or operator: Prometheus's `authorization`
 setting) unless the console is anonymous on loopback.
@@ -26,7 +35,7 @@ setting) unless the console is anonymous on loopback.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -34,10 +43,20 @@ from prometheus_client.registry import Collector
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
+from kiqbeat.alerts.gauges import gauge_families
 from kiqbeat.web.bearer import Refusal, authenticate
 
 if TYPE_CHECKING:
     from kiqbeat.web.console import Console
+
+
+def schedule_gauges(client: Any, namespace: str) -> Iterator[GaugeMetricFamily]:
+    """alerts.gauges' families as prometheus-client's."""
+    for family in gauge_families(client, namespace):
+        metric = GaugeMetricFamily(family.name, family.help, labels=list(family.labels))
+        for labels, value in family.samples:
+            metric.add_metric(list(labels), value)
+        yield metric
 
 
 class StoreCollector(Collector):
@@ -67,6 +86,7 @@ class StoreCollector(Collector):
                                 value=max((r.lag_s for r in rows), default=0.0))
         yield CounterMetricFamily("kiqbeat_backfilled", "ticks pushed by the console's "
                                   "backfills", value=self.console.backfilled)
+        yield from schedule_gauges(self.console.client, self.console.namespace)
 
 
 def metrics_endpoint(request: Request) -> Response:

@@ -85,9 +85,13 @@ All checks run before the first write: Redis does not roll a script back, and it
 script for lack of memory only at its first write, so once the first write is done the rest
 complete.
 
-Returns {pushed, already, missed, skipped, new, stale, recorded, flags}: stale counts the
-groups left alone for a changed definition, recorded the ticks recorded as missed, and flags holds one character per job in argument order:
-"1" pushed, "0" not pushed (already pushed, or left alone).
+Returns {pushed, already, missed, skipped, new, stale, recorded, flags, by_reason, applied}:
+stale counts the groups left alone for a changed definition, recorded the ticks recorded as
+missed, and flags holds one character per job in argument order: "1" pushed, "0" not pushed
+(already pushed, or left alone). by_reason splits what the script itself passed over and
+recorded, "SKIP LIMIT OVERLAP RECORDED_WINDOW" (pending skips taken, ticks past max_runs,
+ticks passed over for overlap, and of `recorded` those of reason "window"); applied holds one
+character per group: "1" when its mark was applied (its MISSED and SKIPPED are counted).
 ]]
 
 local wm_key, seen_key, queues_key, sched_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
@@ -204,6 +208,8 @@ local any_rejected = redis.call('HLEN', rejected_key) > 0
 
 -- Pass 2: write.
 local pushed, already, missed, skipped, new, stale, recorded = 0, 0, 0, 0, 0, 0, 0
+local n_skip, n_limit, n_overlap, recorded_window = 0, 0, 0, 0
+local applied = {}   -- group i: '1' when its mark was applied
 local when = clock_ms()
 local flags, nflags = {}, 0  -- nflags: #flags, kept (# costs a search each time)
 local out = destinations(FIRST_QUEUE, 4, queues_key, sched_key)
@@ -242,11 +248,11 @@ local function push_above(i, floor)
         used = used + 1
         count = count + 1
         if keep > 0 then lines[count] = pushed_line('s', tick, when) end
-        skipped = skipped + 1
+        skipped, n_skip = skipped + 1, n_skip + 1
         nflags = nflags + 1
         flags[nflags] = '0'
       elseif limit > 0 and runs + ran >= limit then
-        skipped = skipped + 1
+        skipped, n_limit = skipped + 1, n_limit + 1
         nflags = nflags + 1
         flags[nflags] = '0'
       else
@@ -261,7 +267,7 @@ local function push_above(i, floor)
           else
             overlapped[#overlapped + 1] = {prev, tick, 'overlap'}
           end
-          skipped, recorded = skipped + 1, recorded + 1
+          skipped, recorded, n_overlap = skipped + 1, recorded + 1, n_overlap + 1
           nflags = nflags + 1
           flags[nflags] = '0'
         else
@@ -298,8 +304,9 @@ local function record(i, floor)
     if after < through then
       ranges[#ranges + 1] = {after, through, r_reason[j]}
       -- Clipped by another copy's mark: its share of the count, as near as instants tell.
-      recorded = recorded + math.floor(r_count[j] * (through - after) / (through - r_after[j])
-        + 0.5)
+      local share = math.floor(r_count[j] * (through - after) / (through - r_after[j]) + 0.5)
+      recorded = recorded + share
+      if r_reason[j] == 'window' then recorded_window = recorded_window + share end
     end
   end
   if #ranges > 0 then add_ranges(missed_key, names[i], ranges) end
@@ -324,6 +331,7 @@ end
 
 for i = 1, ng do
   local cur = curs[i]
+  applied[i] = '0'
   if stales[i] then
     stale = stale + 1
     leave_alone(i)
@@ -333,6 +341,7 @@ for i = 1, ng do
     leave_alone(i)
   elseif not cur then
     new = new + 1
+    applied[i] = '1'
     local overlapped = push_above(i, tonumber(now_ms))
     write_state_parts(names[i], marks[i], tonumber(now_ms), newests[i],
       histories[i] or tails[i])
@@ -348,6 +357,7 @@ for i = 1, ng do
       write_state_parts(names[i], marks[i], seens[i], newests[i], histories[i] or tails[i])
       missed = missed + misseds[i]
       skipped = skipped + skippeds[i]
+      applied[i] = '1'
       if n_ranges[i] > 0 then record(i, floor) end
       if #overlapped > 0 then add_ranges(missed_key, names[i], overlapped) end
       reindex(i)
@@ -362,4 +372,5 @@ end
 out:write()
 flush('ZADD', due_key, index)
 if any_rejected then flush('HDEL', rejected_key, planned) end
-return {pushed, already, missed, skipped, new, stale, recorded, table.concat(flags)}
+return {pushed, already, missed, skipped, new, stale, recorded, table.concat(flags),
+  n_skip .. ' ' .. n_limit .. ' ' .. n_overlap .. ' ' .. recorded_window, table.concat(applied)}

@@ -1,0 +1,133 @@
+"""The alert step of an invocation (DESIGN §12): after the pushes and the outcome fold, decide
+the incidents, pause the schedules that asked for it, and give each sink its turn.
+
+An `AlertStep` is owned by the engine, built from the settings' sinks; `reads` rides the
+invocation's first pipeline (the earliest deadline, and the sinks' backlog when there are
+sinks), `watch` notes the due schedules with expectations as the invocation plans them, and
+`run` does the rest. The decision costs one round trip, and only when there is something to
+decide: a schedule with expectations pushed, health changed, a deadline due or an event
+waiting for a sink; then one more per schedule paused, and two or three per sink with events
+waiting (delivery.py). An invocation with none of these costs what it cost before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+
+from kiqbeat.alerts.delivery import deliver_all
+from kiqbeat.alerts.incidents import Watch, decide
+from kiqbeat.alerts.sinks import Sink
+from kiqbeat.core.pause import Pause
+from kiqbeat.core.plan import Entry, to_ms
+from kiqbeat.core.report import Report
+from kiqbeat.errors import RedisRefusedError, StateError
+from kiqbeat.redis import keys
+from kiqbeat.redis.connection import reply_text
+from kiqbeat.redis.due import Reads, Replies
+from kiqbeat.redis.side import RedisSide
+
+
+def _field(group: Any, name: str) -> Any:
+    """A field of an XINFO GROUPS entry: a flat list (a raw pipeline reply) or a mapping."""
+    if isinstance(group, dict):
+        return group.get(name, group.get(name.encode()))
+    pairs = dict(zip(group[::2], group[1::2], strict=True))
+    return pairs.get(name, pairs.get(name.encode()))
+
+
+@dataclass
+class AlertStep:
+    """One engine's alert step: its sinks, the outcome fold, and the watch of the invocation
+    at hand."""
+
+    sinks: Sequence[Sink] = ()
+    _watch: Watch = field(default_factory=Watch)
+    # From the first pipeline: the earliest deadline (None: none), a sink has events waiting.
+    _earliest_ms: int | None = None
+    _waiting: bool = True
+    _expecting: bool = True  # some schedule has expectations (health is worth judging)
+
+    def begin(self) -> None:
+        """Start an invocation's watch afresh."""
+        self._watch = Watch()
+        self._earliest_ms, self._waiting, self._expecting = None, True, True
+
+    def reads(self, reads: Reads, namespace: str) -> None:
+        """Queue the step's reads on the invocation's first pipeline."""
+        deadlines, expectations = keys.deadlines(namespace), keys.expectations(namespace)
+        reads.add("alerts:deadline",
+                  lambda pipe: pipe.zrange(deadlines, 0, 0, withscores=True))
+        reads.add("alerts:expecting", lambda pipe: pipe.hlen(expectations))
+        if self.sinks:
+            outbox = keys.outbox(namespace)
+            reads.add("alerts:outbox", lambda pipe: pipe.execute_command(
+                "XINFO", "GROUPS", outbox))
+
+    def read(self, replies: Replies) -> None:
+        """Keep what the first pipeline's reads say (an error reply: look anyway)."""
+        expecting = replies.one("alerts:expecting")
+        self._expecting = not (isinstance(expecting, int) and expecting == 0)
+        earliest = replies.one("alerts:deadline")
+        self._earliest_ms = (int(earliest[0][1]) if isinstance(earliest, list) and earliest
+                             else None)
+        if not self.sinks:
+            self._waiting = False
+            return
+        groups = replies.one("alerts:outbox")
+        if isinstance(groups, redis.ResponseError) and "no such key" in str(groups).lower():
+            self._waiting = False  # no outbox yet: nothing was ever decided
+        elif isinstance(groups, list):
+            found = {reply_text(_field(g, "name")): g for g in groups}
+            self._waiting = any(
+                s.name not in found or _field(found[s.name], "pending")
+                or _field(found[s.name], "lag") != 0 for s in self.sinks)
+
+    def watch(self, entries: Sequence[Entry]) -> None:
+        """Note the planned entries that have expectations."""
+        self._watch.add(entries)
+
+    def run(self, side: RedisSide, report: Report) -> None:
+        """Decide on the health the fold changed (`report.changed_health`) and the deadlines
+        due, pause, and deliver (module docstring); delivery failures are warnings, retried
+        by the next invocation, and so is a store that refuses the decision (a key of the
+        wrong type, an ACL without the alert keys): the pushes' report stands."""
+        watch, self._watch = self._watch, Watch()
+        now_ms = to_ms(report.now)
+        # No schedule has expectations (none was ever pushed with any): nothing to judge.
+        changed = report.changed_health if self._expecting else []
+        pushed = any(run[0] in watch.planned for run in report.pushed_runs)
+        if not (pushed or changed or self._waiting or any(
+                rules is None for _sha, rules in watch.planned.values())
+                or (self._earliest_ms is not None and self._earliest_ms <= now_ms)):
+            return
+        try:
+            decision = decide(side.client, side.namespace, now_ms, watch, report, changed,
+                              [s.name for s in self.sinks], side.lua)
+        except (RedisRefusedError, StateError) as exc:  # the pushes stand: a warning
+            report.warnings.append(f"alert incidents were not decided: {exc}")
+            return
+        report.round_trips += 1
+        report.alert_events += decision.events
+        for name in decision.to_pause:
+            side.write_pause(name, Pause(
+                note="paused by kiqbeat: pause_after_failures reached (failed ticks in a "
+                     "row); resume clears the streak", by="kiqbeat", at_ms=now_ms),
+                now_ms=now_ms)
+            report.round_trips += 1
+        try:
+            turns = deliver_all(side.client, side.namespace, self.sinks, decision.backlog)
+        except (RedisRefusedError, StateError) as exc:  # decided and kept: delivered later
+            report.warnings.append(f"alert events were not delivered: {exc}")
+            return
+        for turn in turns:
+            report.alerts_delivered += turn.sent
+            if turn.error:
+                waiting = decision.backlog.get(turn.sink, (0, 0))
+                report.warnings.append(
+                    f"alert delivery to the {turn.sink} failed ({turn.error}); "
+                    f"{max(1, sum(w for w in waiting if w > 0) - turn.sent)} event(s) wait "
+                    "for the next invocation (kiqbeat status shows the backlog)")

@@ -1,0 +1,233 @@
+--[[
+kiqbeat incidents script: decide a schedule's incidents (failing, silent, paused) and their
+recovery once, whatever copies race, and append each decided event to the outbox and the
+audit trail in the same step (alerts/, DESIGN §12).
+
+KEYS[1]  deadlines (sorted set: name -> epoch ms its earliest outstanding success deadline falls)
+KEYS[2]  expectations (hash: name -> "SHA WITHIN ALERT PAUSE", the rules of the definition
+         whose SHA1 is SHA, as the last invocation that pushed it wrote them)
+KEYS[3]  incidents (hash: name -> its incident record, JSON {"e": the open incident's event,
+         "" once closed; "t": its opening tick ms; "n": the failure streak then; "c": the tick
+         whose success closed the last one})
+KEYS[4]  outbox (stream of decided events, trimmed to ARGV[2] entries)
+KEYS[5]  audit stream    KEYS[6]  definitions hash    KEYS[7]  paused hash
+KEYS[8]  outcome errors hash (name -> "TICK_MS<TAB>Class: message" of its newest failure,
+         fold.lua): the failed tick a streak ends on
+ARGV[1]  now, epoch ms (the invocation's Redis clock read)
+ARGV[2]  the outbox's length bound    ARGV[3]  the audit trail's length bound (approximate)
+ARGV[4]  most deadlines looked at (the rest: the next invocation)
+ARGV[5]  G, then G sink names: a consumer group of the outbox each (created at the end of
+         the stream when missing, before any event is added)
+then A, then A times NAME SHA TICK RULES: a tick this invocation pushed of a schedule with
+  expectations, the SHA1 of the definition it was planned from, and its rules
+  ("WITHIN ALERT PAUSE", ms and counts, 0: none)
+then D, then D names: schedules planned with expectations that push nothing (disabled): no deadline
+then H, then H times NAME SUCCESS STREAK: a schedule's health as the fold left it
+  (core/outcomes.py Health): its newest succeeded tick (0: none) and its failed ticks in a row
+  since (the newest failed tick and its error are read from KEYS[8])
+
+Order, in one step: the arms (HSET the rules, ZADD NX the deadline TICK + WITHIN unless a
+silent or paused incident is open), the disarms, then each health: a success after an open
+incident's opening tick closes it with a `recovered` event, and takes the deadline away when it
+falls on this tick or before (the next push sets the next one); a failure after the last close
+opens `paused` when the streak since the last pause reaches PAUSE (and returns the name, for the
+caller to pause it), else `failing` when it reaches ALERT and nothing is open. A health older
+than what was judged (a copy that folded late) changes nothing. Then the deadlines due (score <= now): a schedule whose
+rules are stale (its definition changed or went: SHA differs) or that is paused loses it; one
+without an open incident opens `silent`. Each event's idempotency key is NAME|EVENT|TICK, TICK
+the incident's opening tick (for `recovered`, that of the incident it closes).
+
+Returns {events, to_pause, backlog}: events decided (count), the names to pause, and per sink
+(in ARGV order) "PENDING LAG" (entries delivered but not acknowledged, and not yet delivered).
+]]
+
+local deadlines, rules_key, incidents, outbox = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local audit, defs_key, paused_key, errors_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local err = expect_type(deadlines, 'zset') or expect_type(rules_key, 'hash')
+  or expect_type(incidents, 'hash') or expect_type(outbox, 'stream')
+  or expect_type(audit, 'stream') or expect_type(defs_key, 'hash')
+  or expect_type(paused_key, 'hash') or expect_type(errors_key, 'hash')
+  or expect_allowed('ZADD', deadlines, 'NX', '1', 'f') or expect_allowed('ZREM', deadlines, 'f')
+  or expect_allowed('ZRANGEBYSCORE', deadlines, '0', '1')
+  or expect_allowed('HSET', rules_key, 'f', 'v') or expect_allowed('HDEL', rules_key, 'f')
+  or expect_allowed('HSET', incidents, 'f', 'v') or expect_allowed('HDEL', incidents, 'f')
+  or expect_allowed('XADD', outbox, 'MAXLEN', '1', '*', 'f', 'v')
+  or expect_allowed('XADD', audit, 'MAXLEN', '~', '1', '*', 'f', 'v')
+  or expect_allowed('HGET', defs_key, 'f') or expect_allowed('HEXISTS', paused_key, 'f')
+  or expect_allowed('HGET', errors_key, 'f')
+if err then return err end
+
+local now = tonumber(ARGV[1])
+local outbox_len, audit_len, most = ARGV[2], ARGV[3], tonumber(ARGV[4])
+-- An epoch ms as digits (tostring would write 1.7e+12).
+local function ms(value)
+  return string.format('%d', tonumber(value))
+end
+
+local at = 5
+local function arg()
+  at = at + 1
+  return ARGV[at - 1]
+end
+
+local sinks = {}
+for k = 1, tonumber(arg()) do
+  sinks[k] = arg()
+  local ok, e = pcall(redis.call, 'XGROUP', 'CREATE', outbox, sinks[k], '$', 'MKSTREAM')
+  if not ok and not string.find(tostring(e and e.err or e), 'BUSYGROUP', 1, true) then
+    return redis.error_reply(tostring(e and e.err or e))
+  end
+end
+
+local events = 0
+local function emit(name, event, tick, jid, error_text, note, opened)
+  tick = ms(tick)
+  local key = name .. '|' .. event .. '|' .. (opened or tick)
+  redis.call('XADD', outbox, 'MAXLEN', outbox_len, '*', 'k', key, 's', name, 'e', event,
+    't', tick, 'j', jid or '', 'x', error_text or '', 'n', note or '', 'at', now)
+  redis.call('XADD', audit, 'MAXLEN', '~', audit_len, '*', 'actor', 'kiqbeat', 'action', 'alert',
+    'name', name, 'note', note or '', 'detail', event .. ' at tick ' .. tick)
+  events = events + 1
+end
+
+-- A schedule's incident record: {e = event ('' once closed), t = opening tick, n = streak
+-- then, c = the tick that closed the last one}; the open incident, and the record.
+local function incident(name)
+  local raw = redis.call('HGET', incidents, name)
+  if not raw then return nil, {} end
+  local ok, value = pcall(cjson.decode, raw)
+  if not (ok and type(value) == 'table' and type(value.e) == 'string') then
+    value = {e = 'failing', t = 0, n = 0}  -- garbled: treated as open, closed by a success
+  end
+  value.t, value.n, value.c = tonumber(value.t) or 0, tonumber(value.n) or 0, tonumber(value.c) or 0
+  if value.e == '' then return nil, value end
+  return value, value
+end
+
+local function open_incident(name)
+  return (incident(name))
+end
+
+local function write_incident(name, record)
+  redis.call('HSET', incidents, name, cjson.encode({e = record.e, t = ms(record.t),
+    n = record.n or 0, c = ms(record.c or 0)}))
+end
+
+-- The duration of `name`'s success deadline as last written (ms; nil: none), unchecked
+-- against its definition: enough to tell which tick a deadline is for.
+local function within_of(name)
+  local raw = redis.call('HGET', rules_key, name)
+  return raw and tonumber(string.match(raw, '^%x+ (%d+) '))
+end
+
+-- The rules of `name` when they belong to its current definition: WITHIN, ALERT, PAUSE.
+local function rules_of(name)
+  local raw = redis.call('HGET', rules_key, name)
+  if not raw then return nil end
+  local sha, within, alert, pause = string.match(raw, '^(%x+) (%d+) (%d+) (%d+)$')
+  local def = redis.call('HGET', defs_key, name)
+  if not sha or not def or redis.sha1hex(def) ~= sha then
+    redis.call('HDEL', rules_key, name)
+    return nil
+  end
+  return tonumber(within), tonumber(alert), tonumber(pause)
+end
+
+for _ = 1, tonumber(arg()) do
+  local name, sha, tick, rules = arg(), arg(), tonumber(arg()), arg()
+  local stored = sha .. ' ' .. rules
+  if redis.call('HGET', rules_key, name) ~= stored then
+    redis.call('HSET', rules_key, name, stored)
+  end
+  local within = tonumber(string.match(rules, '^(%d+)'))
+  if within and within > 0 then
+    -- Armed unless it has one (NX) or a silent or paused incident is open.
+    if not redis.call('ZSCORE', deadlines, name) then
+      local open = open_incident(name)
+      if not open or (open.e ~= 'silent' and open.e ~= 'paused') then
+        redis.call('ZADD', deadlines, tick + within, name)
+      end
+    end
+  else
+    redis.call('ZREM', deadlines, name)
+  end
+end
+
+for _ = 1, tonumber(arg()) do
+  redis.call('ZREM', deadlines, arg())
+end
+
+local to_pause = {}
+for _ = 1, tonumber(arg()) do
+  local name, success, streak = arg(), tonumber(arg()), tonumber(arg())
+  local open, record = incident(name)
+  if success > 0 then
+    -- A success closes an incident it comes after (an older one, folded late, does not).
+    if open and success > open.t then
+      record = {e = '', t = open.t, n = 0, c = success}
+      write_incident(name, record)
+      emit(name, 'recovered', success, '', '', 'after ' .. open.e, ms(open.t))
+      open = nil
+    end
+    local due = tonumber(redis.call('ZSCORE', deadlines, name))
+    local within = due and within_of(name)
+    if within and due - within <= success then
+      redis.call('ZREM', deadlines, name)
+    end
+  end
+  if streak > 0 then
+    local newest = redis.call('HGET', errors_key, name)
+    local tick, error_text = 0, ''
+    if newest then
+      local t, text = string.match(newest, '^(%d+)\t(.*)$')
+      tick, error_text = tonumber(t) or 0, text or ''
+    end
+    -- A failure after the last close and after the open incident's opening tick (a copy
+    -- folding late never reopens what another closed).
+    if tick > (record.c or 0) and not (open and tick <= open.t) then
+      local _, alert, pause = rules_of(name)
+      local since = streak - ((open and open.e == 'paused' and open.n) or 0)
+      if pause and pause > 0 and since >= pause then
+        write_incident(name, {e = 'paused', t = tick, n = streak, c = record.c})
+        redis.call('ZREM', deadlines, name)
+        emit(name, 'paused', tick, '', error_text, 'paused after ' .. since ..
+          ' failed ticks in a row (pause_after_failures)')
+        to_pause[#to_pause + 1] = name
+      elseif alert and alert > 0 and streak >= alert and not open then
+        write_incident(name, {e = 'failing', t = tick, n = streak, c = record.c})
+        emit(name, 'failing', tick, '', error_text, streak .. ' failed ticks in a row')
+      end
+    end
+  end
+end
+
+local due = redis.call('ZRANGEBYSCORE', deadlines, '-inf', now, 'WITHSCORES', 'LIMIT', 0, most)
+for k = 1, #due, 2 do
+  local name, deadline = due[k], tonumber(due[k + 1])
+  redis.call('ZREM', deadlines, name)
+  local within = rules_of(name)
+  if within and within > 0 and redis.call('HEXISTS', paused_key, name) == 0
+      and not open_incident(name) then
+    local tick = deadline - within
+    local _, record = incident(name)
+    write_incident(name, {e = 'silent', t = tick, n = 0, c = record.c})
+    emit(name, 'silent', tick, '', '', 'no success within ' .. ms(within / 1000) .. ' s of its tick')
+  end
+end
+
+local backlog = {}
+if #sinks > 0 then
+  local groups = {}
+  for _, group in ipairs(redis.call('XINFO', 'GROUPS', outbox)) do
+    local g = {}
+    for j = 1, #group, 2 do g[group[j]] = group[j + 1] end
+    groups[g['name']] = g
+  end
+  for k, sink in ipairs(sinks) do
+    local g = groups[sink] or {}
+    local lag = g['lag']
+    if type(lag) ~= 'number' then lag = -1 end  -- unknown (trimmed past the group)
+    backlog[k] = (tonumber(g['pending']) or 0) .. ' ' .. lag
+  end
+end
+return {events, to_pause, backlog}
