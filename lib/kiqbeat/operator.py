@@ -471,18 +471,20 @@ class Operator:
         def flush() -> None:
             nonlocal calls, batch_jobs, batch_bytes
             try:
-                pushed, already, stale, flags = self.side.push_backfill(
-                    batch, self.keep_history)
+                call = self.side.push_backfill(batch, self.keep_history)
             except KiqbeatError as exc:
                 if not calls:
                     raise
                 raise type(exc)(f"{exc}; before this, {result.pushed:,} tick(s) were pushed by "
                                 f"{calls} earlier call(s) and taken out of the record (running "
                                 "the backfill again pushes the rest)") from exc
-            result.pushed, result.already = result.pushed + pushed, result.already + already
-            result.stale += stale
+            result.pushed += call.pushed
+            result.already += call.already
+            result.stale += call.stale
+            result.skipped += [(name, f"left alone: {why}") for name, why in call.aside]
+            result.skipped += [(name, OVERLAP_HELD) for name in call.held]
             jobs = ((piece, tick) for piece in batch for tick, _ in piece.jobs)
-            for (piece, tick), flag in zip(jobs, flags, strict=True):
+            for (piece, tick), flag in zip(jobs, call.flags, strict=True):
                 if flag == "1":
                     job = PushedJob(piece.name, from_ms(tick), jid_ms(piece.name, tick),
                                     piece.queue)
@@ -490,7 +492,7 @@ class Operator:
                     if len(result.jobs) < MAX_LISTED:
                         result.jobs.append(job)
             if progress is not None:
-                progress(len(flags))
+                progress(len(call.flags))
             batch.clear()
             calls, batch_jobs, batch_bytes = calls + 1, 0, 0
 
@@ -630,6 +632,10 @@ class Operator:
             return "its definition is invalid: " + "; ".join(exc.problems)
 
 
+OVERLAP_HELD = ("overlap: skip: its previous job still waits or runs; its ticks stay recorded "
+                "(backfill again once that job has run: one job a backfill)")
+
+
 def _ranges(name: str, text: str) -> builtins.list[Range]:
     try:
         return parse_ranges(text)
@@ -645,6 +651,18 @@ def _pieces(schedule: Schedule, sha: str, ranges: Sequence[Range], latest_only: 
     `latest_only`, a scope) holding no tick gives none."""
     name, queue, timetable = schedule.name, schedule.queue, schedule.timetable
     limit = schedule.max_runs or 0  # backfilled ticks count as runs (backfill.lua)
+    if schedule.overlap == "skip" and not latest_only:
+        # One job at a time (backfill.lua): the oldest recorded tick, in a piece that ends
+        # at it, so the later ticks stay recorded for a later backfill.
+        for r in ranges:
+            first = next(iter(ticks_in(timetable, r.after_ms, r.through_ms)), None)
+            if first is not None:
+                first_ms = to_ms(first)
+                yield Piece(name, r.after_ms, first_ms, queue, sha, [(first_ms, job(first_ms))],
+                            limit, overlap_skip=True)
+                return
+        return
+    overlap = schedule.overlap == "skip"
     if latest_only:
         newest = next((t for r in reversed(ranges)
                        if (t := last_tick_in(timetable, r.after_ms, r.through_ms))), None)
@@ -655,20 +673,21 @@ def _pieces(schedule: Schedule, sha: str, ranges: Sequence[Range], latest_only: 
             for r in ranges:
                 held = r.after_ms < newest_ms <= r.through_ms
                 yield Piece(name, r.after_ms, r.through_ms, queue, sha,
-                            [(newest_ms, job(newest_ms))] if held else [], limit)
+                            [(newest_ms, job(newest_ms))] if held else [], limit,
+                            overlap_skip=overlap)
         return
     for r in ranges:
         after, any_tick = r.after_ms, False
         jobs: builtins.list[tuple[int, str]] = []
         for tick in ticks_in(timetable, r.after_ms, r.through_ms):
             if len(jobs) == MAX_JOBS_PER_CALL:
-                yield Piece(name, after, jobs[-1][0], queue, sha, jobs, limit)
+                yield Piece(name, after, jobs[-1][0], queue, sha, jobs, limit, overlap)
                 after, jobs = jobs[-1][0], []
             tick_ms = to_ms(tick)
             jobs.append((tick_ms, job(tick_ms)))
             any_tick = True
         if any_tick:  # a scope without a tick leaves the record as it is (no split)
-            yield Piece(name, after, r.through_ms, queue, sha, jobs, limit)
+            yield Piece(name, after, r.through_ms, queue, sha, jobs, limit, overlap)
 
 
 def as_mapping(data: bytes) -> dict[str, Any] | None:

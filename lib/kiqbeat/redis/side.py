@@ -181,7 +181,7 @@ class RedisSide:
                              due_key=keys.due(self.namespace, shard), history=history)
 
     def push_backfill(self, pieces: Sequence[Piece], history: int
-                      ) -> tuple[int, int, int, str]:
+                      ) -> pushes.BackfillCall:
         """`redis.pushes.push_backfill` on this store."""
         return pushes.push_backfill(self.client, self.namespace, pieces, history, self.lua)
 

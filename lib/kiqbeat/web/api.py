@@ -21,6 +21,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from kiqbeat.audit import AuditEntry
+from kiqbeat.core.instants import option_instant
 from kiqbeat.core.limits import MAX_DEFINITION_BYTES
 from kiqbeat.document import check_definition
 from kiqbeat.entrypoints.requests import from_fields
@@ -243,14 +244,7 @@ def _instant(value: object) -> datetime:
     """The request's `now` (ISO 8601; a zone-less one is UTC), else the present."""
     if value is None:
         return datetime.now(UTC)
-    try:
-        when = datetime.fromisoformat(value) if isinstance(value, str) else None
-    except ValueError:
-        when = None
-    if when is None:
-        raise ConfigError(f"now {shown(value)} must be an ISO 8601 date and time "
-                          "('2026-11-26T10:00:00Z')")
-    return when if when.tzinfo else when.replace(tzinfo=UTC)
+    return option_instant(value, "now", naive_is_utc=True)
 
 
 def openapi_json(request: Request) -> Response:
