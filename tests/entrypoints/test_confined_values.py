@@ -171,3 +171,38 @@ def test_a_backfill_keeps_overlap_skip_one_job_at_a_time(
     assert pushed == [jid("o", t) for t in ticks]  # oldest first, each once
     assert client.hget("kiqbeat:missed", "o") is None
     client.close()
+
+
+def test_list_and_export_never_transfer_a_definition_over_the_limit(
+    redis_url: str, kiqbeat: Kiqbeat,
+) -> None:
+    """Three 20 MB definitions written by HSET beside a healthy one: `schedules list`, `list
+    --json` and `export` show them set aside for their size, unread; Redis sends each command
+    far less than one of them (INFO's total_net_output_bytes, an independent count), and no
+    HSCAN or HGETALL that could return values runs (COMMANDSTATS)."""
+    client = connect(redis_url)
+    Store(client).put("control", CONTROL)
+    size = 20 * 1024 * 1024
+    for k in range(3):
+        client.hset("kiqbeat:schedules", f"huge{k}",
+                    json.dumps({**CONTROL, "description": "d" * size}))
+    client.config_resetstat()
+    for args in (["schedules", "list"], ["schedules", "list", "--json"],
+                 ["schedules", "export"], ["schedules", "export", "--jsonl"]):
+        before = int(client.info("stats")["total_net_output_bytes"])
+        done = kiqbeat(*args)
+        sent = int(client.info("stats")["total_net_output_bytes"]) - before
+        assert sent < 1024 * 1024, (args, sent)
+        assert "Traceback" not in done.err
+        text = done.out + done.err
+        assert all(f"huge{k}" in text for k in range(3)), (args, text)
+        assert "over the limit" in text and "control" in done.out
+    commands = client.info("commandstats")
+    assert "cmdstat_hgetall" not in commands
+    hscan = commands.get("cmdstat_hscan", {"calls": 0})
+    answered = hscan["calls"] - hscan.get("failed_calls", 0)
+    try:  # names-only HSCANs (NOVALUES) where the server has them; HKEYS before that
+        client.execute_command("HSCAN", "kiqbeat:schedules", 0, "COUNT", 1, "NOVALUES")
+    except redis.ResponseError:
+        assert answered == 0 and commands["cmdstat_hkeys"]["calls"] >= 4
+    client.close()
