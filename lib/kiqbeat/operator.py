@@ -28,6 +28,7 @@ from typing import Any, Self, cast
 import redis
 
 from kiqbeat.audit import default_actor, record_action
+from kiqbeat.core import json_text
 from kiqbeat.core.describe import describe_usage, life_facts
 from kiqbeat.core.lifecycle import has_ended
 from kiqbeat.core.limits import MAX_COUNTED_TICKS, MAX_ENDED_LISTED, MAX_REASON_CHARS
@@ -692,7 +693,7 @@ def _pieces(schedule: Schedule, sha: str, ranges: Sequence[Range], latest_only: 
 
 def as_mapping(data: bytes) -> dict[str, Any] | None:
     try:
-        value = json.loads(data)
+        value = json_text.loads(data)
     except (ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None

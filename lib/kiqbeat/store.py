@@ -44,6 +44,7 @@ from dataclasses import dataclass, field, replace
 from datetime import date, datetime
 from typing import Any
 
+from kiqbeat.core import json_text
 from kiqbeat.core.limits import (
     MAX_CALENDARS,
     MAX_DEFINITION_BYTES,
@@ -677,7 +678,7 @@ def _exportable(name: str, data: bytes | Oversized | None) -> dict[str, Any] | s
         return (f"its definition is {len(data):,} bytes, over the limit of "
                 f"{MAX_DEFINITION_BYTES:,}")
     try:
-        value = json.loads(data)
+        value = json_text.loads(data)
     except RecursionError:
         return "its definition is JSON nested too deeply to read"
     except ValueError:

@@ -163,3 +163,9 @@ PUSH_US_PER_JOB = 2.5
 # default history of 10 is 44-62 bytes (a bucket past either limit only costs more memory).
 # Part of the stored layout: changing it loses every watermark.
 STATE_BUCKETS = 16_384
+
+# Sidekiq's Ruby JSON parser refuses nesting deeper than 100 (the job sent straight to Dead,
+# unrun); the job hash itself is level 1. A stored definition (level 1, its args and payload
+# below it) deeper than this is refused as it is read (core/json_text.py): no valid one is,
+# and writers of YAML and other readers recurse on it.
+MAX_JSON_DEPTH = 100
