@@ -369,6 +369,11 @@ class Operator:
         valid definition, are left as they are (`skipped` says why). `progress(n)` follows
         each call: n ticks handled.
 
+        `overlap: skip` (issue 26): while the schedule's previous job still waits or runs, a
+        backfill pushes none of its ticks (`skipped` says so, OVERLAP_HELD); otherwise it
+        pushes one, the oldest in scope, and only ticks up to it leave the record: at most
+        one job of such a schedule a backfill, the rest for later backfills.
+
         Counting: `dry_run` pushes nothing and counts what would be, exactly up to
         MAX_COUNTED_TICKS (then `capped`). With `confirm_above`, a backfill that would push
         more jobs than that is refused (ConfigError, nothing pushed) after the same count;
