@@ -59,7 +59,7 @@ from kiqbeat.core.schedule import Schedule
 from kiqbeat.document.validate import read_definition
 from kiqbeat.errors import ConfigError, KiqbeatError, json_name, shown, shown_name, shown_text
 from kiqbeat.redis import keys, scripts
-from kiqbeat.redis.connection import reply_text
+from kiqbeat.redis.connection import reply_reason
 from kiqbeat.redis.definitions import Oversized, definition_sha
 from kiqbeat.redis.operator_reads import Counts, Stored
 from kiqbeat.redis.pushes import Piece
@@ -288,7 +288,7 @@ class Operator:
         aside = []
         if counts.set_aside:
             for name, why in self.side.scan_rejected():
-                aside.append((name, reply_text(why)))
+                aside.append((name, reply_reason(why)))
                 if len(aside) >= limit:
                     break
         unplannable = (self.side.read_unplannable(shards, SHOWN_UNPLANNABLE)

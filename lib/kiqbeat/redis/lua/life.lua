@@ -26,6 +26,14 @@ local function life_check(life)
     or expect_allowed('HDEL', life.runs, 'n') or expect_allowed('HDEL', life.last, 'n')
 end
 
+-- `text` quoted for a reason a person reads: bytes outside printable ASCII as \xHH, so
+-- that a reason is always text (never bytes that are not UTF-8) and forges no line.
+local function life_shown(text)
+  return "'" .. string.gsub(text, "[^%w%p ]", function(c)
+    return string.format('\\x%02x', string.byte(c))
+  end) .. "'"
+end
+
 -- A life counter of the schedule as kiqbeat writes it (HINCRBY: a whole number): its value,
 -- 0 when there is none; nil and why, naming the key and the value, for anything else (issue
 -- 26: "1e308" or "abc" written by hand). A script never counts on such a value, nor calls
@@ -35,8 +43,8 @@ local function life_count(key, name, what)
   local raw = redis.call('HGET', key, name)
   if not raw then return 0 end
   if #raw <= 16 and string.find(raw, '^%-?%d+$') then return tonumber(raw) end
-  local value = #raw > 40 and (string.format('%q', string.sub(raw, 1, 40)) .. '... (' ..
-    #raw .. ' bytes)') or string.format('%q', raw)
+  local value = #raw > 40 and (life_shown(string.sub(raw, 1, 40)) .. '... (' .. #raw ..
+    ' bytes)') or life_shown(raw)
   return nil, key .. ' holds ' .. value .. ' for it, not a whole number of ' .. what ..
     ' (HDEL that field, or set it right, then write the definition again to plan it)'
 end

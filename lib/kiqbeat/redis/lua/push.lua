@@ -217,7 +217,7 @@ for i = 1, ng do
   if skips_pending then skips_v[i], why = skips_of(life, names[i]) else skips_v[i] = 0 end
   if why == nil and limits[i] > 0 then runs_v[i], why = runs_of(life, names[i]) end
   runs_v[i] = runs_v[i] or 0
-  if why then asides[i] = 'schedule ' .. string.format('%q', names[i]) .. ': ' .. why end
+  if why then asides[i] = 'schedule ' .. life_shown(names[i]) .. ': ' .. why end
 end
 
 -- Pass 2: write.

@@ -1,9 +1,11 @@
-"""The JSON API's instants go through the one reader (core.instants, issue 26): one in range
-as written but out of range once converted is a 422 naming it, never a 500."""
+"""What the confinement fuzzer found in the JSON API, and the instants of issue 26: an instant
+in range as written but out of range once converted is a 422 naming it; a stored value
+written by hand (a definition with NaN, a reason that is not UTF-8) never makes a 500."""
 
 from __future__ import annotations
 
 import pytest
+import redis
 
 from tests.web.conftest import Served
 
@@ -27,3 +29,19 @@ def test_an_overflowing_instant_is_a_422_at_every_api_field(console: Served, val
     for answer in answers:
         assert answer.status_code == 422, (answer.request.url, answer.text)
         assert value in answer.text and "Traceback" not in answer.text
+
+
+def test_values_written_by_hand_never_make_the_api_answer_500(console: Served) -> None:
+    client = redis.Redis.from_url(console.redis_url)
+    client.hset("kiqbeat:schedules", "nan", b'{"class": "W", "cron": "* * * * *", "retry": NaN}')
+    client.hset("kiqbeat:schedules", "big", b'{"class": "W", "cron": "* * * * *", "n": 1e999}')
+    client.hset("kiqbeat:schedules", "bytes", b'{"class": "W", "cron": "* * * * *"}')
+    client.hset("kiqbeat:rejected", "bytes", b"why \xff\xfe")
+    with console.api() as api:
+        for path in ("/api/v1/status", "/api/v1/schedules", "/api/v1/schedules/nan",
+                     "/api/v1/schedules/big", "/api/v1/schedules/bytes"):
+            answer = api.get(path)
+            assert answer.status_code == 200, (path, answer.text)
+        status = api.get("/api/v1/status").json()
+        assert {"name": "bytes", "why": r"why \xff\xfe"} in status["set_aside"]
+    client.close()
