@@ -37,9 +37,13 @@ def test_values_written_by_hand_never_make_the_api_answer_500(console: Served) -
     client.hset("kiqbeat:schedules", "big", b'{"class": "W", "cron": "* * * * *", "n": 1e999}')
     client.hset("kiqbeat:schedules", "bytes", b'{"class": "W", "cron": "* * * * *"}')
     client.hset("kiqbeat:rejected", "bytes", b"why \xff\xfe")
+    client.hset("kiqbeat:schedules", "lone", b'{"class": "W", "cron": "* * * * *", '
+                                             b'"description": "\\ud800"}')
+    client.hset("kiqbeat:paused", "lone", b'{"note": "\\udcff", "until": null}')
     with console.api() as api:
         for path in ("/api/v1/status", "/api/v1/schedules", "/api/v1/schedules/nan",
-                     "/api/v1/schedules/big", "/api/v1/schedules/bytes"):
+                     "/api/v1/schedules/big", "/api/v1/schedules/bytes",
+                     "/api/v1/schedules/lone"):
             answer = api.get(path)
             assert answer.status_code == 200, (path, answer.text)
         status = api.get("/api/v1/status").json()

@@ -1,17 +1,22 @@
 """The one reader of a stored JSON value (a definition, a pause record): JSON as RFC 8259
 writes it. Python's `json.loads` also takes `NaN`, `Infinity` and numbers such as `1e999`
 (read as infinity), which no JSON writer may emit again (issue 26: a definition holding one
-made the console's API answer 500); here they are refused as not JSON, as is nesting deeper
+made the console's API answer 500); here they are refused as not JSON, as are nesting deeper
 than MAX_JSON_DEPTH (no valid definition is; `schedules export`'s YAML writer recursed on
-it)."""
+it) and a string holding a lone surrogate (`"\\ud800"`: not Unicode, which no UTF-8 writer,
+the API's JSON included, can write again; found by the confinement fuzzer)."""
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 from kiqbeat.core.limits import MAX_JSON_DEPTH
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_ESCAPED_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 def _constant(text: str) -> Any:
@@ -33,7 +38,24 @@ def loads(data: str | bytes | bytearray) -> Any:
         data.count(b"[") + data.count(b"{"))
     if opened > MAX_JSON_DEPTH and depth(value) > MAX_JSON_DEPTH:
         raise ValueError(f"nested deeper than {MAX_JSON_DEPTH} levels")
+    raw = data.encode(errors="surrogatepass") if isinstance(data, str) else bytes(data)
+    if _ESCAPED_SURROGATE.search(raw) and _has_surrogate(value):
+        raise ValueError("a string holds a lone surrogate (\\ud800-\\udfff), not Unicode")
     return value
+
+
+def _has_surrogate(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                return True
+        elif isinstance(item, dict):
+            stack += [*item.keys(), *item.values()]
+        elif isinstance(item, list):
+            stack += item
+    return False
 
 
 def depth(value: Any) -> int:
