@@ -333,14 +333,25 @@ class Operator:
                               life=life_facts(schedule, stored.runs, stored.skips))
 
 
-    def missed(self, names: Sequence[str] = ()) -> builtins.list[MissedRange]:
-        """The recorded missed ticks of `names` (default: every schedule), as ranges."""
+    def missed(self, names: Sequence[str] = (),
+               garbled: builtins.list[tuple[str, str]] | None = None
+               ) -> builtins.list[MissedRange]:
+        """The recorded missed ticks of `names` (default: every schedule), as ranges. A
+        record that is garbled (written by hand) raises ConfigError naming it; with a
+        `garbled` list, it is added there as (name, why) instead and the others are listed."""
         records = dict(self.side.read_missed(names))
         definitions = self.side.read_present(builtins.list(records))
         out = []
         for name, text in sorted(records.items()):
             schedule = self._schedule(name, definitions.get(name))
-            for r in _ranges(name, text):
+            try:
+                ranges = _ranges(name, text)
+            except ConfigError as exc:
+                if garbled is None:
+                    raise
+                garbled.append((name, str(exc)))
+                continue
+            for r in ranges:
                 count: tuple[int | None, bool] = (None, False)
                 if not isinstance(schedule, str):
                     count = count_ticks(schedule.timetable, r.after_ms, r.through_ms)
@@ -405,14 +416,18 @@ class Operator:
                   deadline: float | None, stop: Callable[[], bool] | None,
                   max_jobs: int | None, confirm_above: int | None,
                   pre_history: bool, reasons: frozenset[str]) -> Backfill:
-        # Every record parsed before the first push: a garbled one stops the backfill
-        # before it has pushed anything (definitions are checked one by one below, within
-        # the deadline).
-        recorded = {name: _ranges(name, text) for name, text
-                    in self.side.read_missed(names)}
+        # Every record parsed before the first push: a garbled one (written by hand) is
+        # skipped, named with why, and costs only its schedule (definitions are checked one
+        # by one below, within the deadline).
+        result = Backfill()
+        recorded: dict[str, builtins.list[Range]] = {}
+        for name, text in self.side.read_missed(names):
+            try:
+                recorded[name] = _ranges(name, text)
+            except ConfigError as exc:  # that schedule only: the others are backfilled
+                result.skipped.append((name, str(exc)))
         definitions = self.side.read_present(builtins.list(names)
                                    or builtins.list(recorded))
-        result = Backfill()
         # Named, with neither definition nor record (one with a record is skipped below).
         result.skipped += [(n, "no schedule of that name") for n in names
                            if n not in definitions and n not in recorded]

@@ -206,3 +206,30 @@ def test_list_and_export_never_transfer_a_definition_over_the_limit(
     except redis.ResponseError:
         assert answered == 0 and commands["cmdstat_hkeys"]["calls"] >= 4
     client.close()
+
+
+def test_a_missed_record_or_history_past_the_year_9999_costs_only_its_schedule(
+    redis_url: str, kiqbeat: Kiqbeat,
+) -> None:
+    """Numbers written by hand past the last instant kiqbeat plans once stopped `missed`,
+    `status NAME` and every backfill with an OSError traceback (found by the fuzzer's long
+    run): now the record is garbled, named, and the others are listed and backfilled."""
+    client = connect(redis_url)
+    store = Store(client)
+    store.put("control", CONTROL)
+    store.put("victim", CONTROL)
+    t0 = minute_floor(redis_now(client)) - timedelta(minutes=3) + timedelta(seconds=5)
+    Engine(client=client).run(STORE_ONLY, now=t0)
+    t0_ms = int(t0.timestamp() * 1000)
+    client.hset("kiqbeat:missed", "control", b"%d %d window" % (t0_ms - 120_000, t0_ms))
+    client.hset("kiqbeat:missed", "victim", b"5 99999999999999999999 window")
+    client.hset("kiqbeat:history", "victim", b"t 99999999999999999999 5")
+    listed = kiqbeat("missed")
+    assert "control" in listed.out and "victim" in listed.err and "garbled" in listed.err
+    for args in (["status", "victim"], ["history", "victim"], ["missed", "victim"]):
+        done = kiqbeat(*args)
+        assert done.code in (0, 1) and "Traceback" not in done.err, (args, done.err)
+    done = kiqbeat("backfill", "--all", "--yes")
+    assert "victim" in done.out + done.err
+    assert len(set(control_jids(client))) == 2
+    client.close()
