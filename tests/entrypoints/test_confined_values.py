@@ -10,8 +10,8 @@ from datetime import timedelta
 
 import pytest
 import redis
-
 from handler import app
+
 from kiqbeat.core.instants import utc_instant
 from kiqbeat.core.payload import jid
 from kiqbeat.core.schedule import Config
@@ -19,6 +19,7 @@ from kiqbeat.engine import Engine
 from kiqbeat.entrypoints.requests import from_event
 from kiqbeat.errors import ConfigError
 from kiqbeat.redis.connection import connect
+from kiqbeat.redis.progress import bucket
 from kiqbeat.store import Store
 from tests.entrypoints.conftest import Kiqbeat
 from tests.integration.helpers import minute_floor, redis_now
@@ -232,4 +233,28 @@ def test_a_missed_record_or_history_past_the_year_9999_costs_only_its_schedule(
     done = kiqbeat("backfill", "--all", "--yes")
     assert "victim" in done.out + done.err
     assert len(set(control_jids(client))) == 2
+    client.close()
+
+
+@pytest.mark.parametrize("record", [b"", b"\xff" * 30, b"garbage that is not a record"])
+def test_a_garbled_progress_record_sets_only_its_schedule_aside(
+    redis_url: str, kiqbeat: Kiqbeat, record: bytes,
+) -> None:
+    """A progress record written by hand once stopped every invocation ("watermark ... is
+    not a number; nothing was pushed"; found by the fuzzer's long run): now its schedule is
+    set aside naming the key, and the control pushes each tick."""
+    client = connect(redis_url)
+    store = Store(client)
+    store.put("control", CONTROL)
+    store.put("victim", {**CONTROL, "queue": "victim"})
+    t0 = minute_floor(redis_now(client)) - timedelta(minutes=3) + timedelta(seconds=5)
+    Engine(client=client).run(STORE_ONLY, now=t0)
+    client.hset(f"kiqbeat:progress:{bucket('victim')}", "victim", record)
+    ran = kiqbeat("run-once", "--now", (t0 + timedelta(minutes=2)).isoformat())
+    assert ran.code == 0, ran.err
+    expected = [jid("control", minute_floor(t0) + timedelta(minutes=m)) for m in (1, 2)]
+    assert sorted(control_jids(client)) == sorted(expected)
+    assert client.llen("queue:victim") == 0
+    reason = (client.hget("kiqbeat:rejected", "victim") or b"").decode()
+    assert f"kiqbeat:progress:{bucket('victim')}" in reason and "garbled" in reason
     client.close()

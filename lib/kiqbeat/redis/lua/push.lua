@@ -85,8 +85,8 @@ All checks run before the first write: Redis does not roll a script back, and it
 script for lack of memory only at its first write, so once the first write is done the rest
 complete.
 
-A group whose life counter (runs, skips) is not a whole number (written by hand) is set aside
-instead: its reason goes into the rejected hash, its index entry goes, nothing of it is pushed.
+A group whose life counter (runs, skips) is not a whole number, or whose progress record is
+not one (written by hand) is set aside instead: its reason goes into the rejected hash, its index entry goes, nothing of it is pushed.
 
 Returns {pushed, already, missed, skipped, new, stale, recorded, flags, aside}: stale counts
 the groups left alone for a changed definition, recorded the ticks recorded as missed, flags
@@ -191,6 +191,7 @@ end
 -- watermark and first-seen (`curs`, `seens`, nil when none), history (in parts: `newests`,
 -- `tails`), and whether its definition is the one it was planned from.
 local curs, seens, newests, tails, stales = {}, {}, {}, {}, {}
+local garbled_states = {}  -- group i's progress record is not one: why
 for first = 1, ng, BATCH do
   local last = math.min(first + BATCH - 1, ng)
   -- A definition swapped meanwhile for one over the limit is not read: it has changed.
@@ -199,7 +200,12 @@ for first = 1, ng, BATCH do
     local def = defs[k - first + 1]
     stales[k] = not def or redis.sha1hex(def) ~= shas[k]
     curs[k], seens[k], newests[k], tails[k], err = read_state_parts(names[k])
-    if err then return err end
+    if err then
+      -- A record that is not one (written by hand since the due read) costs only its
+      -- schedule: set aside below; any other error stops the call.
+      if string.sub(err.err or '', 1, 15) ~= 'KIQBEAT_GARBLED' then return err end
+      garbled_states[k] = string.sub(err.err, 17)
+    end
   end
 end
 
@@ -217,6 +223,7 @@ for i = 1, ng do
   if skips_pending then skips_v[i], why = skips_of(life, names[i]) else skips_v[i] = 0 end
   if why == nil and limits[i] > 0 then runs_v[i], why = runs_of(life, names[i]) end
   runs_v[i] = runs_v[i] or 0
+  why = why or garbled_states[i]
   if why then asides[i] = 'schedule ' .. life_shown(names[i]) .. ': ' .. why end
 end
 
