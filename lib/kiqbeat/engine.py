@@ -662,8 +662,9 @@ class Engine:
                 why = (f"schedule {shown(name)}: its progress record (in "
                        f"{keys.progress_bucket(side.namespace, bucket(name))}, or the old "
                        f"layout's {keys.watermarks(side.namespace)}) is garbled, written by "
-                       "hand? HDEL that field (the schedule starts afresh from its next "
-                       "tick), then write the definition again")
+                       "hand? Fix or HDEL that field (without it the schedule starts afresh "
+                       "from its next tick), then `ZADD kiqbeat:due 0 NAME` or write the "
+                       "definition again")
                 aside.append(Op("reject", name, why.encode(),
                                 expect=definition_sha(definition)))
                 continue

@@ -215,8 +215,8 @@ def expected_jids(name: str, t0: datetime, last: datetime) -> set[str]:
 
 def instant_refused(definition: bytes, field: str) -> str | None:
     """Why the standard library finds the definition's `field` no usable instant (None: it
-    is one; "": the definition is not even standard JSON), worked out here, not by kiqbeat:
-    not a string, no offset, out of range as written or once converted to UTC, outside
+    is one; "": not a string, or the definition is not even standard JSON: refused, but the
+    reason may be the whole definition's), worked out here, not by kiqbeat: no offset, out of range as written or once converted to UTC, outside
     1970-01-01 .. 9999-01-01, and for `at` not a whole second."""
     def refuse(text: str) -> Any:
         raise ValueError(text)
@@ -227,7 +227,7 @@ def instant_refused(definition: bytes, field: str) -> str | None:
     except (ValueError, RecursionError, TypeError, KeyError):
         return ""
     if not isinstance(value, str):
-        return "not a string"
+        return ""  # refused, perhaps whole (nested deeper than kiqbeat reads)
     try:
         moment = datetime.fromisoformat(value.strip())
         if moment.tzinfo is None or moment.utcoffset() is None:

@@ -46,7 +46,7 @@ local function life_count(key, name, what)
   local value = #raw > 40 and (life_shown(string.sub(raw, 1, 40)) .. '... (' .. #raw ..
     ' bytes)') or life_shown(raw)
   return nil, key .. ' holds ' .. value .. ' for it, not a whole number of ' .. what ..
-    ' (HDEL that field, or set it right, then write the definition again to plan it)'
+    ' (HDEL that field or set it right, then ZADD kiqbeat:due 0 NAME or write the definition again)'
 end
 
 -- The ticks the schedule pushed over its life (0: none counted); nil and why when the
