@@ -216,8 +216,9 @@ def expected_jids(name: str, t0: datetime, last: datetime) -> set[str]:
 def instant_refused(definition: bytes, field: str) -> str | None:
     """Why the standard library finds the definition's `field` no usable instant (None: it
     is one; "": not a string, or the definition is not even standard JSON: refused, but the
-    reason may be the whole definition's), worked out here, not by kiqbeat: no offset, out of range as written or once converted to UTC, outside
-    1970-01-01 .. 9999-01-01, and for `at` not a whole second."""
+    reason may be the whole definition's), worked out here, not by kiqbeat: no offset, out
+    of range as written or once converted to UTC, outside 1970-01-01 .. 9999-01-01, and
+    for `at` not a whole second."""
     def refuse(text: str) -> Any:
         raise ValueError(text)
     try:
