@@ -306,7 +306,7 @@ def check_store(client: redis.Redis, kiqbeat: Kiqbeat,  # noqa: F811 - the fixtu
 
 
 # Without shrinking by default: a failure is reported within the bound, with its example.
-FUZZ = settings(max_examples=400 if LONG else 16, deadline=None,
+FUZZ = settings(max_examples=400 if LONG else 30, deadline=None,
                 phases=(list(Phase) if LONG else [Phase.explicit, Phase.reuse, Phase.generate]),
                 suppress_health_check=[HealthCheck.function_scoped_fixture,
                                        HealthCheck.too_slow, HealthCheck.data_too_large])
