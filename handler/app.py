@@ -30,12 +30,13 @@ import time
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
+from kiqbeat.core.instants import utc_instant
 from kiqbeat.core.report import REPORT_METRICS, Report
 from kiqbeat.document.sources import Sources
 from kiqbeat.engine import Engine
@@ -88,11 +89,11 @@ def _text(value: Any) -> str | None:
 
 
 def _instant(value: Any) -> datetime | None:
+    """The event's time (core.instants); None when it has none kiqbeat can use."""
     try:
-        instant = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    except ValueError:
+        return utc_instant(str(value).replace("Z", "+00:00"))
+    except ConfigError:
         return None
-    return instant.astimezone(UTC) if instant.tzinfo else None
 
 
 def event_shard(event: Any) -> Shard:

@@ -86,6 +86,7 @@ from kiqbeat.redis.definitions import Op, Oversized, definition_sha
 from kiqbeat.redis.documents import document_digest
 from kiqbeat.redis.due import Due, DueBatch, DueRead, Reads, StartedDue
 from kiqbeat.redis.neighbours import Neighbours
+from kiqbeat.redis.progress import bucket
 from kiqbeat.redis.side import RedisSide
 from kiqbeat.redis.urls import describe, parse_url
 from kiqbeat.settings import DEFAULT_DEADLINE_S, Settings
@@ -693,6 +694,16 @@ class Engine:
                 why = f"schedule {shown(name)}: {definition.why()}"
                 aside.append(Op("reject", name, why.encode(),
                                 expect=f"big:{definition.size_bytes}"))
+                continue
+            if due.garbled:  # its progress record is not one: never counted on
+                why = (f"schedule {shown(name)}: its progress record (in "
+                       f"{keys.progress_bucket(side.namespace, bucket(name))}, or the old "
+                       f"layout's {keys.watermarks(side.namespace)}) is garbled, written by "
+                       "hand? Fix or HDEL that field (without it the schedule starts afresh "
+                       "from its next tick), then `ZADD kiqbeat:due 0 NAME` or write the "
+                       "definition again")
+                aside.append(Op("reject", name, why.encode(),
+                                expect=definition_sha(definition)))
                 continue
             parsed, sha = parse(name, definition, config, own, now_ms)
             if isinstance(parsed, str):

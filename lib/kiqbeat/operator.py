@@ -30,6 +30,7 @@ import redis
 from kiqbeat.alerts.delivery import Backlog, backlogs
 from kiqbeat.alerts.incidents import Incident, open_incidents
 from kiqbeat.audit import default_actor, record_action
+from kiqbeat.core import json_text
 from kiqbeat.core.describe import describe_usage, life_facts
 from kiqbeat.core.lifecycle import has_ended
 from kiqbeat.core.limits import (
@@ -68,7 +69,7 @@ from kiqbeat.document.validate import read_definition
 from kiqbeat.errors import ConfigError, KiqbeatError, json_name, shown, shown_name, shown_text
 from kiqbeat.outcomes.records import read_health, read_outcomes
 from kiqbeat.redis import keys, scripts
-from kiqbeat.redis.connection import redis_errors, reply_text
+from kiqbeat.redis.connection import redis_errors, reply_reason
 from kiqbeat.redis.definitions import Oversized, definition_sha
 from kiqbeat.redis.operator_reads import Counts, Stored
 from kiqbeat.redis.pushes import Piece
@@ -306,7 +307,7 @@ class Operator:
         aside = []
         if counts.set_aside:
             for name, why in self.side.scan_rejected():
-                aside.append((name, reply_text(why)))
+                aside.append((name, reply_reason(why)))
                 if len(aside) >= limit:
                     break
         unplannable = (self.side.read_unplannable(shards, SHOWN_UNPLANNABLE)
@@ -356,14 +357,25 @@ class Operator:
                               life=life_facts(schedule, stored.runs, stored.skips))
 
 
-    def missed(self, names: Sequence[str] = ()) -> builtins.list[MissedRange]:
-        """The recorded missed ticks of `names` (default: every schedule), as ranges."""
+    def missed(self, names: Sequence[str] = (),
+               garbled: builtins.list[tuple[str, str]] | None = None
+               ) -> builtins.list[MissedRange]:
+        """The recorded missed ticks of `names` (default: every schedule), as ranges. A
+        record that is garbled (written by hand) raises ConfigError naming it; with a
+        `garbled` list, it is added there as (name, why) instead and the others are listed."""
         records = dict(self.side.read_missed(names))
         definitions = self.side.read_present(builtins.list(records))
         out = []
         for name, text in sorted(records.items()):
             schedule = self._schedule(name, definitions.get(name))
-            for r in _ranges(name, text):
+            try:
+                ranges = _ranges(name, text)
+            except ConfigError as exc:
+                if garbled is None:
+                    raise
+                garbled.append((name, str(exc)))
+                continue
+            for r in ranges:
                 count: tuple[int | None, bool] = (None, False)
                 if not isinstance(schedule, str):
                     count = count_ticks(schedule.timetable, r.after_ms, r.through_ms)
@@ -391,6 +403,11 @@ class Operator:
         and takes the rest out of the record unpushed. Paused schedules, and those without a
         valid definition, are left as they are (`skipped` says why). `progress(n)` follows
         each call: n ticks handled.
+
+        `overlap: skip` (issue 26): while the schedule's previous job still waits or runs, a
+        backfill pushes none of its ticks (`skipped` says so, OVERLAP_HELD); otherwise it
+        pushes one, the oldest in scope, and only ticks up to it leave the record: at most
+        one job of such a schedule a backfill, the rest for later backfills.
 
         Counting: `dry_run` pushes nothing and counts what would be, exactly up to
         MAX_COUNTED_TICKS (then `capped`). With `confirm_above`, a backfill that would push
@@ -423,14 +440,18 @@ class Operator:
                   deadline: float | None, stop: Callable[[], bool] | None,
                   max_jobs: int | None, confirm_above: int | None,
                   pre_history: bool, reasons: frozenset[str]) -> Backfill:
-        # Every record parsed before the first push: a garbled one stops the backfill
-        # before it has pushed anything (definitions are checked one by one below, within
-        # the deadline).
-        recorded = {name: _ranges(name, text) for name, text
-                    in self.side.read_missed(names)}
+        # Every record parsed before the first push: a garbled one (written by hand) is
+        # skipped, named with why, and costs only its schedule (definitions are checked one
+        # by one below, within the deadline).
+        result = Backfill()
+        recorded: dict[str, builtins.list[Range]] = {}
+        for name, text in self.side.read_missed(names):
+            try:
+                recorded[name] = _ranges(name, text)
+            except ConfigError as exc:  # that schedule only: the others are backfilled
+                result.skipped.append((name, str(exc)))
         definitions = self.side.read_present(builtins.list(names)
                                    or builtins.list(recorded))
-        result = Backfill()
         # Named, with neither definition nor record (one with a record is skipped below).
         result.skipped += [(n, "no schedule of that name") for n in names
                            if n not in definitions and n not in recorded]
@@ -495,18 +516,20 @@ class Operator:
         def flush() -> None:
             nonlocal calls, batch_jobs, batch_bytes
             try:
-                pushed, already, stale, flags = self.side.push_backfill(
-                    batch, self.keep_history)
+                call = self.side.push_backfill(batch, self.keep_history)
             except KiqbeatError as exc:
                 if not calls:
                     raise
                 raise type(exc)(f"{exc}; before this, {result.pushed:,} tick(s) were pushed by "
                                 f"{calls} earlier call(s) and taken out of the record (running "
                                 "the backfill again pushes the rest)") from exc
-            result.pushed, result.already = result.pushed + pushed, result.already + already
-            result.stale += stale
+            result.pushed += call.pushed
+            result.already += call.already
+            result.stale += call.stale
+            result.skipped += [(name, f"left alone: {why}") for name, why in call.aside]
+            result.skipped += [(name, OVERLAP_HELD) for name in call.held]
             jobs = ((piece, tick) for piece in batch for tick, _ in piece.jobs)
-            for (piece, tick), flag in zip(jobs, flags, strict=True):
+            for (piece, tick), flag in zip(jobs, call.flags, strict=True):
                 if flag == "1":
                     job = PushedJob(piece.name, from_ms(tick), jid_ms(piece.name, tick),
                                     piece.queue)
@@ -514,7 +537,7 @@ class Operator:
                     if len(result.jobs) < MAX_LISTED:
                         result.jobs.append(job)
             if progress is not None:
-                progress(len(flags))
+                progress(len(call.flags))
             batch.clear()
             calls, batch_jobs, batch_bytes = calls + 1, 0, 0
 
@@ -721,6 +744,10 @@ class Operator:
             return "its definition is invalid: " + "; ".join(exc.problems)
 
 
+OVERLAP_HELD = ("overlap: skip: its previous job still waits or runs; its ticks stay recorded "
+                "(backfill again once that job has run: one job a backfill)")
+
+
 def _ranges(name: str, text: str) -> builtins.list[Range]:
     try:
         return parse_ranges(text)
@@ -736,6 +763,18 @@ def _pieces(schedule: Schedule, sha: str, ranges: Sequence[Range], latest_only: 
     `latest_only`, a scope) holding no tick gives none."""
     name, queue, timetable = schedule.name, schedule.queue, schedule.timetable
     limit = schedule.max_runs or 0  # backfilled ticks count as runs (backfill.lua)
+    if schedule.overlap == "skip" and not latest_only:
+        # One job at a time (backfill.lua): the oldest recorded tick, in a piece that ends
+        # at it, so the later ticks stay recorded for a later backfill.
+        for r in ranges:
+            first = next(iter(ticks_in(timetable, r.after_ms, r.through_ms)), None)
+            if first is not None:
+                first_ms = to_ms(first)
+                yield Piece(name, r.after_ms, first_ms, queue, sha, [(first_ms, job(first_ms))],
+                            limit, overlap_skip=True)
+                return
+        return
+    overlap = schedule.overlap == "skip"
     if latest_only:
         newest = next((t for r in reversed(ranges)
                        if (t := last_tick_in(timetable, r.after_ms, r.through_ms))), None)
@@ -746,25 +785,26 @@ def _pieces(schedule: Schedule, sha: str, ranges: Sequence[Range], latest_only: 
             for r in ranges:
                 held = r.after_ms < newest_ms <= r.through_ms
                 yield Piece(name, r.after_ms, r.through_ms, queue, sha,
-                            [(newest_ms, job(newest_ms))] if held else [], limit)
+                            [(newest_ms, job(newest_ms))] if held else [], limit,
+                            overlap_skip=overlap)
         return
     for r in ranges:
         after, any_tick = r.after_ms, False
         jobs: builtins.list[tuple[int, str]] = []
         for tick in ticks_in(timetable, r.after_ms, r.through_ms):
             if len(jobs) == MAX_JOBS_PER_CALL:
-                yield Piece(name, after, jobs[-1][0], queue, sha, jobs, limit)
+                yield Piece(name, after, jobs[-1][0], queue, sha, jobs, limit, overlap)
                 after, jobs = jobs[-1][0], []
             tick_ms = to_ms(tick)
             jobs.append((tick_ms, job(tick_ms)))
             any_tick = True
         if any_tick:  # a scope without a tick leaves the record as it is (no split)
-            yield Piece(name, after, r.through_ms, queue, sha, jobs, limit)
+            yield Piece(name, after, r.through_ms, queue, sha, jobs, limit, overlap)
 
 
 def as_mapping(data: bytes) -> dict[str, Any] | None:
     try:
-        value = json.loads(data)
+        value = json_text.loads(data)
     except (ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None

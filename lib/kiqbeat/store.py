@@ -44,6 +44,7 @@ from dataclasses import dataclass, field, replace
 from datetime import date, datetime
 from typing import Any
 
+from kiqbeat.core import json_text
 from kiqbeat.core.limits import (
     MAX_CALENDARS,
     MAX_DEFINITION_BYTES,
@@ -368,11 +369,11 @@ class Store(Operator):
 
     def _naming(self, calendar: str) -> Iterator[tuple[str, bytes]]:
         """The API's stored definitions (no document's) whose `except` names `calendar`,
-        with their bytes, one HSCAN page per round trip."""
+        with their bytes, a page per two round trips."""
         for name, data in self.side.scan_definitions():
             value = _exportable(name, data)
             if (isinstance(value, dict) and not value.get("source")
-                    and calendar in named_calendars(value)):
+                    and calendar in named_calendars(value) and isinstance(data, bytes)):
                 yield name, data
 
     def _rewrite_naming(self, calendar: str,
@@ -621,8 +622,8 @@ class Store(Operator):
 
     def export(self, unreadable: builtins.list[tuple[str, str]] | None = None
                ) -> Iterator[tuple[str, dict[str, Any]]]:
-        """Every stored definition that can be exported (without its source), one HSCAN page
-        per round trip.
+        """Every stored definition that can be exported (without its source), a page of names
+        (never values) then their definitions, per two round trips.
 
         One that cannot be — its name is not UTF-8, it is not a JSON object, it is over
         MAX_DEFINITION_BYTES — is passed over and added to `unreadable` as (name, why);
@@ -662,7 +663,7 @@ def unexported(passed: Sequence[tuple[str, str]]) -> str:
             f"{shown_rows}{more}")
 
 
-def _exportable(name: str, data: bytes | None) -> dict[str, Any] | str:
+def _exportable(name: str, data: bytes | Oversized | None) -> dict[str, Any] | str:
     """A stored definition as a mapping, or why it cannot be exported."""
     try:
         name.encode()
@@ -671,11 +672,13 @@ def _exportable(name: str, data: bytes | None) -> dict[str, Any] | str:
                 "format holds; rename it to export it")
     if data is None:
         return "its definition could not be read"
+    if isinstance(data, Oversized):
+        return data.why()
     if len(data) > MAX_DEFINITION_BYTES:
         return (f"its definition is {len(data):,} bytes, over the limit of "
                 f"{MAX_DEFINITION_BYTES:,}")
     try:
-        value = json.loads(data)
+        value = json_text.loads(data)
     except RecursionError:
         return "its definition is JSON nested too deeply to read"
     except ValueError:

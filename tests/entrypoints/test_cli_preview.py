@@ -270,7 +270,7 @@ def test_now_before_1970_is_refused_with_a_clear_message(
     path.write_text("schedules:\n  s: {cron: '* * * * *', class: A}\n")
     assert main(["run-once", "--config", str(path), "--redis-url", "redis://127.0.0.1:1",
                  "--now", "1969-12-31T23:59:00Z"]) == 1
-    assert "is before 1970" in capsys.readouterr().err
+    assert "must be from 1970-01-01" in capsys.readouterr().err
 
 
 CORPUS = Path(__file__).resolve().parents[1] / "unit" / "import_corpus"

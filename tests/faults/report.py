@@ -77,10 +77,11 @@ GUARANTEES = """\
   invokers went on, or SIGKILLed part-way and run again. Ticks pushed by invocations plus
   ticks backfilled (the "backfilled" column) were every tick since first-seen, each once,
   and nothing stayed recorded.
-- **Nothing half-done.** Out of memory, a queue key of the wrong type, a garbled
-  watermark and an ACL user lacking EVALSHA or the queue keys each failed the invocation
-  with exit code 1 and a message naming the refusal; the watermarks and the jobs were
-  unchanged, and the first run after the fix pushed each tick once.
+- **Nothing half-done.** Out of memory, a queue key of the wrong type and an ACL user
+  lacking EVALSHA or the queue keys each failed the invocation with exit code 1 and a
+  message naming the refusal; the watermarks and the jobs were unchanged, and the first run
+  after the fix pushed each tick once. A garbled watermark cost only its schedule: set
+  aside, named with its key, the others pushed, and each tick pushed once after the fix.
 
 What Redis losing data can and cannot do:
 

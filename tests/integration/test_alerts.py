@@ -20,15 +20,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 import redis
-from prometheus_client import generate_latest
 
 from kiqbeat.alerts import delivery
 from kiqbeat.alerts.incidents import open_incidents
 from kiqbeat.core.payload import jid
 from kiqbeat.core.plan import to_ms
 from kiqbeat.engine import Engine
+from kiqbeat.entrypoints.metrics import InvocationMetrics
 from kiqbeat.settings import Settings
-from kiqbeat.web.metrics import InvocationMetrics
 from tests.support.receiver import Receiver, receiving
 
 from .helpers import config
@@ -210,7 +209,7 @@ def test_the_metrics_show_gauges_for_schedules_with_expectations_only(
             report_outcome(client, "flaky", tick - timedelta(minutes=1), "failed")
         e.run(cfg, now=tick + timedelta(seconds=5))
     served = InvocationMetrics(where=lambda: (client, ""))  # what `kiqbeat run` serves
-    text = generate_latest(served.registry).decode()
+    text = served.exposition()
     assert 'kiqbeat_schedule_incident{event="silent",schedule="nightly"} 1.0' in text
     assert 'kiqbeat_schedule_incident{event="paused",schedule="flaky"} 1.0' in text  # 5 failed
     assert 'kiqbeat_schedule_incident{event="failing",schedule="flaky"} 0.0' in text

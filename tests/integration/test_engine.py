@@ -196,13 +196,17 @@ def test_now_later_than_the_redis_clock_is_refused(client: redis.Redis) -> None:
         run(client, config(EVERY_MINUTE), now=redis_now(client) + timedelta(minutes=5))
 
 
-def test_a_garbled_watermark_is_named_and_nothing_is_pushed(client: redis.Redis) -> None:
+def test_a_garbled_watermark_sets_its_schedule_aside_naming_the_key(client: redis.Redis) -> None:
+    """Once it failed the invocation for every schedule; now it costs only its own (issue
+    26): set aside, the key named in the warning and in kiqbeat:rejected, nothing pushed."""
     cfg = config(EVERY_MINUTE)
     t0 = start(client)
     run(client, cfg, now=t0)
-    client.hset(keys.progress_bucket("", progress.bucket("report")), "report", "yesterday")
-    with pytest.raises(StateError, match=r"watermark of schedule 'report' in kiqbeat:progress:"):
-        run(client, cfg, now=t0 + timedelta(minutes=5))
+    bucket_key = keys.progress_bucket("", progress.bucket("report"))
+    client.hset(bucket_key, "report", "yesterday")
+    report = run(client, cfg, now=t0 + timedelta(minutes=5))
+    assert report.set_aside == 1 and any(bucket_key in w for w in report.warnings)
+    assert bucket_key.encode() in (client.hget("kiqbeat:rejected", "report") or b"")
     assert pushed_jobs(client) == []
 
 

@@ -578,23 +578,27 @@ def test_removal_forgets_the_record_and_the_history(client: redis.Redis) -> None
 
 @pytest.mark.parametrize("garbled", ["1000 2000", "soon later window", "1000 2000 bogus"])
 def test_a_garbled_record_is_named_not_acted_on(client: redis.Redis, garbled: str) -> None:
-    """A record written by hand that is not "AFTER THROUGH window|policy" lines: listing and
-    backfilling it fail with a ConfigError naming the schedule, and nothing is pushed."""
+    """A record written by hand that is not "AFTER THROUGH window|policy" lines: listing it
+    fails with a ConfigError naming the schedule (or, given a list, names it there);
+    backfilling skips it, saying why; nothing is pushed and the record stays."""
     store = Store(client)
     store.put("x", {"cron": "* * * * *", "class": "X"})
     client.hset(MISSED, "x", garbled)
     with pytest.raises(ConfigError, match="'x'"):
         store.missed()
-    with pytest.raises(ConfigError, match="'x'"):
-        store.backfill(["x"])
+    named: list[tuple[str, str]] = []
+    assert store.missed(garbled=named) == [] and [n for n, _ in named] == ["x"]
+    done = store.backfill(["x"])
+    assert [n for n, why in done.skipped if "garbled" in why] == ["x"] and done.pushed == 0
     assert pushed_jobs(client) == [] and client.hget(MISSED, "x") == garbled.encode()
 
 
-def test_a_garbled_record_anywhere_stops_a_backfill_before_its_first_push(
+def test_a_garbled_record_costs_only_its_schedule_in_a_backfill(
     client: redis.Redis,
 ) -> None:
     """Every record is read before the first push: one garbled record, whatever its name's
-    place in the order, leaves every schedule's record and the queues as they were."""
+    place in the order, is skipped and named (issue 26: it used to stop the backfill of
+    every schedule); the others are backfilled, each tick once, and it stays as it was."""
     store = Store(client)
     store.put("aaa", {"every": "10s", "class": "W"})  # 720 ticks recorded: several calls
     store.put("zzz", {"cron": "* * * * *", "class": "W"})
@@ -602,10 +606,13 @@ def test_a_garbled_record_anywhere_stops_a_backfill_before_its_first_push(
     run(client, Config(schedules=()), now=t0)
     run(client, Config(schedules=()), now=t0 + timedelta(hours=3))
     client.hset(MISSED, "zzz", "1795480000000 1795481000000 windo")
-    before = (len(pushed_jobs(client)), client.hget(MISSED, "aaa"))
-    with pytest.raises(ConfigError, match="'zzz'"):
-        store.backfill()
-    assert (len(pushed_jobs(client)), client.hget(MISSED, "aaa")) == before
+    before = len(pushed_jobs(client))
+    done = store.backfill()
+    assert [n for n, why in done.skipped if "garbled" in why] == ["zzz"]
+    jids = [job["jid"] for job in pushed_jobs(client)]
+    assert len(jids) == len(set(jids)) == before + done.pushed and done.pushed > 0
+    assert client.hget(MISSED, "aaa") is None
+    assert client.hget(MISSED, "zzz") == b"1795480000000 1795481000000 windo"
 
 
 def test_a_backfill_stopped_part_way_says_what_it_had_pushed_and_a_rerun_does_the_rest(

@@ -9,10 +9,9 @@ import json
 from datetime import UTC, datetime, timedelta
 
 import redis
-from prometheus_client import generate_latest
 
 from kiqbeat.engine import Engine
-from kiqbeat.web.metrics import InvocationMetrics
+from kiqbeat.entrypoints.metrics import InvocationMetrics
 
 from .helpers import config, pushed_jobs
 
@@ -51,7 +50,7 @@ def test_every_tick_not_pushed_is_counted_under_its_reason(client: redis.Redis) 
         report.summary())
     metrics = InvocationMetrics()
     metrics.observe(report)
-    text = generate_latest(metrics.registry).decode()
+    text = metrics.exposition()
     assert 'kiqbeat_ticks_skipped_total{reason="overlap"} 9.0' in text
     assert 'kiqbeat_ticks_skipped_total{reason="except"} 4.0' in text
     assert "kiqbeat_ticks_missed_total 0.0" in text

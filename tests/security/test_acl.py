@@ -49,7 +49,7 @@ REQUIRED = ("+time", "+hmget", "+type", "+hget", "+hset", "+hsetnx", "+hdel", "+
             "+hstrlen", "+hincrby", "+lpos", "+hlen")
 # `kiqbeat status` (and the store API's reads) besides (and HLEN above, which invocations
 # use too: whether the skips, set-aside and paused hashes hold anything).
-FOR_STATUS = ("+zcard", "+zcount", "+zrange", "+hscan")
+FOR_STATUS = ("+zcard", "+zcount", "+zrange", "+hscan", "+hkeys")
 # The audit trail of operators' actions (`pause`, `trigger`, `backfill`, ...; `kiqbeat audit`).
 FOR_AUDIT = ("+xadd", "+xrevrange")
 # Alert delivery: the outbox stream's consumer groups (alerts/delivery.py), and the gauges.

@@ -183,9 +183,10 @@ STATE_BUCKETS = 16_384
 # as they push (LTRIM), so a deployment whose invocations stop cannot grow it without bound.
 MAX_OUTCOMES_INBOX = 100_000
 # An invocation folds at most this many inbox entries per script call (a bounded slice:
-# no call holds Redis long) and at most FOLD_SLICES calls per invocation.
-FOLD_SLICE = 500
-FOLD_SLICES = 40
+# no call holds Redis long: about 5 ms at 50 us an entry) and at most FOLD_SLICES calls per
+# invocation (its deadline ends it sooner).
+FOLD_SLICE = 100
+FOLD_SLICES = 400
 # `expires_after` is at most a week (a job older than that is another job), and a
 # schedule's `history` (ticks its records keep) at most MAX_HISTORY, as the setting's.
 MAX_EXPIRES_AFTER_S = 7 * 86_400.0
@@ -193,3 +194,8 @@ MAX_HISTORY = 1000
 # `kiqbeat report` looks for a pushed job still waiting among this many jobs at each end of
 # its queue and in the `schedule` set around its ticks (one bounded round trip).
 MAX_WAITING_SCAN = 1000
+# Sidekiq's Ruby JSON parser refuses nesting deeper than 100 (the job sent straight to Dead,
+# unrun); the job hash itself is level 1. A stored definition (level 1, its args and payload
+# below it) deeper than this is refused as it is read (core/json_text.py): no valid one is,
+# and writers of YAML and other readers recurse on it.
+MAX_JSON_DEPTH = 100

@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from kiqbeat.core import json_text
 from kiqbeat.core.lifecycle import ENDED_MS, epoch_ms
 from kiqbeat.core.limits import MAX_PAUSE_NOTE_CHARS, MAX_SHOWN_CHARS
 from kiqbeat.core.schedule import Schedule
@@ -60,7 +61,7 @@ class Pause:
         """The pause a stored record says; one that cannot be read is a pause without an end
         (a record present always means "paused"), its note saying so."""
         try:
-            value: Any = json.loads(data)
+            value: Any = json_text.loads(data)
         except (ValueError, RecursionError):
             value = None
         if not isinstance(value, dict):

@@ -39,7 +39,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from kiqbeat.core.limits import MAX_MISSED_COUNTED
+from kiqbeat.core.limits import MAX_MISSED_COUNTED, MAX_PLANNABLE_MS
 from kiqbeat.core.payload import jid_ms
 from kiqbeat.core.plan import from_ms, to_ms
 from kiqbeat.core.schedule import Timetable
@@ -92,11 +92,16 @@ def parse_ranges(text: str) -> list[Range]:
 
 
 def _ms(text: str, *, signed: bool = False) -> int:
-    """Epoch ms as the scripts write them: ASCII digits (a minus sign if `signed`)."""
+    """Epoch ms as the scripts write them: ASCII digits (a minus sign if `signed`), at most
+    MAX_PLANNABLE_MS either way (a number written by hand beyond it is garbled: no instant
+    kiqbeat shows or counts ticks to lies there)."""
     digits = text[1:] if signed and text.startswith("-") else text
-    if not (digits.isascii() and digits.isdigit()):
-        raise ValueError(f"not a number of milliseconds: {text!r}")
-    return int(text)
+    if not (digits.isascii() and digits.isdigit()) or len(digits) > 15:
+        raise ValueError(f"not a number of milliseconds: {text[:40]!r}")
+    value = int(text)
+    if abs(value) > MAX_PLANNABLE_MS:
+        raise ValueError(f"{text!r} ms is past the year 9999")
+    return value
 
 
 def ticks_in(timetable: Timetable, after_ms: int, through_ms: int) -> Iterator[datetime]:
@@ -169,6 +174,8 @@ def parse_history(name: str, text: str) -> list[Push]:
             raise ValueError(f"not a push: {line!r}")
         tick_ms = _ms(tick)
         job_id = rest[0] if rest else jid_ms(name, tick_ms)
-        pushes.append(Push(KINDS[kind], from_ms(tick_ms), job_id,
-                           from_ms(tick_ms + _ms(delay, signed=True))))
+        when_ms = tick_ms + _ms(delay, signed=True)
+        if not 0 <= when_ms <= MAX_PLANNABLE_MS:
+            raise ValueError(f"not a push: {line[:80]!r}")
+        pushes.append(Push(KINDS[kind], from_ms(tick_ms), job_id, from_ms(when_ms)))
     return pushes

@@ -13,11 +13,12 @@ import re
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import date, datetime
 from typing import Any
 
 from kiqbeat.core.dst import CRON, dst_policy
 from kiqbeat.core.durations import duration_s
+from kiqbeat.core.instants import utc_instant
 from kiqbeat.core.limits import (
     MAX_CALENDARS,
     MAX_EXCLUDED_DATES,
@@ -202,34 +203,14 @@ def tags(value: object) -> list[str]:
     return list(items)
 
 
-# Instants a schedule's life is bounded by: from the epoch (where `every` counts from) to
-# the start of the year 9999 (past which no tick is planned).
-_FIRST_INSTANT = datetime(1970, 1, 1, tzinfo=UTC)
-_LAST_INSTANT = datetime(9999, 1, 1, tzinfo=UTC)
-_INSTANT_HINT = ("an ISO 8601 instant with its UTC offset, e.g. '2026-03-01T09:00:00+01:00' "
-                 "or '2026-03-01T08:00:00Z'")
 _DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", re.ASCII)
 
 
 def instant(value: object) -> datetime:
     """`start_at` / `end_at`: an ISO 8601 instant WITH an offset (a wall time alone would
-    mean different instants to different readers), as aware UTC."""
-    if isinstance(value, datetime):
-        moment = value
-    elif isinstance(value, str):
-        try:
-            moment = datetime.fromisoformat(value.strip())
-        except ValueError:
-            raise ConfigError(f"{shown(value)} is not {_INSTANT_HINT}") from None
-    else:
-        raise ConfigError(f"{shown(value)} must be {_INSTANT_HINT}")
-    if moment.tzinfo is None or moment.utcoffset() is None:
-        raise ConfigError(f"{shown(value)} has no UTC offset; add 'Z' or '+hh:mm' "
-                          f"({_INSTANT_HINT})")
-    moment = moment.astimezone(UTC)
-    if not _FIRST_INSTANT <= moment < _LAST_INSTANT:
-        raise ConfigError(f"{shown(value)} must be from 1970-01-01 to before 9999-01-01")
-    return moment
+    mean different instants to different readers), as aware UTC (core.instants, the one
+    reader of instants, range-checks it before converting)."""
+    return utc_instant(value)
 
 
 def tick_instant(value: object) -> datetime:

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, cast
 
+from kiqbeat.core.limits import MAX_JSON_DEPTH
 from kiqbeat.core.payload import job_json
 from kiqbeat.core.schedule import Schedule
 from kiqbeat.document.fields import RESERVED_PAYLOAD_KEYS
@@ -24,9 +25,6 @@ from kiqbeat.errors import ConfigError, shown
 MAX_JOB_VALUES = 10_000
 # One job's JSON: a job never needs more, and one push call (512 KiB) always carries it.
 MAX_JOB_BYTES = 512 * 1024
-# Sidekiq's Ruby JSON parser refuses nesting deeper than 100 (the job sent straight to Dead,
-# unrun); the job hash itself is level 1.
-MAX_JSON_DEPTH = 100
 # JSON integers every consumer reads exactly: Ruby's are unbounded, Elixir's too, but
 # Sidekiq's JavaScript UI and most other parsers stop at 64 bits.
 _INT_RANGE = range(-(2**63), 2**63)

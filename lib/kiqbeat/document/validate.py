@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, TypeVar, cast
 
+from kiqbeat.core import json_text
 from kiqbeat.core.cron import Cron, Every, parse_cron, parse_every
 from kiqbeat.core.dst import CRON, DstPolicy
 from kiqbeat.core.lifecycle import OneShot
@@ -153,7 +154,7 @@ def read_definition(name: str, data: bytes, *, window_s: float = 3600.0) -> Sche
             if schedule is not None:
                 return schedule
     try:
-        raw = json.loads(data)
+        raw = json_text.loads(data)
     except (ValueError, RecursionError) as exc:
         raise ConfigError(f"schedule {shown(name)}: the stored definition is not JSON "
                           f"({str(exc)[:120]})") from None

@@ -45,11 +45,12 @@ def _number(value: float) -> str:
 
 
 def _labels(names: tuple[str, ...], values: tuple[str, ...]) -> str:
-    """`{name="value",...}`, values escaped as the text format says."""
+    """`{name="value",...}`, by name (as prometheus-client writes them), values escaped as the
+    text format says."""
     def escaped(value: str) -> str:
         return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
-    pairs = zip(names, values, strict=True)
+    pairs = sorted(zip(names, values, strict=True))
     return "{" + ",".join(f'{n}="{escaped(v)}"' for n, v in pairs) + "}"
 
 

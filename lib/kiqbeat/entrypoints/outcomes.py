@@ -73,8 +73,9 @@ def execute(request: Request, engine: Engine, *, deadline: float,
 # --------------------------------------------------------------------------- operations
 
 def _missed(request: Request, store: Store) -> Outcome:
-    ranges = store.missed(request.names)
-    listed = {r.name for r in ranges}
+    garbled: list[tuple[str, str]] = []
+    ranges = store.missed(request.names, garbled)
+    listed = {r.name for r in ranges} | {name for name, _ in garbled}
     unknown = [n for n in request.names if n not in listed and store.get(n) is None]
     if unknown:
         raise store.no_schedule(unknown)
@@ -91,7 +92,8 @@ def _missed(request: Request, store: Store) -> Outcome:
         lines.append("no missed ticks recorded"
                      + (f" for {', '.join(map(shown_name, request.names))}"
                         if request.names else ""))
-    return Outcome({"missed": [r.as_dict() for r in ranges]}, lines)
+    return Outcome({"missed": [r.as_dict() for r in ranges]}, lines,
+                   problems=[why for _, why in garbled], code=1 if garbled else 0)
 
 
 def _trigger(request: Request, store: Store) -> Outcome:

@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from kiqbeat.core.instants import option_instant
 from kiqbeat.core.pause import Pause
 from kiqbeat.core.schedule import Config, Schedule
 from kiqbeat.document.imported import FORMATS, ImportOptions
@@ -392,11 +393,5 @@ MAX_PREVIEW = 1000
 
 
 def parse_instant(text: str, option: str) -> datetime:
-    try:
-        instant = datetime.fromisoformat(text)
-    except ValueError as exc:
-        raise ConfigError(f"{option} {text!r} is not an ISO 8601 instant "
-                          "(e.g. 2026-03-08T07:00:00Z)") from exc
-    if instant.tzinfo is None:
-        raise ConfigError(f"{option} {text!r} has no UTC offset; add Z or +hh:mm")
-    return instant.astimezone(UTC)
+    """An operator's instant option (core.instants: range-checked before conversion)."""
+    return option_instant(text, option)

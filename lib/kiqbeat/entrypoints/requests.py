@@ -25,13 +25,14 @@ from typing import Any
 
 from kiqbeat.core.limits import (
     MAX_AUDIT_NOTE_CHARS,
+    MAX_JSON_DEPTH,
     MAX_PENDING_SKIPS,
     MAX_REQUEST_NAME_CHARS,
     MAX_SHARDS,
     MAX_SHOWN_CHARS,
 )
 from kiqbeat.core.records import REASONS
-from kiqbeat.document.jobs import MAX_JOB_BYTES, MAX_JOB_VALUES, MAX_JSON_DEPTH, Shapes
+from kiqbeat.document.jobs import MAX_JOB_BYTES, MAX_JOB_VALUES, Shapes
 from kiqbeat.entrypoints.preview import parse_instant
 from kiqbeat.errors import ConfigError, shown
 

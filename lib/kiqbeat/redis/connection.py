@@ -40,6 +40,12 @@ except ImportError:
     _NO_SETINFO = {"lib_name": None, "lib_version": None}
 
 
+def reply_reason(value: bytes | str) -> str:
+    """A reply that is text for a person (a set-aside reason), not a name: bytes that are not
+    UTF-8 (written by hand) shown as \\xHH, so it is always valid text (JSON, HTML, logs)."""
+    return value.decode(errors="backslashreplace") if isinstance(value, bytes) else value
+
+
 def reply_text(value: bytes | str) -> str:
     """A reply as text: redis-py gives bytes, or str when the client decodes replies.
 

@@ -234,10 +234,34 @@ def read_definitions(client: redis.Redis, namespace: str, names: Sequence[str],
 
 def scan_names(client: redis.Redis, key: str, cursor: int = 0,
                count: int = BATCH) -> tuple[int, list[str]]:
-    """One HSCAN page of a hash's field names: (next cursor, 0 when done; names)."""
+    """One page of a hash's field names, never a value (issue 26: a definition over the limit
+    must not be transferred to list names): (next cursor, 0 when done; names).
+
+    `HSCAN ... NOVALUES` where the server has it (Redis 7.4+, Valkey 8+); before that, HKEYS
+    (names only; one reply of every name, bounded by the names' bytes) paged here, the
+    cursor then an offset into the sorted names."""
     with redis_errors(client, "listing stored schedules"):
-        cursor, page = client.hscan(key, cursor, count=count)
+        try:
+            cursor, page = client.execute_command(  # type: ignore[no-untyped-call]
+                "HSCAN", key, cursor, "COUNT", count, "NOVALUES")
+        except redis.ResponseError:  # no NOVALUES: names alone, every one in one reply
+            names = sorted(reply_text(n) for n in client.hkeys(key))
+            page = names[cursor:cursor + count]
+            return (cursor + count if cursor + count < len(names) else 0), page
     return int(cursor), [reply_text(n) for n in page]
+
+
+def scan_present(client: redis.Redis, namespace: str, count: int = BATCH,
+                 lua: scripts.Caller = scripts.SCRIPTS
+                 ) -> Iterable[tuple[str, bytes | Oversized]]:
+    """Every stored definition, a page of names then their values (read.lua: one over
+    MAX_DEFINITION_BYTES comes as Oversized, unread) per two round trips."""
+    cursor = 0
+    while True:
+        cursor, names = scan_names(client, keys.definitions(namespace), cursor, count)
+        yield from read_present(client, namespace, names, lua).items()
+        if not cursor:
+            return
 
 
 def scan_items(client: redis.Redis, key: str, count: int = BATCH

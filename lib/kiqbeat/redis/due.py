@@ -34,6 +34,7 @@ class Due:
     definition: bytes | Oversized | None
     mark_ms: int | None
     pause: bytes | None = None  # its pause record (core/pause.py), if any
+    garbled: bool = False  # its progress record is not one (written by hand): set aside
 
 
 @dataclass(frozen=True)
@@ -190,6 +191,7 @@ def _due_read(reply: Any, replies: Replies) -> DueRead:
 # definition length read (-1: not read), stored length, mark (epoch ms as a double; -1:
 # none), pause record length (-1: none).
 SIZES = struct.Struct(">IiIdi")
+GARBLED_MARK = -2  # due.lua's mark of an entry whose progress record is not one
 
 
 def _entries(sizes: bytes, blob: bytes) -> list[Due]:
@@ -215,7 +217,7 @@ def _entries(sizes: bytes, blob: bytes) -> list[Due]:
         # A name that is not UTF-8 (written by another language) stays readable: its
         # definition is then refused by name and set aside, writing back the same bytes.
         entries.append(Due(name.decode(errors="surrogateescape"), definition,
-                           None if mark < 0 else int(mark), pause))
+                           None if mark < 0 else int(mark), pause, mark == GARBLED_MARK))
     if pos != len(blob):
         raise ValueError(f"due.lua's entries hold {len(blob)} bytes, their sizes {pos}")
     return entries

@@ -26,7 +26,8 @@ from kiqbeat.core.plan import Group
 # Fields of one record, in order, as each script reads them (the request's first field).
 PUSH_GROUP_FIELDS = ("name", "sha", "mark", "next", "new", "missed", "skipped", "queue",
                      "limit", "overlap", "ranges", "jobs")
-BACKFILL_PIECE_FIELDS = ("name", "sha", "after", "through", "queue", "limit", "jobs")
+BACKFILL_PIECE_FIELDS = ("name", "sha", "after", "through", "queue", "limit", "overlap",
+                         "jobs")
 
 
 def name_bytes(name: str) -> bytes:
@@ -66,7 +67,7 @@ _JOB = struct.Struct(">ddI")  # frames.lua JOB_FORMAT: TICK RELEASE LENGTH, then
 # A group without missed ranges and with one job, as most are, packed in one go: GROUP with
 # R = 0, then N = 1 and the job's frame (the same bytes as the parts one by one).
 _GROUP_ONE_JOB = struct.Struct(">40sddBddHdBIIddI")
-_PIECE = struct.Struct(">40sddHdI")  # backfill.lua's PIECE_FORMAT after NAME
+_PIECE = struct.Struct(">40sddHdBI")  # backfill.lua's PIECE_FORMAT after NAME
 _NO_SHA = b"0" * 40
 
 
@@ -124,6 +125,7 @@ class Piece:
     sha: str
     jobs: list[tuple[int, str]]
     max_runs: int = 0  # the schedule's `max_runs` (0: none): backfilled ticks count as runs
+    overlap_skip: bool = False  # `overlap: skip`: one job at a time (backfill.lua)
 
 
 def backfill_request(pieces: Sequence[Piece], queues: Queues) -> bytes:
@@ -133,7 +135,7 @@ def backfill_request(pieces: Sequence[Piece], queues: Queues) -> bytes:
         name = name_bytes(piece.name)
         parts.append(_NAME.pack(len(name)) + name + _PIECE.pack(
             _sha(piece.sha), piece.after_ms, piece.through_ms, queues.number(piece.queue),
-            piece.max_runs, len(piece.jobs)))
+            piece.max_runs, int(piece.overlap_skip), len(piece.jobs)))
         parts += _jobs([tick for tick, _ in piece.jobs], [0] * len(piece.jobs),
                        [name_bytes(job) for _, job in piece.jobs])
     return b"".join(parts)

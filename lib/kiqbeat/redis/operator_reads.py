@@ -13,7 +13,7 @@ import redis
 
 from kiqbeat.core.limits import MAX_PLANNABLE_MS
 from kiqbeat.redis import keys, progress, scripts
-from kiqbeat.redis.connection import redis_errors, reply_text
+from kiqbeat.redis.connection import redis_errors, reply_reason, reply_text
 from kiqbeat.redis.definitions import BATCH, Oversized, read_definitions, scan_items
 from kiqbeat.redis.due import due_keys
 
@@ -68,7 +68,7 @@ def read_stored(client: redis.Redis, namespace: str, names: Sequence[str],
             rejected, runs, skips = pipe.execute()
         marks = progress.read_marks(client, namespace, batch)
         out += [Stored(name, d, _mark_ms(marks.get(name)), _seen_ms(marks.get(name)),
-                       None if r is None else reply_text(r), _count(n), _count(k))
+                       None if r is None else reply_reason(r), _count(n), _count(k))
                 for name, d, r, n, k in zip(batch, defs, rejected, runs, skips, strict=True)]
     return out
 

@@ -16,14 +16,16 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import redis
 
+from kiqbeat.core.limits import MAX_REASON_CHARS
 from kiqbeat.core.plan import MISSED_COUNT_CAP, Group, Plan
 from kiqbeat.core.records import DEFAULT_HISTORY
 from kiqbeat.core.report import Report
 from kiqbeat.core.schedule import Config
-from kiqbeat.errors import DeadlineError, KiqbeatError, shown
+from kiqbeat.errors import DeadlineError, KiqbeatError, shown, shown_text
 from kiqbeat.redis import frames, keys, scripts
 from kiqbeat.redis.connection import redis_errors, reply_text
 
@@ -129,6 +131,15 @@ def settle(report: Report, chunk: Sequence[Group], counts: Sequence[int], flags:
     report.lag_s = lag_ms / 1000
 
 
+def set_aside(report: Report, aside: Sequence[bytes | str]) -> None:
+    """Warn of each schedule a push call set aside for a life counter it could not count on
+    (push.lua: name, reason, name, reason...)."""
+    for at in range(0, len(aside) - 1, 2):
+        report.set_aside += 1
+        report.warnings.append(f"schedule {shown(reply_text(aside[at]))} set aside: "
+                               f"{shown_text(reply_text(aside[at + 1]), MAX_REASON_CHARS)}")
+
+
 class Pusher:
     """Carries out an invocation's plans, one push call (an atomic chunk) at a time, filling
     in the report; each schedule's history keeps its last `history` pushes.
@@ -192,6 +203,7 @@ class Pusher:
         settle(self.report, chunk, counts, reply_text(reply[7]), now_ms,
                reply_text(reply[8]) if len(reply) > 9 else "",
                reply_text(reply[9]) if len(reply) > 9 else "")
+        set_aside(self.report, reply[10] if len(reply) > 10 else [])
         if self.config.wait_replicas and counts[0]:
             wait_for_replicas(self.client, self.config, counts[0], self.report)
 
@@ -227,19 +239,37 @@ def push(client: redis.Redis, namespace: str, plan: Plan, config: Config, report
 
 
 def push_backfill(client: redis.Redis, namespace: str, pieces: Sequence[Piece],
-                  history: int, lua: scripts.Caller = scripts.SCRIPTS) -> tuple[int, int, int, str]:
-    """One atomic backfill call: (pushed, already, stale, flags), flags one "1"/"0" per job
-    in order."""
+                  history: int, lua: scripts.Caller = scripts.SCRIPTS) -> BackfillCall:
+    """One atomic backfill call (backfill.lua)."""
     queues = frames.Queues()
     body = frames.backfill_request(pieces, queues)
     names = queues.names
     script_keys = [keys.missed(namespace), keys.definitions(namespace), keys.history(namespace),
                    keys.queues(namespace), keys.runs(namespace), keys.skips(namespace),
-                   keys.last_jobs(namespace), *(keys.queue(namespace, q) for q in names)]
+                   keys.last_jobs(namespace), keys.schedule(namespace),
+                   *(keys.queue(namespace, q) for q in names)]
     with redis_errors(client, "backfilling missed ticks"):
-        pushed, already, stale, flags = lua.call(
-            scripts.BACKFILL, client, script_keys, [history, len(names), *names, body])
-    return int(pushed), int(already), int(stale), reply_text(flags)
+        reply = lua.call(scripts.BACKFILL, client, script_keys,
+                         [history, len(names), *names, body, keys.running_prefix(namespace)])
+    aside = [reply_text(v) for v in reply[5]]
+    return BackfillCall(int(reply[0]), int(reply[1]), int(reply[2]), reply_text(reply[3]),
+                        [reply_text(v) for v in reply[4]],
+                        list(zip(aside[::2], aside[1::2], strict=True)))
+
+
+@dataclass(frozen=True)
+class BackfillCall:
+    """What one backfill call did: jobs pushed, already pushed (or out of the record), left
+    alone for a changed definition; flags one "1"/"0" per job in order; the schedules whose
+    ticks stay recorded for `overlap: skip`; schedules left alone for a run count that is
+    not a number, and why."""
+
+    pushed: int
+    already: int
+    stale: int
+    flags: str
+    held: list[str]
+    aside: list[tuple[str, str]]
 
 
 def push_manual(client: redis.Redis, namespace: str, name: str, sha: str, queue: str,

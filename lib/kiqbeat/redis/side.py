@@ -140,9 +140,10 @@ class RedisSide:
         return definitions.scan_names(self.client, keys.definitions(self.namespace), cursor,
                                       count)
 
-    def scan_definitions(self) -> Iterable[tuple[str, bytes]]:
-        """Every stored (name, definition), one HSCAN page per round trip."""
-        return definitions.scan_items(self.client, keys.definitions(self.namespace))
+    def scan_definitions(self) -> Iterable[tuple[str, bytes | Oversized]]:
+        """Every stored (name, definition), a page of names then their definitions per two
+        round trips; one over the limit as Oversized, never read."""
+        return definitions.scan_present(self.client, self.namespace, lua=self.lua)
 
     def scan_rejected(self) -> Iterable[tuple[str, bytes]]:
         """Every set-aside (name, why), one HSCAN page per round trip."""
@@ -181,7 +182,7 @@ class RedisSide:
                              due_key=keys.due(self.namespace, shard), history=history)
 
     def push_backfill(self, pieces: Sequence[Piece], history: int
-                      ) -> tuple[int, int, int, str]:
+                      ) -> pushes.BackfillCall:
         """`redis.pushes.push_backfill` on this store."""
         return pushes.push_backfill(self.client, self.namespace, pieces, history, self.lua)
 

@@ -31,6 +31,7 @@ from starlette.routing import BaseRoute, Match, NoMatchFound, Route, request_res
 from starlette.types import Receive, Scope, Send
 
 from kiqbeat.audit import AuditEntry
+from kiqbeat.core.instants import option_instant
 from kiqbeat.core.limits import MAX_DEFINITION_BYTES
 from kiqbeat.document import check_definition
 from kiqbeat.entrypoints.requests import from_fields
@@ -274,14 +275,7 @@ def _instant(value: object, field: str = "now") -> datetime:
     """The request's `field` (ISO 8601; a zone-less one is UTC), else the present."""
     if value is None:
         return datetime.now(UTC)
-    try:
-        when = datetime.fromisoformat(value) if isinstance(value, str) else None
-    except ValueError:
-        when = None
-    if when is None:
-        raise ConfigError(f"{field} {shown(value)} must be an ISO 8601 date and time "
-                          "('2026-11-26T10:00:00Z')")
-    return when if when.tzinfo else when.replace(tzinfo=UTC)
+    return option_instant(value, field, naive_is_utc=True)
 
 
 def openapi_json(request: Request) -> Response:

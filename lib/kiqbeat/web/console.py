@@ -23,6 +23,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from kiqbeat.audit import AuditEntry, read_audit
+from kiqbeat.core import json_text
 from kiqbeat.core.limits import (
     BACKFILL_CONFIRM_JOBS,
     MAX_AUDIT_NOTE_CHARS,
@@ -213,7 +214,7 @@ def json_object(data: bytes | object) -> dict[str, Any] | None:
     if not isinstance(data, bytes | str):
         return None
     try:
-        raw = json.loads(data)
+        raw = json_text.loads(data)
     except (ValueError, RecursionError):
         return None
     return raw if isinstance(raw, dict) else None

@@ -15,7 +15,7 @@ thousands of bulk strings: `sizes` holds one SIZES_FORMAT record per entry (24 b
 big-endian): the name's length (I4), the definition's length as read (i4; -1 when not read:
 gone, or over MAX_DEFINITION_BYTES), its length in bytes (I4; HSTRLEN, asked before
 anything is read: 0 when gone), the mark (d, epoch ms: exact, every mark is a whole number
-below 2^53; -1 when none), the pause record's length (i4; -1 when none); `bytes` is, per
+below 2^53; -1 when none, -2 when garbled), the pause record's length (i4; -1 when none); `bytes` is, per
 entry, its name, definition and pause record, those lengths' bytes one after the other.
 `more` is 1 when due entries may follow this batch (it holds ARGV[3] names, or was cut short
 once the definitions it carries passed MAX_BATCH_DEFINITION_BYTES), 0 when there are none;
@@ -23,8 +23,9 @@ once the definitions it carries passed MAX_BATCH_DEFINITION_BYTES), 0 when there
 index next comes due (`kiqbeat run` sleeps until then). Cost: two range reads, one HSTRLEN
 per name, one HMGET of definitions, one HLEN of the paused hash (and an HMGET of pauses
 when it holds any) and one HGET per name's progress record,
-whatever the size of the store or of any one definition. A mark that is not a whole number
-is refused, naming the schedule.
+whatever the size of the store or of any one definition. A progress record that is not one
+(a mark that is not a whole number, written by hand) gives the mark -2: the engine sets that
+schedule aside, naming the key; the others are read as usual.
 ]]
 
 local clock = redis.call('TIME')
@@ -56,8 +57,13 @@ local SIZES_FORMAT = '>IiIdi'
 local pack = struct.pack
 local sizes, parts = {}, {}
 for j = 1, #names do
-  local mark, _, garbled_mark = read_mark(names[j])
-  if garbled_mark then return garbled_mark end
+  local mark, _, bad = read_mark(names[j])
+  if bad then
+    -- A record that is not one (written by hand) costs only its schedule: -2 tells the
+    -- engine to set it aside (redis/due.py GARBLED_MARK); any other error stops the read.
+    if string.sub(bad.err or '', 1, 15) ~= 'KIQBEAT_GARBLED' then return bad end
+    mark = -2
+  end
   local name, def, pause = names[j], defs[j], pauses[j]
   sizes[j] = pack(SIZES_FORMAT, #name, def and #def or -1, lengths[j], mark or -1,
     pause and #pause or -1)

@@ -26,9 +26,33 @@ local function life_check(life)
     or expect_allowed('HDEL', life.runs, 'n') or expect_allowed('HDEL', life.last, 'n')
 end
 
--- The ticks the schedule pushed over its life (0: none counted).
+-- `text` quoted for a reason a person reads: bytes outside printable ASCII as \xHH, so
+-- that a reason is always text (never bytes that are not UTF-8) and forges no line.
+local function life_shown(text)
+  return "'" .. string.gsub(text, "[^%w%p ]", function(c)
+    return string.format('\\x%02x', string.byte(c))
+  end) .. "'"
+end
+
+-- A life counter of the schedule as kiqbeat writes it (HINCRBY: a whole number): its value,
+-- 0 when there is none; nil and why, naming the key and the value, for anything else (issue
+-- 26: "1e308" or "abc" written by hand). A script never counts on such a value, nor calls
+-- HINCRBY on it (which would fail the call for every schedule in it): the schedule is set
+-- aside with that reason instead.
+local function life_count(key, name, what)
+  local raw = redis.call('HGET', key, name)
+  if not raw then return 0 end
+  if #raw <= 16 and string.find(raw, '^%-?%d+$') then return tonumber(raw) end
+  local value = #raw > 40 and (life_shown(string.sub(raw, 1, 40)) .. '... (' .. #raw ..
+    ' bytes)') or life_shown(raw)
+  return nil, key .. ' holds ' .. value .. ' for it, not a whole number of ' .. what ..
+    ' (HDEL that field or set it right, then ZADD kiqbeat:due 0 NAME or write the definition again)'
+end
+
+-- The ticks the schedule pushed over its life (0: none counted); nil and why when the
+-- stored count is not a whole number.
 local function runs_of(life, name)
-  return tonumber(redis.call('HGET', life.runs, name)) or 0
+  return life_count(life.runs, name, 'ticks pushed')
 end
 
 local function add_runs(life, name, n)
@@ -40,8 +64,11 @@ local function any_skips(life)
   return redis.call('HLEN', life.skips) > 0
 end
 
+-- Ticks still to skip (0: none); nil and why when the stored count is not a whole number.
 local function skips_of(life, name)
-  return math.max(0, tonumber(redis.call('HGET', life.skips, name)) or 0)
+  local n, why = life_count(life.skips, name, 'ticks to skip')
+  if n == nil then return nil, why end
+  return math.max(0, n)
 end
 
 -- Take `n` of the schedule's pending skips; the field goes with the last one.

@@ -85,13 +85,18 @@ All checks run before the first write: Redis does not roll a script back, and it
 script for lack of memory only at its first write, so once the first write is done the rest
 complete.
 
-Returns {pushed, already, missed, skipped, new, stale, recorded, flags, by_reason, applied}:
-stale counts the groups left alone for a changed definition, recorded the ticks recorded as
-missed, and flags holds one character per job in argument order: "1" pushed, "0" not pushed
-(already pushed, or left alone). by_reason splits what the script itself passed over and
-recorded, "SKIP LIMIT OVERLAP RECORDED_WINDOW" (pending skips taken, ticks past max_runs,
-ticks passed over for overlap, and of `recorded` those of reason "window"); applied holds one
-character per group: "1" when its mark was applied (its MISSED and SKIPPED are counted).
+A group whose life counter (runs, skips) is not a whole number, or whose progress record is
+not one (written by hand) is set aside instead: its reason goes into the rejected hash, its
+index entry goes, nothing of it is pushed.
+
+Returns {pushed, already, missed, skipped, new, stale, recorded, flags, by_reason, applied,
+aside}: stale counts the groups left alone for a changed definition, recorded the ticks
+recorded as missed, and flags holds one character per job in argument order: "1" pushed, "0"
+not pushed (already pushed, or left alone). by_reason splits what the script itself passed
+over and recorded, "SKIP LIMIT OVERLAP RECORDED_WINDOW" (pending skips taken, ticks past
+max_runs, ticks passed over for overlap, and of `recorded` those of reason "window"); applied
+holds one character per group: "1" when its mark was applied (its MISSED and SKIPPED are
+counted); aside the groups set aside, as name, reason, name, reason...
 ]]
 
 local wm_key, seen_key, queues_key, sched_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
@@ -124,6 +129,7 @@ err = expect_allowed('HSET', wm_key, 'f', '0') or expect_allowed('HSETNX', seen_
   or expect_allowed('SADD', queues_key, 'q') or expect_allowed('ZADD', due_key, '0', 'n')
   or expect_allowed('HMGET', defs_key, 'f') or expect_allowed('HSTRLEN', defs_key, 'f')
   or expect_allowed('HDEL', rejected_key, 'f') or expect_allowed('HLEN', rejected_key)
+  or expect_allowed('HSET', rejected_key, 'f', 'r') or expect_allowed('ZREM', due_key, 'n')
   or expect_allowed('HGET', missed_key, 'f') or expect_allowed('HSET', missed_key, 'f', 'r')
   or expect_allowed('HGET', seen_key, 'f')
   or expect_allowed('HMGET', history_key, 'f') or expect_allowed('HSET', history_key, 'f', 'h')
@@ -190,6 +196,7 @@ end
 -- watermark and first-seen (`curs`, `seens`, nil when none), history (in parts: `newests`,
 -- `tails`), and whether its definition is the one it was planned from.
 local curs, seens, newests, tails, stales = {}, {}, {}, {}, {}
+local garbled_states = {}  -- group i's progress record is not one: why
 for first = 1, ng, BATCH do
   local last = math.min(first + BATCH - 1, ng)
   -- A definition swapped meanwhile for one over the limit is not read: it has changed.
@@ -198,13 +205,32 @@ for first = 1, ng, BATCH do
     local def = defs[k - first + 1]
     stales[k] = not def or redis.sha1hex(def) ~= shas[k]
     curs[k], seens[k], newests[k], tails[k], err = read_state_parts(names[k])
-    if err then return err end
+    if err then
+      -- A record that is not one (written by hand since the due read) costs only its
+      -- schedule: set aside below; any other error stops the call.
+      if string.sub(err.err or '', 1, 15) ~= 'KIQBEAT_GARBLED' then return err end
+      garbled_states[k] = string.sub(err.err, 17)
+    end
   end
 end
 
 -- Set-aside reasons to clear (reindex): none to look for when the hash is empty, as it
 -- mostly is.
 local any_rejected = redis.call('HLEN', rejected_key) > 0
+
+-- Each group's life counters (life.lua), read and checked before the first write: a group
+-- whose stored count is not a whole number is set aside with the reason (`asides`), never
+-- counted on, so one hand-written value costs only its schedule.
+local skips_pending = any_skips(life)
+local skips_v, runs_v, asides = {}, {}, {}
+for i = 1, ng do
+  local why
+  if skips_pending then skips_v[i], why = skips_of(life, names[i]) else skips_v[i] = 0 end
+  if why == nil and limits[i] > 0 then runs_v[i], why = runs_of(life, names[i]) end
+  runs_v[i] = runs_v[i] or 0
+  why = why or garbled_states[i]
+  if why then asides[i] = 'schedule ' .. life_shown(names[i]) .. ': ' .. why end
+end
 
 -- Pass 2: write.
 local pushed, already, missed, skipped, new, stale, recorded = 0, 0, 0, 0, 0, 0, 0
@@ -217,7 +243,6 @@ local histories = {} -- group i's new history, its TAIL (nil: unchanged; NEWEST 
 local lines = {}     -- the history lines of the group at hand, oldest first
 local index = {}     -- next due, name, next due, name...
 local planned = {}   -- names whose index entry is set
-local skips_pending = any_skips(life)
 local ended = {}     -- group i's schedule has reached its max_runs
 
 -- Queue every job of group i whose tick is above floor (epoch ms) that its schedule's life
@@ -227,8 +252,7 @@ local function push_above(i, floor)
   local count = 0
   local ticks, releases = jobs.ticks, jobs.releases
   local k, name, limit = targets[i], names[i], limits[i]
-  local skips = skips_pending and skips_of(life, name) or 0
-  local runs = limit > 0 and runs_of(life, name) or 0
+  local skips, runs = skips_v[i], runs_v[i]
   local busy, overlap = nil, overlaps[i] == 1
   local used, ran, last = 0, 0, nil
   local overlapped = {}
@@ -316,7 +340,7 @@ end
 -- here when no job of the group was looked at).
 local function reindex(i)
   if ended[i] == nil and limits[i] > 0 then
-    ended[i] = runs_of(life, names[i]) >= limits[i]
+    ended[i] = runs_v[i] >= limits[i]
   end
   index[#index + 1], index[#index + 2] = ms_text(ended[i] and ENDED_MS or nexts[i]), names[i]
   planned[#planned + 1] = names[i]
@@ -329,12 +353,18 @@ local function leave_alone(i)
   end
 end
 
+local set_aside = {}  -- name, reason, name, reason...
 for i = 1, ng do
   local cur = curs[i]
   applied[i] = '0'
   if stales[i] then
     stale = stale + 1
     leave_alone(i)
+  elseif asides[i] then
+    leave_alone(i)
+    redis.call('HSET', rejected_key, names[i], asides[i])
+    redis.call('ZREM', due_key, names[i])
+    set_aside[#set_aside + 1], set_aside[#set_aside + 2] = names[i], asides[i]
   elseif (news[i] == 1) == (cur ~= nil) then
     -- New, but another copy registered it first; or planned with a watermark that has gone
     -- since (removed, maybe added again: its index entry says "plan me"): left alone.
@@ -373,4 +403,5 @@ out:write()
 flush('ZADD', due_key, index)
 if any_rejected then flush('HDEL', rejected_key, planned) end
 return {pushed, already, missed, skipped, new, stale, recorded, table.concat(flags),
-  n_skip .. ' ' .. n_limit .. ' ' .. n_overlap .. ' ' .. recorded_window, table.concat(applied)}
+  n_skip .. ' ' .. n_limit .. ' ' .. n_overlap .. ' ' .. recorded_window, table.concat(applied),
+  set_aside}
