@@ -337,8 +337,9 @@ def check_store(client: redis.Redis, kiqbeat: Kiqbeat,  # noqa: F811 - the fixtu
         assert len(found) == len(set(found)), (name, corruption)  # none twice
         assert set(found) == expected_jids(name, t0, last), (name, corruption)
     for args in (["status"], ["status", "--json"], ["schedules", "list"],
-                 ["schedules", "list", "--json"], ["schedules", "get", VICTIM], ["schedules", "export"], ["history", VICTIM],
-                 ["missed", "--json"], ["next", "--store"]):
+                 ["schedules", "list", "--json"], ["schedules", "get", VICTIM],
+                 ["schedules", "export"], ["history", VICTIM], ["missed", "--json"],
+                 ["next", "--store"]):
         answers(kiqbeat(*args), args)
     reason = client.hget("kiqbeat:rejected", VICTIM)
     if reason is not None and where != "kiqbeat:rejected":
