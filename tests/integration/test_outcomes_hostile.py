@@ -90,3 +90,16 @@ def test_an_entry_from_9999_on_is_dropped_as_garbled(own_client: redis.Redis, ti
     _report(own_client, "a", T0)
     (health,) = fold_outcomes(own_client)
     assert health.last_tick_ms == T0
+
+
+def test_a_start_reported_past_9999_is_kept_before_it(own_client: redis.Redis) -> None:
+    """A running entry's start (its tick plus `at`'s offset) is an instant too: kept before
+    9999-01-01, so the record reads back (it used to make a record Python refused)."""
+    own_client.hset(keys.definitions(""), "a", json.dumps({"class": "W", "cron": "* * * * *"}))
+    tick = 253_370_764_800_000 - 60_000  # the last minute of 9998
+    entry = {"s": "a", "t": tick, "j": "x", "e": "started", "at": tick + 2**40, "a": 1}
+    own_client.lpush(keys.outcomes_inbox(""), json.dumps(entry))
+    (health,) = fold_outcomes(own_client)
+    assert (health.last_outcome, health.last_tick_ms) == ("running", tick)
+    record = read_outcomes(own_client, "", ["a"])["a"][0]
+    assert record is not None and record.ticks[0].started_ms == 253_370_764_800_000 - 1

@@ -195,7 +195,8 @@ local function parsed_entry(text)
   if type(at) ~= 'number' or at ~= at then at = t end
   local j = e.j
   return {s = s, t = t, ev = ev, a = math.min(a, 1000000), d = floor(math.min(d, 2^40)),
-          start = floor(math.max(0, math.min(at - t, 2^40))),
+          -- a start is an instant too: before 9999 (records.py reads it as one)
+          start = floor(math.max(0, math.min(at - t, 2^40, LAST_TICK - 1 - t))),
           manual = (type(j) == 'string' and string.sub(j, 1, 6) == 'manual') and 1 or 0,
           x = type(e.x) == 'string' and string.sub(e.x, 1, 200) or 'Error',
           m = type(e.m) == 'string' and string.sub(e.m, 1, 200) or ''}
