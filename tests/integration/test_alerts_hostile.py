@@ -5,6 +5,7 @@ keeps `silent` from opening."""
 
 from __future__ import annotations
 
+import json
 import math
 from datetime import UTC, datetime, timedelta
 
@@ -17,8 +18,10 @@ from kiqbeat.core.outcomes import decode_outcomes
 from kiqbeat.core.plan import to_ms
 from kiqbeat.engine import Engine
 from kiqbeat.entrypoints.metrics import InvocationMetrics
-from kiqbeat.redis import keys
+from kiqbeat.redis import keys, scripts
 from kiqbeat.redis.progress import bucket
+from kiqbeat.settings import Settings
+from tests.support.servers import load_functions
 
 from .helpers import config
 
@@ -73,3 +76,26 @@ def test_a_deadline_that_is_no_instant_costs_nothing(client: redis.Redis, score:
     again = client.zscore(keys.deadlines(""), "nightly")
     assert again is not None and math.isfinite(again)
     assert open_incidents(client, "") == []
+
+
+def test_the_function_library_keeps_silent_shut_and_folds_past_a_hostile_record(
+        client: redis.Redis) -> None:
+    """The same two promises through the function library (Redis 7's functions mode)."""
+    load_functions(client, scripts.library())
+    cfg = config(SILENT)
+    engine = Engine(Settings(redis_functions=True), client=client)
+    for minute in range(1, 5):
+        engine.run(cfg, now=T0 + timedelta(minutes=minute, seconds=5))
+    first = to_ms(T0 + timedelta(minutes=2))
+    client.hset(keys.outcomes_bucket("", bucket("nightly")), "nightly", _success_record(first))
+    # other's record: a 0xFF run where BEYOND is, and a report of its 00:02 tick to fold
+    client.hset(keys.outcomes_bucket("", bucket("other")), "other",
+                first.to_bytes(6, "big") + b"\x00" + b"\xff" * 150 + bytes([1, 1, 2, 1, 0]))
+    client.lpush(keys.outcomes_inbox(""), json.dumps(
+        {"s": "other", "t": first, "j": "x", "e": "succeeded", "at": first + 500, "a": 1,
+         "d": 1000}))
+    for minute in range(5, 8):
+        engine.run(cfg, now=T0 + timedelta(minutes=minute, seconds=5))
+    assert open_incidents(client, "") == []
+    assert decode_outcomes(client.hget(keys.outcomes_bucket("", bucket("other")), "other")
+                           ).last_success_ms == first
