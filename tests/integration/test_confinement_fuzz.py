@@ -161,6 +161,12 @@ def _deep(depth: int) -> bytes:
     return b"[" * depth + b"]" * depth
 
 
+def _tick(minutes_ago: int) -> bytes:
+    """A record's NEWEST field: a minute boundary about `minutes_ago` minutes ago (6 bytes)."""
+    now = int(datetime.now(UTC).timestamp() * 1000)
+    return (now - now % 60_000 - minutes_ago * 60_000).to_bytes(6, "big")
+
+
 INSTANTS = ["9999-12-31T23:59:59-23:59", "0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59Z",
             "1969-12-31T23:59:59Z", "2026-01-01T00:00:00+24:00", "2026-02-30T00:00:00Z",
             "2026-01-01T00:00:00", "2026-01-01T00:00:00+23:59:59.999999", "0", "", "Z",
@@ -172,7 +178,8 @@ json_values = st.one_of(
     st.sampled_from(INSTANTS).map(lambda s: json.dumps(s).encode()),
     st.sampled_from(NUMBERS).map(lambda n: json.dumps(n).encode()),
     st.integers().map(lambda n: str(n).encode()),
-    st.sampled_from([b"NaN", b"Infinity", b"-Infinity", b"1e999", b"-1e999"]),
+    st.sampled_from([b"NaN", b"Infinity", b"-Infinity", b"1e999", b"-1e999", b"1e400",
+                     b"99999999999999999", b"281474976710655"]),
     st.sampled_from([b"null", b"true", b"false", b"[]", b"{}", b"[[]]", b'{"a": 1}',
                      b'"* * * * * * *"', b'"@reboot"', b'"0 0 30 2 *"', b'"1ms"', b'"-1m"',
                      b'"99999999999d"', b'"Mars/Olympus"', b'"skip"', b'["2026-13-01"]',
@@ -198,7 +205,14 @@ state_bytes = st.one_of(
                      b'{"at": 0, "until": 253402300800000}', b'{"until": null, "at": "x"}',
                      b"0 1 window", b"1 0 nope\n2", b"5 10 paused\n" * 200,
                      b"-5 99999999999999999999 overlap", b"t 1 2\nx", b"0 0 0 0",
-                     b"\x00" * 12, b"\xff" * 30, _deep(10_000)]),
+                     b"\x00" * 12, b"\xff" * 30, _deep(10_000), b"1e400",
+                     b"99999999999999999", b"281474976710655", b"\xff" * 150,
+                     # an outcome record: a 0xFF run where a varint is (issue 27), year 10889
+                     _tick(2) + b"\x00" + b"\xff" * 150 + b"\x01\x01\x02\x01\x00",
+                     _tick(2) + b"\xff" * 150 + b"\x01\x00\x01\x02\x01\x00",
+                     b"\xff" * 6 + b"\x05\x00\x01\x01\x01\x00",
+                     b'{"e":"failing","t":1e400}', b'{"e":"failing","t":99999999999999999}',
+                     b'{"e":"silent","t":281474976710655,"c":1e400}']),
     st.binary(max_size=64),
     st.text(max_size=40).map(str.encode),
 )
@@ -298,6 +312,13 @@ def check_store(client: redis.Redis, kiqbeat: Kiqbeat,  # noqa: F811 - the fixtu
         client.zadd("kiqbeat:due", {VICTIM: 0})
     else:
         TARGETS[where](client, value, score)
+    # One valid report each for the victim and a healthy schedule, so the fold and the
+    # decision read the corrupted values (the victim's record, deadline, incident).
+    reported = int(minute_floor(t0).timestamp() * 1000) + 60_000
+    for name in (VICTIM, "minutely"):
+        client.lpush("kiqbeat:outcomes:inbox", json.dumps(
+            {"s": name, "t": reported, "j": jid(name, minute_floor(t0) + timedelta(minutes=1)),
+             "e": "succeeded", "at": reported + 500, "a": 1, "d": 1000}))
     overlapping: list[str] = []
     errs = ""
     for m in range(1, MINUTES + 1):
@@ -307,14 +328,18 @@ def check_store(client: redis.Redis, kiqbeat: Kiqbeat,  # noqa: F811 - the fixtu
         overlapping += jids_in(client, "h4")  # a worker takes the overlap: skip job
         client.delete("queue:h4")
     last = t0 + timedelta(minutes=MINUTES)
+    # the healthy schedule's report was folded whatever the victim's values
+    minutely_bucket = int(hashlib.sha1(b"minutely").hexdigest()[:4], 16) % STATE_BUCKETS
+    assert client.hexists(f"kiqbeat:outcomes:{minutely_bucket}", "minutely"), corruption
     for name in HEALTHY:
         found = overlapping if name == "overlapping" else jids_in(
             client, HEALTHY[name]["queue"])
         assert len(found) == len(set(found)), (name, corruption)  # none twice
         assert set(found) == expected_jids(name, t0, last), (name, corruption)
-    for args in (["status"], ["schedules", "list"], ["schedules", "list", "--json"],
-                 ["schedules", "get", VICTIM], ["schedules", "export"], ["history", VICTIM],
-                 ["missed", "--json"], ["next", "--store"]):
+    for args in (["status"], ["status", "--json"], ["schedules", "list"],
+                 ["schedules", "list", "--json"], ["schedules", "get", VICTIM],
+                 ["schedules", "export"], ["history", VICTIM], ["missed", "--json"],
+                 ["next", "--store"]):
         answers(kiqbeat(*args), args)
     reason = client.hget("kiqbeat:rejected", VICTIM)
     if reason is not None and where != "kiqbeat:rejected":

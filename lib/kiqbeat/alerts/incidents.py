@@ -20,7 +20,7 @@ from typing import Any
 import redis
 
 from kiqbeat.core.limits import MAX_AUDIT_ENTRIES, MAX_OUTBOX_EVENTS
-from kiqbeat.core.outcomes import Health
+from kiqbeat.core.outcomes import LAST_TICK_MS, Health
 from kiqbeat.core.plan import Entry
 from kiqbeat.core.report import Report
 from kiqbeat.core.schedule import Expectations
@@ -130,7 +130,9 @@ def open_incidents(client: redis.Redis, namespace: str, limit: int = 100) -> lis
                 try:
                     value = json.loads(raw)
                     event, tick = str(value["e"]), int(value["t"])
-                except (ValueError, KeyError, TypeError):
+                    if not 0 <= tick < LAST_TICK_MS:  # no datetime: garbled (issue 27)
+                        raise ValueError(tick)
+                except (ValueError, KeyError, TypeError, OverflowError):
                     event, tick = "failing", 0  # garbled: open, as the script reads it
                 if event:  # "": closed
                     found.append(Incident(reply_text(name), event, tick))

@@ -21,6 +21,7 @@ import redis
 from kiqbeat.alerts.delivery import deliver_all
 from kiqbeat.alerts.incidents import Watch, decide
 from kiqbeat.alerts.sinks import Sink
+from kiqbeat.core.outcomes import LAST_TICK_MS
 from kiqbeat.core.pause import Pause
 from kiqbeat.core.plan import Entry, to_ms
 from kiqbeat.core.report import Report
@@ -72,8 +73,8 @@ class AlertStep:
         expecting = replies.one("alerts:expecting")
         self._expecting = not (isinstance(expecting, int) and expecting == 0)
         earliest = replies.one("alerts:deadline")
-        self._earliest_ms = (int(earliest[0][1]) if isinstance(earliest, list) and earliest
-                             else None)
+        self._earliest_ms = (_earliest(earliest[0][1]) if isinstance(earliest, list)
+                             and earliest else None)
         if not self.sinks:
             self._waiting = False
             return
@@ -131,3 +132,13 @@ class AlertStep:
                     f"alert delivery to the {turn.sink} failed ({turn.error}); "
                     f"{max(1, sum(w for w in waiting if w > 0) - turn.sent)} event(s) wait "
                     "for the next invocation (kiqbeat status shows the backlog)")
+
+
+def _earliest(score: object) -> int:
+    """The earliest deadline's score as epoch ms; 0 (decide now: the decision step drops it)
+    when it is no instant (inf, -inf, nan, out of range, written by hand; issue 27)."""
+    try:
+        value = float(score)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return 0
+    return int(value) if 0 <= value < LAST_TICK_MS else 0

@@ -67,26 +67,40 @@ class Health:
                 "last_jid": self.last_jid}
 
 
+# The bounds fold.lua's decoder keeps (a stored value past them is not a record, issue 27):
+_MAX_VARINT_BYTES = 7
+_MAX_VARINT = 2**48
+_MAX_COUNT = 1000
+LAST_TICK_MS = 253_370_764_800_000  # 9999-01-01T00:00:00Z: no tick from then on
+
+
 def _varint(raw: bytes, pos: int) -> tuple[int, int]:
     value, scale = 0, 1
-    while True:
+    for _ in range(_MAX_VARINT_BYTES):
         b = raw[pos]  # IndexError when cut short
         value += (b & 127) * scale
         pos += 1
         if b < 128:
+            if value > _MAX_VARINT:
+                break
             return value, pos
         scale *= 128
+    raise IndexError  # longer than 7 bytes or above 2^48: not a record
 
 
 def decode_outcomes(raw: bytes) -> Outcomes:
-    """The record fold.lua wrote; ValueError when it is not one."""
+    """The record fold.lua wrote; ValueError when it is not one (with fold.lua's bounds: a
+    varint of more than 7 bytes or above 2^48, more than 1000 ticks, a tick before the epoch
+    or from 9999-01-01 on), so every tick it holds converts to a datetime."""
     try:
         newest = int.from_bytes(raw[:6], "big")
-        if len(raw) < 9:
+        if len(raw) < 9 or newest >= LAST_TICK_MS:
             raise IndexError
         success, pos = _varint(raw, 6)
         beyond, pos = _varint(raw, pos)
         count, pos = _varint(raw, pos)
+        if count > _MAX_COUNT:
+            raise IndexError
         ticks: list[TickOutcome] = []
         tick = newest
         for _ in range(count):
@@ -94,6 +108,8 @@ def decode_outcomes(raw: bytes) -> Outcomes:
             attempt, pos = _varint(raw, pos)
             value, pos = _varint(raw, pos)
             tick -= (head >> 5) * _UNITS[(head >> 3) & 3]
+            if tick < 0 or tick + value >= LAST_TICK_MS:  # a start is an instant too
+                raise IndexError
             state = OUTCOME_STATES[head & 3]
             running = state == "running"
             # An expired job never ran: no duration.
@@ -106,6 +122,8 @@ def decode_outcomes(raw: bytes) -> Outcomes:
     if success:
         span = success - 1
         last_success = newest - (span >> 2) * _UNITS[span & 3]
+        if last_success < 0:
+            raise ValueError(f"not an outcome record: {raw[:40]!r}")
     return Outcomes(tuple(ticks), last_success, beyond)
 
 

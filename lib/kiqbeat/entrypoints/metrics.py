@@ -27,7 +27,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
 from kiqbeat.core.report import REPORT_METRICS, Report
-from kiqbeat.errors import ConfigError, KiqbeatError
+from kiqbeat.errors import ConfigError
 
 if TYPE_CHECKING:
     from kiqbeat.web.auth import Auth
@@ -117,8 +117,8 @@ class InvocationMetrics:
 
             try:
                 gauges = gauge_families(*self._where())
-            except KiqbeatError:
-                gauges = []  # Redis unreachable: the counters are still served
+            except Exception:
+                gauges = []  # the counters are still served, the scrape always answered
             for gauge in gauges:
                 family(gauge.name, "gauge", gauge.help)
                 lines += [f"{gauge.name}{_labels(gauge.labels, labels)} {_number(value)}"

@@ -60,8 +60,11 @@ def fold_outcomes(client: redis.Redis, namespace: str = "", *, history: int = 10
         for k in range(0, len(rest), 3):
             name = _text(rest[k])
             raw, error = rest[k + 1], rest[k + 2]
-            changed[name] = health(name, decode_outcomes(_bytes(raw)),
-                                   _text(error) if error else None)
+            try:
+                record: Outcomes | None = decode_outcomes(_bytes(raw))
+            except ValueError:  # not one (fold.lua writes none): nothing known, this one only
+                record = None
+            changed[name] = health(name, record, _text(error) if error else None)
         if taken < slice_size or left == 0:
             break
         if deadline is not None and time.monotonic() > deadline:

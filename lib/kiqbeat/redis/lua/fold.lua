@@ -27,6 +27,10 @@ of SHA1(name) mod STATE_BUCKETS), name -> RECORD (all integers varints unless sa
 SPAN(ms) = (ms / UNIT) * 4 + UNIT, UNIT as above.
 About 4 bytes a tick of an every-minute job that takes under 16 s: 49 bytes with 10 ticks,
 under hash-max-listpack-value (64), so the buckets stay listpacks.
+A stored record that is not one (a varint of more than 7 bytes or above 2^48, COUNT above
+1000, a tick before the epoch or from 9999-01-01 on) is read as a fresh record: it costs only
+that schedule's record, never a loop or an error (issue 27). Each schedule's fold runs under
+pcall after the RPOP, so no Lua error there loses the other schedules' popped entries.
 
 Folding an entry {"s","t","j","e","at","a","d","x","m"} into its tick's entry: `started`
 marks it running unless an end of this attempt or a later one is recorded; `succeeded`,
@@ -48,12 +52,16 @@ local STATE = {started = 0, succeeded = 1, failed = 2, expired = 3}
 local RUNNING, SUCCEEDED, FAILED, EXPIRED = 0, 1, 2, 3
 local UNITS = {[0] = 1, 1000, 60000, 3600000}
 local floor = math.floor
+local MAX_VARINT = 2^48  -- no field of a record is larger
+local LAST_TICK = 253370764800000  -- 9999-01-01T00:00:00Z in ms: no tick from then on
+local MAX_COUNT = 1000  -- the most ticks a record keeps (history_of's cap)
 
 local refused = expect_type(inbox, 'list') or expect_type(defs_key, 'hash')
   or expect_type(errors_key, 'hash')
 if refused then return refused end
 
 local function varint(v)
+  if v ~= v or v < 0 or v > MAX_VARINT then error('not a record field: ' .. tostring(v)) end
   local bytes = {}
   while v >= 128 do
     bytes[#bytes + 1] = v % 128 + 128
@@ -63,16 +71,22 @@ local function varint(v)
   return string.char(unpack(bytes))
 end
 
+-- The varint at pos and the position after it; nil when cut short, longer than 7 bytes or
+-- above MAX_VARINT (not a record).
 local function read_varint(s, pos)
   local v, scale = 0, 1
-  while true do
+  for _ = 1, 7 do
     local b = string.byte(s, pos)
     if not b then return nil, pos end
     v = v + (b % 128) * scale
     pos = pos + 1
-    if b < 128 then return v, pos end
+    if b < 128 then
+      if v > MAX_VARINT then return nil, pos end
+      return v, pos
+    end
     scale = scale * 128
   end
+  return nil, pos
 end
 
 local function unit_of(d)
@@ -98,22 +112,29 @@ local function decode(raw)
   if not raw or #raw < 9 then return nil end
   local newest = 0
   for i = 1, 6 do newest = newest * 256 + string.byte(raw, i) end
+  if newest >= LAST_TICK then return nil end
   local pos, ls, beyond, count = 7
   ls, pos = read_varint(raw, pos)
+  if not ls then return nil end
   beyond, pos = read_varint(raw, pos)
+  if not beyond then return nil end
   count, pos = read_varint(raw, pos)
-  if not count then return nil end
-  local rec = {ls = ls and ls > 0 and newest - unspan(ls - 1) or nil, beyond = beyond,
+  if not count or count > MAX_COUNT then return nil end
+  local rec = {ls = ls > 0 and newest - unspan(ls - 1) or nil, beyond = beyond,
                entries = {}}
+  if rec.ls and rec.ls < 0 then return nil end
   local t = newest
   for i = 1, count do
     local head, a, v
     head, pos = read_varint(raw, pos)
+    if not head then return nil end
     a, pos = read_varint(raw, pos)
+    if not a then return nil end
     v, pos = read_varint(raw, pos)
     if not v then return nil end
     local u = floor(head / 8) % 4
     t = t - floor(head / 32) * UNITS[u]
+    if t < 0 then return nil end
     rec.entries[i] = {t = t, state = head % 4, manual = floor(head / 4) % 2, a = a, v = v}
   end
   return rec
@@ -166,15 +187,16 @@ local function parsed_entry(text)
   if not ok or type(e) ~= 'table' then return nil end
   local s, t, ev, a = e.s, e.t, STATE[e.e], e.a
   if type(s) ~= 'string' or s == '' or #s > 1000 or type(t) ~= 'number' or t < 0
-      or t ~= floor(t) or t >= 2^48 or not ev then return nil end
+      or t ~= floor(t) or t >= LAST_TICK or not ev then return nil end
   if type(a) ~= 'number' or a < 1 or a ~= floor(a) then a = 1 end
   local d = e.d
-  if type(d) ~= 'number' or d < 0 then d = 0 end
+  if type(d) ~= 'number' or d ~= d or d < 0 then d = 0 end
   local at = e.at
-  if type(at) ~= 'number' then at = t end
+  if type(at) ~= 'number' or at ~= at then at = t end
   local j = e.j
   return {s = s, t = t, ev = ev, a = math.min(a, 1000000), d = floor(math.min(d, 2^40)),
-          start = floor(math.max(0, math.min(at - t, 2^40))),
+          -- a start is an instant too: before 9999 (records.py reads it as one)
+          start = floor(math.max(0, math.min(at - t, 2^40, LAST_TICK - 1 - t))),
           manual = (type(j) == 'string' and string.sub(j, 1, 6) == 'manual') and 1 or 0,
           x = type(e.x) == 'string' and string.sub(e.x, 1, 200) or 'Error',
           m = type(e.m) == 'string' and string.sub(e.m, 1, 200) or ''}
@@ -243,32 +265,57 @@ for _, text in ipairs(taken) do
   end
 end
 
+-- One schedule's entries folded into its record (raw: as stored, nil or garbled: fresh), in
+-- Lua only (no Redis call): whether it changed, the record, the newest failure folded,
+-- whether a failure streak stood before, the entries dropped and the last success tick.
+-- Runs under pcall.
+local function fold_record(raw, list, keep)
+  local rec = decode(raw) or {ls = nil, beyond = 0, entries = {}}
+  local streak_before = rec.beyond > 0
+  for _, e in ipairs(rec.entries) do
+    if counted(e) and (not rec.ls or e.t > rec.ls) then streak_before = true break end
+  end
+  local changed, failure, lost = false, nil, 0
+  for _, e in ipairs(list) do
+    if apply(rec, e, keep) then
+      changed = true
+      if e.ev == FAILED and (not failure or e.t >= failure.t) then failure = e end
+    else
+      lost = lost + 1
+    end
+  end
+  local record = nil
+  if changed then
+    settle(rec, keep)
+    record = encode(rec)
+  end
+  return changed, record, failure, streak_before, lost, rec.ls
+end
+
 local reply = {#taken, 0, 0}
 for _, name in ipairs(order) do
-  local definition = redis.call('HGET', defs_key, name)
+  -- A definition over MAX_DEFINITION_BYTES is never read: the default history then.
+  local size = redis.call('HSTRLEN', defs_key, name)
+  local definition = size > MAX_DEFINITION_BYTES
+    or (size > 0 and redis.call('HGET', defs_key, name))
   local list = by_name[name]
-  local keep = definition and history_of(definition) or 0
-  if keep == 0 then
+  local keep = 0
+  if definition == true then keep = DEFAULT_N
+  elseif definition then keep = history_of(definition) end
+  local key = bucket_key(name)
+  local raw = keep > 0 and redis.pcall('HGET', key, name)
+  if keep == 0 or type(raw) == 'table' then  -- no schedule, or a bucket of another type
     dropped = dropped + #list
   else
-    local key = bucket_key(name)
-    local rec = decode(redis.call('HGET', key, name)) or {ls = nil, beyond = 0, entries = {}}
-    local streak_before = rec.beyond > 0
-    for _, e in ipairs(rec.entries) do
-      if counted(e) and (not rec.ls or e.t > rec.ls) then streak_before = true break end
+    local ok, changed, record, failure, streak_before, lost, ls = pcall(fold_record, raw, list,
+                                                                          keep)
+    if not ok then  -- a record that is not one: this schedule starts a fresh record
+      ok, changed, record, failure, streak_before, lost, ls = pcall(fold_record, false, list,
+                                                                      keep)
     end
-    local changed, failure = false, nil
-    for _, e in ipairs(list) do
-      if apply(rec, e, keep) then
-        changed = true
-        if e.ev == FAILED and (not failure or e.t >= failure.t) then failure = e end
-      else
-        dropped = dropped + 1
-      end
-    end
+    if not ok then changed, lost = false, #list end
+    dropped = dropped + lost
     if changed then
-      settle(rec, keep)
-      local record = encode(rec)
       redis.call('HSET', key, name, record)
       -- The last error exists only while a failure streak does: read it only then.
       local last_error = false
@@ -282,9 +329,9 @@ for _, name in ipairs(order) do
           redis.call('HSET', errors_key, name, last_error)
         end
       end
-      if last_error and rec.ls then
+      if last_error and ls then
         local old_t = tonumber(string.match(last_error, '^(%d+)\t'))
-        if not old_t or old_t <= rec.ls then
+        if not old_t or old_t <= ls then
           redis.call('HDEL', errors_key, name)
           last_error = false
         end

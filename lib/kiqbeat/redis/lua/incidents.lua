@@ -33,8 +33,12 @@ falls on this tick or before (the next push sets the next one); a failure after 
 opens `paused` when the streak since the last pause reaches PAUSE (and returns the name, for the
 caller to pause it), else `failing` when it reaches ALERT and nothing is open. A health older
 than what was judged (a copy that folded late) changes nothing. Then the deadlines due (score <= now): a schedule whose
-rules are stale (its definition changed or went: SHA differs) or that is paused loses it; one
-without an open incident opens `silent`. Each event's idempotency key is NAME|EVENT|TICK, TICK
+rules are stale (its definition changed or went: SHA differs, or it is over
+MAX_DEFINITION_BYTES, never read) or that is paused loses it; one without an open incident
+opens `silent` unless its outcome record (NS kiqbeat:outcomes:B, read-only) already holds a
+success at or after the deadline's tick (a copy that folded it died before deciding: the
+deadline moves on as that decision would have moved it). A score or incident tick that is no
+instant (inf, nan, out of range, written by hand) is dropped or read as garbled (issue 27). Each event's idempotency key is NAME|EVENT|TICK, TICK
 the incident's opening tick (for `recovered`, that of the incident it closes).
 
 Returns {events, to_pause, backlog}: events decided (count), the names to pause, and per sink
@@ -42,6 +46,9 @@ Returns {events, to_pause, backlog}: events decided (count), the names to pause,
 ]]
 
 local deadlines, rules_key, incidents, outbox = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local NS = string.sub(deadlines, 1, #deadlines - #'kiqbeat:deadlines')
+local LAST_TICK = 253370764800000  -- 9999-01-01T00:00:00Z in ms: no instant from then on
+local UNITS = {[0] = 1, 1000, 60000, 3600000}
 local audit, defs_key, paused_key, errors_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local err = expect_type(deadlines, 'zset') or expect_type(rules_key, 'hash')
   or expect_type(incidents, 'hash') or expect_type(outbox, 'stream')
@@ -53,7 +60,8 @@ local err = expect_type(deadlines, 'zset') or expect_type(rules_key, 'hash')
   or expect_allowed('HSET', incidents, 'f', 'v') or expect_allowed('HDEL', incidents, 'f')
   or expect_allowed('XADD', outbox, 'MAXLEN', '1', '*', 'f', 'v')
   or expect_allowed('XADD', audit, 'MAXLEN', '~', '1', '*', 'f', 'v')
-  or expect_allowed('HGET', defs_key, 'f') or expect_allowed('HEXISTS', paused_key, 'f')
+  or expect_allowed('HGET', defs_key, 'f') or expect_allowed('HSTRLEN', defs_key, 'f')
+  or expect_allowed('HEXISTS', paused_key, 'f')
   or expect_allowed('HGET', errors_key, 'f')
 if err then return err end
 
@@ -90,6 +98,41 @@ local function emit(name, event, tick, jid, error_text, note, opened)
   events = events + 1
 end
 
+-- An instant as stored (a number of epoch ms), or nil when it is not one (not a number, not
+-- finite, before the epoch or from 9999 on: written by hand, issue 27).
+local function instant(value)
+  local v = tonumber(value)
+  if v and v >= 0 and v < LAST_TICK then return v end
+  return nil
+end
+
+-- The newest succeeded tick in `name`'s outcome record (fold.lua's layout: NEWEST, 6 bytes,
+-- then SUCCESS, a varint: 0 none, else 1 + SPAN), or nil: none, or not a record. Read
+-- before a `silent` opens, so a success a fold recorded but whose copy died before deciding
+-- still counts (issue 27).
+local function recorded_success(name)
+  local key = NS .. 'kiqbeat:outcomes:'
+    .. (tonumber(string.sub(redis.sha1hex(name), 1, 4), 16) % STATE_BUCKETS)
+  local ok, raw = pcall(redis.call, 'HGET', key, name)
+  if not ok or type(raw) ~= 'string' or #raw < 9 then return nil end
+  local newest = 0
+  for i = 1, 6 do newest = newest * 256 + string.byte(raw, i) end
+  local v, scale = 0, 1
+  for i = 7, 13 do
+    local b = string.byte(raw, i)
+    if not b then return nil end
+    v = v + (b % 128) * scale
+    if b < 128 then
+      if v == 0 or v > 2^48 then return nil end
+      local span = v - 1
+      local success = newest - math.floor(span / 4) * UNITS[span % 4]
+      return instant(success)
+    end
+    scale = scale * 128
+  end
+  return nil
+end
+
 -- A schedule's incident record: {e = event ('' once closed), t = opening tick, n = streak
 -- then, c = the tick that closed the last one}; the open incident, and the record.
 local function incident(name)
@@ -99,7 +142,9 @@ local function incident(name)
   if not (ok and type(value) == 'table' and type(value.e) == 'string') then
     value = {e = 'failing', t = 0, n = 0}  -- garbled: treated as open, closed by a success
   end
-  value.t, value.n, value.c = tonumber(value.t) or 0, tonumber(value.n) or 0, tonumber(value.c) or 0
+  value.t, value.c = instant(value.t) or 0, instant(value.c) or 0
+  value.n = tonumber(value.n) or 0
+  if value.n ~= value.n or value.n < 0 or value.n > 2^48 then value.n = 0 end
   if value.e == '' then return nil, value end
   return value, value
 end
@@ -125,7 +170,9 @@ local function rules_of(name)
   local raw = redis.call('HGET', rules_key, name)
   if not raw then return nil end
   local sha, within, alert, pause = string.match(raw, '^(%x+) (%d+) (%d+) (%d+)$')
-  local def = redis.call('HGET', defs_key, name)
+  -- A definition over MAX_DEFINITION_BYTES is never read (nor planned): stale rules.
+  local def = redis.call('HSTRLEN', defs_key, name) <= MAX_DEFINITION_BYTES
+    and redis.call('HGET', defs_key, name)
   if not sha or not def or redis.sha1hex(def) ~= sha then
     redis.call('HDEL', rules_key, name)
     return nil
@@ -142,7 +189,12 @@ for _ = 1, tonumber(arg()) do
   local within = tonumber(string.match(rules, '^(%d+)'))
   if within and within > 0 then
     -- Armed unless it has one (NX) or a silent or paused incident is open.
-    if not redis.call('ZSCORE', deadlines, name) then
+    local armed = redis.call('ZSCORE', deadlines, name)
+    if armed and not instant(armed) then  -- a score written by hand (inf, nan): dropped
+      redis.call('ZREM', deadlines, name)
+      armed = nil
+    end
+    if not armed then
       local open = open_incident(name)
       if not open or (open.e ~= 'silent' and open.e ~= 'paused') then
         redis.call('ZADD', deadlines, tick + within, name)
@@ -169,7 +221,9 @@ for _ = 1, tonumber(arg()) do
       emit(name, 'recovered', success, '', '', 'after ' .. open.e, ms(open.t))
       open = nil
     end
-    local due = tonumber(redis.call('ZSCORE', deadlines, name))
+    local score = redis.call('ZSCORE', deadlines, name)
+    local due = instant(score)
+    if score and not due then redis.call('ZREM', deadlines, name) end
     local within = due and within_of(name)
     if within and due - within <= success then
       redis.call('ZREM', deadlines, name)
@@ -203,12 +257,15 @@ end
 
 local due = redis.call('ZRANGEBYSCORE', deadlines, '-inf', now, 'WITHSCORES', 'LIMIT', 0, most)
 for k = 1, #due, 2 do
-  local name, deadline = due[k], tonumber(due[k + 1])
-  redis.call('ZREM', deadlines, name)
-  local within = rules_of(name)
-  if within and within > 0 and redis.call('HEXISTS', paused_key, name) == 0
-      and not open_incident(name) then
-    local tick = deadline - within
+  local name, deadline = due[k], instant(due[k + 1])
+  redis.call('ZREM', deadlines, name)  -- a score that is no instant (-inf) is dropped
+  local within = deadline and rules_of(name)
+  local tick = within and deadline - within
+  local success = tick and recorded_success(name)
+  -- A success at or after the deadline's tick already in the record (its fold's copy died
+  -- before deciding) moves the deadline on as a decided one would: no `silent`.
+  if within and within > 0 and tick >= 0 and not (success and success >= tick)
+      and redis.call('HEXISTS', paused_key, name) == 0 and not open_incident(name) then
     local _, record = incident(name)
     write_incident(name, {e = 'silent', t = tick, n = 0, c = record.c})
     emit(name, 'silent', tick, '', '', 'no success within ' .. ms(within / 1000) .. ' s of its tick')

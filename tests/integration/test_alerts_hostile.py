@@ -1,0 +1,101 @@
+"""The decision step and the gauges with values written by hand (issue 27): a deadline score
+that is no instant (inf, -inf) is dropped, never an error nor a scrape without an answer; and
+a success already in the outcome record (the copy that folded it died before deciding)
+keeps `silent` from opening."""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import redis
+
+from kiqbeat.alerts.gauges import read_watched
+from kiqbeat.alerts.incidents import open_incidents
+from kiqbeat.core.outcomes import decode_outcomes
+from kiqbeat.core.plan import to_ms
+from kiqbeat.engine import Engine
+from kiqbeat.entrypoints.metrics import InvocationMetrics
+from kiqbeat.redis import keys, scripts
+from kiqbeat.redis.progress import bucket
+from kiqbeat.settings import Settings
+from tests.support.servers import load_functions
+
+from .helpers import config
+
+T0 = datetime(2025, 12, 24, 0, 0, tzinfo=UTC)
+SILENT = """
+schedules:
+  nightly: {cron: "* * * * *", class: N, queue: nobody_reads, expect_success_within: 3m}
+  other: {cron: "* * * * *", class: O, queue: nobody_reads, expect_success_within: 3m}
+"""
+
+
+def _success_record(tick_ms: int) -> bytes:
+    """One succeeded tick, as fold.lua writes it: NEWEST, SUCCESS 1 + SPAN(0) (= 4),
+    BEYOND 0, COUNT 1, then HEAD (D' 0, UNIT 3, STATE 1 = 25), ATTEMPT 1, VALUE 1000 ms."""
+    return tick_ms.to_bytes(6, "big") + bytes([4, 0, 1, 25, 1, 0xE8, 0x07])
+
+
+def test_a_recorded_success_whose_decision_was_lost_keeps_silent_shut(
+        client: redis.Redis) -> None:
+    cfg = config(SILENT)
+    engine = Engine(client=client)
+    for minute in range(1, 5):
+        engine.run(cfg, now=T0 + timedelta(minutes=minute, seconds=5))
+    first = to_ms(T0 + timedelta(minutes=2))  # registered at 00:01:05: 00:02 first pushed
+    assert client.zscore(keys.deadlines(""), "nightly") == first + 180_000
+    record = _success_record(first)
+    assert decode_outcomes(record).last_success_ms == first
+    # what a fold leaves when its copy dies before the decision: the record, nothing else
+    client.hset(keys.outcomes_bucket("", bucket("nightly")), "nightly", record)
+    for minute in range(5, 8):
+        engine.run(cfg, now=T0 + timedelta(minutes=minute, seconds=5))
+    # nightly's 00:02 tick succeeded: no silent for it; other never reported: silent
+    assert [(i.name, i.event) for i in open_incidents(client, "")] == [("other", "silent")]
+
+
+@pytest.mark.parametrize("score", [math.inf, -math.inf])
+def test_a_deadline_that_is_no_instant_costs_nothing(client: redis.Redis, score: float) -> None:
+    cfg = config(SILENT)
+    engine = Engine(client=client)
+    for minute in range(1, 3):
+        engine.run(cfg, now=T0 + timedelta(minutes=minute, seconds=5))
+    client.zadd(keys.deadlines(""), {"nightly": score})
+    # both exposition paths answer: the stdlib server's and read_watched (the console's)
+    served = InvocationMetrics(where=lambda: (client, ""))
+    text = served.exposition()
+    assert 'kiqbeat_schedule_incident{event="silent",schedule="other"} 0.0' in text
+    watched = {w.name: w for w in read_watched(client, "")}
+    assert set(watched) == {"nightly", "other"}
+    assert watched["nightly"].deadline_ms is None
+    # the decision step drops it and arms a deadline again
+    engine.run(cfg, now=T0 + timedelta(minutes=3, seconds=5))
+    again = client.zscore(keys.deadlines(""), "nightly")
+    assert again is not None and math.isfinite(again)
+    assert open_incidents(client, "") == []
+
+
+def test_the_function_library_keeps_silent_shut_and_folds_past_a_hostile_record(
+        client: redis.Redis) -> None:
+    """The same two promises through the function library (Redis 7's functions mode)."""
+    load_functions(client, scripts.library())
+    cfg = config(SILENT)
+    engine = Engine(Settings(redis_functions=True), client=client)
+    for minute in range(1, 5):
+        engine.run(cfg, now=T0 + timedelta(minutes=minute, seconds=5))
+    first = to_ms(T0 + timedelta(minutes=2))
+    client.hset(keys.outcomes_bucket("", bucket("nightly")), "nightly", _success_record(first))
+    # other's record: a 0xFF run where BEYOND is, and a report of its 00:02 tick to fold
+    client.hset(keys.outcomes_bucket("", bucket("other")), "other",
+                first.to_bytes(6, "big") + b"\x00" + b"\xff" * 150 + bytes([1, 1, 2, 1, 0]))
+    client.lpush(keys.outcomes_inbox(""), json.dumps(
+        {"s": "other", "t": first, "j": "x", "e": "succeeded", "at": first + 500, "a": 1,
+         "d": 1000}))
+    for minute in range(5, 8):
+        engine.run(cfg, now=T0 + timedelta(minutes=minute, seconds=5))
+    assert open_incidents(client, "") == []
+    assert decode_outcomes(client.hget(keys.outcomes_bucket("", bucket("other")), "other")
+                           ).last_success_ms == first
