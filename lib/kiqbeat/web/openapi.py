@@ -12,6 +12,7 @@ from typing import Any
 
 from kiqbeat.core.limits import BACKFILL_CONFIRM_JOBS, MAX_AUDIT_NOTE_CHARS, MAX_PENDING_SKIPS
 from kiqbeat.core.records import REASONS
+from kiqbeat.web.console import STATES
 
 _ERROR = {"description": "an error", "content": {"application/json": {"schema": {
     "$ref": "#/components/schemas/Error"}}}}
@@ -25,12 +26,16 @@ _ALWAYS = ("401", "429", "503")
 _BODY = ("400", "408", "413", "422")
 _QUERY: dict[str, dict[str, Any]] = {
     "prefix": {"type": "string"}, "queue": {"type": "string"}, "source": {"type": "string"},
-    "state": {"type": "string", "enum": ["", "active", "paused", "set_aside", "missed"],
+    "state": {"type": "string", "enum": ["", *STATES],
               "description": "empty: every state"},
     "cursor": {"type": "string", "pattern": "^([ns][A-Za-z0-9_-]*)?$",
                "description": "a next_cursor this console gave"},
     "limit": {"type": "integer", "minimum": 1, "maximum": 200, "default": 50},
-    "name": {"type": "string"}}
+    "name": {"type": "string"},
+    "since": {"type": "string", "format": "date-time",
+              "description": "the span's start (ISO 8601; default: as kiqbeat report)"},
+    "until": {"type": "string", "format": "date-time",
+              "description": "the span's end (ISO 8601; default: as kiqbeat report)"}}
 
 
 def _op(summary: str, *, ok: str = "200", body: str | None = None, required: bool = False,
