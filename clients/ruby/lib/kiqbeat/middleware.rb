@@ -67,6 +67,10 @@ module Kiqbeat
              [:set, marker, jid])
       begin
         yield
+      rescue SignalException
+        # Sidekiq::Shutdown (an Interrupt) on a deploy, or a signal: the job did not fail.
+        # Sidekiq puts it back in its queue; the tick stays running until its re-run reports.
+        raise
       rescue Exception => e # rubocop:disable Lint/RescueException -- reported, then re-raised
         report(base.merge("e" => "failed", "at" => now_ms, "a" => attempt,
                           "d" => monotonic_ms - started, "x" => e.class.name.to_s,
