@@ -88,7 +88,8 @@ def deliver(client: redis.Redis, namespace: str, sink: Sink,
                                            count=most - len(entries))
             for _stream, more in fresh or []:
                 entries += more
-    sent, dropped = 0, []
+    sent = 0
+    dropped: list[str] = []
     for entry_id, fields in entries:
         if not fields:  # deleted meanwhile
             continue
