@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import tempfile
 import textwrap
@@ -41,7 +42,7 @@ QUEUE = "outcomes"
 class Worker:
     """A Sidekiq process running outcome_worker.rb on its own Redis (namespace `ns`)."""
 
-    def __init__(self, url: str, ns: str = "") -> None:
+    def __init__(self, url: str, ns: str = "", *flags: str) -> None:
         self.url, self.ns = url, ns
         self.client = redis.Redis.from_url(url, socket_timeout=10)
         self.log = Path(tempfile.mkdtemp(prefix="kiqbeat-outcomes-")) / "sidekiq.log"
@@ -49,7 +50,7 @@ class Worker:
         with open(self.log, "wb") as out:
             self.process = subprocess.Popen(
                 [need("sidekiq"), "-r", str(RUBY_DIR / "outcome_worker.rb"), "-q", QUEUE,
-                 "-c", "3"], env=env, stdout=out, stderr=subprocess.STDOUT)
+                 "-c", "3", *flags], env=env, stdout=out, stderr=subprocess.STDOUT)
 
         def started() -> bool:
             if self.process.poll() is not None:
@@ -283,3 +284,34 @@ def test_overlap_skip_passes_over_a_tick_while_the_middleware_says_the_job_runs(
     ticks = Store(worker.client).report("single", since=base, until=at[3]).ticks
     assert [(t.outcome, t.reason) for t in ticks][:2] == [("succeeded", None),
                                                           ("skipped", "overlap")]
+
+
+def test_a_sidekiq_shutdown_mid_job_is_no_failure_and_the_job_is_requeued() -> None:
+    """A deploy: SIGTERM with a 1 s shutdown timeout, so Sidekiq raises Sidekiq::Shutdown in
+    the sleeping job and pushes it back to Redis. Nothing is reported failed (a failure
+    would fire `alert_after_failures: 1` on every deploy): the tick stays running."""
+    cfg = config(f"""
+        schedules:
+          long: {{cron: '* * * * *', class: LedgerWorker, args: [60], queue: {QUEUE}}}
+    """)
+    with RedisServer() as server:
+        worker = Worker(server.url, "", "-t", "1")
+        try:
+            tick = to_ms(worker.push_minute(cfg))
+            worker.health("long", lambda h: h.last_outcome == "running", "running")
+            wait_for("the job to start sleeping",
+                     lambda: worker.ledger(jid_ms("long", tick)) == ["start"] or None)
+            worker.process.send_signal(signal.SIGTERM)
+            worker.process.wait(timeout=60)
+        finally:
+            stop(worker.process)
+        log = worker.log.read_text(errors="replace")
+        # Sidekiq really did raise Sidekiq::Shutdown in the job (its `fail` line) and push it back
+        assert "Terminating 3 busy worker threads" in log and "Pushed 1 jobs back" in log, log
+        assert f"jid={jid_ms('long', tick)} elapsed=" in log, log
+        entries = [json.loads(e) for e in worker.client.lrange(keys.outcomes_inbox(""), 0, -1)]
+        assert [e["e"] for e in entries if e["j"] == jid_ms("long", tick)] in (
+            [], ["started"]), entries  # folded already, or waiting: never "failed"
+        fold_outcomes(worker.client, "")
+        health = read_health(worker.client, "", ["long"])["long"]
+        assert (health.last_outcome, health.consecutive_failures) == ("running", 0)

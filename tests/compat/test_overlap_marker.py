@@ -64,7 +64,7 @@ def test_a_failed_job_clears_its_marker_too(sidekiq: Sidekiq) -> None:
 def test_the_old_middleware_marks_any_kiqbeat_job_while_it_runs(sidekiq: Sidekiq) -> None:
     # Every job names its schedule now (the outcome protocol, docs/store.md), so
     # RunningMiddleware marks an `overlap: allow` job's run too: harmless (the push step
-    # reads the marker only for `skip` and `buffer_one`), expiring, and cleared at the end.
+    # reads the marker only for `skip`), expiring, and cleared at the end.
     job = schedule("overlap:plain", "SleepingWorker", "[1]", "allow")
     jid = push(sidekiq, job)
     wait_for("the job to start", lambda: sidekiq.started(jid) or None)

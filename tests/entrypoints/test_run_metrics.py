@@ -167,3 +167,56 @@ def test_serve_metrics_binds_the_host_given_and_names_a_taken_port() -> None:
         server.server_close()
     with pytest.raises(ConfigError, match="not loopback"):
         serve_metrics(InvocationMetrics(), "10.1.2.3", free_port(), environ={})
+
+
+def _scrape(port: int, host_header: str, token: str | None = None
+            ) -> tuple[int, dict[str, str], str]:
+    """GET /metrics with the Host header given (as a browser whose name was rebound sends)."""
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        headers = {"Host": host_header}
+        if token is not None:
+            headers["Authorization"] = f"Bearer {token}"
+        conn.request("GET", "/metrics", headers=headers)
+        reply = conn.getresponse()
+        return reply.status, dict(reply.getheaders()), reply.read().decode()
+    finally:
+        conn.close()
+
+
+def test_anonymous_metrics_refuse_a_host_that_is_not_loopback() -> None:
+    """DNS rebinding: a page at evil.example resolved to 127.0.0.1 reads nothing."""
+    server = serve_metrics(InvocationMetrics(), "127.0.0.1", free_port(), environ={})
+    port = int(server.server_address[1])
+    try:
+        for host in ("evil.example", f"evil.example:{port}", "10.0.0.1"):
+            status, _headers, body = _scrape(port, host)
+            assert status == 421 and "loopback Host" in body and "kiqbeat_" not in body
+        for host in (f"127.0.0.1:{port}", "localhost", f"[::1]:{port}"):
+            status, _headers, body = _scrape(port, host)
+            assert status == 200 and "kiqbeat_ticks_pushed_total" in body, (host, body)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_wrong_metrics_tokens_are_throttled_then_even_the_right_one_waits() -> None:
+    """The console's throttle (kiqbeat.web.throttle): ten wrong tokens from an address, then
+    every token it presents is answered 429 with Retry-After, the right one too."""
+    reader = secrets.token_urlsafe(32)
+    server = serve_metrics(InvocationMetrics(), "127.0.0.1", free_port(),
+                           environ={"KIQBEAT_WEB_READ_TOKEN": reader})
+    port = int(server.server_address[1])
+    try:
+        assert _scrape(port, "metrics.internal", reader)[0] == 200  # tokens: any Host
+        statuses = [_scrape(port, "metrics.internal", "x" * 43)[0] for _ in range(10)]
+        assert statuses == [401] * 10
+        status, headers, body = _scrape(port, "metrics.internal", "x" * 43)
+        assert status == 429 and int(headers["Retry-After"]) >= 1 and "wrong tokens" in body
+        status, _headers, body = _scrape(port, "metrics.internal", reader)
+        assert status == 429 and "kiqbeat_" not in body
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -7,7 +7,10 @@ mid-send: XAUTOCLAIM, atomic, so two copies never both take one), then the event
 delivered (XREADGROUP: each to one copy), at most `MAX_DELIVERED_PER_INVOCATION` a sink; it
 sends each within `ALERT_TIMEOUT_S` and acknowledges it (XACK) on success. A sink's first
 failure ends its turn: the rest wait for the next invocation, so a hanging webhook costs an
-invocation one timeout at most. The outbox is trimmed to `MAX_OUTBOX_EVENTS`: a sink down for
+invocation one timeout at most. An entry that cannot be read as an event (a field written by
+hand, a tick past year 9999) is acknowledged for the sink with a warning naming its id and
+why, and the turn carries on: one bad entry never holds back the rest nor fails the
+invocation. The outbox is trimmed to `MAX_OUTBOX_EVENTS`: a sink down for
 long loses the oldest events, never the invocation's memory.
 """
 
@@ -49,11 +52,24 @@ def sinks_of(webhook: str, secret: str, sns_topic: str,
 
 @dataclass(frozen=True)
 class Delivered:
-    """One sink's turn: events acknowledged, and the error that ended it (None: none)."""
+    """One sink's turn: events acknowledged, the error that ended it (None: none), and the
+    entries dropped as unreadable (each a line naming its id and why)."""
 
     sink: str
     sent: int
     error: str | None
+    dropped: tuple[str, ...] = ()
+
+
+def _readable(entry_id: Any, fields: Any) -> tuple[AlertEvent | None, str]:
+    """The event an entry holds, checked to encode, or None and why it cannot be sent."""
+    try:
+        event = AlertEvent.of(fields)
+        event.encoded()  # the tick's and the decision's dates: in range
+    except (ValueError, OverflowError, OSError) as exc:
+        return None, (f"outbox entry {reply_text(entry_id)} is not an alert event "
+                      f"({type(exc).__name__}: {str(exc)[:200]}); acknowledged, not sent")
+    return event, ""
 
 
 def deliver(client: redis.Redis, namespace: str, sink: Sink,
@@ -73,17 +89,22 @@ def deliver(client: redis.Redis, namespace: str, sink: Sink,
             for _stream, more in fresh or []:
                 entries += more
     sent = 0
+    dropped: list[str] = []
     for entry_id, fields in entries:
         if not fields:  # deleted meanwhile
             continue
-        try:
-            sink.send(AlertEvent.of(fields))
-        except AlertDeliveryError as exc:
-            return Delivered(sink.name, sent, str(exc))
+        event, why = _readable(entry_id, fields)
+        if event is not None:
+            try:
+                sink.send(event)
+            except AlertDeliveryError as exc:
+                return Delivered(sink.name, sent, str(exc), tuple(dropped))
+        else:
+            dropped.append(why)
         with redis_errors(client, f"acknowledging an alert in {key}"):
             client.xack(key, sink.name, entry_id)
-        sent += 1
-    return Delivered(sink.name, sent, None)
+        sent += event is not None
+    return Delivered(sink.name, sent, None, tuple(dropped))
 
 
 @dataclass(frozen=True)

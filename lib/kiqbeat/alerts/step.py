@@ -126,6 +126,8 @@ class AlertStep:
             return
         for turn in turns:
             report.alerts_delivered += turn.sent
+            report.warnings += [f"alert delivery to the {turn.sink}: {why}"
+                                for why in turn.dropped]
             if turn.error:
                 waiting = decision.backlog.get(turn.sink, (0, 0))
                 report.warnings.append(

@@ -14,11 +14,15 @@
   `KIQBEAT_WEB_READ_TOKEN` or their `_FILE` forms) every scrape presents one, reader or
   operator, as `Authorization: Bearer TOKEN` (Prometheus's `authorization` setting); without
   tokens only a loopback address is served (anyone on the machine may read), and any other
-  address is refused at start.
+  address is refused at start; a scrape whose Host header is not a loopback name is then
+  answered 421 (a web page whose name was rebound to 127.0.0.1 must not read the metrics).
+  Wrong tokens cost their sender time as the console's do (kiqbeat.web.throttle): past the
+  burst, every token that address presents is answered 429 with Retry-After.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 import threading
@@ -144,7 +148,9 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
     def __init__(self, host: str, port: int, metrics: InvocationMetrics, auth: Auth) -> None:
-        self.metrics, self.auth = metrics, auth
+        from kiqbeat.web.throttle import Throttle  # stdlib only: no web extra needed
+
+        self.metrics, self.auth, self.throttle = metrics, auth, Throttle()
         if ":" in host:
             self.address_family = socket.AF_INET6
         super().__init__((host.strip("[]"), port), _Handler)
@@ -157,9 +163,22 @@ class _Handler(BaseHTTPRequestHandler):
     sys_version = ""
 
     def do_GET(self) -> None:
+        from kiqbeat.web.auth import is_loopback_host  # stdlib only: no web extra needed
+
+        address = self.client_address[0]
         if self.path.split("?", 1)[0] != "/metrics":
             self._answer(404, "not found: the metrics are at /metrics\n")
+        elif self.server.auth.anonymous:
+            if is_loopback_host(self.headers.get("Host", "")):
+                self._answer(200, self.server.metrics.exposition(), {}, CONTENT_TYPE)
+            else:  # DNS rebinding: a page's name resolved to this machine
+                self._answer(421, "without tokens the metrics are served to a loopback Host "
+                             "(127.0.0.1, ::1, localhost) only\n")
+        elif (wait_s := self.server.throttle.wait_s(address)) > 0:
+            self._answer(429, "too many wrong tokens from this address: try again later\n",
+                         {"Retry-After": str(max(1, math.ceil(wait_s)))})
         elif self.server.auth.bearer(self.headers.get("Authorization", "")) is None:
+            self.server.throttle.failed(address)
             self._answer(401, "a valid bearer token is required\n",
                          {"WWW-Authenticate": "Bearer"})
         else:

@@ -2,9 +2,9 @@
 # it pushed: started, succeeded or failed (error class and a clipped message), how long it
 # ran and which attempt it was. docs/store.md, "The worker protocol", is the format; kiqbeat
 # folds these reports into each schedule's record (`kiqbeat report`, `status`, the console,
-# the alerts). It also keeps the running marker `overlap: skip` and `buffer_one` read (what
-# Kiqbeat::RunningMiddleware did: use one or the other), and does not run a job of a schedule
-# with `expires_after` that starts too late (reported `expired`).
+# the alerts). It also keeps the running marker `overlap: skip` reads (`overlap` is `allow`
+# or `skip`; what Kiqbeat::RunningMiddleware did: use one or the other), and does not run a
+# job of a schedule with `expires_after` that starts too late (reported `expired`).
 #
 #   require "kiqbeat/middleware"   # with clients/ruby/lib on the load path
 #   Sidekiq.configure_server do |config|
@@ -67,6 +67,10 @@ module Kiqbeat
              [:set, marker, jid])
       begin
         yield
+      rescue SignalException
+        # Sidekiq::Shutdown (an Interrupt) on a deploy, or a signal: the job did not fail.
+        # Sidekiq puts it back in its queue; the tick stays running until its re-run reports.
+        raise
       rescue Exception => e # rubocop:disable Lint/RescueException -- reported, then re-raised
         report(base.merge("e" => "failed", "at" => now_ms, "a" => attempt,
                           "d" => monotonic_ms - started, "x" => e.class.name.to_s,
