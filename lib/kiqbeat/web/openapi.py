@@ -32,10 +32,10 @@ _QUERY: dict[str, dict[str, Any]] = {
                "description": "a next_cursor this console gave"},
     "limit": {"type": "integer", "minimum": 1, "maximum": 200, "default": 50},
     "name": {"type": "string"},
-    "since": {"type": "string", "format": "date-time",
-              "description": "the span's start (ISO 8601; default: as kiqbeat report)"},
-    "until": {"type": "string", "format": "date-time",
-              "description": "the span's end (ISO 8601; default: as kiqbeat report)"}}
+    "since": {"type": "string", "anyOf": [{"format": "date-time"}, {"enum": [""]}],
+              "description": "the span's start (ISO 8601; empty or absent: as kiqbeat report)"},
+    "until": {"type": "string", "anyOf": [{"format": "date-time"}, {"enum": [""]}],
+              "description": "the span's end (ISO 8601; empty or absent: as kiqbeat report)"}}
 
 
 def _op(summary: str, *, ok: str = "200", body: str | None = None, required: bool = False,
