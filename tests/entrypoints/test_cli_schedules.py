@@ -612,7 +612,9 @@ def test_get_status_and_json_show_a_schedules_life_and_ended_once_max_runs_is_us
     assert got["life"] | {"rules": ""} == {
         "start_at": "2020-01-01T00:00:00Z", "end_at": "2099-01-01T00:00:00Z",
         "except": [], "calendars": [], "dates_zone": None, "max_runs": 2, "runs": 0,
-        "skips": 0, "jitter_s": 20.0, "overlap": "skip", "rules": ""} | {
+        "skips": 0, "jitter_s": 20.0, "overlap": "skip", "rules": "",
+        "expect_success_within_s": None, "alert_after_failures": None,
+        "pause_after_failures": None} | {
         "except": ["2099-12-25"], "dates_zone": "UTC"}
     assert got["ended"] is False
     assert "0 of 2 runs used" in kiqbeat("schedules", "get", "limited").out
