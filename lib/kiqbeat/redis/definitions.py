@@ -242,8 +242,10 @@ def scan_names(client: redis.Redis, key: str, cursor: int = 0,
     cursor then an offset into the sorted names."""
     with redis_errors(client, "listing stored schedules"):
         try:
+            # no_values: redis-py's HSCAN reply parser would otherwise pair the names up as
+            # if they were fields and values, and give back half of them.
             cursor, page = client.execute_command(  # type: ignore[no-untyped-call]
-                "HSCAN", key, cursor, "COUNT", count, "NOVALUES")
+                "HSCAN", key, cursor, "COUNT", count, "NOVALUES", no_values=True)
         except redis.ResponseError:  # no NOVALUES: names alone, every one in one reply
             names = sorted(reply_text(n) for n in client.hkeys(key))
             page = names[cursor:cursor + count]
