@@ -100,10 +100,20 @@ def record_reindex(client: redis.Redis, namespace: str, actor: str, *, shards: i
 
 
 def _entry(entry_id: Any, fields: Any) -> AuditEntry:
-    values = {reply_text(k): reply_text(v) for k, v in fields.items()}
+    """One stream entry read back. The name keeps its bytes (`reply_text`: a name that is not
+    UTF-8 is still the schedule's); the other fields are only shown, so bytes that are not
+    UTF-8 there (written by hand or by another tool) read as U+FFFD: JSON and the console
+    can always carry the entry (issue 26)."""
+    values = {reply_text(k): (reply_text(v) if reply_text(k) == "name" else _shown_text(v))
+              for k, v in fields.items()}
     at = datetime.fromtimestamp(int(reply_text(entry_id).split("-")[0]) / 1000, tz=UTC)
     return AuditEntry(at, values.get("actor", ""), values.get("action", ""),
                       values.get("name", ""), values.get("note", ""), values.get("detail", ""))
+
+
+def _shown_text(value: bytes | str) -> str:
+    return value.decode(errors="replace") if isinstance(value, bytes) else value.encode(
+        errors="surrogateescape").decode(errors="replace")
 
 
 def _newest_first(client: redis.Redis, key: str) -> Iterator[AuditEntry]:

@@ -143,6 +143,24 @@ def test_a_name_that_is_not_utf8_is_recorded_through_a_plain_client_and_listed_b
     client.close()
 
 
+def test_an_entry_another_tool_wrote_with_bytes_that_are_not_utf8_reads_as_text(
+    kiqbeat: Kiqbeat, redis_url: str,
+) -> None:
+    """The console's JSON (UTF-8, not ASCII-escaped) once answered 500 for a schedule with
+    such an entry (the confinement fuzzer found it): the shown fields read as U+FFFD; the
+    name keeps its bytes."""
+    redis_client = redis.Redis.from_url(redis_url)  # the documented Store(redis.Redis(...))
+    redis_client.xadd(keys.audit(""), {"actor": b"ops\xb6", "action": b"pause\x97",
+                                       "name": b"a", "note": b"\xff", "detail": b"d"})
+    (entry,) = read_audit(redis_client, "", "a")
+    body = json.dumps(entry.as_dict(), ensure_ascii=False).encode()  # as the console sends
+    assert json.loads(body)["actor"] == "ops\ufffd" and entry.note == "\ufffd"
+    assert entry.action == "pause\ufffd" and entry.name == "a"
+    listed = kiqbeat("audit", "--json")
+    assert listed.code == 0 and listed.json()["audit"][0]["actor"] == "ops\ufffd"
+    redis_client.close()
+
+
 def test_kiqbeat_audit_shows_names_actors_and_notes_escaped_one_line_each(
     kiqbeat: Kiqbeat, redis_client: redis.Redis,
 ) -> None:

@@ -124,6 +124,12 @@ def _outbox(client: redis.Redis, value: bytes, _score: float) -> None:
                                            "j": value, "x": value, "n": value, "at": value})
 
 
+def _audit(client: redis.Redis, value: bytes, _score: float) -> None:
+    """An audit entry naming the victim whose every other field is the value."""
+    client.xadd("kiqbeat:audit", {"actor": value, "action": value, "name": VICTIM,
+                                  "note": value, "detail": value})
+
+
 # Every key of docs/store.md's table: how to write the victim's value there. ONE line a key.
 TARGETS: dict[str, Write] = {
     "kiqbeat:schedules": _hset("kiqbeat:schedules"),
@@ -151,6 +157,9 @@ TARGETS: dict[str, Write] = {
     "kiqbeat:incidents": _hset("kiqbeat:incidents"),
     "kiqbeat:alerts:outbox": _outbox,
     "kiqbeat:web_session:<id>": _string("kiqbeat:web_session:" + "A" * 32),
+    "kiqbeat:names": _zadd("kiqbeat:names"),
+    "kiqbeat:audit": _audit,
+    "kiqbeat:calendars": _hset("kiqbeat:calendars"),
 }
 
 
