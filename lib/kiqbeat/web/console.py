@@ -445,10 +445,9 @@ class Console:
         first, for that answer only). ConfigError with the validation messages (before any
         other refusal); OwnedByDocumentError for another source's."""
         store = self.store(actor, note)
-        store.check(name, definition)  # the messages first, whoever owns the name
         existed = store.owner(name) is not None
         try:
-            store.put(name, definition)
+            store.put(name, definition)  # checked first: its messages, whoever owns it
         except OwnedByDocumentError as exc:
             raise read_only(name, exc) from exc
         self.index.add([name])
