@@ -31,6 +31,24 @@ class ConfigError(KiqbeatError, ValueError):
         super().__init__(text)
 
 
+class ScheduleNotFoundError(ConfigError):
+    """The store holds no schedule of a name a request gave (the HTTP API's 404; the CLI's
+    exit 1; a Lambda event's errorType). A ConfigError, as every refusal always was."""
+
+
+class ScheduleExistsError(ConfigError):
+    """An `add` of a name the store holds already (the HTTP API's 409)."""
+
+
+class OwnedByDocumentError(ConfigError):
+    """A change or removal of a schedule another source holds (a document the store knows,
+    or a source it knows nothing of): `owner` names that source (the HTTP API's 409)."""
+
+    def __init__(self, problems: list[str] | str, *, owner: str = "") -> None:
+        super().__init__(problems)
+        self.owner = owner
+
+
 class StateError(KiqbeatError):
     """kiqbeat's own Redis state (or a queue key it writes) holds something it cannot use."""
 

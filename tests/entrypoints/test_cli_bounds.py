@@ -144,7 +144,7 @@ def test_a_dry_run_counts_exactly_and_says_plus_only_beyond_its_bound(
     assert dry.code == 0
     assert f"would push {len(owed):,} tick(s)" in dry.out and f"{len(owed):,}+" not in dry.out
     assert "needs --yes" in dry.out
-    monkeypatch.setattr("kiqbeat.operator.MAX_COUNTED_TICKS", 1_000)
+    monkeypatch.setattr("kiqbeat.store.backfill_plan.MAX_COUNTED_TICKS", 1_000)
     capped = kiqbeat("backfill", "pulse", "--dry-run", "--json").json()
     assert (capped["planned"], capped["capped"]) == (1_000, True)
     assert "would push 1,000+ tick(s)" in kiqbeat("backfill", "pulse", "--dry-run").out

@@ -344,17 +344,17 @@ def test_a_large_backfill_draws_a_bar_on_a_terminal(
 def test_a_backfill_with_a_bar_counts_its_ticks_once(
     kiqbeat: Kiqbeat, redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from kiqbeat.store import Store
+    from kiqbeat.store import backfill
 
     gone = outage(kiqbeat, redis_client)
     counted: list[int] = []
-    count = Store._count
+    count = backfill.count_scope
 
-    def spied(self: Store, result: Any, *args: Any) -> None:
-        count(self, result, *args)
+    def spied(result: Any, *args: Any) -> None:
+        count(result, *args)
         counted.append(result.planned)
 
-    monkeypatch.setattr(Store, "_count", spied)
+    monkeypatch.setattr(backfill, "count_scope", spied)
     # stderr as a terminal of 24 rows of 100 columns: the bar is drawn.
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
     monkeypatch.setattr(sys.stderr, "fileno", lambda: 2)

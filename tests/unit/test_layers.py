@@ -44,9 +44,11 @@ WEB = "kiqbeat.web"  # the console: only `kiqbeat web` (entrypoints/console.py) 
     ("kiqbeat.redis", ("kiqbeat.document", "kiqbeat.entrypoints", "kiqbeat.engine",
                        "kiqbeat.demo", "handler", WEB)),
     ("kiqbeat.engine", ("kiqbeat.entrypoints", "kiqbeat.demo", "handler", WEB)),
-    ("kiqbeat.store", ("kiqbeat.entrypoints", "kiqbeat.demo", "handler", WEB)),
-    ("kiqbeat.operator", ("kiqbeat.store", "kiqbeat.engine", "kiqbeat.entrypoints",
-                          "kiqbeat.demo", "handler", WEB)),
+    ("kiqbeat.store", ("kiqbeat.entrypoints", "kiqbeat.engine", "kiqbeat.operator",
+                       "kiqbeat.demo", "handler", WEB)),
+    # The operator's commands' former home: names kept, each the store's own.
+    ("kiqbeat.operator", ("kiqbeat.engine", "kiqbeat.entrypoints", "kiqbeat.demo", "handler",
+                          WEB)),
     ("kiqbeat.audit", ("kiqbeat.entrypoints", "kiqbeat.engine", "kiqbeat.store", "handler",
                        WEB)),
     ("kiqbeat.settings", ("kiqbeat.entrypoints", "handler", WEB)),
@@ -107,11 +109,80 @@ def test_the_redis_side_is_laid_out_by_role() -> None:
     assert bad == []
 
 
+# The store by role (kiqbeat.store.Store composes the parts): each part stands on the
+# context (the Redis side, settings, actor) and the parts listed, never on the Store.
+STORE_LAYOUT: dict[str, tuple[str, ...]] = {
+    "kiqbeat.store.context": (),
+    "kiqbeat.store.results": (),
+    "kiqbeat.store.calendars": ("kiqbeat.store.context",),
+    "kiqbeat.store.schedules": ("kiqbeat.store.context", "kiqbeat.store.calendars"),
+    "kiqbeat.store.bulk": ("kiqbeat.store.context", "kiqbeat.store.calendars"),
+    "kiqbeat.store.status": ("kiqbeat.store.context",),
+    "kiqbeat.store.operations": ("kiqbeat.store.context", "kiqbeat.store.results"),
+    "kiqbeat.store.backfill_plan": ("kiqbeat.store.results",),
+    "kiqbeat.store.backfill": ("kiqbeat.store.context", "kiqbeat.store.results",
+                               "kiqbeat.store.operations", "kiqbeat.store.backfill_plan"),
+}
+
+
+def test_the_store_is_composed_of_parts_by_role() -> None:
+    """Every module of kiqbeat.store is in the layout and imports only the parts its role
+    may; `Store` (kiqbeat/store/__init__.py) alone strings them together, and no part
+    imports it, nor `kiqbeat.operator` (whose names are the store's)."""
+    graph = imports()
+    modules = {m for m in graph if m.startswith("kiqbeat.store.")}
+    assert modules == set(STORE_LAYOUT)
+    bad = sorted(f"{m} imports {i}" for m in modules for i in graph[m]
+                 if (i == "kiqbeat.store" or i.startswith("kiqbeat.store."))
+                 and i not in STORE_LAYOUT[m])
+    assert bad == []
+
+
+def test_no_role_module_of_the_store_or_the_operator_is_long() -> None:
+    """store/ and operator.py are split by role: no module of them over 300 lines."""
+    long = {str(p.relative_to(LIB)): n for p in [*(LIB / "kiqbeat" / "store").glob("*.py"),
+                                                 LIB / "kiqbeat" / "operator.py"]
+            if (n := len(p.read_text().splitlines())) > 300}
+    assert long == {}
+
+
+def private_names_used(module_path: Path, package: str) -> list[str]:
+    """The underscore names a module takes from `package`'s modules: imported by name
+    (`from package.x import _y`) or read from a module it imported (`x._y`)."""
+    tree = ast.parse(module_path.read_text())
+    bound: set[str] = set()
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and (
+                node.module == package or node.module.startswith(package + ".")):
+            for alias in node.names:
+                if alias.name.startswith("_"):
+                    found.append(f"{node.module}.{alias.name}")
+                elif node.module == package:
+                    bound.add(alias.asname or alias.name)
+        elif isinstance(node, ast.Import):
+            bound |= {a.asname or a.name for a in node.names if a.name.startswith(package)}
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and node.attr.startswith("_")
+                and not node.attr.startswith("__") and isinstance(node.value, ast.Name)
+                and node.value.id in bound):
+            found.append(f"{node.value.id}.{node.attr}")
+    return found
+
+
+def test_the_console_uses_no_private_name_of_the_entrypoints() -> None:
+    """kiqbeat.web may use what kiqbeat.entrypoints offers (the request model, previews),
+    never its underscore names: those may change without notice."""
+    bad = sorted(f"{path.name}: {name}" for path in (LIB / "kiqbeat" / "web").rglob("*.py")
+                 for name in private_names_used(path, "kiqbeat.entrypoints"))
+    assert bad == []
+
+
 def test_one_module_name_means_one_thing() -> None:
     """No two modules share a name across the schedules API and the Redis side (there is
-    one `store`: the schedules API), and the operator's commands have their own module."""
+    one `store`: the schedules API, a package of parts by role)."""
     graph = imports()
-    assert "kiqbeat.store" in graph and "kiqbeat.operator" in graph
+    assert "kiqbeat.store" in graph and "kiqbeat.store.operations" in graph
     assert not [m for m in graph if m.startswith("kiqbeat.redis.")
                 and m.rsplit(".", 1)[1] in ("store", "state", "records", "operator")]
 

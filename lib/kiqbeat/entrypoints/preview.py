@@ -27,7 +27,7 @@ from kiqbeat.errors import ConfigError, did_you_mean, shown
 from kiqbeat.settings import Settings
 
 
-def _reading(timetable: object) -> str:
+def reading(timetable: object) -> str:
     """The plain-English reading of a timetable (cron, interval or one-shot)."""
     from kiqbeat.core.describe import describe_timetable
 
@@ -39,7 +39,7 @@ def _described(schedule: Schedule) -> str:
     from kiqbeat.core.describe import describe_life
 
     life = describe_life(schedule)
-    return (_reading(schedule.timetable) + (f"; {life}" if life else "")
+    return (reading(schedule.timetable) + (f"; {life}" if life else "")
             + ("" if schedule.enabled else " (disabled)"))
 
 
@@ -140,7 +140,7 @@ class StoredState:
         return "; ".join(parts)
 
 
-def _next_fires(config: Config, after: datetime, count: int) -> list[list[Fire]]:
+def next_fires(config: Config, after: datetime, count: int) -> list[list[Fire]]:
     """Per schedule, its next `count` fire instants after `after`, in UTC and its own zone
     (the ticks it pushes, and the instants its DST policy leaves unfired, fate 'dst': see
     `_previews` for the ticks its rules withhold too)."""
@@ -364,7 +364,7 @@ def cmd_next(args: argparse.Namespace) -> int:
         print(json.dumps({"after": _z(after), **({"until": _z(until)} if until else {}),
                           "schedules": [
             {"name": s.name or None, "timing": s.timing, "zone": s.timetable.zone_name,
-             "reading": _reading(s.timetable), "enabled": s.enabled,
+             "reading": reading(s.timetable), "enabled": s.enabled,
              **({"life": life} if (life := describe_life(s)) else {}),
              **({"stored": state.as_dict()} if state is not None else {}), "fires": fires}
             for s, state, fires in zip(config.schedules, stored, previews, strict=True)]},

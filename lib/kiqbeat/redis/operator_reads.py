@@ -1,6 +1,6 @@
 """What the operator's commands read (`kiqbeat status`, `missed`, `backfill`, `history`):
 counts of the store, the due order, a schedule's stored state, its recorded missed ranges
-and first-seen. Reads only; `kiqbeat.operator` decides what they mean.
+and first-seen. Reads only; `kiqbeat.store` (status.py, operations.py) decides what they mean.
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@
   recorded and taken out of the record in the same step;
 - a manual run's (`push_manual`, trigger.lua): one job now, once even when re-sent.
 
-`kiqbeat.operator` decides what a backfill or a manual run pushes; this carries it out.
+`kiqbeat.store` (backfill.py, operations.py) decides what a backfill or a manual run pushes;
+this carries it out.
 """
 
 from __future__ import annotations

@@ -3,8 +3,10 @@ validated at write time with the messages `kiqbeat validate` gives.
 
 Every request carries `Authorization: Bearer TOKEN` (a reader's token reads, an operator's
 also acts); answers are JSON; errors are `{"error": MESSAGE, "problems": [...]}` with 400
-(a malformed request), 401, 403, 404 (no such schedule), 409 (a document's schedule), 413,
-422 (an invalid definition: one problem per message, each naming the field) or 503 (Redis).
+(a malformed request), 401, 403, 404 (no such schedule: ScheduleNotFoundError), 409 (a
+document's schedule: OwnedByDocumentError; a name held: ScheduleExistsError), 413, 422 (an
+invalid definition: one problem per message, each naming the field) or 503 (Redis): the
+store's typed refusals mapped once, in `error_answer`, never by reading a schedule first.
 Wrong tokens are throttled (429 with Retry-After: throttle.py).
 
 A schedule is addressed as `/api/v1/schedules/NAME` or `/api/v1/schedules/NAME/ACTION`,
@@ -35,10 +37,19 @@ from kiqbeat.core.instants import option_instant
 from kiqbeat.core.limits import MAX_DEFINITION_BYTES
 from kiqbeat.document import check_definition
 from kiqbeat.entrypoints.requests import from_fields
-from kiqbeat.errors import ConfigError, KiqbeatError, RedisUnavailableError, json_name, shown
+from kiqbeat.errors import (
+    ConfigError,
+    KiqbeatError,
+    OwnedByDocumentError,
+    RedisUnavailableError,
+    ScheduleExistsError,
+    ScheduleNotFoundError,
+    json_name,
+    shown,
+)
 from kiqbeat.web.auth import Principal
 from kiqbeat.web.bearer import Refusal, authenticate
-from kiqbeat.web.console import Console, NotFoundError, OwnedError, checked_note, pause_until
+from kiqbeat.web.console import Console, checked_note, pause_until
 from kiqbeat.web.openapi import openapi
 
 MAX_BODY_BYTES = 2 * MAX_DEFINITION_BYTES
@@ -52,12 +63,16 @@ def problem(status: int, message: str, problems: list[str] | None = None) -> JSO
                         status_code=status)
 
 
+# The store's typed refusals, mapped once: each answer's status (any other ConfigError: 422).
+STATUS_OF: tuple[tuple[type[ConfigError], int], ...] = (
+    (ScheduleNotFoundError, 404), (ScheduleExistsError, 409), (OwnedByDocumentError, 409))
+
+
 def error_answer(exc: KiqbeatError) -> JSONResponse:
-    """The status and body of an error raised by the console."""
-    if isinstance(exc, NotFoundError):
-        return problem(404, str(exc))
-    if isinstance(exc, OwnedError):
-        return problem(409, str(exc))
+    """The status and body of an error raised by the console or the store."""
+    for kind, status in STATUS_OF:
+        if isinstance(exc, kind):
+            return problem(status, str(exc))
     if isinstance(exc, ConfigError):
         return problem(422, str(exc), exc.problems)
     if isinstance(exc, RedisUnavailableError):

@@ -37,9 +37,9 @@ from kiqbeat.core.ticks import TickReport
 from kiqbeat.document.read import parse
 from kiqbeat.document.validate import read_definition
 from kiqbeat.engine import Engine
-from kiqbeat.entrypoints.preview import _next_fires, _reading
+from kiqbeat.entrypoints import preview
 from kiqbeat.entrypoints.requests import Request, from_fields
-from kiqbeat.errors import ConfigError, json_name, shown
+from kiqbeat.errors import ConfigError, OwnedByDocumentError, json_name, shown
 from kiqbeat.redis import keys, progress, scripts
 from kiqbeat.redis.clock import read_clock
 from kiqbeat.redis.connection import redis_errors, reply_text
@@ -58,10 +58,6 @@ EXAMINE_BATCH = 250  # names a filtered page reads per round trip (HMGET of thei
 BACKFILL_DEADLINE_S = 20.0
 
 
-class NotFoundError(ConfigError):
-    """No schedule of that name (the API's 404)."""
-
-
 def pause_until(value: Any) -> datetime | None:
     """A pause's end from a JSON body or a form ("until"; None or "" for none), checked as
     the CLI's --until and the Lambda's event are."""
@@ -70,8 +66,12 @@ def pause_until(value: Any) -> datetime | None:
     return from_fields("pause", {"until": value}).until
 
 
-class OwnedError(ConfigError):
-    """The schedule belongs to a document: read-only here (the API's 409)."""
+def read_only(name: str, refused: OwnedByDocumentError) -> OwnedByDocumentError:
+    """The console's words for a change of a schedule another source holds (the API's 409):
+    a document's schedules are read-only here."""
+    return OwnedByDocumentError(f"schedule {shown(name)} belongs to the document "
+                                f"{shown(refused.owner, 200)}: change it there (it is "
+                                "read-only here)", owner=refused.owner)
 
 
 @dataclass(frozen=True)
@@ -382,17 +382,17 @@ class Console:
                 data = json.dumps(status.definition).encode()
                 try:
                     schedule = read_definition(status.name, data, window_s=store.window_s)
-                    reading = _reading(schedule.timetable)
+                    reading = preview.reading(schedule.timetable)
                 except ConfigError:
                     reading = ""
         return Row(status, reading, queue, last, has_missed, schedule)
 
     def get(self, name: str) -> Row:
-        """One schedule's row; NotFoundError when there is none."""
+        """One schedule's row; ScheduleNotFoundError when there is none."""
         store = self.store()
         rows = self._rows(store, [name])
         if not rows:
-            raise NotFoundError(str(store.no_schedule([name])))
+            raise store.no_schedule([name])
         return rows[0]
 
     def detail(self, name: str) -> Detail:
@@ -401,7 +401,7 @@ class Console:
         row = self.get(name)  # the definition read once, length-checked, parsed once
         fires: list[dict[str, str | None]] = []
         if row.schedule is not None:
-            fires = _next_fires(Config((row.schedule,)), read_clock(self.client), FIRES)[0]
+            fires = preview.next_fires(Config((row.schedule,)), read_clock(self.client), FIRES)[0]
         ticks = None
         if row.schedule is not None:
             now = read_clock(self.client)
@@ -435,62 +435,54 @@ class Console:
 
     # ------------------------------------------------------------------------ acting
 
-    def _owned(self, store: Store, name: str, *, must_exist: bool) -> ScheduleStatus | None:
-        rows = store.rows([name])
-        if not rows:
-            if must_exist:
-                raise NotFoundError(str(store.no_schedule([name])))
-            return None
-        if rows[0].source:
-            raise OwnedError(f"schedule {shown(name)} belongs to the document "
-                             f"{shown(rows[0].source, 200)}: change it there (it is read-only "
-                             "here)")
-        return rows[0]
+    # The refusals come from the Store's own writes (typed: ScheduleNotFoundError,
+    # OwnedByDocumentError), in the same atomic step as the change: nothing is read first
+    # to choose an answer, so no change made between a read and the write is missed.
 
     def put(self, actor: str, name: str, definition: Mapping[str, Any], note: str = ""
             ) -> bool:
-        """Create or replace an API-owned schedule; True when it was created. ConfigError
-        with the validation messages; OwnedError for a document's."""
+        """Create or replace an API-owned schedule; True when it was created (one read
+        first, for that answer only). ConfigError with the validation messages (before any
+        other refusal); OwnedByDocumentError for another source's."""
         store = self.store(actor, note)
-        store.check(name, definition)  # the messages first, whoever owns the name
-        existed = self._owned(store, name, must_exist=False) is not None
-        store.put(name, definition)
+        existed = store.owner(name) is not None
+        try:
+            store.put(name, definition)  # checked first: its messages, whoever owns it
+        except OwnedByDocumentError as exc:
+            raise read_only(name, exc) from exc
         self.index.add([name])
         return not existed
 
     def remove(self, actor: str, name: str, note: str = "") -> None:
-        """Delete an API-owned schedule."""
+        """Delete an API-owned schedule; ScheduleNotFoundError when there is none,
+        OwnedByDocumentError for another source's."""
         store = self.store(actor, note)
-        self._owned(store, name, must_exist=True)
-        store.remove(name)
+        try:
+            removed = store.remove(name)
+        except OwnedByDocumentError as exc:
+            raise read_only(name, exc) from exc
         self.index.forget([name])
+        if not removed:
+            raise store.no_schedule([name])
 
     def pause(self, actor: str, name: str, note: str = "", *,
               until: datetime | None = None) -> bool:
         """Pause a schedule (a document's too), with `note` as its pause's note and, with
         `until`, resuming by itself after it; False when it was paused."""
-        store = self.store(actor, note)
-        self.get(name)
-        return store.pause(name, note=note, until=until)
+        return self.store(actor, note).pause(name, note=note, until=until)
 
     def skip(self, actor: str, name: str, count: int = 1, note: str = "") -> int:
         """Skip a schedule's next `count` ticks; the skips now pending."""
-        store = self.store(actor, note)
-        self.get(name)
-        return store.skip(name, count)
+        return self.store(actor, note).skip(name, count)
 
     def resume(self, actor: str, name: str, note: str = "") -> bool:
         """Resume a schedule; False when it was running."""
-        store = self.store(actor, note)
-        self.get(name)
-        return store.resume(name)
+        return self.store(actor, note).resume(name)
 
     def trigger(self, actor: str, name: str, args: list[Any] | None = None, note: str = ""
                 ) -> Triggered:
         """Push one job of the schedule now, with `args` instead of its own if given."""
-        store = self.store(actor, note)
-        self.get(name)
-        return store.trigger(name, args)
+        return self.store(actor, note).trigger(name, args)
 
     def backfill(self, actor: str, request: Request) -> Backfill:
         """Push (or, dry, count) the named schedule's recorded missed ticks in [since, until]
@@ -499,17 +491,17 @@ class Console:
         or `max_jobs` a backfill of more than BACKFILL_CONFIRM_JOBS jobs is refused
         (ConfigError) and pushes nothing, and so, without `yes`, is one of any tick from
         before its schedule was first seen; `max_jobs` pushes at most that many, the oldest
-        first (run it again for the next)."""
+        first (run it again for the next). ScheduleNotFoundError, before anything is pushed,
+        for a name with neither a definition nor a record."""
         store = self.store(actor, request.note)
-        for name in request.names:
-            self.get(name)
         result = store.backfill(list(request.names), since=request.since, until=request.until,
                                 latest_only=request.latest_only, dry_run=request.dry_run,
                                 max_jobs=request.max_jobs,
                                 confirm_above=None if request.yes or request.max_jobs
                                 else BACKFILL_CONFIRM_JOBS,
                                 pre_history=request.yes, reasons=request.reasons,
-                                deadline=time.monotonic() + BACKFILL_DEADLINE_S)
+                                deadline=time.monotonic() + BACKFILL_DEADLINE_S,
+                                must_exist=True)
         self.backfilled += result.pushed
         return result
 

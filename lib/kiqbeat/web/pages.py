@@ -30,13 +30,19 @@ from starlette.routing import Route
 from kiqbeat.core.limits import MAX_AUDIT_ENTRIES, MAX_DEFINITION_BYTES, MAX_PENDING_SKIPS
 from kiqbeat.core.records import REASONS
 from kiqbeat.entrypoints.requests import from_fields
-from kiqbeat.errors import ConfigError, KiqbeatError, escaped, foreign_json, shown
+from kiqbeat.errors import (
+    ConfigError,
+    KiqbeatError,
+    ScheduleNotFoundError,
+    escaped,
+    foreign_json,
+    shown,
+)
 from kiqbeat.web.auth import NONCE_COOKIE, SESSION_COOKIE, SESSION_S, Auth, Principal, Session
 from kiqbeat.web.console import (
     STATES,
     STRIP_TICKS,
     Console,
-    NotFoundError,
     checked_note,
     definition_of,
     pause_until,
@@ -170,7 +176,7 @@ def page(handler: Callable[[Request, Pages, Principal], Response], *, act: bool 
         try:
             response: Response = await run_in_threadpool(handler, request, pages, principal)
             return response
-        except NotFoundError as exc:
+        except ScheduleNotFoundError as exc:
             return pages.problems(request, "No such schedule", exc.problems, 404)
         except ConfigError as exc:
             return pages.problems(request, "Refused", exc.problems, 422)
@@ -243,7 +249,7 @@ def save(request: Request, pages: Pages, principal: Principal) -> Response:
             raise ConfigError("a schedule needs a name")
         created = pages.console.put(principal.actor, name, definition_of(text, name),
                                     note_of(fields))
-    except NotFoundError:
+    except ScheduleNotFoundError:
         raise
     except ConfigError as exc:
         return pages.render(request, "edit.html", 422, editing=editing, name=name, text=text,
