@@ -261,7 +261,7 @@ local function apply(rec, e, keep)
   return true
 end
 
--- Recount the failure streak and trim to `keep`, after the entries of one call.
+-- Recount the failure streak and trim to `keep`, after each entry applied.
 local function settle(rec, keep)
   local entries = rec.entries
   for _, e in ipairs(entries) do
@@ -314,6 +314,9 @@ local function fold_record(raw, list, keep)
   local changed, failure, lost = false, nil, 0
   for _, e in ipairs(list) do
     if apply(rec, e, keep) then
+      -- Settled after each entry: folding entries one call each (a worker's) or many in
+      -- one call (the inbox's) makes the same record.
+      settle(rec, keep)
       changed = true
       if e.ev == FAILED and (not failure or e.t >= failure.t) then failure = e end
     else
@@ -321,10 +324,7 @@ local function fold_record(raw, list, keep)
     end
   end
   local record = nil
-  if changed then
-    settle(rec, keep)
-    record = encode(rec)
-  end
+  if changed then record = encode(rec) end
   return changed, record, failure, streak_before, lost, rec.ls, ls_before
 end
 
