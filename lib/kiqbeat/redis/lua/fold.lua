@@ -351,7 +351,9 @@ local function notify(name)
   if not seq or seq ~= seq or seq < 0 or seq >= 2^50 then seq = 0 end
   redis.call('ZADD', changed_key, seq + 1, name)
   local over = redis.call('ZCARD', changed_key) - MAX_CHANGED
-  if over > 0 then redis.call('ZPOPMIN', changed_key, over) end
+  if over > 0 then  -- the oldest go (ZRANGE and ZREM: commands kiqbeat's ACL grants already)
+    redis.call('ZREM', changed_key, unpack(redis.call('ZRANGE', changed_key, 0, over - 1)))
+  end
   notified = notified + 1
 end
 
