@@ -52,13 +52,13 @@ added to the changed names (a new sequence number, the oldest dropped beyond MAX
 when its record changed and either a failed end was folded and its definition names
 `alert_after_failures` or `pause_after_failures` (it may open `failing` or `paused`), or its
 newest success moved on while its incident record is open (it may close with `recovered`).
-A success that moves on otherwise takes the schedule's deadline away here, as the decision
-would (deadline.lua): a steady stream of successes costs an invocation nothing. `silent` is
+A success that moves on otherwise takes the deadline of a schedule whose definition has
+`expect_success_within` away here, as the decision would (deadline.lua): a steady stream of successes costs an invocation nothing. `silent` is
 decided from the deadlines due, which read the record.
 
 Returns {taken, dropped, left, notified}: the entries taken (from the inbox or ARGV), those
-dropped (garbled, an unknown schedule, too old), the entries still in the inbox, and the
-schedules added to the changed names.
+dropped (garbled, an unknown schedule, too old), the entries still in the inbox (0 for a
+worker's call: not looked at), and the schedules added to the changed names.
 ]]
 
 local inbox = KEYS[1]
@@ -83,11 +83,16 @@ if not K or not DEFAULT_N or (K == 0 and #ARGV - 2 > MAX_GIVEN) then
   return redis.error_reply('KIQBEAT_ARGS fold.lua takes K N [ENTRY...] (at most '
     .. MAX_GIVEN .. ' entries)')
 end
-local refused = expect_type(inbox, 'list') or expect_type(defs_key, 'hash')
-  or expect_type(errors_key, 'hash') or expect_type(changed_key, 'zset')
-  or expect_type(deadlines_key, 'zset') or expect_type(rules_key, 'hash')
-  or expect_type(incidents_key, 'hash')
-if refused then return refused end
+-- The invocation's fold checks the keys' types first (a clear refusal); a worker's call
+-- does not (seven calls of its few): a key of another type makes its call fail, and the
+-- worker writes the report to the inbox, where the invocation's fold refuses it by name.
+if K > 0 then
+  local refused = expect_type(inbox, 'list') or expect_type(defs_key, 'hash')
+    or expect_type(errors_key, 'hash') or expect_type(changed_key, 'zset')
+    or expect_type(deadlines_key, 'zset') or expect_type(rules_key, 'hash')
+    or expect_type(incidents_key, 'hash')
+  if refused then return refused end
+end
 
 local function varint(v)
   if v ~= v or v < 0 or v > MAX_VARINT then error('not a record field: ' .. tostring(v)) end
@@ -406,7 +411,9 @@ for _, name in ipairs(order) do
       elseif ls and (not ls_before or ls > ls_before) then
         if incident_open(name) then
           notify(name)
-        else
+        elseif type(definition) == 'string'
+            and string.find(definition, 'expect_success_within"', 1, true) then
+          -- (a deadline left by a definition that lost the field is dropped when due)
           settle_deadline(deadlines_key, rules_key, name, ls)
         end
       end
@@ -414,6 +421,6 @@ for _, name in ipairs(order) do
   end
 end
 reply[2] = dropped
-reply[3] = redis.call('LLEN', inbox)
+reply[3] = K > 0 and redis.call('LLEN', inbox) or 0
 reply[4] = notified
 return reply
