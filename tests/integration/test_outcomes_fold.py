@@ -168,7 +168,7 @@ def test_an_invocation_folds_after_its_pushes_and_judges_only_the_changed_names(
         redis_client: redis.Redis) -> None:
     config = load_config_text("schedules:\n  inv: {cron: '* * * * *', class: W}\n"
                               "  alerting: {cron: '* * * * *', class: W,"
-                              " alert_after_failures: 3}\n")
+                              " alert_after_failures: 1}\n")
     run(redis_client, config)  # applies the document
     quiet = run(redis_client, config)
     assert quiet.outcomes_folded == 0 and quiet.changed_health == []
@@ -180,10 +180,11 @@ def test_an_invocation_folds_after_its_pushes_and_judges_only_the_changed_names(
     assert folded.changed_health == []
     assert read_health(redis_client, "", ["inv"])["inv"].last_error == "KeyError: k"
     report(redis_client, "alerting", T0, "failed", duration=3, error=("KeyError", "k"))
-    assert fold_outcomes(redis_client).notified == 1  # it alerts on failures: a changed name
+    # its streak reached alert_after_failures: a changed name
+    assert fold_outcomes(redis_client).notified == 1
     assert redis_client.zrange(keys.outcomes_changed(""), 0, -1) == ["alerting"]
     # (rules as a push of it writes them: health is judged once some schedule has any)
-    redis_client.hset(keys.expectations(""), "alerting", "0" * 40 + " 0 3 0")
+    redis_client.hset(keys.expectations(""), "alerting", "0" * 40 + " 0 1 0")
     judged = run(redis_client, config)
     ((h),) = judged.changed_health
     assert (h.name, h.last_outcome, h.consecutive_failures, h.last_error) == (

@@ -28,7 +28,8 @@ from .test_alerts import FAILING, SILENT, T0, engine, events
 MIN = 60_000
 T0_MS = 1_790_000_000_000 - 1_790_000_000_000 % MIN
 NAMES = ("plain", "short", "alerting")
-DEFINITIONS = {"plain": {}, "short": {"history": 3}, "alerting": {"alert_after_failures": 2}}
+DEFINITIONS = {"plain": {}, "short": {"history": 3},
+               "alerting": {"alert_after_failures": 2, "history": 4}}
 
 
 def worker_report(client: redis.Redis, ns: str, entry: dict[str, Any]) -> bool:
@@ -151,8 +152,9 @@ def test_a_failure_streak_folded_by_the_worker_is_failing_once_then_recovered_on
     third = to_ms(T0 + timedelta(minutes=3))
     assert [(v["e"], v["t"]) for v in events(client)] == [
         ("failing", str(third)), ("recovered", str(to_ms(T0 + timedelta(minutes=5))))]
-    # judged: each failure, and the first success while failing; none after
-    assert judged == [0, 1, 1, 1, 1, 1, 0, 0]
+    # judged: the failures from the third on (alert_after_failures: 3), and the first
+    # success while failing; none before, none after
+    assert judged == [0, 0, 0, 1, 1, 1, 0, 0]
     assert client.zcard(keys.outcomes_changed("")) == 0
 
 
@@ -187,12 +189,13 @@ def test_a_garbled_published_call_or_changed_score_costs_no_report(client: redis
     e.run(cfg, now=T0 + timedelta(seconds=5))
     client.set(keys.outcomes_script(""), "2 SOMETHING else")
     client.zadd(keys.outcomes_changed(""), {"flaky": float("inf")})
-    tick = T0 + timedelta(minutes=1)
-    e.run(cfg, now=tick + timedelta(seconds=5))  # publishes the call again
+    e.run(cfg, now=T0 + timedelta(minutes=1, seconds=5))  # publishes the call again
     assert client.get(keys.outcomes_script("")) == f"1 EVALSHA {scripts.FOLD.sha} 10".encode()
     assert client.zcard(keys.outcomes_changed("")) == 0  # judged and taken away
-    entry = {"s": "flaky", "t": to_ms(tick), "j": jid("flaky", tick), "e": "failed",
-             "at": to_ms(tick) + 1000, "a": 1, "d": 1000, "x": "E", "m": "m"}
     client.zadd(keys.outcomes_changed(""), {"other": float("inf")})
-    assert worker_report(client, "", entry)
+    for minute in (1, 2, 3):  # the third failure in a row reaches alert_after_failures
+        at = T0 + timedelta(minutes=minute)
+        assert worker_report(client, "", {"s": "flaky", "t": to_ms(at), "j": jid("flaky", at),
+                                          "e": "failed", "at": to_ms(at) + 1000, "a": 1,
+                                          "d": 1000, "x": "E", "m": "m"})
     assert set(client.zrange(keys.outcomes_changed(""), 0, -1)) == {b"flaky", b"other"}

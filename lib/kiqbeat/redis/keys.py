@@ -175,9 +175,10 @@ def outcomes_errors(ns: str) -> str:
 
 def outcomes_changed(ns: str) -> str:
     """Sorted set: schedule name -> sequence number, the schedules whose health the alert
-    decision must judge (a failure of one that alerts on failures, a success while an
-    incident is open), added by fold.lua, taken away by the decision (incidents.lua) unless
-    added again since; at most `limits.MAX_CHANGED_NAMES`, the oldest dropped."""
+    decision must judge (a failure streak that reached the definition's
+    `alert_after_failures` or `pause_after_failures`, a success while an incident is open),
+    added by fold.lua, taken away by the decision (incidents.lua) unless added again since;
+    at most `limits.MAX_CHANGED_NAMES`, the oldest dropped."""
     return f"{ns}kiqbeat:outcomes:changed"
 
 

@@ -49,9 +49,10 @@ earlier attempt. A tick older than every kept entry of a full record is dropped.
 
 Only what the alert decision (incidents.lua) could act on goes to Python: a schedule is
 added to the changed names (a new sequence number, the oldest dropped beyond MAX_CHANGED)
-when its record changed and either a failed end was folded and its definition names
-`alert_after_failures` or `pause_after_failures` (it may open `failing` or `paused`), or its
-newest success moved on while its incident record is open (it may close with `recovered`).
+when its record changed and either a failed end was folded that leaves at least as many
+failed ticks in a row as the definition's smaller `alert_after_failures` or
+`pause_after_failures` (it may open `failing` or `paused`), or its newest success moved on
+while its incident record is open (it may close with `recovered`).
 A success that moves on otherwise takes the deadline of a schedule whose definition has
 `expect_success_within` away here, as the decision would (deadline.lua): a steady stream of successes costs an invocation nothing. `silent` is
 decided from the deadlines due, which read the record.
@@ -306,8 +307,8 @@ end
 
 -- One schedule's entries folded into its record (raw: as stored, nil or garbled: fresh), in
 -- Lua only (no Redis call): whether it changed, the record, the newest failure folded,
--- whether a failure streak stood before, the entries dropped, and the last success tick
--- after and before.
+-- whether a failure streak stood before, the entries dropped, the last success tick after
+-- and before, and the failed ticks in a row after (core/outcomes.py health's count).
 -- Runs under pcall.
 local function fold_record(raw, list, keep)
   local rec = decode(raw) or {ls = nil, beyond = 0, entries = {}}
@@ -330,13 +331,27 @@ local function fold_record(raw, list, keep)
   end
   local record = nil
   if changed then record = encode(rec) end
-  return changed, record, failure, streak_before, lost, rec.ls, ls_before
+  local streak = rec.beyond
+  for _, e in ipairs(rec.entries) do
+    if counted(e) and (not rec.ls or e.t > rec.ls) then streak = streak + 1 end
+  end
+  return changed, record, failure, streak_before, lost, rec.ls, ls_before, streak
 end
 
 -- The definition names a failure count the decision acts on.
-local function alerting(definition)
-  return type(definition) == 'string'
-    and string.find(definition, '_after_failures"', 1, true) ~= nil
+-- The fewest failed ticks in a row on which the definition asks the decision to act (its
+-- smaller positive `alert_after_failures` or `pause_after_failures`), or nil: none.
+local function failures_acted_on(definition)
+  if type(definition) ~= 'string'
+      or not string.find(definition, '_after_failures"', 1, true) then return nil end
+  local ok, parsed = pcall(cjson.decode, definition)
+  if not ok or type(parsed) ~= 'table' then return nil end
+  local fewest = nil
+  for _, field in ipairs({'alert_after_failures', 'pause_after_failures'}) do
+    local n = parsed[field]
+    if type(n) == 'number' and n >= 1 and (not fewest or n < fewest) then fewest = n end
+  end
+  return fewest
 end
 
 -- Whether `name`'s incident record is open (or garbled: incidents.lua reads that as open).
@@ -377,10 +392,10 @@ for _, name in ipairs(order) do
   if keep == 0 or type(raw) == 'table' then  -- no schedule, or a bucket of another type
     dropped = dropped + #list
   else
-    local ok, changed, record, failure, streak_before, lost, ls, ls_before = pcall(
+    local ok, changed, record, failure, streak_before, lost, ls, ls_before, streak = pcall(
       fold_record, raw, list, keep)
     if not ok then  -- a record that is not one: this schedule starts a fresh record
-      ok, changed, record, failure, streak_before, lost, ls, ls_before = pcall(
+      ok, changed, record, failure, streak_before, lost, ls, ls_before, streak = pcall(
         fold_record, false, list, keep)
     end
     if not ok then changed, lost = false, #list end
@@ -406,7 +421,8 @@ for _, name in ipairs(order) do
           last_error = false
         end
       end
-      if failure and alerting(definition) then
+      local fewest = failure and failures_acted_on(definition)
+      if fewest and streak >= fewest then
         notify(name)
       elseif ls and (not ls_before or ls > ls_before) then
         if incident_open(name) then
