@@ -156,7 +156,6 @@ class AlertStep:
                     f"{max(1, sum(w for w in waiting if w > 0) - turn.sent)} event(s) wait "
                     "for the next invocation (kiqbeat status shows the backlog)")
 
-
     def _judged(self, side: RedisSide, report: Report) -> list[Changed]:
         """The changed names to judge (read again when this invocation folded the inbox,
         which may have added some), their health kept in `report.changed_health`."""
