@@ -494,7 +494,8 @@ class Engine:
             report.warnings.append(f"the workers' outcomes were not folded: reading "
                                    f"{keys.outcomes_inbox(namespace)} was refused "
                                    f"({reported}); grant LLEN and RPOP (docs/deploy.md)")
-        self._publish_fold(config, report, replies.one("outcomes:script"))
+        self._publish_fold(config, report, replies.one("outcomes:script"),
+                           isinstance(reported, int) and reported > 0)
         self._alerts.run(side, report)
         if config.sidekiq_scheduler_ui:
             neighbours.write_tab(client, config, report)
@@ -519,15 +520,16 @@ class Engine:
         report.outcomes_waiting = folded.left
         report.round_trips += folded.calls
 
-    def _publish_fold(self, config: Config, report: Report, published: Any) -> None:
-        """Publish the call workers fold their own reports with when it is not this
-        kiqbeat's (docs/store.md, "The worker protocol"); refused, a warning: workers then
-        write to the inbox, which this invocation folds."""
+    def _publish_fold(self, config: Config, report: Report, published: Any,
+                      reported: bool) -> None:
+        """Publish the call workers fold their own reports with (publish_fold says when;
+        docs/store.md, "The worker protocol"); refused, a warning: workers then write to the
+        inbox, which this invocation folds."""
         if isinstance(published, Exception):
             published = None
         try:
             if publish_fold(self.client, config.namespace, self.settings.history, self._lua,
-                            published):
+                            published, reported=reported):
                 report.round_trips += 1
         except RedisRefusedError as exc:
             report.warnings.append(f"workers fold their reports through the inbox: {exc}")

@@ -331,7 +331,10 @@ def test_the_worker_folds_its_own_reports_and_after_a_script_flush_uses_the_inbo
         try:
             base = worker.now().replace(second=0, microsecond=0) - timedelta(minutes=5)
             at = {m: base + timedelta(minutes=m) for m in range(4)}
-            run(worker.client, cfg, now=base + timedelta(seconds=30))  # publishes the call
+            # A report in the inbox (as a worker's first, before any call is published; garbled
+            # here: dropped) makes the invocation publish the call.
+            worker.client.lpush(keys.outcomes_inbox(""), "{}")
+            run(worker.client, cfg, now=base + timedelta(seconds=30))
             published = worker.client.get(keys.outcomes_script(""))
             assert published is not None and published.startswith(b"1 EVALSHA ")
 

@@ -49,6 +49,12 @@ def worker_report(client: redis.Redis, ns: str, entry: dict[str, Any]) -> bool:
     return False
 
 
+def first_report(client: redis.Redis) -> None:
+    """A worker's first report (no call published yet) goes to the inbox: the invocation that
+    finds it publishes the call. Garbled here: dropped by that fold."""
+    client.lpush(keys.outcomes_inbox(""), "{}")
+
+
 def define(client: redis.Redis, ns: str) -> None:
     for name, fields in DEFINITIONS.items():
         client.hset(keys.definitions(ns), name, json.dumps(
@@ -101,10 +107,14 @@ def test_a_workers_own_fold_makes_the_records_the_inbox_fold_makes(
         {b"alerting"} & {s.encode() for s in failed})
 
 
-def test_an_invocation_publishes_the_fold_call_and_loads_its_script(client: redis.Redis) -> None:
+def test_an_invocation_publishes_the_fold_call_once_a_worker_reported(
+        client: redis.Redis) -> None:
     cfg = config(FAILING)
     e = engine(client)
     e.run(cfg, now=T0 + timedelta(seconds=5))
+    assert client.get(keys.outcomes_script("")) is None  # no worker reported: no key
+    first_report(client)
+    e.run(cfg, now=T0 + timedelta(minutes=1, seconds=5))
     published = client.get(keys.outcomes_script(""))
     assert published == f"1 EVALSHA {scripts.FOLD.sha} 10".encode()
     assert client.script_exists(scripts.FOLD.sha) == [True]
@@ -116,6 +126,7 @@ def test_steady_successes_folded_by_the_worker_cost_the_invocation_nothing(
         client: redis.Redis) -> None:
     cfg = config(SILENT)
     e = engine(client)
+    first_report(client)
     e.run(cfg, now=T0 + timedelta(seconds=5))
     for minute in range(1, 9):
         tick = T0 + timedelta(minutes=minute)
@@ -137,6 +148,7 @@ def test_a_failure_streak_folded_by_the_worker_is_failing_once_then_recovered_on
         client: redis.Redis) -> None:
     cfg = config(FAILING)
     e = engine(client)
+    first_report(client)
     e.run(cfg, now=T0 + timedelta(seconds=5))
     judged = []
     for minute in range(1, 8):
@@ -162,6 +174,7 @@ def test_after_script_flush_the_report_reaches_the_inbox_and_the_invocation_fold
         client: redis.Redis) -> None:
     cfg = config(FAILING)
     e = engine(client)
+    first_report(client)
     e.run(cfg, now=T0 + timedelta(seconds=5))
     tick = T0 + timedelta(minutes=1)
     e.run(cfg, now=tick + timedelta(seconds=5))
@@ -186,6 +199,7 @@ def test_after_script_flush_the_report_reaches_the_inbox_and_the_invocation_fold
 def test_a_garbled_published_call_or_changed_score_costs_no_report(client: redis.Redis) -> None:
     cfg = config(FAILING)
     e = engine(client)
+    first_report(client)
     e.run(cfg, now=T0 + timedelta(seconds=5))
     client.set(keys.outcomes_script(""), "2 SOMETHING else")
     client.zadd(keys.outcomes_changed(""), {"flaky": float("inf")})

@@ -81,11 +81,16 @@ def fold_call(namespace: str, history: int, lua: scripts.Caller) -> str:
 
 
 def publish_fold(client: redis.Redis, namespace: str, history: int, lua: scripts.Caller,
-                 published: object) -> bool:
+                 published: object, *, reported: bool = True) -> bool:
     """Make the workers' fold current: load the script (scripts mode; in functions mode the
     library is loaded by an administrator) and publish its call, unless `published` (the
-    key's value as read) is that call already. Whether it wrote (one pipelined round trip)."""
+    key's value as read; None: none) is that call already. Only once workers `reported`
+    something to the inbox (a deployment without the middleware gets no key) or a call is
+    published already (another kiqbeat's: an upgrade). Whether it wrote (one pipelined round
+    trip)."""
     call = fold_call(namespace, history, lua)
+    if published is None and not reported:
+        return False
     if isinstance(published, bytes | str) and reply_text(published) == call:
         return False
     pipe = client.pipeline(transaction=False)
