@@ -175,8 +175,10 @@ def test_an_invocation_folds_after_its_pushes_and_judges_only_the_changed_names(
     rounds = quiet.round_trips
     report(redis_client, "inv", T0, "failed", duration=3, error=("KeyError", "k"))
     folded = run(redis_client, config)
-    # folded, and the changed names read again: "inv" alerts on nothing, so none to judge
-    assert folded.outcomes_folded == 1 and folded.round_trips == rounds + 2
+    # folded, the changed names read again ("inv" alerts on nothing, so none to judge), and
+    # the workers' fold call published (a worker reported: the first time only)
+    assert folded.outcomes_folded == 1 and folded.round_trips == rounds + 3
+    assert redis_client.get(keys.outcomes_script("")) is not None
     assert folded.changed_health == []
     assert read_health(redis_client, "", ["inv"])["inv"].last_error == "KeyError: k"
     report(redis_client, "alerting", T0, "failed", duration=3, error=("KeyError", "k"))
