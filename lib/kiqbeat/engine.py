@@ -79,7 +79,7 @@ from kiqbeat.errors import (
     shown,
     shown_text,
 )
-from kiqbeat.outcomes.records import Folded, fold_outcomes
+from kiqbeat.outcomes.records import Folded, fold_outcomes, publish_fold
 from kiqbeat.redis import keys, scripts
 from kiqbeat.redis.connection import connect, redis_errors, reply_text, startup_warnings
 from kiqbeat.redis.definitions import Op, Oversized, definition_sha
@@ -404,6 +404,8 @@ class Engine:
             # Whether the workers reported anything: folded after the pushes only then, so
             # a deployment without the middleware pays no round trip for it.
             reads.add("outcomes", lambda pipe: pipe.llen(keys.outcomes_inbox(namespace)))
+            # The call workers fold their own reports with: published when not current.
+            reads.add("outcomes:script", lambda pipe: pipe.get(keys.outcomes_script(namespace)))
             reads.add("unplannable",  # never planned: say so
                       lambda pipe: pipe.zcount(due_key, f"({MAX_PLANNABLE_MS}", "+inf"))
             self._alerts.reads(reads, namespace)
@@ -492,6 +494,8 @@ class Engine:
             report.warnings.append(f"the workers' outcomes were not folded: reading "
                                    f"{keys.outcomes_inbox(namespace)} was refused "
                                    f"({reported}); grant LLEN and RPOP (docs/deploy.md)")
+        self._publish_fold(config, report, replies.one("outcomes:script"),
+                           isinstance(reported, int) and reported > 0)
         self._alerts.run(side, report)
         if config.sidekiq_scheduler_ui:
             neighbours.write_tab(client, config, report)
@@ -508,14 +512,27 @@ class Engine:
         pushes' report."""
         folded = Folded()
         try:
-            report.changed_health = fold_outcomes(
-                self.client, config.namespace, history=self.settings.history, lua=self._lua,
-                deadline=deadline, folded=folded)
+            fold_outcomes(self.client, config.namespace, history=self.settings.history,
+                          lua=self._lua, deadline=deadline, folded=folded)
         except RedisRefusedError as exc:
             report.warnings.append(f"the workers' outcomes were not folded: {exc}")
         report.outcomes_folded = folded.taken - folded.dropped
         report.outcomes_waiting = folded.left
         report.round_trips += folded.calls
+
+    def _publish_fold(self, config: Config, report: Report, published: Any,
+                      reported: bool) -> None:
+        """Publish the call workers fold their own reports with (publish_fold says when;
+        docs/store.md, "The worker protocol"); refused, a warning: workers then write to the
+        inbox, which this invocation folds."""
+        if isinstance(published, Exception):
+            published = None
+        try:
+            if publish_fold(self.client, config.namespace, self.settings.history, self._lua,
+                            published, reported=reported):
+                report.round_trips += 1
+        except RedisRefusedError as exc:
+            report.warnings.append(f"workers fold their reports through the inbox: {exc}")
 
     def _record(self, applied: Applied, source: str, recorded: Any, report: Report) -> None:
         """Record that the document's bytes are applied, unless the store says so already:

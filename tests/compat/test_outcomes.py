@@ -315,3 +315,64 @@ def test_a_sidekiq_shutdown_mid_job_is_no_failure_and_the_job_is_requeued() -> N
         fold_outcomes(worker.client, "")
         health = read_health(worker.client, "", ["long"])["long"]
         assert (health.last_outcome, health.consecutive_failures) == ("running", 0)
+
+
+def test_the_worker_folds_its_own_reports_and_after_a_script_flush_uses_the_inbox() -> None:
+    """Once an invocation published the fold call, the middleware folds its reports itself:
+    the record is current without kiqbeat folding anything, and the inbox never sees them.
+    After SCRIPT FLUSH (a restart) its call fails with NOSCRIPT: the report goes to the
+    inbox instead, the job runs as ever, and the next invocation folds it."""
+    cfg = config(f"""
+        schedules:
+          own: {{cron: '* * * * *', class: LedgerWorker, args: [0], queue: {QUEUE}}}
+    """)
+    with RedisServer() as server:
+        worker = Worker(server.url)
+        try:
+            base = worker.now().replace(second=0, microsecond=0) - timedelta(minutes=5)
+            at = {m: base + timedelta(minutes=m) for m in range(4)}
+            # A report in the inbox (as a worker's first, before any call is published; garbled
+            # here: dropped) makes the invocation publish the call.
+            worker.client.lpush(keys.outcomes_inbox(""), "{}")
+            run(worker.client, cfg, now=base + timedelta(seconds=30))
+            published = worker.client.get(keys.outcomes_script(""))
+            assert published is not None and published.startswith(b"1 EVALSHA ")
+
+            def ended(m: int) -> str:
+                jid = jid_ms("own", to_ms(at[m]))
+                wait_for(f"tick {m}'s job to end",
+                         lambda: worker.ledger(jid) == ["start", "end"] or None)
+                return jid
+
+            def inbox_jids() -> list[str]:
+                return [e["j"] for e in map(json.loads, worker.client.lrange(
+                    keys.outcomes_inbox(""), 0, -1))]
+
+            for m in (1, 2):  # the first report reads the call (and goes to the inbox)
+                run(worker.client, cfg, now=at[m])
+                second = ended(m)
+            # No fold by kiqbeat: the worker's own fold made the record.
+            def current() -> bool | None:
+                h = read_health(worker.client, "", ["own"])["own"]
+                return (h.last_outcome, h.last_tick_ms) == ("succeeded", to_ms(at[2])) or None
+            wait_for("tick 2's success in the record", current)
+            assert second not in inbox_jids()
+
+            fold_outcomes(worker.client, "")  # what the first reports left in the inbox
+            worker.client.script_flush()
+            # Nothing waits in the inbox: this invocation folds nothing, so loads nothing.
+            run(worker.client, cfg, now=at[3])
+            third = ended(3)
+
+            def reported() -> list[str] | None:
+                found = [e["e"] for e in map(json.loads, worker.client.lrange(
+                    keys.outcomes_inbox(""), 0, -1)) if e["j"] == third]
+                return found if len(found) == 2 else None
+            entries = wait_for("tick 3's reports in the inbox", reported)
+            assert sorted(entries) == ["started", "succeeded"]
+            assert "folding a report failed" in worker.log.read_text(errors="replace")
+            fold_outcomes(worker.client, "")
+            health = read_health(worker.client, "", ["own"])["own"]
+            assert (health.last_outcome, health.last_tick_ms) == ("succeeded", to_ms(at[3]))
+        finally:
+            stop(worker.process)

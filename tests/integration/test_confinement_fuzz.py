@@ -152,6 +152,8 @@ TARGETS: dict[str, Write] = {
     "kiqbeat:outcomes:inbox": _inbox,
     "kiqbeat:outcomes:B": _outcomes,
     "kiqbeat:outcomes:errors": _hset("kiqbeat:outcomes:errors"),
+    "kiqbeat:outcomes:changed": _zadd("kiqbeat:outcomes:changed"),
+    "kiqbeat:outcomes:script": _string("kiqbeat:outcomes:script"),
     "kiqbeat:deadlines": _zadd("kiqbeat:deadlines"),
     "kiqbeat:expectations": _hset("kiqbeat:expectations"),
     "kiqbeat:incidents": _hset("kiqbeat:incidents"),

@@ -10,6 +10,7 @@ from typing import Any
 
 import redis
 
+from kiqbeat.core.outcomes import Health
 from kiqbeat.core.payload import jid_ms
 from kiqbeat.core.plan import from_ms
 from kiqbeat.document import load_config_text
@@ -41,14 +42,20 @@ def report(client: redis.Redis, name: str, tick: int, event: str, *, attempt: in
     client.lpush(keys.outcomes_inbox(""), json.dumps(entry, separators=(",", ":")))
 
 
+def fold(client: redis.Redis, *names: str, folded: Folded | None = None) -> list[Health]:
+    """Fold the inbox; then the health of `names` (the fold returns no records)."""
+    fold_outcomes(client, folded=folded)
+    return list(read_health(client, "", names).values())
+
+
 def test_started_then_succeeded_makes_a_success_with_its_duration(
         redis_client: redis.Redis) -> None:
     define(redis_client, "a")
     report(redis_client, "a", T0, "started", at=T0 + 250)
-    (running,) = fold_outcomes(redis_client)
+    (running,) = fold(redis_client, "a")
     assert (running.last_outcome, running.last_tick_ms) == ("running", T0)
     report(redis_client, "a", T0, "succeeded", duration=1234)
-    (done,) = fold_outcomes(redis_client)
+    (done,) = fold(redis_client, "a")
     assert done.last_outcome == "succeeded" and done.last_duration_ms == 1234
     assert done.last_success_tick_ms == T0 and done.consecutive_failures == 0
     assert done.last_jid == jid_ms("a", T0)
@@ -64,15 +71,15 @@ def test_failures_count_in_a_row_and_a_retry_that_succeeds_resets_them(
         report(redis_client, "f", T0 + k * MIN, "started")
         report(redis_client, "f", T0 + k * MIN, "failed", duration=5,
                error=("RuntimeError", f"boom {k}"))
-    (h,) = fold_outcomes(redis_client)
+    (h,) = fold(redis_client, "f")
     assert (h.last_outcome, h.consecutive_failures) == ("failed", 3)
     assert h.last_error == "RuntimeError: boom 2" and h.last_success_tick_ms is None
     # The newest tick's retry starts: still counted as failed; then it succeeds.
     report(redis_client, "f", T0 + 2 * MIN, "started", attempt=2)
-    (h,) = fold_outcomes(redis_client)
+    (h,) = fold(redis_client, "f")
     assert (h.last_outcome, h.consecutive_failures) == ("running", 3)
     report(redis_client, "f", T0 + 2 * MIN, "succeeded", attempt=2, duration=7)
-    (h,) = fold_outcomes(redis_client)
+    (h,) = fold(redis_client, "f")
     assert (h.last_outcome, h.consecutive_failures, h.last_error) == ("succeeded", 0, None)
     assert h.last_success_tick_ms == T0 + 2 * MIN
     ((record, error),) = read_outcomes(redis_client, "", ["f"]).values()
@@ -87,7 +94,7 @@ def test_a_late_failure_of_an_earlier_attempt_never_undoes_a_success(
     report(redis_client, "late", T0, "succeeded", attempt=2, duration=1)
     report(redis_client, "late", T0, "failed", attempt=1, duration=1, error=("E", "m"))
     report(redis_client, "late", T0, "started", attempt=2)
-    (h,) = fold_outcomes(redis_client)
+    (h,) = fold(redis_client, "late")
     assert (h.last_outcome, h.consecutive_failures) == ("succeeded", 0)
 
 
@@ -119,7 +126,7 @@ def test_garbled_and_unknown_entries_are_dropped_and_the_rest_folded(
     report(redis_client, "nobody", T0, "succeeded", duration=1)
     report(redis_client, "ok", T0, "expired")
     folded = Folded()
-    (h,) = fold_outcomes(redis_client, folded=folded)
+    (h,) = fold(redis_client, "ok", folded=folded)
     assert (h.name, h.last_outcome) == ("ok", "expired")
     assert (folded.taken, folded.dropped, folded.left) == (7, 6, 0)
     assert not redis_client.hexists(keys.outcomes_bucket("", bucket("nobody")), "nobody")
@@ -157,20 +164,34 @@ def test_the_fold_keeps_its_time_per_call_small(redis_client: redis.Redis) -> No
     assert time.monotonic() - started < 30  # a generous bound: it finished
 
 
-def test_an_invocation_folds_after_its_pushes_and_reports_the_changed_health(
+def test_an_invocation_folds_after_its_pushes_and_judges_only_the_changed_names(
         redis_client: redis.Redis) -> None:
-    config = load_config_text("schedules:\n  inv: {cron: '* * * * *', class: W}\n")
+    config = load_config_text("schedules:\n  inv: {cron: '* * * * *', class: W}\n"
+                              "  alerting: {cron: '* * * * *', class: W,"
+                              " alert_after_failures: 1}\n")
     run(redis_client, config)  # applies the document
     quiet = run(redis_client, config)
     assert quiet.outcomes_folded == 0 and quiet.changed_health == []
     rounds = quiet.round_trips
-    tick = T0
-    report(redis_client, "inv", tick, "failed", duration=3, error=("KeyError", "k"))
+    report(redis_client, "inv", T0, "failed", duration=3, error=("KeyError", "k"))
     folded = run(redis_client, config)
-    assert folded.outcomes_folded == 1 and folded.round_trips == rounds + 1
-    ((h),) = folded.changed_health
+    # folded, the changed names read again ("inv" alerts on nothing, so none to judge), and
+    # the workers' fold call published (a worker reported: the first time only)
+    assert folded.outcomes_folded == 1 and folded.round_trips == rounds + 3
+    assert redis_client.get(keys.outcomes_script("")) is not None
+    assert folded.changed_health == []
+    assert read_health(redis_client, "", ["inv"])["inv"].last_error == "KeyError: k"
+    report(redis_client, "alerting", T0, "failed", duration=3, error=("KeyError", "k"))
+    # its streak reached alert_after_failures: a changed name
+    assert fold_outcomes(redis_client).notified == 1
+    assert redis_client.zrange(keys.outcomes_changed(""), 0, -1) == ["alerting"]
+    # (rules as a push of it writes them: health is judged once some schedule has any)
+    redis_client.hset(keys.expectations(""), "alerting", "0" * 40 + " 0 1 0")
+    judged = run(redis_client, config)
+    ((h),) = judged.changed_health
     assert (h.name, h.last_outcome, h.consecutive_failures, h.last_error) == (
-        "inv", "failed", 1, "KeyError: k")
+        "alerting", "failed", 1, "KeyError: k")
+    assert redis_client.zcard(keys.outcomes_changed("")) == 0  # judged: taken away
     assert run(redis_client, config).changed_health == []  # nothing new: nothing changed
 
 
@@ -201,11 +222,12 @@ def test_removing_a_schedule_forgets_its_outcome_record_and_last_error(
     store = Store(redis_client)
     store.put("gone", {"cron": "* * * * *", "class": "W"})
     report(redis_client, "gone", T0, "failed", duration=1, error=("E", "m"))
-    (h,) = fold_outcomes(redis_client)
+    (h,) = fold(redis_client, "gone")
     assert h.consecutive_failures == 1
     assert redis_client.hexists(keys.outcomes_errors(""), "gone")
     store.remove("gone")
     assert not redis_client.hexists(keys.outcomes_bucket("", bucket("gone")), "gone")
     assert not redis_client.hexists(keys.outcomes_errors(""), "gone")
     report(redis_client, "gone", T0 + MIN, "succeeded", duration=1)
-    assert fold_outcomes(redis_client) == []  # no definition: dropped, no record made
+    assert fold_outcomes(redis_client).dropped == 1  # no definition: dropped, no record made
+    assert not redis_client.hexists(keys.outcomes_bucket("", bucket("gone")), "gone")

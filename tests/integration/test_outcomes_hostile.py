@@ -16,6 +16,7 @@ from kiqbeat.core.outcomes import decode_outcomes
 from kiqbeat.core.payload import jid_ms
 from kiqbeat.demo.server import RedisServer
 from kiqbeat.outcomes import fold_outcomes, read_outcomes
+from kiqbeat.outcomes.records import read_health
 from kiqbeat.redis import keys
 from kiqbeat.redis.progress import bucket
 
@@ -69,7 +70,8 @@ def test_a_record_that_is_not_one_costs_only_its_schedule(own_client: redis.Redi
     own_client.hset(keys.outcomes_bucket("", bucket("victim")), "victim", HOSTILE[field])
     _report(own_client, "victim", T0 + 60_000)
     _report(own_client, "healthy", T0 + 60_000)
-    changed = {h.name: h for h in fold_outcomes(own_client)}
+    fold_outcomes(own_client)
+    changed = read_health(own_client, "", ["victim", "healthy"])
     assert own_client.ping()  # Redis still answers
     assert own_client.llen(keys.outcomes_inbox("")) == 0
     # both folded: the healthy one as ever, the victim into a fresh record
@@ -88,7 +90,8 @@ def test_an_entry_from_9999_on_is_dropped_as_garbled(own_client: redis.Redis, ti
     own_client.hset(keys.definitions(""), "a", json.dumps({"class": "W", "cron": "* * * * *"}))
     _report(own_client, "a", tick)
     _report(own_client, "a", T0)
-    (health,) = fold_outcomes(own_client)
+    fold_outcomes(own_client)
+    (health,) = read_health(own_client, "", ["a"]).values()
     assert health.last_tick_ms == T0
 
 
@@ -99,7 +102,8 @@ def test_a_start_reported_past_9999_is_kept_before_it(own_client: redis.Redis) -
     tick = 253_370_764_800_000 - 60_000  # the last minute of 9998
     entry = {"s": "a", "t": tick, "j": "x", "e": "started", "at": tick + 2**40, "a": 1}
     own_client.lpush(keys.outcomes_inbox(""), json.dumps(entry))
-    (health,) = fold_outcomes(own_client)
+    fold_outcomes(own_client)
+    (health,) = read_health(own_client, "", ["a"]).values()
     assert (health.last_outcome, health.last_tick_ms) == ("running", tick)
     record = read_outcomes(own_client, "", ["a"])["a"][0]
     assert record is not None and record.ticks[0].started_ms == 253_370_764_800_000 - 1

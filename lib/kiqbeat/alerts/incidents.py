@@ -2,11 +2,11 @@
 leaves: open incidents and the delivery backlog.
 
 `Watch` collects, as the invocation plans, the due schedules that have expectations; `decide`
-sends one incidents.lua call with the ticks this invocation pushed of them, the health the
-outcome fold changed and the sinks, and the script decides every incident once (compare and
-set on `kiqbeat:incidents`, in the same step as the outbox and audit entries). Its cost
-follows the work: the schedules with expectations this invocation pushed, the health that
-changed, and the deadlines due (a sorted set read by score), never all schedules.
+sends one incidents.lua call with the ticks this invocation pushed of them, the health of the
+changed names the outcome folds left and the sinks, and the script decides every incident
+once (compare and set on `kiqbeat:incidents`, in the same step as the outbox and audit
+entries). Its cost follows the work: the schedules with expectations this invocation pushed,
+the changed names, and the deadlines due (a sorted set read by score), never all schedules.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from kiqbeat.core.outcomes import LAST_TICK_MS, Health
 from kiqbeat.core.plan import Entry
 from kiqbeat.core.report import Report
 from kiqbeat.core.schedule import Expectations
+from kiqbeat.outcomes.records import Changed
 from kiqbeat.redis import keys, scripts
 from kiqbeat.redis.connection import redis_errors, reply_text
 
@@ -59,10 +60,12 @@ class Decision:
 
 def decide(client: redis.Redis, namespace: str, now_ms: int, watch: Watch, report: Report,
            changed: Sequence[Health], sinks: Sequence[str],
-           lua: scripts.Caller = scripts.SCRIPTS) -> Decision:
+           lua: scripts.Caller = scripts.SCRIPTS, *, judged: Sequence[Changed] = ()
+           ) -> Decision:
     """Run the decision step (one incidents.lua call): arm the deadlines of the ticks this
     invocation pushed of schedules with expectations, judge the changed health and the
-    deadlines due. The script's header states the rules."""
+    deadlines due, and take the `judged` changed names away (unless added again since).
+    The script's header states the rules."""
     arms: list[Any] = []
     armed = set()
     for name, _queue, ticks, _releases, flags in report.pushed_runs:
@@ -79,11 +82,12 @@ def decide(client: redis.Redis, namespace: str, now_ms: int, watch: Watch, repor
             health += [h.name, h.last_success_tick_ms or 0, h.consecutive_failures]
     args: list[Any] = [now_ms, MAX_OUTBOX_EVENTS, MAX_AUDIT_ENTRIES, DEADLINES_PER_INVOCATION,
                        len(sinks), *sinks, len(arms) // 4, *arms, len(disarms), *disarms,
-                       len(health) // 3, *health]
+                       len(health) // 3, *health,
+                       len(judged), *(v for c in judged for v in (c.name, c.seq))]
     script_keys = [keys.deadlines(namespace), keys.expectations(namespace),
                    keys.incidents(namespace), keys.outbox(namespace), keys.audit(namespace),
                    keys.definitions(namespace), keys.paused(namespace),
-                   keys.outcomes_errors(namespace)]
+                   keys.outcomes_errors(namespace), keys.outcomes_changed(namespace)]
     with redis_errors(client, "deciding incidents"):
         events, to_pause, backlog = lua.call(scripts.INCIDENTS, client, script_keys, args)
     out: dict[str, tuple[int, int]] = {}

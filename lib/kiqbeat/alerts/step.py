@@ -4,10 +4,14 @@ the incidents, pause the schedules that asked for it, and give each sink its tur
 An `AlertStep` is owned by the engine, built from the settings' sinks; `reads` rides the
 invocation's first pipeline (the earliest deadline, and the sinks' backlog when there are
 sinks), `watch` notes the due schedules with expectations as the invocation plans them, and
-`run` does the rest. The decision costs one round trip, and only when there is something to
-decide: a schedule with expectations pushed, health changed, a deadline due or an event
-waiting for a sink; then one more per schedule paused, and two or three per sink with events
-waiting (delivery.py). An invocation with none of these costs what it cost before.
+`run` does the rest. The health it judges is that of the changed names the folds left
+(outcomes/records.py; a worker's own fold or the invocation's fold of the inbox adds a name
+only when the decision could act on it), read on the first pipeline, again after the
+invocation folded the inbox, and then the records of those names (one round trip). The
+decision costs one round trip, and only when there is something to decide: a schedule with
+expectations pushed, a changed name, a deadline due or an event waiting for a sink; then one
+more per schedule paused, and two or three per sink with events waiting (delivery.py). An
+invocation with none of these costs what it cost before.
 """
 
 from __future__ import annotations
@@ -26,6 +30,13 @@ from kiqbeat.core.pause import Pause
 from kiqbeat.core.plan import Entry, to_ms
 from kiqbeat.core.report import Report
 from kiqbeat.errors import RedisRefusedError, StateError
+from kiqbeat.outcomes.records import (
+    Changed,
+    changed_names,
+    queue_changed_names,
+    read_changed_names,
+    read_health,
+)
 from kiqbeat.redis import keys
 from kiqbeat.redis.connection import reply_text
 from kiqbeat.redis.due import Reads, Replies
@@ -51,11 +62,13 @@ class AlertStep:
     _earliest_ms: int | None = None
     _waiting: bool = True
     _expecting: bool = True  # some schedule has expectations (health is worth judging)
+    _changed: list[Changed] = field(default_factory=list)  # as the first pipeline read them
 
     def begin(self) -> None:
         """Start an invocation's watch afresh."""
         self._watch = Watch()
         self._earliest_ms, self._waiting, self._expecting = None, True, True
+        self._changed = []
 
     def reads(self, reads: Reads, namespace: str) -> None:
         """Queue the step's reads on the invocation's first pipeline."""
@@ -63,6 +76,7 @@ class AlertStep:
         reads.add("alerts:deadline",
                   lambda pipe: pipe.zrange(deadlines, 0, 0, withscores=True))
         reads.add("alerts:expecting", lambda pipe: pipe.hlen(expectations))
+        reads.add("alerts:changed", lambda pipe: queue_changed_names(pipe, namespace))
         if self.sinks:
             outbox = keys.outbox(namespace)
             reads.add("alerts:outbox", lambda pipe: pipe.execute_command(
@@ -72,6 +86,7 @@ class AlertStep:
         """Keep what the first pipeline's reads say (an error reply: look anyway)."""
         expecting = replies.one("alerts:expecting")
         self._expecting = not (isinstance(expecting, int) and expecting == 0)
+        self._changed = changed_names(replies.one("alerts:changed"))
         earliest = replies.one("alerts:deadline")
         self._earliest_ms = (_earliest(earliest[0][1]) if isinstance(earliest, list)
                              and earliest else None)
@@ -92,22 +107,28 @@ class AlertStep:
         self._watch.add(entries)
 
     def run(self, side: RedisSide, report: Report) -> None:
-        """Decide on the health the fold changed (`report.changed_health`) and the deadlines
-        due, pause, and deliver (module docstring); delivery failures are warnings, retried
-        by the next invocation, and so is a store that refuses the decision (a key of the
-        wrong type, an ACL without the alert keys): the pushes' report stands."""
+        """Decide on the health of the changed names and the deadlines due, pause, and
+        deliver (module docstring); delivery failures are warnings, retried by the next
+        invocation, and so is a store that refuses the decision (a key of the wrong type, an
+        ACL without the alert keys): the pushes' report stands."""
         watch, self._watch = self._watch, Watch()
         now_ms = to_ms(report.now)
-        # No schedule has expectations (none was ever pushed with any): nothing to judge.
+        try:
+            judged = self._judged(side, report)
+        except (RedisRefusedError, StateError) as exc:  # the pushes stand: a warning
+            report.warnings.append(f"alert incidents were not decided: {exc}")
+            return
+        # No schedule has expectations (none was ever pushed with any): nothing to judge,
+        # but the changed names are still taken away.
         changed = report.changed_health if self._expecting else []
         pushed = any(run[0] in watch.planned for run in report.pushed_runs)
-        if not (pushed or changed or self._waiting or any(
+        if not (pushed or judged or self._waiting or any(
                 rules is None for _sha, rules in watch.planned.values())
                 or (self._earliest_ms is not None and self._earliest_ms <= now_ms)):
             return
         try:
             decision = decide(side.client, side.namespace, now_ms, watch, report, changed,
-                              [s.name for s in self.sinks], side.lua)
+                              [s.name for s in self.sinks], side.lua, judged=judged)
         except (RedisRefusedError, StateError) as exc:  # the pushes stand: a warning
             report.warnings.append(f"alert incidents were not decided: {exc}")
             return
@@ -134,6 +155,19 @@ class AlertStep:
                     f"alert delivery to the {turn.sink} failed ({turn.error}); "
                     f"{max(1, sum(w for w in waiting if w > 0) - turn.sent)} event(s) wait "
                     "for the next invocation (kiqbeat status shows the backlog)")
+
+    def _judged(self, side: RedisSide, report: Report) -> list[Changed]:
+        """The changed names to judge (read again when this invocation folded the inbox,
+        which may have added some), their health kept in `report.changed_health`."""
+        judged = self._changed
+        if report.outcomes_folded:
+            judged = read_changed_names(side.client, side.namespace)
+            report.round_trips += 1
+        if judged and self._expecting:
+            health = read_health(side.client, side.namespace, [c.name for c in judged])
+            report.round_trips += 1
+            report.changed_health = list(health.values())
+        return judged
 
 
 def _earliest(score: object) -> int:

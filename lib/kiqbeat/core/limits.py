@@ -187,6 +187,11 @@ MAX_OUTCOMES_INBOX = 100_000
 # invocation (its deadline ends it sooner).
 FOLD_SLICE = 100
 FOLD_SLICES = 400
+# The changed names (keys.outcomes_changed, fold.lua) keep at most this many schedules whose
+# health the alert decision must judge (the oldest dropped); an invocation judges at most
+# CHANGED_PER_INVOCATION of them, oldest first (the rest: the next invocation).
+MAX_CHANGED_NAMES = 10_000
+CHANGED_PER_INVOCATION = 1_000
 # `expires_after` is at most a week (a job older than that is another job), and a
 # schedule's `history` (ticks its records keep) at most MAX_HISTORY, as the setting's.
 MAX_EXPIRES_AFTER_S = 7 * 86_400.0

@@ -1,11 +1,13 @@
-"""The outcome records in Redis: folding the workers' inbox into them (redis/lua/fold.lua,
-in bounded slices) and reading them back as `Outcomes` and `Health`."""
+"""The outcome records in Redis: folding what the workers left in the inbox into them
+(redis/lua/fold.lua, in bounded slices; workers with the script fold their own reports),
+publishing the fold for the workers, the changed names the alert decision judges, and reading
+the records back as `Outcomes` and `Health`."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import redis
 from redis.client import NEVER_DECODE
@@ -13,65 +15,124 @@ from redis.client import NEVER_DECODE
 from kiqbeat.core import limits
 from kiqbeat.core.outcomes import Health, Outcomes, decode_outcomes, health
 from kiqbeat.redis import keys, scripts
-from kiqbeat.redis.connection import redis_errors
+from kiqbeat.redis.connection import redis_errors, reply_text
 from kiqbeat.redis.progress import bucket
 
 _RAW = {NEVER_DECODE: True}
 
 
+# The worker protocol's version, first in the published call (docs/store.md): a worker that
+# does not know it writes to the inbox instead.
+PROTOCOL = "1"
+
+
 @dataclass
 class Folded:
     """What one `fold_outcomes` did: entries taken from the inbox, dropped (garbled, for an
-    unknown schedule, or older than every tick a full record keeps), left in the inbox, the
-    script calls and the time they took."""
+    unknown schedule, or older than every tick a full record keeps), left in the inbox,
+    schedules added to the changed names, the script calls and the time they took."""
 
     taken: int = 0
     dropped: int = 0
     left: int = 0
+    notified: int = 0
     calls: int = 0
     duration_s: float = 0.0
-    changed: list[Health] = field(default_factory=list)
 
 
 def fold_outcomes(client: redis.Redis, namespace: str = "", *, history: int = 10,
                   lua: scripts.Caller = scripts.SCRIPTS, slice_size: int = limits.FOLD_SLICE,
                   slices: int = limits.FOLD_SLICES, deadline: float | None = None,
-                  folded: Folded | None = None) -> list[Health]:
-    """Fold the workers' inbox into the schedules' outcome records, `slice_size` entries a
-    script call, at most `slices` calls (and none after `deadline`, a time.monotonic()
-    instant, once one ran); the health of every schedule whose record changed, one per name
-    (its state after the last call). `history`: ticks a record keeps unless its definition
-    says otherwise. Entries left over wait for the next invocation (the inbox is bounded)."""
-    ns = namespace
-    call_keys = [keys.outcomes_inbox(ns), keys.definitions(ns), keys.outcomes_errors(ns)]
-    changed: dict[str, Health] = {}
+                  folded: Folded | None = None) -> Folded:
+    """Fold what the workers left in the inbox into the schedules' outcome records,
+    `slice_size` entries a script call, at most `slices` calls (and none after `deadline`, a
+    time.monotonic() instant, once one ran). `history`: ticks a record keeps unless its
+    definition says otherwise. Entries left over wait for the next invocation (the inbox is
+    bounded); the schedules whose health the alert decision must judge are added to the
+    changed names (`changed_names`), as a worker's own fold adds them."""
     report = folded if folded is not None else Folded()
+    inbox = keys.outcomes_inbox(namespace)
     started = time.monotonic()
     for _ in range(slices):
-        with redis_errors(client, f"folding {call_keys[0]}"):
-            # raw: records are bytes whatever the client's decode_responses
-            reply = lua.call(scripts.FOLD, client, call_keys, [slice_size, history], raw=True)
+        with redis_errors(client, f"folding {inbox}"):
+            reply = lua.call(scripts.FOLD, client, [inbox], [slice_size, history])
         report.calls += 1
-        taken, dropped, left = (int(v) for v in reply[:3])
+        taken, dropped, left, notified = (int(v) for v in reply[:4])
         report.taken += taken
         report.dropped += dropped
         report.left = left
-        rest = reply[3:]
-        for k in range(0, len(rest), 3):
-            name = _text(rest[k])
-            raw, error = rest[k + 1], rest[k + 2]
-            try:
-                record: Outcomes | None = decode_outcomes(_bytes(raw))
-            except ValueError:  # not one (fold.lua writes none): nothing known, this one only
-                record = None
-            changed[name] = health(name, record, _text(error) if error else None)
+        report.notified += notified
         if taken < slice_size or left == 0:
             break
         if deadline is not None and time.monotonic() > deadline:
             break
     report.duration_s += time.monotonic() - started
-    report.changed = list(changed.values())
-    return report.changed
+    return report
+
+
+def fold_call(namespace: str, history: int, lua: scripts.Caller) -> str:
+    """The call a worker makes to fold its own report, as published in
+    `keys.outcomes_script`: "PROTOCOL VERB TARGET HISTORY" (docs/store.md, "The worker
+    protocol"; the worker sends `VERB TARGET 1 INBOX 0 HISTORY ENTRY`)."""
+    del namespace  # the same call in every namespace: the inbox key carries it
+    verb, target = ("FCALL", scripts.FOLD.function) if lua.functions else (
+        "EVALSHA", scripts.FOLD.sha)
+    return f"{PROTOCOL} {verb} {target} {history}"
+
+
+def publish_fold(client: redis.Redis, namespace: str, history: int, lua: scripts.Caller,
+                 published: object, *, reported: bool = True) -> bool:
+    """Make the workers' fold current: load the script (scripts mode; in functions mode the
+    library is loaded by an administrator) and publish its call, unless `published` (the
+    key's value as read; None: none) is that call already. Only once workers `reported`
+    something to the inbox (a deployment without the middleware gets no key) or a call is
+    published already (another kiqbeat's: an upgrade). Whether it wrote (one pipelined round
+    trip)."""
+    call = fold_call(namespace, history, lua)
+    if published is None and not reported:
+        return False
+    if isinstance(published, bytes | str) and reply_text(published) == call:
+        return False
+    pipe = client.pipeline(transaction=False)
+    if not lua.functions:
+        pipe.script_load(scripts.FOLD.text)
+    pipe.set(keys.outcomes_script(namespace), call)
+    with redis_errors(client, f"publishing {keys.outcomes_script(namespace)}"):
+        pipe.execute()
+    return True
+
+
+@dataclass(frozen=True)
+class Changed:
+    """A name of the changed names and its sequence number there (the decision takes it away
+    only while the number is still this one)."""
+
+    name: str
+    seq: str
+
+
+def queue_changed_names(pipe: redis.client.Pipeline, namespace: str,
+                        limit: int = limits.CHANGED_PER_INVOCATION) -> None:
+    """Queue the read of the oldest `limit` changed names (parse with `changed_names`)."""
+    pipe.zrange(keys.outcomes_changed(namespace), 0, limit - 1, withscores=True,
+                score_cast_func=reply_text)
+
+
+def changed_names(reply: object) -> list[Changed]:
+    """The changed names of a `queue_changed_names` reply (none when it is no list)."""
+    if not isinstance(reply, list):
+        return []
+    return [Changed(reply_text(name), reply_text(score)) for name, score in reply]
+
+
+def read_changed_names(client: redis.Redis, namespace: str,
+                       limit: int = limits.CHANGED_PER_INVOCATION) -> list[Changed]:
+    """The oldest `limit` changed names (one round trip)."""
+    pipe = client.pipeline(transaction=False)
+    queue_changed_names(pipe, namespace, limit)
+    with redis_errors(client, f"reading {keys.outcomes_changed(namespace)}"):
+        (reply,) = pipe.execute()
+    return changed_names(reply)
 
 
 def read_outcomes(client: redis.Redis, namespace: str, names: Sequence[str]

@@ -173,6 +173,22 @@ def outcomes_errors(ns: str) -> str:
     return f"{ns}kiqbeat:outcomes:errors"
 
 
+def outcomes_changed(ns: str) -> str:
+    """Sorted set: schedule name -> sequence number, the schedules whose health the alert
+    decision must judge (a failure streak that reached the definition's
+    `alert_after_failures` or `pause_after_failures`, a success while an incident is open),
+    added by fold.lua, taken away by the decision (incidents.lua) unless added again since;
+    at most `limits.MAX_CHANGED_NAMES`, the oldest dropped."""
+    return f"{ns}kiqbeat:outcomes:changed"
+
+
+def outcomes_script(ns: str) -> str:
+    """String: "PROTOCOL VERB TARGET HISTORY", the call with which a worker folds its own
+    report (docs/store.md, "The worker protocol"), written by invocations whenever it is
+    not the call of the fold they run (outcomes/records.py `publish_fold`)."""
+    return f"{ns}kiqbeat:outcomes:script"
+
+
 def documents(ns: str) -> str:
     """Hash: document location -> SHA-256 of the definitions it last applied; and, for a
     document applied by an invocation that parsed it, `document_bytes_field(location)` ->

@@ -39,7 +39,8 @@ LIMITS = (f"-- kiqbeat's bounds (core/limits.py), written here by scripts.py.\n"
           f"local MAX_BATCH_DEFINITION_BYTES = {limits.MAX_BATCH_DEFINITION_BYTES}\n"
           f"local STATE_BUCKETS = {limits.STATE_BUCKETS}\n"
           f"local MAX_OVERLAP_SCAN = {limits.MAX_OVERLAP_SCAN}\n"
-          f"local ENDED_MS = {limits.MAX_PLANNABLE_MS}\n")
+          f"local ENDED_MS = {limits.MAX_PLANNABLE_MS}\n"
+          f"local MAX_CHANGED = {limits.MAX_CHANGED_NAMES}\n")
 
 
 @dataclass(frozen=True)
@@ -278,8 +279,8 @@ TRIGGER = Lua.named("trigger", "definitions", "records", "progress")
 READ = Lua.named("read", "definitions")
 PAUSE = Lua.named("pause", "definitions", "records", "progress")
 SKIP = Lua.named("skip")
-INCIDENTS = Lua.named("incidents")
-FOLD = Lua.named("fold")
+INCIDENTS = Lua.named("incidents", "deadline")
+FOLD = Lua.named("fold", "deadline")
 SCRIPTS = Caller(functions=False)
 
 

@@ -3,11 +3,18 @@ defmodule Kiqbeat.ExqMiddleware do
   Tells kiqbeat what became of every job it pushed, from an Exq worker: the worker protocol
   of kiqbeat's docs/store.md ("The worker protocol"), as `Kiqbeat::Middleware` does for
   Sidekiq. At the start and the end of each job that carries `"kiqbeat_schedule"`, one
-  Redix pipeline: the entry LPUSHed to `<namespace>:kiqbeat:outcomes:inbox`, the inbox
-  LTRIMmed to 100,000 entries, and the running marker set (start) or cleared if still this
-  job's (end). A job of a schedule with `expires_after` that starts after its
-  `"kiqbeat_expires_at"` is not run (its worker is replaced by a no-op) and is reported
-  `expired`. A report that cannot be written is logged and never fails the job.
+  Redix pipeline: the report folded into the schedule's record by the call kiqbeat
+  publishes in `<namespace>:kiqbeat:outcomes:script` ("1 EVALSHA SHA HISTORY" or "1 FCALL
+  NAME HISTORY"), and the running marker set (start) or cleared if still this job's (end).
+  The published call is read with a report (a GET in the same pipeline) and again each
+  minute, kept in `:persistent_term` (written at most once a minute per namespace). Until
+  it is known, or when the call fails (NOSCRIPT after a Redis restart, no function, any
+  error reply: nothing was written), the entry is LPUSHed to
+  `<namespace>:kiqbeat:outcomes:inbox` instead, the inbox LTRIMmed to 100,000 entries
+  (after a failed call, one more round trip), and the next kiqbeat invocation folds it.
+  A job of a schedule with `expires_after` that starts after its `"kiqbeat_expires_at"` is
+  not run (its worker is replaced by a no-op) and is reported `expired`. A report that
+  cannot be written is logged and never fails the job.
 
   Put it last in Exq's middleware list, after `Exq.Middleware.Job` (which decodes the job
   and picks the worker module this one may replace):
@@ -27,6 +34,7 @@ defmodule Kiqbeat.ExqMiddleware do
   alias Exq.Middleware.Pipeline
 
   @max_inbox 100_000
+  @look_again_ms 60_000
   @ttl_ms 3_600_000
   @message_chars 200
   @clear ~s|if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) end return 0|
@@ -87,16 +95,75 @@ defmodule Kiqbeat.ExqMiddleware do
 
   defp report(redis, prefix, entry, marker_commands) do
     inbox = prefix <> "outcomes:inbox"
-    commands = [["LPUSH", inbox, Jason.encode!(entry)],
-                ["LTRIM", inbox, "0", Integer.to_string(@max_inbox - 1)] | marker_commands]
+    script_key = prefix <> "outcomes:script"
+    text = Jason.encode!(entry)
+    {call, look?} = fold_call(script_key)
 
-    case Redix.pipeline(redis, commands) do
-      {:ok, _} -> :ok
+    write =
+      case call do
+        {verb, target, history} -> [[verb, target, "1", inbox, "0", history, text]]
+        nil -> push_commands(inbox, text)
+      end
+
+    look = if look?, do: [["GET", script_key]], else: []
+
+    case Redix.pipeline(redis, write ++ look ++ marker_commands) do
+      {:ok, replies} ->
+        if look?, do: learn(script_key, Enum.at(replies, length(write)))
+
+        case replies do
+          [%Redix.Error{} = error | _] when call != nil ->
+            # The script did not run: the inbox instead, until the call is read again.
+            failed(script_key)
+            Logger.info("kiqbeat: folding a report failed (#{inspect(error)}); writing to the inbox")
+            {:ok, _} = Redix.pipeline(redis, push_commands(inbox, text))
+            :ok
+
+          _ ->
+            :ok
+        end
+
       {:error, reason} ->
         Logger.warning("kiqbeat: could not report #{entry["e"]} of #{entry["s"]}: #{inspect(reason)}")
     end
   rescue
     e -> Logger.warning("kiqbeat: could not report #{entry["e"]} of #{entry["s"]}: #{inspect(e)}")
+  end
+
+  defp push_commands(inbox, text) do
+    [["LPUSH", inbox, text], ["LTRIM", inbox, "0", Integer.to_string(@max_inbox - 1)]]
+  end
+
+  # The published call ({verb, target, history} or nil: the inbox) and whether this report
+  # reads it again (at most once a minute per namespace).
+  defp fold_call(key) do
+    now = mono_ms()
+    {call, look_at} = :persistent_term.get({__MODULE__, key}, {nil, 0})
+
+    if now >= look_at do
+      :persistent_term.put({__MODULE__, key}, {call, now + @look_again_ms})
+      {call, true}
+    else
+      {call, false}
+    end
+  end
+
+  defp learn(key, value) do
+    call =
+      case is_binary(value) and String.split(value, " ") do
+        ["1", verb, target, history] when verb in ["EVALSHA", "FCALL"] ->
+          if Regex.match?(~r/\A\d+\z/, history), do: {verb, target, history}, else: nil
+
+        _ ->
+          nil
+      end
+
+    {old, look_at} = :persistent_term.get({__MODULE__, key}, {nil, 0})
+    if old != call, do: :persistent_term.put({__MODULE__, key}, {call, look_at})
+  end
+
+  defp failed(key) do
+    :persistent_term.put({__MODULE__, key}, {nil, mono_ms() + @look_again_ms})
   end
 
   defp now_ms, do: System.system_time(:millisecond)

@@ -1,10 +1,10 @@
 # Kiqbeat::Middleware: a Sidekiq server middleware that tells kiqbeat what became of every job
 # it pushed: started, succeeded or failed (error class and a clipped message), how long it
-# ran and which attempt it was. docs/store.md, "The worker protocol", is the format; kiqbeat
-# folds these reports into each schedule's record (`kiqbeat report`, `status`, the console,
-# the alerts). It also keeps the running marker `overlap: skip` reads (`overlap` is `allow`
-# or `skip`; what Kiqbeat::RunningMiddleware did: use one or the other), and does not run a
-# job of a schedule with `expires_after` that starts too late (reported `expired`).
+# ran and which attempt it was. docs/store.md, "The worker protocol", is the format; the
+# reports make each schedule's record (`kiqbeat report`, `status`, the console, the alerts).
+# It also keeps the running marker `overlap: skip` reads (`overlap` is `allow` or `skip`;
+# what Kiqbeat::RunningMiddleware did: use one or the other), and does not run a job of a
+# schedule with `expires_after` that starts too late (reported `expired`).
 #
 #   require "kiqbeat/middleware"   # with clients/ruby/lib on the load path
 #   Sidekiq.configure_server do |config|
@@ -17,6 +17,16 @@
 # logged and never fails, retries or delays the job. Works with Sidekiq 6 (redis-rb 4) and 7+
 # (redis-client): both take `pipelined { |p| p.call(...) }`; under redis-namespace (whose
 # `call` is not namespaced) it uses the named commands, which are.
+#
+# How a report is written: the worker folds it into the schedule's record itself, by the
+# script kiqbeat publishes in `kiqbeat:outcomes:script` ("1 EVALSHA SHA HISTORY", or "1 FCALL
+# NAME HISTORY" when kiqbeat runs as a function library; this gem ships no Lua), so the
+# record is current when the job ends and kiqbeat's invocations do no work per report. The
+# published call is read with a report (a GET in the same pipeline) and looked at again
+# every minute the same way. Until it is known, or when the call fails (NOSCRIPT after a
+# Redis restart or SCRIPT FLUSH, no function, Redis 6 without FCALL, FCALL under
+# redis-namespace, any error), the report is LPUSHed to `kiqbeat:outcomes:inbox` instead
+# (after a failed call: one more round trip) and the next invocation folds it.
 module Kiqbeat
   class Middleware
     SCHEDULE_KEY = "kiqbeat_schedule"
@@ -25,6 +35,8 @@ module Kiqbeat
     DEFAULT_TTL_S = 3600
     MAX_INBOX = 100_000 # lib/kiqbeat/core/limits.py MAX_OUTCOMES_INBOX
     MESSAGE_CHARS = 200
+    PROTOCOL = "1" # the published call's version this middleware speaks
+    LOOK_AGAIN_S = 60 # how often the published call is read again
     # Delete the running marker only if it is still this job's (a job that outlived its TTL
     # must not clear the next one's).
     CLEAR = <<~LUA
@@ -44,6 +56,7 @@ module Kiqbeat
       @ttl_ms = (ttl * 1000).ceil
       @namespace = options.fetch(:namespace, "").to_s
       @inbox = "#{@namespace}kiqbeat:outcomes:inbox"
+      @fold = Fold.for("#{@namespace}kiqbeat:outcomes:script")
     end
 
     def call(_worker, job, _queue)
@@ -93,21 +106,30 @@ module Kiqbeat
       Process.clock_gettime(Process::CLOCK_MONOTONIC, :millisecond)
     end
 
-    # One pipeline: the entry into the inbox, the inbox trimmed, and the marker set or
+    # One pipeline: the entry folded by kiqbeat's published script (or, without it, pushed
+    # into the inbox, trimmed), the published call read when due, and the marker set or
     # cleared. Never raises.
     def report(entry, marker = nil)
       text = JSON.generate(entry)
       Sidekiq.redis do |conn|
         named = conn.respond_to?(:namespace) # redis-namespace: only named commands are prefixed
-        conn.pipelined do |p|
-          if named
-            p.lpush(@inbox, text)
-            p.ltrim(@inbox, 0, MAX_INBOX - 1)
-          else
-            p.call("LPUSH", @inbox, text)
-            p.call("LTRIM", @inbox, 0, MAX_INBOX - 1)
+        call = @fold.call(named)
+        look = @fold.look?
+        begin
+          replies = conn.pipelined do |p|
+            call ? fold(p, named, call, text) : push(p, named, text)
+            named ? p.get(@fold.key) : p.call("GET", @fold.key) if look
+            write_marker(p, named, *marker) if marker
           end
-          write_marker(p, named, *marker) if marker
+          @fold.learn(replies[call ? 1 : 2]) if look
+        rescue StandardError => e
+          raise unless call
+
+          # The script did not run (NOSCRIPT, no function, any error): the inbox instead.
+          @fold.failed
+          Sidekiq.logger.info("kiqbeat: folding a report failed (#{e.class}: #{e.message}); " \
+                              "writing to the inbox until the published call is read again")
+          conn.pipelined { |p| push(p, named, text) }
         end
       end
     rescue StandardError => e
@@ -115,11 +137,84 @@ module Kiqbeat
                           "#{entry["j"]}: #{e.class}: #{e.message}")
     end
 
+    def fold(pipe, named, call, text)
+      verb, target, history = call
+      if named
+        pipe.evalsha(target, keys: [@inbox], argv: [0, history, text])
+      else
+        pipe.call(verb, target, 1, @inbox, 0, history, text)
+      end
+    end
+
+    def push(pipe, named, text)
+      if named
+        pipe.lpush(@inbox, text)
+        pipe.ltrim(@inbox, 0, MAX_INBOX - 1)
+      else
+        pipe.call("LPUSH", @inbox, text)
+        pipe.call("LTRIM", @inbox, 0, MAX_INBOX - 1)
+      end
+    end
+
     def write_marker(pipe, named, action, key, jid)
       if action == :set
         named ? pipe.set(key, jid, px: @ttl_ms) : pipe.call("SET", key, jid, "PX", @ttl_ms)
       else
         named ? pipe.eval(CLEAR, [key], [jid]) : pipe.call("EVAL", CLEAR, 1, key, jid)
+      end
+    end
+
+    # The published fold call of one kiqbeat namespace, shared by the middleware's instances
+    # (Sidekiq 6 makes one per job) and threads: what it is, and when to read it again.
+    class Fold
+      @all = {}
+      @lock = Mutex.new
+      class << self
+        def for(key)
+          @lock.synchronize { @all[key] ||= new(key) }
+        end
+      end
+
+      attr_reader :key
+
+      def initialize(key)
+        @key = key
+        @lock = Mutex.new
+        @call = nil # [verb, target, history]
+        @look_at = 0.0 # monotonic seconds from which to read the published call (again)
+      end
+
+      # The call to make, or nil (write to the inbox). Under redis-namespace only EVALSHA,
+      # whose keys it prefixes.
+      def call(named)
+        call = @lock.synchronize { @call }
+        call && (!named || call[0] == "EVALSHA") ? call : nil
+      end
+
+      # Whether this report reads the published call too (then `learn` its reply).
+      def look?
+        @lock.synchronize do
+          now = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+          next false if now < @look_at
+
+          @look_at = now + LOOK_AGAIN_S
+          true
+        end
+      end
+
+      def learn(value)
+        protocol, verb, target, history = value.to_s.split(" ")
+        known = protocol == PROTOCOL && %w[EVALSHA FCALL].include?(verb) && target &&
+                history.to_s.match?(/\A\d+\z/)
+        @lock.synchronize { @call = known ? [verb, target, history] : nil }
+      end
+
+      # The call failed: the inbox until the published call is read again (a minute on).
+      def failed
+        @lock.synchronize do
+          @call = nil
+          @look_at = Process.clock_gettime(Process::CLOCK_MONOTONIC) + LOOK_AGAIN_S
+        end
       end
     end
   end

@@ -1,16 +1,25 @@
 --[[
-kiqbeat fold script: take up to K entries the workers wrote to the outcomes inbox and fold
-them into the schedules' outcome records, atomically (docs/store.md, "The worker protocol";
-lib/kiqbeat/outcomes/records.py is the one Python reader of the same layout).
+kiqbeat fold script: fold worker reports of kiqbeat's jobs into the schedules' outcome records,
+atomically (docs/store.md, "The worker protocol"; lib/kiqbeat/outcomes/records.py is the one
+Python reader of the same layout). Two callers, one fold: a worker folds its own report as it
+writes it (the entries given in ARGV), and an invocation folds what workers left in the inbox
+instead (those without the script: an old middleware, NOSCRIPT, another language).
 
-KEYS[1]  the inbox list (NS kiqbeat:outcomes:inbox); workers LPUSH, this pops the oldest
-KEYS[2]  definitions hash (name -> definition JSON): an entry for a name without one is
-         dropped; a definition's `history` sets how many ticks its record keeps
-KEYS[3]  errors hash (NS kiqbeat:outcomes:errors): name -> "TICK_MS<TAB>Class: message" of
-         its newest failure, while no newer tick has succeeded
+KEYS[1]  the inbox list (NS kiqbeat:outcomes:inbox); workers without the script LPUSH, this
+         pops the oldest. The other keys are NS (KEYS[1] less its name) and a fixed name:
+  NS kiqbeat:schedules         definitions hash (name -> definition JSON): an entry for a name
+                               without one is dropped; a definition's `history` sets how many
+                               ticks its record keeps
+  NS kiqbeat:outcomes:errors   hash: name -> "TICK_MS<TAB>Class: message" of its newest
+                               failure, while no newer tick has succeeded
+  NS kiqbeat:outcomes:changed  sorted set: name -> sequence number, the schedules whose health
+                               the alert decision must judge (below), at most MAX_CHANGED
+  NS kiqbeat:deadlines, NS kiqbeat:expectations, NS kiqbeat:incidents (incidents.lua's)
 
-ARGV[1]  K, the most entries this call takes (a bounded slice: no call holds Redis long)
+ARGV[1]  K: 0, fold the entries ARGV[3..] (a worker's call, at most 100); else pop and fold
+         up to K entries of the inbox (a bounded slice: no call holds Redis long)
 ARGV[2]  N, ticks a record keeps unless the definition says otherwise (0: none kept)
+ARGV[3..]  K = 0: the entries, each one JSON report as the inbox would hold it
 
 The records live in NS kiqbeat:outcomes:B, B the bucket of progress.lua (first 4 hex digits
 of SHA1(name) mod STATE_BUCKETS), name -> RECORD (all integers varints unless said):
@@ -38,16 +47,31 @@ marks it running unless an end of this attempt or a later one is recorded; `succ
 succeeds turns a failed tick into a success); a success is never undone by a failure of an
 earlier attempt. A tick older than every kept entry of a full record is dropped.
 
-Returns {taken, dropped, left, name1, record1, error1, name2, ...}: the entries taken from
-the inbox, those dropped (garbled, an unknown schedule, too old), the entries still in the
-inbox, and for each schedule whose record changed, its record and last error (false: none).
+Only what the alert decision (incidents.lua) could act on goes to Python: a schedule is
+added to the changed names (a new sequence number, the oldest dropped beyond MAX_CHANGED)
+when its record changed and either a failed end was folded that leaves at least as many
+failed ticks in a row as the definition's smaller `alert_after_failures` or
+`pause_after_failures` (it may open `failing` or `paused`), or its newest success moved on
+while its incident record is open (it may close with `recovered`).
+A success that moves on otherwise takes the deadline of a schedule whose definition has
+`expect_success_within` away here, as the decision would (deadline.lua): a steady stream of successes costs an invocation nothing. `silent` is
+decided from the deadlines due, which read the record.
+
+Returns {taken, dropped, left, notified}: the entries taken (from the inbox or ARGV), those
+dropped (garbled, an unknown schedule, too old), the entries still in the inbox (0 for a
+worker's call: not looked at), and the schedules added to the changed names.
 ]]
 
-local inbox, defs_key, errors_key = KEYS[1], KEYS[2], KEYS[3]
+local inbox = KEYS[1]
 local K = tonumber(ARGV[1])
 local DEFAULT_N = tonumber(ARGV[2])
 local NS = string.sub(inbox, 1, #inbox - #'kiqbeat:outcomes:inbox')
 local PREFIX = NS .. 'kiqbeat:outcomes:'
+local defs_key, errors_key = NS .. 'kiqbeat:schedules', PREFIX .. 'errors'
+local changed_key = PREFIX .. 'changed'
+local deadlines_key, rules_key = NS .. 'kiqbeat:deadlines', NS .. 'kiqbeat:expectations'
+local incidents_key = NS .. 'kiqbeat:incidents'
+local MAX_GIVEN = 100  -- entries one worker call may give
 local STATE = {started = 0, succeeded = 1, failed = 2, expired = 3}
 local RUNNING, SUCCEEDED, FAILED, EXPIRED = 0, 1, 2, 3
 local UNITS = {[0] = 1, 1000, 60000, 3600000}
@@ -56,9 +80,20 @@ local MAX_VARINT = 2^48  -- no field of a record is larger
 local LAST_TICK = 253370764800000  -- 9999-01-01T00:00:00Z in ms: no tick from then on
 local MAX_COUNT = 1000  -- the most ticks a record keeps (history_of's cap)
 
-local refused = expect_type(inbox, 'list') or expect_type(defs_key, 'hash')
-  or expect_type(errors_key, 'hash')
-if refused then return refused end
+if not K or not DEFAULT_N or (K == 0 and #ARGV - 2 > MAX_GIVEN) then
+  return redis.error_reply('KIQBEAT_ARGS fold.lua takes K N [ENTRY...] (at most '
+    .. MAX_GIVEN .. ' entries)')
+end
+-- The invocation's fold checks the keys' types first (a clear refusal); a worker's call
+-- does not (seven calls of its few): a key of another type makes its call fail, and the
+-- worker writes the report to the inbox, where the invocation's fold refuses it by name.
+if K > 0 then
+  local refused = expect_type(inbox, 'list') or expect_type(defs_key, 'hash')
+    or expect_type(errors_key, 'hash') or expect_type(changed_key, 'zset')
+    or expect_type(deadlines_key, 'zset') or expect_type(rules_key, 'hash')
+    or expect_type(incidents_key, 'hash')
+  if refused then return refused end
+end
 
 local function varint(v)
   if v ~= v or v < 0 or v > MAX_VARINT then error('not a record field: ' .. tostring(v)) end
@@ -232,7 +267,7 @@ local function apply(rec, e, keep)
   return true
 end
 
--- Recount the failure streak and trim to `keep`, after the entries of one call.
+-- Recount the failure streak and trim to `keep`, after each entry applied.
 local function settle(rec, keep)
   local entries = rec.entries
   for _, e in ipairs(entries) do
@@ -247,8 +282,13 @@ local function settle(rec, keep)
   end
 end
 
-local taken = redis.call('RPOP', inbox, K)
-if not taken then return {0, 0, 0} end
+local taken
+if K == 0 then
+  taken = {unpack(ARGV, 3)}
+else
+  taken = redis.call('RPOP', inbox, K)
+  if not taken then return {0, 0, 0, 0} end
+end
 local by_name, order, dropped = {}, {}, 0
 for _, text in ipairs(taken) do
   local e = parsed_entry(text)
@@ -267,10 +307,12 @@ end
 
 -- One schedule's entries folded into its record (raw: as stored, nil or garbled: fresh), in
 -- Lua only (no Redis call): whether it changed, the record, the newest failure folded,
--- whether a failure streak stood before, the entries dropped and the last success tick.
+-- whether a failure streak stood before, the entries dropped, the last success tick after
+-- and before, and the failed ticks in a row after (core/outcomes.py health's count).
 -- Runs under pcall.
 local function fold_record(raw, list, keep)
   local rec = decode(raw) or {ls = nil, beyond = 0, entries = {}}
+  local ls_before = rec.ls
   local streak_before = rec.beyond > 0
   for _, e in ipairs(rec.entries) do
     if counted(e) and (not rec.ls or e.t > rec.ls) then streak_before = true break end
@@ -278,6 +320,9 @@ local function fold_record(raw, list, keep)
   local changed, failure, lost = false, nil, 0
   for _, e in ipairs(list) do
     if apply(rec, e, keep) then
+      -- Settled after each entry: folding entries one call each (a worker's) or many in
+      -- one call (the inbox's) makes the same record.
+      settle(rec, keep)
       changed = true
       if e.ev == FAILED and (not failure or e.t >= failure.t) then failure = e end
     else
@@ -285,14 +330,54 @@ local function fold_record(raw, list, keep)
     end
   end
   local record = nil
-  if changed then
-    settle(rec, keep)
-    record = encode(rec)
+  if changed then record = encode(rec) end
+  local streak = rec.beyond
+  for _, e in ipairs(rec.entries) do
+    if counted(e) and (not rec.ls or e.t > rec.ls) then streak = streak + 1 end
   end
-  return changed, record, failure, streak_before, lost, rec.ls
+  return changed, record, failure, streak_before, lost, rec.ls, ls_before, streak
 end
 
-local reply = {#taken, 0, 0}
+-- The definition names a failure count the decision acts on.
+-- The fewest failed ticks in a row on which the definition asks the decision to act (its
+-- smaller positive `alert_after_failures` or `pause_after_failures`), or nil: none.
+local function failures_acted_on(definition)
+  if type(definition) ~= 'string'
+      or not string.find(definition, '_after_failures"', 1, true) then return nil end
+  local ok, parsed = pcall(cjson.decode, definition)
+  if not ok or type(parsed) ~= 'table' then return nil end
+  local fewest = nil
+  for _, field in ipairs({'alert_after_failures', 'pause_after_failures'}) do
+    local n = parsed[field]
+    if type(n) == 'number' and n >= 1 and (not fewest or n < fewest) then fewest = n end
+  end
+  return fewest
+end
+
+-- Whether `name`'s incident record is open (or garbled: incidents.lua reads that as open).
+local function incident_open(name)
+  local raw = redis.call('HGET', incidents_key, name)
+  if not raw then return false end
+  local ok, value = pcall(cjson.decode, raw)
+  return not (ok and type(value) == 'table' and value.e == '')
+end
+
+-- Add `name` to the changed names with the next sequence number (a score that is no
+-- number, written by hand, restarts the count: it costs only the order).
+local notified = 0
+local function notify(name)
+  local last = redis.call('ZRANGE', changed_key, -1, -1, 'WITHSCORES')
+  local seq = tonumber(last[2])
+  if not seq or seq ~= seq or seq < 0 or seq >= 2^50 then seq = 0 end
+  redis.call('ZADD', changed_key, seq + 1, name)
+  local over = redis.call('ZCARD', changed_key) - MAX_CHANGED
+  if over > 0 then  -- the oldest go (ZRANGE and ZREM: commands kiqbeat's ACL grants already)
+    redis.call('ZREM', changed_key, unpack(redis.call('ZRANGE', changed_key, 0, over - 1)))
+  end
+  notified = notified + 1
+end
+
+local reply = {#taken, 0, 0, 0}
 for _, name in ipairs(order) do
   -- A definition over MAX_DEFINITION_BYTES is never read: the default history then.
   local size = redis.call('HSTRLEN', defs_key, name)
@@ -307,11 +392,11 @@ for _, name in ipairs(order) do
   if keep == 0 or type(raw) == 'table' then  -- no schedule, or a bucket of another type
     dropped = dropped + #list
   else
-    local ok, changed, record, failure, streak_before, lost, ls = pcall(fold_record, raw, list,
-                                                                          keep)
+    local ok, changed, record, failure, streak_before, lost, ls, ls_before, streak = pcall(
+      fold_record, raw, list, keep)
     if not ok then  -- a record that is not one: this schedule starts a fresh record
-      ok, changed, record, failure, streak_before, lost, ls = pcall(fold_record, false, list,
-                                                                      keep)
+      ok, changed, record, failure, streak_before, lost, ls, ls_before, streak = pcall(
+        fold_record, false, list, keep)
     end
     if not ok then changed, lost = false, #list end
     dropped = dropped + lost
@@ -336,12 +421,22 @@ for _, name in ipairs(order) do
           last_error = false
         end
       end
-      reply[#reply + 1] = name
-      reply[#reply + 1] = record
-      reply[#reply + 1] = last_error or false
+      local fewest = failure and failures_acted_on(definition)
+      if fewest and streak >= fewest then
+        notify(name)
+      elseif ls and (not ls_before or ls > ls_before) then
+        if incident_open(name) then
+          notify(name)
+        elseif type(definition) == 'string'
+            and string.find(definition, 'expect_success_within"', 1, true) then
+          -- (a deadline left by a definition that lost the field is dropped when due)
+          settle_deadline(deadlines_key, rules_key, name, ls)
+        end
+      end
     end
   end
 end
 reply[2] = dropped
-reply[3] = redis.call('LLEN', inbox)
+reply[3] = K > 0 and redis.call('LLEN', inbox) or 0
+reply[4] = notified
 return reply

@@ -13,6 +13,8 @@ KEYS[4]  outbox (stream of decided events, trimmed to ARGV[2] entries)
 KEYS[5]  audit stream    KEYS[6]  definitions hash    KEYS[7]  paused hash
 KEYS[8]  outcome errors hash (name -> "TICK_MS<TAB>Class: message" of its newest failure,
          fold.lua): the failed tick a streak ends on
+KEYS[9]  changed names (sorted set: name -> sequence number, fold.lua): the health judged
+         here is taken away from it
 ARGV[1]  now, epoch ms (the invocation's Redis clock read)
 ARGV[2]  the outbox's length bound    ARGV[3]  the audit trail's length bound (approximate)
 ARGV[4]  most deadlines looked at (the rest: the next invocation)
@@ -25,6 +27,8 @@ then D, then D names: schedules planned with expectations that push nothing (dis
 then H, then H times NAME SUCCESS STREAK: a schedule's health as the fold left it
   (core/outcomes.py Health): its newest succeeded tick (0: none) and its failed ticks in a row
   since (the newest failed tick and its error are read from KEYS[8])
+then C, then C times NAME SEQ: the changed names this health was read for (KEYS[9]); each
+  is removed unless a fold added it again since (its score is no longer SEQ)
 
 Order, in one step: the arms (HSET the rules, ZADD NX the deadline TICK + WITHIN unless a
 silent or paused incident is open), the disarms, then each health: a success after an open
@@ -47,9 +51,9 @@ Returns {events, to_pause, backlog}: events decided (count), the names to pause,
 
 local deadlines, rules_key, incidents, outbox = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local NS = string.sub(deadlines, 1, #deadlines - #'kiqbeat:deadlines')
-local LAST_TICK = 253370764800000  -- 9999-01-01T00:00:00Z in ms: no instant from then on
 local UNITS = {[0] = 1, 1000, 60000, 3600000}
 local audit, defs_key, paused_key, errors_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local changed_key = KEYS[9]
 local err = expect_type(deadlines, 'zset') or expect_type(rules_key, 'hash')
   or expect_type(incidents, 'hash') or expect_type(outbox, 'stream')
   or expect_type(audit, 'stream') or expect_type(defs_key, 'hash')
@@ -62,7 +66,8 @@ local err = expect_type(deadlines, 'zset') or expect_type(rules_key, 'hash')
   or expect_allowed('XADD', audit, 'MAXLEN', '~', '1', '*', 'f', 'v')
   or expect_allowed('HGET', defs_key, 'f') or expect_allowed('HSTRLEN', defs_key, 'f')
   or expect_allowed('HEXISTS', paused_key, 'f')
-  or expect_allowed('HGET', errors_key, 'f')
+  or expect_allowed('HGET', errors_key, 'f') or expect_type(changed_key, 'zset')
+  or expect_allowed('ZREM', changed_key, 'f')
 if err then return err end
 
 local now = tonumber(ARGV[1])
@@ -96,14 +101,6 @@ local function emit(name, event, tick, jid, error_text, note, opened)
   redis.call('XADD', audit, 'MAXLEN', '~', audit_len, '*', 'actor', 'kiqbeat', 'action', 'alert',
     'name', name, 'note', note or '', 'detail', event .. ' at tick ' .. tick)
   events = events + 1
-end
-
--- An instant as stored (a number of epoch ms), or nil when it is not one (not a number, not
--- finite, before the epoch or from 9999 on: written by hand, issue 27).
-local function instant(value)
-  local v = tonumber(value)
-  if v and v >= 0 and v < LAST_TICK then return v end
-  return nil
 end
 
 -- The newest succeeded tick in `name`'s outcome record (fold.lua's layout: NEWEST, 6 bytes,
@@ -156,13 +153,6 @@ end
 local function write_incident(name, record)
   redis.call('HSET', incidents, name, cjson.encode({e = record.e, t = ms(record.t),
     n = record.n or 0, c = ms(record.c or 0)}))
-end
-
--- The duration of `name`'s success deadline as last written (ms; nil: none), unchecked
--- against its definition: enough to tell which tick a deadline is for.
-local function within_of(name)
-  local raw = redis.call('HGET', rules_key, name)
-  return raw and tonumber(string.match(raw, '^%x+ (%d+) '))
 end
 
 -- The rules of `name` when they belong to its current definition: WITHIN, ALERT, PAUSE.
@@ -221,13 +211,7 @@ for _ = 1, tonumber(arg()) do
       emit(name, 'recovered', success, '', '', 'after ' .. open.e, ms(open.t))
       open = nil
     end
-    local score = redis.call('ZSCORE', deadlines, name)
-    local due = instant(score)
-    if score and not due then redis.call('ZREM', deadlines, name) end
-    local within = due and within_of(name)
-    if within and due - within <= success then
-      redis.call('ZREM', deadlines, name)
-    end
+    settle_deadline(deadlines, rules_key, name, success)
   end
   if streak > 0 then
     local newest = redis.call('HGET', errors_key, name)
@@ -253,6 +237,13 @@ for _ = 1, tonumber(arg()) do
       end
     end
   end
+end
+
+-- Judged: taken off the changed names unless a fold added them again since.
+for _ = 1, tonumber(arg()) do
+  local name, seq = arg(), arg()
+  local score = redis.call('ZSCORE', changed_key, name)
+  if score and tonumber(score) == tonumber(seq) then redis.call('ZREM', changed_key, name) end
 end
 
 local due = redis.call('ZRANGEBYSCORE', deadlines, '-inf', now, 'WITHSCORES', 'LIMIT', 0, most)
