@@ -24,7 +24,6 @@ import zoneinfo
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta, timezone, tzinfo
 from functools import lru_cache
-from importlib.resources import files
 
 from kiqbeat.errors import ConfigError, did_you_mean, shown
 
@@ -53,6 +52,8 @@ def _zone_names() -> frozenset[str]:
 @lru_cache(maxsize=1)
 def rails_zones() -> dict[str, str]:
     """ActiveSupport::TimeZone::MAPPING: each Rails zone name and the IANA zone it maps to."""
+    from importlib.resources import files  # read once, by the first Rails name met
+
     text = files("kiqbeat.core").joinpath("rails_zones.tsv").read_text("utf-8")
     return dict(line.split("\t") for line in text.splitlines()
                 if line and not line.startswith("#"))
