@@ -76,3 +76,12 @@ def test_run_once_in_process_leaves_the_garbage_collector_as_it_found_it(
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_the_lambda_handler_loads_no_yaml_no_boto3_and_no_operators_store() -> None:
+    """A Lambda's cold start (a scheduled invocation) loads the engine and Powertools (which
+    loads botocore's package itself); an operator's event loads the store and the audit
+    trail when it runs."""
+    assert loaded("import handler.app", (
+        "yaml", "boto3", "kiqbeat.store", "kiqbeat.operator", "kiqbeat.audit",
+        "kiqbeat.entrypoints.outcomes", "kiqbeat.document.yaml_reader")) == []
