@@ -1,6 +1,7 @@
 """Cold invocations (issue 18, item 3): a fresh `kiqbeat run-once` process, timed whole.
 
 Run: .venv/bin/python bench/cold.py [--size 100000] [--store-size 1000000] [--runs 5]
+                                    [--all-due 10000] [--import-jsonl 50000]
                                     [--before REV] [--profile]
 
 Prints figures, asserts nothing. One private redis-server; each figure is the wall time of a
@@ -17,6 +18,15 @@ Kubernetes CronJob pod or a cold Lambda pays it every minute:
    1,000,000), then `--runs` processes as above; with `--before REV`, as many of REV's,
    the two codes taking the minutes in turns. `--profile` adds `-X importtime`'s
    slowest imports and a cProfile of one such process.
+3. `--all-due` schedules firing every minute (issue 28, item 4): `--runs` rounds, each a fresh
+   process with every one due (a new minute), then one with nothing due (the same minute
+   again); with `--before REV`, REV's code takes its rounds in turn with this tree's, on the
+   same store. Prints each code's medians, the difference (the cost of the due schedules
+   beyond start-up), jobs/s, and every script call's time inside Redis over this tree's
+   first all-due process (SLOWLOG) per job, beside `redis-benchmark -P 64 LPUSH` of a
+   job-sized value measured right after.
+4. `--import-jsonl` schedules through `kiqbeat schedules import FILE --jsonl` (a new
+   process), this tree's and REV's in turn, into an emptied store.
 
 The clock is replayed as in bench/store.py: schedules are registered at T, a minute's second
 well in the Redis clock's past, and each process runs at T + k minutes + 1 s.
@@ -25,8 +35,11 @@ well in the Redis clock's past, and each process runs at T + k minutes + 1 s.
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
@@ -34,9 +47,10 @@ from pathlib import Path
 from typing import Any
 
 import redis
+from bench import redis_benchmark_lpush  # bench/bench.py, beside this file
 
 # bench/store.py, beside this file: the same schedules, the same fresh processes
-from store import definitions, run_once, write_document
+from store import SlowLog, definitions, drop_jobs, run_once, write_document
 
 from kiqbeat.demo.server import RedisServer
 from kiqbeat.engine import Engine
@@ -56,7 +70,15 @@ def code_of(rev: str, into: Path) -> Path:
     archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "lib"],
                              capture_output=True, check=True).stdout
     subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
-    return into / "lib"
+    return compiled(into / "lib")
+
+
+def compiled(lib: Path) -> Path:
+    """`lib`, its modules compiled (`__pycache__`), as an installed package's are: a process
+    that compiled every module it imports would time the compiler, not kiqbeat."""
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(lib)], check=True,
+                   stdout=subprocess.DEVNULL)
+    return lib
 
 
 def cold_runs(lib: Path, url: str, t0: datetime, runs: int, document: Path | None
@@ -169,6 +191,94 @@ def bench_store(server: RedisServer, admin: redis.Redis, n: int, runs: int,
         pstats.Stats(str(stats)).sort_stats("cumulative").print_stats(25)
 
 
+def bench_all_due(server: RedisServer, admin: redis.Redis, n: int, runs: int,
+                  before: Path | None) -> None:
+    print(f"\n== a fresh run-once process, {n:,} schedules all due (`* * * * *`), and nothing "
+          "due (the same minute again)")
+    admin.flushall()
+    client = redis.Redis.from_url(server.url)
+    engine = Engine(client=client)
+    result = engine.store().import_definitions(definitions(n, every_minute=True))
+    assert result.written == n, result
+    codes = ([("before", before)] if before else []) + [("after", ROOT / "lib")]
+    t0 = redis_minute(admin) - timedelta(minutes=runs * len(codes) + 10)
+    engine.run(now=t0, deadline_s=600)  # every schedule registered ("plan me" once)
+    client.close()
+    times: dict[str, tuple[list[float], list[float]]] = {label: ([], []) for label, _ in codes}
+    slow = None
+    minute = 0
+    for round_ in range(runs):
+        for label, lib in codes:
+            minute += 1
+            at = t0 + timedelta(minutes=minute, seconds=1)
+            if label == "after" and round_ == 0:
+                slowlog = SlowLog(admin)
+            seconds, report, _ = run_once(lib, server.url, at, None)
+            if label == "after" and round_ == 0:
+                slow = slowlog.read()
+                admin.config_set("slowlog-log-slower-than", 10_000)
+            assert report["pushed"] == n, report
+            idle_s, idle, _ = run_once(lib, server.url, at + timedelta(seconds=1), None)
+            assert idle["pushed"] == 0 and idle["schedules"] == 0, idle
+            times[label][0].append(seconds)
+            times[label][1].append(idle_s)
+            drop_jobs(admin)
+    lpush = redis_benchmark_lpush(server.port, 400_000)
+    for label, _ in codes:
+        due, idle = (statistics.median(t) for t in times[label])
+        print(f"  {label}: nothing due: median {idle:.3f} s ({_listed(times[label][1])}); "
+              f"{n:,} due: median {due:.3f} s ({_listed(times[label][0])}); beyond nothing "
+              f"due: {due - idle:.3f} s ({n / max(due - idle, 1e-9):,.0f} jobs/s)")
+        row(f"{label}: fresh run-once, nothing due", f"median {idle:.3f} s",
+            None if label == "before" else idle <= 0.3)
+        row(f"{label}: fresh run-once, {n:,} due, beyond nothing due", f"{due - idle:.3f} s",
+            None if label == "before" else due - idle <= 0.2)
+    if slow is not None:
+        scripts_us = sum(us for kind, us in slow.entries if kind.endswith(".lua")
+                         or kind in ("EVALSHA", "EVAL", "FCALL"))
+        per_job, lpush_us = scripts_us / n, 1e6 / lpush
+        print(f"  scripts inside Redis over this tree's first all-due process (SLOWLOG): "
+              f"{scripts_us / 1000:.1f} ms, {per_job:.2f} us a job; redis-benchmark -P 64 "
+              f"LPUSH of 330 bytes: {lpush:,.0f}/s ({lpush_us:.2f} us): {per_job / lpush_us:.1f}x")
+        row("after: scripts inside Redis per job of a cold run-once, x LPUSH",
+            f"{per_job / lpush_us:.1f}x", per_job / lpush_us <= 3)
+
+
+def bench_import_jsonl(server: RedisServer, admin: redis.Redis, n: int, runs: int,
+                       before: Path | None, work: Path) -> None:
+    print(f"\n== `kiqbeat schedules import FILE --jsonl` of {n:,} schedules (a new process)")
+    path = work / "schedules.jsonl"
+    with path.open("w") as out:
+        for name, data in definitions(n):
+            out.write(json.dumps({"name": name, "definition": data}) + "\n")
+    codes = ([("before", before)] if before else []) + [("after", ROOT / "lib")]
+    rates: dict[str, list[float]] = {label: [] for label, _ in codes}
+    for _ in range(runs):
+        for label, lib in codes:
+            admin.flushall()
+            env = {k: v for k, v in os.environ.items() if not k.startswith("KIQBEAT_")}
+            env.update(PYTHONPATH=str(lib))
+            started = time.perf_counter()
+            done = subprocess.run(
+                [sys.executable, "-m", "kiqbeat", "schedules", "import", str(path), "--jsonl",
+                 "--no-progress", "--json", "--redis-url", server.url],
+                capture_output=True, text=True, env=env, check=False)
+            elapsed = time.perf_counter() - started
+            if done.returncode != 0 or json.loads(done.stdout)["written"] != n:
+                raise SystemExit(f"import failed ({done.returncode}): {done.stderr[-1000:]}")
+            rates[label].append(n / elapsed)
+    admin.flushall()
+    for label, _ in codes:
+        rate = statistics.median(rates[label])
+        print(f"  {label}: median {rate:,.0f}/s ({', '.join(f'{r:,.0f}' for r in rates[label])})")
+        row(f"{label}: `schedules import --jsonl` of {n:,}", f"{rate:,.0f}/s",
+            None if label == "before" else rate >= 40_000)
+
+
+def _listed(times: list[float]) -> str:
+    return ", ".join(f"{t:.2f}" for t in times)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--size", type=int, default=100_000)
@@ -177,17 +287,26 @@ def main() -> None:
     parser.add_argument("--before", metavar="REV", help="also time the code of git REV")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--skip-store", action="store_true")
+    parser.add_argument("--all-due", type=int, default=10_000,
+                        help="schedules all due for section 3 (0: skip it)")
+    parser.add_argument("--import-jsonl", type=int, default=0,
+                        help="schedules for section 4 (0: skip it)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="kiqbeat-cold-") as tmp, RedisServer() as server:
         work = Path(tmp)
         admin = redis.Redis.from_url(server.url)
         before = code_of(args.before, work) if args.before else None
+        compiled(ROOT / "lib")
         if args.size:
             bench_document(server, admin, args.size, args.runs, before, work)
         if not args.skip_store and args.store_size:
             bench_store(server, admin, args.store_size, args.runs, args.profile, before, work)
+        if args.all_due:
+            bench_all_due(server, admin, args.all_due, args.runs, before)
+        if args.import_jsonl:
+            bench_import_jsonl(server, admin, args.import_jsonl, args.runs, before, work)
         admin.close()
-    print(f"\n{'figure':<66} {'measured':<34} target {TARGET_S:g} s")
+    print(f"\n{'figure':<66} {'measured':<34} target (1 s; 0.3 s, 0.2 s, 3x, 40,000/s)")
     for what, measured, verdict in ROWS:
         print(f"{what:<66} {measured:<34} {verdict}")
 

@@ -41,7 +41,6 @@ from kiqbeat.core.report import REPORT_METRICS, Report
 from kiqbeat.document.sources import Sources
 from kiqbeat.engine import Engine
 from kiqbeat.entrypoints import requests
-from kiqbeat.entrypoints.outcomes import execute
 from kiqbeat.entrypoints.requests import OPERATOR
 from kiqbeat.errors import ConfigError, shown
 from kiqbeat.settings import VARIABLES, Settings, parse_shard
@@ -169,6 +168,10 @@ def _record(report: Report, lateness_s: float | None) -> None:
 
 def _operate(event: Mapping[str, Any], started: float, lambda_left_s: float | None,
              function_name: str) -> dict[str, Any]:
+    # The operator's store and audit trail: loaded by the events that run them, not by a
+    # scheduled invocation's cold start.
+    from kiqbeat.entrypoints.outcomes import execute
+
     engine = None
     try:
         request = requests.from_event(event)

@@ -49,11 +49,10 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
 
-from kiqbeat.alerts.delivery import sinks_of
 from kiqbeat.alerts.step import AlertStep
 from kiqbeat.core.limits import (
     MAX_PARSED_DEFINITION_BYTES,
@@ -79,7 +78,6 @@ from kiqbeat.errors import (
     shown,
     shown_text,
 )
-from kiqbeat.outcomes.records import Folded, fold_outcomes, publish_fold
 from kiqbeat.redis import keys, scripts
 from kiqbeat.redis.connection import connect, redis_errors, reply_text, startup_warnings
 from kiqbeat.redis.definitions import Op, Oversized, definition_sha
@@ -90,7 +88,10 @@ from kiqbeat.redis.progress import bucket
 from kiqbeat.redis.side import RedisSide
 from kiqbeat.redis.urls import describe, parse_url
 from kiqbeat.settings import DEFAULT_DEADLINE_S, Settings
-from kiqbeat.store import Status, Store
+
+if TYPE_CHECKING:  # loaded by the commands and invocations that use them
+    from kiqbeat.alerts.sinks import Sink
+    from kiqbeat.store import Status, Store
 
 # Parsed definitions kept by a warm engine, and at most MAX_PARSED_DEFINITION_BYTES of
 # definitions in all (core/limits.py).
@@ -189,8 +190,7 @@ class Engine:
         self._reported: set[str] = set()
         self._lua = scripts.Caller(functions=self.settings.redis_functions)
         # Expectations and alerts after the pushes (alerts/step.py), to the settings' sinks.
-        self._alerts = AlertStep(sinks_of(self.settings.alert_webhook, self.settings.alert_secret,
-                                          self.settings.alert_sns_topic, os.environ))
+        self._alerts = AlertStep(_sinks(self.settings))
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None,
@@ -276,6 +276,8 @@ class Engine:
     def store(self, config: Config | None = None) -> Store:
         """The schedule store API on this engine's client, with the namespace, window and
         shard count of its settings."""
+        from kiqbeat.store import Store
+
         config = self.config() if config is None else config
         # The deployment's count (--shard, --shard-count), else the one the store records.
         shards = self.settings.shard[1] if self.settings.shard else self.settings.shard_count
@@ -510,6 +512,8 @@ class Engine:
         (after the pushes, in bounded slices, none past the deadline once one ran); a store
         that refuses it (a Redis user without the outcome keys) costs a warning, not the
         pushes' report."""
+        from kiqbeat.outcomes.records import Folded, fold_outcomes
+
         folded = Folded()
         try:
             fold_outcomes(self.client, config.namespace, history=self.settings.history,
@@ -527,6 +531,9 @@ class Engine:
         inbox, which this invocation folds."""
         if isinstance(published, Exception):
             published = None
+        if published is None and not reported:
+            return  # no middleware reports here: nothing to publish (and nothing to import)
+        from kiqbeat.outcomes.records import publish_fold  # noqa: PLC0415 - workers reported
         try:
             if publish_fold(self.client, config.namespace, self.settings.history, self._lua,
                             published, reported=reported):
@@ -823,6 +830,17 @@ class _Ahead:
             self._done = True
             self._read = self.started.result()
         return self._read
+
+
+def _sinks(settings: Settings) -> list[Sink]:
+    """The alert sinks the settings name; their modules (urllib's, boto3's) are loaded only
+    when one is set."""
+    if not (settings.alert_webhook or settings.alert_sns_topic):
+        return []
+    from kiqbeat.alerts.delivery import sinks_of
+
+    return sinks_of(settings.alert_webhook, settings.alert_secret, settings.alert_sns_topic,
+                    os.environ)
 
 
 def _earlier(a: int | None, b: int | None) -> int | None:

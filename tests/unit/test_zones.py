@@ -11,6 +11,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 from datetime import UTC, datetime, timedelta
+from itertools import pairwise
 from zoneinfo import ZoneInfo, available_timezones
 
 import pytest
@@ -150,3 +151,58 @@ def test_a_zone_that_is_none_of_the_three_kinds_is_refused_saying_what_to_write(
 def test_an_unquoted_offset_yaml_reads_as_a_number_is_refused_saying_to_quote_it() -> None:
     with pytest.raises(ConfigError, match="YAML reads an unquoted"):
         load_config_text("time_zone: +5:30\nschedules:\n  a: {cron: '0 9 * * *', class: A}\n")
+
+
+def _hourly_changes(name: str, year: int) -> list[tuple[int, int, int]]:
+    """A zone's offset changes in (1 Jan, next 1 Jan] of `year` by the plain scan: the
+    offset at every hour, each change found to the second by bisection."""
+    tz = ZoneInfo(name)
+
+    def offset_s(instant_s: int) -> int:
+        offset = datetime.fromtimestamp(instant_s, tz).utcoffset()
+        return 0 if offset is None else int(offset.total_seconds())
+
+    start = int(datetime(year, 1, 1, tzinfo=UTC).timestamp())
+    end = int(datetime(year + 1, 1, 1, tzinfo=UTC).timestamp())
+    found = []
+    for t in range(start, end, 3600):
+        nxt = min(t + 3600, end)
+        before, after = offset_s(t), offset_s(nxt)
+        if before != after:
+            lo, hi = t, nxt
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                lo, hi = (mid, hi) if offset_s(mid) == before else (lo, mid)
+            found.append((hi, before, after))
+    return found
+
+
+@pytest.mark.parametrize("name", ["Europe/Paris", "America/New_York", "Australia/Lord_Howe",
+                                  "America/Sao_Paulo", "Africa/Casablanca", "Pacific/Apia",
+                                  "Europe/London", "Asia/Tehran"])
+@pytest.mark.parametrize("year", [1916, 1942, 1996, 2011, 2026, 2099])
+def test_a_zones_changes_in_a_year_are_the_hourly_scans(name: str, year: int) -> None:
+    """The scan of a zone's year samples a day apart and then, within a day whose ends
+    differ, an hour apart: the changes it finds are those of sampling every hour."""
+    from kiqbeat.core.zones import _changes_in_year
+
+    assert list(_changes_in_year(name, year)) == _hourly_changes(name, year)
+
+
+def test_no_zone_changes_its_offset_twice_within_two_days() -> None:
+    """What the day-apart scan relies on, for every zone of the tz database: two changes of
+    UTC offset are never within two days of each other (a day that changed and changed
+    back would show no change at its ends). Read from the transitions the pure-Python
+    zoneinfo loads from the same files."""
+    from zoneinfo import _zoneinfo
+
+    close = []
+    for name in sorted(available_timezones()):
+        tz = _zoneinfo.ZoneInfo.no_cache(name)
+        if tz._fixed_offset:
+            continue
+        offsets = [tz._tti_before.utcoff] + [t.utcoff for t in tz._ttinfos]
+        changes = [when for i, when in enumerate(tz._trans_utc) if offsets[i] != offsets[i + 1]]
+        close += [(name, a) for a, b in pairwise(changes)
+                  if b - a < 2 * 86_400]
+    assert close == []

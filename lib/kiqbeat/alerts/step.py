@@ -18,13 +18,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
 
-from kiqbeat.alerts.delivery import deliver_all
 from kiqbeat.alerts.incidents import Watch, decide
-from kiqbeat.alerts.sinks import Sink
 from kiqbeat.core.outcomes import LAST_TICK_MS
 from kiqbeat.core.pause import Pause
 from kiqbeat.core.plan import Entry, to_ms
@@ -41,6 +39,9 @@ from kiqbeat.redis import keys
 from kiqbeat.redis.connection import reply_text
 from kiqbeat.redis.due import Reads, Replies
 from kiqbeat.redis.side import RedisSide
+
+if TYPE_CHECKING:
+    from kiqbeat.alerts.sinks import Sink
 
 
 def _field(group: Any, name: str) -> Any:
@@ -140,6 +141,8 @@ class AlertStep:
                      "row); resume clears the streak", by="kiqbeat", at_ms=now_ms),
                 now_ms=now_ms)
             report.round_trips += 1
+        from kiqbeat.alerts.delivery import deliver_all  # loads the sinks' modules
+
         try:
             turns = deliver_all(side.client, side.namespace, self.sinks, decision.backlog)
         except (RedisRefusedError, StateError) as exc:  # decided and kept: delivered later

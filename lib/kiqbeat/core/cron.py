@@ -19,7 +19,6 @@ and how fugit (sidekiq-cron, sidekiq-scheduler) reads the same expression in `fu
 from __future__ import annotations
 
 from bisect import bisect_left
-from calendar import monthrange
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
@@ -58,8 +57,11 @@ def _utc(instant_s: int) -> datetime:
 
 
 def _month_days(day: date) -> int:
-    """How many days the month of `day` has."""
-    return monthrange(day.year, day.month)[1]
+    """How many days the month of `day` has (calendar.monthrange's, without loading
+    calendar and locale in every process)."""
+    if day.month == 12:
+        return 31
+    return (date(day.year, day.month + 1, 1) - date(day.year, day.month, 1)).days
 
 
 def _hm(wall: int, seconds: bool) -> str:

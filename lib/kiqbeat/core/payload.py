@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import json
 import re
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -77,6 +76,8 @@ def jid_ms(schedule_name: str, tick_ms: int) -> str:
 
 def active_job_id(job_id: str) -> str:
     """The ActiveJob `job_id` (a version-4-shaped UUID) derived from a Sidekiq jid."""
+    import uuid  # ActiveJob schedules only (uuid loads platform)
+
     digest = blake2b(b"kiqbeat-activejob\x00" + job_id.encode(), digest_size=16).digest()
     return str(uuid.UUID(bytes=digest, version=4))
 

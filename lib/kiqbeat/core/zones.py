@@ -24,7 +24,6 @@ import zoneinfo
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta, timezone, tzinfo
 from functools import lru_cache
-from importlib.resources import files
 
 from kiqbeat.errors import ConfigError, did_you_mean, shown
 
@@ -35,8 +34,11 @@ _DAY_S = 86_400
 # Offset changes within this distance of a window are taken into account; any real DST
 # shift (at most 2 h today, 24 h when Samoa crossed the date line) is smaller.
 _NEAR_S = 2 * _DAY_S
-# Offsets are sampled this often when a zone's year is scanned for changes; two changes
-# closer together than this would be missed (none exists in the tz database).
+# Offsets are sampled a day apart when a zone's year is scanned for changes, and this often
+# within a day whose two ends differ: two changes closer together than this, or two within
+# one day that return to the first offset, would be missed (none exists in the tz database;
+# tests/unit/test_zones.py checks every zone's transitions). A year costs ~400 samples, not
+# ~8,800: the first plan of each zone in a new process pays it.
 _SCAN_STEP_S = 3600
 
 
@@ -53,6 +55,8 @@ def _zone_names() -> frozenset[str]:
 @lru_cache(maxsize=1)
 def rails_zones() -> dict[str, str]:
     """ActiveSupport::TimeZone::MAPPING: each Rails zone name and the IANA zone it maps to."""
+    from importlib.resources import files  # read once, by the first Rails name met
+
     text = files("kiqbeat.core").joinpath("rails_zones.tsv").read_text("utf-8")
     return dict(line.split("\t") for line in text.splitlines()
                 if line and not line.startswith("#"))
@@ -174,20 +178,25 @@ def _changes_in_year(zone_name: str, year: int) -> tuple[_Change, ...]:
     start = (datetime(year, 1, 1, tzinfo=UTC) - _EPOCH) // _SECOND
     end = (datetime(year + 1, 1, 1, tzinfo=UTC) - _EPOCH) // _SECOND
     changes: list[_Change] = []
-    t, off = start, _offset_s(tz, start)
-    while t < end:
-        nxt = min(t + _SCAN_STEP_S, end)
-        nxt_off = _offset_s(tz, nxt)
-        if nxt_off != off:
-            lo, hi = t, nxt  # offset(lo) == off, offset(hi) != off: find the first instant
-            while hi - lo > 1:
-                mid = (lo + hi) // 2
-                if _offset_s(tz, mid) == off:
-                    lo = mid
-                else:
-                    hi = mid
-            changes.append((hi, off, nxt_off))
-        t, off = nxt, nxt_off
+    day, day_off = start, _offset_s(tz, start)
+    while day < end:
+        day_end = min(day + _DAY_S, end)
+        day_end_off = _offset_s(tz, day_end)
+        t, off = day, day_off
+        while t < day_end and day_end_off != day_off:  # the hours of a day that changed
+            nxt = min(t + _SCAN_STEP_S, day_end)
+            nxt_off = day_end_off if nxt == day_end else _offset_s(tz, nxt)
+            if nxt_off != off:
+                lo, hi = t, nxt  # offset(lo) == off, offset(hi) != off: find the first instant
+                while hi - lo > 1:
+                    mid = (lo + hi) // 2
+                    if _offset_s(tz, mid) == off:
+                        lo = mid
+                    else:
+                        hi = mid
+                changes.append((hi, off, nxt_off))
+            t, off = nxt, nxt_off
+        day, day_off = day_end, day_end_off
     return tuple(changes)
 
 

@@ -17,11 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from kiqbeat.core.schedule import Config
-from kiqbeat.document.convert import convert
 from kiqbeat.document.imported import KIQBEAT, SIDEKIQ_CRON, ImportOptions
 from kiqbeat.document.read import parse, read_file
-from kiqbeat.document.validate import validate
 from kiqbeat.errors import ConfigError, shown
+
+# Converting and validating are imported where they run, not here: a module of this package
+# imported for itself (the engine's `validate.read_definition`, `fingerprint`) loads no
+# importer of other tools' files (and `read` loads PyYAML only for a YAML document).
 
 
 def load_config_text(data: bytes | str, *, source: str = "",
@@ -54,6 +56,9 @@ def parse_config(doc: object, *, source: str = "", problems: Sequence[str] = (),
     argument, and a cold one should not run that comparison per schedule) it does not.
     `problems` and `warnings` are the reading's (a repeated key is a warning).
     """
+    from kiqbeat.document.convert import convert
+    from kiqbeat.document.validate import validate
+
     if doc is None:
         raise ConfigError("the document is empty; expected a mapping with 'schedules:'",
                           source=source)
@@ -96,6 +101,8 @@ def check_definition(name: str, definition: Mapping[str, Any], fmt: str = KIQBEA
     given. ConfigError when `fmt` or `app_zone` is not one kiqbeat knows.
     """
     from kiqbeat.document import sidekiq  # another tool's job only
+    from kiqbeat.document.convert import convert
+    from kiqbeat.document.validate import validate
 
     if fmt not in CHECKED_FORMATS:
         raise ConfigError(f"format {shown(fmt)} must be one of "

@@ -17,7 +17,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from kiqbeat.document.read import RubySymbol
 from kiqbeat.errors import ConfigError, did_you_mean, shown
 
 KIQBEAT = "kiqbeat"
@@ -74,6 +73,23 @@ class ImportOptions:
             section=self.section or given.get("section"),
             app_zone=self.app_zone or given.get("app_zone"),
             honour_tz=self.honour_tz or bool(given.get("honour_tz"))), problems
+
+
+class RubySymbol(str):
+    """An unquoted YAML value starting with ':' (`:critical`), which Ruby's YAML loader reads
+    as the Symbol `critical`; kiqbeat's own documents read it as the text it is."""
+
+    __slots__ = ()
+
+    @property
+    def name(self) -> str:
+        """The symbol's name, as Ruby's `to_s` gives it (Psych drops the first ':')."""
+        return str(self[1:])
+
+
+def strip_symbol(key: object) -> object:
+    """Ruby symbol keys (`:schedule:`) are plain strings in YAML; read them without the ':'."""
+    return key[1:] if isinstance(key, str) and key.startswith(":") else key
 
 
 def ruby_values(value: object) -> object:

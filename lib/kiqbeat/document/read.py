@@ -17,26 +17,33 @@ encoding or a size is judged the same way wherever the document came from:
   most MAX_EXPANDED_NODES values (5,000,000), so a few hundred bytes of nested aliases (a
   billion values) are refused at once, while `<<: *defaults` shared by 100,000 schedules is
   fine. JSON has no aliases: its size bounds it.
+
+The YAML reading is `yaml_reader.py`'s, imported only when a document is YAML: a process that
+reads a document's bytes without parsing them (an unchanged document, `fingerprint.py`) or
+reads JSON loads no PyYAML.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from functools import cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from kiqbeat.document.imported import strip_symbol
 from kiqbeat.errors import ConfigError, shown
 
 MAX_DOCUMENT_BYTES = 32 * 1024 * 1024
-MAX_EXPANDED_NODES = 5_000_000
 _BOM = "\ufeff"
-# What YAML 1.1 calls non-printable (PyYAML's Reader.NON_PRINTABLE), BOM aside.
-_NON_PRINTABLE = re.compile(
-    "[^\x09\x0a\x0d\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]")
-_BASE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available
+
+
+@cache
+def _non_printable() -> re.Pattern[str]:
+    """What YAML 1.1 calls non-printable (PyYAML's Reader.NON_PRINTABLE), BOM aside; compiled
+    by the first document read (~10 ms), not by every process that imports this module."""
+    return re.compile(
+        "[^\x09\x0a\x0d\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]")
 
 
 def read_file(path: str) -> bytes:
@@ -68,7 +75,9 @@ def parse(data: bytes | str, source: str = "") -> tuple[object, list[str]]:
                                   f"{exc.msg}", source=source) from exc
             # Not JSON after all: flow-style YAML such as `[{name: a, cron: ...}]`.
         except (ValueError, RecursionError) as exc:  # an integer of 5,000 digits, 3,000 [[[
-            raise ConfigError(f"the JSON cannot be read safely: {_unreadable(exc)}",
+            from kiqbeat.document.yaml_reader import unreadable
+
+            raise ConfigError(f"the JSON cannot be read safely: {unreadable(exc)}",
                               source=source) from None
     if "<%" in text:
         start = text.index("<%")
@@ -79,7 +88,9 @@ def parse(data: bytes | str, source: str = "") -> tuple[object, list[str]]:
                           "(the Ruby tools render them when they load the file); render it to "
                           "plain YAML first, e.g. with bin/rails runner 'puts ERB.new(File.read("
                           '"config/schedule.yml")).result\'', source=source)
-    return _yaml(text, source)
+    from kiqbeat.document.yaml_reader import read_yaml  # PyYAML: only for a YAML document
+
+    return read_yaml(text, source)
 
 
 def decode(data: bytes | str, source: str = "") -> str:
@@ -96,7 +107,7 @@ def decode(data: bytes | str, source: str = "") -> str:
             raise ConfigError(f"not UTF-8 text (byte {exc.start})", source=source) from exc
     else:
         text = data.removeprefix(_BOM)
-    bad = _NON_PRINTABLE.search(text)
+    bad = _non_printable().search(text)
     if bad:
         line = text.count("\n", 0, bad.start()) + 1
         column = bad.start() - (text.rfind("\n", 0, bad.start()) + 1) + 1
@@ -120,146 +131,3 @@ def _json(text: str) -> tuple[object, list[str]]:
         return out
 
     return json.loads(text, object_pairs_hook=pairs), duplicates
-
-
-class RubySymbol(str):
-    """An unquoted YAML value starting with ':' (`:critical`), which Ruby's YAML loader reads
-    as the Symbol `critical`; kiqbeat's own documents read it as the text it is."""
-
-    __slots__ = ()
-
-    @property
-    def name(self) -> str:
-        """The symbol's name, as Ruby's `to_s` gives it (Psych drops the first ':')."""
-        return str(self[1:])
-
-
-class _Loader(_BASE_LOADER):  # type: ignore[misc]
-    """Safe loader: keeps the last of a repeated key (recording it), reads `:sym:` keys as
-    `sym`, keeps dates as text."""
-
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
-        self.duplicates: list[str] = []
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: dict[Any, tuple[int, int]] = {}  # key: (index in node.value, line)
-        dropped: set[int] = set()
-        for index, pair in enumerate(node.value):
-            key_node = pair[0]
-            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<:` may be overridden
-                continue
-            key = strip_symbol(self.construct_object(key_node, deep=True))
-            line = key_node.start_mark.line + 1
-            try:
-                if key in seen:
-                    earlier, first_line = seen[key]
-                    dropped.add(earlier)  # Psych keeps the last value of a repeated key
-                    self.duplicates.append(
-                        f"line {line}: duplicate key {key!r} (also at line {first_line}); "
-                        "the last value is kept, as Ruby's YAML loader keeps it")
-                seen[key] = (index, line)
-            except TypeError:  # an unhashable key; the constructor reports it below
-                pass
-        if dropped:
-            node.value = [p for i, p in enumerate(node.value) if i not in dropped]
-        mapping = super().construct_mapping(node, deep=deep)
-        return {strip_symbol(k): v for k, v in mapping.items()}
-
-    def construct_yaml_str(self, node: yaml.ScalarNode) -> str:
-        value: str = super().construct_yaml_str(node)
-        if not node.style and len(value) > 1 and value.startswith(":"):  # plain: None or ""
-            return RubySymbol(value)  # Psych: a plain scalar matching /^:./ is a Symbol
-        return value
-
-
-_Loader.add_constructor("tag:yaml.org,2002:str", _Loader.construct_yaml_str)
-
-
-# Unquoted dates stay strings, as written: a `date` in args would not survive JSON anyway.
-_Loader.yaml_implicit_resolvers = {
-    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-
-
-def strip_symbol(key: object) -> object:
-    """Ruby symbol keys (`:schedule:`) are plain strings in YAML; read them without the ':'."""
-    return key[1:] if isinstance(key, str) and key.startswith(":") else key
-
-
-def _yaml(text: str, source: str) -> tuple[object, list[str]]:
-    loader = _Loader(text)
-    try:
-        node = loader.get_single_node()
-        if node is None:
-            return None, []
-        expanded = _expanded_size(node)
-        if expanded > MAX_EXPANDED_NODES:
-            raise ConfigError(f"the document expands to more than {MAX_EXPANDED_NODES:,} "
-                              "values through YAML aliases (&anchor / *alias); write the "
-                              "values out, or share less", source=source)
-        return loader.construct_document(node), loader.duplicates
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        if "nesting depth" in (exc.problem or ""):  # PyYAML >= 6.0.4 stops deep nesting itself
-            raise ConfigError(f"the YAML cannot be read safely{where}: {_TOO_DEEP}",
-                              source=source) from None
-        what = "; ".join(p for p in (exc.context, exc.problem) if p)
-        raise ConfigError(f"invalid YAML{where}: {what}", source=source) from exc
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"invalid YAML: {exc}", source=source) from exc
-    except ConfigError:
-        raise
-    except (ValueError, RecursionError) as exc:  # an integer of 5,000 digits, 3,000 [[[
-        raise ConfigError(f"the YAML cannot be read safely: {_unreadable(exc)}",
-                          source=source) from None
-    finally:
-        loader.dispose()
-
-
-_TOO_DEEP = "values nest too deep (Sidekiq's JSON parser stops at 100 levels)"
-
-
-def _unreadable(exc: BaseException) -> str:
-    if isinstance(exc, RecursionError):  # PyYAML < 6.0.4 recurses until Python stops it
-        return _TOO_DEEP
-    return f"{type(exc).__name__}: {str(exc)[:120]}"
-
-
-def _expanded_size(root: yaml.Node) -> int:
-    """How many values the node graph holds once every alias is written out.
-
-    Aliases share node objects, so the size of each distinct node is computed once
-    (iteratively: deep nesting must not exhaust Python's stack) and a shared node counts
-    once per reference. Stops counting past the limit.
-    """
-    sizes: dict[int, int] = {}
-    open_: set[int] = set()  # nodes whose children are being counted: a path from the root
-    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
-    while stack:
-        node, children_done = stack.pop()
-        children = _children(node)
-        if children_done:
-            open_.discard(id(node))
-            total = 1 + sum(sizes[id(c)] for c in children)
-            sizes[id(node)] = min(total, MAX_EXPANDED_NODES + 1)
-            continue
-        if id(node) in sizes:
-            continue
-        if id(node) in open_:
-            raise ConfigError("a YAML alias refers to a value that contains it (a recursive "
-                              "structure), which JSON cannot carry")
-        open_.add(id(node))
-        stack.append((node, True))
-        stack.extend((c, False) for c in children if id(c) not in sizes)
-    return sizes[id(root)]
-
-
-def _children(node: yaml.Node) -> list[yaml.Node]:
-    if isinstance(node, yaml.SequenceNode):
-        return list(node.value)
-    if isinstance(node, yaml.MappingNode):
-        return [part for pair in node.value for part in pair]
-    return []

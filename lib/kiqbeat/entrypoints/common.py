@@ -8,10 +8,13 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
-from kiqbeat.engine import Engine
 from kiqbeat.errors import ConfigError
 from kiqbeat.settings import flags_of
+
+if TYPE_CHECKING:  # the engine (and the Redis client) when a command runs, not to parse its flags
+    from kiqbeat.engine import Engine
 
 
 @contextmanager
@@ -22,6 +25,8 @@ def opened_engine(args: argparse.Namespace) -> Iterator[Engine]:
     Its document is read first (cached for `store()`): a ConfigError from reading or
     validating it also says how to reach the store without it — an operator may need
     `missed`, `trigger` or `status` precisely while the document is broken."""
+    from kiqbeat.engine import Engine
+
     engine = Engine.from_environ(flags=flags_of(args))
     engine.settings.shard_to_run(required=False)  # --shard, if any, one of --shard-count's
     try:

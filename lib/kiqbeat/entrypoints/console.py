@@ -14,14 +14,14 @@ import json
 import os
 from typing import Any
 
-from kiqbeat.audit import read_audit
-from kiqbeat.engine import Engine
 from kiqbeat.entrypoints.common import opened_engine
 from kiqbeat.errors import ConfigError, shown
 from kiqbeat.settings import add_flags, flags_of
 
 
 def _cmd_web(args: argparse.Namespace) -> int:
+    from kiqbeat.engine import Engine
+
     try:
         import uvicorn
 
@@ -53,6 +53,8 @@ def _cmd_web(args: argparse.Namespace) -> int:
 def _cmd_audit(args: argparse.Namespace) -> int:
     if not 1 <= args.limit <= 10_000:
         raise ConfigError("--limit must be from 1 to 10000")
+    from kiqbeat.audit import read_audit
+
     with opened_engine(args) as engine:
         store = engine.store()
         entries = read_audit(store.client, store.namespace, args.name, args.limit)

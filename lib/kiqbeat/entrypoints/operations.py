@@ -37,7 +37,6 @@ from typing import Any
 from kiqbeat.core.limits import BACKFILL_CONFIRM_JOBS
 from kiqbeat.entrypoints import requests
 from kiqbeat.entrypoints.common import opened_engine, progress_bar
-from kiqbeat.entrypoints.outcomes import execute
 from kiqbeat.errors import foreign_json
 from kiqbeat.settings import add_flags
 
@@ -49,6 +48,8 @@ def run_request(kind: str, args: argparse.Namespace) -> int:
     deadline): without --yes the backfill counts them itself, before its confirmation
     checks, and its bar then shows the ticks pushed and their rate without a total; with
     --yes nothing else counts them, and a dry-run count gives the bar its total."""
+    from kiqbeat.entrypoints.outcomes import execute  # the store: when a request runs
+
     request = requests.from_args(kind, args)
     show = (kind == "backfill" and not (args.json or args.no_progress or args.dry_run)
             and sys.stderr.isatty())

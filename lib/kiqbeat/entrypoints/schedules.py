@@ -27,9 +27,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
-from typing import IO, Any
-
-import yaml
+from typing import IO, TYPE_CHECKING, Any
 
 from kiqbeat.core.limits import (
     MAX_DEFINITION_BYTES,
@@ -40,7 +38,6 @@ from kiqbeat.document.fields import BY_NAME
 from kiqbeat.document.imported import ImportOptions
 from kiqbeat.document.jobs import MAX_JOB_BYTES
 from kiqbeat.document.read import MAX_DOCUMENT_BYTES, decode, parse
-from kiqbeat.engine import Engine
 from kiqbeat.entrypoints.common import opened_engine, progress_bar
 from kiqbeat.entrypoints.operations import run_request
 from kiqbeat.entrypoints.preview import add_import_flags, import_options
@@ -53,7 +50,10 @@ from kiqbeat.errors import (
     shown_name,
 )
 from kiqbeat.settings import add_flags
-from kiqbeat.store import ImportResult, Store
+
+if TYPE_CHECKING:  # the engine and the store when a command runs, not to parse its flags
+    from kiqbeat.engine import Engine
+    from kiqbeat.store import ImportResult, Store
 
 # A JSON line holds one definition, whose job is at most MAX_JOB_BYTES; twice that leaves
 # room for escapes, and bounds what one bad line can make the command hold.
@@ -68,7 +68,13 @@ FORCE_HELP = ("whatever source the schedule names: for a definition whose source
               "document the store knows (written by hand), or a document no longer applied")
 _SHOWN_PROBLEMS = 20  # listed by the plain summary; --json lists every one
 EXPORT_PAGE = 1000  # schedules per YAML dump call
-_DUMPER: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml when available
+
+
+def _dumper() -> Any:
+    """PyYAML's dumper (libyaml's when available), loaded by the commands that write YAML."""
+    import yaml
+
+    return getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
 def _done(args: argparse.Namespace, document: dict[str, Any], text: str) -> int:
@@ -393,9 +399,11 @@ def _yaml_page(page: dict[str, Any]) -> str:
     """A page of schedules as a `schedules:` YAML document. Text that would not show as
     itself (controls, bidi controls, lone surrogates from JSON escapes) makes the page
     dumped with every non-ASCII character escaped: lossless, and safe on a terminal."""
+    import yaml
+
     document = {"schedules": page}
     try:
-        text: str = yaml.dump(document, Dumper=_DUMPER, sort_keys=False, allow_unicode=True,
+        text: str = yaml.dump(document, Dumper=_dumper(), sort_keys=False, allow_unicode=True,
                               width=1 << 20)
     except UnicodeEncodeError:  # libyaml takes UTF-8 only: a lone surrogate
         text = ""
@@ -448,6 +456,8 @@ def _cmd_export(args: argparse.Namespace) -> int:
     """Print every definition that can be exported; name on stderr those that cannot, once
     the rest is written, and then exit 1: a backup is never silently short. A document
     (YAML, --json) ends with its `time_zone` (`_ExportZone`)."""
+    import yaml
+
     write = sys.stdout.write
     passed: list[tuple[str, str]] = []
     zone = _ExportZone()
@@ -475,7 +485,7 @@ def _cmd_export(args: argparse.Namespace) -> int:
                 write(text.removeprefix("schedules:" if empty else "schedules:\n"))
                 empty = False
             write(" {}\n" if empty else "")
-            write(yaml.dump({"time_zone": zone.zone}, Dumper=_DUMPER))
+            write(yaml.dump({"time_zone": zone.zone}, Dumper=_dumper()))
     sys.stdout.flush()
     for name, why in passed[:_SHOWN_PROBLEMS]:
         print(f"kiqbeat: not exported: {shown_name(name)}: {why}", file=sys.stderr)

@@ -20,7 +20,8 @@ from __future__ import annotations
 import hashlib
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cached_property
 from importlib.resources import files
 from typing import Any
 
@@ -45,21 +46,28 @@ LIMITS = (f"-- kiqbeat's bounds (core/limits.py), written here by scripts.py.\n"
 
 @dataclass(frozen=True)
 class Lua:
-    """One script of `redis/lua/`: its text, SHA1 and function name in the library."""
+    """One script of `redis/lua/`: its text, SHA1 and function name in the library. The text
+    is read from the package when first asked for (a process reads the scripts it runs)."""
 
     name: str
-    text: str = field(repr=False)
-    sha: str
+    uses: tuple[str, ...] = ()
 
     @classmethod
     def named(cls, name: str, *uses: str) -> Lua:
         """The packaged script `lua/<name>.lua`, after the bounds (`LIMITS`) and the checks
         every script shares (`lua/checks.lua`) and the shared parts it `uses`
         (`lua/<use>.lua`)."""
+        return cls(name, uses)
+
+    @cached_property
+    def text(self) -> str:
         lua = files("kiqbeat.redis").joinpath("lua")
-        text = "\n".join([LIMITS, *(lua.joinpath(f"{part}.lua").read_text()
-                                    for part in ("checks", *uses, name))])
-        return cls(name, text, hashlib.sha1(text.encode()).hexdigest())
+        return "\n".join([LIMITS, *(lua.joinpath(f"{part}.lua").read_text()
+                                    for part in ("checks", *self.uses, self.name))])
+
+    @cached_property
+    def sha(self) -> str:
+        return hashlib.sha1(self.text.encode()).hexdigest()
 
     @property
     def function(self) -> str:
