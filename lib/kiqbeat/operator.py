@@ -57,6 +57,7 @@ from kiqbeat.core.records import (
     Push,
     Range,
     count_ticks,
+    held_tick_ms,
     last_tick_in,
     parse_history,
     parse_ranges,
@@ -682,13 +683,16 @@ class Operator:
         ranges = _ranges(name, missed) if missed else []
         pause = self.side.read_pauses([name]).get(name)
         record, last_error = read_outcomes(self.client, self.namespace, [name])[name]
+        with redis_errors(self.client, f"reading {keys.held(self.namespace)}"):
+            held = held_tick_ms(self.client.hget(keys.held(self.namespace), name))
+
         def classified(waiting: Collection[str]) -> TickReport:
             return classify_ticks(
                 name, schedule.timetable, since_ms=to_ms(since), until_ms=to_ms(until),
                 now_ms=to_ms(now), mark_ms=stored.mark_ms, first_seen_ms=stored.first_seen_ms,
                 history=pushes, keep=self.keep_history, outcomes=record,
                 last_error=last_error, missed=ranges, pause=pause, enabled=schedule.enabled,
-                waiting=waiting, jid_of=jid_ms)
+                waiting=waiting, jid_of=jid_ms, held_ms=held)
 
         found = classified(())
         unreported = [t for t in found.ticks if t.outcome in ("pushed", "backfilled")]
