@@ -1,0 +1,185 @@
+"""`overlap: buffer_one` (issue 27, DESIGN §8) through the engine and the push script on a
+real Redis: a tick due while the previous job waits or runs is held (one at most, the rest
+skipped for overlap) and pushed once that job has ended, exactly once, whatever races."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import redis
+
+from kiqbeat.core.payload import jid
+from kiqbeat.core.plan import to_ms
+from kiqbeat.core.records import held_tick_ms
+from kiqbeat.engine import run
+from kiqbeat.redis import keys
+from kiqbeat.store import Store
+
+from .helpers import config, race
+
+T0 = datetime(2025, 12, 24, 0, 0, tzinfo=UTC)
+BUFFERED = """
+schedules:
+  slow:
+    every: 1m
+    class: A
+    overlap: buffer_one
+  plain:
+    every: 1m
+    class: B
+    queue: plain
+"""
+MINUTE = [T0 + timedelta(minutes=m) for m in range(30)]
+
+
+def queued_jids(client: redis.Redis, queue: str = "default") -> list[str]:
+    """The jids waiting in `queue`, oldest first (LPUSH puts the newest at the head)."""
+    return [json.loads(raw)["jid"] for raw in reversed(client.lrange(f"queue:{queue}", 0, -1))]
+
+
+def held_tick(client: redis.Redis, name: str = "slow") -> datetime | None:
+    """The tick the schedule holds, read from `kiqbeat:held` as docs/store.md writes it."""
+    raw = client.hget("kiqbeat:held", name)
+    if raw is None:
+        return None
+    tick_ms, _release, _n = raw.partition(b"\n")[0].split(b" ")
+    return datetime.fromtimestamp(int(tick_ms) / 1000, tz=UTC)
+
+
+def test_buffer_one_holds_one_tick_while_the_previous_job_waits_and_pushes_it_once_it_ends(
+        client: redis.Redis) -> None:
+    cfg = config(BUFFERED)
+    run(client, cfg, now=MINUTE[0])
+    run(client, cfg, now=MINUTE[1])
+    assert queued_jids(client) == [jid("slow", MINUTE[1])]
+    run(client, cfg, now=MINUTE[2])  # minute 1's job still waits: minute 2 is held
+    assert queued_jids(client) == [jid("slow", MINUTE[1])]
+    assert held_tick(client) == MINUTE[2]
+    run(client, cfg, now=MINUTE[3])  # one is held already: minute 3 is skipped
+    assert held_tick(client) == MINUTE[2]
+    client.rpop("queue:default")  # a worker takes minute 1's job, and runs it:
+    client.set(keys.running("", "slow"), jid("slow", MINUTE[1]), px=60_000)
+    run(client, cfg, now=MINUTE[3] + timedelta(seconds=20))
+    assert queued_jids(client) == [] and held_tick(client) == MINUTE[2]
+    client.delete(keys.running("", "slow"))  # done: the next invocation pushes the held tick
+    report = run(client, cfg, now=MINUTE[3] + timedelta(seconds=40))
+    assert queued_jids(client) == [jid("slow", MINUTE[2])]
+    assert held_tick(client) is None and report.pushed == 1
+    job = json.loads(client.lindex("queue:default", 0))
+    assert job["kiqbeat_tick"] == to_ms(MINUTE[2])  # its own tick and jid, as built
+    run(client, cfg, now=MINUTE[3] + timedelta(seconds=50))  # again: nothing more
+    assert queued_jids(client) == [jid("slow", MINUTE[2])]
+    run(client, cfg, now=MINUTE[4])  # minute 2's job waits now: minute 4 is held
+    assert held_tick(client) == MINUTE[4]
+    # The others never wait on it; minute 3 alone is recorded, for overlap.
+    assert queued_jids(client, "plain") == [jid("plain", m) for m in MINUTE[1:5]]
+    store = Store(client)
+    assert [(r.after, r.through, r.reason) for r in store.missed()] == [
+        (MINUTE[2], MINUTE[3], "overlap")]
+    assert [(p.kind, p.tick) for p in store.history("slow")][:2] == [
+        ("tick", MINUTE[2]), ("tick", MINUTE[1])]
+    ticks = store.report("slow", since=MINUTE[0], until=MINUTE[4] + timedelta(seconds=30))
+    assert [(t.tick_ms, t.outcome, t.reason) for t in ticks.ticks] == [
+        (to_ms(MINUTE[1]), "pushed", None), (to_ms(MINUTE[2]), "waiting", None),
+        (to_ms(MINUTE[3]), "skipped", "overlap"), (to_ms(MINUTE[4]), "held", None)]
+
+
+def test_a_catch_up_pushes_one_holds_the_next_and_skips_the_rest(client: redis.Redis) -> None:
+    cfg = config(BUFFERED)
+    run(client, cfg, now=MINUTE[0])
+    run(client, cfg, now=MINUTE[5])  # five minutes due at once
+    assert queued_jids(client) == [jid("slow", MINUTE[1])]
+    assert held_tick(client) == MINUTE[2]
+    assert [(r.after, r.through, r.reason, r.ticks) for r in Store(client).missed()] == [
+        (MINUTE[2], MINUTE[5], "overlap", 3)]
+    report = run(client, cfg, now=MINUTE[5] + timedelta(seconds=1))
+    assert report.pushed == 0  # minute 1's job still waits
+
+
+def test_racing_invokers_release_a_held_tick_once(redis_url: str, client: redis.Redis) -> None:
+    cfg = config(BUFFERED)
+    instants = [T0 + timedelta(seconds=20 * k) for k in range(31)]  # ten minutes, no worker
+    race(redis_url, cfg, instants)
+    assert queued_jids(client) == [jid("slow", MINUTE[1])]
+    assert held_tick(client) == MINUTE[2]
+    client.rpop("queue:default")  # a worker took minute 1's job, and it ended
+    # Eight copies at once, each invoking every second of the next ten: the held tick is
+    # pushed once, and then held again is minute 11, due while minute 2's job waits.
+    race(redis_url, cfg, [MINUTE[10] + timedelta(seconds=s) for s in range(1, 11)]
+         + [MINUTE[11] + timedelta(seconds=1)], invokers=8)
+    found = queued_jids(client)
+    assert found == [jid("slow", MINUTE[2])]
+    assert held_tick(client) == MINUTE[11]
+    assert len(set(queued_jids(client, "plain"))) == len(queued_jids(client, "plain")) == 11
+
+
+def test_the_held_tick_outlives_the_process_that_held_it(redis_url: str) -> None:
+    """A held tick lives in Redis, written in the step that held it: a process killed after
+    holding loses nothing, and any later copy pushes it."""
+    cfg = config(BUFFERED)
+    first = redis.Redis.from_url(redis_url)
+    run(first, cfg, now=MINUTE[0])
+    run(first, cfg, now=MINUTE[1])
+    run(first, cfg, now=MINUTE[2])
+    first.connection_pool.disconnect()  # that copy is gone
+    other = redis.Redis.from_url(redis_url)
+    other.rpop("queue:default")
+    run(other, cfg, now=MINUTE[2] + timedelta(seconds=5))
+    assert queued_jids(other) == [jid("slow", MINUTE[2])]
+    other.close()
+
+
+def test_a_held_tick_counts_as_a_run_and_is_forgotten_with_its_schedule(
+        client: redis.Redis) -> None:
+    cfg = config(BUFFERED.replace("overlap: buffer_one", "overlap: buffer_one\n    max_runs: 2"))
+    run(client, cfg, now=MINUTE[0])
+    run(client, cfg, now=MINUTE[3])  # minute 1 pushed, minute 2 held: both runs
+    assert client.hget(keys.runs(""), "slow") == b"2"
+    assert held_tick(client) == MINUTE[2]
+    # Ended, but planned again within a second while it holds a tick.
+    assert client.zscore("kiqbeat:due", "slow") == to_ms(MINUTE[3]) + 1000
+    client.rpop("queue:default")
+    run(client, cfg, now=MINUTE[3] + timedelta(seconds=2))
+    assert queued_jids(client) == [jid("slow", MINUTE[2])]
+    assert client.zscore("kiqbeat:due", "slow") == 253_402_300_799_999  # ended now
+    run(client, cfg, now=MINUTE[6])
+    assert queued_jids(client) == [jid("slow", MINUTE[2])]
+    # Removal forgets a held tick with the rest of the schedule's state.
+    store = Store(client)
+    store.put("gone", {"every": "1m", "class": "C", "queue": "gone", "overlap": "buffer_one"})
+    run(client, cfg, now=MINUTE[6] + timedelta(seconds=1))
+    run(client, cfg, now=MINUTE[8])
+    assert held_tick(client, "gone") == MINUTE[8]
+    store.remove("gone")
+    assert client.hget("kiqbeat:held", "gone") is None
+
+
+def test_a_held_record_that_is_not_one_sets_only_its_schedule_aside(
+        client: redis.Redis) -> None:
+    cfg = config(BUFFERED)
+    run(client, cfg, now=MINUTE[0])
+    client.hset("kiqbeat:held", "slow", b"\xff not a held tick")
+    report = run(client, cfg, now=MINUTE[1])
+    assert queued_jids(client, "plain") == [jid("plain", MINUTE[1])]
+    assert queued_jids(client) == []  # nothing of it pushed
+    reason = client.hget("kiqbeat:rejected", "slow")
+    assert reason is not None and b"kiqbeat:held" in reason
+    assert any("'slow'" in w and "kiqbeat:held" in w for w in report.warnings)
+    assert held_tick_ms(b"\xff not a held tick") is None
+
+
+def test_an_invocation_that_holds_a_tick_asks_to_be_invoked_again_within_a_second(
+        client: redis.Redis) -> None:
+    """`next_due_ms` paces `kiqbeat run`: about a second after a hold, not the next tick
+    (tests/entrypoints/test_run_buffer_one.py runs the loop itself)."""
+    cfg = config(BUFFERED)
+    run(client, cfg, now=MINUTE[0])
+    run(client, cfg, now=MINUTE[1])
+    report = run(client, cfg, now=MINUTE[2])
+    assert held_tick(client) == MINUTE[2]
+    assert report.next_due_ms == to_ms(MINUTE[2]) + 1000
+    client.rpop("queue:default")
+    report = run(client, cfg, now=MINUTE[2] + timedelta(seconds=1))
+    assert queued_jids(client) == [jid("slow", MINUTE[2])]
+    assert report.next_due_ms == to_ms(MINUTE[3])  # nothing held: the next tick
