@@ -110,6 +110,26 @@ local function any_held(life)
   return redis.call('HLEN', life.held) > 0
 end
 
+-- True when `name` can be a queue's name, as a definition's `queue` is one: UTF-8 text
+-- without spaces or control characters (a held record written by hand must not push into,
+-- nor name in the queues set, a queue no definition could).
+local function queue_name_ok(name)
+  if #name == 0 or #name > 1000 or string.find(name, '[%c%s]') then return false end
+  local i, n = 1, #name
+  while i <= n do
+    local c = string.byte(name, i)
+    local len = (c < 0x80 and 1) or (c >= 0xC2 and c <= 0xDF and 2)
+      or (c >= 0xE0 and c <= 0xEF and 3) or (c >= 0xF0 and c <= 0xF4 and 4) or 0
+    if len == 0 or i + len - 1 > n then return false end
+    for k = i + 1, i + len - 1 do
+      local b = string.byte(name, k)
+      if b < 0x80 or b > 0xBF then return false end
+    end
+    i = i + len
+  end
+  return true
+end
+
 -- The tick the schedule holds, as {tick, release, queue, json} (nil: none); nil and why,
 -- naming the key and the value, for a value that is not one (written by hand): the script
 -- never pushes it, and sets the schedule aside with that reason instead.
@@ -120,7 +140,7 @@ local function held_of(life, name)
   if tick and #tick <= 15 and #release <= 15 and #n <= 5 then
     n = tonumber(n)
     local queue, json = string.sub(raw, at, at + n - 1), string.sub(raw, at + n)
-    if #queue == n and n > 0 and #json > 0 and tonumber(tick) <= ENDED_MS
+    if #queue == n and queue_name_ok(queue) and #json > 0 and tonumber(tick) <= ENDED_MS
         and tonumber(release) <= ENDED_MS then
       return {tick = tonumber(tick), release = tonumber(release), queue = queue, json = json}
     end
