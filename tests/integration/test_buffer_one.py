@@ -7,12 +7,16 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
+import pytest
 import redis
 
+from kiqbeat.core.describe import describe_life
 from kiqbeat.core.payload import jid
 from kiqbeat.core.plan import to_ms
 from kiqbeat.core.records import held_tick_ms
+from kiqbeat.document.validate import read_definition
 from kiqbeat.engine import run
+from kiqbeat.errors import ConfigError
 from kiqbeat.redis import keys
 from kiqbeat.store import Store
 
@@ -183,3 +187,23 @@ def test_an_invocation_that_holds_a_tick_asks_to_be_invoked_again_within_a_secon
     report = run(client, cfg, now=MINUTE[2] + timedelta(seconds=1))
     assert queued_jids(client) == [jid("slow", MINUTE[2])]
     assert report.next_due_ms == to_ms(MINUTE[3])  # nothing held: the next tick
+
+
+def test_every_source_takes_buffer_one_and_describes_it(client: redis.Redis) -> None:
+    """The Python API and the plain-Redis protocol (a definition and a "plan me" entry) take
+    it, as a document does; validation names the values it takes; `next` describes it."""
+    store = Store(client)
+    store.put("api", {"every": "1m", "class": "C", "queue": "api", "overlap": "buffer_one"})
+    client.hset("kiqbeat:schedules", "protocol", json.dumps(
+        {"every": "1m", "class": "C", "queue": "protocol", "overlap": "buffer_one"}))
+    client.zadd("kiqbeat:due", {"protocol": 0})
+    cfg = config("schedules: {}\n")
+    run(client, cfg, now=MINUTE[0])
+    run(client, cfg, now=MINUTE[1])
+    run(client, cfg, now=MINUTE[2])
+    assert client.hget("kiqbeat:rejected", "protocol") is None
+    assert held_tick(client, "api") == held_tick(client, "protocol") == MINUTE[2]
+    assert "held" in describe_life(read_definition("x", b'{"every": "1m", "class": "C", '
+                                                        b'"overlap": "buffer_one"}'))
+    with pytest.raises(ConfigError, match="buffer_one"):
+        store.put("typo", {"every": "1m", "class": "C", "overlap": "buffer"})
