@@ -684,7 +684,8 @@ class Operator:
         pause = self.side.read_pauses([name]).get(name)
         record, last_error = read_outcomes(self.client, self.namespace, [name])[name]
         with redis_errors(self.client, f"reading {keys.held(self.namespace)}"):
-            held = held_tick_ms(self.client.hget(keys.held(self.namespace), name))
+            held_raw = self.client.hget(keys.held(self.namespace), name)
+        held = held_tick_ms(held_raw.encode() if isinstance(held_raw, str) else held_raw)
 
         def classified(waiting: Collection[str]) -> TickReport:
             return classify_ticks(

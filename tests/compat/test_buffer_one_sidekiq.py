@@ -10,6 +10,7 @@ import json
 import textwrap
 import threading
 from collections.abc import Iterator
+from itertools import pairwise
 
 import pytest
 
@@ -59,22 +60,24 @@ def test_a_long_job_never_runs_twice_at_once_and_the_held_tick_starts_when_it_en
         stop_loop.set()
         loop.join(timeout=60)
     # Let the job running now end (nothing more is pushed: the loop has stopped).
-    wait_for("the last job to end", lambda: not worker.client.llen(f"queue:{QUEUE}") and all(
-        len(events) == 2 for events in _runs(worker).values()) or None, JOB_S * 3)
+    def all_ended() -> bool | None:
+        return (not worker.client.llen(f"queue:{QUEUE}") and all(
+            len(events) == 2 for events in _runs(worker).values())) or None
+    wait_for("the last job to end", all_ended, JOB_S * 3)
 
     runs = _runs(worker)
     jobs = sorted((events["start"], events["end"], job_id) for job_id, events in runs.items())
     assert len(jobs) >= 3, jobs  # 13 s jobs over 55 s
     assert len({job_id for _, _, job_id in jobs}) == len(jobs)  # each once
     # Never two at once, though the worker has three threads.
-    for (_, end, _), (start, _, _) in zip(jobs, jobs[1:], strict=False):
+    for (_, end, _), (start, _, _) in pairwise(jobs):
         assert start >= end, jobs
     # Each job is a tick's: the tick its jid names (its own jid, not a copy of another's).
     ticks = {job_id: _tick_of(worker, job_id) for _, _, job_id in jobs}
     assert all(jid_ms("long", tick) == job_id for job_id, tick in ticks.items())
     # Every job after the first was held (its tick came while the one before ran) and
     # started right after that one ended.
-    for (_, end, _), (start, _, job_id) in zip(jobs, jobs[1:], strict=False):
+    for (_, end, _), (start, _, job_id) in pairwise(jobs):
         assert ticks[job_id] < end, (job_id, ticks[job_id], end)
         assert start - end <= HELD_START_S * 1000, (job_id, start - end)
     # The ticks due while one was held are recorded as skipped for overlap.

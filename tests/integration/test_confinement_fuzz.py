@@ -2,9 +2,10 @@
 schedule.
 
 Each example builds a store of healthy schedules (minutely, every-second, one with every
-lifecycle field, `overlap: skip`, `overlap: buffer_one`, `max_runs`, a paused one) plus a victim, lets a first
-invocation register them all, then corrupts ONE thing about the victim: a field of its
-definition (every field a definition may hold, plus unknown ones) set to a hostile value
+lifecycle field, `overlap: skip`, `overlap: buffer_one`, `max_runs`, a paused one) plus a
+victim, lets a first invocation register them all, then corrupts ONE thing about the
+victim: a field of its definition (every field a definition may hold, plus unknown ones) set
+to a hostile value
 (out-of-range instants and offsets, huge, negative and non-integer numbers, wrong types,
 deep nesting, non-UTF-8 bytes), its whole definition's bytes, or its value in one of
 kiqbeat's keys (`TARGETS`). Then, through the code the CLI runs (`kiqbeat.entrypoints.cli.main`
