@@ -207,3 +207,37 @@ def test_every_source_takes_buffer_one_and_describes_it(client: redis.Redis) -> 
                                                         b'"overlap": "buffer_one"}'))
     with pytest.raises(ConfigError, match="buffer_one"):
         store.put("typo", {"every": "1m", "class": "C", "overlap": "buffer"})
+
+
+def test_a_held_tick_is_pushed_as_built_after_a_pause_a_queue_change_or_another_overlap(
+        client: redis.Redis) -> None:
+    """Held, its job is owed as one already in its queue is: a pause, a new queue or a new
+    `overlap` leaves it to be pushed, as it was built, once the previous job has ended."""
+    store = Store(client)
+    cfg = config("schedules: {}\n")
+    for name in ("paused", "moved", "allowed"):
+        store.put(name, {"every": "1m", "class": "C", "queue": name, "overlap": "buffer_one"})
+    run(client, cfg, now=MINUTE[0])
+    run(client, cfg, now=MINUTE[1])
+    run(client, cfg, now=MINUTE[2])
+    assert [held_tick(client, n) for n in ("paused", "moved", "allowed")] == [MINUTE[2]] * 3
+    store.pause("paused")
+    store.put("moved", {"every": "1m", "class": "C", "queue": "elsewhere",
+                        "overlap": "buffer_one"})
+    store.put("allowed", {"every": "1m", "class": "C", "queue": "allowed"})
+    run(client, cfg, now=MINUTE[2] + timedelta(seconds=10))  # previous jobs still waiting
+    assert [held_tick(client, n) for n in ("paused", "moved", "allowed")] == [MINUTE[2]] * 3
+    for name in ("paused", "moved", "allowed"):
+        client.rpop(f"queue:{name}")  # a worker takes each, and it ends
+    run(client, cfg, now=MINUTE[2] + timedelta(seconds=20))
+    assert queued_jids(client, "paused") == [jid("paused", MINUTE[2])]
+    assert queued_jids(client, "moved") == [jid("moved", MINUTE[2])]  # where it was built for
+    assert json.loads(client.lindex("queue:moved", 0))["queue"] == "moved"
+    assert queued_jids(client, "allowed") == [jid("allowed", MINUTE[2])]
+    assert client.hlen("kiqbeat:held") == 0
+    client.rpop("queue:moved")  # taken; its next ticks go to the new queue
+    run(client, cfg, now=MINUTE[3] + timedelta(seconds=1))
+    assert queued_jids(client, "paused") == [jid("paused", MINUTE[2])]  # paused: no more
+    assert queued_jids(client, "elsewhere") == [jid("moved", MINUTE[3])]
+    assert queued_jids(client, "allowed") == [jid("allowed", m) for m in MINUTE[2:4]]
+    assert client.hlen("kiqbeat:held") == 0

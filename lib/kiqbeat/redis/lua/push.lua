@@ -263,7 +263,7 @@ for i = 1, ng do
           life_shown(held.key) .. ' is a ' .. kind .. ', not a list (HDEL ' .. life.held ..
           ' NAME, then ZADD kiqbeat:due 0 NAME)'
       else
-        err = expect_allowed('LPUSH', held.key, 'job')
+        err = expect_allowed('LPUSH', held.key, 'job') or expect_allowed('LPOS', held.key, 'job')
         if err then return err end
       end
     end
@@ -301,7 +301,8 @@ local function push_above(i, floor)
   local overlapped = {}
   local held, remembered = helds[i], nil
   if held then
-    local waiting = job_waiting(life, name, sched_key, KEYS[FIRST_QUEUE + k],
+    -- The previous job went where the held one was built to go (its queue then).
+    local waiting = job_waiting(life, name, sched_key, held.key or KEYS[FIRST_QUEUE + k],
       running_prefix .. name)
     if overlap then busy = waiting end
     if not waiting then
