@@ -51,8 +51,9 @@ The mark passes all of them. Before any of its jobs, a group whose schedule hold
 held job is pushed as it was built (into the queue it names, or the `schedule` set until
 its RELEASE instant; history "t TICK DELAY"; counted in `pushed`, `released`) and the
 record deleted, in this step. While a schedule still holds a tick after the step, its index
-entry is at most ARGV[1] + HELD_RECHECK_MS, so it is planned again that soon. A schedule whose run count has
-reached LIMIT has ended: its index entry is ENDED_MS (never due) instead of NEXT. Skipped,
+entry is at most ARGV[1] + HELD_RECHECK_MS, so it is planned again that soon. A schedule
+whose run count has reached LIMIT has ended: its index entry is ENDED_MS (never due)
+instead of NEXT (or, while it holds a tick, that recheck). Skipped,
 limited and overlapped ticks are counted in `skipped`; overlapped ones in `recorded` too.
 A held record that is not one (written by hand) sets its schedule aside (below).
 
@@ -95,10 +96,10 @@ All checks run before the first write: Redis does not roll a script back, and it
 script for lack of memory only at its first write, so once the first write is done the rest
 complete.
 
-A group whose life counter (runs, skips) is not a whole number, whose held record is not one,
-or whose held job's queue is not a list, or whose progress record is not one (written by
-hand) is set aside instead: its reason goes into the rejected hash, its
-index entry goes, nothing of it is pushed.
+A group whose life counter (runs, skips) is not a whole number, whose held record is not one
+(or names a queue whose key is not a list), or whose progress record is not one (written by
+hand) is set aside instead: its reason goes into the rejected hash, its index entry goes,
+nothing of it is pushed.
 
 Returns {pushed, already, missed, skipped, new, stale, recorded, flags, by_reason, applied,
 aside}: stale counts the groups left alone for a changed definition, recorded the ticks
@@ -263,7 +264,8 @@ for i = 1, ng do
           life_shown(held.key) .. ' is a ' .. kind .. ', not a list (HDEL ' .. life.held ..
           ' NAME, then ZADD kiqbeat:due 0 NAME)'
       else
-        err = expect_allowed('LPUSH', held.key, 'job') or expect_allowed('LPOS', held.key, 'job')
+        err = expect_allowed('LPUSH', held.key, 'job')
+          or expect_allowed('LPOS', held.key, 'job')
         if err then return err end
       end
     end
