@@ -25,11 +25,13 @@ from .harness import stop, wait_for
 from .test_outcomes import LEDGER, QUEUE, Worker
 
 PERIOD_S = 10  # the schedule's period
-JOB_S = 13  # each job sleeps this long: longer than the period
-RUN_S = 55  # the loop runs this long
+# Each job sleeps this long: longer than the period, so a tick comes due while it runs (held)
+# and, once a held job runs, two more (the first held, the second skipped for overlap).
+JOB_S = 16
+RUN_S = 60  # the loop runs this long
 # The held tick starts this soon after the job before it ends: the loop's second, Sidekiq's
-# fetch and a loaded 2-core machine's slack. Released only at the next tick instead, it would
-# start PERIOD_S - (JOB_S - PERIOD_S) = 7 s later.
+# fetch and a loaded 2-core machine's slack. Released only at the next tick instead, the
+# second job would start 4 s after the first ended, the third 7.5 s after the second.
 HELD_START_S = 3.5
 
 
@@ -67,7 +69,7 @@ def test_a_long_job_never_runs_twice_at_once_and_the_held_tick_starts_when_it_en
 
     runs = _runs(worker)
     jobs = sorted((events["start"], events["end"], job_id) for job_id, events in runs.items())
-    assert len(jobs) >= 3, jobs  # 13 s jobs over 55 s
+    assert len(jobs) >= 3, jobs  # 16 s jobs over 60 s
     assert len({job_id for _, _, job_id in jobs}) == len(jobs)  # each once
     # Never two at once, though the worker has three threads.
     for (_, end, _), (start, _, _) in pairwise(jobs):
@@ -79,10 +81,10 @@ def test_a_long_job_never_runs_twice_at_once_and_the_held_tick_starts_when_it_en
     # started right after that one ended.
     for (_, end, _), (start, _, job_id) in pairwise(jobs):
         assert ticks[job_id] < end, (job_id, ticks[job_id], end)
-        assert start - end <= HELD_START_S * 1000, (job_id, start - end)
+        assert start - end <= HELD_START_S * 1000, (job_id, start - end, jobs)
     # The ticks due while one was held are recorded as skipped for overlap.
     missed = Store(worker.client).missed()
-    assert missed and all(r.reason == "overlap" for r in missed)
+    assert missed and all(r.reason == "overlap" for r in missed), (missed, jobs)
 
 
 def _runs(worker: Worker) -> dict[str, dict[str, int]]:
