@@ -4,21 +4,25 @@ skipped for overlap) and pushed once that job has ended, exactly once, whatever 
 
 from __future__ import annotations
 
+import hashlib
 import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
 import redis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kiqbeat.core.describe import describe_life
-from kiqbeat.core.payload import jid
-from kiqbeat.core.plan import to_ms
+from kiqbeat.core.payload import jid, jid_ms
+from kiqbeat.core.plan import OVERLAP_CODES, Group, to_ms
 from kiqbeat.core.records import held_tick_ms
 from kiqbeat.document.validate import read_definition
 from kiqbeat.engine import run
 from kiqbeat.errors import ConfigError
-from kiqbeat.redis import keys
+from kiqbeat.redis import keys, progress, pushes
 from kiqbeat.store import Store
+from tests.support.marks import stored_mark
 
 from .helpers import config, race
 
@@ -241,3 +245,49 @@ def test_a_held_tick_is_pushed_as_built_after_a_pause_a_queue_change_or_another_
     assert queued_jids(client, "elsewhere") == [jid("moved", MINUTE[3])]
     assert queued_jids(client, "allowed") == [jid("allowed", m) for m in MINUTE[2:4]]
     assert client.hlen("kiqbeat:held") == 0
+
+
+DEFINITION = b'{"every":"1m","class":"W","overlap":"buffer_one"}'
+STEP = 60_000
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.one_of(st.tuples(st.just("offer"), st.integers(0, 4), st.integers(0, 5)),
+                          st.just(("take", 0, 0))), min_size=1, max_size=14))
+def test_in_any_interleaving_each_tick_is_pushed_held_or_recorded_once_one_job_at_a_time(
+        client: redis.Redis, steps: list[tuple[str, int, int]]) -> None:
+    """Push steps offered spans of ticks from up to `back` ticks before the stored mark to
+    `ahead` ticks after it (racing copies planned from whatever mark they read), a worker
+    taking the waiting job now and then: never two of its jobs waiting at once, and every
+    tick up to the mark pushed, held (one at most) or recorded for overlap, exactly once."""
+    client.flushall()
+    client.hset(keys.definitions(""), "r", DEFINITION)
+    progress.write_marks(client, "", {"r": progress.Mark(0, None)})
+    sha = hashlib.sha1(DEFINITION).hexdigest()
+    taken: list[str] = []
+    for action, back, ahead in steps:
+        if action == "take":
+            job = client.rpop(keys.queue("", "q"))
+            taken += [json.loads(job)["jid"]] if job else []
+        else:
+            found = stored_mark(client, "r")
+            at = (found.mark_ms if found else 0) // STEP
+            read = max(0, at - back)  # the mark this copy read
+            offered = [t * STEP for t in range(read + 1, at + ahead + 1)]
+            group = Group("r", max(offered[-1] if offered else 0, read * STEP),
+                          sha=sha, queue="q", overlap=OVERLAP_CODES["buffer_one"])
+            for tick in offered:
+                group.add(tick, 0, json.dumps({"jid": jid_ms("r", tick)}).encode())
+            pushes.push_call(client, "", keys.due(""), 10**13, [group], 10)
+        assert client.llen(keys.queue("", "q")) <= 1  # one job at a time
+    queued = taken + [json.loads(raw)["jid"] for raw in client.lrange(keys.queue("", "q"), 0, -1)]
+    held = held_tick_ms(client.hget(keys.held(""), "r"))
+    recorded = [t for line in (client.hget(keys.missed(""), "r") or b"").decode().splitlines()
+                for after, through, reason in [line.split()] if reason == "overlap"
+                for t in range(int(after) + STEP, int(through) + 1, STEP)]
+    mark = stored_mark(client, "r")
+    every = [jid_ms("r", t) for t in range(STEP, (mark.mark_ms if mark else 0) + 1, STEP)]
+    accounted = queued + ([jid_ms("r", held)] if held else []) + [jid_ms("r", t)
+                                                                  for t in recorded]
+    assert sorted(accounted) == sorted(every), (steps, queued, held, recorded, mark)
