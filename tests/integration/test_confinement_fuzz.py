@@ -2,9 +2,10 @@
 schedule.
 
 Each example builds a store of healthy schedules (minutely, every-second, one with every
-lifecycle field, `overlap: skip`, `max_runs`, a paused one) plus a victim, lets a first
-invocation register them all, then corrupts ONE thing about the victim: a field of its
-definition (every field a definition may hold, plus unknown ones) set to a hostile value
+lifecycle field, `overlap: skip`, `overlap: buffer_one`, `max_runs`, a paused one) plus a
+victim, lets a first invocation register them all, then corrupts ONE thing about the
+victim: a field of its definition (every field a definition may hold, plus unknown ones) set
+to a hostile value
 (out-of-range instants and offsets, huge, negative and non-integer numbers, wrong types,
 deep nesting, non-UTF-8 bytes), its whole definition's bytes, or its value in one of
 kiqbeat's keys (`TARGETS`). Then, through the code the CLI runs (`kiqbeat.entrypoints.cli.main`
@@ -42,7 +43,7 @@ from typing import Any
 import httpx
 import pytest
 import redis
-from hypothesis import HealthCheck, Phase, given, note, settings
+from hypothesis import HealthCheck, Phase, example, given, note, settings
 from hypothesis import strategies as st
 
 from kiqbeat.core.limits import STATE_BUCKETS
@@ -67,6 +68,7 @@ HEALTHY: dict[str, dict[str, Any]] = {
                   "args": [1, "two", {"three": 3}], "retry": 3,
                   "expect_success_within": "2m", "alert_after_failures": 2},
     "overlapping": {"class": "H", "every": "1m", "queue": "h4", "overlap": "skip"},
+    "buffered": {"class": "H", "every": "1m", "queue": "h7", "overlap": "buffer_one"},
     "limited": {"class": "H", "cron": "* * * * *", "queue": "h5", "max_runs": 2},
     "paused": {"class": "H", "cron": "* * * * *", "queue": "h6"},
 }
@@ -146,6 +148,7 @@ TARGETS: dict[str, Write] = {
     "kiqbeat:runs": _hset("kiqbeat:runs"),
     "kiqbeat:skips": _hset("kiqbeat:skips"),
     "kiqbeat:last_jobs": _hset("kiqbeat:last_jobs"),
+    "kiqbeat:held": _hset("kiqbeat:held"),
     "kiqbeat:running:<name>": _string(f"kiqbeat:running:{VICTIM}"),
     "kiqbeat:documents": _hset("kiqbeat:documents"),
     "kiqbeat:document:<location>": _string(f"kiqbeat:document:{VICTIM}.yaml"),
@@ -330,20 +333,21 @@ def check_store(client: redis.Redis, kiqbeat: Kiqbeat,  # noqa: F811 - the fixtu
         client.lpush("kiqbeat:outcomes:inbox", json.dumps(
             {"s": name, "t": reported, "j": jid(name, minute_floor(t0) + timedelta(minutes=1)),
              "e": "succeeded", "at": reported + 500, "a": 1, "d": 1000}))
-    overlapping: list[str] = []
+    overlapping: dict[str, list[str]] = {"overlapping": [], "buffered": []}
     errs = ""
     for m in range(1, MINUTES + 1):
         ran = kiqbeat("run-once", "--now", (t0 + timedelta(minutes=m)).isoformat())
         assert ran.code == 0, (corruption, ran.err[-3000:])
         errs += ran.err
-        overlapping += jids_in(client, "h4")  # a worker takes the overlap: skip job
-        client.delete("queue:h4")
+        for name in overlapping:  # a worker takes the overlap: skip and buffer_one jobs
+            overlapping[name] += jids_in(client, HEALTHY[name]["queue"])
+            client.delete(f"queue:{HEALTHY[name]['queue']}")
     last = t0 + timedelta(minutes=MINUTES)
     # the healthy schedule's report was folded whatever the victim's values
     minutely_bucket = int(hashlib.sha1(b"minutely").hexdigest()[:4], 16) % STATE_BUCKETS
     assert client.hexists(f"kiqbeat:outcomes:{minutely_bucket}", "minutely"), corruption
     for name in HEALTHY:
-        found = overlapping if name == "overlapping" else jids_in(
+        found = overlapping[name] if name in overlapping else jids_in(
             client, HEALTHY[name]["queue"])
         assert len(found) == len(set(found)), (name, corruption)  # none twice
         assert set(found) == expected_jids(name, t0, last), (name, corruption)
@@ -380,6 +384,8 @@ FUZZ = settings(max_examples=400 if LONG else 30, deadline=None, derandomize=not
 
 @pytest.mark.timeout(7200 if LONG else 300)
 @given(corruption=corruptions())
+# A held tick naming a queue no definition could (issue 27, `overlap: buffer_one`).
+@example(corruption=("key", "kiqbeat:held", b"1 0 1\n\xff{}", 0.0))
 @FUZZ
 def test_one_corrupted_value_costs_only_its_schedule(
     redis_url: str, kiqbeat: Kiqbeat,  # noqa: F811 - the fixture

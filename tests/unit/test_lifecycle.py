@@ -196,6 +196,19 @@ def test_fates_apply_skips_then_the_run_limit_and_overlap_pushes_one_a_group() -
     assert fates(2) == [Fate.PUSH, Fate.PUSH]
 
 
+def test_buffer_one_holds_the_first_tick_that_finds_a_job_waiting_and_no_more() -> None:
+    # Push, then hold the next (due while the job just pushed waits), skip the rest.
+    assert fates(4, overlap_busy=False, buffer_one=True) == [
+        Fate.PUSH, Fate.HELD, Fate.OVERLAP, Fate.OVERLAP]
+    assert fates(2, overlap_busy=True, buffer_one=True) == [Fate.HELD, Fate.OVERLAP]
+    # One held already (its job still waiting): every new tick is skipped.
+    assert fates(2, overlap_busy=True, buffer_one=True, holding=True) == [
+        Fate.OVERLAP, Fate.OVERLAP]
+    # A held tick is a run: with one run left, nothing more is held or pushed after it.
+    assert fates(3, overlap_busy=True, buffer_one=True, runs=4, max_runs=5) == [
+        Fate.HELD, Fate.LIMIT, Fate.LIMIT]
+
+
 @settings(max_examples=200)
 @given(st.integers(1, 8), st.integers(0, 3),
        st.lists(st.tuples(st.integers(0, 30), st.integers(0, 30)), max_size=12))

@@ -15,7 +15,7 @@ from kiqbeat.core.outcomes import Outcomes, TickOutcome
 from kiqbeat.core.pause import Pause
 from kiqbeat.core.payload import jid_ms
 from kiqbeat.core.plan import from_ms, to_ms
-from kiqbeat.core.records import Push, Range
+from kiqbeat.core.records import Push, Range, held_tick_ms
 from kiqbeat.core.ticks import TICK_OUTCOMES, classify_ticks
 
 MIN = 60_000
@@ -60,6 +60,19 @@ def test_each_tick_gets_the_one_outcome_its_records_say() -> None:
         (7, "missed", "window"), (8, "backfilled", None), (9, "pushed", None),
         (10, "waiting", None), (11, "pending", None), (12, "pending", None),
         (13, "pending", None), (14, "pending", None)]
+
+
+def test_the_tick_buffer_one_holds_is_held_not_skipped() -> None:
+    """Held: at or below the mark, neither pushed nor recorded missed (which, without the
+    held record, reads as a pause's); the tick after it, recorded for overlap."""
+    ticks = classify(history=[push("tick", 8)], held_ms=T0 + 9 * MIN, since_ms=T0 + 7 * MIN,
+                     missed=[Range(T0 + 9 * MIN, T0 + 10 * MIN, "overlap")])
+    assert ticks[:4] == [(8, "pushed", None), (9, "held", None), (10, "skipped", "overlap"),
+                         (11, "pending", None)]
+    assert classify(history=[push("tick", 8)], since_ms=T0 + 8 * MIN)[0] == (
+        9, "skipped", "paused")
+    assert held_tick_ms(b"%d 0 1\nq{}" % (T0 + 9 * MIN)) == T0 + 9 * MIN
+    assert held_tick_ms(b"x 0 1\nq{}") is None and held_tick_ms(None) is None
 
 
 def test_a_failed_tick_carries_its_error_and_attempts_and_json_has_the_promised_keys() -> None:

@@ -251,6 +251,9 @@ def describe_life(schedule: Schedule) -> str:
                      "tick (jitter)")
     if schedule.overlap == "skip":
         parts.append("no tick while its previous job waits or runs (overlap: skip)")
+    elif schedule.overlap == "buffer_one":
+        parts.append("a tick due while its previous job waits or runs is held (one at most) "
+                     "and pushed when that job ends (overlap: buffer_one)")
     if schedule.expires_after_s:
         parts.append(f"a job not started within {duration_text(schedule.expires_after_s)} of "
                      "its tick is not run (expires_after; with the worker middleware)")

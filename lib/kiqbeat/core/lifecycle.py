@@ -223,6 +223,9 @@ class Fate(StrEnum):
     PUSH = "push"
     SKIPPED = "skipped"  # an operator's `schedules skip` (recorded in history, not missed)
     OVERLAP = "overlap"  # `overlap: skip` and a job still waiting (recorded as missed)
+    # `overlap: buffer_one` and a job still waiting: held, pushed once that job has ended
+    # (counted as a run when held; at most one per schedule).
+    HELD = "held"
     LIMIT = "limit"  # `max_runs` reached: the schedule has ended
 
 
@@ -232,14 +235,17 @@ def runs_left(max_runs: int | None, runs: int) -> int | None:
 
 
 def fates(count: int, *, runs: int = 0, max_runs: int | None = None, skips: int = 0,
-          overlap_busy: bool | None = None) -> list[Fate]:
+          overlap_busy: bool | None = None, buffer_one: bool = False,
+          holding: bool = False) -> list[Fate]:
     """The fate of each of a group's `count` due ticks, oldest first.
 
     In this order: the schedule's pending `skips` take the first ticks (they are the next
     ones); with `overlap: skip` (`overlap_busy` not None) a tick is pushed only when no job
     of the schedule is waiting, so at most one per group, none if one was already waiting;
-    `max_runs` then caps what is pushed, counting `runs` pushed before. Skipped ticks do
-    not count as runs.
+    with `buffer_one` too, the first tick that finds a job waiting is held instead, unless
+    the schedule is `holding` one already (its held tick, when that job has ended, was
+    pushed before these: then `overlap_busy`); `max_runs` then caps what is pushed or
+    held, counting `runs` before. Skipped ticks do not count as runs.
     """
     out: list[Fate] = []
     left = runs_left(max_runs, runs)
@@ -250,6 +256,10 @@ def fates(count: int, *, runs: int = 0, max_runs: int | None = None, skips: int 
             out.append(Fate.SKIPPED)
         elif left == 0:
             out.append(Fate.LIMIT)
+        elif busy and buffer_one and not holding:
+            out.append(Fate.HELD)
+            holding = True
+            left = None if left is None else left - 1
         elif busy:
             out.append(Fate.OVERLAP)
         else:

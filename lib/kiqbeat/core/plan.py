@@ -149,9 +149,10 @@ class Group:
     ranges: list[tuple[int, int, str, int]] = field(default_factory=list)
     queue: str = "default"
     # The schedule's life rules the push step applies (redis/lua/push.lua, core/lifecycle.py
-    # `fates`): its `max_runs` (0: none) and whether it has `overlap: skip`.
+    # `fates`): its `max_runs` (0: none) and its `overlap` (OVERLAP_CODES: 0 allow, 1 skip,
+    # 2 buffer_one).
     max_runs: int = 0
-    overlap: bool = False
+    overlap: int = 0
     ticks: list[int] = field(default_factory=list)
     releases: list[int] = field(default_factory=list)
     payloads: list[bytes] = field(default_factory=list)
@@ -382,6 +383,10 @@ def _job(schedule: Schedule, tick: datetime, tick_ms: int, now: datetime, now_ms
                                     released=released).encode()
 
 
+# A schedule's `overlap` as the push step reads it (push.lua's OVERLAP byte).
+OVERLAP_CODES = {"allow": 0, "skip": 1, "buffer_one": 2}
+
+
 # Why a tick was passed over, in every count (DESIGN §2): `missed` ticks are lost (older than
 # the window); `skipped` ones were passed over on purpose, by the schedule's catch_up policy,
 # its pause, its `except` dates, a `schedules skip`, its `max_runs` or `overlap: skip`.
@@ -526,7 +531,7 @@ def _plan_schedule(schedule: Schedule, mark_ms: int, sha: str, at: _Instant
                                          scheduled=True).encode())
     return Group(name, new_mark_ms, missed, skipped, False, next_due, sha,
                  list(ranges) if ranges else [], schedule.queue, schedule.max_runs or 0,
-                 schedule.overlap == "skip", ticks, releases, payloads,
+                 OVERLAP_CODES[schedule.overlap], ticks, releases, payloads,
                  "catch_up" if enabled else "paused", excepted), next_due
 
 
@@ -581,7 +586,7 @@ def plan_due(entries: Sequence[Entry], now: datetime, window_s: float,
             continue
         group.sha = sha
         group.max_runs = schedule.max_runs or 0
-        group.overlap = schedule.overlap == "skip"
+        group.overlap = OVERLAP_CODES[schedule.overlap]
         groups.append(group)
     return plan
 

@@ -15,7 +15,12 @@ its watermark over them) as ranges `(after, through]` of epoch milliseconds with
   the step that pauses it);
 - "overlap": passed over by `overlap: skip` while the schedule's previous job still waited
   or ran (push.lua). A backfill leaves these alone unless asked for them by reason
-  (`backfill --reason overlap`): running them late would be the overlap they avoided.
+  (`backfill --reason overlap`): running them late would be the overlap they avoided; and
+  by `overlap: buffer_one` beyond the one tick it holds.
+
+Held ticks. An `overlap: buffer_one` schedule holds at most one tick while its previous job
+waits or runs (push.lua, life.lua's held hash: "TICK RELEASE N\\n", the N bytes of its
+queue's name, the job's JSON); `held_tick_ms` reads which.
 
 A range names instants, not ticks: the ticks in it are those of the schedule's timetable,
 so a schedule firing every second and down for a month is one range, and the record of a
@@ -52,7 +57,7 @@ REASONS = {"window": "older than the missed-jobs window",
            "policy": "skipped by the schedule's catch_up policy",
            "paused": "due but not yet pushed when the schedule was paused",
            "overlap": "passed over while its previous job still waited or ran "
-                      "(overlap: skip)"}
+                      "(overlap: skip, or buffer_one beyond the tick it held)"}
 # What a backfill takes when not asked for reasons: every one but "overlap".
 BACKFILLED_BY_DEFAULT = frozenset(REASONS) - {"overlap"}
 # Ranges kept per schedule (records.lua drops the oldest "policy" one beyond, else the
@@ -179,3 +184,13 @@ def parse_history(name: str, text: str) -> list[Push]:
             raise ValueError(f"not a push: {line[:80]!r}")
         pushes.append(Push(KINDS[kind], from_ms(tick_ms), job_id, from_ms(when_ms)))
     return pushes
+
+
+def held_tick_ms(raw: bytes | None) -> int | None:
+    """The tick (epoch ms) a schedule's held record names; None when there is none or it is
+    not one (push.lua sets such a schedule aside)."""
+    head = (raw or b"").partition(b"\n")[0].split(b" ")
+    if len(head) != 3 or not all(part.isdigit() and len(part) <= 15 for part in head):
+        return None
+    tick = int(head[0])
+    return tick if tick <= MAX_PLANNABLE_MS else None

@@ -9,7 +9,7 @@ from typing import Any, Literal, Protocol
 
 CatchUp = Literal["all", "latest", "none"]
 TimestampFormat = Literal["s", "ms"]
-Overlap = Literal["allow", "skip"]
+Overlap = Literal["allow", "skip", "buffer_one"]
 
 
 class Timetable(Protocol):

@@ -8,6 +8,8 @@ A tick is exactly one of (docs/operations.md, "Every tick accounted for"; seams-
   so (the outcome record, kiqbeat.core.outcomes);
 - `waiting`: pushed, no outcome yet, and its job is still in its queue or the `schedule` set
   (found by jid, a bounded look);
+- `held`: `overlap: buffer_one` held it while the previous job waited or ran; it is pushed
+  once that job ends (then `waiting`, and its outcome);
 - `backfilled`: pushed by `kiqbeat backfill`, no outcome reported;
 - `pushed`: pushed by an invocation, no outcome reported (no middleware, or the job vanished);
 - `skipped`, with its reason: `overlap`, `except` (an excluded date), `paused` (passed over
@@ -37,8 +39,8 @@ from kiqbeat.core.records import Push, Range
 from kiqbeat.core.schedule import Timetable
 
 # The outcomes of the vocabulary (seams-27 §5), in the order the counts are shown.
-TICK_OUTCOMES = ("succeeded", "failed", "running", "expired", "waiting", "backfilled",
-                 "pushed", "skipped", "missed", "pending")
+TICK_OUTCOMES = ("succeeded", "failed", "running", "expired", "waiting", "held",
+                 "backfilled", "pushed", "skipped", "missed", "pending")
 # A recorded missed range's reason -> (outcome, reason) in the report's words.
 _RANGE_REASONS = {"window": ("missed", "window"), "policy": ("skipped", "catch_up"),
                   "catch_up": ("skipped", "catch_up"), "paused": ("skipped", "paused"),
@@ -172,13 +174,14 @@ def classify_ticks(
     mark_ms: int | None, first_seen_ms: int | None, history: Sequence[Push], keep: int,
     outcomes: Outcomes | None, last_error: str | None, missed: Sequence[Range],
     pause: Pause | None, enabled: bool, waiting: Collection[str],
-    jid_of: Any, limit: int = MAX_REPORTED_TICKS,
+    jid_of: Any, limit: int = MAX_REPORTED_TICKS, held_ms: int | None = None,
 ) -> TickReport:
     """Every nominal tick of schedule `name` in (since, until] from where knowledge starts,
     each with exactly one outcome (module docstring). `history`: its pushes (`keep` the
     history length); `outcomes` and `last_error`: its outcome record; `missed`: its recorded
     ranges; `pause`: its pause record; `waiting`: the jids found still waiting in their queue
-    or the `schedule` set; `jid_of(name, tick_ms)`: a tick's jid (core.payload.jid_ms)."""
+    or the `schedule` set; `jid_of(name, tick_ms)`: a tick's jid (core.payload.jid_ms);
+    `held_ms`: the tick `overlap: buffer_one` holds (None: none)."""
     known = known_after_ms(first_seen_ms, history, keep)
     if outcomes is not None and outcomes.ticks and known is not None:
         # Outcomes kept further back than the pushes (a longer `history` of its own).
@@ -195,8 +198,9 @@ def classify_ticks(
     counts = dict.fromkeys(TICK_OUTCOMES, 0)
     for tick_ms, excluded in listed:
         jid = jid_of(name, tick_ms)
-        found = _classified(tick_ms, jid, excluded, now_ms, mark_ms, pushes, reported,
-                            missed, pause, enabled, waiting)
+        found = (ClassifiedTick(tick_ms, "held", None, jid) if tick_ms == held_ms
+                 else _classified(tick_ms, jid, excluded, now_ms, mark_ms, pushes, reported,
+                                  missed, pause, enabled, waiting))
         if found.outcome == "failed" and error_tick == str(tick_ms):
             found = ClassifiedTick(**{**found.__dict__, "error": error_text})
         ticks.append(found)

@@ -35,7 +35,7 @@ from kiqbeat.errors import ConfigError, did_you_mean, shown
 ACTIVE_JOB_WRAPPER = "Sidekiq::ActiveJob::Wrapper"
 LEGACY_ACTIVE_JOB_WRAPPER = "ActiveJob::QueueAdapters::SidekiqAdapter::JobWrapper"
 CATCH_UP = ("all", "latest", "none")
-OVERLAP = ("allow", "skip")
+OVERLAP = ("allow", "skip", "buffer_one")
 TIMESTAMP_FORMATS = ("s", "ms")
 _WORD_OK = re.compile(r"\S+")
 # Worker classes as each ecosystem names them: a Ruby constant path (Reports::DailyWorker),
@@ -380,7 +380,8 @@ FIELDS: tuple[Field, ...] = (
     Field("jitter", jitter_s, 0.0, schedule=True,
           doc="deliver each tick at a fixed offset in [0, jitter)"),
     Field("overlap", choice(OVERLAP), "allow", schedule=True,
-          doc="skip: no tick while the previous job waits or runs"),
+          doc="skip: no tick while the previous job waits or runs; buffer_one: hold one, "
+              "push it when that job ends"),
     Field("expect_success_within", expect_within_s, None, schedule=True,
           doc="silent when a tick's job has not succeeded within this long"),
     Field("alert_after_failures", failure_streak, None, schedule=True,

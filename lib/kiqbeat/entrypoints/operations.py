@@ -156,7 +156,8 @@ def add_parser(sub: Any) -> None:
     common(p)
 
     p = command("report", "every tick of a span and what became of it: succeeded, failed, "
-                          "running, waiting, pushed, expired, skipped, missed, backfilled "
+                          "running, waiting, held, pushed, expired, skipped, missed, "
+                          "backfilled "
                           "or pending", partial(run_request, "report"))
     p.add_argument("name", metavar="NAME", help="the schedule's name")
     p.add_argument("--since", metavar="ISO",

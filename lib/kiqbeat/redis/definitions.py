@@ -161,7 +161,8 @@ def _call(namespace: str, shards: int, batch: Sequence[Op], applied: Applied | N
                    keys.document_index(namespace, applied.source if applied else ""),
                    keys.shards(namespace), keys.missed(namespace), keys.history(namespace),
                    keys.manual(namespace), keys.paused(namespace), keys.runs(namespace),
-                   keys.skips(namespace), keys.last_jobs(namespace), *index]
+                   keys.skips(namespace), keys.last_jobs(namespace),
+                   keys.held(namespace), *index]
     args: list[scripts.Arg] = [_pack(batch, of_op, index), shards]
     if applied is not None:
         args += ["1", applied.source, applied.digest, applied.index]

@@ -128,11 +128,20 @@ def skips(ns: str) -> str:
 
 
 def last_jobs(ns: str) -> str:
-    """Hash: schedule name -> the JSON of the last job pushed for an `overlap: skip`
-    schedule (only those), so the push step finds it byte for byte in its queue or the
+    """Hash: schedule name -> the JSON of the last job pushed for an `overlap: skip` or
+    `buffer_one` schedule (only those), so the push step finds it byte for byte in its queue or the
     `schedule` set (redis/lua/life.lua `job_waiting`). Removed with the schedule. One field
     per schedule: bounded."""
     return f"{ns}kiqbeat:last_jobs"
+
+
+def held(ns: str) -> str:
+    """Hash: schedule name -> the tick an `overlap: buffer_one` schedule holds while its
+    previous job waits or runs (at most one: "TICK RELEASE N\\n", its queue's name, the job's
+    JSON; redis/lua/life.lua). Written by the push step that decides to hold it, deleted by
+    the one that pushes it (push.lua) and with the schedule. One field per schedule:
+    bounded."""
+    return f"{ns}kiqbeat:held"
 
 
 def running_prefix(ns: str) -> str:

@@ -36,6 +36,9 @@ PUSH_SHA = scripts.PUSH.sha
 # invocations (its watermarks only move with what was pushed), and neither kiqbeat's memory
 # nor Redis's takes a surprise of gigabytes in one go.
 MAX_BYTES_PER_INVOCATION = 64 * 1024 * 1024
+# A schedule holding a tick (`overlap: buffer_one`) is planned again this soon, ms
+# (push.lua's HELD_RECHECK_MS).
+HELD_RECHECK_MS = 1000
 
 
 def _push_args(namespace: str, due_key: str, now_ms: int, chunk: Sequence[Group],
@@ -48,7 +51,7 @@ def _push_args(namespace: str, due_key: str, now_ms: int, chunk: Sequence[Group]
                    keys.schedule(namespace), due_key, keys.definitions(namespace),
                    keys.rejected(namespace), keys.missed(namespace), keys.history(namespace),
                    keys.runs(namespace), keys.skips(namespace), keys.last_jobs(namespace),
-                   *(keys.queue(namespace, q) for q in names)]
+                   keys.held(namespace), *(keys.queue(namespace, q) for q in names)]
     return script_keys, [now_ms, history, len(names), *names, body,
                          keys.running_prefix(namespace)]
 
@@ -91,7 +94,13 @@ def settle(report: Report, chunk: Sequence[Group], counts: Sequence[int], flags:
     report.chunks += 1
     report.round_trips += 1
     if by_reason:
-        n_skip, n_limit, n_overlap, recorded_window = (int(n) for n in by_reason.split())
+        n_skip, n_limit, n_overlap, recorded_window, n_holding, _released = (
+            int(n) for n in by_reason.split())
+        if n_holding:
+            # Their index entries say "plan again within HELD_RECHECK_MS" (push.lua): the
+            # loop comes back that soon to release the held ticks.
+            report.next_due_ms = min(report.next_due_ms or now_ms + HELD_RECHECK_MS,
+                                     now_ms + HELD_RECHECK_MS)
         reasons = report.skipped_by_reason
         reasons["skip"] += n_skip
         reasons["max_runs"] += n_limit

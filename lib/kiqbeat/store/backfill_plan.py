@@ -61,7 +61,7 @@ def pieces_of(schedule: Schedule, sha: str, ranges: Sequence[Range], latest_only
     `latest_only`, a scope) holding no tick gives none."""
     name, queue, timetable = schedule.name, schedule.queue, schedule.timetable
     limit = schedule.max_runs or 0  # backfilled ticks count as runs (backfill.lua)
-    if schedule.overlap == "skip" and not latest_only:
+    if schedule.overlap != "allow" and not latest_only:
         # One job at a time (backfill.lua): the oldest recorded tick, in a piece that ends
         # at it, so the later ticks stay recorded for a later backfill.
         for r in ranges:
@@ -72,7 +72,7 @@ def pieces_of(schedule: Schedule, sha: str, ranges: Sequence[Range], latest_only
                             limit, overlap_skip=True)
                 return
         return
-    overlap = schedule.overlap == "skip"
+    overlap = schedule.overlap != "allow"  # buffer_one backfills as skip does
     if latest_only:
         newest = next((t for r in reversed(ranges)
                        if (t := last_tick_in(timetable, r.after_ms, r.through_ms))), None)

@@ -14,7 +14,14 @@ from typing import Any
 from kiqbeat.core.limits import MAX_WAITING_SCAN
 from kiqbeat.core.payload import jid_ms, job_json
 from kiqbeat.core.plan import from_ms, to_ms
-from kiqbeat.core.records import Push, Range, count_ticks, parse_history, parse_ranges
+from kiqbeat.core.records import (
+    Push,
+    Range,
+    count_ticks,
+    held_tick_ms,
+    parse_history,
+    parse_ranges,
+)
 from kiqbeat.core.schedule import Schedule
 from kiqbeat.core.ticks import ClassifiedTick, TickReport, classify_ticks
 from kiqbeat.document.validate import read_definition
@@ -115,13 +122,17 @@ class Operations:
         ranges = recorded_ranges(name, missed) if missed else []
         pause = self.ctx.side.read_pauses([name]).get(name)
         record, last_error = read_outcomes(self.ctx.client, self.ctx.namespace, [name])[name]
+        with redis_errors(self.ctx.client, f"reading {keys.held(self.ctx.namespace)}"):
+            held_raw = self.ctx.client.hget(keys.held(self.ctx.namespace), name)
+        held = held_tick_ms(held_raw.encode() if isinstance(held_raw, str) else held_raw)
+
         def classified(waiting: Collection[str]) -> TickReport:
             return classify_ticks(
                 name, schedule.timetable, since_ms=to_ms(since), until_ms=to_ms(until),
                 now_ms=to_ms(now), mark_ms=stored.mark_ms, first_seen_ms=stored.first_seen_ms,
                 history=pushes, keep=self.ctx.keep_history, outcomes=record,
                 last_error=last_error, missed=ranges, pause=pause, enabled=schedule.enabled,
-                waiting=waiting, jid_of=jid_ms)
+                waiting=waiting, jid_of=jid_ms, held_ms=held)
 
         found = classified(())
         unreported = [t for t in found.ticks if t.outcome in ("pushed", "backfilled")]

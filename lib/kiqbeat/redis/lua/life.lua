@@ -8,11 +8,15 @@ writes it: one small hash per concept, one field per schedule, removed with the 
               keeps it.
   skips hash  name -> ticks still to skip (`kiqbeat schedules skip NAME --count N`); the
               field goes when the last is used.
-  last hash   name -> the JSON of the last job pushed for an `overlap: skip` schedule, to
-              find it again, byte for byte, in its queue or the `schedule` set.
+  last hash   name -> the JSON of the last job pushed for an `overlap: skip` or
+              `buffer_one` schedule, to find it again, byte for byte, in its queue or the
+              `schedule` set.
+  held hash   name -> the tick an `overlap: buffer_one` schedule holds until its previous
+              job ends (push.lua), at most one: "TICK RELEASE N\n" (epoch ms; RELEASE 0:
+              into a queue) then the N bytes of its queue's name, then the job's JSON.
 
-`life` = {runs = key, skips = key, last = key}. Put before push.lua, backfill.lua and
-write.lua (scripts.py).
+`life` = {runs = key, skips = key, last = key, held = key or nil (backfill.lua has none)}.
+Put before push.lua, backfill.lua and write.lua (scripts.py).
 ]]
 
 -- Every check the life keys need before a script's first write (nil: all fine).
@@ -24,6 +28,10 @@ local function life_check(life)
     or expect_allowed('HINCRBY', life.skips, 'n', '1') or expect_allowed('HDEL', life.skips, 'n')
     or expect_allowed('HGET', life.last, 'n') or expect_allowed('HSET', life.last, 'n', 'v')
     or expect_allowed('HDEL', life.runs, 'n') or expect_allowed('HDEL', life.last, 'n')
+    or (life.held and (expect_type(life.held, 'hash') or expect_allowed('HLEN', life.held)
+      or expect_allowed('HGET', life.held, 'n') or expect_allowed('HSET', life.held, 'n', 'v')
+      or expect_allowed('HDEL', life.held, 'n')))
+    or nil
 end
 
 -- `text` quoted for a reason a person reads: bytes outside printable ASCII as \xHH, so
@@ -96,9 +104,67 @@ local function remember_job(life, name, json)
   redis.call('HSET', life.last, name, json)
 end
 
+-- True when some schedule holds a tick (one HLEN a call, so that a store where none does
+-- pays nothing more).
+local function any_held(life)
+  return redis.call('HLEN', life.held) > 0
+end
+
+-- True when `name` can be a queue's name, as a definition's `queue` is one: UTF-8 text
+-- without spaces or control characters (a held record written by hand must not push into,
+-- nor name in the queues set, a queue no definition could).
+local function queue_name_ok(name)
+  if #name == 0 or #name > 1000 or string.find(name, '[%c%s]') then return false end
+  local i, n = 1, #name
+  while i <= n do
+    local c = string.byte(name, i)
+    local len = (c < 0x80 and 1) or (c >= 0xC2 and c <= 0xDF and 2)
+      or (c >= 0xE0 and c <= 0xEF and 3) or (c >= 0xF0 and c <= 0xF4 and 4) or 0
+    if len == 0 or i + len - 1 > n then return false end
+    for k = i + 1, i + len - 1 do
+      local b = string.byte(name, k)
+      if b < 0x80 or b > 0xBF then return false end
+    end
+    i = i + len
+  end
+  return true
+end
+
+-- The tick the schedule holds, as {tick, release, queue, json} (nil: none); nil and why,
+-- naming the key and the value, for a value that is not one (written by hand): the script
+-- never pushes it, and sets the schedule aside with that reason instead.
+local function held_of(life, name)
+  local raw = redis.call('HGET', life.held, name)
+  if not raw then return nil end
+  local tick, release, n, at = string.match(raw, '^(%d+) (%d+) (%d+)\n()')
+  if tick and #tick <= 15 and #release <= 15 and #n <= 5 then
+    n = tonumber(n)
+    local queue, json = string.sub(raw, at, at + n - 1), string.sub(raw, at + n)
+    if #queue == n and queue_name_ok(queue) and #json > 0 and tonumber(tick) <= ENDED_MS
+        and tonumber(release) <= ENDED_MS then
+      return {tick = tonumber(tick), release = tonumber(release), queue = queue, json = json}
+    end
+  end
+  local value = #raw > 40 and (life_shown(string.sub(raw, 1, 40)) .. '... (' .. #raw ..
+    ' bytes)') or life_shown(raw)
+  return nil, life.held .. ' holds ' .. value .. ' for it, not a held tick (HDEL that ' ..
+    'field, then ZADD kiqbeat:due 0 NAME or write the definition again)'
+end
+
+-- Hold a tick: its job, to push once the previous job has ended.
+local function hold_job(life, name, tick, release, queue, json)
+  redis.call('HSET', life.held, name, string.format('%d %d %d\n', tick, release, #queue) ..
+    queue .. json)
+end
+
+local function drop_held(life, name)
+  redis.call('HDEL', life.held, name)
+end
+
 -- Removal: nothing of the name's life stays.
 local function life_forget(life, name)
   redis.call('HDEL', life.runs, name)
   redis.call('HDEL', life.skips, name)
   redis.call('HDEL', life.last, name)
+  if life.held then redis.call('HDEL', life.held, name) end
 end

@@ -10,13 +10,14 @@ KEYS[6]  definitions hash (name -> definition JSON)
 KEYS[7]  rejected hash (name -> why a definition was set aside)
 KEYS[8]  missed hash (name -> recorded missed ranges, "AFTER THROUGH REASON" lines)
 KEYS[9]  the old layout's history hash (progress.lua reads the buckets first)
-KEYS[10], KEYS[11], KEYS[12]  the life hashes: runs, skips, last job (life.lua)
-KEYS[13..12+Q]  queue lists, one per distinct queue in this call
+KEYS[10], KEYS[11], KEYS[12], KEYS[13]  the life hashes: runs, skips, last job, held tick
+  (life.lua)
+KEYS[14..13+Q]  queue lists, one per distinct queue in this call
 
 ARGV[1]  now, epoch ms (recorded as first-seen for new schedules)
 ARGV[2]  H, how many pushes each schedule's history keeps (0: none)
 ARGV[3]  Q, number of queue lists
-ARGV[4..3+Q]  queue names, aligned with KEYS[13..]
+ARGV[4..3+Q]  queue names, aligned with KEYS[14..]
 ARGV[4+Q]  the groups, one per schedule, in one packed argument (frames.lua: one argument
   instead of thousands, one struct.unpack a group and a job): first the number of fields a
   group holds (12), then per group, in this order (struct format GROUP_FORMAT):
@@ -24,8 +25,9 @@ ARGV[4+Q]  the groups, one per schedule, in one packed argument (frames.lua: one
   "0": none); MARK, the watermark to set (epoch ms); NEXT, the index entry that goes with
   MARK (epoch ms the schedule next needs planning); NEW (B), 1 if the schedule had no
   watermark when planned; MISSED, ticks beyond the window (counted); SKIPPED, ticks passed
-  over by policy (counted); QUEUE (H), k: its jobs' queue is KEYS[12+k] named ARGV[3+k];
-  LIMIT, the schedule's max_runs (0: none); OVERLAP (B), 1 for `overlap: skip`;
+  over by policy (counted); QUEUE (H), k: its jobs' queue is KEYS[13+k] named ARGV[3+k];
+  LIMIT, the schedule's max_runs (0: none); OVERLAP (B), 0 `allow`, 1 `skip`, 2
+  `buffer_one` (core/plan.py OVERLAP_CODES);
   R (I4), then R missed ranges (RANGE_FORMAT), each AFTER THROUGH REASON (B length, bytes)
   COUNT: ticks in (AFTER, THROUGH] passed over, why ("window" or "policy"), and how many
   (core/plan.py);
@@ -42,9 +44,18 @@ the first ones (not pushed, not counted, in history as "s TICK DELAY"); with LIM
 run count, which the pushes count up to LIMIT and no further (the rest are passed over);
 with OVERLAP, whether its previous job still waits or runs (life.lua `job_waiting`): then
 the tick is not pushed but recorded as missed with reason "overlap", and at most one job
-of the group is pushed. The mark passes all of them. A schedule whose run count has
-reached LIMIT has ended: its index entry is ENDED_MS (never due) instead of NEXT. Skipped,
+of the group is pushed; with `buffer_one` (OVERLAP 2), the first such tick is held instead
+(life.lua's held hash; not missed, counted as a run) unless the schedule holds one already.
+The mark passes all of them. Before any of its jobs, a group whose schedule holds a tick
+(whatever its OVERLAP now) looks at its previous job the same way: once it has ended, the
+held job is pushed as it was built (into the queue it names, or the `schedule` set until
+its RELEASE instant; history "t TICK DELAY"; counted in `pushed`, `released`) and the
+record deleted, in this step. While a schedule still holds a tick after the step, its index
+entry is at most ARGV[1] + HELD_RECHECK_MS, so it is planned again that soon. A schedule
+whose run count has reached LIMIT has ended: its index entry is ENDED_MS (never due)
+instead of NEXT (or, while it holds a tick, that recheck). Skipped,
 limited and overlapped ticks are counted in `skipped`; overlapped ones in `recorded` too.
+A held record that is not one (written by hand) sets its schedule aside (below).
 
 A group whose definition has changed or gone since it was read is left alone entirely (its
 index entry says "plan me" again, or it was removed): the next invocation plans it afresh.
@@ -85,16 +96,19 @@ All checks run before the first write: Redis does not roll a script back, and it
 script for lack of memory only at its first write, so once the first write is done the rest
 complete.
 
-A group whose life counter (runs, skips) is not a whole number, or whose progress record is
-not one (written by hand) is set aside instead: its reason goes into the rejected hash, its
-index entry goes, nothing of it is pushed.
+A group whose life counter (runs, skips) is not a whole number, whose held record is not one
+(or names a queue whose key is not a list), or whose progress record is not one (written by
+hand) is set aside instead: its reason goes into the rejected hash, its index entry goes,
+nothing of it is pushed.
 
 Returns {pushed, already, missed, skipped, new, stale, recorded, flags, by_reason, applied,
 aside}: stale counts the groups left alone for a changed definition, recorded the ticks
 recorded as missed, and flags holds one character per job in argument order: "1" pushed, "0"
 not pushed (already pushed, or left alone). by_reason splits what the script itself passed
 over and recorded, "SKIP LIMIT OVERLAP RECORDED_WINDOW" (pending skips taken, ticks past
-max_runs, ticks passed over for overlap, and of `recorded` those of reason "window"); applied
+max_runs, ticks passed over for overlap, and of `recorded` those of reason "window"), then
+"HOLDING RELEASED" (the schedules of this call still holding a tick after it, the held ticks
+pushed: in `pushed` too); applied
 holds one character per group: "1" when its mark was applied (its MISSED and SKIPPED are
 counted); aside the groups set aside, as name, reason, name, reason...
 ]]
@@ -102,8 +116,11 @@ counted); aside the groups set aside, as name, reason, name, reason...
 local wm_key, seen_key, queues_key, sched_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local due_key, defs_key, rejected_key = KEYS[5], KEYS[6], KEYS[7]
 local missed_key, history_key = KEYS[8], KEYS[9]
-local life = {runs = KEYS[10], skips = KEYS[11], last = KEYS[12]}
-local FIRST_QUEUE = 12
+local life = {runs = KEYS[10], skips = KEYS[11], last = KEYS[12], held = KEYS[13]}
+local FIRST_QUEUE = 13
+-- A schedule holding a tick is planned again this soon (epoch ms; `kiqbeat run` then
+-- releases the tick within about a second of its previous job's end).
+local HELD_RECHECK_MS = 1000
 local now_ms = ARGV[1]
 local keep = tonumber(ARGV[2])
 local nq = tonumber(ARGV[3])
@@ -184,8 +201,10 @@ if any_scheduled then
   err = expect_allowed('ZADD', sched_key, '0', 'job')
   if err then return err end
 end
+-- Whether any schedule holds a tick (nothing more is read about held ticks when none does).
+local holding_any = any_held(life)
 for i = 1, ng do
-  if overlaps[i] == 1 then
+  if overlaps[i] > 0 or holding_any then
     err = expect_allowed('EXISTS', running_prefix .. names[i])
       or expect_allowed('ZSCORE', sched_key, 'job')
     if err then return err end
@@ -223,10 +242,34 @@ local any_rejected = redis.call('HLEN', rejected_key) > 0
 -- counted on, so one hand-written value costs only its schedule.
 local skips_pending = any_skips(life)
 local skips_v, runs_v, asides = {}, {}, {}
+local helds = {}  -- group i's held tick (life.lua `held_of`), nil: none
+-- The key of queue `name` (a held job's, which may be another than its group's).
+local queue_prefix = nil
+if nq > 0 then
+  queue_prefix = string.sub(KEYS[FIRST_QUEUE + 1], 1, #KEYS[FIRST_QUEUE + 1] - #ARGV[4])
+end
 for i = 1, ng do
   local why
   if skips_pending then skips_v[i], why = skips_of(life, names[i]) else skips_v[i] = 0 end
   if why == nil and limits[i] > 0 then runs_v[i], why = runs_of(life, names[i]) end
+  if why == nil and holding_any then
+    helds[i], why = held_of(life, names[i])
+    local held = helds[i]
+    if held and held.queue ~= ARGV[3 + targets[i]] then
+      -- Held for a queue the schedule no longer names: it goes there, as it was built.
+      held.key = queue_prefix .. held.queue
+      local kind = redis.call('TYPE', held.key)['ok']
+      if kind ~= 'list' and kind ~= 'none' then
+        why = 'its held job names queue ' .. life_shown(held.queue) .. ', whose key ' ..
+          life_shown(held.key) .. ' is a ' .. kind .. ', not a list (HDEL ' .. life.held ..
+          ' NAME, then ZADD kiqbeat:due 0 NAME)'
+      else
+        err = expect_allowed('LPUSH', held.key, 'job')
+          or expect_allowed('LPOS', held.key, 'job')
+        if err then return err end
+      end
+    end
+  end
   runs_v[i] = runs_v[i] or 0
   why = why or garbled_states[i]
   if why then asides[i] = 'schedule ' .. life_shown(names[i]) .. ': ' .. why end
@@ -235,6 +278,8 @@ end
 -- Pass 2: write.
 local pushed, already, missed, skipped, new, stale, recorded = 0, 0, 0, 0, 0, 0, 0
 local n_skip, n_limit, n_overlap, recorded_window = 0, 0, 0, 0
+local n_holding, n_released = 0, 0
+local holding = {}   -- group i's schedule holds a tick after this step
 local applied = {}   -- group i: '1' when its mark was applied
 local when = clock_ms()
 local flags, nflags = {}, 0  -- nflags: #flags, kept (# costs a search each time)
@@ -253,9 +298,33 @@ local function push_above(i, floor)
   local ticks, releases = jobs.ticks, jobs.releases
   local k, name, limit = targets[i], names[i], limits[i]
   local skips, runs = skips_v[i], runs_v[i]
-  local busy, overlap = nil, overlaps[i] == 1
+  local busy, overlap, buffer = nil, overlaps[i] > 0, overlaps[i] == 2
   local used, ran, last = 0, 0, nil
   local overlapped = {}
+  local held, remembered = helds[i], nil
+  if held then
+    -- The previous job went where the held one was built to go (its queue then).
+    local waiting = job_waiting(life, name, sched_key, held.key or KEYS[FIRST_QUEUE + k],
+      running_prefix .. name)
+    if overlap then busy = waiting end
+    if not waiting then
+      -- Its previous job has ended: the held job goes first, as it was built.
+      if held.release > when then
+        out:add(k, held.release, held.json)
+      elseif held.key then
+        redis.call('LPUSH', held.key, held.json)
+        redis.call('SADD', queues_key, held.queue)
+      else
+        out:add(k, 0, held.json)
+      end
+      drop_held(life, name)
+      pushed, n_released = pushed + 1, n_released + 1
+      count = count + 1
+      if keep > 0 then lines[count] = pushed_line('t', held.tick, when) end
+      remembered, held = held.json, nil
+      busy = overlap
+    end
+  end
   -- An overlap range starts where the group's own ranges end (it comes after them).
   local prev = floor
   for r = first_range[i], first_range[i] + n_ranges[i] - 1 do
@@ -284,7 +353,14 @@ local function push_above(i, floor)
           busy = job_waiting(life, name, sched_key, KEYS[FIRST_QUEUE + k],
             running_prefix .. name)
         end
-        if busy then
+        if busy and buffer and not held then
+          -- The first tick due while the previous job waits or runs: held, not missed.
+          held = {tick = tick}
+          hold_job(life, name, tick, releases[j], ARGV[3 + k], jobs:json(body, j))
+          ran = ran + 1
+          nflags = nflags + 1
+          flags[nflags] = '0'
+        elseif busy then
           local range = overlapped[#overlapped]
           if range and range[2] == prev then
             range[2] = tick
@@ -312,7 +388,12 @@ local function push_above(i, floor)
     add_runs(life, name, ran)
     ended[i] = runs + ran >= limit
   end
-  if overlap and last then remember_job(life, name, jobs:json(body, last)) end
+  if last then remembered = jobs:json(body, last) end
+  if overlap and remembered then remember_job(life, name, remembered) end
+  if held then
+    holding[i] = true
+    n_holding = n_holding + 1
+  end
   if keep > 0 and count > 0 then
     newests[i], histories[i] = remembered_parts(newests[i], tails[i], lines, 1, count, keep)
   end
@@ -342,7 +423,9 @@ local function reindex(i)
   if ended[i] == nil and limits[i] > 0 then
     ended[i] = runs_v[i] >= limits[i]
   end
-  index[#index + 1], index[#index + 2] = ms_text(ended[i] and ENDED_MS or nexts[i]), names[i]
+  local next_ms = ended[i] and ENDED_MS or nexts[i]
+  if holding[i] then next_ms = math.min(next_ms, tonumber(now_ms) + HELD_RECHECK_MS) end
+  index[#index + 1], index[#index + 2] = ms_text(next_ms), names[i]
   planned[#planned + 1] = names[i]
 end
 
@@ -403,5 +486,6 @@ out:write()
 flush('ZADD', due_key, index)
 if any_rejected then flush('HDEL', rejected_key, planned) end
 return {pushed, already, missed, skipped, new, stale, recorded, table.concat(flags),
-  n_skip .. ' ' .. n_limit .. ' ' .. n_overlap .. ' ' .. recorded_window, table.concat(applied),
+  n_skip .. ' ' .. n_limit .. ' ' .. n_overlap .. ' ' .. recorded_window .. ' ' .. n_holding ..
+  ' ' .. n_released, table.concat(applied),
   set_aside}

@@ -8,8 +8,9 @@ KEYS[7]  the shard count the due index is split into
 KEYS[8]  missed hash (recorded missed ranges)    KEYS[9]  history hash (last pushes)
 KEYS[10]  manual hash (the last manual run's jid)
 KEYS[11]  paused hash (pause records: core/pause.py)
-KEYS[12], KEYS[13], KEYS[14]  the life hashes: runs, skips, last job (life.lua)
-KEYS[15..]  due indexes (one per shard an operation names)
+KEYS[12], KEYS[13], KEYS[14], KEYS[15]  the life hashes: runs, skips, last job, held tick
+  (life.lua)
+KEYS[16..]  due indexes (one per shard an operation names)
 ARGV[1]  the operations, packed in one string: per operation a line
   "OP K SOURCE_LENGTH EXPECT NAME_LENGTH DEF_LENGTH\n" then SOURCE, NAME and DEF, where
   OP is one of
@@ -26,7 +27,7 @@ ARGV[1]  the operations, packed in one string: per operation a line
            with EXPECT "big:N", only if it is still N bytes long, over the limit (it was
            not read, and is not now), or, with EXPECT "-", forget a name whose
            definition is gone
-  K the due index (KEYS[14 + K]), SOURCE the writer ("" for the API and other languages,
+  K the due index (KEYS[15 + K]), SOURCE the writer ("" for the API and other languages,
   a document's location for a document), EXPECT a SHA1 or "-".
 ARGV[2]  the shard count the writer computed its index keys with: refused unless it is the
   recorded one (recorded if none is)
@@ -41,7 +42,8 @@ over MAX_DEFINITION_BYTES is never read (its length is asked first): it belongs 
 it. A DEF over the limit is refused ("L"), whatever the op but reject and del. Writing a definition
 sets its index entry to 0 ("plan me") and clears a set-aside reason; writing the same bytes
 again changes nothing. Removing forgets the watermark, first-seen, missed ranges, history,
-last manual jid, pause record and life state (run count, pending skips, last job) too;
+last manual jid, pause record and life state (run count, pending skips, last job, held
+tick) too;
 writing a definition never touches the pause record.
 
 Changing a planned definition also moves its watermark up to the change (never past the
@@ -60,8 +62,8 @@ local defs_key, wm_key, seen_key, rejected_key = KEYS[1], KEYS[2], KEYS[3], KEYS
 local documents_key, document_key, shards_key = KEYS[5], KEYS[6], KEYS[7]
 local missed_key, history_key, manual_key = KEYS[8], KEYS[9], KEYS[10]
 local paused_key = KEYS[11]
-local life = {runs = KEYS[12], skips = KEYS[13], last = KEYS[14]}
-local FIRST_DUE = 14
+local life = {runs = KEYS[12], skips = KEYS[13], last = KEYS[14], held = KEYS[15]}
+local FIRST_DUE = 15
 local body, record = ARGV[1], ARGV[3] == '1'
 
 -- Check every key's type and (Redis 7) every permission before the first write
