@@ -36,20 +36,13 @@ from typing import Any
 
 import redis
 
+from kiqbeat.alerts.changed import changed_names, queue_changed_names, read_changed_names
 from kiqbeat.alerts.incidents import Watch, decide
 from kiqbeat.core.limits import FOLD_SLICE, MAX_OUTCOMES_INBOX
 from kiqbeat.core.payload import jid_ms
 from kiqbeat.core.report import Report
 from kiqbeat.demo.server import RedisServer
-from kiqbeat.outcomes.records import (
-    Folded,
-    changed_names,
-    fold_outcomes,
-    publish_fold,
-    queue_changed_names,
-    read_changed_names,
-    read_health,
-)
+from kiqbeat.outcomes.records import Folded, fold_outcomes, publish_fold, read_health
 from kiqbeat.redis import keys
 from kiqbeat.redis.scripts import SCRIPTS
 

@@ -533,7 +533,7 @@ class Engine:
             published = None
         if published is None and not reported:
             return  # no middleware reports here: nothing to publish (and nothing to import)
-        from kiqbeat.outcomes.records import publish_fold  # noqa: PLC0415 - workers reported
+        from kiqbeat.outcomes.records import publish_fold
         try:
             if publish_fold(self.client, config.namespace, self.settings.history, self._lua,
                             published, reported=reported):

@@ -19,12 +19,12 @@ from typing import Any
 
 import redis
 
+from kiqbeat.alerts.changed import Changed
 from kiqbeat.core.limits import MAX_AUDIT_ENTRIES, MAX_OUTBOX_EVENTS
 from kiqbeat.core.outcomes import LAST_TICK_MS, Health
 from kiqbeat.core.plan import Entry
 from kiqbeat.core.report import Report
 from kiqbeat.core.schedule import Expectations
-from kiqbeat.outcomes.records import Changed
 from kiqbeat.redis import keys, scripts
 from kiqbeat.redis.connection import redis_errors, reply_text
 

@@ -22,19 +22,13 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
+from kiqbeat.alerts.changed import Changed, changed_names, queue_changed_names, read_changed_names
 from kiqbeat.alerts.incidents import Watch, decide
 from kiqbeat.core.outcomes import LAST_TICK_MS
 from kiqbeat.core.pause import Pause
 from kiqbeat.core.plan import Entry, to_ms
 from kiqbeat.core.report import Report
 from kiqbeat.errors import RedisRefusedError, StateError
-from kiqbeat.outcomes.records import (
-    Changed,
-    changed_names,
-    queue_changed_names,
-    read_changed_names,
-    read_health,
-)
 from kiqbeat.redis import keys
 from kiqbeat.redis.connection import reply_text
 from kiqbeat.redis.due import Reads, Replies
@@ -167,6 +161,8 @@ class AlertStep:
             judged = read_changed_names(side.client, side.namespace)
             report.round_trips += 1
         if judged and self._expecting:
+            from kiqbeat.outcomes.records import read_health  # only when there is a name
+
             health = read_health(side.client, side.namespace, [c.name for c in judged])
             report.round_trips += 1
             report.changed_health = list(health.values())

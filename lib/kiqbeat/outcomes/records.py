@@ -1,7 +1,7 @@
 """The outcome records in Redis: folding what the workers left in the inbox into them
 (redis/lua/fold.lua, in bounded slices; workers with the script fold their own reports),
-publishing the fold for the workers, the changed names the alert decision judges, and reading
-the records back as `Outcomes` and `Health`."""
+publishing the fold for the workers, and reading the records back as `Outcomes` and `Health`
+(the names the fold marks for the alert decision: alerts/changed.py)."""
 
 from __future__ import annotations
 
@@ -100,39 +100,6 @@ def publish_fold(client: redis.Redis, namespace: str, history: int, lua: scripts
     with redis_errors(client, f"publishing {keys.outcomes_script(namespace)}"):
         pipe.execute()
     return True
-
-
-@dataclass(frozen=True)
-class Changed:
-    """A name of the changed names and its sequence number there (the decision takes it away
-    only while the number is still this one)."""
-
-    name: str
-    seq: str
-
-
-def queue_changed_names(pipe: redis.client.Pipeline, namespace: str,
-                        limit: int = limits.CHANGED_PER_INVOCATION) -> None:
-    """Queue the read of the oldest `limit` changed names (parse with `changed_names`)."""
-    pipe.zrange(keys.outcomes_changed(namespace), 0, limit - 1, withscores=True,
-                score_cast_func=reply_text)
-
-
-def changed_names(reply: object) -> list[Changed]:
-    """The changed names of a `queue_changed_names` reply (none when it is no list)."""
-    if not isinstance(reply, list):
-        return []
-    return [Changed(reply_text(name), reply_text(score)) for name, score in reply]
-
-
-def read_changed_names(client: redis.Redis, namespace: str,
-                       limit: int = limits.CHANGED_PER_INVOCATION) -> list[Changed]:
-    """The oldest `limit` changed names (one round trip)."""
-    pipe = client.pipeline(transaction=False)
-    queue_changed_names(pipe, namespace, limit)
-    with redis_errors(client, f"reading {keys.outcomes_changed(namespace)}"):
-        (reply,) = pipe.execute()
-    return changed_names(reply)
 
 
 def read_outcomes(client: redis.Redis, namespace: str, names: Sequence[str]

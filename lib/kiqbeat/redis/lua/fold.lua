@@ -49,10 +49,10 @@ earlier attempt. A tick older than every kept entry of a full record is dropped.
 
 Only what the alert decision (incidents.lua) could act on goes to Python: a schedule is
 added to the changed names (a new sequence number, the oldest dropped beyond MAX_CHANGED)
-when its record changed and either a failed end was folded that leaves at least as many
-failed ticks in a row as the definition's smaller `alert_after_failures` or
-`pause_after_failures` (it may open `failing` or `paused`), or its newest success moved on
-while its incident record is open (it may close with `recovered`).
+when its record changed and either an entry folded grew its failed ticks in a row (a failed
+end, or a retry's start: the attempt before it failed) to at least the definition's smaller
+`alert_after_failures` or `pause_after_failures` (it may open `failing` or `paused`), or its
+newest success moved on while its incident record is open (it may close with `recovered`).
 A success that moves on otherwise takes the deadline of a schedule whose definition has
 `expect_success_within` away here, as the decision would (deadline.lua): a steady stream of successes costs an invocation nothing. `silent` is
 decided from the deadlines due, which read the record.
@@ -305,37 +305,48 @@ for _, text in ipairs(taken) do
   end
 end
 
+-- Failed ticks in a row (core/outcomes.py health's count): those beyond the record, and the
+-- kept ones that once failed, newer than the last success.
+local function streak_of(rec)
+  local streak = rec.beyond
+  for _, e in ipairs(rec.entries) do
+    if counted(e) and (not rec.ls or e.t > rec.ls) then streak = streak + 1 end
+  end
+  return streak
+end
+
 -- One schedule's entries folded into its record (raw: as stored, nil or garbled: fresh), in
 -- Lua only (no Redis call): whether it changed, the record, the newest failure folded,
 -- whether a failure streak stood before, the entries dropped, the last success tick after
--- and before, and the failed ticks in a row after (core/outcomes.py health's count).
+-- and before, and whether an entry grew the streak to `fewest()` or more (the smaller
+-- `*_after_failures` of the definition, or nil; asked only then). Judged after each entry,
+-- as the record is settled after each: folding entries one call each (a worker's) or many
+-- in one call (the inbox's) makes the same record and the same changed names.
 -- Runs under pcall.
-local function fold_record(raw, list, keep)
+local function fold_record(raw, list, keep, fewest)
   local rec = decode(raw) or {ls = nil, beyond = 0, entries = {}}
   local ls_before = rec.ls
-  local streak_before = rec.beyond > 0
-  for _, e in ipairs(rec.entries) do
-    if counted(e) and (not rec.ls or e.t > rec.ls) then streak_before = true break end
-  end
-  local changed, failure, lost = false, nil, 0
+  local streak = streak_of(rec)
+  local streak_before = streak > 0
+  local changed, failure, lost, reached = false, nil, 0, false
   for _, e in ipairs(list) do
     if apply(rec, e, keep) then
-      -- Settled after each entry: folding entries one call each (a worker's) or many in
-      -- one call (the inbox's) makes the same record.
       settle(rec, keep)
       changed = true
       if e.ev == FAILED and (not failure or e.t >= failure.t) then failure = e end
+      local now = streak_of(rec)
+      if now > streak and not reached then
+        local n = fewest()
+        reached = n ~= nil and now >= n
+      end
+      streak = now
     else
       lost = lost + 1
     end
   end
   local record = nil
   if changed then record = encode(rec) end
-  local streak = rec.beyond
-  for _, e in ipairs(rec.entries) do
-    if counted(e) and (not rec.ls or e.t > rec.ls) then streak = streak + 1 end
-  end
-  return changed, record, failure, streak_before, lost, rec.ls, ls_before, streak
+  return changed, record, failure, streak_before, lost, rec.ls, ls_before, reached
 end
 
 -- The definition names a failure count the decision acts on.
@@ -392,19 +403,26 @@ for _, name in ipairs(order) do
   if keep == 0 or type(raw) == 'table' then  -- no schedule, or a bucket of another type
     dropped = dropped + #list
   else
-    local ok, changed, record, failure, streak_before, lost, ls, ls_before, streak = pcall(
-      fold_record, raw, list, keep)
+    local fewest, asked = nil, false
+    local function acted_on()  -- the definition parsed only when a streak grows
+      if not asked then fewest, asked = failures_acted_on(definition), true end
+      return fewest
+    end
+    local ok, changed, record, failure, streak_before, lost, ls, ls_before, reached = pcall(
+      fold_record, raw, list, keep, acted_on)
     if not ok then  -- a record that is not one: this schedule starts a fresh record
-      ok, changed, record, failure, streak_before, lost, ls, ls_before, streak = pcall(
-        fold_record, false, list, keep)
+      ok, changed, record, failure, streak_before, lost, ls, ls_before, reached = pcall(
+        fold_record, false, list, keep, acted_on)
     end
     if not ok then changed, lost = false, #list end
     dropped = dropped + lost
     if changed then
       redis.call('HSET', key, name, record)
-      -- The last error exists only while a failure streak does: read it only then.
+      -- The last error exists only while a failure streak does, or until a success newer
+      -- than it (an expired end may have replaced the failure in the record): read it only
+      -- then.
       local last_error = false
-      if failure or streak_before then
+      if failure or streak_before or (ls and ls ~= ls_before) then
         last_error = redis.call('HGET', errors_key, name)
       end
       if failure then
@@ -421,8 +439,7 @@ for _, name in ipairs(order) do
           last_error = false
         end
       end
-      local fewest = failure and failures_acted_on(definition)
-      if fewest and streak >= fewest then
+      if reached then
         notify(name)
       elseif ls and (not ls_before or ls > ls_before) then
         if incident_open(name) then
