@@ -2,8 +2,8 @@
 # it pushed: started, succeeded or failed (error class and a clipped message), how long it
 # ran and which attempt it was. docs/store.md, "The worker protocol", is the format; the
 # reports make each schedule's record (`kiqbeat report`, `status`, the console, the alerts).
-# It also keeps the running marker `overlap: skip` reads (`overlap` is `allow` or `skip`;
-# what Kiqbeat::RunningMiddleware did: use one or the other), and does not run a job of a
+# It also keeps the running marker `overlap: skip` and `overlap: buffer_one` read (what
+# Kiqbeat::RunningMiddleware did: use one or the other), and does not run a job of a
 # schedule with `expires_after` that starts too late (reported `expired`).
 #
 #   require "kiqbeat/middleware"   # with clients/ruby/lib on the load path
