@@ -173,9 +173,9 @@ def test_a_failure_streak_folded_by_the_worker_is_failing_once_then_recovered_on
     third = to_ms(T0 + timedelta(minutes=3))
     assert [(v["e"], v["t"]) for v in events(client)] == [
         ("failing", str(third)), ("recovered", str(to_ms(T0 + timedelta(minutes=5))))]
-    # judged: the failures from the third on (alert_after_failures: 3), and the first
-    # success while failing; none before, none after
-    assert judged == [0, 0, 0, 1, 1, 1, 0, 0]
+    # judged: the third failure (alert_after_failures: 3; not the fourth: `failing` stood
+    # then, and nothing pauses), and the first success while failing; none before or after
+    assert judged == [0, 0, 0, 1, 0, 1, 0, 0]
     assert client.zcard(keys.outcomes_changed("")) == 0
 
 

@@ -24,7 +24,8 @@ import redis
 
 from kiqbeat.alerts.changed import Changed, changed_names, queue_changed_names, read_changed_names
 from kiqbeat.alerts.incidents import Watch, decide
-from kiqbeat.core.outcomes import LAST_TICK_MS
+from kiqbeat.core.limits import CHANGED_PER_INVOCATION, MAX_CHANGED_NAMES
+from kiqbeat.core.outcomes import LAST_TICK_MS, Health
 from kiqbeat.core.pause import Pause
 from kiqbeat.core.plan import Entry, to_ms
 from kiqbeat.core.report import Report
@@ -36,6 +37,10 @@ from kiqbeat.redis.side import RedisSide
 
 if TYPE_CHECKING:
     from kiqbeat.alerts.sinks import Sink
+
+
+# Slices of changed names judged in one invocation at most (a storm: the set drained whole).
+MAX_JUDGED_ROUNDS = max(1, MAX_CHANGED_NAMES // CHANGED_PER_INVOCATION)
 
 
 def _field(group: Any, name: str) -> Any:
@@ -121,20 +126,33 @@ class AlertStep:
                 rules is None for _sha, rules in watch.planned.values())
                 or (self._earliest_ms is not None and self._earliest_ms <= now_ms)):
             return
-        try:
-            decision = decide(side.client, side.namespace, now_ms, watch, report, changed,
-                              [s.name for s in self.sinks], side.lua, judged=judged)
-        except (RedisRefusedError, StateError) as exc:  # the pushes stand: a warning
-            report.warnings.append(f"alert incidents were not decided: {exc}")
-            return
-        report.round_trips += 1
-        report.alert_events += decision.events
-        for name in decision.to_pause:
-            side.write_pause(name, Pause(
-                note="paused by kiqbeat: pause_after_failures reached (failed ticks in a "
-                     "row); resume clears the streak", by="kiqbeat", at_ms=now_ms),
-                now_ms=now_ms)
+        sinks = [s.name for s in self.sinks]
+        for more in range(MAX_JUDGED_ROUNDS):
+            if more:  # the last slice was full (a storm): the next names, the arms done
+                try:
+                    judged = read_changed_names(side.client, side.namespace)
+                    changed = self._health(side, judged, report) if self._expecting else []
+                except (RedisRefusedError, StateError) as exc:
+                    report.warnings.append(f"alert incidents were not decided: {exc}")
+                    return
+                report.round_trips += 1
+                watch = Watch()
+            try:
+                decision = decide(side.client, side.namespace, now_ms, watch, report, changed,
+                                  sinks, side.lua, judged=judged)
+            except (RedisRefusedError, StateError) as exc:  # the pushes stand: a warning
+                report.warnings.append(f"alert incidents were not decided: {exc}")
+                return
             report.round_trips += 1
+            report.alert_events += decision.events
+            for name in decision.to_pause:
+                side.write_pause(name, Pause(
+                    note="paused by kiqbeat: pause_after_failures reached (failed ticks in a "
+                         "row); resume clears the streak", by="kiqbeat", at_ms=now_ms),
+                    now_ms=now_ms)
+                report.round_trips += 1
+            if len(judged) < CHANGED_PER_INVOCATION:
+                break
         from kiqbeat.alerts.delivery import deliver_all  # loads the sinks' modules
 
         try:
@@ -161,12 +179,18 @@ class AlertStep:
             judged = read_changed_names(side.client, side.namespace)
             report.round_trips += 1
         if judged and self._expecting:
-            from kiqbeat.outcomes.records import read_health  # only when there is a name
-
-            health = read_health(side.client, side.namespace, [c.name for c in judged])
-            report.round_trips += 1
-            report.changed_health = list(health.values())
+            report.changed_health = self._health(side, judged, report)
         return judged
+
+    @staticmethod
+    def _health(side: RedisSide, judged: Sequence[Changed], report: Report) -> list[Health]:
+        """The health of the judged names (one round trip; none without names)."""
+        if not judged:
+            return []
+        from kiqbeat.outcomes.records import read_health  # only when there is a name
+
+        report.round_trips += 1
+        return list(read_health(side.client, side.namespace, [c.name for c in judged]).values())
 
 
 def _earliest(score: object) -> int:

@@ -50,9 +50,11 @@ earlier attempt. A tick older than every kept entry of a full record is dropped.
 Only what the alert decision (incidents.lua) could act on goes to Python: a schedule is
 added to the changed names (a new sequence number, the oldest dropped beyond MAX_CHANGED)
 when its record changed and either an entry folded grew its failed ticks in a row (a failed
-end, or a retry's start: the attempt before it failed) to at least the definition's smaller
-`alert_after_failures` or `pause_after_failures` (it may open `failing` or `paused`), or its
-newest success moved on while its incident record is open (it may close with `recovered`).
+end, or a retry's start: the attempt before it failed) to a length the decision acts on (with
+no incident open: the definition's smaller `alert_after_failures` or `pause_after_failures`,
+which may open `failing` or `paused`; with one open: `pause_after_failures`, unless paused
+already; never once more per failure while an incident stands), or its newest success moved
+on while its incident record is open (it may close with `recovered`).
 A success that moves on otherwise takes the deadline of a schedule whose definition has
 `expect_success_within` away here, as the decision would (deadline.lua): a steady stream of successes costs an invocation nothing. `silent` is
 decided from the deadlines due, which read the record.
@@ -318,12 +320,12 @@ end
 -- One schedule's entries folded into its record (raw: as stored, nil or garbled: fresh), in
 -- Lua only (no Redis call): whether it changed, the record, the newest failure folded,
 -- whether a failure streak stood before, the entries dropped, the last success tick after
--- and before, and whether an entry grew the streak to `fewest()` or more (the smaller
--- `*_after_failures` of the definition, or nil; asked only then). Judged after each entry,
+-- and before, and whether an entry grew the streak to a length on which the decision could
+-- act (`acts(streak)`, asked only then: it may read the incident). Judged after each entry,
 -- as the record is settled after each: folding entries one call each (a worker's) or many
 -- in one call (the inbox's) makes the same record and the same changed names.
 -- Runs under pcall.
-local function fold_record(raw, list, keep, fewest)
+local function fold_record(raw, list, keep, acts)
   local rec = decode(raw) or {ls = nil, beyond = 0, entries = {}}
   local ls_before = rec.ls
   local streak = streak_of(rec)
@@ -335,10 +337,7 @@ local function fold_record(raw, list, keep, fewest)
       changed = true
       if e.ev == FAILED and (not failure or e.t >= failure.t) then failure = e end
       local now = streak_of(rec)
-      if now > streak and not reached then
-        local n = fewest()
-        reached = n ~= nil and now >= n
-      end
+      if now > streak and not reached then reached = acts(now) end
       streak = now
     else
       lost = lost + 1
@@ -349,28 +348,32 @@ local function fold_record(raw, list, keep, fewest)
   return changed, record, failure, streak_before, lost, rec.ls, ls_before, reached
 end
 
--- The definition names a failure count the decision acts on.
--- The fewest failed ticks in a row on which the definition asks the decision to act (its
--- smaller positive `alert_after_failures` or `pause_after_failures`), or nil: none.
-local function failures_acted_on(definition)
+-- The definition's positive `alert_after_failures` and `pause_after_failures` (nil: none).
+local function failure_rules(definition)
   if type(definition) ~= 'string'
-      or not string.find(definition, '_after_failures"', 1, true) then return nil end
+      or not string.find(definition, '_after_failures"', 1, true) then return nil, nil end
   local ok, parsed = pcall(cjson.decode, definition)
-  if not ok or type(parsed) ~= 'table' then return nil end
-  local fewest = nil
-  for _, field in ipairs({'alert_after_failures', 'pause_after_failures'}) do
-    local n = parsed[field]
-    if type(n) == 'number' and n >= 1 and (not fewest or n < fewest) then fewest = n end
+  if not ok or type(parsed) ~= 'table' then return nil, nil end
+  local function count(n)
+    if type(n) == 'number' and n >= 1 then return n end
+    return nil
   end
-  return fewest
+  return count(parsed.alert_after_failures), count(parsed.pause_after_failures)
 end
 
--- Whether `name`'s incident record is open (or garbled: incidents.lua reads that as open).
-local function incident_open(name)
+-- The event of `name`'s open incident: nil when none (or closed), 'garbled' for a record
+-- that is not one (incidents.lua reads that as open).
+local function open_incident(name)
   local raw = redis.call('HGET', incidents_key, name)
-  if not raw then return false end
+  if not raw then return nil end
   local ok, value = pcall(cjson.decode, raw)
-  return not (ok and type(value) == 'table' and value.e == '')
+  if not (ok and type(value) == 'table') then return 'garbled' end
+  if value.e == '' then return nil end
+  return type(value.e) == 'string' and value.e or 'garbled'
+end
+
+local function incident_open(name)
+  return open_incident(name) ~= nil
 end
 
 -- Add `name` to the changed names with the next sequence number (a score that is no
@@ -403,10 +406,22 @@ for _, name in ipairs(order) do
   if keep == 0 or type(raw) == 'table' then  -- no schedule, or a bucket of another type
     dropped = dropped + #list
   else
-    local fewest, asked = nil, false
-    local function acted_on()  -- the definition parsed only when a streak grows
-      if not asked then fewest, asked = failures_acted_on(definition), true end
-      return fewest
+    -- Whether the decision could act on a failure streak this long (incidents.lua): open
+    -- `failing` or `paused` when no incident is open, or pause (PAUSE reached) unless
+    -- paused already. Not once more per failure while its incident stands: in a storm the
+    -- changed names hold only what is still to decide, so each is judged (issue 27). The
+    -- definition and the incident are read only when a streak grows.
+    local alert, pause, open, asked = nil, nil, nil, false
+    local function acted_on(streak)
+      if not asked then
+        alert, pause = failure_rules(definition)
+        if alert or pause then open = open_incident(name) end
+        asked = true
+      end
+      local fewest = (alert and pause) and math.min(alert, pause) or alert or pause
+      if not fewest then return false end
+      if open == nil then return streak >= fewest end
+      return pause ~= nil and streak >= pause and open ~= 'paused'
     end
     local ok, changed, record, failure, streak_before, lost, ls, ls_before, reached = pcall(
       fold_record, raw, list, keep, acted_on)
