@@ -220,7 +220,7 @@ def kiqbeat(redis_url: str, monkeypatch: pytest.MonkeyPatch,
     from kiqbeat.entrypoints.cli import main
 
     for name in list(os.environ):
-        if name.startswith("KIQBEAT_") or name == "REDIS_URL":
+        if (name.startswith("KIQBEAT_") and name != "KIQBEAT_TEST_CLOCK") or name == "REDIS_URL":
             monkeypatch.delenv(name)
     monkeypatch.setenv("KIQBEAT_REDIS_URL", redis_url)
 

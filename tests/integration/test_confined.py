@@ -77,7 +77,7 @@ def memory_group(limit_bytes: int) -> Iterator[Path]:
 def run_limited(group: Path, *args: str, redis_url: str) -> subprocess.CompletedProcess[str]:
     """`kiqbeat ARGS...` as a new process inside `group` (this worktree's kiqbeat)."""
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith("KIQBEAT_") and k != "REDIS_URL"}
+           if (not k.startswith("KIQBEAT_") or k == "KIQBEAT_TEST_CLOCK") and k != "REDIS_URL"}
     env["KIQBEAT_REDIS_URL"] = redis_url
     command = " ".join(["exec", sys.executable, "-m", "kiqbeat", *args])
     return subprocess.run(["bash", "-c", f"echo $$ > {group}/cgroup.procs; {command}"],
