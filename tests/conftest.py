@@ -25,6 +25,9 @@ os.environ["KIQBEAT_TEST_CLOCK"] = "1"  # before kiqbeat is imported (the docstr
 from kiqbeat.demo.server import RedisServer
 from tests.support.servers import server_under_test
 
+# Fixtures every folder may use, from their homes in tests/support (pytest loads them here).
+pytest_plugins = ["tests.support.cli", "tests.support.console"]
+
 settings.register_profile("kiqbeat", deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("kiqbeat")

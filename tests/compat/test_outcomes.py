@@ -7,9 +7,7 @@ outcome_worker.rb) to check the reports against."""
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
 import tempfile
 import textwrap
 from collections.abc import Iterator
@@ -32,8 +30,9 @@ from kiqbeat.outcomes import fold_outcomes
 from kiqbeat.outcomes.records import read_health, read_outcomes
 from kiqbeat.redis import keys
 from kiqbeat.store import Store
+from tests.support.sidekiq import start_sidekiq
 
-from .harness import RUBY_DIR, START_TIMEOUT_S, need, stop, wait_for
+from .harness import RUBY_DIR, stop, wait_for
 
 LEDGER = "kiqbeat-test:ledger"
 QUEUE = "outcomes"
@@ -46,17 +45,9 @@ class Worker:
         self.url, self.ns = url, ns
         self.client = redis.Redis.from_url(url, socket_timeout=10)
         self.log = Path(tempfile.mkdtemp(prefix="kiqbeat-outcomes-")) / "sidekiq.log"
-        env = {**os.environ, "REDIS_URL": url, "KIQBEAT_TEST_NAMESPACE": ns.rstrip(":")}
-        with open(self.log, "wb") as out:
-            self.process = subprocess.Popen(
-                [need("sidekiq"), "-r", str(RUBY_DIR / "outcome_worker.rb"), "-q", QUEUE,
-                 "-c", "3", *flags], env=env, stdout=out, stderr=subprocess.STDOUT)
-
-        def started() -> bool:
-            if self.process.poll() is not None:
-                pytest.fail(f"sidekiq exited: {self.log.read_text(errors='replace')[-3000:]}")
-            return bool(self.client.smembers(f"{ns}processes"))
-        wait_for(f"sidekiq to start (log: {self.log})", started, START_TIMEOUT_S)
+        self.process = start_sidekiq(url, RUBY_DIR / "outcome_worker.rb", self.log,
+                                     "-q", QUEUE, "-c", "3", *flags, namespace=ns,
+                                     env={"KIQBEAT_TEST_NAMESPACE": ns.rstrip(":")})
 
     def now(self) -> datetime:
         seconds, micros = self.client.time()

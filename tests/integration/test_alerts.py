@@ -28,9 +28,8 @@ from kiqbeat.core.plan import to_ms
 from kiqbeat.engine import Engine
 from kiqbeat.entrypoints.metrics import InvocationMetrics
 from kiqbeat.settings import Settings
+from tests.support.engine import config
 from tests.support.receiver import Receiver, receiving
-
-from .helpers import config
 
 T0 = datetime(2025, 12, 24, 0, 0, tzinfo=UTC)
 OUTBOX = "kiqbeat:alerts:outbox"

@@ -42,8 +42,8 @@ from kiqbeat.redis.connection import connect
 from kiqbeat.redis.definitions import definition_sha
 from kiqbeat.redis.side import RedisSide
 from kiqbeat.store import Store
-from tests.integration.helpers import minute_floor, pushed_jobs, redis_now
-from tests.integration.test_store import cron_jids
+from tests.support.clock import minute_floor, redis_now
+from tests.support.engine import cron_jids, pushed_jobs
 from tests.support.marks import marked_names
 
 CGROUP_ROOT = Path("/sys/fs/cgroup/memory")
