@@ -3,20 +3,30 @@
 The redis-server is the first on PATH: Debian's by default, or the matrix's chosen one
 (`scripts/test --server NAME`, tests/support/servers.py); pytest's header names it.
 
+The suite runs kiqbeat with its test clock (`KIQBEAT_TEST_CLOCK=1`, kiqbeat/redis/clock.py),
+set here before kiqbeat is imported and inherited by every kiqbeat process a test starts: a
+test moves the Redis clock on with tests/support/clock.py's `advance_clock` instead of sleeping.
+
 Hypothesis runs with no per-example deadline: on a loaded 2-core CI machine one slow
 example would otherwise fail a property that holds.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
 import redis
 from hypothesis import HealthCheck, settings
 
+os.environ["KIQBEAT_TEST_CLOCK"] = "1"  # before kiqbeat is imported (the docstring says why)
+
 from kiqbeat.demo.server import RedisServer
 from tests.support.servers import server_under_test
+
+# Fixtures every folder may use, from their homes in tests/support (pytest loads them here).
+pytest_plugins = ["tests.support.cli", "tests.support.console"]
 
 settings.register_profile("kiqbeat", deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])

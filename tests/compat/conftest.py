@@ -21,6 +21,8 @@ import pytest
 import redis
 
 from kiqbeat.demo.server import RedisServer, free_port
+from tests.support.sidekiq import start_sidekiq
+from tests.support.tools import missing
 
 from .harness import (
     RUBY_DIR,
@@ -58,25 +60,14 @@ def no_kiqbeat_state(request: pytest.FixtureRequest) -> None:
 @pytest.fixture(scope="session")
 def sidekiq(sidekiq_redis: RedisServer) -> Iterator[Sidekiq]:
     """One real Sidekiq process (Debian's ruby-sidekiq) running tests/compat/ruby/worker.rb."""
-    program = need("sidekiq")
     logdir = Path(tempfile.mkdtemp(prefix="kiqbeat-sidekiq-"))
     log = logdir / "sidekiq.log"
-    args = [program, "-r", str(RUBY_DIR / "worker.rb"), "-c", "2"]
+    args = ["-c", "2"]
     for queue in WORKER_QUEUES:
         args += ["-q", queue]
-    env = {**os.environ, "REDIS_URL": sidekiq_redis.url}
-    with open(log, "wb") as out:
-        process = subprocess.Popen(args, env=env, stdout=out, stderr=subprocess.STDOUT)
+    process = start_sidekiq(sidekiq_redis.url, RUBY_DIR / "worker.rb", log, *args)
     client = redis.Redis.from_url(sidekiq_redis.url, socket_timeout=5)
     try:
-        def started() -> bool:
-            if process.poll() is not None:
-                pytest.fail(f"sidekiq exited with {process.returncode}: "
-                            f"{log.read_text(errors='replace')[-3000:]}")
-            # The heartbeat registers the process; its "Starting processing" line does not
-            # appear without a terminal.
-            return bool(client.smembers("processes"))
-        wait_for(f"sidekiq to start (log: {log})", started, START_TIMEOUT_S)
         yield Sidekiq(sidekiq_redis.url, client, log)
     finally:
         stop(process)
@@ -121,5 +112,5 @@ def active_job_version() -> str:
     done = subprocess.run(["ruby", "-e", 'require "active_job"; print ActiveJob::VERSION::STRING'],
                           capture_output=True, text=True, timeout=30, check=False)
     if done.returncode != 0:
-        pytest.skip("ruby-activejob is not installed (scripts/setup installs it)")
+        missing("ruby-activejob is not installed (scripts/setup installs it)")
     return done.stdout.strip()

@@ -4,16 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import signal
 import subprocess
-import time
 import urllib.request
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 import redis
@@ -22,42 +18,16 @@ from kiqbeat.core.report import Report
 from kiqbeat.document import load_config_text
 from kiqbeat.engine import run
 
+# The compat tests' names for helpers they share with other folders (tests/support).
+from tests.support.processes import stop as stop
+from tests.support.processes import wait_for
+from tests.support.sidekiq import START_TIMEOUT_S as START_TIMEOUT_S
+from tests.support.sidekiq import need as need
+
 RUBY_DIR = Path(__file__).parent / "ruby"
 RUNS_KEY = "kiqbeat-compat:runs"
 # The queues the worker process listens to; any other queue keeps its jobs for inspection.
 WORKER_QUEUES = ("default", "critical", "low")
-START_TIMEOUT_S = 30.0
-T = TypeVar("T")
-
-
-def wait_for(what: str, check: Callable[[], T | None], timeout_s: float = 15.0) -> T:
-    """Poll `check` until it returns something truthy; fail naming `what` after the deadline."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout_s:g} s waiting for {what}")
-        time.sleep(0.05)
-
-
-def need(program: str) -> str:
-    found = shutil.which(program)
-    if not found:
-        pytest.fail(f"{program} is not installed: run scripts/setup (Debian ruby-sidekiq, "
-                    "ruby-rack, puma)")
-    return found
-
-
-def stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 @dataclass
@@ -135,8 +105,6 @@ class WebUI:
             assert response.status == 200, f"GET {path}: {response.status}"
             body: bytes = response.read()
         return body.decode()
-
-
 
 
 def by_kind(records: list[dict[str, Any]], kind: str) -> dict[str, list[dict[str, Any]]]:

@@ -10,8 +10,6 @@ each pushed job at once and keeps its own ledger (tests/compat/ruby/outcome_work
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import tempfile
 import textwrap
 from collections.abc import Iterator
@@ -29,8 +27,9 @@ from kiqbeat.engine import Engine
 from kiqbeat.outcomes.records import read_outcomes
 from kiqbeat.settings import Settings
 from tests.support.receiver import Receiver, receiving
+from tests.support.sidekiq import start_sidekiq
 
-from .harness import RUBY_DIR, START_TIMEOUT_S, need, stop, wait_for
+from .harness import RUBY_DIR, stop, wait_for
 
 LEDGER = "kiqbeat-test:ledger"
 SWITCH = "kiqbeat-test:switch"
@@ -43,17 +42,8 @@ class Worker:
     def __init__(self, url: str) -> None:
         self.client = redis.Redis.from_url(url, socket_timeout=10)
         self.log = Path(tempfile.mkdtemp(prefix="kiqbeat-alerts-")) / "sidekiq.log"
-        env = {**os.environ, "REDIS_URL": url}
-        with open(self.log, "wb") as out:
-            self.process = subprocess.Popen(
-                [need("sidekiq"), "-r", str(RUBY_DIR / "alert_worker.rb"), "-q", QUEUE,
-                 "-c", "2"], env=env, stdout=out, stderr=subprocess.STDOUT)
-
-        def started() -> bool:
-            if self.process.poll() is not None:
-                pytest.fail(f"sidekiq exited: {self.log.read_text(errors='replace')[-3000:]}")
-            return bool(self.client.smembers("processes"))
-        wait_for(f"sidekiq to start (log: {self.log})", started, START_TIMEOUT_S)
+        self.process = start_sidekiq(url, RUBY_DIR / "alert_worker.rb", self.log,
+                                     "-q", QUEUE, "-c", "2")
 
     def ledger(self, job_id: str) -> list[str]:
         return [e["event"] for e in map(json.loads, self.client.lrange(LEDGER, 0, -1))

@@ -22,7 +22,7 @@ from kiqbeat.entrypoints.loop import run_loop
 from kiqbeat.store import Store
 
 from .harness import stop, wait_for
-from .test_outcomes import LEDGER, QUEUE, Worker
+from .outcome_worker import LEDGER, QUEUE, Worker
 
 PERIOD_S = 10  # the schedule's period
 # Each job sleeps this long: longer than the period, so a tick comes due while it runs (held)

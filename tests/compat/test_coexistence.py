@@ -13,7 +13,6 @@ import subprocess
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import pytest
 import redis
 
 from kiqbeat.core.schedule import Config
@@ -22,6 +21,7 @@ from kiqbeat.engine import run
 from kiqbeat.errors import ConfigError
 from kiqbeat.redis import keys
 from kiqbeat.redis import scheduler_ui as ui
+from tests.support.tools import missing
 
 from .harness import Sidekiq
 
@@ -57,7 +57,7 @@ def ruby_cron(sidekiq: Sidekiq, code: str) -> str:
                           env=sidekiq.env(), capture_output=True, text=True, timeout=30,
                           check=False)
     if "cannot load such file -- sidekiq/cron" in done.stderr:
-        pytest.skip("ruby-sidekiq-cron is not installed (scripts/setup installs it)")
+        missing("ruby-sidekiq-cron is not installed (scripts/setup installs it)")
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout.strip()
 

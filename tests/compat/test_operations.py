@@ -17,8 +17,7 @@ from kiqbeat.document import load_config_text
 from kiqbeat.engine import run
 from kiqbeat.store import Store
 
-from .harness import Sidekiq
-from .test_sidekiq import by_kind
+from .harness import Sidekiq, by_kind
 
 SOURCE = "compat-operations"
 

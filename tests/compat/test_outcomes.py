@@ -7,19 +7,14 @@ outcome_worker.rb) to check the reports against."""
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import tempfile
 import textwrap
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
-import redis
 
 from kiqbeat.core.payload import jid_ms, job_json
 from kiqbeat.core.plan import to_ms
@@ -33,55 +28,8 @@ from kiqbeat.outcomes.records import read_health, read_outcomes
 from kiqbeat.redis import keys
 from kiqbeat.store import Store
 
-from .harness import RUBY_DIR, START_TIMEOUT_S, need, stop, wait_for
-
-LEDGER = "kiqbeat-test:ledger"
-QUEUE = "outcomes"
-
-
-class Worker:
-    """A Sidekiq process running outcome_worker.rb on its own Redis (namespace `ns`)."""
-
-    def __init__(self, url: str, ns: str = "", *flags: str) -> None:
-        self.url, self.ns = url, ns
-        self.client = redis.Redis.from_url(url, socket_timeout=10)
-        self.log = Path(tempfile.mkdtemp(prefix="kiqbeat-outcomes-")) / "sidekiq.log"
-        env = {**os.environ, "REDIS_URL": url, "KIQBEAT_TEST_NAMESPACE": ns.rstrip(":")}
-        with open(self.log, "wb") as out:
-            self.process = subprocess.Popen(
-                [need("sidekiq"), "-r", str(RUBY_DIR / "outcome_worker.rb"), "-q", QUEUE,
-                 "-c", "3", *flags], env=env, stdout=out, stderr=subprocess.STDOUT)
-
-        def started() -> bool:
-            if self.process.poll() is not None:
-                pytest.fail(f"sidekiq exited: {self.log.read_text(errors='replace')[-3000:]}")
-            return bool(self.client.smembers(f"{ns}processes"))
-        wait_for(f"sidekiq to start (log: {self.log})", started, START_TIMEOUT_S)
-
-    def now(self) -> datetime:
-        seconds, micros = self.client.time()
-        return datetime.fromtimestamp(seconds + micros / 1e6).astimezone()
-
-    def ledger(self, jid: str) -> list[str]:
-        return [e["event"] for e in map(json.loads, self.client.lrange(LEDGER, 0, -1))
-                if e["jid"] == jid]
-
-    def push_minute(self, config: Config) -> datetime:
-        """kiqbeat registers the schedules 30 s before the last minute boundary, then pushes
-        that boundary's tick: one job per every-minute schedule."""
-        minute = self.now().replace(second=0, microsecond=0)
-        run(self.client, config, now=minute - timedelta(seconds=30))
-        report = run(self.client, config, now=minute)
-        assert report.pushed == len(config.schedules)
-        return minute
-
-    def health(self, name: str, until: Any, what: str, timeout_s: float = 30.0) -> Any:
-        """Fold (as an invocation does) until `until(health)` holds."""
-        def check() -> Any:
-            fold_outcomes(self.client, self.ns)
-            found = read_health(self.client, self.ns, [name])[name]
-            return found if until(found) else None
-        return wait_for(f"{name}: {what} (log: {self.log})", check, timeout_s)
+from .harness import stop, wait_for
+from .outcome_worker import QUEUE, Worker
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,7 @@ from kiqbeat.settings import Settings
 from kiqbeat.store import Store
 from kiqbeat.web.app import create_app
 from kiqbeat.web.auth import Auth, Token
-from tests.web.conftest import OPERATOR_TOKEN, serve
+from tests.support.console import OPERATOR_TOKEN, serve
 
 from .harness import Sidekiq, need
 

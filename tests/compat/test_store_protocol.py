@@ -36,11 +36,12 @@ from kiqbeat.settings import Settings
 from kiqbeat.store import Store
 from kiqbeat.web.app import create_app
 from kiqbeat.web.auth import Auth, Token
-from tests.entrypoints.conftest import free_port
-from tests.integration.helpers import pushed_jobs, redis_now
+from tests.support.clock import redis_now
+from tests.support.console import READER_TOKEN, serve
+from tests.support.engine import pushed_jobs
 from tests.support.marks import stored_mark
+from tests.support.ports import free_port
 from tests.support.servers import NO_PERMISSIONS
-from tests.web.conftest import READER_TOKEN, serve
 
 from .harness import RUBY_DIR, need, wait_for
 

@@ -8,16 +8,14 @@ speaking that REST protocol stands in for it, reached through AWS_ENDPOINT_URL_A
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import socket
 import subprocess
 import sys
 import threading
 import time
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -26,35 +24,11 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from tests.support.aws import Moto
+from tests.support.ports import free_port
+
 REGION = "us-east-1"
 DUMMY_KEYS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@dataclass
-class Moto:
-    """A running moto_server: its endpoint, and a switch for IAM enforcement."""
-
-    url: str
-
-    def enforce_iam(self, on: bool) -> None:
-        """Make moto check signatures and IAM policies on every request (or stop doing so)."""
-        count = b"0" if on else b"inf"
-        request = urllib.request.Request(f"{self.url}/moto-api/reset-auth", data=count,
-                                         method="POST", headers={"Content-Type": "text/plain"})
-        with urllib.request.urlopen(request, timeout=5):
-            pass
-
-    def reset(self) -> None:
-        """Forget every resource (parameters, secrets, buckets, users)."""
-        request = urllib.request.Request(f"{self.url}/moto-api/reset", data=b"", method="POST")
-        with urllib.request.urlopen(request, timeout=5):
-            pass
 
 
 @pytest.fixture(scope="session")
@@ -193,41 +167,3 @@ def aws(
     yield moto_server
     moto_server.enforce_iam(False)
     # each test builds its own Sources, with its own caches
-
-
-# ---------------------------------------------------------------------------- the CLI
-
-
-@dataclass(frozen=True)
-class Ran:
-    """What one in-process `kiqbeat` command printed and returned."""
-
-    code: int
-    out: str
-    err: str
-
-    def json(self) -> Any:
-        return json.loads(self.out)
-
-
-Kiqbeat = Callable[..., Ran]
-
-
-@pytest.fixture
-def kiqbeat(redis_url: str, monkeypatch: pytest.MonkeyPatch,
-            capsys: pytest.CaptureFixture[str]) -> Kiqbeat:
-    """`kiqbeat ARGS...` run in this process, on the test's Redis (from the environment)."""
-    from kiqbeat.entrypoints.cli import main
-
-    for name in list(os.environ):
-        if name.startswith("KIQBEAT_") or name == "REDIS_URL":
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("KIQBEAT_REDIS_URL", redis_url)
-
-    def run(*args: str) -> Ran:
-        capsys.readouterr()
-        code = main(list(args))
-        out, err = capsys.readouterr()
-        return Ran(code, out, err)
-
-    return run

@@ -4,13 +4,13 @@ and `kiqbeat status` showing the open incidents and each sink's backlog (DESIGN 
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
 import redis
 
-from tests.entrypoints.conftest import Kiqbeat
+from tests.support.cli import Kiqbeat
+from tests.support.clock import advance_clock
 from tests.support.receiver import receiving
 
 DOC = """
@@ -20,7 +20,8 @@ schedules:
 
 
 def test_run_once_sends_the_silent_event_and_status_shows_the_incident(
-        kiqbeat: Kiqbeat, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        kiqbeat: Kiqbeat, redis_client: redis.Redis, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     schedule = tmp_path / "schedule.yaml"
     schedule.write_text(DOC)
     with receiving() as receiver:
@@ -34,7 +35,7 @@ def test_run_once_sends_the_silent_event_and_status_shows_the_incident(
             assert ran.code == 0, ran.err
             if json.loads(ran.out)["alert_events"]:
                 break
-            time.sleep(0.25)
+            advance_clock(redis_client, 0.25)
         assert "hush" not in ran.out + ran.err and receiver.url not in ran.out + ran.err
         status = kiqbeat("status", "--config", str(schedule), "--json")
         alerts = json.loads(status.out)["alerts"]
@@ -75,7 +76,7 @@ def test_an_unreadable_outbox_entry_is_acknowledged_with_a_warning_and_the_rest_
             warned += " ".join(json.loads(ran.out)["warnings"]) + ran.err
             if receiver.bodies:
                 break
-            time.sleep(0.25)
+            advance_clock(client, 0.25)
         assert [(b["schedule"], b["event"]) for b in receiver.bodies] == [("unread", "silent")]
     assert all(entry in warned for entry in bad), warned
     assert "is not an alert event (ValueError" in warned

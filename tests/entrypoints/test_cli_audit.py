@@ -15,9 +15,9 @@ from kiqbeat.engine import Engine
 from kiqbeat.redis import keys
 from kiqbeat.settings import Settings
 from kiqbeat.store import Store
-from tests.integration.helpers import config, minute_floor, redis_now
-
-from .conftest import Kiqbeat
+from tests.support.cli import Kiqbeat
+from tests.support.clock import minute_floor, redis_now
+from tests.support.engine import config
 
 DIGEST = {"cron": "0 9 * * *", "class": "DigestWorker", "args": [1]}
 

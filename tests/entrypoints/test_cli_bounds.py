@@ -23,8 +23,8 @@ from kiqbeat.core.payload import jid_ms
 from kiqbeat.document import load_config_file
 from kiqbeat.engine import run
 from kiqbeat.redis.connection import connect
-from tests.entrypoints.conftest import Kiqbeat
-from tests.integration.helpers import redis_now
+from tests.support.cli import Kiqbeat
+from tests.support.clock import redis_now
 from tests.support.marks import stored_mark
 
 DOCUMENT = """

@@ -18,7 +18,7 @@ import redis
 from kiqbeat.entrypoints.cli import main
 from kiqbeat.entrypoints.loop import stop_on_signals
 from kiqbeat.redis import progress
-from tests.integration.helpers import room_before_boundary
+from tests.support.clock import room_before_boundary
 from tests.support.marks import rewind_mark, stored_mark
 
 SCHEDULE = """

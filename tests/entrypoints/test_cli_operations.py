@@ -20,9 +20,8 @@ import redis
 from kiqbeat.core.cron import fire_times
 from kiqbeat.core.payload import jid_ms
 from kiqbeat.core.plan import to_ms
-from tests.entrypoints.conftest import Kiqbeat
-from tests.entrypoints.test_cli_schedules import _run_on_a_terminal
-from tests.integration.helpers import redis_now
+from tests.support.cli import Kiqbeat, run_on_a_terminal
+from tests.support.clock import redis_now
 
 WINDOW = timedelta(hours=1)
 CRONS = {"report": "*/10 * * * *", "digest": "0 * * * *"}
@@ -333,7 +332,7 @@ def test_a_large_backfill_draws_a_bar_on_a_terminal(
         assert done.returncode == 0, done.stderr
     pushed = redis_client.llen("queue:default")
     # With --yes the bar's count is the only one, and gives it its total.
-    code, out, terminal = _run_on_a_terminal(
+    code, out, terminal = run_on_a_terminal(
         [sys.executable, "-m", "kiqbeat", "backfill", "pulse", "--yes"], env, (24, 100))
     assert code == 0, terminal
     backfilled = redis_client.llen("queue:default") - pushed

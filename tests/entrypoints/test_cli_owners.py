@@ -8,7 +8,7 @@ from pathlib import Path
 
 import redis
 
-from .conftest import Kiqbeat
+from tests.support.cli import Kiqbeat
 
 HAND_WRITTEN = json.dumps({"cron": "* * * * *", "class": "HandWorker", "source": "/etc/x"})
 DEFINITION = '{"cron": "0 9 * * *", "class": "DigestWorker"}'

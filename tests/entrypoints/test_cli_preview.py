@@ -11,8 +11,8 @@ import pytest
 import redis
 
 from kiqbeat.entrypoints.cli import main
-from tests.entrypoints.conftest import Kiqbeat
-from tests.integration.helpers import redis_now
+from tests.support.cli import Kiqbeat
+from tests.support.clock import redis_now
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 EMBEDDED = Path(__file__).resolve().parents[2] / "lib" / "kiqbeat" / "demo" / "example.yaml"

@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-import pty
-import struct
 import subprocess
 import sys
-import termios
-import threading
 import zlib
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -22,8 +17,8 @@ import yaml
 
 from kiqbeat.entrypoints.schedules import _json_value, _plain_line
 from kiqbeat.errors import ConfigError
-from tests.entrypoints.conftest import Kiqbeat
-from tests.integration.helpers import redis_now
+from tests.support.cli import Kiqbeat, run_on_a_terminal
+from tests.support.clock import advance_clock, redis_now
 from tests.support.marks import stored_mark
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -431,34 +426,6 @@ def test_no_replace_keeps_what_exists(
     assert definitions(redis_client) == {"digest": DIGEST, "other": DIGEST}
 
 
-def _run_on_a_terminal(args: list[str], env: dict[str, str],
-                       size: tuple[int, int]) -> tuple[int, str, str]:
-    """Run a command with stderr on a pseudo-terminal of `size` (rows, columns; a new one
-    is 0 by 0); its exit code, stdout and what reached the terminal."""
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", *size, 0, 0))
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=slave, env=env, cwd=ROOT)
-    os.close(slave)
-    chunks: list[bytes] = []
-
-    def drain() -> None:
-        while True:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:  # EIO: every writer closed the terminal
-                return
-            if not chunk:
-                return
-            chunks.append(chunk)
-
-    reader = threading.Thread(target=drain)
-    reader.start()
-    out, _ = proc.communicate(timeout=120)
-    reader.join(timeout=10)
-    os.close(master)
-    return proc.returncode, out.decode(), b"".join(chunks).decode(errors="replace")
-
-
 @pytest.mark.parametrize("size", [(24, 100), (0, 0)], ids=["sized", "unsized"])
 def test_import_draws_a_bar_on_a_terminal_unless_told_not_to(
     redis_url: str, redis_client: redis.Redis, tmp_path: Path, size: tuple[int, int]
@@ -469,13 +436,13 @@ def test_import_draws_a_bar_on_a_terminal_unless_told_not_to(
     env = {k: v for k, v in os.environ.items() if "REDIS" not in k and "KIQBEAT" not in k}
     env |= {"KIQBEAT_REDIS_URL": redis_url}
     command = [sys.executable, "-m", "kiqbeat", "schedules", "import", str(path)]
-    code, out, terminal = _run_on_a_terminal([*command, "--no-progress"], env, size)
+    code, out, terminal = run_on_a_terminal([*command, "--no-progress"], env, size)
     assert code == 0, terminal
     assert out.startswith(f"{path}: 5,000 written")
     assert terminal == ""  # forced off: nothing on the terminal at all
     assert redis_client.hlen("kiqbeat:schedules") == 5000
     redis_client.flushall()
-    code, out, terminal = _run_on_a_terminal(command, env, size)
+    code, out, terminal = run_on_a_terminal(command, env, size)
     assert code == 0, terminal
     assert "5000/5000" in terminal and "schedules/s" in terminal
     assert redis_client.hlen("kiqbeat:schedules") == 5000
@@ -493,7 +460,7 @@ def test_import_without_tqdm_installed_imports_without_a_bar(
     code = ("import sys; sys.modules['tqdm'] = None  # `import tqdm` raises ImportError\n"
             "from kiqbeat.entrypoints.cli import main\n"
             f"sys.exit(main(['schedules', 'import', {str(path)!r}]))\n")
-    status, out, terminal = _run_on_a_terminal([sys.executable, "-c", code], env, (24, 100))
+    status, out, terminal = run_on_a_terminal([sys.executable, "-c", code], env, (24, 100))
     assert status == 0, terminal
     assert out.startswith(f"{path}: 100 written") and terminal == ""
     assert redis_client.hlen("kiqbeat:schedules") == 100
@@ -563,9 +530,7 @@ def test_status_lists_ended_schedules_and_get_says_ended(
     kiqbeat("schedules", "add", "once", "--json-definition",
             json.dumps({"at": at.isoformat(), "class": "OnceWorker"}))
     assert kiqbeat("run-once").code == 0
-    import time
-
-    time.sleep(3)
+    advance_clock(redis_client, 3)
     assert kiqbeat("run-once").code == 0
     assert "ended: 1 schedule(s) past their end push nothing more: once" in kiqbeat(
         "status").out

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import free_port
+from tests.support.ports import free_port
 
 TOKEN = "cli-Hq8Zr2Lw5Nc9Vx3Tb7Kp1Md4"  # random-looking: weak tokens are refused
 

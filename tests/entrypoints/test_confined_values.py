@@ -6,7 +6,7 @@ are the control schedule's distinct jids in its queue and the reasons in `kiqbea
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 import redis
@@ -21,8 +21,8 @@ from kiqbeat.errors import ConfigError
 from kiqbeat.redis.connection import connect
 from kiqbeat.redis.progress import bucket
 from kiqbeat.store import Store
-from tests.entrypoints.conftest import Kiqbeat
-from tests.integration.helpers import minute_floor, redis_now
+from tests.support.cli import Kiqbeat
+from tests.support.clock import minute_floor, redis_now
 
 STORE_ONLY = Config(schedules=())
 CONTROL = {"class": "ControlWorker", "cron": "* * * * *", "queue": "control"}
@@ -32,6 +32,18 @@ OVERFLOWING = ["9999-12-31T23:59:59-23:59", "0001-01-01T00:00:00+14:00"]
 
 def control_jids(client: redis.Redis) -> list[str]:
     return [json.loads(raw)["jid"] for raw in client.lrange("queue:control", 0, -1)]
+
+
+def registered(redis_url: str, victim: dict[str, object]) -> tuple[redis.Redis, datetime]:
+    """A client, and the instant three minutes back at which an invocation registered the
+    stored `control` and `victim` (the latter with this definition)."""
+    client = connect(redis_url)
+    store = Store(client)
+    store.put("control", CONTROL)
+    store.put("victim", victim)
+    t0 = minute_floor(redis_now(client)) - timedelta(minutes=3) + timedelta(seconds=5)
+    Engine(client=client).run(STORE_ONLY, now=t0)
+    return client, t0
 
 
 @pytest.mark.parametrize("value", OVERFLOWING)
@@ -114,12 +126,7 @@ def test_a_life_counter_written_by_hand_sets_only_its_schedule_aside(
     """`HSET kiqbeat:skips victim 1e308` (or runs = abc for a schedule with max_runs) once
     failed every push call ("hash value is not an integer"): now the victim is set aside with
     the key and value named, and the control pushes each tick."""
-    client = connect(redis_url)
-    store = Store(client)
-    store.put("control", CONTROL)
-    store.put("victim", definition)
-    t0 = minute_floor(redis_now(client)) - timedelta(minutes=3) + timedelta(seconds=5)
-    Engine(client=client).run(STORE_ONLY, now=t0)
+    client, t0 = registered(redis_url, definition)
     client.hset(key, "victim", value)
     ran = kiqbeat("run-once", "--now", (t0 + timedelta(minutes=2)).isoformat())
     assert ran.code == 0, ran.err
@@ -215,12 +222,7 @@ def test_a_missed_record_or_history_past_the_year_9999_costs_only_its_schedule(
     """Numbers written by hand past the last instant kiqbeat plans once stopped `missed`,
     `status NAME` and every backfill with an OSError traceback (found by the fuzzer's long
     run): now the record is garbled, named, and the others are listed and backfilled."""
-    client = connect(redis_url)
-    store = Store(client)
-    store.put("control", CONTROL)
-    store.put("victim", CONTROL)
-    t0 = minute_floor(redis_now(client)) - timedelta(minutes=3) + timedelta(seconds=5)
-    Engine(client=client).run(STORE_ONLY, now=t0)
+    client, t0 = registered(redis_url, CONTROL)
     t0_ms = int(t0.timestamp() * 1000)
     client.hset("kiqbeat:missed", "control", b"%d %d window" % (t0_ms - 120_000, t0_ms))
     client.hset("kiqbeat:missed", "victim", b"5 99999999999999999999 window")
@@ -243,12 +245,7 @@ def test_a_garbled_progress_record_sets_only_its_schedule_aside(
     """A progress record written by hand once stopped every invocation ("watermark ... is
     not a number; nothing was pushed"; found by the fuzzer's long run): now its schedule is
     set aside naming the key, and the control pushes each tick."""
-    client = connect(redis_url)
-    store = Store(client)
-    store.put("control", CONTROL)
-    store.put("victim", {**CONTROL, "queue": "victim"})
-    t0 = minute_floor(redis_now(client)) - timedelta(minutes=3) + timedelta(seconds=5)
-    Engine(client=client).run(STORE_ONLY, now=t0)
+    client, t0 = registered(redis_url, {**CONTROL, "queue": "victim"})
     client.hset(f"kiqbeat:progress:{bucket('victim')}", "victim", record)
     ran = kiqbeat("run-once", "--now", (t0 + timedelta(minutes=2)).isoformat())
     assert ran.code == 0, ran.err

@@ -23,7 +23,7 @@ import yaml
 
 from kiqbeat.core.limits import MAX_DEFINITION_FILE_BYTES, MAX_REASON_CHARS, MAX_SHOWN_CHARS
 from kiqbeat.redis import keys
-from tests.entrypoints.conftest import Kiqbeat
+from tests.support.cli import Kiqbeat
 
 GOOD = {"class": "DigestWorker", "cron": "0 9 * * *"}
 NOT_UTF8 = b"bad\xff\xfename"

@@ -9,7 +9,6 @@ import socket
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -24,8 +23,8 @@ from kiqbeat.core.plan import shard_of
 from kiqbeat.document.sources import Sources
 from kiqbeat.engine import Engine
 from kiqbeat.errors import ConfigError, RedisUnavailableError
-from tests.entrypoints.conftest import Kiqbeat
-from tests.entrypoints.test_sources import hanging_endpoint
+from tests.support.aws import Context, hanging_endpoint
+from tests.support.cli import Kiqbeat
 from tests.support.marks import rewind_mark
 
 # Every second, so a second invocation a little over a second later has ticks to push
@@ -38,22 +37,6 @@ schedules:
     class: PulseWorker
     queue: pulse
 """
-
-
-class Context:
-    """The LambdaContext attributes Powertools and the handler read."""
-
-    function_name = "kiqbeat-test"
-    memory_limit_in_mb = 512
-    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:kiqbeat-test"
-
-    def __init__(self, timeout_ms: int = 30_000) -> None:
-        self.aws_request_id = str(uuid.uuid4())
-        # Lambda's clock: the invocation is killed when this reaches 0.
-        self.ends_at = time.monotonic() + timeout_ms / 1000
-
-    def get_remaining_time_in_millis(self) -> int:
-        return int((self.ends_at - time.monotonic()) * 1000)
 
 
 @pytest.fixture

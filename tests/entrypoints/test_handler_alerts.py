@@ -14,10 +14,11 @@ from pathlib import Path
 
 import boto3
 import pytest
+import redis
 from handler import app
 
-from tests.entrypoints.conftest import Moto
-from tests.entrypoints.test_handler import Context
+from tests.support.aws import Context, Moto
+from tests.support.clock import advance_clock
 
 SCHEDULE = """
 schedules:
@@ -53,7 +54,7 @@ def topic(aws: Moto, tmp_path: Path, redis_url: str,
 
 
 def test_the_function_publishes_a_silent_schedule_once_to_its_topic(
-        topic: tuple[str, str]) -> None:
+        topic: tuple[str, str], redis_client: redis.Redis) -> None:
     _arn, queue_url = topic
     events = 0
     deadline = time.monotonic() + 30
@@ -62,7 +63,7 @@ def test_the_function_publishes_a_silent_schedule_once_to_its_topic(
         events += result["alert_events"]
         if events and result["alerts_delivered"]:
             break
-        time.sleep(0.5)
+        advance_clock(redis_client, 0.5)
     for _ in range(3):  # more invocations decide nothing more
         events += app.lambda_handler({}, Context())["alert_events"]
     assert events == 1

@@ -15,8 +15,8 @@ from handler import app
 from kiqbeat.entrypoints.requests import FIELDS
 from kiqbeat.errors import ConfigError
 from kiqbeat.redis import keys
-from tests.entrypoints.conftest import Kiqbeat
-from tests.entrypoints.test_handler import Context
+from tests.support.aws import Context
+from tests.support.cli import Kiqbeat
 
 DIGEST = {"cron": "0 9 * * *", "tz": "Asia/Kolkata", "class": "DigestWorker", "args": [42]}
 HOURLY = {"cron": "0 * * * *", "class": "HourlyWorker", "queue": "low"}

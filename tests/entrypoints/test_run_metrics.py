@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from kiqbeat.core.report import Report
 from kiqbeat.entrypoints.metrics import InvocationMetrics, serve_metrics
 from kiqbeat.errors import ConfigError
-from tests.entrypoints.conftest import free_port
+from tests.support.ports import free_port
 from tests.support.tools import tool
 
 ROOT = Path(__file__).resolve().parents[2]

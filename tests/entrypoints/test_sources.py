@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +17,9 @@ import redis
 from kiqbeat.document.aws import DEFAULT_LIMITS, call_limits
 from kiqbeat.document.sources import Sources
 from kiqbeat.errors import ConfigError
+from tests.support.aws import Moto, hanging_endpoint
 
-# Fixture types (tests/entrypoints/conftest.py); the folder is not a package.
-Moto = Any
+# A fixture type of tests/entrypoints/conftest.py (no module imports a conftest).
 AppConfigData = Any
 
 SCHEDULE = """
@@ -327,15 +325,6 @@ def test_file_sources_never_import_boto3(tmp_path: Path, sources: Sources) -> No
 
 
 # --- AWS calls end before the invocation's deadline --------------------------------------
-
-
-@contextmanager
-def hanging_endpoint() -> Iterator[str]:
-    """An endpoint URL whose server accepts connections and never answers (a slow source)."""
-    with socket.socket() as server:
-        server.bind(("127.0.0.1", 0))
-        server.listen(64)  # the kernel completes the handshakes; nobody reads or replies
-        yield f"http://127.0.0.1:{server.getsockname()[1]}"
 
 
 @pytest.mark.parametrize("left_s", [None, 40.0, 20.0, 19.9, 12.0, 7.0, 6.5, 3.0, 2.0, 1.99, 0.0,

@@ -13,7 +13,7 @@ import redis
 from kiqbeat.redis import keys
 from kiqbeat.redis.progress import bucket
 from kiqbeat.store import Store
-from tests.entrypoints.conftest import Kiqbeat
+from tests.support.cli import Kiqbeat
 
 CRON = {"class": "W", "cron": "* * * * *"}
 T0 = 1_790_000_000_000 - 1_790_000_000_000 % 60_000

@@ -26,8 +26,7 @@ from kiqbeat.errors import (
     ScheduleNotFoundError,
 )
 from kiqbeat.store import Store
-
-from .conftest import Kiqbeat
+from tests.support.cli import Kiqbeat
 
 DIGEST = {"cron": "0 9 * * *", "class": "DigestWorker", "args": [42]}
 HAND_WRITTEN = json.dumps({"cron": "* * * * *", "class": "HandWorker", "source": "/etc/x"})

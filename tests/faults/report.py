@@ -14,7 +14,7 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
-from tests.faults.harness import iter_lines
+from tests.support.invariants import iter_lines
 
 HEADER = ("| scenario | runs | ticks expected | pushed | of which backfilled | duplicates | "
           "missed | early | p99 invocation | notes |\n"

@@ -20,7 +20,7 @@ import redis
 
 from kiqbeat.core.payload import jid
 from kiqbeat.core.plan import to_ms
-from tests.integration.helpers import minute_floor, redis_now
+from tests.support.clock import minute_floor, redis_now
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = """

@@ -25,8 +25,7 @@ from kiqbeat.document import load_config_text
 from kiqbeat.document.fields import SCHEDULE_KEYS, TOP_LEVEL_KEYS
 from kiqbeat.entrypoints.cli import main as cli
 from kiqbeat.errors import ConfigError
-
-from .harness import LONG, Outcome, record
+from tests.support.invariants import LONG, Outcome, record
 
 EXAMPLES = 1500 if LONG else 250
 

@@ -19,11 +19,8 @@ from kiqbeat.demo.server import RedisServer
 from kiqbeat.document import load_config_file
 from kiqbeat.redis import keys, progress
 from kiqbeat.redis.pushes import PUSH_SHA
-from tests.integration.helpers import minute_floor, redis_now
-from tests.support.proxy import FaultProxy
-
-from .drive import run_cli
-from .harness import (
+from tests.support.clock import minute_floor, redis_now
+from tests.support.invariants import (
     LONG,
     assert_bounded_state,
     assert_clean,
@@ -31,6 +28,9 @@ from .harness import (
     jobs_in_redis,
     record,
 )
+from tests.support.proxy import FaultProxy
+
+from .drive import run_cli
 
 SCHEDULES = """
 missed_jobs_window: 2h

@@ -19,11 +19,8 @@ from kiqbeat.core.schedule import Config
 from kiqbeat.document import load_config_file
 from kiqbeat.redis import keys
 from kiqbeat.store import Store
-from tests.integration.helpers import minute_floor, redis_now
-from tests.support.marks import stored_mark
-
-from .drive import KIQBEAT, backfilled, run_cli, start_backfills
-from .harness import (
+from tests.support.clock import minute_floor, redis_now
+from tests.support.invariants import (
     LONG,
     WatermarkSampler,
     assert_bounded_state,
@@ -34,6 +31,9 @@ from .harness import (
     shard_of,
     stored_schedules,
 )
+from tests.support.marks import stored_mark
+
+from .drive import KIQBEAT, backfilled, run_cli, start_backfills
 
 # Six hours of two every-second schedules is 43,200 ticks: 44 push calls of at most 1,000.
 CATCH_UP = """

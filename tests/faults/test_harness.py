@@ -12,9 +12,9 @@ from kiqbeat.core.schedule import Config
 from kiqbeat.engine import run
 from kiqbeat.redis import keys
 from kiqbeat.store import Store
-from tests.integration.helpers import config, minute_floor, redis_now
-
-from .harness import (
+from tests.support.clock import minute_floor, redis_now
+from tests.support.engine import config
+from tests.support.invariants import (
     Outcome,
     assert_bounded_state,
     assert_clean,

@@ -15,10 +15,8 @@ import redis
 
 from kiqbeat.document import load_config_file
 from kiqbeat.store import Store
-from tests.integration.helpers import redis_now
-
-from .drive import KIQBEAT, ROOT, backfilled, run_cli, run_invokers, start_backfills, stop
-from .harness import (
+from tests.support.clock import redis_now
+from tests.support.invariants import (
     LONG,
     WatermarkSampler,
     assert_bounded_state,
@@ -29,6 +27,8 @@ from .harness import (
     recorded_ticks,
     shard_of,
 )
+
+from .drive import KIQBEAT, ROOT, backfilled, run_cli, run_invokers, start_backfills, stop
 
 # Every minute, every five, a fixed-time and a wildcard zoned cron around New York's
 # fall-back night (05:xx UTC is 01:xx EDT, 06:xx UTC is 01:xx EST), and seconds with lookahead.

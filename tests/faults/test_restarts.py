@@ -20,10 +20,8 @@ import redis
 
 from kiqbeat.demo.server import RedisServer
 from kiqbeat.document import load_config_file
-from tests.integration.helpers import minute_floor, redis_now
-
-from .drive import run_invokers
-from .harness import (
+from tests.support.clock import minute_floor, redis_now
+from tests.support.invariants import (
     LONG,
     WatermarkSampler,
     assert_bounded_state,
@@ -33,6 +31,8 @@ from .harness import (
     jobs_in_redis,
     record,
 )
+
+from .drive import run_invokers
 
 SCHEDULES = """
 missed_jobs_window: 24h

@@ -29,9 +29,10 @@ import redis
 from kiqbeat.engine import run
 from kiqbeat.errors import KiqbeatError
 from kiqbeat.redis.connection import connect
-from tests.integration.helpers import config, minute_floor, redis_now
+from tests.support.clock import minute_floor, redis_now
+from tests.support.engine import config
+from tests.support.invariants import LONG, Outcome, assert_clean, check, jobs_in_redis, record
 
-from .harness import LONG, Outcome, assert_clean, check, jobs_in_redis, record
 from .sentinel_support import SentinelGroup
 
 pytestmark = pytest.mark.skipif(

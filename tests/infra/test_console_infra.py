@@ -20,8 +20,8 @@ import yaml
 from kiqbeat.core.report import REPORT_METRICS, Report
 from kiqbeat.entrypoints.metrics import InvocationMetrics
 from kiqbeat.web.auth import VARIABLES
-from tests.entrypoints.conftest import free_port
 from tests.support.marks import stored_mark
+from tests.support.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 CONSOLE = ROOT / "infra" / "k8s" / "console.yaml"

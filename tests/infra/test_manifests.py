@@ -204,7 +204,7 @@ def _local_pod(manifest: str, tmp_path: Path, redis_url: str, token: str,
     """A manifest's container as a local command: the same args and file variables, each
     mounted file written under tmp_path (the schedule from config.yaml; every token file
     holding `token`), each container port replaced by a free one; (command, env, ports)."""
-    from tests.entrypoints.conftest import free_port
+    from tests.support.ports import free_port
 
     (container,) = pod_spec(manifest)["containers"]
     local = {p["containerPort"]: free_port() for p in container.get("ports", [])}

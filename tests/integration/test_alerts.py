@@ -16,7 +16,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import pytest
 import redis
@@ -27,38 +27,15 @@ from kiqbeat.core.payload import jid
 from kiqbeat.core.plan import to_ms
 from kiqbeat.engine import Engine
 from kiqbeat.entrypoints.metrics import InvocationMetrics
-from kiqbeat.settings import Settings
+from tests.support.alerts import FAILING, SILENT, T0, engine, events
+from tests.support.engine import config
 from tests.support.receiver import Receiver, receiving
-
-from .helpers import config
-
-T0 = datetime(2025, 12, 24, 0, 0, tzinfo=UTC)
-OUTBOX = "kiqbeat:alerts:outbox"
-SILENT = """
-schedules:
-  nightly: {cron: "* * * * *", class: N, queue: nobody_reads, expect_success_within: 3m}
-  plain: {cron: "* * * * *", class: P, queue: nobody_reads}
-"""
-FAILING = """
-schedules:
-  flaky: {cron: "* * * * *", class: F, alert_after_failures: 3, pause_after_failures: 5}
-"""
 
 
 @pytest.fixture
 def receiver() -> Iterator[Receiver]:
     with receiving() as got:
         yield got
-
-
-def engine(client: redis.Redis, hook: str = "", secret: str = "") -> Engine:
-    return Engine(Settings(alert_webhook=hook, alert_secret=secret), client=client)
-
-
-def events(client: redis.Redis) -> list[dict[str, str]]:
-    """The outbox's events, oldest first, as their fields."""
-    return [{k.decode(): v.decode() for k, v in fields.items()}
-            for _id, fields in client.xrange(OUTBOX)]
 
 
 def report_outcome(client: redis.Redis, name: str, tick: datetime, event: str) -> None:

@@ -21,9 +21,8 @@ from kiqbeat.entrypoints.metrics import InvocationMetrics
 from kiqbeat.redis import keys, scripts
 from kiqbeat.redis.progress import bucket
 from kiqbeat.settings import Settings
+from tests.support.engine import config
 from tests.support.servers import load_functions
-
-from .helpers import config
 
 T0 = datetime(2025, 12, 24, 0, 0, tzinfo=UTC)
 SILENT = """

@@ -20,8 +20,8 @@ from kiqbeat.core.payload import jid
 from kiqbeat.engine import run
 from kiqbeat.redis.connection import connect
 from kiqbeat.redis.pushes import PUSH_SHA
-
-from .helpers import config, minute_floor, pushed_jobs, redis_now
+from tests.support.clock import minute_floor, redis_now
+from tests.support.engine import config, pushed_jobs
 
 SCHEDULES = """
 missed_jobs_window: 2h

@@ -42,8 +42,8 @@ from kiqbeat.redis.connection import connect
 from kiqbeat.redis.definitions import definition_sha
 from kiqbeat.redis.side import RedisSide
 from kiqbeat.store import Store
-from tests.integration.helpers import minute_floor, pushed_jobs, redis_now
-from tests.integration.test_store import cron_jids
+from tests.support.clock import minute_floor, redis_now
+from tests.support.engine import cron_jids, pushed_jobs
 from tests.support.marks import marked_names
 
 CGROUP_ROOT = Path("/sys/fs/cgroup/memory")
@@ -77,7 +77,7 @@ def memory_group(limit_bytes: int) -> Iterator[Path]:
 def run_limited(group: Path, *args: str, redis_url: str) -> subprocess.CompletedProcess[str]:
     """`kiqbeat ARGS...` as a new process inside `group` (this worktree's kiqbeat)."""
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith("KIQBEAT_") and k != "REDIS_URL"}
+           if (not k.startswith("KIQBEAT_") or k == "KIQBEAT_TEST_CLOCK") and k != "REDIS_URL"}
     env["KIQBEAT_REDIS_URL"] = redis_url
     command = " ".join(["exec", sys.executable, "-m", "kiqbeat", *args])
     return subprocess.run(["bash", "-c", f"echo $$ > {group}/cgroup.procs; {command}"],

@@ -50,9 +50,9 @@ from kiqbeat.core.limits import STATE_BUCKETS
 from kiqbeat.core.payload import jid
 from kiqbeat.document.fields import FIELDS
 from kiqbeat.store import Store
-from tests.entrypoints.conftest import Kiqbeat, kiqbeat  # noqa: F401 - a fixture
-from tests.integration.helpers import minute_floor, redis_now
-from tests.web.conftest import READER_TOKEN, Served, Start, start_console  # noqa: F401
+from tests.support.cli import Kiqbeat
+from tests.support.clock import minute_floor, redis_now
+from tests.support.console import READER_TOKEN, Served, Start
 
 ROOT = Path(__file__).resolve().parents[2]
 LONG = os.environ.get("KIQBEAT_LONG") == "1"
@@ -308,7 +308,7 @@ def answers(ran: Any, what: list[str]) -> None:
     assert "Traceback" not in ran.err
 
 
-def check_store(client: redis.Redis, kiqbeat: Kiqbeat,  # noqa: F811 - the fixture's type
+def check_store(client: redis.Redis, kiqbeat: Kiqbeat,
                 web: Iterator[tuple[httpx.Client, httpx.Client]] | None,
                 corruption: tuple[str, str, bytes, float]) -> None:
     """One example: build, corrupt, invoke, read, check."""
@@ -388,8 +388,8 @@ FUZZ = settings(max_examples=400 if LONG else 30, deadline=None, derandomize=not
 @example(corruption=("key", "kiqbeat:held", b"1 0 1\n\xff{}", 0.0))
 @FUZZ
 def test_one_corrupted_value_costs_only_its_schedule(
-    redis_url: str, kiqbeat: Kiqbeat,  # noqa: F811 - the fixture
-    start_console: Start, corruption: tuple[str, str, bytes, float],  # noqa: F811
+    redis_url: str, kiqbeat: Kiqbeat,
+    start_console: Start, corruption: tuple[str, str, bytes, float],
 ) -> None:
     note(f"corruption: {corruption[:2]} {corruption[2][:300]!r} score {corruption[3]!r}")
     client = redis.Redis.from_url(redis_url)

@@ -30,8 +30,8 @@ from kiqbeat.errors import DeadlineError
 from kiqbeat.redis import scripts
 from kiqbeat.redis.definitions import DUE_BATCH
 from kiqbeat.store import Store
-
-from .helpers import Meddling, minute_floor, pushed_jobs, redis_now
+from tests.support.clock import minute_floor, redis_now
+from tests.support.engine import Meddling, pushed_jobs
 
 STORE_ONLY = Config(schedules=())
 MINUTELY: dict[str, Any] = {"cron": "* * * * *", "class": "MinuteWorker"}

@@ -20,18 +20,10 @@ from kiqbeat.errors import ConfigError, StateError
 from kiqbeat.redis import keys, progress
 from kiqbeat.redis.side import RedisSide
 from kiqbeat.store import Store
+from tests.support.clock import minute_floor, redis_now, room_before_boundary
+from tests.support.engine import config, marks, plan_stored, pushed_jobs
 from tests.support.marks import stored_mark
 from tests.support.servers import compact_hash_encoding
-
-from .helpers import (
-    config,
-    marks,
-    minute_floor,
-    plan_stored,
-    pushed_jobs,
-    redis_now,
-    room_before_boundary,
-)
 
 EVERY_MINUTE = """
 missed_jobs_window: 1h

@@ -12,7 +12,8 @@ from kiqbeat.engine import Engine
 from kiqbeat.redis import progress
 from kiqbeat.settings import Settings
 from kiqbeat.store import Store
-from tests.integration.helpers import config, redis_now
+from tests.support.clock import redis_now
+from tests.support.engine import config
 from tests.support.marks import marked_names, stored_mark
 
 EVERY_SECOND = """

@@ -16,9 +16,9 @@ from kiqbeat.core.plan import to_ms
 from kiqbeat.core.schedule import Config
 from kiqbeat.engine import run
 from kiqbeat.store import Store
+from tests.support.clock import minute_floor, redis_now
+from tests.support.engine import pushed_jobs
 from tests.support.marks import marked_names
-
-from .helpers import minute_floor, pushed_jobs, redis_now
 
 DUE = "kiqbeat:due"
 STORE_ONLY = Config(schedules=())

@@ -22,9 +22,8 @@ from kiqbeat.engine import run
 from kiqbeat.errors import ConfigError
 from kiqbeat.redis import keys, progress, pushes
 from kiqbeat.store import Store
+from tests.support.engine import config, pushed_jobs, race
 from tests.support.marks import stored_mark
-
-from .helpers import config, pushed_jobs, race
 
 T0 = datetime(2025, 12, 24, 0, 0, tzinfo=UTC)
 LIFE = """

@@ -23,9 +23,9 @@ from kiqbeat.core.report import Report
 from kiqbeat.engine import run
 from kiqbeat.redis.connection import connect
 from kiqbeat.redis.side import RedisSide
+from tests.support.clock import minute_floor, redis_now
+from tests.support.engine import config, marks, plan_stored
 from tests.support.marks import stored_mark
-
-from .helpers import config, marks, minute_floor, plan_stored, redis_now
 
 FAST = """
 schedules:

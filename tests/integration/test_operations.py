@@ -44,17 +44,10 @@ from kiqbeat.redis import keys, progress, scripts
 from kiqbeat.redis.connection import connect
 from kiqbeat.settings import Settings
 from kiqbeat.store import MAX_LISTED, Store
+from tests.support.clock import advance_clock, minute_floor, redis_now, room_before_boundary
+from tests.support.engine import Meddling, config, pushed_jobs
 from tests.support.marks import stored_mark
 from tests.support.servers import skip_before_redis7
-
-from .helpers import (
-    Meddling,
-    config,
-    minute_floor,
-    pushed_jobs,
-    redis_now,
-    room_before_boundary,
-)
 
 MISSED = "kiqbeat:missed"
 HISTORY = "kiqbeat:history"
@@ -816,7 +809,7 @@ def test_pausing_records_what_was_owed_and_the_pause_is_never_pushed(
     run(client, Config(schedules=()), now=t0)  # registered 5 h ago; nothing since
     paused_at = redis_now(client)
     assert store.pause("x")
-    time.sleep(2.5)
+    advance_clock(client, 2.5)
     resumed_at = redis_now(client)  # read first: the resume is at or after it
     assert store.resume("x")
     ((after, through, reason),) = recorded(client, "x")
@@ -824,7 +817,7 @@ def test_pausing_records_what_was_owed_and_the_pause_is_never_pushed(
     assert from_ms(after) <= t0 + timedelta(seconds=1)
     assert paused_at - timedelta(seconds=1) <= from_ms(through) <= paused_at + timedelta(
         seconds=1)
-    time.sleep(1.1)
+    advance_clock(client, 1.1)
     report = run(client, Config(schedules=()))
     assert report.missed_recorded == 0
     owed = recorded_ticks(client, "x", spec)
@@ -850,10 +843,10 @@ def test_a_pause_and_resume_between_invocations_pushes_nothing_of_the_pause(
     run(client, Config(schedules=()))
     paused_at = redis_now(client)
     assert store.pause("x")
-    time.sleep(2.5)
+    advance_clock(client, 2.5)
     resumed_at = redis_now(client)  # read first: the resume is at or after it
     assert store.resume("x")
-    time.sleep(1.1)
+    advance_clock(client, 1.1)
     report = run(client, Config(schedules=()))
     assert report.pushed >= 1 and report.missed_recorded == 0
     assert recorded(client, "x") == []

@@ -21,9 +21,8 @@ from kiqbeat.outcomes import fold_outcomes
 from kiqbeat.outcomes.records import fold_call, publish_fold, read_health
 from kiqbeat.redis import keys, scripts
 from kiqbeat.redis.progress import bucket
-
-from .helpers import config
-from .test_alerts import FAILING, SILENT, T0, engine, events
+from tests.support.alerts import FAILING, SILENT, T0, engine, events
+from tests.support.engine import config
 
 MIN = 60_000
 T0_MS = 1_790_000_000_000 - 1_790_000_000_000 % MIN

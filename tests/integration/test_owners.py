@@ -16,9 +16,8 @@ from kiqbeat.errors import ConfigError
 from kiqbeat.redis.definitions import Op
 from kiqbeat.redis.side import RedisSide
 from kiqbeat.store import Store
+from tests.support.engine import pushed_jobs
 from tests.support.marks import stored_mark
-
-from .helpers import pushed_jobs
 
 SCHEDULES = "kiqbeat:schedules"
 DUE = "kiqbeat:due"

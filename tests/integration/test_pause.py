@@ -8,7 +8,6 @@ Redis clock; the API's own pauses run on the Redis clock."""
 from __future__ import annotations
 
 import json
-import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -21,8 +20,8 @@ from kiqbeat.document import load_config_text
 from kiqbeat.engine import run
 from kiqbeat.errors import ConfigError
 from kiqbeat.store import Store
-
-from .helpers import config, pushed_jobs, race, redis_now
+from tests.support.clock import advance_clock, redis_now
+from tests.support.engine import config, pushed_jobs, race
 
 T0 = datetime(2025, 12, 24, 0, 0, tzinfo=UTC)
 PAUSED = "kiqbeat:paused"
@@ -80,7 +79,7 @@ def test_a_paused_document_schedule_stays_paused_when_the_document_changes_it(
     assert store.pause("x", note="the mailer is down") is True
     changed = run(client, doc("Y"))  # the document changes x while it is paused
     assert changed.documents_applied == 1
-    time.sleep(1.2)
+    advance_clock(client, 1.2)
     assert run(client, doc("Y")).pushed == 0
     row = store.get("x")
     assert row is not None and not row.enabled and row.pause is not None
@@ -99,10 +98,9 @@ def test_the_apis_pause_ends_at_until_with_nothing_of_it_pushed_or_owed(
     row = store.get("x")
     assert row is not None and row.pause is not None and row.pause.by == "alice"
     assert row.pause.until_ms == to_ms(until) and "deploy" in row.line()
-    deadline = time.monotonic() + 4
-    while time.monotonic() < deadline:
+    for _ in range(16):  # 4 s of the Redis clock, an invocation each quarter second
         run(client, Config(schedules=()))
-        time.sleep(0.25)
+        advance_clock(client, 0.25)
     pushed = job_jids(client)
     assert len(pushed) == len(set(pushed))
     span = {jid("x", datetime.fromtimestamp(s, tz=UTC))

@@ -12,8 +12,7 @@ import redis
 
 from kiqbeat.engine import Engine
 from kiqbeat.entrypoints.metrics import InvocationMetrics
-
-from .helpers import config, pushed_jobs
+from tests.support.engine import config, pushed_jobs
 
 T0 = datetime(2025, 12, 24, 23, 55, tzinfo=UTC)
 DOC = """

@@ -41,10 +41,10 @@ from kiqbeat.redis.definitions import definition_sha
 from kiqbeat.redis.side import RedisSide
 from kiqbeat.settings import Settings
 from kiqbeat.store import Store
+from tests.support.clock import advance_clock, minute_floor, redis_now, room_before_boundary
+from tests.support.engine import cron_jids, pushed_jobs
 from tests.support.marks import stored_mark
 from tests.support.servers import load_functions
-
-from .helpers import minute_floor, pushed_jobs, redis_now, room_before_boundary
 
 # A deployment without a document: the engine runs the store alone.
 STORE_ONLY = Config(schedules=())
@@ -80,12 +80,6 @@ def jids(client: redis.Redis) -> list[str]:
 def jids_of_class(client: redis.Redis, job_class: str) -> list[str]:
     """The jids of the jobs of one worker class, in push order."""
     return [job["jid"] for job in pushed_jobs(client) if job["class"] == job_class]
-
-
-def cron_jids(name: str, cron: str, after: datetime, until: datetime,
-              tz: str = "UTC") -> list[str]:
-    """The jids of `cron`'s ticks in (after, until], by the reference `fire_times`."""
-    return [jid(name, t) for t in fire_times(cron, tz=tz, after=after, until=until)]
 
 
 def every_ticks(seconds: int, after: datetime, until: datetime) -> list[datetime]:
@@ -280,12 +274,12 @@ def test_a_paused_schedule_keeps_its_watermark_moving_and_resuming_pushes_only_l
     assert store.pause("x") is True
     assert store.pause("x") is False
     for _ in range(2):
-        time.sleep(1.1)
+        advance_clock(client, 1.1)
         paused = run(client, STORE_ONLY)
         assert paused.pushed == 0 and paused.skipped >= 1
     resumed_at = redis_now(client)  # read first: the resume is at or after it
     assert store.resume("x") is True
-    time.sleep(1.1)
+    advance_clock(client, 1.1)
     assert run(client, STORE_ONLY).pushed >= 1
     new = set(jids(client)) - before
     seconds = range(int(paused_at.timestamp()) - 1, int(redis_now(client).timestamp()) + 1)

@@ -25,7 +25,8 @@ from kiqbeat.document.sources import Sources
 from kiqbeat.engine import Engine
 from kiqbeat.errors import ConfigError
 from kiqbeat.settings import Settings
-from tests.integration.helpers import minute_floor, pushed_jobs, redis_now
+from tests.support.clock import minute_floor, redis_now
+from tests.support.engine import pushed_jobs
 
 DOCUMENT = """\
 missed_jobs_window: 1h

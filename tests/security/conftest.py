@@ -2,32 +2,14 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
-import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-SCHEDULE = """
-missed_jobs_window: 1d
-schedules:
-  minutely:
-    cron: "* * * * *"
-    class: MinuteWorker
-"""
-
-
-@dataclass(frozen=True)
-class Certs:
-    """A CA, a server certificate it signed for IP 127.0.0.1, and an unrelated CA."""
-
-    ca: Path
-    server_cert: Path
-    server_key: Path
-    wrong_ca: Path
+from tests.support.certs import Certs
+from tests.support.cli import SCHEDULE
+from tests.support.tools import tool
 
 
 def _openssl(*args: str, cwd: Path) -> None:
@@ -43,8 +25,7 @@ def _make_ca(name: str, cwd: Path) -> None:
 @pytest.fixture(scope="session")
 def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
     """Certificates for a TLS redis-server on 127.0.0.1 (SAN IP only, no DNS name)."""
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl is not installed (scripts/setup installs it)")
+    tool("openssl", "it")
     d = tmp_path_factory.mktemp("certs")
     _make_ca("ca", d)
     _make_ca("wrong-ca", d)
@@ -66,10 +47,3 @@ def schedule_file(tmp_path: Path) -> Path:
     return path
 
 
-def kiqbeat_cli(*args: str, env: dict[str, str] | None = None,
-                timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
-    """Run the `kiqbeat` command in a child Python; output captured as text."""
-    full_env = {k: v for k, v in os.environ.items()
-                if not k.startswith(("KIQBEAT_", "REDIS_URL"))} | (env or {})
-    return subprocess.run([sys.executable, "-m", "kiqbeat", *args], capture_output=True,
-                          text=True, env=full_env, timeout=timeout_s, check=False)

@@ -32,13 +32,13 @@ from kiqbeat.errors import ConfigError, RedisRefusedError
 from kiqbeat.redis import progress, scripts
 from kiqbeat.redis.connection import connect
 from kiqbeat.settings import Settings
-from tests.faults.harness import assert_clean, check, jobs_in_redis, recorded_ticks
-from tests.integration.helpers import config, minute_floor, redis_now
+from tests.support.cli import kiqbeat_cli
+from tests.support.clock import minute_floor, redis_now
+from tests.support.engine import config
+from tests.support.invariants import assert_clean, check, jobs_in_redis, recorded_ticks
 from tests.support.marks import stored_mark
 from tests.support.receiver import receiving
 from tests.support.servers import NO_PERMISSIONS, load_functions
-
-from .conftest import kiqbeat_cli
 
 # The line this suite verifies (Redis 7: %R~ grants read-only access to the neighbours' keys).
 KEY_PATTERNS = ("~kiqbeat:*", "~queue:*", "~queues", "~schedule")

@@ -22,9 +22,8 @@ from kiqbeat.demo.server import RedisServer, free_port
 from kiqbeat.engine import run, status
 from kiqbeat.errors import KiqbeatError
 from kiqbeat.redis.connection import connect
-from tests.integration.helpers import config
-
-from .conftest import SCHEDULE, kiqbeat_cli
+from tests.support.cli import SCHEDULE, kiqbeat_cli
+from tests.support.engine import config
 
 SECRET = "s3cret-Pa55"
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,10 +15,11 @@ from kiqbeat.engine import run
 from kiqbeat.errors import RedisUnavailableError
 from kiqbeat.redis import progress
 from kiqbeat.redis.connection import connect
-from tests.integration.helpers import config, minute_floor, pushed_jobs, redis_now
+from tests.support.certs import Certs
+from tests.support.cli import SCHEDULE, kiqbeat_cli
+from tests.support.clock import minute_floor, redis_now
+from tests.support.engine import config, pushed_jobs
 from tests.support.servers import tls_missing
-
-from .conftest import SCHEDULE, Certs, kiqbeat_cli
 
 
 class TlsRedis:

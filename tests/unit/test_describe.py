@@ -9,7 +9,7 @@ from kiqbeat.core.cron import parse_cron, parse_every
 from kiqbeat.core.describe import describe_cron, describe_every
 from kiqbeat.errors import ConfigError
 
-from .test_cron_properties import crons
+from .cron_strategies import crons
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,6 @@ follows: the forms checked here are the ones both read alike (1.7 added '&'; 1.5
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from datetime import UTC, datetime
 
@@ -17,6 +16,7 @@ import pytest
 
 from kiqbeat.core.cron import parse_cron
 from kiqbeat.errors import ConfigError
+from tests.support.tools import missing, tool
 
 FORMS = [
     "0 0 L * *", "0 0 last * *", "0 0 -2 * *", "0 0 -7-L * *", "0 0 -1--3 * *",
@@ -39,12 +39,11 @@ end
 
 
 def _fugit(exprs: list[str]) -> list[str]:
-    if shutil.which("ruby") is None:
-        pytest.skip("Ruby is not installed (scripts/setup installs it)")
-    done = subprocess.run(["ruby", "-e", SCRIPT], input="\n".join(exprs), capture_output=True,
+    ruby = tool("ruby", "it")
+    done = subprocess.run([ruby, "-e", SCRIPT], input="\n".join(exprs), capture_output=True,
                           text=True, timeout=120, check=False)
     if done.returncode != 0 and "fugit" in done.stderr:
-        pytest.skip("Ruby's fugit is not installed (ruby-sidekiq-cron pulls it in)")
+        missing("Ruby's fugit is not installed (ruby-sidekiq-cron pulls it in)")
     assert done.returncode == 0, done.stderr
     return done.stdout.splitlines()
 

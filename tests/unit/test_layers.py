@@ -73,7 +73,7 @@ REDIS_BASE = ("kiqbeat.redis.keys", "kiqbeat.redis.scripts", "kiqbeat.redis.conn
 REDIS_LAYOUT: dict[str, tuple[str, ...]] = {
     "kiqbeat.redis.urls": (),
     "kiqbeat.redis.keys": (),
-    "kiqbeat.redis.scripts": (),
+    "kiqbeat.redis.scripts": ("kiqbeat.redis.clock",),  # the test clock's key, for the Lua
     "kiqbeat.redis.connection": ("kiqbeat.redis.urls",),
     "kiqbeat.redis.clock": ("kiqbeat.redis.connection",),
     "kiqbeat.redis.definitions": REDIS_BASE,

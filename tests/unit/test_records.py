@@ -32,7 +32,7 @@ from kiqbeat.core.records import (
 from kiqbeat.errors import ConfigError
 
 from .cron_reference import reference_fire_times
-from .test_cron_properties import PROPERTY_SETTINGS, crons, windows
+from .cron_strategies import PROPERTY_SETTINGS, crons, windows
 
 YEAR_MS = 366 * 86_400_000
 

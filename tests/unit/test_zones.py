@@ -20,6 +20,7 @@ from kiqbeat.core.cron import parse_cron
 from kiqbeat.core.zones import canonical_zone, rails_zones, zone, zone_key, zone_label
 from kiqbeat.document import load_config_text
 from kiqbeat.errors import ConfigError
+from tests.support.tools import missing
 
 # Where an older ActiveSupport maps a name elsewhere: IANA renames (the old name is a link
 # to the new) and Rails' own corrections, each with the version that made it.
@@ -63,7 +64,7 @@ def test_the_rails_table_is_activesupports_and_every_zone_exists_here() -> None:
 def test_the_rails_table_agrees_with_rubys_activesupport() -> None:
     ruby = _ruby_mapping()
     if ruby is None:
-        pytest.skip("Ruby's ActiveSupport is not installed (scripts/setup installs it)")
+        missing("Ruby's ActiveSupport is not installed (scripts/setup installs it)")
     ours = rails_zones()
     assert set(ruby) <= set(ours), set(ruby) - set(ours)
     for name, theirs in ruby.items():

@@ -13,8 +13,7 @@ import redis
 
 from kiqbeat.redis import keys
 from kiqbeat.store import Store
-
-from .conftest import Served, form_of
+from tests.support.console import Served, form_of
 
 DIGEST = {"cron": "0 9 * * *", "class": "DigestWorker", "args": [1]}
 

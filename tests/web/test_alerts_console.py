@@ -10,8 +10,7 @@ import redis
 
 from kiqbeat.document import load_config_text
 from kiqbeat.engine import Engine
-
-from .conftest import READER_TOKEN, Served
+from tests.support.console import READER_TOKEN, Served
 
 T0 = datetime(2025, 12, 24, 0, 0, tzinfo=UTC)
 DOC = """

@@ -10,8 +10,7 @@ import redis
 from kiqbeat.redis import keys
 from kiqbeat.redis.progress import bucket
 from kiqbeat.store import Store
-
-from .conftest import READER_TOKEN, Served
+from tests.support.console import READER_TOKEN, Served
 
 CRON = {"class": "W", "cron": "* * * * *"}
 

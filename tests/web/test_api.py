@@ -10,7 +10,6 @@ import time
 from collections import Counter
 from datetime import datetime, timedelta
 from pathlib import Path
-from urllib.parse import quote
 
 import pytest
 import redis
@@ -19,27 +18,20 @@ from kiqbeat.core.payload import jid
 from kiqbeat.engine import Engine
 from kiqbeat.errors import ConfigError
 from kiqbeat.redis import keys, progress
-from kiqbeat.redis.definitions import Op
-from kiqbeat.redis.side import RedisSide
 from kiqbeat.settings import Settings
 from kiqbeat.store import Store
 from kiqbeat.web.names import Sweep
-from tests.integration.helpers import config, minute_floor, pushed_jobs, redis_now
-from tests.security.conftest import kiqbeat_cli
+from tests.support.cli import kiqbeat_cli
+from tests.support.clock import minute_floor, redis_now
+from tests.support.console import DIGEST, READER_TOKEN, Served, document_schedule, form_of, path
+from tests.support.engine import config, pushed_jobs
 from tests.support.marks import stored_mark
 
-from .conftest import READER_TOKEN, Served, form_of
-
-DIGEST = {"cron": "0 9 * * *", "tz": "Asia/Kolkata", "class": "DigestWorker", "args": [42]}
 OUTAGE = """
 missed_jobs_window: 1h
 schedules:
   minutely: {cron: "* * * * *", class: MinuteWorker}
 """
-
-
-def path(name: str) -> str:
-    return "/api/v1/schedules/" + quote(name, safe="")
 
 
 def test_a_schedule_put_through_the_api_is_stored_as_the_python_api_would_store_it(
@@ -114,17 +106,10 @@ def test_any_name_kiqbeat_allows_round_trips_through_the_path(
     assert store.get(name) is None
 
 
-def _document_schedule(client: redis.Redis, name: str) -> None:
-    from kiqbeat.document.validate import encode_definition
-
-    data = encode_definition({"cron": "* * * * *", "class": "W"}, "s3://bucket/kiqbeat.yaml")
-    RedisSide(client).write([Op("put", name, data, "s3://bucket/kiqbeat.yaml")], now_ms=None)
-
-
 def test_a_documents_schedule_is_read_only_through_the_api_but_may_be_paused(
     console: Served, store: Store, redis_client: redis.Redis
 ) -> None:
-    _document_schedule(redis_client, "owned")
+    document_schedule(redis_client, "owned")
     with console.api() as api:
         put = api.put(path("owned"), json=DIGEST)
         delete = api.delete(path("owned"))
@@ -183,7 +168,7 @@ def test_schedules_are_paged_by_cursor_and_filtered_by_prefix_state_queue_and_so
         store.put(f"team-{n % 3}/job-{n:03}", {**DIGEST, "queue": "mail" if n % 4 else "low",
                                                "enabled": n % 5 != 0})
     store.put("other", DIGEST)
-    _document_schedule(redis_client, "team-9/owned")
+    document_schedule(redis_client, "team-9/owned")
     sweep = Sweep(redis_client, "")  # a pass of the console's sweep, done now
     while not sweep.step():
         pass

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import redis
 
-from tests.web.conftest import Served
+from tests.support.console import Served
 
 OVERFLOWING = ["9999-12-31T23:59:59-23:59", "0001-01-01T00:00:00+14:00"]
 

@@ -17,8 +17,7 @@ import redis
 from kiqbeat.errors import OwnedByDocumentError, ScheduleNotFoundError
 from kiqbeat.redis import keys
 from kiqbeat.store import Store
-
-from .conftest import Served, Start
+from tests.support.console import Served, Start
 
 DIGEST = {"cron": "0 9 * * *", "class": "DigestWorker", "args": [42]}
 NOT_FOUND = "no schedule 'nobody' in the store (kiqbeat:schedules)"

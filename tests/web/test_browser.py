@@ -24,10 +24,11 @@ from kiqbeat.core.payload import jid
 from kiqbeat.engine import Engine
 from kiqbeat.redis import keys
 from kiqbeat.settings import Settings
-from tests.integration.helpers import config, minute_floor, pushed_jobs, redis_now
-from tests.security.conftest import kiqbeat_cli
-
-from .conftest import OPERATOR_TOKEN, Served
+from tests.support.cli import kiqbeat_cli
+from tests.support.clock import minute_floor, redis_now
+from tests.support.console import OPERATOR_TOKEN, Served
+from tests.support.engine import config, pushed_jobs
+from tests.support.tools import missing
 
 playwright = pytest.importorskip("playwright.sync_api")
 
@@ -61,7 +62,7 @@ def load(client: redis.Redis) -> None:
 @pytest.fixture
 def page(console: Served) -> Iterator[object]:
     if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} is missing (scripts/setup installs Debian's chromium)")
+        missing(f"{CHROMIUM} is missing (scripts/setup installs Debian's chromium)")
     with playwright.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         context = browser.new_context(viewport={"width": 1400, "height": 900})

@@ -9,9 +9,7 @@ import html
 import redis
 
 from kiqbeat.store import Store
-
-from .conftest import Served
-from .test_api import DIGEST, path
+from tests.support.console import DIGEST, Served, path
 
 
 def test_the_api_takes_buffer_one_and_the_page_describes_it(

@@ -21,8 +21,7 @@ from kiqbeat.core.limits import MAX_DEFINITION_BYTES
 from kiqbeat.redis import keys
 from kiqbeat.store import Store
 from kiqbeat.web.names import Sweep
-
-from .conftest import Start
+from tests.support.console import Start
 
 BIG_BYTES = 4 * 1024 * 1024  # a few MB shows it: a read of one would be 64x the limit
 BIG = [f"big-{i}" for i in range(6)]

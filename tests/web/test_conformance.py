@@ -27,8 +27,7 @@ from pathlib import Path
 import pytest
 
 from kiqbeat.web.throttle import Throttle
-
-from .conftest import OPERATOR_TOKEN, Start
+from tests.support.console import OPERATOR_TOKEN, Start
 
 SCALE = 10 if os.environ.get("KIQBEAT_LONG") == "1" else 1
 CONFIG = """

@@ -14,9 +14,15 @@ from kiqbeat.core.limits import MAX_AUDIT_NOTE_CHARS
 from kiqbeat.errors import ConfigError
 from kiqbeat.redis import keys
 from kiqbeat.store import Store
-
-from .conftest import READER_TOKEN, Served, csrf_of, form_of
-from .test_api import DIGEST, _document_schedule, path
+from tests.support.console import (
+    DIGEST,
+    READER_TOKEN,
+    Served,
+    csrf_of,
+    document_schedule,
+    form_of,
+    path,
+)
 
 BAD_YAML = "cron: '0 25 * * *'\nclass: DigestWorker\nqueu: mail\n"
 
@@ -49,7 +55,7 @@ def test_a_schedule_created_in_the_form_is_stored_and_an_invalid_one_shows_valid
 def test_a_documents_schedule_cannot_be_edited_or_deleted_in_the_console(
     console: Served, store: Store, redis_client: redis.Redis
 ) -> None:
-    _document_schedule(redis_client, "owned")
+    document_schedule(redis_client, "owned")
     with console.browser() as browser:
         page = browser.get("/schedule", params={"name": "owned"})
         edit = browser.get("/edit", params={"name": "owned"})
@@ -95,8 +101,7 @@ def test_the_app_mounted_under_a_prefix_in_another_asgi_app_links_and_signs_in_u
     from kiqbeat.settings import Settings
     from kiqbeat.web.app import create_app
     from kiqbeat.web.auth import Auth, Token
-
-    from .conftest import OPERATOR_TOKEN, serve
+    from tests.support.console import OPERATOR_TOKEN, serve
 
     engine = Engine(Settings(redis_url=redis_url))
     inner = create_app(engine, Auth([Token("a", "operator", OPERATOR_TOKEN)]),

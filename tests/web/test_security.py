@@ -18,8 +18,7 @@ from kiqbeat.redis import keys
 from kiqbeat.store import Store
 from kiqbeat.web.auth import SESSION_S, Auth, Principal, Token, is_loopback
 from kiqbeat.web.names import Sweep
-
-from .conftest import OPERATOR_TOKEN, READER_TOKEN, Served, Start, csrf_of
+from tests.support.console import OPERATOR_TOKEN, READER_TOKEN, Served, Start, csrf_of
 
 DIGEST = {"cron": "0 9 * * *", "class": "DigestWorker", "args": [1]}
 # Markup, a terminal escape, bidi overrides and a zero-width joiner: a name that would run

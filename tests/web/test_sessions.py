@@ -14,8 +14,7 @@ import redis
 from kiqbeat.errors import ConfigError
 from kiqbeat.web.auth import NONCE_CHARS, Auth, Principal, Token, token_bits
 from kiqbeat.web.throttle import OVERALL_BURST, PER_ADDRESS_BURST, PER_ADDRESS_REFILL_S, Throttle
-
-from .conftest import OPERATOR_TOKEN, READER_TOKEN, Served, csrf_of
+from tests.support.console import OPERATOR_TOKEN, READER_TOKEN, Served, csrf_of
 
 # The forgery: a nonce cookie the client chose, read by the console as
 # "ROLE\nEXPIRES\nNAME" once its CSRF field was taken for a session cookie's signature.

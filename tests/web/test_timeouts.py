@@ -7,7 +7,7 @@ from __future__ import annotations
 import socket
 import time
 
-from .conftest import OPERATOR_TOKEN, Start
+from tests.support.console import OPERATOR_TOKEN, Start
 
 READ_TIMEOUT_S = 1.5
 HEAD = (b"PUT /api/v1/schedules/slow HTTP/1.1\r\nHost: 127.0.0.1\r\n"

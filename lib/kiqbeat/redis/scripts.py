@@ -29,6 +29,7 @@ import redis
 from redis.client import NEVER_DECODE
 
 from kiqbeat.core import limits
+from kiqbeat.redis.clock import TEST_CLOCK_KEY
 
 Arg = str | bytes | int | float
 LIBRARY = "kiqbeat"
@@ -41,7 +42,9 @@ LIMITS = (f"-- kiqbeat's bounds (core/limits.py), written here by scripts.py.\n"
           f"local STATE_BUCKETS = {limits.STATE_BUCKETS}\n"
           f"local MAX_OVERLAP_SCAN = {limits.MAX_OVERLAP_SCAN}\n"
           f"local ENDED_MS = {limits.MAX_PLANNABLE_MS}\n"
-          f"local MAX_CHANGED = {limits.MAX_CHANGED_NAMES}\n")
+          f"local MAX_CHANGED = {limits.MAX_CHANGED_NAMES}\n"
+          # The test clock's key (redis/clock.py), nil outside the test suite.
+          f"local TEST_CLOCK_KEY = {'nil' if TEST_CLOCK_KEY is None else repr(TEST_CLOCK_KEY)}\n")
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ whatever the size of the store or of any one definition. A progress record that 
 schedule aside, naming the key; the others are read as usual.
 ]]
 
-local clock = redis.call('TIME')
+local clock = redis_clock()
 local err = expect_type(KEYS[1], 'zset') or expect_type(KEYS[2], 'hash')
   or expect_type(KEYS[3], 'hash') or expect_type(KEYS[4], 'hash')
 if err then return err end

@@ -12,7 +12,7 @@ end
 
 -- The Redis clock, epoch ms.
 local function clock_ms()
-  local clock = redis.call('TIME')
+  local clock = redis_clock()
   return clock[1] * 1000 + math.floor(clock[2] / 1000)
 end
 

@@ -1,17 +1,19 @@
-"""Small helpers for engine tests: configs from YAML text, what Redis holds, expected ticks."""
+"""Helpers for tests of invocations: configs from YAML text, what Redis holds, expected ticks,
+racing invokers, a script caller that meddles between a read and the script."""
 
 from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import redis
 
+from kiqbeat import fire_times
+from kiqbeat.core.payload import jid
 from kiqbeat.core.plan import Entry, Plan, plan_due
 from kiqbeat.core.schedule import Config
 from kiqbeat.document import load_config_text
@@ -43,26 +45,6 @@ class Meddling(scripts.Caller):
 def config(text: str) -> Config:
     """A Config from a YAML document."""
     return load_config_text(text, source="test")
-
-
-def redis_now(client: redis.Redis) -> datetime:
-    """The Redis clock."""
-    seconds, micros = client.time()
-    return datetime.fromtimestamp(seconds, tz=UTC) + timedelta(microseconds=micros)
-
-
-def room_before_boundary(client: redis.Redis, every_s: float, need_s: float) -> None:
-    """Sleep, if need be, until at least `need_s` are left before the Redis clock's next
-    multiple of `every_s` (just past one): steps that follow within `need_s` see no tick of
-    an every-`every_s` schedule come due between them."""
-    left = every_s - redis_now(client).timestamp() % every_s
-    if left <= need_s:
-        time.sleep(left + 0.05)
-
-
-def minute_floor(t: datetime) -> datetime:
-    """`t` truncated to the minute."""
-    return t.replace(second=0, microsecond=0)
 
 
 def pushed_jobs(client: redis.Redis, namespace: str = "") -> list[dict[str, Any]]:
@@ -101,7 +83,6 @@ def plan_stored(client: redis.Redis, cfg: Config, marks: dict[str, int | None],
     return plan_due(entries, now, cfg.missed_jobs_window_s, reindex=False)
 
 
-
 def race(redis_url: str, cfg: Config, instants: list[datetime], invokers: int = 4) -> None:
     """`invokers` threads, each with its own client, each running every instant in turn
     against the same Redis: racing copies of kiqbeat."""
@@ -119,3 +100,9 @@ def race(redis_url: str, cfg: Config, instants: list[datetime], invokers: int = 
         thread.start()
     for thread in threads:
         thread.join()
+
+
+def cron_jids(name: str, cron: str, after: datetime, until: datetime,
+              tz: str = "UTC") -> list[str]:
+    """The jids of `cron`'s ticks in (after, until], by the reference `fire_times`."""
+    return [jid(name, t) for t in fire_times(cron, tz=tz, after=after, until=until)]
