@@ -15,6 +15,7 @@ import redis
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from kiqbeat.core.limits import CHANGED_PER_INVOCATION
 from kiqbeat.core.payload import jid, jid_ms
 from kiqbeat.core.plan import to_ms
 from kiqbeat.outcomes import fold_outcomes
@@ -221,3 +222,39 @@ def test_a_garbled_published_call_or_changed_score_costs_no_report(client: redis
                                           "e": "failed", "at": to_ms(at) + 1000, "a": 1,
                                           "d": 1000, "x": "E", "m": "m"})
     assert set(client.zrange(keys.outcomes_changed(""), 0, -1)) == {b"flaky", b"other"}
+
+
+def test_a_failure_storm_beyond_one_slice_alerts_every_schedule_once(
+        client: redis.Redis) -> None:
+    """More schedules start failing at once than one slice of changed names holds: each gets
+    its one `failing` from the invocation after its failure, and a further failure while
+    its incident stands adds nothing to judge (the reviewer's storm: the same first slice
+    judged every minute, the rest never)."""
+    n = CHANGED_PER_INVOCATION + 150
+    names = [f"s{k:05d}" for k in range(n)]
+    cfg = config("schedules:\n" + "".join(
+        f'  {name}: {{cron: "* * * * *", class: F, alert_after_failures: 1}}\n'
+        for name in names))
+    e = engine(client)
+    first_report(client)
+    e.run(cfg, now=T0 + timedelta(seconds=5))
+    for minute in (1, 2):
+        tick = T0 + timedelta(minutes=minute)
+        e.run(cfg, now=tick + timedelta(seconds=5))  # pushes the tick (and publishes)
+        pipe = client.pipeline(transaction=False)
+        published = client.get(keys.outcomes_script("")).decode().split(" ")
+        for name in names:
+            pipe.execute_command(published[1], published[2], 1, keys.outcomes_inbox(""), 0,
+                                 published[3], json.dumps(
+                                     {"s": name, "t": to_ms(tick), "j": jid(name, tick),
+                                      "e": "failed", "at": to_ms(tick) + 500, "a": 1,
+                                      "d": 10, "x": "E", "m": "down"}))
+        pipe.execute()
+        if minute == 1:
+            assert client.zcard(keys.outcomes_changed("")) == n
+        else:  # every incident stands: nothing more to judge
+            assert client.zcard(keys.outcomes_changed("")) == 0
+        e.run(cfg, now=tick + timedelta(seconds=30))
+    failing = [v["s"] for v in events(client) if v["e"] == "failing"]
+    assert sorted(failing) == names  # each once
+    assert client.zcard(keys.outcomes_changed("")) == 0
