@@ -258,3 +258,20 @@ def test_a_failure_storm_beyond_one_slice_alerts_every_schedule_once(
     failing = [v["s"] for v in events(client) if v["e"] == "failing"]
     assert sorted(failing) == names  # each once
     assert client.zcard(keys.outcomes_changed("")) == 0
+
+
+def test_a_late_copy_of_an_earlier_attempts_end_changes_nothing(client: redis.Redis) -> None:
+    """A worker whose pipeline failed after its call folded `failed` (attempt 1) also writes
+    that report to the inbox; the retry's start (attempt 2) folded meanwhile stands when the
+    invocation folds the copy (the reviewer's double write)."""
+    define(client, "")
+    publish_fold(client, "", 10, scripts.SCRIPTS, None)
+    tick = T0_MS + MIN
+    base = {"s": "plain", "t": tick, "j": jid_ms("plain", tick)}
+    failed = base | {"e": "failed", "at": tick + 100, "a": 1, "d": 5, "x": "E", "m": "boom"}
+    assert worker_report(client, "", failed)
+    assert worker_report(client, "", base | {"e": "started", "at": tick + 9000, "a": 2})
+    client.lpush(keys.outcomes_inbox(""), json.dumps(failed))  # the copy
+    fold_outcomes(client, "", history=10)
+    (health,) = read_health(client, "", ["plain"]).values()
+    assert health.last_outcome == "running" and health.consecutive_failures == 1

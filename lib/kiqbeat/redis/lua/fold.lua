@@ -263,7 +263,9 @@ local function apply(rec, e, keep)
     entry.state, entry.a, entry.v = RUNNING, e.a, e.start
   else
     if entry.state == SUCCEEDED and e.ev ~= SUCCEEDED and entry.a >= e.a then return false end
-    if entry.state >= 0 and entry.a > e.a and entry.state ~= RUNNING then return false end
+    -- An end of an earlier attempt than the one recorded (a late or repeated copy, e.g. a
+    -- worker's inbox copy of a report its call had folded) changes nothing.
+    if entry.state >= 0 and entry.a > e.a then return false end
     entry.state, entry.a, entry.v = e.ev, e.a, (e.ev == EXPIRED and 0 or e.d)
   end
   return true
