@@ -6,15 +6,18 @@ import json
 import os
 import subprocess
 import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import pytest
 import redis
 
 from kiqbeat.core.report import Report
+from kiqbeat.demo.server import RedisServer
 from kiqbeat.document import load_config_text
 from kiqbeat.engine import run
 
@@ -114,3 +117,21 @@ def by_kind(records: list[dict[str, Any]], kind: str) -> dict[str, list[dict[str
         if record["kind"] == kind:
             out.setdefault(record["jid"], []).append(record)
     return out
+
+
+class _Process(Protocol):
+    process: subprocess.Popen[bytes]
+
+
+W = TypeVar("W", bound=_Process)
+
+
+@contextmanager
+def on_own_redis(start: Callable[[str], W]) -> Iterator[W]:
+    """A worker `start`ed on a private redis-server of its own, stopped afterwards."""
+    with RedisServer() as server:
+        started = start(server.url)
+        try:
+            yield started
+        finally:
+            stop(started.process)

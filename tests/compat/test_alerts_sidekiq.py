@@ -21,7 +21,6 @@ import redis
 
 from kiqbeat.core.payload import jid
 from kiqbeat.core.schedule import Config
-from kiqbeat.demo.server import RedisServer
 from kiqbeat.document import load_config_text
 from kiqbeat.engine import Engine
 from kiqbeat.outcomes.records import read_outcomes
@@ -29,7 +28,7 @@ from kiqbeat.settings import Settings
 from tests.support.receiver import Receiver, receiving
 from tests.support.sidekiq import start_sidekiq
 
-from .harness import RUBY_DIR, stop, wait_for
+from .harness import RUBY_DIR, on_own_redis, wait_for
 
 LEDGER = "kiqbeat-test:ledger"
 SWITCH = "kiqbeat-test:switch"
@@ -71,12 +70,8 @@ class Worker:
 
 @pytest.fixture
 def worker() -> Iterator[Worker]:
-    with RedisServer() as server:
-        started = Worker(server.url)
-        try:
-            yield started
-        finally:
-            stop(started.process)
+    with on_own_redis(Worker) as started:
+        yield started
 
 
 @pytest.fixture

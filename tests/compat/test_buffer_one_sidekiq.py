@@ -15,13 +15,12 @@ from itertools import pairwise
 import pytest
 
 from kiqbeat.core.payload import jid_ms
-from kiqbeat.demo.server import RedisServer
 from kiqbeat.document import load_config_text
 from kiqbeat.engine import Engine
 from kiqbeat.entrypoints.loop import run_loop
 from kiqbeat.store import Store
 
-from .harness import stop, wait_for
+from .harness import on_own_redis, wait_for
 from .outcome_worker import LEDGER, QUEUE, Worker
 
 PERIOD_S = 10  # the schedule's period
@@ -37,12 +36,8 @@ HELD_START_S = 3.5
 
 @pytest.fixture
 def worker() -> Iterator[Worker]:
-    with RedisServer() as server:
-        started = Worker(server.url)
-        try:
-            yield started
-        finally:
-            stop(started.process)
+    with on_own_redis(Worker) as started:
+        yield started
 
 
 def test_a_long_job_never_runs_twice_at_once_and_the_held_tick_starts_when_it_ends(

@@ -28,18 +28,14 @@ from kiqbeat.outcomes.records import read_health, read_outcomes
 from kiqbeat.redis import keys
 from kiqbeat.store import Store
 
-from .harness import stop, wait_for
+from .harness import on_own_redis, stop, wait_for
 from .outcome_worker import QUEUE, Worker
 
 
 @pytest.fixture(scope="module")
 def worker() -> Iterator[Worker]:
-    with RedisServer() as server:
-        started = Worker(server.url)
-        try:
-            yield started
-        finally:
-            stop(started.process)
+    with on_own_redis(Worker) as started:
+        yield started
 
 
 def config(text: str, namespace: str = "") -> Config:
