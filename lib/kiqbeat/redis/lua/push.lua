@@ -97,9 +97,9 @@ script for lack of memory only at its first write, so once the first write is do
 complete.
 
 A group whose life counter (runs, skips) is not a whole number, whose held record is not one
-(or names a queue whose key is not a list), or whose progress record is not one (written by
-hand) is set aside instead: its reason goes into the rejected hash, its index entry goes,
-nothing of it is pushed.
+(or names a queue whose key is not a list, or that this Redis user may not LPUSH or LPOS),
+or whose progress record is not one (written by hand) is set aside instead: its reason
+goes into the rejected hash, its index entry goes, nothing of it is pushed.
 
 Returns {pushed, already, missed, skipped, new, stale, recorded, flags, by_reason, applied,
 aside, released}: stale counts the groups left alone for a changed definition, recorded
@@ -260,15 +260,19 @@ for i = 1, ng do
     if held and held.queue ~= ARGV[3 + targets[i]] then
       -- Held for a queue the schedule no longer names: it goes there, as it was built.
       held.key = queue_prefix .. held.queue
-      local kind = redis.call('TYPE', held.key)['ok']
-      if kind ~= 'list' and kind ~= 'none' then
+      -- A queue this Redis user may not touch costs only this schedule (asked before TYPE,
+      -- which the user may not run on it either: a refused call would end the script).
+      local denied = expect_allowed('TYPE', held.key)
+        or expect_allowed('LPUSH', held.key, 'job') or expect_allowed('LPOS', held.key, 'job')
+      local kind = not denied and redis.call('TYPE', held.key)['ok']
+      if denied then
+        why = 'its held job names queue ' .. life_shown(held.queue) .. ': ' ..
+          string.sub(denied.err, #'KIQBEAT_NOPERM ' + 1) .. ' (or HDEL ' .. life.held ..
+          ' NAME, then ZADD kiqbeat:due 0 NAME)'
+      elseif kind ~= 'list' and kind ~= 'none' then
         why = 'its held job names queue ' .. life_shown(held.queue) .. ', whose key ' ..
           life_shown(held.key) .. ' is a ' .. kind .. ', not a list (HDEL ' .. life.held ..
           ' NAME, then ZADD kiqbeat:due 0 NAME)'
-      else
-        err = expect_allowed('LPUSH', held.key, 'job')
-          or expect_allowed('LPOS', held.key, 'job')
-        if err then return err end
       end
     end
   end
