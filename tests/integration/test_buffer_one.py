@@ -270,7 +270,10 @@ def test_a_held_tick_is_pushed_as_built_after_a_pause_a_queue_change_or_another_
     assert [held_tick(client, n) for n in ("paused", "moved", "allowed")] == [MINUTE[2]] * 3
     for name in ("paused", "moved", "allowed"):
         client.rpop(f"queue:{name}")  # a worker takes each, and it ends
-    run(client, cfg, now=MINUTE[2] + timedelta(seconds=20))
+    report = run(client, cfg, now=MINUTE[2] + timedelta(seconds=20))
+    assert sorted((j.schedule, j.tick, j.queue) for j in report.jobs) == [
+        ("allowed", MINUTE[2], "allowed"), ("moved", MINUTE[2], "moved"),
+        ("paused", MINUTE[2], "paused")]  # each released into the queue it was built for
     assert queued_jids(client, "paused") == [jid("paused", MINUTE[2])]
     assert queued_jids(client, "moved") == [jid("moved", MINUTE[2])]  # where it was built for
     assert json.loads(client.lindex("queue:moved", 0))["queue"] == "moved"
