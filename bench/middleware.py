@@ -8,7 +8,8 @@ kiqbeat_schedule and kiqbeat_tick as kiqbeat's jobs do) into a queue, then start
 (tests/compat/ruby/outcome_worker.rb, -c 5) without the middleware, with it folding its own
 reports (the fold call published, as any invocation publishes it), or with it writing to the
 inbox (nothing published), and times from the moment it registers until its queue is empty
-(the last job fetched; Sidekiq counts processed jobs only at its heartbeat). Rounds alternate the three, so drift on this shared machine hits all.
+(the last job fetched; Sidekiq counts processed jobs only at its heartbeat). Rounds
+alternate the three, so drift on this shared machine hits all.
 """
 
 from __future__ import annotations

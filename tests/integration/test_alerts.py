@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import threading
 import time
 from collections.abc import Iterator
@@ -27,7 +26,7 @@ from kiqbeat.core.payload import jid
 from kiqbeat.core.plan import to_ms
 from kiqbeat.engine import Engine
 from kiqbeat.entrypoints.metrics import InvocationMetrics
-from tests.support.alerts import FAILING, SILENT, T0, engine, events
+from tests.support.alerts import FAILING, SILENT, T0, engine, events, report_outcome
 from tests.support.engine import config
 from tests.support.receiver import Receiver, receiving
 
@@ -36,15 +35,6 @@ from tests.support.receiver import Receiver, receiving
 def receiver() -> Iterator[Receiver]:
     with receiving() as got:
         yield got
-
-
-def report_outcome(client: redis.Redis, name: str, tick: datetime, event: str) -> None:
-    """What the worker middleware writes when a job of `name`'s tick ends (`event`)."""
-    entry = {"s": name, "t": to_ms(tick), "j": jid(name, tick), "e": event,
-             "at": to_ms(tick) + 1000, "a": 1, "d": 1000}
-    if event == "failed":
-        entry |= {"x": "RuntimeError", "m": "boom"}
-    client.lpush("kiqbeat:outcomes:inbox", json.dumps(entry))
 
 
 def test_a_queue_no_worker_reads_is_silent_once_within_a_minute_after_its_deadline(

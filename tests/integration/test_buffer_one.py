@@ -18,10 +18,12 @@ from kiqbeat.core.payload import jid, jid_ms
 from kiqbeat.core.plan import OVERLAP_CODES, Group, to_ms
 from kiqbeat.core.records import held_tick_ms
 from kiqbeat.document.validate import read_definition
-from kiqbeat.engine import run
+from kiqbeat.engine import Engine, run
 from kiqbeat.errors import ConfigError
 from kiqbeat.redis import keys, progress, pushes
+from kiqbeat.settings import Settings
 from kiqbeat.store import Store
+from tests.support.alerts import events, report_outcome
 from tests.support.engine import config, race
 from tests.support.marks import stored_mark
 
@@ -176,6 +178,41 @@ def test_a_held_record_that_is_not_one_sets_only_its_schedule_aside(
     assert held_tick_ms(b"\xff not a held tick") is None
 
 
+def test_a_released_tick_is_a_pushed_job_with_a_deadline_and_lost_it_goes_silent(
+        client: redis.Redis) -> None:
+    """Jobs that always overrun: every tick after the first is held, then released. The
+    released job is one the releasing invocation pushed (`Report.jobs`, `--jobs`) and the
+    alerts arm its deadline, so a lost one makes the schedule `silent`; it is not in the
+    invocation's lag (it waited on purpose, for its previous job)."""
+    cfg = config("""
+schedules:
+  slow: {every: 1m, class: A, overlap: buffer_one, expect_success_within: 3m}
+""")
+    e = Engine(Settings(), client=client)
+    e.run(cfg, now=MINUTE[0])
+    e.run(cfg, now=MINUTE[1])
+    assert client.zscore("kiqbeat:deadlines", "slow") == to_ms(MINUTE[4])
+    e.run(cfg, now=MINUTE[2])  # minute 1's job still waits: minute 2 is held
+    assert held_tick(client) == MINUTE[2]
+    client.rpop("queue:default")  # a worker ran minute 1's job, and it succeeded
+    report_outcome(client, "slow", MINUTE[1], "succeeded")
+    report = e.run(cfg, now=MINUTE[2] + timedelta(seconds=30))
+    assert queued_jids(client) == [jid("slow", MINUTE[2])]  # released
+    assert [(j.schedule, j.tick, j.jid, j.queue) for j in report.jobs] == [
+        ("slow", MINUTE[2], jid("slow", MINUTE[2]), "default")]
+    assert report.lag_s == 0  # its 30 s on hold are not kiqbeat's delay
+    # Minute 1 succeeded: the deadline moves on to the released tick's.
+    assert client.zscore("kiqbeat:deadlines", "slow") == to_ms(MINUTE[5])
+    # Minute 2's job is lost (it never reports); minute 3 is held behind it, and nothing
+    # more is pushed: the released tick's deadline is what makes it `silent`.
+    for at in (MINUTE[3], MINUTE[4] + timedelta(seconds=5), MINUTE[5] + timedelta(seconds=5),
+               MINUTE[6] + timedelta(seconds=5)):
+        e.run(cfg, now=at)
+    assert held_tick(client) == MINUTE[3]
+    assert [(v["s"], v["e"], v["t"]) for v in events(client)] == [
+        ("slow", "silent", str(to_ms(MINUTE[2])))]
+
+
 def test_an_invocation_that_holds_a_tick_asks_to_be_invoked_again_within_a_second(
         client: redis.Redis) -> None:
     """`next_due_ms` paces `kiqbeat run`: about a second after a hold, not the next tick
@@ -232,7 +269,10 @@ def test_a_held_tick_is_pushed_as_built_after_a_pause_a_queue_change_or_another_
     assert [held_tick(client, n) for n in ("paused", "moved", "allowed")] == [MINUTE[2]] * 3
     for name in ("paused", "moved", "allowed"):
         client.rpop(f"queue:{name}")  # a worker takes each, and it ends
-    run(client, cfg, now=MINUTE[2] + timedelta(seconds=20))
+    report = run(client, cfg, now=MINUTE[2] + timedelta(seconds=20))
+    assert sorted((j.schedule, j.tick, j.queue) for j in report.jobs) == [
+        ("allowed", MINUTE[2], "allowed"), ("moved", MINUTE[2], "moved"),
+        ("paused", MINUTE[2], "paused")]  # each released into the queue it was built for
     assert queued_jids(client, "paused") == [jid("paused", MINUTE[2])]
     assert queued_jids(client, "moved") == [jid("moved", MINUTE[2])]  # where it was built for
     assert json.loads(client.lindex("queue:moved", 0))["queue"] == "moved"

@@ -16,6 +16,7 @@ sidekiq-cron's keys (the same-name check); without them kiqbeat warns and carrie
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -24,6 +25,8 @@ import pytest
 import redis
 
 from kiqbeat.core.limits import MAX_PENDING_SKIPS
+from kiqbeat.core.payload import jid
+from kiqbeat.core.plan import to_ms
 from kiqbeat.core.report import Report
 from kiqbeat.core.schedule import Config
 from kiqbeat.demo.server import RedisServer
@@ -397,3 +400,33 @@ def test_the_documented_acl_folds_the_outcomes_and_without_it_kiqbeat_warns_and_
         assert report.outcomes_folded == 0
         assert any("outcomes" in w and "not folded" in w for w in report.warnings), (
             report.warnings)
+
+
+def test_a_held_job_for_a_queue_the_user_may_not_touch_sets_only_its_schedule_aside(
+    acl_server: RedisServer, admin: redis.Redis, mode: str
+) -> None:
+    """A held record written by hand (`kiqbeat:held`, docs/store.md) naming a well-formed
+    queue outside the user's key patterns costs only its schedule: the push call's other
+    schedules are pushed, once each, and the schedule is set aside, named, with why."""
+    rules = [r for r in acl_rules(mode) if r != "~queue:*"] + ["~queue:default", "~queue:plain"]
+    _set_user(admin, rules)
+    cfg = config("""
+schedules:
+  slow: {cron: "* * * * *", class: A, overlap: buffer_one}
+  plain: {cron: "* * * * *", class: B, queue: plain}
+""")
+    t0 = minute_floor(redis_now(admin)) - timedelta(minutes=8)
+    ticks = [t0 + timedelta(minutes=m) for m in (1, 2)]
+    with connect(_user_url(acl_server)) as client:
+        run(client, cfg, now=t0, mode=mode)
+        admin.hset("kiqbeat:held", "slow",
+                   f"{to_ms(ticks[0])} 0 6\nsecret" + '{"class":"A","jid":"x"}')
+        reports = [run(client, cfg, now=tick + timedelta(seconds=5), mode=mode)
+                   for tick in ticks]
+    assert [json.loads(raw)["jid"] for raw in reversed(admin.lrange("queue:plain", 0, -1))] == [
+        jid("plain", tick) for tick in ticks]
+    assert admin.llen("queue:default") == admin.llen("queue:secret") == 0
+    reason = admin.hget("kiqbeat:rejected", "slow")
+    assert reason is not None and "'secret'" in reason and "queue:secret" in reason
+    assert [w for w in reports[0].warnings if "'slow'" in w and "'secret'" in w] != []
+    assert admin.hget("kiqbeat:held", "slow") is not None  # left for the operator

@@ -3,10 +3,13 @@ an engine with a webhook, and the outbox's events as Redis holds them."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 import redis
 
+from kiqbeat.core.payload import jid
+from kiqbeat.core.plan import to_ms
 from kiqbeat.engine import Engine
 from kiqbeat.settings import Settings
 
@@ -31,3 +34,12 @@ def events(client: redis.Redis) -> list[dict[str, str]]:
     """The outbox's events, oldest first, as their fields."""
     return [{k.decode(): v.decode() for k, v in fields.items()}
             for _id, fields in client.xrange(OUTBOX)]
+
+
+def report_outcome(client: redis.Redis, name: str, tick: datetime, event: str) -> None:
+    """What the worker middleware writes when a job of `name`'s tick ends (`event`)."""
+    entry = {"s": name, "t": to_ms(tick), "j": jid(name, tick), "e": event,
+             "at": to_ms(tick) + 1000, "a": 1, "d": 1000}
+    if event == "failed":
+        entry |= {"x": "RuntimeError", "m": "boom"}
+    client.lpush("kiqbeat:outcomes:inbox", json.dumps(entry))

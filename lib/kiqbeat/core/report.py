@@ -46,7 +46,9 @@ class Report:
     # `missed_recorded` are then lower bounds, shown with "+".
     missed_capped: bool = False
     new_schedules: int = 0
-    lag_s: float = 0.0  # largest (push time - tick instant) among ticks pushed into a queue
+    # Largest (push time - tick instant) among ticks pushed into a queue, but for held ticks
+    # released (`overlap: buffer_one`): they waited on purpose, for their previous job.
+    lag_s: float = 0.0
     chunks: int = 0
     unreplicated: int = 0  # pushed jobs that fewer than `wait_replicas` replicas acknowledged
     stale: int = 0  # schedules left alone: their definition changed between read and push
@@ -62,8 +64,9 @@ class Report:
     next_due_ms: int | None = None
     warnings: list[str] = field(default_factory=list)
     # What the push calls pushed, as they came back: per schedule (name, queue, ticks,
-    # releases, flags), a job's release 0 for its queue and flag "1" when pushed. `jobs`
-    # lists them as objects, built only when asked: a 10,000-job minute builds none.
+    # releases, flags), a job's release 0 for its queue and flag "1" when pushed; a held
+    # tick released is a run of its own, ahead of its schedule's. `jobs` lists them as
+    # objects, built only when asked: a 10,000-job minute builds none.
     pushed_runs: list[tuple[str, str, Sequence[int], Sequence[int], str]] = field(
         default_factory=list, repr=False)
     _jobs: list[PushedJob] = field(default_factory=list, repr=False, compare=False)

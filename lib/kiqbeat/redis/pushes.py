@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import redis
 
@@ -86,10 +87,17 @@ def wait_for_replicas(client: redis.Redis, config: Config, pushed: int, report: 
 
 
 def settle(report: Report, chunk: Sequence[Group], counts: Sequence[int], flags: str,
-           now_ms: int, by_reason: str = "", applied: str = "") -> None:
+           now_ms: int, by_reason: str = "", applied: str = "",
+           released: Sequence[Any] = ()) -> None:
     """Add one push call's outcome to the report: its counts, split by reason (the script's
     own `by_reason`, and the groups whose mark was `applied`), and which jobs it pushed
-    (kept as the groups' lists; `Report.jobs` builds objects only when asked)."""
+    (kept as the groups' lists; `Report.jobs` builds objects only when asked).
+
+    `released` holds the held jobs the call pushed (push.lua: NAME TICK RELEASE QUEUE...).
+    They are pushed runs like the others, each ahead of its schedule's own (so the alerts
+    arm a deadline for it: `alerts.incidents.decide`), and listed by `Report.jobs`; they do
+    not count towards `lag_s`, which measures kiqbeat's delay: a held tick waited on
+    purpose, for its previous job to end (DESIGN §8), and its history keeps that wait."""
     pushed, already, missed, skipped, new, stale, recorded = counts
     report.chunks += 1
     report.round_trips += 1
@@ -126,6 +134,10 @@ def settle(report: Report, chunk: Sequence[Group], counts: Sequence[int], flags:
     report.new_schedules += new
     if not pushed:
         return
+    for at in range(0, len(released) - 3, 4):
+        name, tick, release, queue = released[at:at + 4]
+        report.pushed_runs.append((reply_text(name), reply_text(queue), (int(tick),),
+                                   (int(release),), "1"))
     lag_ms = report.lag_s * 1000
     at = 0
     for group in chunk:
@@ -212,7 +224,8 @@ class Pusher:
         counts = [int(c) for c in reply[:7]]
         settle(self.report, chunk, counts, reply_text(reply[7]), now_ms,
                reply_text(reply[8]) if len(reply) > 9 else "",
-               reply_text(reply[9]) if len(reply) > 9 else "")
+               reply_text(reply[9]) if len(reply) > 9 else "",
+               reply[11] if len(reply) > 11 else ())
         set_aside(self.report, reply[10] if len(reply) > 10 else [])
         if self.config.wait_replicas and counts[0]:
             wait_for_replicas(self.client, self.config, counts[0], self.report)

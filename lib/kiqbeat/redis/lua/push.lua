@@ -97,20 +97,22 @@ script for lack of memory only at its first write, so once the first write is do
 complete.
 
 A group whose life counter (runs, skips) is not a whole number, whose held record is not one
-(or names a queue whose key is not a list), or whose progress record is not one (written by
-hand) is set aside instead: its reason goes into the rejected hash, its index entry goes,
-nothing of it is pushed.
+(or names a queue whose key is not a list, or that this Redis user may not LPUSH or LPOS),
+or whose progress record is not one (written by hand) is set aside instead: its reason
+goes into the rejected hash, its index entry goes, nothing of it is pushed.
 
 Returns {pushed, already, missed, skipped, new, stale, recorded, flags, by_reason, applied,
-aside}: stale counts the groups left alone for a changed definition, recorded the ticks
-recorded as missed, and flags holds one character per job in argument order: "1" pushed, "0"
-not pushed (already pushed, or left alone). by_reason splits what the script itself passed
-over and recorded, "SKIP LIMIT OVERLAP RECORDED_WINDOW" (pending skips taken, ticks past
-max_runs, ticks passed over for overlap, and of `recorded` those of reason "window"), then
-"HOLDING RELEASED" (the schedules of this call still holding a tick after it, the held ticks
-pushed: in `pushed` too); applied
-holds one character per group: "1" when its mark was applied (its MISSED and SKIPPED are
-counted); aside the groups set aside, as name, reason, name, reason...
+aside, released}: stale counts the groups left alone for a changed definition, recorded
+the ticks recorded as missed, and flags holds one character per job in argument order:
+"1" pushed, "0" not pushed (already pushed, or left alone). by_reason splits what the
+script itself passed over and recorded, "SKIP LIMIT OVERLAP RECORDED_WINDOW" (pending skips
+taken, ticks past max_runs, ticks passed over for overlap, and of `recorded` those of
+reason "window"), then "HOLDING RELEASED" (the schedules of this call still holding a tick
+after it, the held ticks pushed: in `pushed` too); applied holds one character per group:
+"1" when its mark was applied (its MISSED and SKIPPED are counted); aside the groups set
+aside, as name, reason, name, reason...; released the held jobs pushed (not in flags: no
+job of the arguments), as NAME TICK RELEASE QUEUE, NAME TICK...: RELEASE 0 when the job
+went into QUEUE, else the instant the `schedule` set releases it (epoch ms).
 ]]
 
 local wm_key, seen_key, queues_key, sched_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
@@ -258,15 +260,19 @@ for i = 1, ng do
     if held and held.queue ~= ARGV[3 + targets[i]] then
       -- Held for a queue the schedule no longer names: it goes there, as it was built.
       held.key = queue_prefix .. held.queue
-      local kind = redis.call('TYPE', held.key)['ok']
-      if kind ~= 'list' and kind ~= 'none' then
+      -- A queue this Redis user may not touch costs only this schedule (asked before TYPE,
+      -- which the user may not run on it either: a refused call would end the script).
+      local denied = expect_allowed('TYPE', held.key)
+        or expect_allowed('LPUSH', held.key, 'job') or expect_allowed('LPOS', held.key, 'job')
+      local kind = not denied and redis.call('TYPE', held.key)['ok']
+      if denied then
+        why = 'its held job names queue ' .. life_shown(held.queue) .. ': ' ..
+          string.sub(denied.err, #'KIQBEAT_NOPERM ' + 1) .. ' (or HDEL ' .. life.held ..
+          ' NAME, then ZADD kiqbeat:due 0 NAME)'
+      elseif kind ~= 'list' and kind ~= 'none' then
         why = 'its held job names queue ' .. life_shown(held.queue) .. ', whose key ' ..
           life_shown(held.key) .. ' is a ' .. kind .. ', not a list (HDEL ' .. life.held ..
           ' NAME, then ZADD kiqbeat:due 0 NAME)'
-      else
-        err = expect_allowed('LPUSH', held.key, 'job')
-          or expect_allowed('LPOS', held.key, 'job')
-        if err then return err end
       end
     end
   end
@@ -279,6 +285,7 @@ end
 local pushed, already, missed, skipped, new, stale, recorded = 0, 0, 0, 0, 0, 0, 0
 local n_skip, n_limit, n_overlap, recorded_window = 0, 0, 0, 0
 local n_holding, n_released = 0, 0
+local released = {}  -- the held jobs pushed: name, tick, release (0: queue), queue...
 local holding = {}   -- group i's schedule holds a tick after this step
 local applied = {}   -- group i: '1' when its mark was applied
 local when = clock_ms()
@@ -319,6 +326,10 @@ local function push_above(i, floor)
       end
       drop_held(life, name)
       pushed, n_released = pushed + 1, n_released + 1
+      local at = #released
+      released[at + 1], released[at + 2] = name, held.tick
+      released[at + 3] = held.release > when and held.release or 0
+      released[at + 4] = held.queue
       count = count + 1
       if keep > 0 then lines[count] = pushed_line('t', held.tick, when) end
       remembered, held = held.json, nil
@@ -488,4 +499,4 @@ if any_rejected then flush('HDEL', rejected_key, planned) end
 return {pushed, already, missed, skipped, new, stale, recorded, table.concat(flags),
   n_skip .. ' ' .. n_limit .. ' ' .. n_overlap .. ' ' .. recorded_window .. ' ' .. n_holding ..
   ' ' .. n_released, table.concat(applied),
-  set_aside}
+  set_aside, released}
