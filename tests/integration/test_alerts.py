@@ -93,6 +93,11 @@ def test_pause_after_failures_pauses_with_a_note_and_resume_clears_the_streak(
     e.run(cfg, now=T0 + timedelta(minutes=6, seconds=30))
     assert client.hget("kiqbeat:paused", "flaky") is None  # one failure since: not paused
     assert [v["e"] for v in events(client)] == ["paused"]  # reached at once: paused only
+    for minute in range(7, 11):  # five failures since the resume: paused again, once
+        report_outcome(client, "flaky", T0 + timedelta(minutes=minute), "failed")
+        e.run(cfg, now=T0 + timedelta(minutes=minute, seconds=30))
+    assert client.hget("kiqbeat:paused", "flaky") is not None
+    assert [v["e"] for v in events(client)] == ["paused", "paused"]
 
 
 def test_racing_invokers_decide_each_incident_once(redis_url: str) -> None:

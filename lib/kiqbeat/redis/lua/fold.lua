@@ -52,9 +52,10 @@ added to the changed names (a new sequence number, the oldest dropped beyond MAX
 when its record changed and either an entry folded grew its failed ticks in a row (a failed
 end, or a retry's start: the attempt before it failed) to a length the decision acts on (with
 no incident open: the definition's smaller `alert_after_failures` or `pause_after_failures`,
-which may open `failing` or `paused`; with one open: `pause_after_failures`, unless paused
-already; never once more per failure while an incident stands), or its newest success moved
-on while its incident record is open (it may close with `recovered`).
+which may open `failing` or `paused`; with one open: `pause_after_failures`, counted since
+the last pause when the open incident is one; never once more per failure while nothing is
+left to decide), or its newest success moved on while its incident record is open (it may
+close with `recovered`).
 A success that moves on otherwise takes the deadline of a schedule whose definition has
 `expect_success_within` away here, as the decision would (deadline.lua): a steady stream of successes costs an invocation nothing. `silent` is
 decided from the deadlines due, which read the record.
@@ -363,15 +364,19 @@ local function failure_rules(definition)
   return count(parsed.alert_after_failures), count(parsed.pause_after_failures)
 end
 
--- The event of `name`'s open incident: nil when none (or closed), 'garbled' for a record
--- that is not one (incidents.lua reads that as open).
+-- The event of `name`'s open incident and the failure streak it opened on: nil when none
+-- (or closed); a record that is not one reads as an open `failing` (as incidents.lua reads it).
 local function open_incident(name)
   local raw = redis.call('HGET', incidents_key, name)
-  if not raw then return nil end
+  if not raw then return nil, 0 end
   local ok, value = pcall(cjson.decode, raw)
-  if not (ok and type(value) == 'table') then return 'garbled' end
-  if value.e == '' then return nil end
-  return type(value.e) == 'string' and value.e or 'garbled'
+  if not (ok and type(value) == 'table' and type(value.e) == 'string') then
+    return 'failing', 0
+  end
+  if value.e == '' then return nil, 0 end
+  local n = tonumber(value.n) or 0
+  if n ~= n or n < 0 or n > 2^48 then n = 0 end
+  return value.e, n
 end
 
 local function incident_open(name)
@@ -409,21 +414,24 @@ for _, name in ipairs(order) do
     dropped = dropped + #list
   else
     -- Whether the decision could act on a failure streak this long (incidents.lua): open
-    -- `failing` or `paused` when no incident is open, or pause (PAUSE reached) unless
-    -- paused already. Not once more per failure while its incident stands: in a storm the
-    -- changed names hold only what is still to decide, so each is judged (issue 27). The
-    -- definition and the incident are read only when a streak grows.
-    local alert, pause, open, asked = nil, nil, nil, false
+    -- `failing` or `paused` when no incident is open, else pause once the streak reaches
+    -- PAUSE (counted since the last pause, when the open incident is one: resume clears
+    -- the streak). Not once more per failure while nothing is left to decide: in a storm
+    -- the changed names hold only that, so each is judged (issue 27). The definition and
+    -- the incident are read only when a streak grows.
+    local alert, pause, open, opened_at, asked = nil, nil, nil, 0, false
     local function acted_on(streak)
       if not asked then
         alert, pause = failure_rules(definition)
-        if alert or pause then open = open_incident(name) end
+        if alert or pause then open, opened_at = open_incident(name) end
         asked = true
       end
       local fewest = (alert and pause) and math.min(alert, pause) or alert or pause
       if not fewest then return false end
       if open == nil then return streak >= fewest end
-      return pause ~= nil and streak >= pause and open ~= 'paused'
+      -- paused (and perhaps resumed since): PAUSE more failures pause it again
+      local since = streak - (open == 'paused' and opened_at or 0)
+      return pause ~= nil and since >= pause
     end
     local ok, changed, record, failure, streak_before, lost, ls, ls_before, reached = pcall(
       fold_record, raw, list, keep, acted_on)
