@@ -124,8 +124,8 @@ def test_a_schedule_without_life_fields_keeps_its_plain_timetable() -> None:
                     "9007199254740992"),
     ("max_runs: true", "schedule 'a' (field 'max_runs'): True must be a whole number from 1 "
                        "to 9007199254740992"),
-    ("overlap: skipp", "schedule 'a' (field 'overlap'): 'skipp' is not one of allow, skip; "
-                       "did you mean 'skip'?"),
+    ("overlap: skipp", "schedule 'a' (field 'overlap'): 'skipp' is not one of allow, skip, "
+                       "buffer_one; did you mean 'skip'?"),
     ("jitter: 2d", "schedule 'a' (field 'jitter'): '2d' is longer than a day (1d); a longer "
                    "delay is not jitter but another schedule"),
     ("jitter: 2h",
