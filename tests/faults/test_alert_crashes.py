@@ -18,8 +18,7 @@ from pathlib import Path
 
 import redis
 
-from kiqbeat.core.payload import jid
-from kiqbeat.core.plan import to_ms
+from tests.support.alerts import report_outcome
 from tests.support.clock import minute_floor, redis_now
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,14 +27,6 @@ schedules:
   flaky: {cron: "* * * * *", class: F, alert_after_failures: 3}
   unread: {cron: "* * * * *", class: U, queue: nobody_reads, expect_success_within: 3m}
 """
-
-
-def report_outcome(client: redis.Redis, name: str, tick: datetime, event: str) -> None:
-    entry = {"s": name, "t": to_ms(tick), "j": jid(name, tick), "e": event,
-             "at": to_ms(tick) + 1000, "a": 1, "d": 5}
-    if event == "failed":
-        entry |= {"x": "RuntimeError", "m": "boom"}
-    client.lpush("kiqbeat:outcomes:inbox", json.dumps(entry))
 
 
 def invokers(config: Path, url: str, now: datetime, count: int) -> list[subprocess.Popen[str]]:
