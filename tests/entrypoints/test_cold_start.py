@@ -15,8 +15,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import redis
 
+from kiqbeat.entrypoints import cli
 from kiqbeat.entrypoints.cli import main
 
 LIB = Path(__file__).resolve().parents[2] / "lib"
@@ -56,6 +58,10 @@ def test_an_invocation_loads_no_extra_no_sink_and_no_operators_store(redis_url: 
            f"assert main(['run-once', '--json', '--redis-url', {redis_url!r}]) == 0")
     assert loaded(run, (
         *EXTRAS, "urllib.request", "http.client", "kiqbeat.document.convert",
+        # the other commands' parsers and what they read (cli.INVOKING)
+        "kiqbeat.entrypoints.preview", "kiqbeat.entrypoints.schedules",
+        "kiqbeat.entrypoints.operations", "kiqbeat.entrypoints.console",
+        "kiqbeat.entrypoints.convert", "kiqbeat.entrypoints.requests",
         "kiqbeat.document.yaml_reader", "kiqbeat.alerts.sinks", "kiqbeat.alerts.delivery",
         "kiqbeat.outcomes.records", "kiqbeat.store", "kiqbeat.operator", "kiqbeat.audit",
         "kiqbeat.web")) == []
@@ -114,6 +120,31 @@ def test_redis_asyncio_client_and_importlib_metadata_work_when_a_user_imports_th
                           cwd=LIB.parent, timeout=60, check=True)
     assert done.stdout.splitlines() == ["b'yes'", "AttributeError"]
     assert redis.Redis.from_url(redis_url).get("async") == b"yes"
+
+
+@pytest.mark.parametrize("argv", [
+    ["run-once"], ["run-once", "--json", "--jobs", "--now", "2026-01-01T00:00:00Z"],
+    ["run-once", "--redis-url", "redis://h:1/2", "--namespace", "x", "--replay"],
+    ["run", "--json", "--metrics-port", "9000", "--shard", "1", "--shard-count", "2"],
+])
+def test_an_invoking_commands_parser_alone_reads_its_arguments_as_the_whole_one(
+        argv: list[str]) -> None:
+    """`run-once` and `run` are parsed by their own parser alone (cli.INVOKING): the
+    arguments it reads, defaults included, are those the whole command line reads."""
+    assert vars(cli._parser(argv[0]).parse_args(argv)) == vars(cli._parser().parse_args(argv))
+
+
+@pytest.mark.parametrize("argv", [["run-once", "--help"], ["run-once", "--no-such-flag"],
+                                  ["run", "--metrics-port", "x"]])
+def test_an_invoking_commands_help_and_errors_are_the_whole_command_lines(
+        argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    outputs = []
+    for parser in (cli._parser(argv[0]), cli._parser()):
+        with pytest.raises(SystemExit) as exited:
+            parser.parse_args(argv)
+        outputs.append((exited.value.code, capsys.readouterr()))
+    assert outputs[0] == outputs[1]
+    assert "usage: kiqbeat" in outputs[0][1].out + outputs[0][1].err
 
 
 def test_a_documents_bytes_read_unparsed_load_no_yaml(tmp_path: Path) -> None:
