@@ -62,6 +62,8 @@ def test_an_invocation_loads_no_extra_no_sink_and_no_operators_store(redis_url: 
         "kiqbeat.entrypoints.preview", "kiqbeat.entrypoints.schedules",
         "kiqbeat.entrypoints.operations", "kiqbeat.entrypoints.console",
         "kiqbeat.entrypoints.convert", "kiqbeat.entrypoints.requests",
+        # argparse's terminal width without shutil (cli._Formatter); the Lua read as files
+        "shutil", "bz2", "lzma", "zipfile", "tempfile", "importlib.resources",
         "kiqbeat.document.yaml_reader", "kiqbeat.alerts.sinks", "kiqbeat.alerts.delivery",
         "kiqbeat.outcomes.records", "kiqbeat.store", "kiqbeat.operator", "kiqbeat.audit",
         "kiqbeat.web")) == []
@@ -145,6 +147,23 @@ def test_an_invoking_commands_help_and_errors_are_the_whole_command_lines(
         outputs.append((exited.value.code, capsys.readouterr()))
     assert outputs[0] == outputs[1]
     assert "usage: kiqbeat" in outputs[0][1].out + outputs[0][1].err
+
+
+@pytest.mark.parametrize("columns", [None, "100", "47", "", "abc", "-5", "0"])
+def test_the_help_width_is_the_one_shutil_finds(columns: str | None,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """cli._Formatter's width (found without importing shutil) is shutil's, as argparse's
+    own formatter takes it: $COLUMNS when a positive number, else the terminal's, else 80."""
+    import shutil
+
+    monkeypatch.delenv("LINES", raising=False)
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    assert cli._columns() == shutil.get_terminal_size().columns
+    monkeypatch.setenv("LINES", "30")
+    assert cli._columns() == shutil.get_terminal_size().columns
 
 
 def test_a_documents_bytes_read_unparsed_load_no_yaml(tmp_path: Path) -> None:
