@@ -15,8 +15,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import redis
 
+from kiqbeat.entrypoints import cli
 from kiqbeat.entrypoints.cli import main
 
 LIB = Path(__file__).resolve().parents[2] / "lib"
@@ -26,9 +28,12 @@ EXTRAS = ("yaml", "boto3", "botocore", "aws_lambda_powertools", "starlette", "uv
 
 
 def loaded(code: str, prefixes: tuple[str, ...]) -> list[str]:
-    """The modules under `prefixes` a new interpreter holds after running `code`."""
-    probe = (f"{code}\nimport sys, json\nprint(json.dumps(sorted(m for m in sys.modules if "
-             f"m.split('.')[0] in {prefixes!r} or m.startswith({prefixes!r}))))")
+    """The modules under `prefixes` a new interpreter holds after running `code`, but for
+    those kiqbeat/deferred.py holds back (their code not run)."""
+    probe = (f"{code}\nimport sys, json\nfrom kiqbeat.deferred import pending\n"
+             f"print(json.dumps(sorted(m for m, v in sys.modules.items() if "
+             f"(m.split('.')[0] in {prefixes!r} or m.startswith({prefixes!r})) "
+             "and not pending(v))))")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                           cwd=LIB.parent, timeout=60, check=True)
     return list(json.loads(done.stdout.splitlines()[-1]))  # after what the code printed
@@ -53,9 +58,112 @@ def test_an_invocation_loads_no_extra_no_sink_and_no_operators_store(redis_url: 
            f"assert main(['run-once', '--json', '--redis-url', {redis_url!r}]) == 0")
     assert loaded(run, (
         *EXTRAS, "urllib.request", "http.client", "kiqbeat.document.convert",
+        # the other commands' parsers and what they read (cli.INVOKING)
+        "kiqbeat.entrypoints.preview", "kiqbeat.entrypoints.schedules",
+        "kiqbeat.entrypoints.operations", "kiqbeat.entrypoints.console",
+        "kiqbeat.entrypoints.convert", "kiqbeat.entrypoints.requests",
+        # argparse's terminal width without shutil (cli._Formatter); the Lua read as files
+        "shutil", "bz2", "lzma", "zipfile", "tempfile", "importlib.resources",
         "kiqbeat.document.yaml_reader", "kiqbeat.alerts.sinks", "kiqbeat.alerts.delivery",
         "kiqbeat.outcomes.records", "kiqbeat.store", "kiqbeat.operator", "kiqbeat.audit",
         "kiqbeat.web")) == []
+
+
+def test_an_invocation_runs_no_code_of_redis_asyncio_client_or_importlib_metadata(
+        redis_url: str) -> None:
+    """redis-py imports its asyncio client and `importlib.metadata` as it starts; kiqbeat's
+    processes defer both (kiqbeat/deferred.py): after a real run-once on a store with a schedule,
+    neither package's own code has run and none of their modules is loaded. (The standard
+    library's `asyncio` still loads: redis-py's sync parser imports names from it.)"""
+    client = redis.Redis.from_url(redis_url)
+    client.hset("kiqbeat:schedules", "minutely", json.dumps({"cron": "* * * * *",
+                                                             "class": "W"}))
+    client.zadd("kiqbeat:due", {"minutely": 0})
+    run = ("from kiqbeat.entrypoints.cli import main\n"
+           f"assert main(['run-once', '--json', '--redis-url', {redis_url!r}]) == 0\n"
+           "import sys\n"
+           "from kiqbeat.deferred import pending\n"
+           "ran = [m for m in ('redis.asyncio', 'importlib.metadata')\n"
+           "       if not pending(sys.modules[m])]\n"
+           "print('ran:', ran)")
+    assert loaded(run, ("redis.asyncio.client", "redis.asyncio.connection",
+                        "redis.asyncio.cluster", "importlib.metadata._meta",
+                        "importlib.metadata._adapters")) == []
+    done = subprocess.run([sys.executable, "-c", run], capture_output=True, text=True,
+                          cwd=LIB.parent, timeout=60, check=True)
+    assert "ran: []" in done.stdout.splitlines()
+    assert (client.zscore("kiqbeat:due", "minutely") or 0) > 0  # registered: it did run
+
+
+def test_redis_asyncio_client_and_importlib_metadata_work_when_a_user_imports_them(
+        redis_url: str) -> None:
+    """A program that imports kiqbeat first and then uses redis-py's asyncio client (both
+    spellings) and `importlib.metadata` gets the real modules."""
+    code = ("import kiqbeat.engine, asyncio, sys\n"
+            "assert 'redis.asyncio.client' not in sys.modules\n"
+            "import redis.asyncio as aioredis\n"
+            "from redis.asyncio import Redis\n"
+            "assert Redis is aioredis.Redis is aioredis.client.Redis\n"
+            "async def ping():\n"
+            f"    client = Redis.from_url({redis_url!r})\n"
+            "    await client.set('async', 'yes')\n"
+            "    value = await client.get('async')\n"
+            "    await client.aclose()\n"
+            "    return value\n"
+            "print(asyncio.run(ping()))\n"
+            "from importlib.metadata import version\n"
+            "import redis\n"
+            "assert version('redis') == redis.__version__\n"
+            "try:\n"
+            "    aioredis.no_such_name\n"
+            "except AttributeError:\n"
+            "    print('AttributeError')\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=LIB.parent, timeout=60, check=True)
+    assert done.stdout.splitlines() == ["b'yes'", "AttributeError"]
+    assert redis.Redis.from_url(redis_url).get("async") == b"yes"
+
+
+@pytest.mark.parametrize("argv", [
+    ["run-once"], ["run-once", "--json", "--jobs", "--now", "2026-01-01T00:00:00Z"],
+    ["run-once", "--redis-url", "redis://h:1/2", "--namespace", "x", "--replay"],
+    ["run", "--json", "--metrics-port", "9000", "--shard", "1", "--shard-count", "2"],
+])
+def test_an_invoking_commands_parser_alone_reads_its_arguments_as_the_whole_one(
+        argv: list[str]) -> None:
+    """`run-once` and `run` are parsed by their own parser alone (cli.INVOKING): the
+    arguments it reads, defaults included, are those the whole command line reads."""
+    assert vars(cli._parser(argv[0]).parse_args(argv)) == vars(cli._parser().parse_args(argv))
+
+
+@pytest.mark.parametrize("argv", [["run-once", "--help"], ["run-once", "--no-such-flag"],
+                                  ["run", "--metrics-port", "x"]])
+def test_an_invoking_commands_help_and_errors_are_the_whole_command_lines(
+        argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    outputs = []
+    for parser in (cli._parser(argv[0]), cli._parser()):
+        with pytest.raises(SystemExit) as exited:
+            parser.parse_args(argv)
+        outputs.append((exited.value.code, capsys.readouterr()))
+    assert outputs[0] == outputs[1]
+    assert "usage: kiqbeat" in outputs[0][1].out + outputs[0][1].err
+
+
+@pytest.mark.parametrize("columns", [None, "100", "47", "", "abc", "-5", "0"])
+def test_the_help_width_is_the_one_shutil_finds(columns: str | None,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """cli._Formatter's width (found without importing shutil) is shutil's, as argparse's
+    own formatter takes it: $COLUMNS when a positive number, else the terminal's, else 80."""
+    import shutil
+
+    monkeypatch.delenv("LINES", raising=False)
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    assert cli._columns() == shutil.get_terminal_size().columns
+    monkeypatch.setenv("LINES", "30")
+    assert cli._columns() == shutil.get_terminal_size().columns
 
 
 def test_a_documents_bytes_read_unparsed_load_no_yaml(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ import json
 import re
 import uuid
 from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -229,3 +230,43 @@ def test_queued_jobs_are_job_json_byte_for_byte_for_any_ticks_and_push_instant(
             assert rendered == [
                 job_json(s, from_ms(t), pushed_at=pushed_at, job_id=jid_ms(s.name, t)).encode()
                 for t in ticks_ms]
+
+
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.tuples(inner, inner)
+    | st.dictionaries(st.text() | st.integers() | st.booleans() | st.none(), inner,
+                      max_size=4),
+    max_leaves=20)
+
+
+@given(_JSON_VALUES)
+def test_the_payloads_json_encoder_writes_what_the_standard_encoder_writes(value: Any) -> None:
+    """payload._encode (the C encoder called directly) writes the text, or raises the error,
+    that `json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)`
+    does, NaN and infinities (refused) included."""
+    from kiqbeat.core import payload
+
+    try:
+        expected: Any = payload._JSON.encode(value)
+    except ValueError as exc:
+        expected = (ValueError, str(exc))
+    try:
+        got: Any = payload._encode(value)
+    except ValueError as exc:
+        got = (ValueError, str(exc))
+    assert got == expected
+
+
+def test_the_payloads_json_encoder_refuses_what_the_standard_encoder_refuses() -> None:
+    from kiqbeat.core import payload
+
+    looped: list[Any] = []
+    looped.append(looped)
+    for value in (looped, object(), {1j: 1}):
+        errors = []
+        for encode in (payload._encode, payload._JSON.encode):
+            with pytest.raises((TypeError, ValueError)) as raised:
+                encode(value)
+            errors.append((raised.type, str(raised.value)))
+        assert errors[0] == errors[1]

@@ -207,3 +207,26 @@ def test_no_zone_changes_its_offset_twice_within_two_days() -> None:
         close += [(name, a) for a, b in pairwise(changes)
                   if b - a < 2 * 86_400]
     assert close == []
+
+
+def test_no_rails_name_with_a_space_ends_as_the_table_free_shortcut_assumes() -> None:
+    """zones.trailing_rails_zone answers None without the Rails table for an expression
+    ending in a digit or a cron sign: no Rails name holding a space ends so."""
+    from kiqbeat.core.zones import _NO_RAILS_END, trailing_rails_zone
+
+    spaced = [name for name in rails_zones() if " " in name]
+    assert spaced and not [name for name in spaced if name[-1] in _NO_RAILS_END]
+    for name in spaced:
+        assert trailing_rails_zone(f"0 9 * * 1-5 {name}") == ("0 9 * * 1-5", name)
+    assert trailing_rails_zone("0 9 * * 1-5") is None
+
+
+def test_every_zone_name_starts_with_a_letter_or_a_sign_as_is_zone_name_assumes() -> None:
+    """zones.is_zone_name refuses a token starting otherwise ('*', '5', '1-5') without the
+    zone database: no IANA, Rails or offset name starts so."""
+    from kiqbeat.core.zones import is_zone_name
+
+    names = set(available_timezones()) | set(rails_zones()) | {"+05:30", "-0800", "\u221203:00"}
+    assert [n for n in names if not (n[:1].isalpha() or n[:1] in "+-\u2212")] == []
+    assert all(is_zone_name(n) for n in ("UTC", "+05:30", "\u221203:00", "Asia/Tokyo", "Tokyo"))
+    assert not any(is_zone_name(n) for n in ("*", "5", "1-5", "*/15", "?"))

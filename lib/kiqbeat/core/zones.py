@@ -52,6 +52,13 @@ def _zone_names() -> frozenset[str]:
     return frozenset(zoneinfo.available_timezones()) | {"UTC"}
 
 
+def _is_iana(name: str) -> bool:
+    """`name in _zone_names()`; 'UTC' (every schedule's zone unless it names one) answered
+    without listing the zone database, which opens each of its files (50-190 ms of a cold
+    process's first plan here)."""
+    return name == "UTC" or name in _zone_names()
+
+
 @lru_cache(maxsize=1)
 def rails_zones() -> dict[str, str]:
     """ActiveSupport::TimeZone::MAPPING: each Rails zone name and the IANA zone it maps to."""
@@ -68,9 +75,17 @@ def _spaced_rails_names() -> tuple[str, ...]:
     return tuple(sorted((n for n in rails_zones() if " " in n), key=len, reverse=True))
 
 
+# How no Rails name ends: an expression ending so ('0 9 * * *', '*/5 * * * 1-5', the most
+# of them) has no trailing Rails zone, found without reading the table (rails_zones: its
+# file and importlib.resources, ~10 ms of a cold process). tests/unit/test_zones.py checks.
+_NO_RAILS_END = frozenset("0123456789*?/,-")
+
+
 def trailing_rails_zone(text: str) -> tuple[str, str] | None:
     """(what comes before, the name) when `text` ends with a blank and a Rails zone name
     holding spaces ('0 9 * * * Eastern Time (US & Canada)'); else None."""
+    if text[-1:] in _NO_RAILS_END:
+        return None
     for name in _spaced_rails_names():
         head = text[: -len(name)]
         if text.endswith(name) and head[-1:].isspace():
@@ -110,7 +125,9 @@ def _fixed(name: str) -> str | None:
 
 def is_zone_name(name: str) -> bool:
     """True when `name` is a zone name kiqbeat reads (IANA, Rails or a fixed offset)."""
-    return name in _zone_names() or name in rails_zones() or _fixed(name) is not None
+    if not (name[:1].isalpha() or name[:1] in "+-\u2212"):
+        return False  # a cron field ('*', '5', '1-5'): every zone name starts so (test_zones)
+    return _is_iana(name) or name in rails_zones() or _fixed(name) is not None
 
 
 def canonical_zone(name: str) -> str:
@@ -126,7 +143,7 @@ def canonical_zone(name: str) -> str:
 def zone_key(name: str) -> str:
     """The IANA name (or fixed offset '+05:30') a known zone name stands for: equal for
     names of the same zone, and what fugit (sidekiq-scheduler's UI) reads."""
-    if name in _zone_names():  # 'UTC' is a Rails name too ('Etc/UTC')
+    if _is_iana(name):  # 'UTC' is a Rails name too ('Etc/UTC')
         return name
     return rails_zones().get(name) or _fixed(name) or name
 
@@ -134,7 +151,7 @@ def zone_key(name: str) -> str:
 def zone_label(name: str) -> str:
     """A zone name as shown: 'Tokyo (Asia/Tokyo)', '+05:30 (fixed offset, no DST)', or the
     IANA name itself."""
-    if name in rails_zones() and name not in _zone_names():
+    if not _is_iana(name) and name in rails_zones():
         return f"{name} ({rails_zones()[name]})"
     fixed = _fixed(name)
     return f"{fixed} (fixed offset, no DST)" if fixed else name
@@ -144,7 +161,7 @@ def zone_label(name: str) -> str:
 def zone(name: str) -> tzinfo:
     """The time zone `name` (IANA, Rails or a fixed offset: see the module docstring);
     ConfigError (with a did-you-mean hint) when unknown."""
-    if name in _zone_names():
+    if _is_iana(name):
         return zoneinfo.ZoneInfo(name)
     if name in rails_zones():
         return zoneinfo.ZoneInfo(rails_zones()[name])

@@ -147,6 +147,10 @@ def settle(report: Report, chunk: Sequence[Group], counts: Sequence[int], flags:
         if "1" not in mine:
             continue
         report.pushed_runs.append((group.name, group.queue, group.ticks, group.releases, mine))
+        if n == 1:  # a minute's usual group (one tick, pushed): no loop
+            if not group.releases[0] and now_ms - group.ticks[0] > lag_ms:
+                lag_ms = now_ms - group.ticks[0]
+            continue
         for tick, release, flag in zip(group.ticks, group.releases, mine, strict=True):
             if flag == "1" and not release and now_ms - tick > lag_ms:
                 lag_ms = now_ms - tick
