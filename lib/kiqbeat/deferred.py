@@ -59,18 +59,28 @@ def defer(name: str) -> ModuleType | None:
         return None
     module = importlib.util.module_from_spec(spec)
     loader = spec.loader
-    lock = threading.Lock()
+    # Reentrant: the module's own code may read its own names while it runs (then it sees
+    # what it has so far, as in any import); another thread waits until it has run.
+    lock = threading.RLock()
+    running: list[bool] = []
 
     def __getattr__(attribute: str) -> object:  # PEP 562's name
-        with lock:  # one thread runs the module's code; another waits for it
-            if module.__dict__.get("__getattr__") is __getattr__:
-                del module.__dict__["__getattr__"]
+        with lock:
+            if not running and module.__dict__.get("__getattr__") is __getattr__:
+                running.append(True)
                 try:
                     loader.exec_module(module)
                 except BaseException:
                     sys.modules.pop(name, None)  # as a failed import leaves it
                     raise
-        return getattr(module, attribute)
+                finally:
+                    running.clear()
+                if module.__dict__.get("__getattr__") is __getattr__:
+                    del module.__dict__["__getattr__"]  # run: from now on a plain module
+        try:
+            return module.__dict__[attribute]
+        except KeyError:
+            raise AttributeError(f"module {name!r} has no attribute {attribute!r}") from None
 
     module.__dict__["__getattr__"] = __getattr__
     sys.modules[name] = module

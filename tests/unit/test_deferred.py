@@ -55,3 +55,28 @@ def test_a_module_already_imported_or_not_installed_is_left_alone(tmp_path: Path
         "print(defer('no_such_package.sub'), defer('no_such_module'), defer('sys.path'))\n"
         "print('no_such_package.sub' in sys.modules)\n")) == [
         "inner ran", "part ran", "True 42", "None None None", "False"]
+
+
+def test_a_thread_reading_while_another_runs_the_module_waits_for_it(tmp_path: Path) -> None:
+    # The package's code sleeps between its first and its last name: a second thread reading
+    # the last one meanwhile must wait for the load, not get an AttributeError.
+    assert run(tmp_path, (
+        "import pathlib, sys, threading\n"
+        "pathlib.Path('outer/inner/__init__.py').write_text("
+        "'import time\\nFIRST = 1\\ntime.sleep(0.5)\\nLAST = 2\\n')\n"
+        "from kiqbeat.deferred import defer\n"
+        "import outer\n"
+        "defer('outer.inner')\n"
+        "import outer.inner\n"
+        "got = {}\n"
+        "def read(what):\n"
+        "    try:\n"
+        "        got[what] = getattr(outer.inner, what)\n"
+        "    except AttributeError as exc:\n"
+        "        got[what] = repr(exc)\n"
+        "first = threading.Thread(target=read, args=('FIRST',))\n"
+        "first.start()\n"
+        "import time; time.sleep(0.2)\n"
+        "read('LAST')\n"
+        "first.join()\n"
+        "print(got['FIRST'], got['LAST'])\n")) == ["1 2"]
