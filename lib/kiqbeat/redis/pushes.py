@@ -64,6 +64,7 @@ def push_call(client: redis.Redis, namespace: str, due_key: str, now_ms: int,
     skipped, new, stale, recorded) and flags, one "1"/"0" per job in order."""
     script_keys, args = _push_args(namespace, due_key, now_ms, chunk, history)
     with redis_errors(client, "pushing jobs"):
+        lua.call(scripts.PUSH_CHECKS, client, script_keys, args)
         reply = lua.call(scripts.PUSH, client, script_keys, args)
     return [int(c) for c in reply[:7]], reply_text(reply[7])  # by reason: Pusher's calls
 
@@ -187,6 +188,8 @@ class Pusher:
         # runs between them (`RedisSide.start_due`).
         self.line = scripts.Line(client)
         self._flight: tuple[scripts.Pending, Sequence[Group], int] | None = None
+        # Keys whose types and grants this invocation's pre-flight checked (`preflight`).
+        self.checked: set[str] = set()
 
     def send(self, chunk: Sequence[Group], now_ms: int) -> bool:
         """Send one chunk's call, after reading the reply of the call in flight; False (and
@@ -208,10 +211,22 @@ class Pusher:
                 f"({report.pushed} jobs pushed); the next invocation pushes the rest")
         self.sent += size
         with self._errors():
+            self.preflight(script_keys, args)
             pending = self.lua.start(scripts.PUSH, self.client, script_keys, args,
                                      line=self.line)
         self._flight = (pending, chunk, now_ms)
         return True
+
+    def preflight(self, script_keys: Sequence[str], args: Sequence[scripts.Arg]) -> None:
+        """Check the types and grants of the push call's keys not checked yet by this
+        invocation (push_checks.lua, with the call's own KEYS and ARGV), before the call is
+        sent: once per invocation, not in every call. A refusal raises, nothing pushed by
+        this call. Called with no call in flight."""
+        if self.checked.issuperset(script_keys):
+            return
+        self.lua.start(scripts.PUSH_CHECKS, self.client, script_keys, args,
+                       line=self.line).result()
+        self.checked.update(script_keys)
 
     def wait(self) -> None:
         """Read the reply of the call in flight, if any, into the report."""

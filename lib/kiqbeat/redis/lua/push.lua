@@ -94,7 +94,8 @@ perhaps added again) is left alone too: its index entry says "plan me" if it is 
 
 All checks run before the first write: Redis does not roll a script back, and it refuses a
 script for lack of memory only at its first write, so once the first write is done the rest
-complete.
+complete. The checks of the keys' types and grants that do not depend on the call's groups
+run before it, once per invocation (push_checks.lua, the pre-flight; docs/store.md).
 
 A group whose life counter (runs, skips) is not a whole number, whose held record is not one
 (or names a queue whose key is not a list, or that this Redis user may not LPUSH or LPOS),
@@ -130,34 +131,18 @@ local running_prefix = ARGV[5 + nq]
 local GROUP_FIELDS = 12
 
 
--- Pass 1: read and check everything, write nothing.
-local err = expect_allowed('TYPE', wm_key) or expect_allowed('HGET', wm_key, 'f')
-if err then return err end
-err = expect_type(wm_key, 'hash') or expect_type(seen_key, 'hash')
-  or expect_type(queues_key, 'set') or expect_type(sched_key, 'zset')
-  or expect_type(due_key, 'zset') or expect_type(defs_key, 'hash')
-  or expect_type(rejected_key, 'hash') or expect_type(missed_key, 'hash')
-  or expect_type(history_key, 'hash') or life_check(life)
+-- Pass 1: read and check everything, write nothing. The keys' types and grants were checked
+-- by the pre-flight (push_checks.lua), once per invocation. A key read below fails the call
+-- before its first write if retyped since; the keys first touched by a write are TYPE-checked
+-- again here (one TYPE each), so that one retyped by hand since the pre-flight refuses the
+-- call whole instead of failing it half-way (docs/store.md "Pre-flight").
+use_state(wm_key, 'kiqbeat:watermarks')
+local err = expect_type(queues_key, 'set') or expect_type(sched_key, 'zset')
+  or expect_type(due_key, 'zset') or expect_type(missed_key, 'hash')
+  or expect_type(life.last, 'hash')
 if err then return err end
 for k = 1, nq do
   err = expect_type(KEYS[FIRST_QUEUE + k], 'list')
-  if err then return err end
-end
-
-err = expect_allowed('HSET', wm_key, 'f', '0') or expect_allowed('HSETNX', seen_key, 'f', '0')
-  or expect_allowed('SADD', queues_key, 'q') or expect_allowed('ZADD', due_key, '0', 'n')
-  or expect_allowed('HMGET', defs_key, 'f') or expect_allowed('HSTRLEN', defs_key, 'f')
-  or expect_allowed('HDEL', rejected_key, 'f') or expect_allowed('HLEN', rejected_key)
-  or expect_allowed('HSET', rejected_key, 'f', 'r') or expect_allowed('ZREM', due_key, 'n')
-  or expect_allowed('HGET', missed_key, 'f') or expect_allowed('HSET', missed_key, 'f', 'r')
-  or expect_allowed('HGET', seen_key, 'f')
-  or expect_allowed('HMGET', history_key, 'f') or expect_allowed('HSET', history_key, 'f', 'h')
-use_state(wm_key, 'kiqbeat:watermarks')
-err = err or state_allowed()
-if err then return err end
-for k = 1, nq do
-  err = expect_allowed('LPUSH', KEYS[FIRST_QUEUE + k], 'job')
-    or expect_allowed('LPOS', KEYS[FIRST_QUEUE + k], 'job')
   if err then return err end
 end
 
