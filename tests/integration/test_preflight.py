@@ -1,6 +1,6 @@
 """The push pre-flight (push_checks.lua, `Pusher.preflight`): the keys' types and grants are
-checked once per invocation, before its first push call, not in every call (docs/store.md
-"Pre-flight")."""
+checked once (per process, and again after a failed push call), before the first push call,
+not in every call (docs/store.md "Pre-flight")."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import redis
 
-from kiqbeat.engine import run
+from kiqbeat.engine import Engine, run
 from kiqbeat.errors import StateError
 from kiqbeat.redis import keys, progress, pushes, scripts
 from tests.support.clock import minute_floor, redis_now
@@ -51,6 +51,28 @@ def test_an_invocation_checks_its_keys_once_not_in_every_push_call(
     assert calls["push"] > 1, calls  # several push calls ...
     assert calls["push_checks"] == 1, calls  # ... one pre-flight
     assert len({job["jid"] for job in pushed_jobs(client)}) == report.pushed
+
+
+def test_a_warm_engine_checks_again_only_after_a_push_call_failed(
+    client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cfg = config(EVERY_MINUTE)
+    t0 = minute_floor(redis_now(client)) - timedelta(hours=3) + timedelta(seconds=5)
+    engine = Engine(client=client)
+    engine.run(cfg, now=t0)  # its first push call (registering the schedule): checked
+    calls = _counting(monkeypatch)
+    engine.run(cfg, now=t0 + timedelta(minutes=1))
+    engine.run(cfg, now=t0 + timedelta(minutes=2))
+    assert (calls["push"], calls.get("push_checks", 0)) == (2, 0), calls
+    client.set("queue:default", "not a list")
+    with pytest.raises(StateError, match="queue:default holds a string"):
+        engine.run(cfg, now=t0 + timedelta(minutes=3))
+    client.delete("queue:default")
+    engine.run(cfg, now=t0 + timedelta(minutes=3))
+    assert calls["push_checks"] == 1, calls  # checked again after the refused call
+    # Minute 3's two ticks (the queue's earlier jobs went with the deleted key), once.
+    jids = [job["jid"] for job in pushed_jobs(client)]
+    assert len(jids) == len(set(jids)) == 2, jids
 
 
 def test_a_wrong_typed_key_is_refused_by_the_preflight_naming_it_and_nothing_is_pushed(

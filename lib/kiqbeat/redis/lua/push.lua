@@ -95,7 +95,7 @@ perhaps added again) is left alone too: its index entry says "plan me" if it is 
 All checks run before the first write: Redis does not roll a script back, and it refuses a
 script for lack of memory only at its first write, so once the first write is done the rest
 complete. The checks of the keys' types and grants that do not depend on the call's groups
-run before it, once per invocation (push_checks.lua, the pre-flight; docs/store.md).
+run before it, once (push_checks.lua, the pre-flight; docs/store.md).
 
 A group whose life counter (runs, skips) is not a whole number, whose held record is not one
 (or names a queue whose key is not a list, or that this Redis user may not LPUSH or LPOS),
@@ -132,7 +132,7 @@ local GROUP_FIELDS = 12
 
 
 -- Pass 1: read and check everything, write nothing. The keys' types and grants were checked
--- by the pre-flight (push_checks.lua), once per invocation. A key read below fails the call
+-- by the pre-flight (push_checks.lua), not in every call. A key read below fails the call
 -- before its first write if retyped since; the keys first touched by a write are TYPE-checked
 -- again here (one TYPE each), so that one retyped by hand since the pre-flight refuses the
 -- call whole instead of failing it half-way (docs/store.md "Pre-flight").

@@ -1,6 +1,7 @@
 --[[
-kiqbeat push pre-flight: push.lua's key-type and ACL checks, run once per invocation for
-the keys it has not checked yet (redis/pushes.py `Pusher.preflight`), not in every push call.
+kiqbeat push pre-flight: push.lua's key-type and ACL checks, run before a push call whose
+keys were not checked yet (redis/pushes.py `Pusher.preflight`: once per process, again after
+a failed call), not in every push call.
 
 KEYS and ARGV: push.lua's, as the push call they come before (its header names them).
 Returns "OK", or the refusal of the first key that fails: KIQBEAT_WRONGTYPE (a key of
