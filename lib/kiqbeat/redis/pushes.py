@@ -48,9 +48,9 @@ def _push_args(namespace: str, due_key: str, now_ms: int, chunk: Sequence[Group]
     queues = frames.Queues()
     body = frames.push_request(chunk, queues)
     names = queues.names
-    script_keys = [keys.watermarks(namespace), keys.first_seen(namespace), keys.queues(namespace),
+    script_keys = [keys.progress_bucket(namespace, 0), keys.queues(namespace),
                    keys.schedule(namespace), due_key, keys.definitions(namespace),
-                   keys.rejected(namespace), keys.missed(namespace), keys.history(namespace),
+                   keys.rejected(namespace), keys.missed(namespace),
                    keys.runs(namespace), keys.skips(namespace), keys.last_jobs(namespace),
                    keys.held(namespace), *(keys.queue(namespace, q) for q in names)]
     return script_keys, [now_ms, history, len(names), *names, body,

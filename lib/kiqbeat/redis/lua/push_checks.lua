@@ -14,35 +14,30 @@ markers and ZSCORE of an `overlap` group, a held job's queue. A key retyped by h
 grant revoked, after this ran and before a push call: docs/store.md "Pre-flight".
 ]]
 
-local wm_key, seen_key, queues_key, sched_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local due_key, defs_key, rejected_key = KEYS[5], KEYS[6], KEYS[7]
-local missed_key, history_key = KEYS[8], KEYS[9]
-local life = {runs = KEYS[10], skips = KEYS[11], last = KEYS[12], held = KEYS[13]}
-local FIRST_QUEUE = 13
+local bucket_key, queues_key, sched_key = KEYS[1], KEYS[2], KEYS[3]
+local due_key, defs_key, rejected_key, missed_key = KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local life = {runs = KEYS[8], skips = KEYS[9], last = KEYS[10], held = KEYS[11]}
+local FIRST_QUEUE = 11
 local nq = tonumber(ARGV[3])
 
-local err = expect_allowed('TYPE', wm_key) or expect_allowed('HGET', wm_key, 'f')
+local err = expect_allowed('TYPE', queues_key)
 if err then return err end
-err = expect_type(wm_key, 'hash') or expect_type(seen_key, 'hash')
-  or expect_type(queues_key, 'set') or expect_type(sched_key, 'zset')
+err = expect_type(queues_key, 'set') or expect_type(sched_key, 'zset')
   or expect_type(due_key, 'zset') or expect_type(defs_key, 'hash')
   or expect_type(rejected_key, 'hash') or expect_type(missed_key, 'hash')
-  or expect_type(history_key, 'hash') or life_check(life)
+  or life_check(life)
 if err then return err end
 for k = 1, nq do
   err = expect_type(KEYS[FIRST_QUEUE + k], 'list')
   if err then return err end
 end
 
-err = expect_allowed('HSET', wm_key, 'f', '0') or expect_allowed('HSETNX', seen_key, 'f', '0')
-  or expect_allowed('SADD', queues_key, 'q') or expect_allowed('ZADD', due_key, '0', 'n')
+err = expect_allowed('SADD', queues_key, 'q') or expect_allowed('ZADD', due_key, '0', 'n')
   or expect_allowed('HMGET', defs_key, 'f') or expect_allowed('HSTRLEN', defs_key, 'f')
   or expect_allowed('HDEL', rejected_key, 'f') or expect_allowed('HLEN', rejected_key)
   or expect_allowed('HSET', rejected_key, 'f', 'r') or expect_allowed('ZREM', due_key, 'n')
   or expect_allowed('HGET', missed_key, 'f') or expect_allowed('HSET', missed_key, 'f', 'r')
-  or expect_allowed('HGET', seen_key, 'f')
-  or expect_allowed('HMGET', history_key, 'f') or expect_allowed('HSET', history_key, 'f', 'h')
-use_state(wm_key, 'kiqbeat:watermarks')
+use_state(bucket_key, 'kiqbeat:progress:0')
 err = err or state_allowed()
 if err then return err end
 for k = 1, nq do
