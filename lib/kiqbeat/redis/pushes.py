@@ -290,7 +290,8 @@ def push_backfill(client: redis.Redis, namespace: str, pieces: Sequence[Piece],
     queues = frames.Queues()
     body = frames.backfill_request(pieces, queues)
     names = queues.names
-    script_keys = [keys.missed(namespace), keys.definitions(namespace), keys.history(namespace),
+    script_keys = [keys.missed(namespace), keys.definitions(namespace),
+                   keys.progress_bucket(namespace, 0),
                    keys.queues(namespace), keys.runs(namespace), keys.skips(namespace),
                    keys.last_jobs(namespace), keys.schedule(namespace),
                    *(keys.queue(namespace, q) for q in names)]
@@ -323,7 +324,8 @@ def push_manual(client: redis.Redis, namespace: str, name: str, sha: str, queue:
                 lua: scripts.Caller = scripts.SCRIPTS) -> bool:
     """Push one manual job (trigger.lua), once even when the call is re-sent; False when
     the definition changed meanwhile."""
-    script_keys = [keys.definitions(namespace), keys.history(namespace), keys.queues(namespace),
+    script_keys = [keys.definitions(namespace), keys.progress_bucket(namespace, 0),
+                   keys.queues(namespace),
                    keys.queue(namespace, queue), keys.manual(namespace)]
     with redis_errors(client, f"running schedule {shown(name)} now"):
         done = lua.call(scripts.TRIGGER, client, script_keys,
