@@ -83,6 +83,7 @@ from kiqbeat.redis.connection import connect, redis_errors, reply_text, startup_
 from kiqbeat.redis.definitions import Op, Oversized, definition_sha
 from kiqbeat.redis.documents import document_digest
 from kiqbeat.redis.due import Due, DueBatch, DueRead, Reads, StartedDue
+from kiqbeat.redis.migrate import migrate_layout
 from kiqbeat.redis.neighbours import Neighbours
 from kiqbeat.redis.progress import bucket
 from kiqbeat.redis.side import RedisSide
@@ -189,6 +190,7 @@ class Engine:
         self._window_parsed_s: float | None = None  # the window `_parsed` was filled with
         self._reported: set[str] = set()
         self._lua = scripts.Caller(functions=self.settings.redis_functions)
+        self._checked_keys: set[str] = set()  # RedisSide.checked
         # Expectations and alerts after the pushes (alerts/step.py), to the settings' sinks.
         self._alerts = AlertStep(_sinks(self.settings))
 
@@ -364,7 +366,8 @@ class Engine:
     def _side(self, config: Config) -> RedisSide:
         """The store this engine's invocations of `config` run on (its client, the config's
         namespace, the settings' shard count and way of running scripts)."""
-        return RedisSide(self.client, config.namespace, self.shards, self._lua)
+        return RedisSide(self.client, config.namespace, self.shards, self._lua,
+                         self._checked_keys)  # push pre-flight: once per engine (pushes.py)
 
     def _invoke(self, config: Config, now: datetime | None, deadline: float,
                 replay: bool, probe: _Probe | None = None) -> Report | None:
@@ -376,6 +379,7 @@ class Engine:
         if self._checked_client is not client:
             with redis_errors(client, "running startup checks"):
                 warnings += startup_warnings(client)
+            warnings += migrate_layout(client, config.namespace, self._lua)  # once, if any
             self._checked_client, self._checked_config = client, None
         namespace, shard = config.namespace, self.settings.shard
         # One shard (the first) applies the document, for all: the diff is the same for
@@ -721,11 +725,10 @@ class Engine:
                 continue
             if due.garbled:  # its progress record is not one: never counted on
                 why = (f"schedule {shown(name)}: its progress record (in "
-                       f"{keys.progress_bucket(side.namespace, bucket(name))}, or the old "
-                       f"layout's {keys.watermarks(side.namespace)}) is garbled, written by "
-                       "hand? Fix or HDEL that field (without it the schedule starts afresh "
-                       "from its next tick), then `ZADD kiqbeat:due 0 NAME` or write the "
-                       "definition again")
+                       f"{keys.progress_bucket(side.namespace, bucket(name))}) is garbled, "
+                       "written by hand? Fix or HDEL that field (without it the schedule "
+                       "starts afresh from its next tick), then `ZADD kiqbeat:due 0 NAME` or "
+                       "write the definition again")
                 aside.append(Op("reject", name, why.encode(),
                                 expect=definition_sha(definition)))
                 continue

@@ -38,6 +38,7 @@ from kiqbeat.errors import ConfigError
 from kiqbeat.redis import keys, progress, scripts
 from kiqbeat.redis.connection import connect
 from kiqbeat.redis.definitions import definition_sha
+from kiqbeat.redis.migrate import migrate_layout
 from kiqbeat.redis.side import RedisSide
 from kiqbeat.settings import Settings
 from kiqbeat.store import Store
@@ -722,9 +723,10 @@ def test_an_upgrade_from_the_old_layout_keeps_every_watermark(
     client: redis.Redis, later: timedelta,
 ) -> None:
     """A release before the bucketed state left watermarks, first-seen and history in three
-    plain hashes (text); the new engine meeting the same document pushes exactly the ticks
-    after each old watermark, once, keeps each first-seen and history, and takes a
-    schedule's old records out as it writes its new ones."""
+    plain hashes (text); the new engine's first invocation migrates them whole into the
+    buckets (redis/migrate.py) before it reads anything, then pushes exactly the ticks after
+    each old watermark, once, keeping each first-seen and history; migrating again changes
+    nothing."""
     cfg = load_config_text(OLD_DOCUMENT, source="schedules.yaml")
     assert {s.name for s in cfg.schedules} == set(REFERENCE)
     t = start(client) + timedelta(seconds=12)
@@ -763,10 +765,38 @@ def test_an_upgrade_from_the_old_layout_keeps_every_watermark(
         kept = [line for line in lines if line in old]
         assert lines[len(lines) - len(kept):] == old[:len(kept)], (name, record)
         assert len(lines) == 10 or kept == old, (name, record)
-    # A schedule's old records go when its state is next written (a push, a change).
-    pushed = {n for n, (ticks, look) in REFERENCE.items() if ticks(old_marks[n], then + look)}
-    for key in (WATERMARKS, FIRST_SEEN, keys.history("")):
-        assert not {text(n) for n in client.hkeys(key)} & pushed, key
+    # Migrated whole by the first invocation: nothing of the old layout is left, and a
+    # second migration changes nothing.
+    assert client.exists(WATERMARKS, FIRST_SEEN, keys.history("")) == 0
+    jobs = pushed_jobs(client)
+    assert len({job["jid"] for job in jobs}) == len(jobs)
+    before = {key: client.dump(key) for key in client.scan_iter()}
+    assert migrate_layout(client, "") == []
+    assert {key: client.dump(key) for key in client.scan_iter()} == before
+
+
+def test_migrating_the_old_layout_twice_changes_nothing_and_a_garbled_mark_costs_its_schedule(
+    client: redis.Redis,
+) -> None:
+    """redis/migrate.py: each name's old state becomes one bucket record (a record already
+    there, written later, is kept); a watermark that is not a whole number is named and not
+    carried over; the old hashes are gone after it, and a second run changes nothing."""
+    client.hset(WATERMARKS, mapping={"a": 1_700_000_060_000, "b": "12x", "c": 5})
+    client.hset(FIRST_SEEN, mapping={"a": 1_700_000_000_000, "b": 7, "only_seen": 9})
+    client.hset(keys.history(""), mapping={"a": "t 1700000060000 15\nt 1700000000000 3",
+                                            "b": "t 1700000000000 4"})
+    progress.write_marks(client, "", {"c": progress.Mark(99, 1)})  # newer than the old "5"
+    warnings = migrate_layout(client, "")
+    assert len(warnings) == 1 and "schedule b:" in warnings[0] and "kiqbeat:watermarks" in \
+        warnings[0], warnings
+    assert client.exists(WATERMARKS, FIRST_SEEN, keys.history("")) == 0
+    assert progress.read_marks(client, "", ["a", "b", "c", "only_seen"]) == {
+        "a": progress.Mark(1_700_000_060_000, 1_700_000_000_000), "c": progress.Mark(99, 1)}
+    assert progress.read_histories(client, "", ["a", "b"]) == {
+        "a": "t 1700000060000 15\nt 1700000000000 3", "b": "t 1700000000000 4"}
+    before = {key: client.dump(key) for key in client.scan_iter()}
+    assert migrate_layout(client, "") == []
+    assert {key: client.dump(key) for key in client.scan_iter()} == before
 
 
 # ---------------------------------------------------------------------------- set aside

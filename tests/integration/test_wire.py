@@ -19,6 +19,7 @@ from kiqbeat.redis import due, keys, progress, pushes, scripts
 from kiqbeat.redis.connection import redis_errors
 from kiqbeat.redis.definitions import Oversized
 from kiqbeat.redis.frames import Piece
+from kiqbeat.redis.migrate import migrate_layout
 from kiqbeat.redis.side import RedisSide
 
 NOW_MS = 1_780_000_000_000
@@ -111,6 +112,7 @@ def test_history_keeps_the_newest_lines_on_top_of_what_it_held(client: redis.Red
     client.hset(keys.history("ns:"), "h", history)
     client.hset(keys.definitions("ns:"), "h", DEFINITION)
     client.hset(keys.watermarks("ns:"), "h", NOW_MS - MINUTE)
+    migrate_layout(client, "ns:")  # state written as the layout before the buckets held it
     group = Group("h", NOW_MS + 2000, sha=SHA, queue="q")
     for tick in (NOW_MS, NOW_MS + 1000, NOW_MS + 2000):
         group.add(tick, 0, b"{}")
@@ -126,6 +128,7 @@ def test_missed_ranges_travel_with_their_group(client: redis.Redis) -> None:
     client.hset(keys.definitions("ns:"), "m", DEFINITION)
     client.hset(keys.watermarks("ns:"), "m", NOW_MS - 90 * MINUTE)
     client.hset(keys.first_seen("ns:"), "m", 1)
+    migrate_layout(client, "ns:")
     group = Group("m", NOW_MS - 60 * MINUTE, missed=30, sha=SHA, queue="q",
                   ranges=[(NOW_MS - 90 * MINUTE, NOW_MS - 60 * MINUTE, "window", 30)])
     counts, _ = pushes.push_call(client, "ns:", keys.due("ns:"), NOW_MS, [group], 10)

@@ -6,7 +6,7 @@ nothing is spare — for both ways of running kiqbeat's Lua.
   so the user cannot run Lua of its own (a busy loop would block every Sidekiq client).
 
 Both need the commands the Lua runs, which Redis checks against the same user (TYPE, HGET,
-HSET, HSETNX, LPUSH, SADD, ZADD; HGETALL and HDEL when removed schedules are forgotten) and
+HSET, LPUSH, SADD, ZADD; HGETALL and HDEL when removed schedules are forgotten) and
 HLEN (counting stored marks on a new config). The Lua touches only keys passed in KEYS, so
 key patterns are checked before it starts. The operator's commands (`missed`, `backfill`,
 `trigger`, `history`) need XADD besides, for the audit trail (XREVRANGE reads it).
@@ -47,7 +47,7 @@ from tests.support.servers import NO_PERMISSIONS, load_functions
 KEY_PATTERNS = ("~kiqbeat:*", "~queue:*", "~queues", "~schedule")
 NEIGHBOUR_PATTERNS = ("%R~schedules", "%R~sidekiq-scheduler:pushed:*", "%R~cron_job:*")
 LUA = {"scripts": ("+evalsha", "+script|load"), "functions": ("+fcall",)}
-REQUIRED = ("+time", "+hmget", "+type", "+hget", "+hset", "+hsetnx", "+hdel", "+hexists",
+REQUIRED = ("+time", "+hmget", "+type", "+hget", "+hset", "+hdel", "+hexists",
             "+lpush", "+sadd", "+zadd", "+zrem", "+zscore", "+zrangebyscore", "+get", "+set",
             "+hstrlen", "+hincrby", "+lpos", "+hlen")
 # `kiqbeat status` (and the store API's reads) besides (and HLEN above, which invocations

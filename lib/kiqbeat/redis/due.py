@@ -176,7 +176,7 @@ class StartedDue:
 def _due_keys(namespace: str, shard: tuple[int, int] | None) -> list[str]:
     """due.lua's KEYS (its header names them)."""
     return [keys.due(namespace, shard), keys.definitions(namespace),
-            keys.watermarks(namespace), keys.paused(namespace)]
+            keys.progress_bucket(namespace, 0), keys.paused(namespace)]
 
 
 def _due_read(reply: Any, replies: Replies) -> DueRead:

@@ -19,7 +19,7 @@ def write_pause(client: redis.Redis, namespace: str, due_key: str, name: str,
     watermark as pause.lua says; (whether the schedule exists, the record it replaced).
     One atomic call."""
     script_keys = [keys.definitions(namespace), keys.paused(namespace), due_key,
-                   keys.watermarks(namespace), keys.missed(namespace)]
+                   keys.progress_bucket(namespace, 0), keys.missed(namespace)]
     with redis_errors(client, f"{'pausing' if pause else 'resuming'} a schedule"):
         code, previous = lua.call(scripts.PAUSE, client, script_keys,
                                   [name.encode(errors="surrogateescape"),

@@ -4,9 +4,8 @@ The one Python reader and writer of the layout `lua/progress.lua` states (the on
 each schedule's state is one record, a field of one small hash picked by a stable hash of
 its name (`bucket`, `keys.progress_bucket`): 12 bytes of watermark and first-seen, then its
 last pushes, a few bytes each, so that a script reads and writes a schedule's state with one
-HGET and one HSET and Redis keeps every bucket as a listpack. A name the new layout lacks is
-read from the layout before it (`keys.watermarks`, `keys.first_seen`, `keys.history`), which
-the scripts delete name by name as they write: an upgraded deployment keeps every mark.
+HGET and one HSET and Redis keeps every bucket as a listpack. The layout before it is
+migrated once (`redis.migrate`): nothing here reads it.
 
 Histories are handed to readers as the text the old layout stored ("KIND TICK DELAY [JID]"
 lines, newest first), which `core.records.parse_history` reads.
@@ -177,18 +176,6 @@ def _get(client: redis.Redis, key_of: Mapping[str, str], names: Sequence[str],
         yield from zip(batch, values, strict=True)
 
 
-def _legacy(client: redis.Redis, key: str, names: Sequence[str]) -> dict[str, bytes]:
-    """The old layout's values of `names` in hash `key` (none when the hash is gone)."""
-    out: dict[str, bytes] = {}
-    for first in range(0, len(names), BATCH):
-        batch = [n.encode(errors="surrogateescape") for n in names[first:first + BATCH]]
-        with redis_errors(client, f"reading {key}"):
-            values = client.hmget(key, batch)
-        out.update((names[first + j], reply_bytes(v) or b"") for j, v in enumerate(values)
-                   if v is not None)
-    return out
-
-
 def _records(client: redis.Redis, namespace: str, names: Sequence[str], what: str
              ) -> Iterator[tuple[str, bytes | None]]:
     key_of = {n: keys.progress_bucket(namespace, bucket(n)) for n in names}
@@ -199,10 +186,8 @@ def read_marks(client: redis.Redis, namespace: str, names: Sequence[str]
                ) -> dict[str, Mark | str]:
     """The mark of each of `names` that has one, or, for a garbled record, its text."""
     out: dict[str, Mark | str] = {}
-    rest = []
     for name, raw in _records(client, namespace, names, "watermarks"):
         if raw is None:
-            rest.append(name)
             continue
         try:
             mark, _ = decode_record(raw)
@@ -211,14 +196,6 @@ def read_marks(client: redis.Redis, namespace: str, names: Sequence[str]
             continue
         if mark is not None:
             out[name] = mark
-    if rest:  # the old layout (HMGET: what every reader is granted)
-        marks = _legacy(client, keys.watermarks(namespace), rest)
-        seen = _legacy(client, keys.first_seen(namespace), list(marks)) if marks else {}
-        for name, raw in marks.items():
-            text = reply_text(raw)
-            seen_text = reply_text(seen.get(name, b""))
-            out[name] = (Mark(int(text), int(seen_text) if seen_text.isdigit() else None)
-                         if text.isascii() and text.isdigit() else text)
     return out
 
 
@@ -227,10 +204,8 @@ def read_histories(client: redis.Redis, namespace: str, names: Sequence[str]
     """The history of each of `names` that has one, as "KIND TICK DELAY [JID]" lines
     (newest first); a garbled record as its bytes shown, which `parse_history` refuses."""
     out: dict[str, str] = {}
-    rest = []
     for name, raw in _records(client, namespace, names, "histories"):
         if raw is None:
-            rest.append(name)
             continue
         try:
             history = decode_history(decode_record(raw)[1])
@@ -239,17 +214,12 @@ def read_histories(client: redis.Redis, namespace: str, names: Sequence[str]
             continue
         if history:
             out[name] = history
-    if rest:
-        out.update((n, reply_text(v)) for n, v in
-                   _legacy(client, keys.history(namespace), rest).items())
     return out
 
 
 def write_marks(client: redis.Redis, namespace: str, marks: Mapping[str, Mark]) -> None:
     """Store marks as they are, keeping each record's history (for operators' repairs and
-    tests: the scripts alone move a mark in normal running), dropping any old-layout copy.
-    A name whose state is only in the old layout gets a record with its mark and no
-    history."""
+    tests: the scripts alone move a mark in normal running)."""
     key_of = {n: keys.progress_bucket(namespace, bucket(n)) for n in marks}
 
     def write(pipe: redis.client.Pipeline) -> None:
@@ -260,9 +230,6 @@ def write_marks(client: redis.Redis, namespace: str, marks: Mapping[str, Mark]) 
         pipe.multi()
         for name, mark in marks.items():
             pipe.hset(key_of[name], name, encode_record(mark, histories[name]))
-            pipe.hdel(keys.watermarks(namespace), name)
-            pipe.hdel(keys.first_seen(namespace), name)
-            pipe.hdel(keys.history(namespace), name)
 
     with redis_errors(client, "writing watermarks"):
         client.transaction(write, *set(key_of.values()))
@@ -276,10 +243,9 @@ def state_keys(client: redis.Redis, namespace: str) -> list[str]:
 
 
 def names_with_state(client: redis.Redis, namespace: str) -> set[str]:
-    """Every schedule name that has a mark or a history, in either layout."""
+    """Every schedule name that has a mark or a history."""
     names: set[str] = set()
-    legacy = [keys.watermarks(namespace), keys.first_seen(namespace), keys.history(namespace)]
-    for key in [*state_keys(client, namespace), *legacy]:
+    for key in state_keys(client, namespace):
         with redis_errors(client, f"reading {key}"):
             names.update(reply_text(n) for n in client.hkeys(key))
     return names
@@ -328,12 +294,9 @@ def _scan_bucket(client: redis.Redis, key: str) -> dict[bytes, bytes]:
 
 
 def all_marks(client: redis.Redis, namespace: str) -> dict[str, Mark]:
-    """Every schedule's mark, in either layout (SCAN and HSCAN of every bucket: for checks
-    and tests, not for an invocation); garbled records left out."""
+    """Every schedule's mark (SCAN and HSCAN of every bucket: for checks and tests, not for
+    an invocation); garbled records left out."""
     out: dict[str, Mark] = {}
-    legacy = read_marks(client, namespace, [
-        reply_text(n) for n in client.hkeys(keys.watermarks(namespace))])
-    out.update((n, m) for n, m in legacy.items() if isinstance(m, Mark))
     for key in state_keys(client, namespace):
         for name, raw in _scan_bucket(client, key).items():
             try:

@@ -48,9 +48,9 @@ def _push_args(namespace: str, due_key: str, now_ms: int, chunk: Sequence[Group]
     queues = frames.Queues()
     body = frames.push_request(chunk, queues)
     names = queues.names
-    script_keys = [keys.watermarks(namespace), keys.first_seen(namespace), keys.queues(namespace),
+    script_keys = [keys.progress_bucket(namespace, 0), keys.queues(namespace),
                    keys.schedule(namespace), due_key, keys.definitions(namespace),
-                   keys.rejected(namespace), keys.missed(namespace), keys.history(namespace),
+                   keys.rejected(namespace), keys.missed(namespace),
                    keys.runs(namespace), keys.skips(namespace), keys.last_jobs(namespace),
                    keys.held(namespace), *(keys.queue(namespace, q) for q in names)]
     return script_keys, [now_ms, history, len(names), *names, body,
@@ -64,6 +64,7 @@ def push_call(client: redis.Redis, namespace: str, due_key: str, now_ms: int,
     skipped, new, stale, recorded) and flags, one "1"/"0" per job in order."""
     script_keys, args = _push_args(namespace, due_key, now_ms, chunk, history)
     with redis_errors(client, "pushing jobs"):
+        lua.call(scripts.PUSH_CHECKS, client, script_keys, args)
         reply = lua.call(scripts.PUSH, client, script_keys, args)
     return [int(c) for c in reply[:7]], reply_text(reply[7])  # by reason: Pusher's calls
 
@@ -181,7 +182,8 @@ class Pusher:
 
     def __init__(self, client: redis.Redis, namespace: str, config: Config, report: Report,
                  deadline: float, lua: scripts.Caller = scripts.SCRIPTS, *,
-                 due_key: str | None = None, history: int = DEFAULT_HISTORY) -> None:
+                 due_key: str | None = None, history: int = DEFAULT_HISTORY,
+                 checked: set[str] | None = None) -> None:
         self.client, self.namespace, self.config = client, namespace, config
         self.report, self.deadline, self.lua, self.history = report, deadline, lua, history
         self.due_key = due_key or keys.due(namespace)
@@ -191,6 +193,9 @@ class Pusher:
         # runs between them (`RedisSide.start_due`).
         self.line = scripts.Line(client)
         self._flight: tuple[scripts.Pending, Sequence[Group], int] | None = None
+        # Keys whose types and grants a pre-flight checked (`preflight`): the caller's set,
+        # kept across its invocations, or this invocation's own.
+        self.checked: set[str] = set() if checked is None else checked
 
     def send(self, chunk: Sequence[Group], now_ms: int) -> bool:
         """Send one chunk's call, after reading the reply of the call in flight; False (and
@@ -212,10 +217,22 @@ class Pusher:
                 f"({report.pushed} jobs pushed); the next invocation pushes the rest")
         self.sent += size
         with self._errors():
+            self.preflight(script_keys, args)
             pending = self.lua.start(scripts.PUSH, self.client, script_keys, args,
                                      line=self.line)
         self._flight = (pending, chunk, now_ms)
         return True
+
+    def preflight(self, script_keys: Sequence[str], args: Sequence[scripts.Arg]) -> None:
+        """Check the types and grants of the push call's keys not checked yet (push_checks.lua,
+        with the call's own KEYS and ARGV), before the call is sent: once, not in every call;
+        again after any push call failed (`_errors` forgets what was checked). A refusal
+        raises, nothing pushed by this call. Called with no call in flight."""
+        if self.checked.issuperset(script_keys):
+            return
+        self.lua.start(scripts.PUSH_CHECKS, self.client, script_keys, args,
+                       line=self.line).result()
+        self.checked.update(script_keys)
 
     def wait(self) -> None:
         """Read the reply of the call in flight, if any, into the report."""
@@ -239,7 +256,13 @@ class Pusher:
         report = self.report
         try:
             with redis_errors(self.client, "pushing jobs"):
-                yield
+                try:
+                    yield
+                except BaseException:
+                    # A failed call, or a lost connection (perhaps to another server now):
+                    # the next call checks its keys again.
+                    self.checked.clear()
+                    raise
         except KiqbeatError as exc:
             if not report.pushed:
                 raise
@@ -249,14 +272,14 @@ class Pusher:
 
 def push(client: redis.Redis, namespace: str, plan: Plan, config: Config, report: Report,
          deadline: float, lua: scripts.Caller = scripts.SCRIPTS, *, due_key: str | None = None,
-         sent: int = 0, history: int = DEFAULT_HISTORY) -> int:
+         sent: int = 0, history: int = DEFAULT_HISTORY, checked: set[str] | None = None) -> int:
     """Carry out a plan (`Pusher`), filling in the report.
 
     `sent` is the job bytes this invocation already sent (the 64 MiB bound counts them all);
     returns it with this plan's added, or -1 once the bound stopped the plan.
     """
     pusher = Pusher(client, namespace, config, report, deadline, lua, due_key=due_key,
-                    history=history)
+                    history=history, checked=checked)
     pusher.sent = sent
     for chunk in plan.chunks():
         if not pusher.send(chunk, plan.now_ms):
@@ -271,7 +294,8 @@ def push_backfill(client: redis.Redis, namespace: str, pieces: Sequence[Piece],
     queues = frames.Queues()
     body = frames.backfill_request(pieces, queues)
     names = queues.names
-    script_keys = [keys.missed(namespace), keys.definitions(namespace), keys.history(namespace),
+    script_keys = [keys.missed(namespace), keys.definitions(namespace),
+                   keys.progress_bucket(namespace, 0),
                    keys.queues(namespace), keys.runs(namespace), keys.skips(namespace),
                    keys.last_jobs(namespace), keys.schedule(namespace),
                    *(keys.queue(namespace, q) for q in names)]
@@ -304,7 +328,8 @@ def push_manual(client: redis.Redis, namespace: str, name: str, sha: str, queue:
                 lua: scripts.Caller = scripts.SCRIPTS) -> bool:
     """Push one manual job (trigger.lua), once even when the call is re-sent; False when
     the definition changed meanwhile."""
-    script_keys = [keys.definitions(namespace), keys.history(namespace), keys.queues(namespace),
+    script_keys = [keys.definitions(namespace), keys.progress_bucket(namespace, 0),
+                   keys.queues(namespace),
                    keys.queue(namespace, queue), keys.manual(namespace)]
     with redis_errors(client, f"running schedule {shown(name)} now"):
         done = lua.call(scripts.TRIGGER, client, script_keys,

@@ -286,11 +286,15 @@ class Pending:
 
 DUE = Lua.named("due", "definitions", "progress")
 PUSH = Lua.named("push", "definitions", "records", "progress", "frames", "life")
+# push.lua's pre-flight: its keys' types and grants, once, not per call (pushes.Pusher).
+PUSH_CHECKS = Lua.named("push_checks", "progress", "life")
 WRITE = Lua.named("write", "definitions", "records", "progress", "life")
 BACKFILL = Lua.named("backfill", "definitions", "records", "progress", "frames", "life")
 TRIGGER = Lua.named("trigger", "definitions", "records", "progress")
 READ = Lua.named("read", "definitions")
 PAUSE = Lua.named("pause", "definitions", "records", "progress")
+# The layout before the progress buckets into them, once (redis/migrate.py).
+MIGRATE = Lua.named("migrate", "progress")
 SKIP = Lua.named("skip")
 INCIDENTS = Lua.named("incidents", "deadline")
 FOLD = Lua.named("fold", "deadline")
@@ -301,7 +305,8 @@ def library() -> str:
     """The Redis 7 function library of every script, for `FUNCTION LOAD REPLACE`."""
     parts = [f"#!lua name={LIBRARY}", "-- kiqbeat's scripts as Redis functions: load with "
              "FUNCTION LOAD REPLACE (kiqbeat functions --load)."]
-    for lua in (DUE, PUSH, WRITE, BACKFILL, TRIGGER, READ, PAUSE, SKIP, FOLD, INCIDENTS):
+    for lua in (DUE, PUSH, PUSH_CHECKS, WRITE, BACKFILL, TRIGGER, READ, PAUSE, MIGRATE, SKIP,
+                FOLD, INCIDENTS):
         parts.append(f"redis.register_function('{lua.function}', function(KEYS, ARGV)\n"
                      f"{lua.text}\nend)")
     return "\n\n".join(parts) + "\n"

@@ -3,7 +3,7 @@ kiqbeat backfill script: push recorded missed ticks and remove them from the rec
 
 KEYS[1]  missed hash (name -> recorded missed ranges, "AFTER THROUGH REASON" lines)
 KEYS[2]  definitions hash (name -> definition JSON)
-KEYS[3]  history hash (name -> last pushes, newest first)
+KEYS[3]  progress bucket 0 (kiqbeat:progress:0): its prefix names every bucket (progress.lua)
 KEYS[4]  queues set
 KEYS[5], KEYS[6], KEYS[7]  the life hashes: runs, skips, last job (life.lua)
 KEYS[8]  schedule sorted set (where an invocation's lookahead jobs wait: `overlap: skip`)
@@ -48,7 +48,7 @@ not; held names the schedules whose ticks were kept recorded for `overlap: skip`
 name, reason, name, reason...
 ]]
 
-local missed_key, defs_key, history_key, queues_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local missed_key, defs_key, bucket_key, queues_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local life = {runs = KEYS[5], skips = KEYS[6], last = KEYS[7]}
 local sched_key = KEYS[8]
 local FIRST_QUEUE = 8
@@ -58,14 +58,14 @@ local running_prefix = ARGV[4 + nq]
 local PIECE_FIELDS = 8
 
 local err = expect_type(missed_key, 'hash') or expect_type(defs_key, 'hash')
-  or expect_type(history_key, 'hash') or expect_type(queues_key, 'set')
+  or expect_type(bucket_key, 'hash') or expect_type(queues_key, 'set')
   or expect_allowed('HMGET', missed_key, 'f') or expect_allowed('HSET', missed_key, 'f', 'r')
   or expect_allowed('HDEL', missed_key, 'f') or expect_allowed('HMGET', defs_key, 'f')
   or expect_allowed('HSTRLEN', defs_key, 'f')
-  or expect_allowed('HMGET', history_key, 'f') or expect_allowed('HSET', history_key, 'f', 'h')
+  or expect_allowed('HGET', bucket_key, 'f') or expect_allowed('HSET', bucket_key, 'f', 'h')
   or expect_allowed('SADD', queues_key, 'q') or life_check(life)
   or expect_type(sched_key, 'zset') or expect_allowed('ZSCORE', sched_key, 'job')
-use_state(history_key, 'kiqbeat:history')
+use_state(bucket_key, 'kiqbeat:progress:0')
 err = err or state_allowed()
 if err then return err end
 for k = 1, nq do

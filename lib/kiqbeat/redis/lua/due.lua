@@ -3,7 +3,8 @@ kiqbeat due script: the Redis clock and one batch of the schedules due for plann
 
 KEYS[1]  due index (sorted set: name -> epoch ms it next needs planning; 0 = "plan me")
 KEYS[2]  definitions hash (name -> definition JSON)
-KEYS[3]  the old layout's watermarks hash: its prefix names the state buckets (progress.lua)
+KEYS[3]  progress bucket 0 (kiqbeat:progress:0): its prefix names every bucket, each name's
+  derived by progress.lua's `state_key_of`
 KEYS[4]  paused hash (name -> pause record JSON: core/pause.py)
 ARGV[1]  plan up to this instant, epoch ms; "" for the Redis clock
 ARGV[2]  offset into the due entries   ARGV[3]  at most this many (a batch)
@@ -48,7 +49,7 @@ if count < #names then  -- cut short: the rest are read by the next call
   names = {unpack(names, 1, count)}
   more = 1
 end
-use_state(KEYS[3], 'kiqbeat:watermarks')
+use_state(KEYS[3], 'kiqbeat:progress:0')
 -- Pause records: none to read when the hash is empty, as it mostly is.
 local pauses = redis.call('HLEN', KEYS[4]) > 0 and redis.call('HMGET', KEYS[4], unpack(names))
   or {}

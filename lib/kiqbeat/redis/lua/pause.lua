@@ -4,7 +4,7 @@ with the check that the schedule exists and the watermark's move that goes with 
 
 KEYS[1]  definitions hash    KEYS[2]  paused hash (name -> pause record JSON)
 KEYS[3]  the schedule's due index    KEYS[5]  missed hash
-KEYS[4]  the old layout's watermarks hash: its prefix names the state buckets (progress.lua)
+KEYS[4]  progress bucket 0 (kiqbeat:progress:0): its prefix names every bucket (progress.lua)
 ARGV[1]  schedule name
 ARGV[2]  the pause record to write; "" to resume (delete it)
 ARGV[3]  the instant of the change, epoch ms (the caller's Redis clock read)
@@ -25,17 +25,17 @@ deleted (false when none).
 ]]
 
 local defs_key, paused_key, due_key = KEYS[1], KEYS[2], KEYS[3]
-local wm_key, missed_key = KEYS[4], KEYS[5]
+local bucket_key, missed_key = KEYS[4], KEYS[5]
 local err = expect_type(defs_key, 'hash') or expect_type(paused_key, 'hash')
-  or expect_type(due_key, 'zset') or expect_type(wm_key, 'hash')
+  or expect_type(due_key, 'zset') or expect_type(bucket_key, 'hash')
   or expect_type(missed_key, 'hash')
   or expect_allowed('HSTRLEN', defs_key, 'f') or expect_allowed('HMGET', defs_key, 'f')
   or expect_allowed('HGET', paused_key, 'f') or expect_allowed('HSET', paused_key, 'f', 'v')
   or expect_allowed('HDEL', paused_key, 'f') or expect_allowed('ZADD', due_key, 'XX', '0', 'f')
-  or expect_allowed('ZSCORE', due_key, 'f') or expect_allowed('HGET', wm_key, 'f')
-  or expect_allowed('HSET', wm_key, 'f', '0') or expect_allowed('HGET', missed_key, 'f')
+  or expect_allowed('ZSCORE', due_key, 'f') or expect_allowed('HGET', bucket_key, 'f')
+  or expect_allowed('HSET', bucket_key, 'f', '0') or expect_allowed('HGET', missed_key, 'f')
   or expect_allowed('HSET', missed_key, 'f', 'v')
-use_state(wm_key, 'kiqbeat:watermarks')
+use_state(bucket_key, 'kiqbeat:progress:0')
 err = err or state_allowed()
 if err then return err end
 

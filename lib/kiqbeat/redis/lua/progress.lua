@@ -18,13 +18,10 @@
 --                          UNIT 0 ms, 1 s, 2 min, 3 h, the largest that divides D; D the
 --                          entry's tick less the one before it: the oldest's is unused).
 --                          A reader walks back from NEWEST.
--- The layout before it (hashes NS kiqbeat:watermarks, kiqbeat:first_seen, kiqbeat:history
--- keyed by name, in text) is still read for a name the new one lacks, and deleted for that
--- name when its record is next written (the record then carries all three): an upgraded
--- deployment keeps every mark.
+-- The layout before it (three hashes of text) is migrated once, before an invocation reads
+-- any state (migrate.lua): no script here reads it.
 
 local STATE_NS = nil
-local LEGACY = {}  -- legacy hash -> whether it exists (asked once per call)
 local STATE_PREFIX = nil -- the bucket keys' prefix: STATE_NS .. 'kiqbeat:progress:'
 local NO_MARK = 281474976710655  -- 2^48 - 1: a record that holds a history but no watermark
 
@@ -32,17 +29,6 @@ local NO_MARK = 281474976710655  -- 2^48 - 1: a record that holds a history but 
 local function use_state(key, suffix)
   STATE_NS = string.sub(key, 1, #key - #suffix)
   STATE_PREFIX = STATE_NS .. 'kiqbeat:progress:'
-end
-
-local LEGACY_ROLES = {'kiqbeat:watermarks', 'kiqbeat:first_seen', 'kiqbeat:history'}
-local LEGACY_FOUND = nil -- the old layout's hashes that exist (asked once per call)
-
-local function legacy_key(role)
-  local key = STATE_NS .. role
-  if LEGACY[key] == nil then
-    LEGACY[key] = redis.call('TYPE', key)['ok'] ~= 'none'  -- TYPE: granted already (checks.lua)
-  end
-  return LEGACY[key] and key or nil
 end
 
 local STATE_KEYS = {}  -- name -> its bucket's key, worked out once per name a call
@@ -240,43 +226,6 @@ local function remembered(old, done, first, last, keep, no_shorter)
   return struct.pack('>I6', newest) .. tail
 end
 
--- An old-layout history ("KIND TICK DELAY [JID]" lines, newest first) in the new layout.
-local function converted_history(text)
-  local done = {}
-  for l in string.gmatch(text, '[^\n]+') do
-    local kind, tick, delay, jid = string.match(l, '^([tbm]) (%d+) (%-?%d+) ?(%S*)$')
-    if kind then table.insert(done, 1, {kind, tonumber(tick), tonumber(delay), jid}) end
-  end
-  if #done == 0 then return '' end
-  return remembered('', done, 1, #done, #done)
-end
-
--- The old layout's state of a name: mark, first-seen, history ('' when none), or an error
--- reply fourth.
-local function read_legacy(name)
-  local mark, seen, history = nil, 0, ''
-  local old = legacy_key('kiqbeat:watermarks')
-  if old then
-    local raw, err = hget_checked(old, name)
-    if err then return nil, nil, nil, err end
-    if raw then
-      mark = tonumber(raw)
-      if not mark or not string.match(raw, '^%d+$') then
-        return nil, nil, nil, garbled(name, old, raw)
-      end
-      local seen_key = legacy_key('kiqbeat:first_seen')
-      seen = seen_key and tonumber(redis.call('HGET', seen_key, name) or nil) or 0
-    end
-  end
-  old = legacy_key('kiqbeat:history')
-  if old then
-    local text, err = hget_checked(old, name)
-    if err then return nil, nil, nil, err end
-    if text then history = converted_history(text) end
-  end
-  return mark, seen, history
-end
-
 local function unzigzag(zz)
   return zz % 2 == 0 and zz / 2 or -(zz + 1) / 2
 end
@@ -301,17 +250,11 @@ end
 
 -- A schedule's state, one HGET: watermark and first-seen (epoch ms; nil, nil when it has no
 -- watermark), its history in parts (NEWEST, TAIL: 0, '' when none), or an error reply fifth.
--- Reads the old layout when the new one has nothing.
 local function read_state_parts(name)
   local key = state_key_of(name)
   local raw, err = hget_checked(key, name)
   if err then return nil, nil, 0, '', err end
-  if not raw then
-    local mark, seen, history, legacy_err = read_legacy(name)
-    if legacy_err then return nil, nil, 0, '', legacy_err end
-    local newest, tail = history_parts(history)
-    return mark, seen, newest, tail
-  end
+  if not raw then return nil, nil, 0, '' end
   local mark, seen, newest, tail = parse_record(raw, true)
   if not mark then return nil, nil, 0, '', garbled(name, key, raw) end
   if mark == NO_MARK then return nil, nil, newest, tail end
@@ -326,8 +269,7 @@ local function read_state(name)
 end
 
 -- Store a schedule's whole state, one HSET: watermark (nil: none), first-seen (0 or nil:
--- unknown) and history in parts (NEWEST, TAIL: `remembered_parts`); drops any old-layout
--- copy (the record now carries it).
+-- unknown) and history in parts (NEWEST, TAIL: `remembered_parts`).
 local function write_state_parts(name, mark, seen, newest, tail)
   mark = mark or NO_MARK
   local record
@@ -338,13 +280,6 @@ local function write_state_parts(name, mark, seen, newest, tail)
     record = struct.pack('>I6', mark) .. varint(zigzag(mark - (seen or 0)))
   end
   redis.call('HSET', state_key_of(name), name, record)
-  if not LEGACY_FOUND then
-    LEGACY_FOUND = {}
-    for _, role in ipairs(LEGACY_ROLES) do
-      LEGACY_FOUND[#LEGACY_FOUND + 1] = legacy_key(role)
-    end
-  end
-  for j = 1, #LEGACY_FOUND do redis.call('HDEL', LEGACY_FOUND[j], name) end
 end
 
 -- As `write_state_parts`, the history in its string form (as `remembered` gives it).
@@ -358,10 +293,7 @@ local function read_mark(name)
   local key = state_key_of(name)
   local raw, err = hget_checked(key, name)
   if err then return nil, nil, err end
-  if not raw then
-    local mark, seen, _, legacy_err = read_legacy(name)
-    return mark, seen, legacy_err
-  end
+  if not raw then return nil, nil end
   local mark, seen = parse_record(raw, false)
   if not mark then return nil, nil, garbled(name, key, raw) end
   if mark == NO_MARK then return nil, nil end
@@ -388,11 +320,7 @@ local function write_histories(pairs)
   end
 end
 
--- Forget a schedule's watermark, first-seen and history, in both layouts.
+-- Forget a schedule's watermark, first-seen and history.
 local function forget_state(name)
   redis.call('HDEL', state_key_of(name), name)
-  for _, role in ipairs(LEGACY_ROLES) do
-    local old = legacy_key(role)
-    if old then redis.call('HDEL', old, name) end
-  end
 end

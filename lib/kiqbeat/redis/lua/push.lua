@@ -1,23 +1,25 @@
 --[[
 kiqbeat push script: push due ticks as Sidekiq jobs and advance their watermarks, atomically.
 
-KEYS[1]  the old layout's watermarks hash: its prefix names the state buckets (progress.lua)
-KEYS[2]  the old layout's first-seen hash (read and emptied as names are written)
-KEYS[3]  queues set (queue names, for Sidekiq's API and web UI)
-KEYS[4]  schedule sorted set (score = epoch seconds) for lookahead jobs
-KEYS[5]  due index (sorted set: name -> epoch ms the schedule next needs planning)
-KEYS[6]  definitions hash (name -> definition JSON)
-KEYS[7]  rejected hash (name -> why a definition was set aside)
-KEYS[8]  missed hash (name -> recorded missed ranges, "AFTER THROUGH REASON" lines)
-KEYS[9]  the old layout's history hash (progress.lua reads the buckets first)
-KEYS[10], KEYS[11], KEYS[12], KEYS[13]  the life hashes: runs, skips, last job, held tick
+KEYS[1]  progress bucket 0 (kiqbeat:progress:0): its prefix names every bucket, each
+  schedule's derived from its name by progress.lua's `state_key_of` (the one derivation;
+  keys.progress_bucket in Python)
+KEYS[2]  queues set (queue names, for Sidekiq's API and web UI)
+KEYS[3]  schedule sorted set (score = epoch seconds) for lookahead jobs
+KEYS[4]  due index (sorted set: name -> epoch ms the schedule next needs planning)
+KEYS[5]  definitions hash (name -> definition JSON)
+KEYS[6]  rejected hash (name -> why a definition was set aside)
+KEYS[7]  missed hash (name -> recorded missed ranges, "AFTER THROUGH REASON" lines)
+KEYS[8], KEYS[9], KEYS[10], KEYS[11]  the life hashes: runs, skips, last job, held tick
   (life.lua)
-KEYS[14..13+Q]  queue lists, one per distinct queue in this call
+KEYS[12..11+Q]  queue lists, one per distinct queue in this call
+Derived, not declared: the running markers (ARGV[5+Q] .. name) and a held job's queue
+(the queue lists' prefix .. its queue's name).
 
 ARGV[1]  now, epoch ms (recorded as first-seen for new schedules)
 ARGV[2]  H, how many pushes each schedule's history keeps (0: none)
 ARGV[3]  Q, number of queue lists
-ARGV[4..3+Q]  queue names, aligned with KEYS[14..]
+ARGV[4..3+Q]  queue names, aligned with KEYS[12..]
 ARGV[4+Q]  the groups, one per schedule, in one packed argument (frames.lua: one argument
   instead of thousands, one struct.unpack a group and a job): first the number of fields a
   group holds (12), then per group, in this order (struct format GROUP_FORMAT):
@@ -25,7 +27,7 @@ ARGV[4+Q]  the groups, one per schedule, in one packed argument (frames.lua: one
   "0": none); MARK, the watermark to set (epoch ms); NEXT, the index entry that goes with
   MARK (epoch ms the schedule next needs planning); NEW (B), 1 if the schedule had no
   watermark when planned; MISSED, ticks beyond the window (counted); SKIPPED, ticks passed
-  over by policy (counted); QUEUE (H), k: its jobs' queue is KEYS[13+k] named ARGV[3+k];
+  over by policy (counted); QUEUE (H), k: its jobs' queue is KEYS[11+k] named ARGV[3+k];
   LIMIT, the schedule's max_runs (0: none); OVERLAP (B), 0 `allow`, 1 `skip`, 2
   `buffer_one` (core/plan.py OVERLAP_CODES);
   R (I4), then R missed ranges (RANGE_FORMAT), each AFTER THROUGH REASON (B length, bytes)
@@ -94,7 +96,8 @@ perhaps added again) is left alone too: its index entry says "plan me" if it is 
 
 All checks run before the first write: Redis does not roll a script back, and it refuses a
 script for lack of memory only at its first write, so once the first write is done the rest
-complete.
+complete. The checks of the keys' types and grants that do not depend on the call's groups
+run before it, once (push_checks.lua, the pre-flight; docs/store.md).
 
 A group whose life counter (runs, skips) is not a whole number, whose held record is not one
 (or names a queue whose key is not a list, or that this Redis user may not LPUSH or LPOS),
@@ -115,11 +118,10 @@ job of the arguments), as NAME TICK RELEASE QUEUE, NAME TICK...: RELEASE 0 when 
 went into QUEUE, else the instant the `schedule` set releases it (epoch ms).
 ]]
 
-local wm_key, seen_key, queues_key, sched_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local due_key, defs_key, rejected_key = KEYS[5], KEYS[6], KEYS[7]
-local missed_key, history_key = KEYS[8], KEYS[9]
-local life = {runs = KEYS[10], skips = KEYS[11], last = KEYS[12], held = KEYS[13]}
-local FIRST_QUEUE = 13
+local bucket_key, queues_key, sched_key = KEYS[1], KEYS[2], KEYS[3]
+local due_key, defs_key, rejected_key, missed_key = KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local life = {runs = KEYS[8], skips = KEYS[9], last = KEYS[10], held = KEYS[11]}
+local FIRST_QUEUE = 11
 -- A schedule holding a tick is planned again this soon (epoch ms; `kiqbeat run` then
 -- releases the tick within about a second of its previous job's end).
 local HELD_RECHECK_MS = 1000
@@ -130,34 +132,18 @@ local running_prefix = ARGV[5 + nq]
 local GROUP_FIELDS = 12
 
 
--- Pass 1: read and check everything, write nothing.
-local err = expect_allowed('TYPE', wm_key) or expect_allowed('HGET', wm_key, 'f')
-if err then return err end
-err = expect_type(wm_key, 'hash') or expect_type(seen_key, 'hash')
-  or expect_type(queues_key, 'set') or expect_type(sched_key, 'zset')
-  or expect_type(due_key, 'zset') or expect_type(defs_key, 'hash')
-  or expect_type(rejected_key, 'hash') or expect_type(missed_key, 'hash')
-  or expect_type(history_key, 'hash') or life_check(life)
+-- Pass 1: read and check everything, write nothing. The keys' types and grants were checked
+-- by the pre-flight (push_checks.lua), not in every call. A key read below fails the call
+-- before its first write if retyped since; the keys first touched by a write are TYPE-checked
+-- again here (one TYPE each), so that one retyped by hand since the pre-flight refuses the
+-- call whole instead of failing it half-way (docs/store.md "Pre-flight").
+use_state(bucket_key, 'kiqbeat:progress:0')
+local err = expect_type(queues_key, 'set') or expect_type(sched_key, 'zset')
+  or expect_type(due_key, 'zset') or expect_type(missed_key, 'hash')
+  or expect_type(life.last, 'hash')
 if err then return err end
 for k = 1, nq do
   err = expect_type(KEYS[FIRST_QUEUE + k], 'list')
-  if err then return err end
-end
-
-err = expect_allowed('HSET', wm_key, 'f', '0') or expect_allowed('HSETNX', seen_key, 'f', '0')
-  or expect_allowed('SADD', queues_key, 'q') or expect_allowed('ZADD', due_key, '0', 'n')
-  or expect_allowed('HMGET', defs_key, 'f') or expect_allowed('HSTRLEN', defs_key, 'f')
-  or expect_allowed('HDEL', rejected_key, 'f') or expect_allowed('HLEN', rejected_key)
-  or expect_allowed('HSET', rejected_key, 'f', 'r') or expect_allowed('ZREM', due_key, 'n')
-  or expect_allowed('HGET', missed_key, 'f') or expect_allowed('HSET', missed_key, 'f', 'r')
-  or expect_allowed('HGET', seen_key, 'f')
-  or expect_allowed('HMGET', history_key, 'f') or expect_allowed('HSET', history_key, 'f', 'h')
-use_state(wm_key, 'kiqbeat:watermarks')
-err = err or state_allowed()
-if err then return err end
-for k = 1, nq do
-  err = expect_allowed('LPUSH', KEYS[FIRST_QUEUE + k], 'job')
-    or expect_allowed('LPOS', KEYS[FIRST_QUEUE + k], 'job')
   if err then return err end
 end
 

@@ -1,7 +1,8 @@
 --[[
 kiqbeat trigger script: push one job of a schedule now ("run now"), and remember it.
 
-KEYS[1]  definitions hash    KEYS[2]  history hash    KEYS[3]  queues set
+KEYS[1]  definitions hash    KEYS[3]  queues set
+KEYS[2]  progress bucket 0 (kiqbeat:progress:0): its prefix names every bucket (progress.lua)
 KEYS[4]  the queue list      KEYS[5]  manual hash (name -> jid of its last manual run)
 ARGV[1]  schedule name       ARGV[2]  SHA1 of the definition the job was built from
 ARGV[3]  H, how many pushes the history keeps (never fewer than it holds)    ARGV[4]  queue name
@@ -16,17 +17,17 @@ pushed already, 0 when the definition changed or went meanwhile (one swapped for
 definition over MAX_DEFINITION_BYTES has changed, and is not read).
 ]]
 
-local defs_key, history_key, queues_key, queue_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local defs_key, bucket_key, queues_key, queue_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local manual_key = KEYS[5]
-local err = expect_type(defs_key, 'hash') or expect_type(history_key, 'hash')
+local err = expect_type(defs_key, 'hash') or expect_type(bucket_key, 'hash')
   or expect_type(queues_key, 'set') or expect_type(queue_key, 'list')
   or expect_type(manual_key, 'hash') or expect_allowed('HGET', manual_key, 'f')
   or expect_allowed('HSET', manual_key, 'f', 'j')
   or expect_allowed('HSTRLEN', defs_key, 'f') or expect_allowed('HGET', defs_key, 'f')
-  or expect_allowed('HGET', history_key, 'f')
-  or expect_allowed('HSET', history_key, 'f', 'h')
+  or expect_allowed('HGET', bucket_key, 'f')
+  or expect_allowed('HSET', bucket_key, 'f', 'h')
   or expect_allowed('SADD', queues_key, 'q') or expect_allowed('LPUSH', queue_key, 'job')
-use_state(history_key, 'kiqbeat:history')
+use_state(bucket_key, 'kiqbeat:progress:0')
 err = err or state_allowed()
 if err then return err end
 

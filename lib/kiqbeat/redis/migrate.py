@@ -1,0 +1,59 @@
+"""The layout before the progress buckets, migrated once.
+
+A 0.1.0 development build kept each schedule's watermark, first-seen and history in three
+plain hashes (`keys.watermarks`, `keys.first_seen`, `keys.history`). No script reads them:
+an invocation migrates them into the bucket records (lua/migrate.lua, a batch of names a
+call, each name atomically) before its first due read, the first time its process meets
+the store (`migrate_layout`); a store without them costs one round trip (three TYPEs).
+Running it again changes nothing (docs/store.md "Keys").
+"""
+
+from __future__ import annotations
+
+import redis
+from redis.client import NEVER_DECODE
+
+from kiqbeat.errors import StateError, shown_name
+from kiqbeat.redis import keys, scripts
+from kiqbeat.redis.connection import redis_errors, reply_text
+
+# Names a migration call moves (one atomic script: a few ms).
+BATCH = 500
+
+
+def old_layout(namespace: str) -> list[str]:
+    """The old layout's three hashes, in migrate.lua's KEYS order."""
+    return [keys.watermarks(namespace), keys.first_seen(namespace), keys.history(namespace)]
+
+
+def migrate_layout(client: redis.Redis, namespace: str,
+                   lua: scripts.Caller = scripts.SCRIPTS) -> list[str]:
+    """Move every schedule's state out of the old layout, if any is left; returns a warning
+    per schedule whose old watermark was not a whole number (it starts afresh)."""
+    old = old_layout(namespace)
+    warnings = []
+    with redis_errors(client, "migrating the old state layout"):
+        pipe = client.pipeline(transaction=False)
+        for key in old:
+            pipe.type(key)  # TYPE: what every invocation is granted (EXISTS is optional)
+        kinds = [reply_text(kind) for kind in pipe.execute()]
+        if kinds == ["none"] * len(old):
+            return []
+        for key, kind in zip(old, kinds, strict=True):
+            if kind not in ("hash", "none"):
+                raise StateError(f"{key} holds a {kind}, expected a hash (the state layout "
+                                 "before the progress buckets); nothing was migrated (fix "
+                                 "or delete the key)")
+        for key in old:
+            while True:
+                _, page = client.execute_command(  # type: ignore[no-untyped-call]
+                    "HSCAN", key, 0, "COUNT", BATCH, **{NEVER_DECODE: True})
+                if not page:
+                    break
+                names = list(page)[::2] if isinstance(page, list) else list(page)
+                for name in lua.call(scripts.MIGRATE, client, old, names, raw=True):
+                    warnings.append(
+                        f"schedule {shown_name(name)}: its watermark in "
+                        f"{keys.watermarks(namespace)} was not a whole number; it starts "
+                        "afresh (its next tick after this invocation)")
+    return warnings
