@@ -292,6 +292,36 @@ def test_each_required_permission_is_needed_and_its_absence_pushes_nothing(
     assert len(jobs_in_redis(admin)) == outcome.pushed
 
 
+# Commands a push call runs after its first write: revoked once the pre-flight has passed.
+WRITTEN_LATE = ("+lpush", "+hset", "+zadd", "+sadd", "+hincrby", "+hdel", "+zrem", "~queue:*")
+
+
+@pytest.mark.parametrize("permission", WRITTEN_LATE)
+def test_a_grant_revoked_after_the_preflight_refuses_the_push_call_whole(
+    acl_server: RedisServer, admin: redis.Redis, permission: str, mode: str
+) -> None:
+    """A warm engine has run its pre-flight (docs/store.md "Pre-flight"); a grant revoked
+    since (an administrator's ACL SETUSER, a failover to a server with another ACL) refuses
+    the next push call before its first write: no mark moves without its job, and once the
+    grant is back every tick is pushed once."""
+    _set_user(admin, acl_rules(mode))
+    t0, t1 = _instants(admin)
+    cfg = config(SCHEDULES)
+    with connect(_user_url(acl_server)) as client:
+        engine = Engine(Settings(redis_functions=mode == "functions"), client=client)
+        engine.run(cfg, now=t0)  # first seen: the pre-flight has run on this engine
+        _set_user(admin, acl_rules(mode, without=permission))
+        before = _snapshot(admin)
+        with pytest.raises(RedisRefusedError):
+            engine.run(cfg, now=t1)
+        assert _pushing(_snapshot(admin)) == _pushing(before), "marks moved without their jobs"
+        _set_user(admin, acl_rules(mode))
+        engine.run(cfg, now=t1)
+    outcome = check(admin, cfg, after=t0, until=t1, scenario=f"{permission} revoked", runs=3)
+    assert_clean(outcome)
+    assert len(jobs_in_redis(admin)) == outcome.pushed > 0
+
+
 OUTAGE = SCHEDULES.replace("missed_jobs_window: 1d", "missed_jobs_window: 1h")
 
 

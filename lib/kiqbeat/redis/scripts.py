@@ -285,9 +285,9 @@ class Pending:
 
 
 DUE = Lua.named("due", "definitions", "progress")
-PUSH = Lua.named("push", "definitions", "records", "progress", "frames", "life")
+PUSH = Lua.named("push", "definitions", "records", "progress", "frames", "life", "push_grants")
 # push.lua's pre-flight: its keys' types and grants, once, not per call (pushes.Pusher).
-PUSH_CHECKS = Lua.named("push_checks", "progress", "life")
+PUSH_CHECKS = Lua.named("push_checks", "progress", "life", "push_grants")
 WRITE = Lua.named("write", "definitions", "records", "progress", "life")
 BACKFILL = Lua.named("backfill", "definitions", "records", "progress", "frames", "life")
 TRIGGER = Lua.named("trigger", "definitions", "records", "progress")

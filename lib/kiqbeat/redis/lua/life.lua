@@ -19,19 +19,28 @@ writes it: one small hash per concept, one field per schedule, removed with the 
 Put before push.lua, backfill.lua and write.lua (scripts.py).
 ]]
 
--- Every check the life keys need before a script's first write (nil: all fine).
-local function life_check(life)
-  return expect_type(life.runs, 'hash') or expect_type(life.skips, 'hash')
-    or expect_type(life.last, 'hash')
-    or expect_allowed('HGET', life.runs, 'n') or expect_allowed('HINCRBY', life.runs, 'n', '1')
+-- The life keys' grants (nil: all fine).
+local function life_allowed(life)
+  return expect_allowed('HGET', life.runs, 'n') or expect_allowed('HINCRBY', life.runs, 'n', '1')
     or expect_allowed('HGET', life.skips, 'n') or expect_allowed('HLEN', life.skips)
     or expect_allowed('HINCRBY', life.skips, 'n', '1') or expect_allowed('HDEL', life.skips, 'n')
     or expect_allowed('HGET', life.last, 'n') or expect_allowed('HSET', life.last, 'n', 'v')
     or expect_allowed('HDEL', life.runs, 'n') or expect_allowed('HDEL', life.last, 'n')
-    or (life.held and (expect_type(life.held, 'hash') or expect_allowed('HLEN', life.held)
+    or (life.held and (expect_allowed('HLEN', life.held)
       or expect_allowed('HGET', life.held, 'n') or expect_allowed('HSET', life.held, 'n', 'v')
       or expect_allowed('HDEL', life.held, 'n')))
     or nil
+end
+
+-- The life keys' types (nil: all fine).
+local function life_types(life)
+  return expect_type(life.runs, 'hash') or expect_type(life.skips, 'hash')
+    or expect_type(life.last, 'hash') or (life.held and expect_type(life.held, 'hash')) or nil
+end
+
+-- Every check the life keys need before a script's first write (nil: all fine).
+local function life_check(life)
+  return life_types(life) or life_allowed(life)
 end
 
 -- `text` quoted for a reason a person reads: bytes outside printable ASCII as \xHH, so

@@ -132,11 +132,12 @@ local running_prefix = ARGV[5 + nq]
 local GROUP_FIELDS = 12
 
 
--- Pass 1: read and check everything, write nothing. The keys' types and grants were checked
--- by the pre-flight (push_checks.lua), not in every call. A key read below fails the call
--- before its first write if retyped since; the keys first touched by a write are TYPE-checked
--- again here (one TYPE each), so that one retyped by hand since the pre-flight refuses the
--- call whole instead of failing it half-way (docs/store.md "Pre-flight").
+-- Pass 1: read and check everything, write nothing. The keys' types were checked by the
+-- pre-flight (push_checks.lua), not in every call. A key read below fails the call before its
+-- first write if retyped since; the keys first touched by a write are TYPE-checked again here
+-- (one TYPE each), and every grant is asked again (push_grants.lua: cheap), so that a key
+-- retyped by hand or a grant revoked since the pre-flight refuses the call whole instead of
+-- failing it half-way (docs/store.md "Pre-flight").
 use_state(bucket_key, 'kiqbeat:progress:0')
 local err = expect_type(queues_key, 'set') or expect_type(sched_key, 'zset')
   or expect_type(due_key, 'zset') or expect_type(missed_key, 'hash')
@@ -146,6 +147,8 @@ for k = 1, nq do
   err = expect_type(KEYS[FIRST_QUEUE + k], 'list')
   if err then return err end
 end
+err = push_allowed(KEYS, nq)  -- a grant revoked since the pre-flight: refused whole
+if err then return err end
 
 -- The groups, field by field into flat arrays (group i's jobs are jobs first_job[i] ..
 -- first_job[i] + n_jobs[i] - 1, its ranges likewise).

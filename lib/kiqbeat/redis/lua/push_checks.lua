@@ -8,9 +8,11 @@ Returns "OK", or the refusal of the first key that fails: KIQBEAT_WRONGTYPE (a k
 another type than push.lua expects) or KIQBEAT_NOPERM (a command the Redis user may not
 run on a key; Redis 7+ only: 6.2 has no way to ask, and refuses the command itself).
 
-Writes nothing. What push.lua still checks itself, because it depends on what a call
-carries: the `schedule` set's ZADD (only when a job is released later), the running
-markers and ZSCORE of an `overlap` group, a held job's queue. A key retyped by hand, or a
+Writes nothing. What push.lua still checks itself in every call: the types of the keys it
+first touches with a write, every grant (push_grants.lua: cheap, and a grant revoked since
+this ran must refuse the call whole), and what depends on what a call carries: the
+`schedule` set's ZADD (only when a job is released later), the running markers and ZSCORE
+of an `overlap` group, a held job's queue. A key retyped by hand, or a
 grant revoked, after this ran and before a push call: docs/store.md "Pre-flight".
 ]]
 
@@ -25,24 +27,12 @@ if err then return err end
 err = expect_type(queues_key, 'set') or expect_type(sched_key, 'zset')
   or expect_type(due_key, 'zset') or expect_type(defs_key, 'hash')
   or expect_type(rejected_key, 'hash') or expect_type(missed_key, 'hash')
-  or life_check(life)
+  or life_types(life)
 if err then return err end
 for k = 1, nq do
   err = expect_type(KEYS[FIRST_QUEUE + k], 'list')
   if err then return err end
 end
 
-err = expect_allowed('SADD', queues_key, 'q') or expect_allowed('ZADD', due_key, '0', 'n')
-  or expect_allowed('HMGET', defs_key, 'f') or expect_allowed('HSTRLEN', defs_key, 'f')
-  or expect_allowed('HDEL', rejected_key, 'f') or expect_allowed('HLEN', rejected_key)
-  or expect_allowed('HSET', rejected_key, 'f', 'r') or expect_allowed('ZREM', due_key, 'n')
-  or expect_allowed('HGET', missed_key, 'f') or expect_allowed('HSET', missed_key, 'f', 'r')
 use_state(bucket_key, 'kiqbeat:progress:0')
-err = err or state_allowed()
-if err then return err end
-for k = 1, nq do
-  err = expect_allowed('LPUSH', KEYS[FIRST_QUEUE + k], 'job')
-    or expect_allowed('LPOS', KEYS[FIRST_QUEUE + k], 'job')
-  if err then return err end
-end
-return 'OK'
+return push_allowed(KEYS, nq) or 'OK'
