@@ -100,7 +100,7 @@ def test_the_consoles_pages_read_no_oversized_definition(
     store.put("small", SMALL)
     client = redis.Redis.from_url(redis_url)
     _write_big(client)
-    served = start_console(sweep=False)
+    served = start_console(background=False)
     answers: list[int] = []
 
     def browse() -> None:
