@@ -84,6 +84,8 @@ REDIS_LAYOUT: dict[str, tuple[str, ...]] = {
     "kiqbeat.redis.pushes": (*REDIS_BASE, "kiqbeat.redis.frames"),
     "kiqbeat.redis.progress": REDIS_BASE,
     "kiqbeat.redis.pauses": REDIS_BASE,
+    # The console's name index: read, and built once (the write script keeps it).
+    "kiqbeat.redis.names": (*REDIS_BASE, "kiqbeat.redis.definitions"),
     "kiqbeat.redis.operator_reads": (*REDIS_BASE, "kiqbeat.redis.definitions",
                                      "kiqbeat.redis.due", "kiqbeat.redis.progress"),
     "kiqbeat.redis.side": (*REDIS_BASE, "kiqbeat.redis.definitions", "kiqbeat.redis.due",

@@ -18,9 +18,9 @@ from kiqbeat.core.payload import jid
 from kiqbeat.engine import Engine
 from kiqbeat.errors import ConfigError
 from kiqbeat.redis import keys, progress
+from kiqbeat.redis.names import NameIndex, build
 from kiqbeat.settings import Settings
 from kiqbeat.store import Store
-from kiqbeat.redis.names import NameIndex, build
 from kiqbeat.web.recent import Recent
 from tests.support.cli import kiqbeat_cli
 from tests.support.clock import minute_floor, redis_now
@@ -208,16 +208,23 @@ def test_schedules_are_paged_by_cursor_and_filtered_by_prefix_state_queue_and_so
 def test_a_schedule_written_with_plain_redis_commands_is_found_and_a_removed_one_is_not(
     console: Served, redis_client: redis.Redis
 ) -> None:
-    # docs/store.md's protocol, bypassing the console's name index.
+    # docs/store.md's protocol, with the name index: found by prefix at once.
+    redis_client.hset(keys.definitions(""), "ruby/weekly", json.dumps(DIGEST))
+    redis_client.zadd(keys.due(""), {"ruby/weekly": 0})
+    redis_client.zadd(keys.names(""), {"ruby/weekly": 0})
+    # The previous release's protocol, without it: found by its exact name at once.
     redis_client.hset(keys.definitions(""), "ruby/nightly", json.dumps(DIGEST))
     redis_client.zadd(keys.due(""), {"ruby/nightly": 0})
     with console.api() as api:
+        listed = api.get("/api/v1/schedules", params={"prefix": "ruby/"}).json()
+        assert [r["name"] for r in listed["items"]] == ["ruby/weekly"]
         exact = api.get("/api/v1/schedules", params={"prefix": "ruby/nightly"}).json()
         assert [r["name"] for r in exact["items"]] == ["ruby/nightly"]
+        # The protocol's removal, leaving the name index as the previous release did.
         redis_client.hdel(keys.definitions(""), "ruby/nightly")
         redis_client.zrem(keys.due(""), "ruby/nightly")
         gone = api.get("/api/v1/schedules", params={"prefix": "ruby/"}).json()
-    assert gone["items"] == []
+    assert [r["name"] for r in gone["items"]] == ["ruby/weekly"]
     assert redis_client.zscore(keys.names(""), "ruby/nightly") is None
 
 
@@ -404,7 +411,7 @@ def _sent_bytes(client: redis.Redis) -> int:
     return int(client.info("stats")["total_net_output_bytes"])
 
 
-def test_the_index_build_never_reads_an_oversized_definition_and_drops_names_whose_definition_is_gone(
+def test_the_index_build_never_reads_an_oversized_definition_and_drops_names_that_are_gone(
     redis_client: redis.Redis,
 ) -> None:
     huge = json.dumps({**DIGEST, "args": ["x" * 4_000_000]})  # far over MAX_DEFINITION_BYTES

@@ -278,6 +278,8 @@ class Console:
             names = self._matching(names, "", queue, source)
             return Page(self._rows(store, names), encode_cursor("s", after) if after
                         else None, len(names))
+        if prefix and not cursor:
+            self._index_if_stored(prefix)
         after_name: str | None = value if kind == "n" else None
         matched: list[str] = []
         examined, at_end = 0, False
@@ -301,9 +303,28 @@ class Console:
                 at_end = True
                 break
         more = not at_end and after_name is not None
-        return Page(self._rows(store, matched),
+        rows = self._rows(store, matched)
+        if len(rows) < len(matched):  # removed by a writer that left the index (plain Redis)
+            listed = {r.status.name for r in rows}
+            index_names(self.client, self.namespace, [n for n in matched if n not in listed],
+                        mode="gone", lua=self.lua)
+        return Page(rows,
                     encode_cursor("n", after_name) if more and after_name is not None else None,
                     examined)
+
+    def _index_if_stored(self, name: str) -> None:
+        """A name written by a previous release's writer, without the name index, is found by
+        its exact name at once (HEXISTS: no definition read unless it is stored and not
+        indexed yet; then index.lua reads it, length-checked, for its facets)."""
+        with redis_errors(self.client, "reading the name index"):
+            indexed = self.client.zscore(keys.names(self.namespace),
+                                         name.encode(errors="surrogateescape"))
+        if indexed is not None:
+            return
+        with redis_errors(self.client, "reading a definition's presence"):
+            exists = self.client.hexists(keys.definitions(self.namespace), name)
+        if exists:
+            index_names(self.client, self.namespace, [name], lua=self.lua)
 
     def _scan_hash(self, state: str, prefix: str, cursor: int, skip: int, limit: int
                    ) -> tuple[list[str], str]:
@@ -448,9 +469,12 @@ class Console:
         records = [name for name, _ in scan_items(self.client, key)]
         held = sorted(paused_now(self.client, self.namespace, records))
         facets = self.index.facets(held)
-        return self.index.disabled() + sum(
-            1 for name in held if name in facets and (facets[name] is None
-                                                      or facets[name].enabled))
+        enabled_held = 0
+        for name in held:
+            if name in facets:  # indexed: stored (None: unread, so not counted disabled)
+                found = facets[name]
+                enabled_held += found is None or found.enabled
+        return self.index.disabled() + enabled_held
 
     def audit(self, name: str | None = None, limit: int = 100) -> list[AuditEntry]:
         """The newest audit entries (of `name` when given)."""

@@ -80,7 +80,8 @@ class StoreCollector(Collector):
             yield GaugeMetricFamily(name, help_text, value=value)
         if overview.paused is not None:
             yield GaugeMetricFamily("kiqbeat_schedules_paused", "paused schedules (the "
-                                    "name index's counters and the pause records)", value=overview.paused)
+                                    "name index and the pause records)",
+                                    value=overview.paused)
         rows = overview.status.schedules
         yield GaugeMetricFamily("kiqbeat_overdue_seconds", "the most overdue schedule's lag",
                                 value=max((r.lag_s for r in rows), default=0.0))
