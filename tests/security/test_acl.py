@@ -145,7 +145,7 @@ def _snapshot(admin: redis.Redis) -> dict[str, bytes | None]:
 
 
 STORE_KEYS = ("kiqbeat:schedules", "kiqbeat:due", "kiqbeat:documents", "kiqbeat:document:",
-              "kiqbeat:shards")
+              "kiqbeat:shards", "kiqbeat:names", "kiqbeat:facets", "kiqbeat:disabled")
 
 
 def _pushing(snapshot: dict[str, bytes | None]) -> dict[str, bytes | None]:

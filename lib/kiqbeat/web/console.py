@@ -20,7 +20,7 @@ import json
 import re
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -480,6 +480,18 @@ class Console:
         """The newest audit entries (of `name` when given)."""
         return read_audit(self.client, self.namespace, name, limit=max(1, min(limit, 1000)))
 
+    # ------------------------------------------------------------------------ one dispatch
+
+    def execute(self, actor: str, request: Request) -> Any:
+        """Run one schedule request for `actor`: `request` is read and checked by the request
+        model the CLI and the Lambda use (`kiqbeat.entrypoints.requests`), and its kind alone
+        decides what runs (get, report, put, remove, pause, resume, skip, trigger, backfill);
+        the result is the front end's to render."""
+        run = _EXECUTE.get(request.kind)
+        if run is None:
+            raise ConfigError(f"{request.kind!r} is not a request the console runs")
+        return run(self, actor, request)
+
     # ------------------------------------------------------------------------ acting
 
     # The refusals come from the Store's own writes (typed: ScheduleNotFoundError,
@@ -550,3 +562,17 @@ class Console:
         self.backfilled += result.pushed
         return result
 
+
+
+# What each request kind runs on the console (`Console.execute`): the one dispatch.
+_EXECUTE: dict[str, Callable[[Console, str, Request], Any]] = {
+    "get": lambda c, _, r: c.detail(r.name),
+    "report": lambda c, _, r: c.store().report(r.name, since=r.since, until=r.until),
+    "put": lambda c, a, r: c.put(a, r.name, r.definition, r.note),
+    "remove": lambda c, a, r: c.remove(a, r.name, r.note),
+    "pause": lambda c, a, r: c.pause(a, r.name, r.note, until=r.until),
+    "resume": lambda c, a, r: c.resume(a, r.name, r.note),
+    "skip": lambda c, a, r: c.skip(a, r.name, r.count, r.note),
+    "trigger": lambda c, a, r: c.trigger(a, r.name, r.args, r.note),
+    "backfill": lambda c, a, r: c.backfill(a, r),
+}
