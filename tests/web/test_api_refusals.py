@@ -32,7 +32,7 @@ def path(name: str, action: str = "") -> str:
 
 @pytest.fixture
 def quiet(start_console: Start) -> Served:
-    """A console without its sweep: every Redis command it sends is a request's."""
+    """A console without its thread: every Redis command it sends is a request's."""
     return start_console(background=False)
 
 

@@ -188,20 +188,34 @@ def _fields_remove(request: Request, name: str) -> dict[str, Any]:
     return {"name": name, "note": _note(request, None)}
 
 
-def _fields_pause(request: Request, name: str) -> dict[str, Any]:
+def _action_body(request: Request) -> dict[str, Any]:
+    """An action's body fields; the schedule is the path's, the actor the token's."""
     body = _object_body(request)
+    if set(body) & {"name", "actor"}:
+        raise ConfigError("the schedule is the one the path names and the actor the token's: "
+                          "name and actor are not fields of this body")
+    return body
+
+
+def _given(body: dict[str, Any]) -> dict[str, Any]:
+    """The body's fields, a null `until` (until resumed) or `args` (the schedule's own)
+    left out as not given."""
+    return {k: v for k, v in body.items() if not (v is None and k in ("until", "args"))}
+
+
+def _fields_pause(request: Request, name: str) -> dict[str, Any]:
+    body = _action_body(request)
     if body.get("until") == "":
         raise ConfigError("until '' must be an ISO 8601 instant with an offset, after now (or "
                           "null: until resumed)")
-    return {**{k: v for k, v in body.items() if v is not None}, "name": name,
+    return {**_given(body), "name": name,
             "note": _note(request, body)}
 
 
 def _fields_action(request: Request, name: str) -> dict[str, Any]:
-    """resume, skip, trigger: the body's fields (null: not given), the path's name, the
-    note."""
-    body = _object_body(request)
-    return {**{k: v for k, v in body.items() if v is not None}, "name": name,
+    """resume, skip, trigger: the body's fields, the path's name, the note."""
+    body = _action_body(request)
+    return {**_given(body), "name": name,
             "note": _note(request, body)}
 
 
