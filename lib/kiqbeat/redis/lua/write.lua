@@ -46,7 +46,8 @@ sets its index entry to 0 ("plan me") and clears a set-aside reason; writing the
 again changes nothing. Removing forgets the watermark, first-seen, missed ranges, history,
 last manual jid, pause record and life state (run count, pending skips, last job, held
 tick) too;
-writing a definition never touches the pause record.
+writing a definition never touches the pause record. Writing or removing a definition keeps
+the name index (names, facets, disabled: names.lua) in step, in the same step.
 
 Changing a planned definition also moves its watermark up to the change (never past the
 old definition's next tick, which its index entry gives): the new definition applies to
