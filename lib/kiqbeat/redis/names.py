@@ -11,7 +11,7 @@ each name is judged against its definition in one step (index.lua).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -111,19 +111,37 @@ def index_names(client: redis.Redis, namespace: str, names: Sequence[str], *,
                             [mode, *(_lex(n) for n in names)]))
 
 
+def _stored_pages(client: redis.Redis, key: str) -> Iterator[list[str]]:
+    """The stored names, a page at a time, never a value: HSCAN NOVALUES (Redis 7.4+,
+    Valkey 8+); before that one HKEYS (names only), paged here: `scan_names`' fallback
+    would read every name again for each page, quadratic over a whole pass."""
+    cursor, page = scan_names(client, key, 0, BUILD_PAGE)
+    if cursor == BUILD_PAGE and len(page) == BUILD_PAGE:  # maybe HKEYS' offset: ask once
+        with redis_errors(client, f"listing {key}"):
+            try:
+                client.execute_command(  # type: ignore[no-untyped-call]
+                    "HSCAN", key, 0, "COUNT", 1, "NOVALUES", no_values=True)
+            except redis.ResponseError:  # no NOVALUES: every name in one reply, once
+                names = sorted(reply_text(n) for n in client.hkeys(key))
+                for first in range(0, len(names), BUILD_PAGE):
+                    yield names[first:first + BUILD_PAGE]
+                return
+    yield page
+    while cursor:
+        cursor, page = scan_names(client, key, cursor, BUILD_PAGE)
+        yield page
+
+
 def build(client: redis.Redis, namespace: str, lua: scripts.Caller = scripts.SCRIPTS,
           progress: Callable[[int], None] | None = None) -> int:
     """Index every stored name and drop every indexed name without a definition, a page per
     call, then record the index as built; returns the stored names indexed. Reads each
     definition once, inside Redis (its facets), one over the limit never."""
-    indexed, cursor = 0, 0
-    while True:
-        cursor, page = scan_names(client, keys.definitions(namespace), cursor, BUILD_PAGE)
+    indexed = 0
+    for page in _stored_pages(client, keys.definitions(namespace)):
         indexed += index_names(client, namespace, page, lua=lua)
         if progress is not None:
             progress(len(page))
-        if not cursor:
-            break
     index, after = NameIndex(client, namespace), None
     while True:
         page = index.page("", after, BUILD_PAGE)
