@@ -434,13 +434,13 @@ def test_the_index_build_never_reads_an_oversized_definition_and_drops_names_tha
 def test_the_history_walk_begins_a_pass_at_most_once_a_minute(redis_client: redis.Redis
                                                                 ) -> None:
     redis_client.hset(keys.definitions(""), "a", json.dumps(DIGEST))
-    sweep = Recent(redis_client, "")
+    walk = Recent(redis_client, "")
     stop = threading.Event()
-    thread = threading.Thread(target=sweep.run_until, args=(stop,), daemon=True)
+    thread = threading.Thread(target=walk.run_until, args=(stop,), daemon=True)
     thread.start()
     try:
         deadline = time.monotonic() + 20
-        while sweep.last is None:
+        while walk.last is None:
             assert time.monotonic() < deadline, "the first pass did not finish"
             time.sleep(0.01)
         redis_client.config_resetstat()

@@ -122,11 +122,11 @@ def test_the_consoles_pages_read_no_oversized_definition(
     client.close()
 
 
-def test_redis_answers_ping_promptly_while_the_console_sweeps_oversized_definitions(
+def test_redis_answers_ping_promptly_while_the_console_indexes_oversized_definitions(
     start_console: Start, redis_url: str, store: Store
 ) -> None:
     """A measurement with a generous bound (the machine is shared): PING round trips while
-    a console sweeps and serves a store of oversized definitions."""
+    a console builds its name index and serves a store of oversized definitions."""
     store.put("small", SMALL)
     with redis.Redis.from_url(redis_url) as client:
         _write_big(client)
