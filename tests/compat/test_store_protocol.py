@@ -15,6 +15,7 @@ import json
 import os
 import re
 import subprocess
+import time
 import zlib
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
@@ -597,3 +598,45 @@ def test_expectations_written_from_ruby_are_judged_as_a_documents_are(
     assert events[0]["t"] == str(to_ms(base + timedelta(minutes=1)))
     why = state(client, "wrong")["rejected"]
     assert why is not None and "alert_after_failures" in why and "from 1 to 1,000" in why
+
+
+# ---------------------------------------------------------------------------- the name index
+
+
+def test_the_console_lists_a_schedule_from_every_writer_without_reading_the_store(
+    client: redis.Redis, redis_url: str, base: datetime,
+) -> None:
+    """Every writer keeps the console's name index (docs/store.md "The name index"): the
+    Python API, the CLI, a Lambda event, a document, an import, the console's API and the
+    Ruby module; the console then lists each by prefix, and nothing built the index."""
+    from kiqbeat.entrypoints.outcomes import execute
+    from kiqbeat.entrypoints.requests import from_event
+    from kiqbeat.redis.names import NameIndex
+    from kiqbeat.web.console import Console
+    from tests.support.cli import kiqbeat_cli
+
+    plain = {"class": "W", "cron": "*/10 * * * *"}
+    Store(client).put("by/python", plain)
+    done = kiqbeat_cli("schedules", "put", "by/cli", "--json-definition", json.dumps(plain),
+                       "--redis-url", redis_url)
+    assert done.returncode == 0, done.stderr
+    engine = Engine(Settings(redis_url=redis_url))
+    try:
+        execute(from_event({"kiqbeat": "put", "name": "by/lambda", "definition": plain}),
+                engine, deadline=time.monotonic() + 30)
+        engine.run(load_config_text(json.dumps({"schedules": {"by/document": plain}}),
+                                    source="file:///etc/kiqbeat/schedules.yaml"), now=base)
+        Store(client).import_definitions([("by/import", plain)])
+        console = Console(engine)
+        console.put("alice", "by/http", plain)
+        ruby(redis_url, ["put", "by/ruby", named(plain, "by/ruby")])
+        listed = [r.status.name for r in console.page(prefix="by/").rows]
+        filtered = [r.status.name for r in console.page(prefix="by/", source="api").rows]
+    finally:
+        engine.close()
+    writers = ["cli", "document", "http", "import", "lambda", "python", "ruby"]
+    assert listed == [f"by/{w}" for w in writers]
+    assert filtered == [f"by/{w}" for w in writers if w != "document"]
+    assert not NameIndex(client, "").built()  # no build ran: each writer kept it
+    ruby(redis_url, ["remove", "by/ruby"])
+    assert client.zscore("kiqbeat:names", "by/ruby") is None

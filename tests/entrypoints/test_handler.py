@@ -445,9 +445,10 @@ def test_a_bad_or_foreign_shard_fails_the_invocation_and_touches_nothing(
     assert line["level"] == "ERROR"
     assert line["message"] == "kiqbeat invocation failed"
     assert emf(capsys.readouterr().out)["InvocationsFailed"] == 1
-    # Not even the document applied: only the count `reindex` recorded is there, and its
-    # entry in the audit trail.
-    assert sorted(redis_client.keys("*")) == ["kiqbeat:audit", "kiqbeat:shards"]
+    # Not even the document applied: only the count `reindex` recorded is there, the mark of
+    # the name index it built (of an empty store), and its entry in the audit trail.
+    assert sorted(redis_client.keys("*")) == ["kiqbeat:audit", "kiqbeat:names_built",
+                                              "kiqbeat:shards"]
 
 
 @pytest.mark.parametrize("count", ["0", "three", "-1", "1025", "100000000"])

@@ -97,6 +97,10 @@ def _zadd(key: str) -> Write:
     return lambda client, _value, score: client.zadd(key, {VICTIM: score})
 
 
+def _sadd(key: str) -> Write:
+    return lambda client, _value, _score: client.sadd(key, VICTIM)
+
+
 def _bucket() -> str:
     """The victim's progress bucket, as docs/store.md defines it (SHA1's first 4 hex digits
     mod 16,384), worked out here rather than by kiqbeat's code."""
@@ -163,6 +167,9 @@ TARGETS: dict[str, Write] = {
     "kiqbeat:alerts:outbox": _outbox,
     "kiqbeat:web_session:<id>": _string("kiqbeat:web_session:" + "A" * 32),
     "kiqbeat:names": _zadd("kiqbeat:names"),
+    "kiqbeat:facets": _hset("kiqbeat:facets"),
+    "kiqbeat:disabled": _sadd("kiqbeat:disabled"),
+    "kiqbeat:names_built": _string("kiqbeat:names_built"),
     "kiqbeat:audit": _audit,
     "kiqbeat:calendars": _hset("kiqbeat:calendars"),
 }

@@ -48,7 +48,8 @@ KEY_PATTERNS = ("~kiqbeat:*", "~queue:*", "~queues", "~schedule")
 NEIGHBOUR_PATTERNS = ("%R~schedules", "%R~sidekiq-scheduler:pushed:*", "%R~cron_job:*")
 LUA = {"scripts": ("+evalsha", "+script|load"), "functions": ("+fcall",)}
 REQUIRED = ("+time", "+hmget", "+type", "+hget", "+hset", "+hdel", "+hexists",
-            "+lpush", "+sadd", "+zadd", "+zrem", "+zscore", "+zrangebyscore", "+get", "+set",
+            "+lpush", "+sadd", "+srem", "+zadd", "+zrem", "+zscore", "+zrangebyscore", "+get",
+            "+set",
             "+hstrlen", "+hincrby", "+lpos", "+hlen")
 # `kiqbeat status` (and the store API's reads) besides (and HLEN above, which invocations
 # use too: whether the skips, set-aside and paused hashes hold anything).
@@ -144,7 +145,7 @@ def _snapshot(admin: redis.Redis) -> dict[str, bytes | None]:
 
 
 STORE_KEYS = ("kiqbeat:schedules", "kiqbeat:due", "kiqbeat:documents", "kiqbeat:document:",
-              "kiqbeat:shards")
+              "kiqbeat:shards", "kiqbeat:names", "kiqbeat:facets", "kiqbeat:disabled")
 
 
 def _pushing(snapshot: dict[str, bytes | None]) -> dict[str, bytes | None]:

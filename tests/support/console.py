@@ -121,7 +121,7 @@ def start_console(redis_url: str) -> Iterator[Start]:
     running: list[tuple[uvicorn.Server, threading.Thread, Engine]] = []
 
     def start(*, tokens: list[Token] | None = None, anonymous: bool = False,
-              url: str = redis_url, sweep: bool = True, throttle: Throttle | None = None,
+              url: str = redis_url, background: bool = True, throttle: Throttle | None = None,
               **limits: float) -> Served:
         from kiqbeat.engine import Engine
         from kiqbeat.settings import Settings
@@ -132,7 +132,7 @@ def start_console(redis_url: str) -> Iterator[Start]:
         auth = Auth([Token("alice", "operator", OPERATOR_TOKEN),
                      Token("bob", "reader", READER_TOKEN)] if tokens is None else tokens,
                     anonymous=anonymous)
-        app = create_app(engine, auth, sweep=sweep)
+        app = create_app(engine, auth, background=background)
         if throttle is not None:
             app.state.throttle = throttle
         server, thread, base = serve(app, **limits)

@@ -86,6 +86,8 @@ REDIS_LAYOUT: dict[str, tuple[str, ...]] = {
     "kiqbeat.redis.pauses": REDIS_BASE,
     # The layout before the progress buckets, migrated once (lua/migrate.lua).
     "kiqbeat.redis.migrate": REDIS_BASE,
+    # The console's name index: read, and built once (the write script keeps it).
+    "kiqbeat.redis.names": (*REDIS_BASE, "kiqbeat.redis.definitions"),
     "kiqbeat.redis.operator_reads": (*REDIS_BASE, "kiqbeat.redis.definitions",
                                      "kiqbeat.redis.due", "kiqbeat.redis.progress"),
     "kiqbeat.redis.side": (*REDIS_BASE, "kiqbeat.redis.definitions", "kiqbeat.redis.due",

@@ -18,9 +18,10 @@ from kiqbeat.core.payload import jid
 from kiqbeat.engine import Engine
 from kiqbeat.errors import ConfigError
 from kiqbeat.redis import keys, progress
+from kiqbeat.redis.names import NameIndex, build
 from kiqbeat.settings import Settings
 from kiqbeat.store import Store
-from kiqbeat.web.names import Sweep
+from kiqbeat.web.recent import Recent
 from tests.support.cli import kiqbeat_cli
 from tests.support.clock import minute_floor, redis_now
 from tests.support.console import DIGEST, READER_TOKEN, Served, document_schedule, form_of, path
@@ -169,9 +170,7 @@ def test_schedules_are_paged_by_cursor_and_filtered_by_prefix_state_queue_and_so
                                                "enabled": n % 5 != 0})
     store.put("other", DIGEST)
     document_schedule(redis_client, "team-9/owned")
-    sweep = Sweep(redis_client, "")  # a pass of the console's sweep, done now
-    while not sweep.step():
-        pass
+    build(redis_client, "")  # the document's schedule was written by plain commands
     with console.api() as api:
         seen: list[str] = []
         cursor = ""
@@ -209,36 +208,44 @@ def test_schedules_are_paged_by_cursor_and_filtered_by_prefix_state_queue_and_so
 def test_a_schedule_written_with_plain_redis_commands_is_found_and_a_removed_one_is_not(
     console: Served, redis_client: redis.Redis
 ) -> None:
-    # docs/store.md's protocol, bypassing the console's name index.
+    # docs/store.md's protocol, with the name index: found by prefix at once.
+    redis_client.hset(keys.definitions(""), "ruby/weekly", json.dumps(DIGEST))
+    redis_client.zadd(keys.due(""), {"ruby/weekly": 0})
+    redis_client.zadd(keys.names(""), {"ruby/weekly": 0})
+    # The previous release's protocol, without it: found by its exact name at once.
     redis_client.hset(keys.definitions(""), "ruby/nightly", json.dumps(DIGEST))
     redis_client.zadd(keys.due(""), {"ruby/nightly": 0})
     with console.api() as api:
+        listed = api.get("/api/v1/schedules", params={"prefix": "ruby/"}).json()
+        assert [r["name"] for r in listed["items"]] == ["ruby/weekly"]
         exact = api.get("/api/v1/schedules", params={"prefix": "ruby/nightly"}).json()
         assert [r["name"] for r in exact["items"]] == ["ruby/nightly"]
+        # The protocol's removal, leaving the name index as the previous release did.
         redis_client.hdel(keys.definitions(""), "ruby/nightly")
         redis_client.zrem(keys.due(""), "ruby/nightly")
         gone = api.get("/api/v1/schedules", params={"prefix": "ruby/"}).json()
-    assert gone["items"] == []
+    assert [r["name"] for r in gone["items"]] == ["ruby/weekly"]
     assert redis_client.zscore(keys.names(""), "ruby/nightly") is None
 
 
-def test_the_sweep_indexes_every_stored_name_and_counts_the_paused(
+def test_the_index_build_indexes_a_store_written_before_it_and_counts_the_disabled(
     redis_client: redis.Redis, store: Store
 ) -> None:
-    from kiqbeat.web.names import NameIndex
-
-    for n in range(1200):  # written as docs/store.md's protocol says: definition, due entry
+    for n in range(1200):  # written as the previous release's protocol said: no name index
         redis_client.hset(keys.definitions(""), f"s{n:04}", json.dumps(
             {**DIGEST, "enabled": n % 3 != 0}))
         redis_client.zadd(keys.due(""), {f"s{n:04}": 0})
     store.trigger("s0001")
-    sweep = Sweep(store.client, "")
-    while not sweep.step():
+    index = NameIndex(redis_client, "")
+    assert not index.built()
+    assert build(redis_client, "") == 1200
+    assert build(redis_client, "") == 1200  # idempotent: the counters are not doubled
+    assert index.page("s", None, 2000) == [f"s{n:04}" for n in range(1200)]
+    assert index.built() and index.disabled() == 400
+    recent = Recent(store.client, "")
+    while not recent.step():
         pass
-    assert NameIndex(redis_client, "").page("s", None, 2000) == [f"s{n:04}" for n in range(1200)]
-    assert sweep.last is not None and sweep.last.schedules == 1200
-    assert sweep.last.paused == 400
-    assert [(p.name, p.kind) for p in sweep.last.recent] == [("s0001", "manual")]
+    assert [(p.name, p.kind) for p in recent.last or []] == [("s0001", "manual")]
 
 
 def test_status_missed_audit_and_the_openapi_description_are_served(
@@ -404,7 +411,7 @@ def _sent_bytes(client: redis.Redis) -> int:
     return int(client.info("stats")["total_net_output_bytes"])
 
 
-def test_the_sweep_never_reads_an_oversized_definition_and_drops_names_whose_definition_is_gone(
+def test_the_index_build_never_reads_an_oversized_definition_and_drops_names_that_are_gone(
     redis_client: redis.Redis,
 ) -> None:
     huge = json.dumps({**DIGEST, "args": ["x" * 4_000_000]})  # far over MAX_DEFINITION_BYTES
@@ -415,30 +422,29 @@ def test_the_sweep_never_reads_an_oversized_definition_and_drops_names_whose_def
         redis_client.hset(keys.definitions(""), f"s{n:03}", json.dumps(DIGEST))
         redis_client.zadd(keys.due(""), {f"s{n:03}": 0})
     redis_client.zadd(keys.names(""), {"removed-by-ruby": 0, "removed/by-cli": 0, "s001": 0})
-    sweep = Sweep(redis_client, "")
     before = _sent_bytes(redis_client)
-    while not sweep.step():
-        pass
+    assert build(redis_client, "") == 301
     sent = _sent_bytes(redis_client) - before
-    assert sent < 1_000_000, f"the sweep brought back {sent:,} bytes"
-    assert sweep.last is not None and sweep.last.schedules == 301
+    assert sent < 1_000_000, f"the index build brought back {sent:,} bytes"
+    assert redis_client.hget(keys.facets(""), "huge") == "?"  # not read: no facets
     indexed = redis_client.zrange(keys.names(""), 0, -1)
     assert sorted(indexed) == sorted(["huge", *(f"s{n:03}" for n in range(300))])
 
 
-def test_the_sweep_begins_a_pass_at_most_once_a_minute(redis_client: redis.Redis) -> None:
+def test_the_history_walk_begins_a_pass_at_most_once_a_minute(redis_client: redis.Redis
+                                                                ) -> None:
     redis_client.hset(keys.definitions(""), "a", json.dumps(DIGEST))
-    sweep = Sweep(redis_client, "")
+    walk = Recent(redis_client, "")
     stop = threading.Event()
-    thread = threading.Thread(target=sweep.run_until, args=(stop,), daemon=True)
+    thread = threading.Thread(target=walk.run_until, args=(stop,), daemon=True)
     thread.start()
     try:
         deadline = time.monotonic() + 20
-        while sweep.last is None:
+        while walk.last is None:
             assert time.monotonic() < deadline, "the first pass did not finish"
             time.sleep(0.01)
         redis_client.config_resetstat()
-        time.sleep(1.0)  # a hundred pages' time at SWEEP_PAUSE_S: none is swept
+        time.sleep(1.0)  # a hundred pages' time at WALK_PAUSE_S: none is walked
         stats = redis_client.info("commandstats")
     finally:
         stop.set()
@@ -451,7 +457,7 @@ def test_pages_and_answers_never_read_an_oversized_definition_and_show_it_set_as
 ) -> None:
     huge = json.dumps({**DIGEST, "args": ["x" * 4_000_000]})
     redis_client.hset(keys.definitions(""), "big", huge)  # plain Redis: no writer refused it
-    time.sleep(0.3)  # the console's sweep's first pass (it reads no definition either)
+    time.sleep(0.3)  # the console's first start builds the index (reading no definition)
     before = _sent_bytes(redis_client)
     with console.api() as api, console.browser() as browser:
         filtered = [api.get("/api/v1/schedules", params={"prefix": "big", "state": s})

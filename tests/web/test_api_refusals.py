@@ -32,8 +32,8 @@ def path(name: str, action: str = "") -> str:
 
 @pytest.fixture
 def quiet(start_console: Start) -> Served:
-    """A console without its sweep: every Redis command it sends is a request's."""
-    return start_console(sweep=False)
+    """A console without its thread: every Redis command it sends is a request's."""
+    return start_console(background=False)
 
 
 @contextlib.contextmanager

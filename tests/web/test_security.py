@@ -15,9 +15,10 @@ import redis
 from kiqbeat.entrypoints.cli import main
 from kiqbeat.errors import ConfigError, escaped, shown_name
 from kiqbeat.redis import keys
+from kiqbeat.redis.names import build
 from kiqbeat.store import Store
 from kiqbeat.web.auth import SESSION_S, Auth, Principal, Token, is_loopback
-from kiqbeat.web.names import Sweep
+from kiqbeat.web.recent import Recent
 from tests.support.console import OPERATOR_TOKEN, READER_TOKEN, Served, Start, csrf_of
 
 DIGEST = {"cron": "0 9 * * *", "class": "DigestWorker", "args": [1]}
@@ -208,9 +209,10 @@ def test_the_console_works_under_its_documented_least_privilege_acl(
                            api.get("/api/v1/schedules/a%2Fb/report")):
                 assert answer.status_code == 200
             assert api.delete("/api/v1/schedules/a%2Fb").status_code == 204
-        with redis.Redis.from_url(url) as user:  # the sweep, under the same user
-            sweep = Sweep(user, "")
-            while not sweep.step():
+        with redis.Redis.from_url(url) as user:  # its thread's work, under the same user
+            build(user, "")
+            recent = Recent(user, "")
+            while not recent.step():
                 pass
     finally:
         redis_client.acl_deluser("kiqbeat-console")

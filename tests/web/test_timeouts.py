@@ -31,7 +31,7 @@ def _closed(sock: socket.socket) -> bool:
 def test_silent_and_dripping_connections_are_dropped_while_others_are_served(
     start_console: Start,
 ) -> None:
-    served = start_console(sweep=False, read_timeout_s=READ_TIMEOUT_S)
+    served = start_console(background=False, read_timeout_s=READ_TIMEOUT_S)
     port = int(served.url.rsplit(":", 1)[1])
     kinds = {"silent": 20, "head": 20, "body": 20}
     sockets: list[tuple[str, socket.socket, bytes]] = []
@@ -75,7 +75,7 @@ def test_silent_and_dripping_connections_are_dropped_while_others_are_served(
 
 def test_a_slow_but_whole_request_within_the_deadline_is_answered(start_console: Start
                                                                   ) -> None:
-    served = start_console(sweep=False, read_timeout_s=READ_TIMEOUT_S)
+    served = start_console(background=False, read_timeout_s=READ_TIMEOUT_S)
     port = int(served.url.rsplit(":", 1)[1])
     request = (b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:

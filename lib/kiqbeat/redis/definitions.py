@@ -162,7 +162,8 @@ def _call(namespace: str, shards: int, batch: Sequence[Op], applied: Applied | N
                    keys.shards(namespace), keys.missed(namespace), keys.history(namespace),
                    keys.manual(namespace), keys.paused(namespace), keys.runs(namespace),
                    keys.skips(namespace), keys.last_jobs(namespace),
-                   keys.held(namespace), *index]
+                   keys.held(namespace), keys.names(namespace), keys.facets(namespace),
+                   keys.disabled(namespace), *index]
     args: list[scripts.Arg] = [_pack(batch, of_op, index), shards]
     if applied is not None:
         args += ["1", applied.source, applied.digest, applied.index]

@@ -317,12 +317,30 @@ def audit(ns: str) -> str:
 
 
 def names(ns: str) -> str:
-    """Sorted set, every score 0: schedule names, for the console's prefix search and paging
-    (ZRANGEBYLEX); the definitions hash cannot be searched by prefix without reading it
-    all. Kept by the console alone: its own writes, and a bounded background sweep of the
-    definitions hash for writers that bypass it (other languages, the CLI); a name whose
-    definition is gone is dropped when met. Nothing else reads it."""
+    """Sorted set, every score 0: every stored schedule name, for the console's prefix search
+    and paging (ZRANGEBYLEX); the definitions hash cannot be searched by prefix without
+    reading it all. Kept by the write script in the same step as the definitions
+    (redis/lua/names.lua), built once for an older store (redis/names.py)."""
     return f"{ns}kiqbeat:names"
+
+
+def facets(ns: str) -> str:
+    """Hash: schedule name -> what the console filters by (enabled, queue, source) as JSON,
+    "?" for a definition not read; kept with `names`, so that a filtered list reads no
+    definition."""
+    return f"{ns}kiqbeat:facets"
+
+
+def disabled(ns: str) -> str:
+    """Set: the names whose definitions say `enabled: false` (by their facets); kept with
+    `names`, so that the overview counts the paused without reading definitions."""
+    return f"{ns}kiqbeat:disabled"
+
+
+def names_built(ns: str) -> str:
+    """String "1": the name index covers the store (built once for a store written before
+    it existed: redis/names.py)."""
+    return f"{ns}kiqbeat:names_built"
 
 
 def web_session(ns: str, session_id: str) -> str:

@@ -44,6 +44,7 @@ from kiqbeat.core.pause import Pause
 from kiqbeat.core.records import DEFAULT_HISTORY, Push
 from kiqbeat.core.ticks import TickReport
 from kiqbeat.errors import ScheduleNotFoundError
+from kiqbeat.redis import names as name_index
 from kiqbeat.redis import scripts
 from kiqbeat.redis.side import RedisSide
 from kiqbeat.store.backfill import OVERLAP_HELD, Backfills
@@ -192,8 +193,12 @@ class Store:
         """Rebuild the due index for this store's shard count, after changing it; returns
         the entries indexed. Safe while invocations run (no tick twice); until it is done,
         invocations of the new count miss the entries not yet moved (late, within the
-        window, not lost)."""
-        return self.ctx.side.reindex(progress)
+        window, not lost). Then builds the console's name index (`redis.names.build`: a
+        store written before it, or by plain Redis commands), idempotently."""
+        moved = self.ctx.side.reindex(progress)
+        side = self.ctx.side
+        name_index.build(side.client, side.namespace, side.lua)
+        return moved
 
     def rescore_unplannable(self) -> int:
         """Rescore "plan me" every due index entry scored beyond any instant kiqbeat plans

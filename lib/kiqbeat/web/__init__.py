@@ -7,6 +7,6 @@ and `kiqbeat web` imports it.
 - console.py: what the pages and the API do, over kiqbeat.store.Store
 - api.py, openapi.py: the JSON API and its description
 - pages.py, templates/, static/: the pages
-- names.py: the name index for prefix search, and its sweep
+- recent.py: the overview's recent pushes (a walk of the histories)
 - metrics.py: Prometheus metrics
 """

@@ -49,7 +49,7 @@ from kiqbeat.errors import (
 )
 from kiqbeat.web.auth import Principal
 from kiqbeat.web.bearer import Refusal, authenticate
-from kiqbeat.web.console import Console, checked_note, pause_until
+from kiqbeat.web.console import Console, checked_note
 from kiqbeat.web.openapi import openapi
 
 MAX_BODY_BYTES = 2 * MAX_DEFINITION_BYTES
@@ -158,85 +158,121 @@ def list_schedules(request: Request, _: Principal) -> Response:
                          "next_cursor": page.next_cursor})
 
 
-def get_schedule(request: Request, _: Principal) -> Response:
-    detail = _console(request).detail(_name(request))
+# ---------------------------------------------------------------- a schedule's requests
+# Each request under /api/v1/schedules/NAME is read into the request model of the CLI and
+# the Lambda (`from_fields`: the same checks), run by the console's one dispatch
+# (`Console.execute`, by the request's kind), and rendered here as docs/api.md documents.
+
+
+def _fields_get(request: Request, name: str) -> dict[str, Any]:
+    return {"name": name}
+
+
+def _fields_report(request: Request, name: str) -> dict[str, Any]:
+    """since/until from the query: ISO 8601, a zone-less one read as UTC (this front end's
+    reading), then checked by the model as the CLI's are."""
+    q = request.query_params
+    return {"name": name} | {k: _instant(q[k], k).isoformat() for k in ("since", "until")
+                             if q.get(k)}
+
+
+def _fields_put(request: Request, name: str) -> dict[str, Any]:
+    body = _body(request)
+    if not isinstance(body, dict):
+        raise ConfigError(f"schedule {shown(name)}: the body must be a JSON object of fields "
+                          f"(cron, class, ...), got {shown(body)}")
+    return {"name": name, "definition": body, "note": _note(request, None)}
+
+
+def _fields_remove(request: Request, name: str) -> dict[str, Any]:
+    return {"name": name, "note": _note(request, None)}
+
+
+def _action_body(request: Request) -> dict[str, Any]:
+    """An action's body fields; the schedule is the path's, the actor the token's."""
+    body = _object_body(request)
+    if set(body) & {"name", "actor"}:
+        raise ConfigError("the schedule is the one the path names and the actor the token's: "
+                          "name and actor are not fields of this body")
+    return body
+
+
+def _given(body: dict[str, Any]) -> dict[str, Any]:
+    """The body's fields, a null `until` (until resumed) or `args` (the schedule's own)
+    left out as not given."""
+    return {k: v for k, v in body.items() if not (v is None and k in ("until", "args"))}
+
+
+def _fields_pause(request: Request, name: str) -> dict[str, Any]:
+    body = _action_body(request)
+    if body.get("until") == "":
+        raise ConfigError("until '' must be an ISO 8601 instant with an offset, after now (or "
+                          "null: until resumed)")
+    return {**_given(body), "name": name,
+            "note": _note(request, body)}
+
+
+def _fields_action(request: Request, name: str) -> dict[str, Any]:
+    """resume, skip, trigger: the body's fields, the path's name, the note."""
+    body = _action_body(request)
+    return {**_given(body), "name": name,
+            "note": _note(request, body)}
+
+
+def _fields_backfill(request: Request, name: str) -> dict[str, Any]:
+    body = _object_body(request)
+    if set(body) & {"names", "all", "actor"}:
+        raise ConfigError("the schedule is the one the path names: names, all and actor are "
+                          "not fields of this body")
+    return {**body, "names": [name], "note": _note(request, body)}
+
+
+def _detail(request: Request, asked: Any, detail: Any) -> Response:
     return JSONResponse(detail.row.as_dict() | {
         "fires": detail.fires, "history": [p.as_dict() for p in detail.history],
         "missed": [m.as_dict() for m in detail.missed],
         "audit": [_entry(a) for a in detail.audit]})
 
 
-def report(request: Request, _: Principal) -> Response:
-    """Every tick of the span with its one outcome (`kiqbeat report --json`)."""
-    q = request.query_params
-    since, until = (_instant(q[k], k) if q.get(k) else None for k in ("since", "until"))
-    found = _console(request).store().report(_name(request), since=since, until=until)
-    return JSONResponse(found.as_dict())
-
-
-def put_schedule(request: Request, principal: Principal) -> Response:
-    body = _body(request)
-    name = _name(request)
-    if not isinstance(body, dict):
-        raise ConfigError(f"schedule {shown(name)}: the body must be a JSON object of fields "
-                          f"(cron, class, ...), got {shown(body)}")
-    note = _note(request, None)
-    created = _console(request).put(principal.actor, name, body, note)
-    row = _console(request).get(name)
+def _put(request: Request, asked: Any, created: Any) -> Response:
+    row = _console(request).get(asked.name)
     return JSONResponse(row.as_dict(), status_code=201 if created else 200)
 
 
-def delete_schedule(request: Request, principal: Principal) -> Response:
-    _console(request).remove(principal.actor, _name(request), _note(request, None))
-    return Response(status_code=204)
+def _paused(request: Request, asked: Any, changed: Any) -> Response:
+    return JSONResponse({**json_name(asked.name), "paused": asked.kind == "pause",
+                         "changed": changed})
 
 
-def pause(request: Request, principal: Principal) -> Response:
-    body = _object_body(request)
-    until = body.get("until")
-    if until == "":
-        raise ConfigError("until '' must be an ISO 8601 instant with an offset, after now (or "
-                          "null: until resumed)")
-    changed = _console(request).pause(principal.actor, _name(request), _note(request, body),
-                                      until=pause_until(until))
-    return JSONResponse({**json_name(_name(request)), "paused": True, "changed": changed})
+# kind -> (its fields from the HTTP request, its answer from the result): every documented
+# body as it was.
+FRONT: dict[str, tuple[Callable[[Request, str], dict[str, Any]],
+                       Callable[[Request, Any, Any], Response]]] = {
+    "get": (_fields_get, _detail),
+    "report": (_fields_report, lambda _, __, found: JSONResponse(found.as_dict())),
+    "put": (_fields_put, _put),
+    "remove": (_fields_remove, lambda *_: Response(status_code=204)),
+    "pause": (_fields_pause, _paused),
+    "resume": (_fields_action, _paused),
+    "skip": (_fields_action, lambda _, asked, pending: JSONResponse(
+        {**json_name(asked.name), "pending_skips": pending})),
+    "trigger": (_fields_action, lambda _, __, done: JSONResponse(done.as_dict(),
+                                                                 status_code=201)),
+    "backfill": (_fields_backfill, lambda _, asked, result: JSONResponse(
+        result.as_dict() | {"dry_run": asked.dry_run})),
+}
 
 
-def resume(request: Request, principal: Principal) -> Response:
-    body = _object_body(request)
-    changed = _console(request).resume(principal.actor, _name(request), _note(request, body))
-    return JSONResponse({**json_name(_name(request)), "paused": False, "changed": changed})
+def act(kind: str) -> Handler:
+    """The handler of one request kind: read into the model, run by the one dispatch,
+    rendered."""
+    fields, render = FRONT[kind]
 
+    def run(request: Request, principal: Principal) -> Response:
+        asked = from_fields(kind, fields(request, _name(request)))
+        return render(request, asked, _console(request).execute(principal.actor, asked))
 
-def skip(request: Request, principal: Principal) -> Response:
-    body = _object_body(request)
-    count = body.get("count", 1)
-    if not isinstance(count, int) or isinstance(count, bool):
-        raise ConfigError(f"count {shown(count)} must be a whole number (the ticks to skip)")
-    pending = _console(request).skip(principal.actor, _name(request), count,
-                                     _note(request, body))
-    return JSONResponse({**json_name(_name(request)), "pending_skips": pending})
-
-
-def trigger(request: Request, principal: Principal) -> Response:
-    body = _object_body(request)
-    args = body.get("args")
-    if args is not None and not isinstance(args, list):
-        raise ConfigError(f"args must be a JSON array (the job's arguments), got {shown(args)}")
-    done = _console(request).trigger(principal.actor, _name(request), args,
-                                     _note(request, body))
-    return JSONResponse(done.as_dict(), status_code=201)
-
-
-def backfill(request: Request, principal: Principal) -> Response:
-    body = _object_body(request)
-    if set(body) & {"names", "all", "actor"}:
-        raise ConfigError("the schedule is the one the path names: names, all and actor are "
-                          "not fields of this body")
-    asked = from_fields("backfill", {**body, "names": [_name(request)],
-                                     "note": _note(request, body)})
-    result = _console(request).backfill(principal.actor, asked)
-    return JSONResponse(result.as_dict() | {"dry_run": asked.dry_run})
+    return run
 
 
 def missed(request: Request, _: Principal) -> Response:
@@ -323,13 +359,12 @@ def _with_body(handler: Callable[[Request], Response]) -> Callable[[Request], An
 
 
 SCHEDULES = "/api/v1/schedules/"
-# (action, method) -> (handler, acts): "" is the schedule itself.
-ACTIONS: dict[tuple[str, str], tuple[Handler, bool]] = {
-    ("", "GET"): (get_schedule, False), ("", "PUT"): (put_schedule, True),
-    ("", "DELETE"): (delete_schedule, True), ("report", "GET"): (report, False),
-    **{(verb, "POST"): (handler, True) for verb, handler in (
-        ("pause", pause), ("resume", resume), ("skip", skip), ("trigger", trigger),
-        ("backfill", backfill))}}
+# (action, method) -> (the request's kind, acts): "" is the schedule itself.
+ACTIONS: dict[tuple[str, str], tuple[str, bool]] = {
+    ("", "GET"): ("get", False), ("", "PUT"): ("put", True),
+    ("", "DELETE"): ("remove", True), ("report", "GET"): ("report", False),
+    **{(verb, "POST"): (verb, True) for verb in (
+        "pause", "resume", "skip", "trigger", "backfill")}}
 
 
 def schedule_address(scope: Scope) -> tuple[str, str]:
@@ -351,8 +386,8 @@ class ScheduleRoutes(BaseRoute):
     path routes decode first, and their patterns match no newline)."""
 
     def __init__(self) -> None:
-        self.apps = {key: request_response(_with_body(endpoint(handler, act=acts)))
-                     for key, (handler, acts) in ACTIONS.items()}
+        self.apps = {key: request_response(_with_body(endpoint(act(kind), act=acts)))
+                     for key, (kind, acts) in ACTIONS.items()}
 
     def matches(self, scope: Scope) -> tuple[Match, Scope]:
         path, root = str(scope.get("path", "")), str(scope.get("root_path", ""))

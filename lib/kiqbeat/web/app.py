@@ -14,7 +14,8 @@ or DELETE whose Origin header names another origin is refused before any handler
 anonymous console (no tokens, loopback only) refuses a Host header that is not a loopback
 name (DNS rebinding).
 
-While the app runs, a thread sweeps the store into the name index (names.py).
+While the app runs, a thread builds the name index once if the store predates it
+(redis/names.py), then walks the histories for the overview's recent pushes (recent.py).
 """
 
 from __future__ import annotations
@@ -102,19 +103,31 @@ def _health(request: Request) -> Response:
     return JSONResponse({"ok": True})
 
 
-def create_app(engine: Engine, auth: Auth, *, root_path: str = "", sweep: bool = True
+def _background(console: Console, stop: threading.Event) -> None:
+    """The console's thread: the name index built if need be, then the histories walked."""
+    while not stop.is_set():
+        try:
+            console.build_index()
+            break
+        except KiqbeatError:
+            stop.wait(1.0)  # Redis away: try again
+    console.recent.run_until(stop)
+
+
+def create_app(engine: Engine, auth: Auth, *, root_path: str = "", background: bool = True
                ) -> Starlette:
     """The console and API over `engine`'s store; `root_path` is where it is mounted (links
-    are made under it); `sweep` runs the name index's sweep in a thread while it serves."""
+    are made under it); `background` runs, in a thread while it serves, the name index's
+    build (once, on a store that predates it) and the walk of the histories."""
     console = Console(engine)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         stop = threading.Event()
         thread = None
-        if sweep:
-            thread = threading.Thread(target=console.sweep.run_until, args=(stop,),
-                                      name="kiqbeat-sweep", daemon=True)
+        if background:
+            thread = threading.Thread(target=_background, args=(console, stop),
+                                      name="kiqbeat-console", daemon=True)
             thread.start()
         try:
             yield

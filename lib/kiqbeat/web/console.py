@@ -6,8 +6,11 @@ validate` gives them), the same refusals. Every change goes through the Store, w
 records it in the audit trail for the actor the front end names (its token's name).
 
 Cost per call is bounded whatever the store holds: a page reads at most `limit` rows and
-examines at most `MAX_EXAMINED_PER_PAGE` names (limits.py), through the name index
-(names.py); the overview reads counts, one page of the due index and the sweep's tally.
+examines at most `MAX_EXAMINED_PER_PAGE` names (limits.py), through the name index the write
+script keeps (redis/names.py): a list, filtered or not, reads the definitions of the rows it
+returns and no other. The overview reads counts (the index's counters and the pause
+records), one page of the due index and the newest pushes of the last history walk
+(recent.py).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import json
 import re
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -43,16 +46,19 @@ from kiqbeat.errors import ConfigError, OwnedByDocumentError, json_name, shown
 from kiqbeat.redis import keys, progress, scripts
 from kiqbeat.redis.clock import read_clock
 from kiqbeat.redis.connection import redis_errors, reply_text
-from kiqbeat.redis.definitions import read_present
+from kiqbeat.redis.definitions import scan_items
+from kiqbeat.redis.names import NameIndex, build, index_names
 from kiqbeat.store import Backfill, MissedRange, ScheduleStatus, Status, Store, Triggered
-from kiqbeat.web.names import NameIndex, Sweep, Tally, paused_now
+from kiqbeat.web.recent import Recent, Tally, paused_now
 
 STATES = ("active", "paused", "set_aside", "missed", "failing")
 FAILING_SHOWN = 10  # failing schedules the overview lists first
 FIRES = 20  # fire times a schedule's page previews
 RECENT_SPAN = timedelta(days=1)  # the span of a schedule page's strip of recent ticks
 STRIP_TICKS = 60  # the strip's cells at most (the newest ticks of the span)
-EXAMINE_BATCH = 250  # names a filtered page reads per round trip (HMGET of their definitions)
+EXAMINE_BATCH = 250  # names a filtered page reads per round trip (HMGET of their facets)
+# Pause records the overview reads to count the paused (beyond: the count is not shown).
+PAUSES_COUNTED = 10_000
 # A backfill asked for by a page or an API call stops pushing after this long (a request
 # must answer); its answer then says so, and running it again pushes the rest.
 BACKFILL_DEADLINE_S = 20.0
@@ -129,7 +135,7 @@ class Overview:
     """The store at a glance."""
 
     status: Status
-    tally: Tally | None  # the sweep's last full pass (None before the first)
+    tally: Tally | None  # paused counted now, recent pushes of the last history walk
     document: tuple[str, int, bool] | None  # (source, schedules, applied)
     indexed: int
     # Schedules whose newest failure no success has followed (kiqbeat:outcomes:errors):
@@ -139,7 +145,7 @@ class Overview:
 
     @property
     def paused(self) -> int | None:
-        """Paused schedules, as of the sweep's last pass."""
+        """Paused schedules (None: more pause records than the overview reads)."""
         return self.tally.paused if self.tally else None
 
     def as_dict(self) -> dict[str, Any]:
@@ -152,7 +158,7 @@ class Overview:
                        "set_aside": counts.set_aside, "with_missed": counts.with_missed,
                        "paused": self.paused,
                        "active": (counts.schedules - counts.set_aside - tally.paused)
-                       if tally else None,
+                       if tally and tally.paused is not None else None,
                        "counted_at": tally.finished_at.isoformat()
                        if tally and tally.finished_at else None},
             "most_overdue": [r.as_dict() for r in self.status.schedules],
@@ -240,8 +246,14 @@ class Console:
         self.client, self.namespace = base.client, base.namespace
         self.index = NameIndex(self.client, self.namespace)
         self.lua = scripts.Caller(functions=engine.settings.redis_functions)
-        self.sweep = Sweep(self.client, self.namespace, self.lua)
+        self.recent = Recent(self.client, self.namespace)
         self.backfilled = 0  # ticks this process's backfills pushed (a metric)
+
+    def build_index(self) -> None:
+        """Build the name index once on a store written before it (redis/names.py; the
+        console's first start, in its background thread): idempotent, beside any writer."""
+        if not self.index.built():
+            build(self.client, self.namespace, self.lua)
 
     def store(self, actor: str | None = None, note: str = "") -> Store:
         """The deployment's store, acting for `actor` with `note`."""
@@ -291,15 +303,28 @@ class Console:
                 at_end = True
                 break
         more = not at_end and after_name is not None
-        return Page(self._rows(store, matched),
+        rows = self._rows(store, matched)
+        if len(rows) < len(matched):  # removed by a writer that left the index (plain Redis)
+            listed = {r.status.name for r in rows}
+            index_names(self.client, self.namespace, [n for n in matched if n not in listed],
+                        mode="gone", lua=self.lua)
+        return Page(rows,
                     encode_cursor("n", after_name) if more and after_name is not None else None,
                     examined)
 
     def _index_if_stored(self, name: str) -> None:
-        with redis_errors(self.client, "reading a definition"):
+        """A name written by a previous release's writer, without the name index, is found by
+        its exact name at once (HEXISTS: no definition read unless it is stored and not
+        indexed yet; then index.lua reads it, length-checked, for its facets)."""
+        with redis_errors(self.client, "reading the name index"):
+            indexed = self.client.zscore(keys.names(self.namespace),
+                                         name.encode(errors="surrogateescape"))
+        if indexed is not None:
+            return
+        with redis_errors(self.client, "reading a definition's presence"):
             exists = self.client.hexists(keys.definitions(self.namespace), name)
         if exists:
-            self.index.add([name])
+            index_names(self.client, self.namespace, [name], lua=self.lua)
 
     def _scan_hash(self, state: str, prefix: str, cursor: int, skip: int, limit: int
                    ) -> tuple[list[str], str]:
@@ -317,35 +342,39 @@ class Console:
         return names, f"{int(following)}:0" if int(following) else ""
 
     def _matching(self, names: list[str], state: str, queue: str, source: str) -> list[str]:
-        """The names among `names` whose definitions exist and pass the filters; names of
-        the index whose definitions are gone are dropped from it."""
+        """The names among `names` whose definitions exist and pass the filters, by their
+        facets in the name index (no definition read); a name indexed without facets (a
+        plain Redis writer's) is indexed with them first, and one whose definition is gone
+        leaves the index (index.lua)."""
         if not names:
             return []
-        present = read_present(self.client, self.namespace, names, self.lua)  # oversized: unread
-        self.index.forget([n for n in names if n not in present])
+        facets = self.index.facets(names)
+        unknown = [n for n in names if n not in facets]
+        if unknown:
+            index_names(self.client, self.namespace, unknown, lua=self.lua)
+            facets |= self.index.facets(unknown)
         if not (state or queue or source):
-            return [n for n in names if n in present]
-        with redis_errors(self.client, "reading definitions"):
+            return [n for n in names if n in facets]
+        with redis_errors(self.client, "reading set-aside reasons"):
             rejected = self.client.hmget(keys.rejected(self.namespace),
                                          [n.encode(errors="surrogateescape") for n in names])
         held = paused_now(self.client, self.namespace,
-                          [n for n in names if n in present]) if state else set()
+                          [n for n in names if n in facets]) if state else set()
         out = []
         for name, why in zip(names, rejected, strict=True):
-            data = present.get(name)
-            if data is None:
+            if name not in facets:
                 continue
-            raw = json_object(data)
-            if raw is None:  # garbled, or over the limit (unread): set aside, fields unknown
+            found = facets[name]
+            if found is None:  # over the limit (unread) or garbled: set aside, fields unknown
                 continue
-            paused = name in held or raw.get("enabled", True) is False
+            paused = name in held or not found.enabled
             if state == "active" and (why is not None or paused):
                 continue
             if state == "paused" and (why is not None or not paused):
                 continue
-            if queue and str(raw.get("queue", "default")) != queue:
+            if queue and found.queue != queue:
                 continue
-            if source and str(raw.get("source", "") or "api") != source:
+            if source and (found.source or "api") != source:
                 continue
             out.append(name)
         return out
@@ -427,11 +456,41 @@ class Console:
         names = sorted(reply_text(n) for n in found)[:FAILING_SHOWN]
         failing = sorted(self._rows(store, names), key=lambda r: -(
             r.status.health.consecutive_failures if r.status.health else 0))
-        return Overview(status, self.sweep.last, document, self.index.size(), count, failing)
+        tally = Tally(self._paused(), self.recent.last or [], status.now)
+        return Overview(status, tally, document, self.index.size(), count, failing)
+
+    def _paused(self) -> int | None:
+        """Paused schedules: definitions with `enabled: false` (the index's counter) and
+        enabled ones a pause record holds now; None beyond PAUSES_COUNTED pause records."""
+        key = keys.paused(self.namespace)
+        with redis_errors(self.client, f"reading {key}"):
+            if int(self.client.hlen(key)) > PAUSES_COUNTED:
+                return None
+        records = [name for name, _ in scan_items(self.client, key)]
+        held = sorted(paused_now(self.client, self.namespace, records))
+        facets = self.index.facets(held)
+        enabled_held = 0
+        for name in held:
+            if name in facets:  # indexed: stored (None: unread, so not counted disabled)
+                found = facets[name]
+                enabled_held += found is None or found.enabled
+        return self.index.disabled() + enabled_held
 
     def audit(self, name: str | None = None, limit: int = 100) -> list[AuditEntry]:
         """The newest audit entries (of `name` when given)."""
         return read_audit(self.client, self.namespace, name, limit=max(1, min(limit, 1000)))
+
+    # ------------------------------------------------------------------------ one dispatch
+
+    def execute(self, actor: str, request: Request) -> Any:
+        """Run one schedule request for `actor`: `request` is read and checked by the request
+        model the CLI and the Lambda use (`kiqbeat.entrypoints.requests`), and its kind alone
+        decides what runs (get, report, put, remove, pause, resume, skip, trigger, backfill);
+        the result is the front end's to render."""
+        run = _EXECUTE.get(request.kind)
+        if run is None:
+            raise ConfigError(f"{request.kind!r} is not a request the console runs")
+        return run(self, actor, request)
 
     # ------------------------------------------------------------------------ acting
 
@@ -450,7 +509,6 @@ class Console:
             store.put(name, definition)  # checked first: its messages, whoever owns it
         except OwnedByDocumentError as exc:
             raise read_only(name, exc) from exc
-        self.index.add([name])
         return not existed
 
     def remove(self, actor: str, name: str, note: str = "") -> None:
@@ -461,7 +519,6 @@ class Console:
             removed = store.remove(name)
         except OwnedByDocumentError as exc:
             raise read_only(name, exc) from exc
-        self.index.forget([name])
         if not removed:
             raise store.no_schedule([name])
 
@@ -505,3 +562,17 @@ class Console:
         self.backfilled += result.pushed
         return result
 
+
+
+# What each request kind runs on the console (`Console.execute`): the one dispatch.
+_EXECUTE: dict[str, Callable[[Console, str, Request], Any]] = {
+    "get": lambda c, _, r: c.detail(r.name),
+    "report": lambda c, _, r: c.store().report(r.name, since=r.since, until=r.until),
+    "put": lambda c, a, r: c.put(a, r.name, r.definition, r.note),
+    "remove": lambda c, a, r: c.remove(a, r.name, r.note),
+    "pause": lambda c, a, r: c.pause(a, r.name, r.note, until=r.until),
+    "resume": lambda c, a, r: c.resume(a, r.name, r.note),
+    "skip": lambda c, a, r: c.skip(a, r.name, r.count, r.note),
+    "trigger": lambda c, a, r: c.trigger(a, r.name, r.args, r.note),
+    "backfill": lambda c, a, r: c.backfill(a, r),
+}

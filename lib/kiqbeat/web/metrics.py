@@ -16,7 +16,7 @@ Two sources, one set of names (infra/grafana/kiqbeat.json charts them):
 - **The store** (the console's GET /metrics), read from Redis at each scrape in one
   pipelined round trip plus one page of the due index: `kiqbeat_schedules`,
   `kiqbeat_schedules_set_aside`, `kiqbeat_schedules_with_missed`,
-  `kiqbeat_schedules_due`, `kiqbeat_schedules_paused` (from the sweep's last pass),
+  `kiqbeat_schedules_due`, `kiqbeat_schedules_paused` (the name index's counters),
   `kiqbeat_schedules_failing` (kiqbeat:outcomes:errors' length),
   `kiqbeat_overdue_seconds` (the most overdue schedule's lag), and
   `kiqbeat_backfilled_total` (ticks the console's backfills pushed).
@@ -80,7 +80,8 @@ class StoreCollector(Collector):
             yield GaugeMetricFamily(name, help_text, value=value)
         if overview.paused is not None:
             yield GaugeMetricFamily("kiqbeat_schedules_paused", "paused schedules (the "
-                                    "sweep's last pass)", value=overview.paused)
+                                    "name index and the pause records)",
+                                    value=overview.paused)
         rows = overview.status.schedules
         yield GaugeMetricFamily("kiqbeat_overdue_seconds", "the most overdue schedule's lag",
                                 value=max((r.lag_s for r in rows), default=0.0))

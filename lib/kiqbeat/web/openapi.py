@@ -151,17 +151,21 @@ def openapi() -> dict[str, Any]:
                     "until": {"type": ["string", "null"], "format": "date-time",
                               "description": "after now, with an offset: it resumes by "
                               "itself after it"},
-                    "note": {"type": "string", "maxLength": MAX_AUDIT_NOTE_CHARS}}},
+                    "note": {"type": "string", "maxLength": MAX_AUDIT_NOTE_CHARS}},
+                    "additionalProperties": False},
                 "Note": {"type": "object", "properties": {"note": {
-                    "type": "string", "maxLength": MAX_AUDIT_NOTE_CHARS}}},
+                    "type": "string", "maxLength": MAX_AUDIT_NOTE_CHARS}},
+                    "additionalProperties": False},
                 "Skip": {"type": "object", "properties": {
                     "count": {"type": "integer", "minimum": 1,
                               "maximum": MAX_PENDING_SKIPS}, "note": {
-                        "type": "string", "maxLength": MAX_AUDIT_NOTE_CHARS}}},
+                        "type": "string", "maxLength": MAX_AUDIT_NOTE_CHARS}},
+                    "additionalProperties": False},
                 "Trigger": {"type": "object", "properties": {
                     "args": {"type": ["array", "null"], "description": "the job's "
                              "arguments (null or absent: the schedule's own)"}, "note": {
-                        "type": "string", "maxLength": MAX_AUDIT_NOTE_CHARS}}},
+                        "type": "string", "maxLength": MAX_AUDIT_NOTE_CHARS}},
+                    "additionalProperties": False},
                 "Backfill": {"type": "object", "properties": {
                     "since": {"type": "string", "format": "date-time"},
                     "until": {"type": "string", "format": "date-time"},

@@ -34,6 +34,20 @@ module KiqbeatStore
     "#{ns}kiqbeat:rejected"
   end
 
+  # The name index the console lists from (docs/store.md "The name index"): the names, the
+  # facets kiqbeat derives (dropped on a change: kiqbeat derives them again), the disabled.
+  def names_key(ns = "")
+    "#{ns}kiqbeat:names"
+  end
+
+  def facets_key(ns = "")
+    "#{ns}kiqbeat:facets"
+  end
+
+  def disabled_key(ns = "")
+    "#{ns}kiqbeat:disabled"
+  end
+
   # The due index holding `name`: with N shards, shard crc32(name) % N has its own.
   def due_key(name, ns = "", shards = 1)
     return "#{ns}kiqbeat:due" if shards == 1
@@ -57,7 +71,9 @@ module KiqbeatStore
       next [] if current.nil?
 
       mine!(name, current)
-      [[:hdel, definitions_key(ns), name], [:zadd, due_key(name, ns, shards), 0, name]]
+      [[:hdel, definitions_key(ns), name], [:zadd, due_key(name, ns, shards), 0, name],
+       [:zrem, names_key(ns), name], [:hdel, facets_key(ns), name],
+       [:srem, disabled_key(ns), name]]
     end
   end
 
@@ -216,10 +232,12 @@ module KiqbeatStore
     count.to_s.reverse.scan(/\d{1,3}/).join(",").reverse
   end
 
-  # The definition, its set-aside reason cleared, and its index entry at 0: "plan me".
+  # The definition, its set-aside reason cleared, its index entry at 0: "plan me", and its
+  # name indexed (its facets dropped, for kiqbeat to derive again).
   def writes(name, json, ns, shards)
     [[:hset, definitions_key(ns), name, json], [:hdel, rejected_key(ns), name],
-     [:zadd, due_key(name, ns, shards), 0, name]]
+     [:zadd, due_key(name, ns, shards), 0, name], [:zadd, names_key(ns), 0, name],
+     [:hdel, facets_key(ns), name]]
   end
 
   # Runs the block's commands in MULTI, reading again if another writer changed the

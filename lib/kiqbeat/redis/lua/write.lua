@@ -10,7 +10,9 @@ KEYS[10]  manual hash (the last manual run's jid)
 KEYS[11]  paused hash (pause records: core/pause.py)
 KEYS[12], KEYS[13], KEYS[14], KEYS[15]  the life hashes: runs, skips, last job, held tick
   (life.lua)
-KEYS[16..]  due indexes (one per shard an operation names)
+KEYS[16], KEYS[17], KEYS[18]  the name index, its facets and disabled names (names.lua), kept in
+  step with the definitions
+KEYS[19..]  due indexes (one per shard an operation names)
 ARGV[1]  the operations, packed in one string: per operation a line
   "OP K SOURCE_LENGTH EXPECT NAME_LENGTH DEF_LENGTH\n" then SOURCE, NAME and DEF, where
   OP is one of
@@ -27,7 +29,7 @@ ARGV[1]  the operations, packed in one string: per operation a line
            with EXPECT "big:N", only if it is still N bytes long, over the limit (it was
            not read, and is not now), or, with EXPECT "-", forget a name whose
            definition is gone
-  K the due index (KEYS[15 + K]), SOURCE the writer ("" for the API and other languages,
+  K the due index (KEYS[18 + K]), SOURCE the writer ("" for the API and other languages,
   a document's location for a document), EXPECT a SHA1 or "-".
 ARGV[2]  the shard count the writer computed its index keys with: refused unless it is the
   recorded one (recorded if none is)
@@ -44,7 +46,8 @@ sets its index entry to 0 ("plan me") and clears a set-aside reason; writing the
 again changes nothing. Removing forgets the watermark, first-seen, missed ranges, history,
 last manual jid, pause record and life state (run count, pending skips, last job, held
 tick) too;
-writing a definition never touches the pause record.
+writing a definition never touches the pause record. Writing or removing a definition keeps
+the name index (names, facets, disabled: names.lua) in step, in the same step.
 
 Changing a planned definition also moves its watermark up to the change (never past the
 old definition's next tick, which its index entry gives): the new definition applies to
@@ -63,7 +66,7 @@ local documents_key, document_key, shards_key = KEYS[5], KEYS[6], KEYS[7]
 local missed_key, history_key, manual_key = KEYS[8], KEYS[9], KEYS[10]
 local paused_key = KEYS[11]
 local life = {runs = KEYS[12], skips = KEYS[13], last = KEYS[14], held = KEYS[15]}
-local FIRST_DUE = 15
+local FIRST_DUE = 18
 local body, record = ARGV[1], ARGV[3] == '1'
 
 -- Check every key's type and (Redis 7) every permission before the first write
@@ -72,6 +75,7 @@ local err = expect_type(defs_key, 'hash') or expect_type(wm_key, 'hash')
   or expect_type(seen_key, 'hash') or expect_type(rejected_key, 'hash')
   or expect_type(missed_key, 'hash') or expect_type(history_key, 'hash')
   or expect_type(manual_key, 'hash') or expect_type(paused_key, 'hash') or life_check(life)
+  or names_use(KEYS[16], KEYS[17], KEYS[18])
 if err then return err end
 for k = FIRST_DUE + 1, #KEYS do
   err = expect_type(KEYS[k], 'zset')
@@ -221,6 +225,7 @@ while pos <= #body do
         code = 'S'
       else
         forget(name, due_key)
+        names_forget(name)
       end
     elseif size then
       if big and length == tonumber(size) then
@@ -246,6 +251,7 @@ while pos <= #body do
     else
       redis.call('HDEL', defs_key, name)
       forget(name, due_key)
+      names_forget(name)
     end
   else
     if op == 'add' and exists then
@@ -264,6 +270,7 @@ while pos <= #body do
       else
         redis.call('ZADD', due_key, 'NX', 0, name)  -- an index entry lost is planned again
       end
+      names_set(name, current)  -- a name index entry lost (or never made) is made
     else
       if exists then
         cut_mark(name, due_key, current, def)
@@ -271,6 +278,7 @@ while pos <= #body do
       redis.call('HSET', defs_key, name, def)
       redis.call('ZADD', due_key, 0, name)
       redis.call('HDEL', rejected_key, name)
+      names_set(name, def)
     end
   end
   codes[#codes + 1] = code
