@@ -5,7 +5,6 @@ and gets exactly what a full check gives, schedule or messages."""
 from __future__ import annotations
 
 import json
-import sys
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,13 +14,26 @@ from hypothesis import strategies as st
 
 from kiqbeat.core.limits import MAX_CHECKED_TEMPLATES
 from kiqbeat.core.schedule import Schedule
-from kiqbeat.document.validate import (
-    check_stored,
-    encode_definition,
-    forget_templates,
-    read_definition,
-)
+from kiqbeat.document import validate
+from kiqbeat.document.validate import Checks, encode_definition
 from kiqbeat.errors import ConfigError
+
+# The checks kept by content that these tests read through, as an engine or a store keeps its
+# own (document/validate.py keeps none of its own).
+CHECKS = Checks()
+
+
+def read_definition(name: str, data: bytes, *, window_s: float = 3600.0) -> Schedule:
+    return validate.read_definition(name, data, window_s=window_s, checks=CHECKS)
+
+
+def check_stored(name: str, data: bytes) -> None:
+    validate.check_stored(name, data, checks=CHECKS)
+
+
+def forget_templates() -> None:
+    CHECKS.forget()
+
 
 BASES: list[dict[str, Any]] = [
     {"cron": "0 9 * * *", "tz": "Asia/Kolkata", "class": "DigestWorker"},
@@ -236,7 +248,6 @@ def test_a_writers_check_refuses_what_reading_refuses_with_the_same_messages(
 
 
 def test_the_checked_definitions_kept_stay_within_their_bound() -> None:
-    validate = sys.modules["kiqbeat.document.validate"]
     forget_templates()
     read_definition("first", encode_definition({"class": "W", "every": "1m"}))
     for k in range(MAX_CHECKED_TEMPLATES + 50):
@@ -244,7 +255,7 @@ def test_the_checked_definitions_kept_stay_within_their_bound() -> None:
         new_timing = encode_definition({"args": [k], "class": "W", "every": f"{k + 1}m"})
         for data in (new_template, new_timing, new_timing):  # the last through its text
             read_definition(f"s{k}", data)
-    kept = (validate._TEMPLATES, validate._TIMINGS, validate._BY_REST)
+    kept = (CHECKS.templates, CHECKS.timings, CHECKS.by_rest)
     assert all(0 < len(cache) <= MAX_CHECKED_TEMPLATES for cache in kept)
     forget_templates()
 
