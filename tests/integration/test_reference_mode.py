@@ -31,7 +31,6 @@ from kiqbeat.errors import KiqbeatError
 from kiqbeat.redis import keys
 from kiqbeat.redis.definitions import DUE_BATCH
 from kiqbeat.settings import Settings
-
 from tests.support.clock import minute_floor, redis_now
 from tests.support.engine import config
 

@@ -318,3 +318,40 @@ def test_a_stored_phrase_comes_back_as_written_and_is_read_as_its_cron() -> None
     # 09:00 in Tokyo is 00:00Z: the next after midnight UTC on 1 January is the 2nd's.
     assert schedule.timetable.next_after(datetime(2026, 1, 1, tzinfo=UTC)) == datetime(
         2026, 1, 2, tzinfo=UTC)
+
+
+@pytest.mark.parametrize("first", [{"active_job": True}, {"alert_after_failures": 3},
+                                   {"active_job": True, "alert_after_failures": 3}, {}])
+def test_a_definition_whose_keys_sort_before_args_is_read_through_its_text_too(
+    first: dict[str, Any], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Stored keys are sorted: "active_job" and "alert_after_failures" come before "args".
+    # The fast path by text must take them as it takes the rest (it once looked only at
+    # definitions starting with `{"args":`), and give what a full check gives.
+    forget_templates()
+    fields = {**first, "class": "W", "cron": "*/5 * * * *"}
+    read_definition("tenant:1", encode_definition({**fields, "args": [1]}, "doc"))
+    assert len(CHECKS.by_rest) == 1
+    data = encode_definition({**fields, "args": [2, "b"]}, "doc")
+    expected = validate.read_definition("tenant:2", data)  # in full: no checks kept
+    decoded: list[bytes] = []
+    loads = validate.json_text.loads
+
+    def counted(text: bytes) -> Any:
+        decoded.append(text)
+        return loads(text)
+
+    monkeypatch.setattr(validate.json_text, "loads", counted)
+    assert read_definition("tenant:2", data) == expected
+    assert decoded == []  # not decoded beyond its args and the keys before them
+    forget_templates()
+
+
+def test_a_definition_with_args_twice_or_out_of_order_is_checked_in_full() -> None:
+    forget_templates()
+    for data in (b'{"active_job":true,"args":[1],"args":[2],"class":"W","cron":"* * * * *"}',
+                 b'{"class":"W","args":[1],"cron":"* * * * *"}',
+                 b'{"active_job": true, "args":[1],"class":"W","cron":"* * * * *"}'):
+        for _ in range(2):
+            assert read_definition("x", data) == validate.read_definition("x", data)
+    forget_templates()
