@@ -30,13 +30,16 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from kiqbeat.core.limits import (
     MAX_PARSED_DEFINITION_BYTES,
     MAX_PARSED_DEFINITIONS,
+    MAX_REASON_CHARS,
     PUSH_CALL_BUDGET_US,
     PUSH_US_PER_GROUP,
     PUSH_US_PER_JOB,
 )
-from kiqbeat.core.plan import TickMemo
+from kiqbeat.core.plan import KEEP_WARM_MS, TickMemo
 from kiqbeat.core.schedule import Config, Schedule
-from kiqbeat.document.validate import Checks
+from kiqbeat.document.validate import Checks, read_definition
+from kiqbeat.errors import ConfigError
+from kiqbeat.redis.definitions import definition_sha
 
 if TYPE_CHECKING:
     from kiqbeat.redis.due import DueRead, StartedDue
@@ -69,15 +72,37 @@ class Devices:
 
     # -- parsed definitions -------------------------------------------------------------
 
-    def parsed(self, name: str, definition: bytes) -> Parsed | None:
-        """The definition's parse kept from before, or None."""
-        return self._parsed.get((name, definition))
+    def parse(self, name: str, definition: bytes, window_s: float, now_ms: int) -> Parsed:
+        """The checked schedule of a stored definition, or why it is refused; and its SHA1.
 
-    def keep_parsed(self, name: str, definition: bytes, parsed: Parsed) -> None:
+        Kept parsed only when the schedule's next tick after `now_ms` is at most
+        KEEP_WARM_MS (core/plan.py) away: a schedule due again only in an hour (most of a
+        large store) would be pushed out by then; it is read again through the content-keyed
+        checks (`checks`), nearly as fast. A refusal is kept."""
+        known = self._parsed.get((name, definition))
+        if known is not None:
+            return known
+        sha = definition_sha(definition)
+        parsed: Schedule | str
+        try:
+            parsed = read_definition(name, definition, window_s=window_s, checks=self.checks)
+        except ConfigError as exc:
+            parsed = "; ".join(exc.problems)[:MAX_REASON_CHARS]
+        if self.reference:
+            return parsed, sha
+        if isinstance(parsed, Schedule):
+            try:
+                soon = self._memo.next_ms(parsed.timetable, now_ms) - now_ms <= KEEP_WARM_MS
+            except (ValueError, OverflowError):  # planning says why (beyond the year 9999)
+                soon = False
+            if not soon:
+                return parsed, sha
+        self._keep_parsed(name, definition, (parsed, sha))
+        return parsed, sha
+
+    def _keep_parsed(self, name: str, definition: bytes, parsed: Parsed) -> None:
         """Keep a parse, within MAX_PARSED_DEFINITIONS and MAX_PARSED_DEFINITION_BYTES (past
         either, all are dropped: a store that large is read afresh)."""
-        if self.reference:
-            return
         if (len(self._parsed) >= MAX_PARSED_DEFINITIONS
                 or self._parsed_bytes + len(definition) > MAX_PARSED_DEFINITION_BYTES):
             self.forget_parsed()

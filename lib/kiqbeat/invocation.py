@@ -2,18 +2,16 @@
 through one script, report.
 
 Round trips: one when nothing is due, two for an ordinary minute (one batch). The first
-pipeline reads the Redis clock, the first batch of due index entries (definition and
-watermark of each), the digest of the document as last applied and what the steps after
-the pushes need; a changed document is applied as a diff first (document sync, sync.py),
-then the batch is read again. Each batch is planned (core/plan.py) and pushed by the push
-script, which moves each schedule's index entry in the same step; the next batch is read
-until one says nothing more is due. A batch carries at most MAX_BATCH_DEFINITION_BYTES of
-definitions, and a definition over MAX_DEFINITION_BYTES is set aside without being read, so
-an invocation's memory is bounded whatever the store holds (core/limits.py). Extras, each
-said where it happens: startup checks on a new client (deployment.py); the neighbour check
-in the first pipeline whenever a new parsed config is met; the document's fingerprint
-record (one write); setting invalid definitions aside (one write); `wait_replicas` (a WAIT
-per push call); the Recurring Jobs tab (one write). How fast it runs is devices.py's.
+pipeline reads the Redis clock, the first due batch (definition and watermark of each), the
+digest of the document as last applied and what the steps after the pushes need; a changed
+document is applied as a diff first (sync.py), then the batch is read again. Each batch is
+planned (core/plan.py) and pushed by the push script, which moves each schedule's index
+entry in the same step, until a read says nothing more is due. A batch carries at most
+MAX_BATCH_DEFINITION_BYTES of definitions and one over MAX_DEFINITION_BYTES is set aside
+unread: an invocation's memory is bounded whatever the store holds (core/limits.py).
+Extras: startup checks on a new client (deployment.py), the neighbour check on a new config,
+the document's record (one write), definitions set aside (one write), `wait_replicas` (a
+WAIT per push call), the Recurring Jobs tab (one write). How fast it runs is devices.py's.
 """
 
 from __future__ import annotations
@@ -26,14 +24,13 @@ from typing import Any
 from kiqbeat.after import fold_outcomes, publish_fold
 from kiqbeat.core.limits import MAX_PLANNABLE_MS, MAX_REASON_CHARS
 from kiqbeat.core.pause import Pause
-from kiqbeat.core.plan import KEEP_WARM_MS, Entry, plan_due, to_ms
+from kiqbeat.core.plan import Entry, plan_due, to_ms
 from kiqbeat.core.report import Report
 from kiqbeat.core.schedule import Config, Schedule
 from kiqbeat.deployment import Deployment
 from kiqbeat.devices import Ahead, Devices, Parsed
 from kiqbeat.document.fingerprint import Applied
-from kiqbeat.document.validate import read_definition
-from kiqbeat.errors import ConfigError, DeadlineError, shown, shown_text
+from kiqbeat.errors import DeadlineError, shown, shown_text
 from kiqbeat.redis import keys
 from kiqbeat.redis.connection import redis_errors, reply_text
 from kiqbeat.redis.definitions import Op, Oversized, definition_sha
@@ -304,34 +301,12 @@ class Invocation:
 
     def _parse(self, name: str, definition: bytes, config: Config,
                own: Mapping[str, Schedule], now_ms: int) -> Parsed:
-        """The checked schedule of a stored definition, or why it is refused; and its SHA1.
-        Kept parsed (devices.py) only when its next tick is at most KEEP_WARM_MS away (most
-        of a large store is due only later, and is read again through the content-keyed
-        checks nearly as fast); a refusal is kept."""
-        devices = self.devices
+        """The checked schedule of a stored definition, or why it is refused; and its SHA1."""
         document = self.sync.document
         if document is not None and document.definitions.get(name) == definition:
             # The document's own, checked (and with the Recurring Jobs tab's toggles).
             return own[name], definition_sha(definition)
-        known = devices.parsed(name, definition)
-        if known is not None:
-            return known
-        sha = definition_sha(definition)
-        parsed: Schedule | str
-        try:
-            parsed = read_definition(name, definition, window_s=config.missed_jobs_window_s,
-                                     checks=devices.checks)
-        except ConfigError as exc:
-            parsed = "; ".join(exc.problems)[:MAX_REASON_CHARS]
-        if isinstance(parsed, Schedule) and not devices.reference:
-            try:
-                soon = devices.memo().next_ms(parsed.timetable, now_ms) - now_ms <= KEEP_WARM_MS
-            except (ValueError, OverflowError):  # planning says why (beyond the year 9999)
-                soon = False
-            if not soon:
-                return parsed, sha
-        devices.keep_parsed(name, definition, (parsed, sha))
-        return parsed, sha
+        return self.devices.parse(name, definition, config.missed_jobs_window_s, now_ms)
 
 
 def _earlier(a: int | None, b: int | None) -> int | None:
