@@ -38,6 +38,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from kiqbeat.core.instants import utc_instant
 from kiqbeat.core.report import REPORT_METRICS, Report
+from kiqbeat.devices import Devices, DocumentMemo
 from kiqbeat.document.sources import Sources
 from kiqbeat.engine import Engine
 from kiqbeat.entrypoints import requests
@@ -118,12 +119,15 @@ class _Warm:
     def __init__(self, environ: Mapping[str, str]) -> None:
         self.settings = Settings.load(environ)
         self.sources = Sources(self.settings.max_age_s)
+        self.documents = DocumentMemo()  # the document's stored form, encoded once for all
         self.engines: dict[Shard, Engine] = {}
 
     def engine(self, shard: Shard) -> Engine:
         engine = self.engines.get(shard)
         if engine is None:
-            engine = Engine(replace(self.settings, shard=shard), sources=self.sources)
+            engine = Engine(replace(self.settings, shard=shard), sources=self.sources,
+                            devices=Devices(reference=self.settings.reference,
+                                            documents=self.documents))
             self.engines[shard] = engine
         return engine
 

@@ -145,6 +145,9 @@ KNOBS: tuple[Knob, ...] = (
          "sign each webhook body: HMAC-SHA256 in the X-Kiqbeat-Signature header"),
     Knob("alert_sns_topic", "KIQBEAT_ALERT_SNS_TOPIC", "--alert-sns-topic", _topic_arn, "ARN",
          "publish each alert event to this SNS topic"),
+    Knob("reference", "KIQBEAT_REFERENCE", "--reference", _true, "BOOL",
+         "run invocations with every performance device off (the same result, slower: to "
+         "check a suspected device fault)"),
     Knob("tracing", "KIQBEAT_TRACING", "--tracing", _true, "BOOL",
          "Lambda only (no command flag): trace with X-Ray through Powertools Tracer"),
 )
@@ -170,6 +173,7 @@ class Settings:
     actor: str = ""
     replay: bool = False  # `run-once --now` may go back further than the window
     tracing: bool = False
+    reference: bool = False  # every performance device off (devices.py)
     alert_webhook: str = ""
     alert_secret: str = ""
     alert_sns_topic: str = ""

@@ -69,7 +69,7 @@ def left_due(client: redis.Redis, until: datetime) -> int:
 def meddled(client: redis.Redis, before: Any) -> Engine:
     """An engine whose scripts run after `before(script name)`."""
     engine = Engine(client=client)
-    engine._lua = Meddling(before=before)  # the engine's way of running scripts, hooked
+    engine.deployment.lua = Meddling(before=before)  # the engine's way of running scripts, hooked
     return engine
 
 

@@ -144,6 +144,6 @@ def test_a_warm_engine_keeps_parsed_only_the_schedules_due_again_soon(
     engine.run(now=now - timedelta(minutes=30))  # registers them all
     report = engine.run(now=now)
     assert report.pushed == 3 * 30 + 3  # the minutely ones' 30 ticks, the hourly ones' one
-    kept = {name for name, _ in engine._parsed}
+    kept = engine.devices.parsed_names()
     assert kept == {"minutely0", "minutely1", "minutely2"}
-    assert {s.name for s, *_ in engine._memo.templates._heads.values()} == kept
+    assert {s.name for s, *_ in engine.devices.memo().templates._heads.values()} == kept

@@ -44,6 +44,9 @@ WEB = "kiqbeat.web"  # the console: only `kiqbeat web` (entrypoints/console.py) 
     ("kiqbeat.redis", ("kiqbeat.document", "kiqbeat.entrypoints", "kiqbeat.engine",
                        "kiqbeat.demo", "handler", WEB)),
     ("kiqbeat.engine", ("kiqbeat.entrypoints", "kiqbeat.demo", "handler", WEB)),
+    *((room, ("kiqbeat.entrypoints", "kiqbeat.demo", "kiqbeat.engine", "handler", WEB))
+      for room in ("kiqbeat.deployment", "kiqbeat.devices", "kiqbeat.sync",
+                   "kiqbeat.invocation", "kiqbeat.after")),
     ("kiqbeat.store", ("kiqbeat.entrypoints", "kiqbeat.engine", "kiqbeat.operator",
                        "kiqbeat.demo", "handler", WEB)),
     # The operator's commands' former home: names kept, each the store's own.
@@ -148,6 +151,56 @@ def test_no_role_module_of_the_store_or_the_operator_is_long() -> None:
                                                  LIB / "kiqbeat" / "operator.py"]
             if (n := len(p.read_text().splitlines())) > 300}
     assert long == {}
+
+
+# The engine room by role (kiqbeat.engine, the facade, strings them together): each may
+# import only the engine-room modules listed, so the invocation reads top to bottom and its
+# devices, context and document sync each have one home (docs/design.md, "Where each step
+# of an invocation lives").
+ENGINE_ROOM: dict[str, tuple[str, ...]] = {
+    "kiqbeat.deployment": (),  # settings, client, sources, config, startup checks
+    "kiqbeat.devices": (),  # every performance device, and the reference mode
+    "kiqbeat.after": ("kiqbeat.deployment",),  # after the pushes: outcomes folded
+    "kiqbeat.sync": ("kiqbeat.deployment", "kiqbeat.devices"),  # document sync
+    "kiqbeat.invocation": ("kiqbeat.deployment", "kiqbeat.devices", "kiqbeat.sync",
+                           "kiqbeat.after"),  # read, decide, push, report
+    "kiqbeat.engine": ("kiqbeat.deployment", "kiqbeat.devices", "kiqbeat.sync",
+                       "kiqbeat.invocation"),
+}
+
+
+def test_the_engine_room_is_laid_out_by_role() -> None:
+    """Each engine-room module imports only the ones its role may; none of the layers below
+    (core, document, redis, store, outcomes, alerts) imports any of them."""
+    graph = imports()
+    bad = sorted(f"{m} imports {i}" for m in ENGINE_ROOM for i in graph[m]
+                 if i in ENGINE_ROOM and i not in ENGINE_ROOM[m])
+    below = ("kiqbeat.core", "kiqbeat.document", "kiqbeat.redis", "kiqbeat.store",
+             "kiqbeat.outcomes", "kiqbeat.alerts")
+    bad += sorted(f"{m} imports {i}" for m, found in graph.items()
+                  if m.startswith(below) for i in found if i in ENGINE_ROOM)
+    assert bad == []
+
+
+def test_no_module_of_the_engine_room_is_long_nor_keeps_module_state() -> None:
+    """The engine room is split by role (each at most ~300 lines), and what it keeps from
+    one invocation to the next is held by objects (an Engine and its parts), never by a
+    module-level dict, list or set (document/validate.py's checks included)."""
+    paths = [LIB / "kiqbeat" / f"{m.rsplit('.', 1)[1]}.py" for m in ENGINE_ROOM]
+    long = {p.name: n for p in paths if (n := len(p.read_text().splitlines())) > 320}
+    assert long == {}
+    kept = []
+    for path in [*paths, LIB / "kiqbeat" / "document" / "validate.py"]:
+        for node in ast.parse(path.read_text()).body:
+            value = node.value if isinstance(node, ast.Assign | ast.AnnAssign) else None
+            target = (node.targets[0] if isinstance(node, ast.Assign) else
+                      node.target if isinstance(node, ast.AnnAssign) else None)
+            if target is None or ast.unparse(target) == "__all__":
+                continue
+            if isinstance(value, ast.Dict | ast.List | ast.Set | ast.DictComp | ast.ListComp
+                          | ast.SetComp):
+                kept.append(f"{path.name}:{node.lineno}")
+    assert kept == []
 
 
 def private_names_used(module_path: Path, package: str) -> list[str]:

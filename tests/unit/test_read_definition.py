@@ -5,7 +5,6 @@ and gets exactly what a full check gives, schedule or messages."""
 from __future__ import annotations
 
 import json
-import sys
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,13 +14,26 @@ from hypothesis import strategies as st
 
 from kiqbeat.core.limits import MAX_CHECKED_TEMPLATES
 from kiqbeat.core.schedule import Schedule
-from kiqbeat.document.validate import (
-    check_stored,
-    encode_definition,
-    forget_templates,
-    read_definition,
-)
+from kiqbeat.document import validate
+from kiqbeat.document.validate import Checks, encode_definition
 from kiqbeat.errors import ConfigError
+
+# The checks kept by content that these tests read through, as an engine or a store keeps its
+# own (document/validate.py keeps none of its own).
+CHECKS = Checks()
+
+
+def read_definition(name: str, data: bytes, *, window_s: float = 3600.0) -> Schedule:
+    return validate.read_definition(name, data, window_s=window_s, checks=CHECKS)
+
+
+def check_stored(name: str, data: bytes) -> None:
+    validate.check_stored(name, data, checks=CHECKS)
+
+
+def forget_templates() -> None:
+    CHECKS.forget()
+
 
 BASES: list[dict[str, Any]] = [
     {"cron": "0 9 * * *", "tz": "Asia/Kolkata", "class": "DigestWorker"},
@@ -236,7 +248,6 @@ def test_a_writers_check_refuses_what_reading_refuses_with_the_same_messages(
 
 
 def test_the_checked_definitions_kept_stay_within_their_bound() -> None:
-    validate = sys.modules["kiqbeat.document.validate"]
     forget_templates()
     read_definition("first", encode_definition({"class": "W", "every": "1m"}))
     for k in range(MAX_CHECKED_TEMPLATES + 50):
@@ -244,7 +255,7 @@ def test_the_checked_definitions_kept_stay_within_their_bound() -> None:
         new_timing = encode_definition({"args": [k], "class": "W", "every": f"{k + 1}m"})
         for data in (new_template, new_timing, new_timing):  # the last through its text
             read_definition(f"s{k}", data)
-    kept = (validate._TEMPLATES, validate._TIMINGS, validate._BY_REST)
+    kept = (CHECKS.templates, CHECKS.timings, CHECKS.by_rest)
     assert all(0 < len(cache) <= MAX_CHECKED_TEMPLATES for cache in kept)
     forget_templates()
 
@@ -307,3 +318,40 @@ def test_a_stored_phrase_comes_back_as_written_and_is_read_as_its_cron() -> None
     # 09:00 in Tokyo is 00:00Z: the next after midnight UTC on 1 January is the 2nd's.
     assert schedule.timetable.next_after(datetime(2026, 1, 1, tzinfo=UTC)) == datetime(
         2026, 1, 2, tzinfo=UTC)
+
+
+@pytest.mark.parametrize("first", [{"active_job": True}, {"alert_after_failures": 3},
+                                   {"active_job": True, "alert_after_failures": 3}, {}])
+def test_a_definition_whose_keys_sort_before_args_is_read_through_its_text_too(
+    first: dict[str, Any], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Stored keys are sorted: "active_job" and "alert_after_failures" come before "args".
+    # The fast path by text must take them as it takes the rest (it once looked only at
+    # definitions starting with `{"args":`), and give what a full check gives.
+    forget_templates()
+    fields = {**first, "class": "W", "cron": "*/5 * * * *"}
+    read_definition("tenant:1", encode_definition({**fields, "args": [1]}, "doc"))
+    assert len(CHECKS.by_rest) == 1
+    data = encode_definition({**fields, "args": [2, "b"]}, "doc")
+    expected = validate.read_definition("tenant:2", data)  # in full: no checks kept
+    decoded: list[bytes] = []
+    loads = validate.json_text.loads
+
+    def counted(text: bytes) -> Any:
+        decoded.append(text)
+        return loads(text)
+
+    monkeypatch.setattr(validate.json_text, "loads", counted)
+    assert read_definition("tenant:2", data) == expected
+    assert decoded == []  # not decoded beyond its args and the keys before them
+    forget_templates()
+
+
+def test_a_definition_with_args_twice_or_out_of_order_is_checked_in_full() -> None:
+    forget_templates()
+    for data in (b'{"active_job":true,"args":[1],"args":[2],"class":"W","cron":"* * * * *"}',
+                 b'{"class":"W","args":[1],"cron":"* * * * *"}',
+                 b'{"active_job": true, "args":[1],"class":"W","cron":"* * * * *"}'):
+        for _ in range(2):
+            assert read_definition("x", data) == validate.read_definition("x", data)
+    forget_templates()

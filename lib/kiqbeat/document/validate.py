@@ -119,40 +119,74 @@ def check_size(name: str, data: bytes) -> None:
         raise ConfigError(problem)
 
 
-def check_stored(name: str, data: bytes, *, window_s: float = 3600.0) -> None:
+def check_stored(name: str, data: bytes, *, window_s: float = 3600.0,
+                 checks: Checks | None = None) -> None:
     """Refuse (ConfigError, `read_definition`'s messages) a stored definition that
-    `read_definition` would refuse; the Schedule is not built when a checked one of the same
-    text but its args is known (a writer's check, before the write)."""
-    rest = _args_first(data)
-    if rest is not None and isinstance(rest[0], list | None):
-        known = _BY_REST.get((window_s, rest[1]))
+    `read_definition` would refuse; with `checks`, the Schedule is not built when a checked
+    one of the same text but its args is known (a writer's check, before the write)."""
+    rest = _split_args(data) if checks is not None else None
+    if checks is not None and rest is not None and isinstance(rest[0], list | None):
+        known = checks.by_rest.get((window_s, rest[1]))
         if known is not None and known[0].fits(name, rest[0], len(data)):
             return
-    read_definition(name, data, window_s=window_s)
+    read_definition(name, data, window_s=window_s, checks=checks)
 
 
-def read_definition(name: str, data: bytes, *, window_s: float = 3600.0) -> Schedule:
+def read_definition(name: str, data: bytes, *, window_s: float = 3600.0,
+                    checks: Checks | None = None) -> Schedule:
     """A stored definition (JSON, in a document's schedule form) as a Schedule, checked as a
     document's schedule is and with the same messages; ConfigError listing every problem.
 
     Document-wide settings take their defaults, except the missed-jobs window (`window_s`,
     the deployment's), against which a lookahead is checked.
 
-    Definitions that differ only in name, args and timing (per-tenant schedules: the same
-    class and options for each customer, at each one's time) share one check of everything
-    else: its result is kept by content (`_TEMPLATES`), as is each timing's (`_TIMINGS`),
-    and each schedule's name and args are checked on their own. A definition in kiqbeat's
-    stored form (keys sorted, args first) whose other fields are, byte for byte, those of one
-    read before is not even decoded beyond its args (`_BY_REST`).
+    With `checks`, definitions that differ only in name, args and timing (per-tenant
+    schedules: the same class and options for each customer, at each one's time) share one
+    check of everything else: its result is kept by content (`Checks.templates`), as is each
+    timing's (`Checks.timings`), and each schedule's name and args are checked on their own.
+    A definition in kiqbeat's stored form (keys sorted, compact) whose fields but its args
+    are, byte for byte, those of one read before is not even decoded beyond its args and the
+    keys before them (`Checks.by_rest`). Without `checks`, every definition is checked in
+    full (the reference: the same schedule or the same messages).
     """
-    rest = _args_first(data)
+    if checks is None:
+        return _read_in_full(name, data, window_s)
+    rest = _split_args(data)
     if rest is not None and isinstance(rest[0], list | None):  # else: one argument, in full
-        known = _BY_REST.get((window_s, rest[1]))
+        known = checks.by_rest.get((window_s, rest[1]))
         if known is not None:
             checked, its_timing, fields = known  # fields: with the timing's written in
             schedule = checked.schedule(name, {"args": rest[0], **fields}, len(data), its_timing)
             if schedule is not None:
                 return schedule
+    raw, source = _decoded(name, data)
+    key, timing_key = _template_keys(raw, window_s) if isinstance(source, str) else (None, ())
+    if key is not None:
+        template = checks.templates.get(key)
+        if template is not None:
+            timing = _timing(raw, timing_key, checks)
+            if timing is not None and timing[2]:
+                raw = {**raw, **timing[2]}
+            schedule = timing and template.schedule(name, raw, len(data), timing)
+            if timing is not None and schedule is not None:
+                checks.know_rest(rest, window_s, template, timing, raw)
+                return schedule
+    schedule = _checked(name, raw, source, window_s)
+    if key is not None:
+        template = checks.keep(checks.templates, key, _Template.of(schedule))
+        checks.know_rest(rest, window_s, template,
+                         (schedule.timetable, schedule.timing, _written(raw, schedule.definition)),
+                         dict(schedule.definition))
+    return schedule
+
+
+def _read_in_full(name: str, data: bytes, window_s: float) -> Schedule:
+    raw, source = _decoded(name, data)
+    return _checked(name, raw, source, window_s)
+
+
+def _decoded(name: str, data: bytes) -> tuple[dict[str, Any], object]:
+    """A stored definition's fields (without "source") and its "source"."""
     try:
         raw = json_text.loads(data)
     except (ValueError, RecursionError) as exc:
@@ -162,17 +196,11 @@ def read_definition(name: str, data: bytes, *, window_s: float = 3600.0) -> Sche
         raise ConfigError(f"schedule {shown(name)}: the stored definition must be a JSON "
                           f"object of fields (cron, class, ...), got {shown(raw)}")
     source = raw.pop("source", "")
-    key, timing_key = _template_keys(raw, window_s) if isinstance(source, str) else (None, ())
-    if key is not None:
-        template = _TEMPLATES.get(key)
-        if template is not None:
-            timing = _timing(raw, timing_key)
-            if timing is not None and timing[2]:
-                raw = {**raw, **timing[2]}
-            schedule = timing and template.schedule(name, raw, len(data), timing)
-            if timing is not None and schedule is not None:
-                _know_rest(rest, window_s, template, timing, raw)
-                return schedule
+    return raw, source
+
+
+def _checked(name: str, raw: dict[str, Any], source: object, window_s: float) -> Schedule:
+    """The full check of a definition's fields; ConfigError listing every problem."""
     out = _Checker()
     if not isinstance(source, str):
         out.problems.append(f"schedule {shown(name)}: 'source' must be a string, got "
@@ -182,11 +210,6 @@ def read_definition(name: str, data: bytes, *, window_s: float = 3600.0) -> Sche
     schedule = _schedule(name, raw, top, out, Shapes())
     if schedule is None or out.problems:
         raise ConfigError(out.problems)
-    if key is not None:
-        template = _kept(_TEMPLATES, key, _Template.of(schedule))
-        _know_rest(rest, window_s, template,
-                   (schedule.timetable, schedule.timing, _written(raw, schedule.definition)),
-                   dict(schedule.definition))
     return schedule
 
 
@@ -232,12 +255,12 @@ def _template_keys(raw: dict[str, Any], window_s: float
 _Timing = tuple[Timetable, str, dict[str, Any]]
 
 
-def _timing(raw: dict[str, Any], key: tuple[object, ...]) -> _Timing | None:
+def _timing(raw: dict[str, Any], key: tuple[object, ...], checks: Checks) -> _Timing | None:
     """The checked timing of a definition's timing fields, when they pass the checks a full
     validation makes of them (document/lifecycle.py's included); None otherwise (then it is
     validated in full, for the messages). `key`: its timing fields' content
     (`_template_keys`)."""
-    known = _TIMINGS.get(key)
+    known = checks.timings.get(key)
     if known is None:
         out = _Checker()
         tz = out.field("tz", partial(BY_NAME["tz"].check, raw["tz"])) if "tz" in raw else None
@@ -253,7 +276,8 @@ def _timing(raw: dict[str, Any], key: tuple[object, ...]) -> _Timing | None:
         life = lifecycle_rules(raw, values, top, timetable, zone, "", str, out)
         if life is None or out.problems:
             return None
-        known = _kept(_TIMINGS, key, (life[0], _timing_text(timetable, raw), life[1]))
+        known = checks.keep(checks.timings, key,
+                            (life[0], _timing_text(timetable, raw), life[1]))
     return known
 
 
@@ -262,31 +286,31 @@ def _written(raw: Mapping[str, Any], definition: Mapping[str, Any]) -> dict[str,
     return {k: v for k, v in definition.items() if k not in raw or raw[k] != v}
 
 
-def _args_first(data: bytes) -> tuple[Any, str] | None:
-    """A definition in kiqbeat's stored form with args first (`encode_definition`: keys
-    sorted, compact): its args, decoded, and the text of the rest; None for any other."""
-    if not data.startswith(b'{"args":'):
+def _split_args(data: bytes) -> tuple[Any, str] | None:
+    """A definition in kiqbeat's stored form (`encode_definition`: keys sorted, compact)
+    holding args: its args, decoded, and the text of the rest (the keys before args, a
+    NUL, the text after them: a NUL is escaped in JSON text, so no other split gives the
+    same); None for any other. Keys sorted before "args" ("active_job", ...) are decoded."""
+    if not data.startswith(b'{"'):
         return None
     try:
         text = data.decode()
-        args, end = _decode_at(text, 8)
-    except (ValueError, RecursionError):
+        at = 1
+        while True:
+            key, end = _decode_at(text, at)
+            if not isinstance(key, str) or text[end] != ":" or key > "args":
+                return None  # not a key, not compact, or no args where sorted keys put them
+            value, after = _decode_at(text, end + 1)
+            if key == "args":
+                return value, f"{text[:at]}\0{text[after:]}"
+            if text[after] != ",":
+                return None
+            at = after + 1
+    except (ValueError, RecursionError, IndexError):
         return None
-    return args, text[end:]
 
 
 _decode_at = json.JSONDecoder().raw_decode
-
-
-def _know_rest(rest: tuple[Any, str] | None, window_s: float, template: _Template,
-               timing: _Timing, raw: dict[str, Any]) -> None:
-    """Keep a definition's checked template and timing by the text of its fields other than
-    args (`_args_first`), for the next definition with that text; `raw`: its fields with
-    those its checks write in."""
-    if rest is None or not isinstance(rest[0], list | None) or '"args":' in rest[1]:
-        return  # args twice in the text (or so it seems): json.loads keeps the last
-    fields = {k: v for k, v in raw.items() if k != "args"}
-    _kept(_BY_REST, (window_s, rest[1]), (template, timing, fields))
 
 
 @dataclass(frozen=True)
@@ -343,30 +367,42 @@ _K = TypeVar("_K")
 _V = TypeVar("_V")
 
 
-def _kept(cache: dict[_K, _V], key: _K, value: _V) -> _V:
-    """`value`, kept in one of the three caches below under `key`: past
-    MAX_CHECKED_TEMPLATES entries the oldest goes first (insertion order)."""
-    if len(cache) >= MAX_CHECKED_TEMPLATES:
-        del cache[next(iter(cache))]
-    cache[key] = value
-    return value
+class Checks:
+    """Checked definition templates and timings kept by content (`read_definition`), owned
+    by whoever reads many definitions (an engine, a store); in each of the three, past
+    MAX_CHECKED_TEMPLATES entries the oldest goes first."""
 
+    def __init__(self) -> None:
+        self.templates: dict[tuple[object, ...], _Template] = {}  # by `_template_keys`
+        self.timings: dict[tuple[object, ...], _Timing] = {}
+        # (window, the text of a stored definition's fields but its args: `_split_args`)
+        # -> its template, timing and those fields decoded (without "source").
+        self.by_rest: dict[tuple[float, str], tuple[_Template, _Timing, dict[str, Any]]] = {}
 
-# Checked definition templates and timings, by `_template_keys`; in each of the three
-# caches, past MAX_CHECKED_TEMPLATES entries the oldest goes first.
-_TEMPLATES: dict[tuple[object, ...], _Template] = {}
-_TIMINGS: dict[tuple[object, ...], _Timing] = {}
-# (window, the text of a stored definition's fields after its args) -> its template, timing
-# and those fields decoded (without "source").
-_BY_REST: dict[tuple[float, str], tuple[_Template, _Timing, dict[str, Any]]] = {}
+    @staticmethod
+    def keep(cache: dict[_K, _V], key: _K, value: _V) -> _V:
+        """`value`, kept in one of the three under `key`: past MAX_CHECKED_TEMPLATES entries
+        the oldest goes first (insertion order)."""
+        if len(cache) >= MAX_CHECKED_TEMPLATES:
+            del cache[next(iter(cache))]
+        cache[key] = value
+        return value
 
+    def know_rest(self, rest: tuple[Any, str] | None, window_s: float, template: _Template,
+                  timing: _Timing, raw: dict[str, Any]) -> None:
+        """Keep a definition's checked template and timing by the text of its fields other
+        than args (`_split_args`), for the next definition with that text; `raw`: its fields
+        with those its checks write in."""
+        if rest is None or not isinstance(rest[0], list | None) or '"args":' in rest[1]:
+            return  # args twice in the text (or so it seems): json.loads keeps the last
+        fields = {k: v for k, v in raw.items() if k != "args"}
+        self.keep(self.by_rest, (window_s, rest[1]), (template, timing, fields))
 
-def forget_templates() -> None:
-    """Drop every checked definition template and timing (the next read of each checks it
-    in full)."""
-    _TEMPLATES.clear()
-    _TIMINGS.clear()
-    _BY_REST.clear()
+    def forget(self) -> None:
+        """Drop every checked template and timing (the next read of each checks it in full)."""
+        self.templates.clear()
+        self.timings.clear()
+        self.by_rest.clear()
 
 
 def with_window(config: Config, value: object, *, what: str) -> Config:

@@ -4,7 +4,7 @@ writes use, who acts (for the audit trail), and the refusals the parts share."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import redis
@@ -14,7 +14,7 @@ from kiqbeat.core import json_text
 from kiqbeat.core.limits import MAX_DEFINITION_BYTES
 from kiqbeat.core.plan import to_ms
 from kiqbeat.core.schedule import Schedule
-from kiqbeat.document.validate import read_definition
+from kiqbeat.document.validate import Checks, read_definition
 from kiqbeat.errors import ConfigError, ScheduleNotFoundError, shown
 from kiqbeat.redis import keys
 from kiqbeat.redis.definitions import Oversized
@@ -31,6 +31,8 @@ class StoreContext:
     keep_history: int
     actor: str
     note: str = ""
+    # Definitions checked by content (document/validate.py), kept for this store's reads.
+    checks: Checks = field(default_factory=Checks, compare=False)
 
     @property
     def client(self) -> redis.Redis:
@@ -66,7 +68,7 @@ class StoreContext:
         if isinstance(data, Oversized):
             return data.why()
         try:
-            return read_definition(name, data, window_s=self.window_s)
+            return read_definition(name, data, window_s=self.window_s, checks=self.checks)
         except ConfigError as exc:
             return "its definition is invalid: " + "; ".join(exc.problems)
 

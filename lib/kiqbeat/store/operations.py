@@ -81,7 +81,8 @@ class Operations:
             raw = as_mapping(stored) or {}
             raw["args"] = args
             data = json.dumps(raw).encode()
-        schedule = read_definition(name, data, window_s=self.ctx.window_s)
+        schedule = read_definition(name, data, window_s=self.ctx.window_s,
+                                   checks=self.ctx.checks)
         now = self.ctx.side.clock()
         jid = "manual" + secrets.token_hex(9)
         job = job_json(schedule, now, pushed_at=now, job_id=jid)

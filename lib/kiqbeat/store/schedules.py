@@ -52,7 +52,7 @@ class Schedules:
                               "schedule), not a field to set")
         data = encode_definition(self._calendars_written_in(name, definition, calendars))
         check_size(name, data)
-        check_stored(name, data, window_s=self.ctx.window_s)
+        check_stored(name, data, window_s=self.ctx.window_s, checks=self.ctx.checks)
         return data
 
     def _calendars_written_in(self, name: str, definition: Mapping[str, Any],

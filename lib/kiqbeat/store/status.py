@@ -194,7 +194,8 @@ class Reads:
         raw = as_mapping(stored.definition)
         source = str(raw.pop("source", "")) if raw is not None else ""
         try:
-            schedule = read_definition(stored.name, stored.definition, window_s=self.ctx.window_s)
+            schedule = read_definition(stored.name, stored.definition,
+                                       window_s=self.ctx.window_s, checks=self.ctx.checks)
         except ConfigError as exc:
             why = stored.rejected or "; ".join(exc.problems)
             return ScheduleStatus(stored.name, raw, source, False, "", "", mark, seen, None,

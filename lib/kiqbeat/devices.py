@@ -1,0 +1,209 @@
+"""The invocation's performance devices, each behind one narrow interface, and their off switch.
+
+Nothing here changes what an invocation does, only how fast: the same store, definitions
+and instants give the same Redis state with every device off (`reference`: the setting
+`KIQBEAT_REFERENCE`, proved by tests/integration/test_reference_mode.py). Each device, and
+what it does when on:
+
+- `parsed`: stored definitions kept parsed (bounded), for schedules due again soon
+  (`keeps`), and the document's own schedules taken as parsed;
+- `memo`: the tick memo (core/plan.py's TickMemo: next ticks and job templates), kept
+  from one invocation to the next;
+- `checks`: the content-keyed definition checks (document/validate.py's `Checks`);
+- `read_ahead`: the next due batch read on the push line while this one is planned
+  (`Ahead`);
+- `plan_slice`: a batch planned a push call's worth at a time, each call sent before the
+  next slice is planned;
+- `paused_gc` and `warm_up`: the cyclic garbage collector paused in the push loop, and the
+  engine's long-lived objects frozen out of its reach once it is warm;
+- `document`: a config's document form kept, shared by the engines given these devices
+  (one per shard in a Lambda, which share their sources and so their configs).
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from kiqbeat.core.limits import (
+    MAX_PARSED_DEFINITION_BYTES,
+    MAX_PARSED_DEFINITIONS,
+    MAX_REASON_CHARS,
+    PUSH_CALL_BUDGET_US,
+    PUSH_US_PER_GROUP,
+    PUSH_US_PER_JOB,
+)
+from kiqbeat.core.plan import KEEP_WARM_MS, TickMemo
+from kiqbeat.core.schedule import Config, Schedule
+from kiqbeat.document.validate import Checks, read_definition
+from kiqbeat.errors import ConfigError
+from kiqbeat.redis.definitions import definition_sha
+
+if TYPE_CHECKING:
+    from kiqbeat.redis.due import DueRead, StartedDue
+
+# Entries planned at a time: one push call's worth of one-job schedules (core/limits.py's
+# time budget), so the next slice is planned while Redis runs the call made from this one.
+PLAN_SLICE = max(1, int(PUSH_CALL_BUDGET_US // (PUSH_US_PER_GROUP + PUSH_US_PER_JOB)))
+# What one stored definition parses to: its schedule or why it is refused, and its SHA1.
+Parsed = tuple[Schedule | str, str]
+D = TypeVar("D")
+
+
+class Devices:
+    """One engine's performance devices (shared by the engines of one process's shards);
+    with `reference` each is off, and the invocation runs the plain way."""
+
+    def __init__(self, *, reference: bool = False, documents: DocumentMemo | None = None
+                 ) -> None:
+        self.reference = reference
+        self.documents = documents or DocumentMemo()
+        self.checks: Checks | None = None if reference else Checks()
+        self.plan_slice = 0 if reference else PLAN_SLICE  # 0: a whole batch at once
+        self.read_ahead = not reference
+        # (name, stored definition) -> its `Parsed`; `_parsed_bytes`: the definitions held.
+        self._parsed: dict[tuple[str, bytes], Parsed] = {}
+        self._parsed_bytes = 0
+        self._window_parsed_s: float | None = None  # the window `_parsed` was filled with
+        self._memo = TickMemo()
+        self._invocations = 0  # that pushed (`warm_up`)
+
+    # -- parsed definitions -------------------------------------------------------------
+
+    def parse(self, name: str, definition: bytes, window_s: float, now_ms: int) -> Parsed:
+        """The checked schedule of a stored definition, or why it is refused; and its SHA1.
+
+        Kept parsed only when the schedule's next tick after `now_ms` is at most
+        KEEP_WARM_MS (core/plan.py) away: a schedule due again only in an hour (most of a
+        large store) would be pushed out by then; it is read again through the content-keyed
+        checks (`checks`), nearly as fast. A refusal is kept."""
+        known = self._parsed.get((name, definition))
+        if known is not None:
+            return known
+        sha = definition_sha(definition)
+        parsed: Schedule | str
+        try:
+            parsed = read_definition(name, definition, window_s=window_s, checks=self.checks)
+        except ConfigError as exc:
+            parsed = "; ".join(exc.problems)[:MAX_REASON_CHARS]
+        if self.reference:
+            return parsed, sha
+        if isinstance(parsed, Schedule):
+            try:
+                soon = self._memo.next_ms(parsed.timetable, now_ms) - now_ms <= KEEP_WARM_MS
+            except (ValueError, OverflowError):  # planning says why (beyond the year 9999)
+                soon = False
+            if not soon:
+                return parsed, sha
+        self._keep_parsed(name, definition, (parsed, sha))
+        return parsed, sha
+
+    def _keep_parsed(self, name: str, definition: bytes, parsed: Parsed) -> None:
+        """Keep a parse, within MAX_PARSED_DEFINITIONS and MAX_PARSED_DEFINITION_BYTES (past
+        either, all are dropped: a store that large is read afresh)."""
+        if (len(self._parsed) >= MAX_PARSED_DEFINITIONS
+                or self._parsed_bytes + len(definition) > MAX_PARSED_DEFINITION_BYTES):
+            self.forget_parsed()
+        self._parsed[(name, definition)] = parsed
+        self._parsed_bytes += len(definition)
+
+    def forget_parsed(self) -> None:
+        """Drop every kept parse (the window changed, and the lookaheads checked with it)."""
+        self._parsed.clear()
+        self._parsed_bytes = 0
+
+    def parsed_with(self, window_s: float) -> None:
+        """Drop the kept parses when they were made with another missed-jobs window."""
+        if window_s != self._window_parsed_s:
+            self.forget_parsed()
+            self._window_parsed_s = window_s
+
+    def parsed_names(self) -> set[str]:
+        """The names of the definitions kept parsed (for tests and benchmarks)."""
+        return {name for name, _ in self._parsed}
+
+    # -- the tick memo ------------------------------------------------------------------
+
+    def memo(self) -> TickMemo:
+        """The tick memo to plan with: the one kept, or a fresh one (reference)."""
+        return TickMemo() if self.reference else self._memo
+
+    # -- the document form --------------------------------------------------------------
+
+    def document(self, config: Config, build: Callable[[Config], D]) -> D:
+        """`build(config)`: the config's document form, kept for the last config asked
+        about (by any engine sharing `documents`)."""
+        return build(config) if self.reference else self.documents.get(config, build)
+
+    # -- the push loop ------------------------------------------------------------------
+
+    def slices(self, count: int) -> range:
+        """The starts of the slices `count` entries are planned in."""
+        return range(0, count, self.plan_slice or max(count, 1))
+
+    @contextmanager
+    def paused_gc(self) -> Iterator[None]:
+        """The cyclic collector paused for the push loop: it makes no cycles, and full
+        collections over the engine's caches cost more than the loop itself."""
+        collecting = gc.isenabled() and not self.reference
+        if collecting:
+            gc.disable()
+        try:
+            yield
+        finally:
+            if collecting:
+                gc.enable()
+
+    def warm_up(self) -> None:
+        """Once the engine is warm (its second invocation: a process that runs one, as
+        `kiqbeat run-once` does, gains nothing and pays a collection), move what it holds
+        (parsed definitions, the tick memo, templates, imported modules) out of the cyclic
+        collector's generations (`gc.freeze`): later full collections skip them. Once per
+        engine: what is frozen is never collected, and little of it ever becomes garbage."""
+        self._invocations += 1
+        if self._invocations == 2 and not self.reference:
+            gc.collect()
+            gc.freeze()
+
+
+class DocumentMemo:
+    """The last config's document form, shared by the engines of one process that share
+    their sources (one per shard in a Lambda: the document is encoded once, not per shard)."""
+
+    def __init__(self) -> None:
+        self._last: tuple[Config, Any] | None = None
+
+    def get(self, config: Config, build: Callable[[Config], D]) -> D:
+        """`build(config)`, or what it gave when `config` (the same object) was last asked."""
+        last = self._last
+        if last is not None and last[0] is config:
+            return last[1]  # type: ignore[no-any-return]
+        document = build(config)
+        self._last = (config, document)
+        return document
+
+
+class Ahead:
+    """The next batch's due read, sent early on the push line, and the fresh entries of
+    the batch it skips (their pushes were sent after it); `read` reads its reply once,
+    and again gives the same (None: lost, read it again after the pushes)."""
+
+    def __init__(self, started: StartedDue, fresh: set[str]) -> None:
+        self.started, self.fresh = started, fresh
+        self._read: DueRead | None = None
+        self._done = False
+
+    def abandon(self) -> None:
+        """Drop the read if its reply is not read yet (an invocation ending in an error)."""
+        if not self._done:
+            self._done = True
+            self.started.abandon()
+
+    def read(self) -> DueRead | None:
+        """The read's reply (once read, the same again), or None when it was lost."""
+        if not self._done:
+            self._done = True
+            self._read = self.started.result()
+        return self._read
