@@ -23,9 +23,7 @@ class IsolatedRedis:
     """redis-server on 10.213.N.2 inside namespace `kqbN`; the host side is 10.213.N.1."""
 
     def __init__(self) -> None:
-        n = os.getpid() % 250 + 1
-        self.ns, self.host_if, self.ns_if = f"kqb{n}", f"kqbh{n}", f"kqbn{n}"
-        self.address = f"10.213.{n}.2"
+        self.ns = self.host_if = self.ns_if = self.address = ""  # `start` claims an N
         self.dir = Path(tempfile.mkdtemp(prefix="kiqbeat-netns-"))
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -39,8 +37,8 @@ class IsolatedRedis:
 
     def start(self) -> IsolatedRedis:
         """Create the namespace and link, start redis-server, wait until it answers."""
+        self._claim()
         base = self.address.rpartition(".")[0]
-        _sh("ip", "netns", "add", self.ns)
         _sh("ip", "link", "add", self.host_if, "type", "veth", "peer", "name", self.ns_if)
         _sh("ip", "link", "set", self.ns_if, "netns", self.ns)
         _sh("ip", "addr", "add", f"{base}.1/30", "dev", self.host_if)
@@ -56,6 +54,18 @@ class IsolatedRedis:
                 stdout=log, stderr=subprocess.STDOUT)
         wait_for_pong(self.address, PORT, self.process, self.dir / "redis.log", 10)
         return self
+
+    def _claim(self) -> None:
+        """Create namespace `kqbN` for the first free N from this process's: the suite's
+        workers (pytest-xdist) each run these tests, so another's may exist right now."""
+        for step in range(250):
+            n = (os.getpid() + step) % 250 + 1
+            if subprocess.run(["ip", "netns", "add", f"kqb{n}"], capture_output=True,
+                              timeout=10, check=False).returncode == 0:
+                self.ns, self.host_if, self.ns_if = f"kqb{n}", f"kqbh{n}", f"kqbn{n}"
+                self.address = f"10.213.{n}.2"
+                return
+        raise RuntimeError("no free network namespace kqb1..kqb250 (ip netns list)")
 
     def _rule(self, expression: str) -> None:
         self._in_ns("nft", "add", "table", "inet", "fault")
@@ -79,6 +89,9 @@ class IsolatedRedis:
     def stop(self) -> None:
         """Stop Redis, delete the namespace (its rules go with it) and the host link."""
         terminate(self.process)
+        if not self.ns:  # none claimed: nothing of ours to delete
+            shutil.rmtree(self.dir, ignore_errors=True)
+            return
         for args in (("ip", "link", "del", self.host_if), ("ip", "netns", "del", self.ns)):
             subprocess.run(args, capture_output=True, timeout=10, check=False)
         shutil.rmtree(self.dir, ignore_errors=True)

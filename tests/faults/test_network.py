@@ -39,8 +39,9 @@ def _netns_usable() -> str:
         return "needs root for ip netns"
     if not (shutil.which("ip") and shutil.which("nft")):
         return "needs iproute2 and nftables"
-    probe = subprocess.run(["ip", "netns", "add", "kqbprobe"], capture_output=True, check=False)
-    subprocess.run(["ip", "netns", "del", "kqbprobe"], capture_output=True, check=False)
+    probe_ns = f"kqbprobe{os.getpid()}"  # this process's: the suite's workers probe at once
+    probe = subprocess.run(["ip", "netns", "add", probe_ns], capture_output=True, check=False)
+    subprocess.run(["ip", "netns", "del", probe_ns], capture_output=True, check=False)
     return "" if probe.returncode == 0 else f"ip netns add failed: {probe.stderr!r}"
 
 
