@@ -25,6 +25,7 @@ from kiqbeat.document.validate import with_window
 from kiqbeat.errors import ConfigError
 from kiqbeat.redis import keys, scripts
 from kiqbeat.redis.connection import connect, redis_errors, reply_text, startup_warnings
+from kiqbeat.redis.migrate import migrate_layout
 from kiqbeat.redis.side import RedisSide
 from kiqbeat.redis.urls import describe, parse_url
 from kiqbeat.settings import Settings
@@ -130,13 +131,15 @@ class Deployment:
             name = client.function_load(scripts.library(), replace=True)
         return reply_text(name)
 
-    def startup_warnings(self, client: redis.Redis) -> list[str] | None:
-        """The startup checks' warnings (one pipelined INFO); None: checked on this client
-        before."""
+    def startup_warnings(self, client: redis.Redis, namespace: str) -> list[str] | None:
+        """The startup checks' warnings (one pipelined INFO), and the old state layout
+        migrated if any is left (redis/migrate.py: one round trip when none is); None: done
+        on this client before. Either failing, both run again on the next invocation."""
         if self._checked_client is client:
             return None
         with redis_errors(client, "running startup checks"):
             warnings = startup_warnings(client)
+        warnings += migrate_layout(client, namespace, self.lua)
         self._checked_client = client
         return warnings
 
@@ -200,6 +203,7 @@ class Deployment:
             self._client.close()
             self._client = None  # `_url` stays: it names the Redis in a failure's log line
         self._checked_client = None
+        self._checked_keys.clear()  # another server or user: the push pre-flight again
 
 
 def _sinks(settings: Settings) -> list[Sink]:

@@ -6,7 +6,9 @@ and instants give the same Redis state with every device off (`reference`: the s
 what it does when on:
 
 - `parsed`: stored definitions kept parsed (bounded), for schedules due again soon
-  (`keeps`), and the document's own schedules taken as parsed;
+  (`keeps`). (A document's own schedules are planned from the document's parse in either
+  mode: that is a rule, not a device, since it carries the Recurring Jobs tab's toggles;
+  invocation.py `_parse`);
 - `memo`: the tick memo (core/plan.py's TickMemo: next ticks and job templates), kept
   from one invocation to the next;
 - `checks`: the content-keyed definition checks (document/validate.py's `Checks`);

@@ -35,7 +35,6 @@ from kiqbeat.redis import keys
 from kiqbeat.redis.connection import redis_errors, reply_text
 from kiqbeat.redis.definitions import Op, Oversized, definition_sha
 from kiqbeat.redis.due import Due, DueBatch, Reads
-from kiqbeat.redis.migrate import migrate_layout
 from kiqbeat.redis.neighbours import Neighbours
 from kiqbeat.redis.progress import bucket
 from kiqbeat.redis.side import RedisSide
@@ -56,9 +55,9 @@ class Invocation:
         deployment = self.deployment
         client, side = deployment.client, deployment.side(config)
         warnings = list(config.warnings)
-        started = deployment.startup_warnings(client)
-        if started is not None:  # a new client: its startup checks, and the old layout
-            warnings += started + migrate_layout(client, config.namespace, deployment.lua)
+        started = deployment.startup_warnings(client, config.namespace)
+        if started is not None:  # a new client
+            warnings += started
             self._checked_config = None
         namespace, shard = config.namespace, deployment.settings.shard
         applies = shard is None or shard[0] == 0  # the first shard applies it for all

@@ -1240,3 +1240,72 @@ def test_a_started_script_call_is_read_once_or_abandoned_leaving_no_reply_on_the
         abandoned.result()
     for _ in range(5):  # every pooled connection answers its own command
         assert client.hget(SCHEDULES, "x") == b"{}"
+
+
+def test_an_old_layout_of_many_schedules_is_migrated_whole(client: redis.Redis) -> None:
+    """More names than a scan restarted at 0 reaches over emptied buckets (Redis gives up
+    after COUNT x 10 of them): the migration follows each cursor to its end."""
+    names = [f"s{i}" for i in range(25_000)]
+    client.hset(WATERMARKS, mapping={n: 1_700_000_000_000 + i for i, n in enumerate(names)})
+    client.hset(FIRST_SEEN, mapping={n: 1_600_000_000_000 for n in names})
+    assert migrate_layout(client, "") == []
+    assert client.exists(WATERMARKS, FIRST_SEEN) == 0
+    marks = progress.read_marks(client, "", names)
+    assert marks == {n: progress.Mark(1_700_000_000_000 + i, 1_600_000_000_000)
+                     for i, n in enumerate(names)}
+
+
+def test_a_history_written_before_the_migration_keeps_the_old_watermark(
+    client: redis.Redis,
+) -> None:
+    """A run-now (or backfill) before the first invocation writes a record with a history and
+    no watermark: the migration puts the old watermark and first-seen beside that history, so
+    the ticks owed since the old watermark are still pushed."""
+    client.hset(WATERMARKS, mapping={"a": 1_700_000_060_000})
+    client.hset(FIRST_SEEN, mapping={"a": 1_700_000_000_000})
+    client.hset(keys.progress_bucket("", progress.bucket("a")), "a", progress.encode_record(
+        None, progress.encode_history("m 1700000090000 3 manual0123456789abcdef")))
+    assert progress.read_marks(client, "", ["a"]) == {}
+    assert migrate_layout(client, "") == []
+    assert progress.read_marks(client, "", ["a"]) == {
+        "a": progress.Mark(1_700_000_060_000, 1_700_000_000_000)}
+    assert progress.read_histories(client, "", ["a"]) == {
+        "a": "m 1700000090000 3 manual0123456789abcdef"}
+
+
+def test_a_failed_migration_is_tried_again_by_the_next_invocation(client: redis.Redis) -> None:
+    """A warm engine whose first migration failed (an old key of the wrong type, a lost
+    connection) migrates on its next invocation; it never plans from a half-migrated store."""
+    cfg = load_config_text(OLD_DOCUMENT, source="schedules.yaml")
+    t = start(client) + timedelta(seconds=12)
+    engine = Engine(client=client)
+    client.set(FIRST_SEEN, "not a hash")
+    with pytest.raises(Exception, match=FIRST_SEEN):
+        engine.run(cfg, now=t)
+    assert client.llen("queue:default") == 0 and progress.all_marks(client, "") == {}
+    name = sorted(REFERENCE)[0]
+    ticks, lookahead = REFERENCE[name]
+    old_mark = ticks(t - timedelta(minutes=20), t)[0]
+    client.delete(FIRST_SEEN)
+    client.hset(WATERMARKS, name, to_ms(old_mark))
+    engine.run(cfg, now=t)
+    assert client.exists(WATERMARKS) == 0
+    owed = {jid(name, tick) for tick in ticks(old_mark, t + lookahead)}
+    assert len(owed) > 1 and owed <= set(jids(client))  # carried over, not first seen now
+
+
+def test_a_bucket_of_another_type_costs_the_history_walk_only_its_own_names(
+    client: redis.Redis,
+) -> None:
+    """The console's recent pushes walk the progress buckets (web/recent.py): a bucket key
+    retyped by hand is passed over, the other buckets' histories are still read."""
+    names = ["alpha", "omega"]
+    assert progress.bucket("alpha") != progress.bucket("omega")
+    for name in names:
+        client.hset(keys.progress_bucket("", progress.bucket(name)), name, progress.encode_record(
+            progress.Mark(1_700_000_060_000, 1), progress.encode_history(
+                "t 1700000060000 15")))
+    client.delete(keys.progress_bucket("", progress.bucket("alpha")))
+    client.set(keys.progress_bucket("", progress.bucket("alpha")), "not a hash")
+    assert progress.scan_histories(client, "", 0, progress.STATE_BUCKETS) == (
+        -1, [("omega", "t 1700000060000 15")])

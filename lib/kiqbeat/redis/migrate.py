@@ -19,6 +19,8 @@ from kiqbeat.redis.connection import redis_errors, reply_text
 
 # Names a migration call moves (one atomic script: a few ms).
 BATCH = 500
+# Whole passes over the old hashes, until none is left (more only while an old build writes).
+MAX_PASSES = 10
 
 
 def old_layout(namespace: str) -> list[str]:
@@ -44,16 +46,27 @@ def migrate_layout(client: redis.Redis, namespace: str,
                 raise StateError(f"{key} holds a {kind}, expected a hash (the state layout "
                                  "before the progress buckets); nothing was migrated (fix "
                                  "or delete the key)")
-        for key in old:
-            while True:
-                _, page = client.execute_command(  # type: ignore[no-untyped-call]
-                    "HSCAN", key, 0, "COUNT", BATCH, **{NEVER_DECODE: True})
-                if not page:
-                    break
-                names = list(page)[::2] if isinstance(page, list) else list(page)
-                for name in lua.call(scripts.MIGRATE, client, old, names, raw=True):
-                    warnings.append(
-                        f"schedule {shown_name(name)}: its watermark in "
-                        f"{keys.watermarks(namespace)} was not a whole number; it starts "
-                        "afresh (its next tick after this invocation)")
+        # Follow each scan's cursor to its end (deleting as it goes), then again while any
+        # name is left (one written meanwhile by an old build): a scan restarted at 0 over
+        # emptied buckets can answer an empty page before the end.
+        for _ in range(MAX_PASSES):
+            for key in old:
+                cursor = None
+                while cursor != 0:
+                    cursor, page = client.execute_command(  # type: ignore[no-untyped-call]
+                        "HSCAN", key, cursor or 0, "COUNT", BATCH, **{NEVER_DECODE: True})
+                    cursor = int(cursor)
+                    names = list(page)[::2] if isinstance(page, list) else list(page)
+                    if not names:
+                        continue
+                    for name in lua.call(scripts.MIGRATE, client, old, names, raw=True):
+                        warnings.append(
+                            f"schedule {shown_name(name)}: its watermark in "
+                            f"{keys.watermarks(namespace)} was not a whole number; it starts "
+                            "afresh (its next tick after this invocation)")
+            pipe = client.pipeline(transaction=False)
+            for key in old:
+                pipe.hlen(key)
+            if not any(pipe.execute()):
+                break
     return warnings

@@ -255,18 +255,20 @@ def scan_histories(client: redis.Redis, namespace: str, first_bucket: int, count
                    ) -> tuple[int, list[tuple[str, str]]]:
     """The histories in buckets [first_bucket, first_bucket + count), as (name, lines), and
     the bucket to go on from (-1 when this page reached the last): one round trip, a few
-    dozen names a bucket. Garbled records and empty histories are left out; the old layout
-    is not swept."""
+    dozen names a bucket. Garbled records, empty histories and a bucket key of another type
+    (written by hand: costs only its own names) are left out."""
     last = min(first_bucket + count, STATE_BUCKETS)
     with redis_errors(client, "sweeping histories"):
         pipe = client.pipeline(transaction=False)
         for b in range(first_bucket, last):
             pipe.execute_command("HSCAN", keys.progress_bucket(namespace, b), 0, "COUNT",  # type: ignore[no-untyped-call]
                                  _SCAN_COUNT, **_RAW)
-        pages = pipe.execute()
+        pages = pipe.execute(raise_on_error=False)
     out = []
-    for _, page in pages:  # a bucket is one page (a listpack is scanned whole)
-        for name, record in page.items():
+    for reply in pages:  # a bucket is one page (a listpack is scanned whole)
+        if isinstance(reply, redis.ResponseError):
+            continue
+        for name, record in reply[1].items():
             try:
                 history = decode_history(decode_record(reply_bytes(record) or b"")[1])
             except ValueError:

@@ -233,11 +233,12 @@ module KiqbeatStore
   end
 
   # The definition, its set-aside reason cleared, its index entry at 0: "plan me", and its
-  # name indexed (its facets dropped, for kiqbeat to derive again).
+  # name indexed (its facets dropped, for kiqbeat to derive again; out of the disabled set
+  # until then).
   def writes(name, json, ns, shards)
     [[:hset, definitions_key(ns), name, json], [:hdel, rejected_key(ns), name],
      [:zadd, due_key(name, ns, shards), 0, name], [:zadd, names_key(ns), 0, name],
-     [:hdel, facets_key(ns), name]]
+     [:hdel, facets_key(ns), name], [:srem, disabled_key(ns), name]]
   end
 
   # Runs the block's commands in MULTI, reading again if another writer changed the

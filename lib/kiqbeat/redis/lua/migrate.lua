@@ -8,8 +8,11 @@ KEYS[3]  the old history hash (name -> "KIND TICK DELAY [JID]" lines, newest fir
 ARGV     the names to migrate (a batch: redis/migrate.py)
 
 Per name, atomically: when its bucket holds no record, the old watermark, first-seen and
-history become one (the history as `remembered` packs it); a record already there was
-written later and is kept. Either way the name's old fields are deleted (a hash goes with
+history become one (the history as `remembered` packs it). A record already there was
+written later and is kept; when it holds no watermark (a run-now or backfill wrote its
+history before the first invocation migrated), the old watermark and first-seen go into it
+beside its history, so the ticks owed since the old watermark are still planned. A garbled
+record is kept as it is (the invocation sets its schedule aside). Either way the name's old fields are deleted (a hash goes with
 its last field), so running it again changes nothing. An old watermark that is not a whole
 number (written by hand) is not carried over: the schedule keeps its history and starts
 afresh (no watermark), and its name is returned.
@@ -41,11 +44,22 @@ for _, name in ipairs(ARGV) do
   if err3 then return err3 end
   local text, err4 = hget_checked(history_key, name)
   if err4 then return err4 end
-  if not raw and (old_mark or text) then
+  -- The record's watermark (a record written later: kept) and history, if any.
+  local kept, newest, tail = false, 0, ''
+  if raw then
+    local mark_now, _, newest_now, tail_now = parse_record(raw, true)
+    kept = mark_now == nil or mark_now ~= NO_MARK  -- garbled, or holding a watermark
+    newest, tail = newest_now or 0, tail_now or ''
+  end
+  if not kept and (old_mark or text) then
     local mark = old_mark and string.match(old_mark, '^%d+$') and tonumber(old_mark) or nil
     if old_mark and not mark then garbled_names[#garbled_names + 1] = name end
-    write_state(name, mark, mark and tonumber(seen or '') or 0,
-      text and converted_history(text) or '')
+    local seen_ms = mark and tonumber(seen or '') or 0
+    if tail ~= '' then
+      write_state_parts(name, mark, seen_ms, newest, tail)
+    else
+      write_state(name, mark, seen_ms, text and converted_history(text) or '')
+    end
   end
   redis.call('HDEL', wm_key, name)
   redis.call('HDEL', seen_key, name)
