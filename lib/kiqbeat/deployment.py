@@ -55,7 +55,6 @@ class Deployment:
         self._checked_client: redis.Redis | None = None  # startup checks done on it
         self._overridden: tuple[Config, Config] | None = None  # loaded -> with the overrides
         self._reported: set[str] = set()
-        self._checked_keys: set[str] = set()  # the push pre-flight's (redis/pushes.py)
 
     @property
     def shards(self) -> int:
@@ -110,7 +109,7 @@ class Deployment:
     def side(self, config: Config) -> RedisSide:
         """The store invocations of `config` run on (the client, the config's namespace,
         the settings' shard count and way of running scripts)."""
-        return RedisSide(self.client, config.namespace, self.shards, self.lua, self._checked_keys)
+        return RedisSide(self.client, config.namespace, self.shards, self.lua)
 
     def store(self, config: Config | None = None) -> Store:
         """The schedule store API on this client, with the namespace, window and shard count
@@ -203,7 +202,6 @@ class Deployment:
             self._client.close()
             self._client = None  # `_url` stays: it names the Redis in a failure's log line
         self._checked_client = None
-        self._checked_keys.clear()  # another server or user: the push pre-flight again
 
 
 def _sinks(settings: Settings) -> list[Sink]:

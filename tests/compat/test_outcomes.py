@@ -126,7 +126,7 @@ def test_under_redis_namespace_every_key_is_the_namespaces() -> None:
         try:
             cfg = config(f"""
                 schedules:
-                  inside: {{cron: '* * * * *', class: LedgerWorker, args: [1], queue: {QUEUE}}}
+                  inside: {{cron: '* * * * *', class: LedgerWorker, args: [4], queue: {QUEUE}}}
             """, namespace=ns)
             minute = namespaced.push_minute(cfg)
             running = namespaced.health("inside", lambda h: h.last_outcome == "running",

@@ -1,6 +1,5 @@
-"""The push pre-flight (push_checks.lua, `Pusher.preflight`): the keys' types and grants are
-checked once (per process, and again after a failed push call), before the first push call,
-not in every call (docs/store.md "Pre-flight")."""
+"""The push call's checks (push_grants.lua `push_checked`): the keys' types and grants are
+checked in every call before its first write (docs/store.md "Pre-flight")."""
 
 from __future__ import annotations
 
@@ -11,9 +10,9 @@ from typing import Any
 import pytest
 import redis
 
-from kiqbeat.engine import Engine, run
+from kiqbeat.engine import run
 from kiqbeat.errors import StateError
-from kiqbeat.redis import keys, progress, pushes, scripts
+from kiqbeat.redis import keys, progress, scripts
 from tests.support.clock import minute_floor, redis_now
 from tests.support.engine import config, marks, pushed_jobs
 
@@ -38,44 +37,7 @@ def _counting(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     return calls
 
 
-def test_an_invocation_checks_its_keys_once_not_in_every_push_call(
-    client: redis.Redis, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    cfg = config(EVERY_MINUTE.replace("missed_jobs_window: 1h", "missed_jobs_window: 2h")
-                 .replace('"* * * * *"', '"* * * * * *"'))  # every second: many push calls
-    t0 = minute_floor(redis_now(client)) - timedelta(hours=3) + timedelta(seconds=5)
-    run(client, cfg, now=t0)
-    calls = _counting(monkeypatch)
-    report = run(client, cfg, now=t0 + timedelta(minutes=20))
-    assert report.pushed == 2 * 20 * 60
-    assert calls["push"] > 1, calls  # several push calls ...
-    assert calls["push_checks"] == 1, calls  # ... one pre-flight
-    assert len({job["jid"] for job in pushed_jobs(client)}) == report.pushed
-
-
-def test_a_warm_engine_checks_again_only_after_a_push_call_failed(
-    client: redis.Redis, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    cfg = config(EVERY_MINUTE)
-    t0 = minute_floor(redis_now(client)) - timedelta(hours=3) + timedelta(seconds=5)
-    engine = Engine(client=client)
-    engine.run(cfg, now=t0)  # its first push call (registering the schedule): checked
-    calls = _counting(monkeypatch)
-    engine.run(cfg, now=t0 + timedelta(minutes=1))
-    engine.run(cfg, now=t0 + timedelta(minutes=2))
-    assert (calls["push"], calls.get("push_checks", 0)) == (2, 0), calls
-    client.set("queue:default", "not a list")
-    with pytest.raises(StateError, match="queue:default holds a string"):
-        engine.run(cfg, now=t0 + timedelta(minutes=3))
-    client.delete("queue:default")
-    engine.run(cfg, now=t0 + timedelta(minutes=3))
-    assert calls["push_checks"] == 1, calls  # checked again after the refused call
-    # Minute 3's two ticks (the queue's earlier jobs went with the deleted key), once.
-    jids = [job["jid"] for job in pushed_jobs(client)]
-    assert len(jids) == len(set(jids)) == 2, jids
-
-
-def test_a_wrong_typed_key_is_refused_by_the_preflight_naming_it_and_nothing_is_pushed(
+def test_a_wrong_typed_key_is_refused_naming_it_and_nothing_is_pushed(
     client: redis.Redis,
 ) -> None:
     cfg = config(EVERY_MINUTE)
@@ -104,13 +66,10 @@ RETYPED = ["queue:default", "queues", "schedule", "kiqbeat:due", "kiqbeat:schedu
 
 
 @pytest.mark.parametrize("key", RETYPED)
-def test_a_key_retyped_between_the_preflight_and_a_push_refuses_the_call_whole(
-    client: redis.Redis, monkeypatch: pytest.MonkeyPatch, key: str
-) -> None:
-    """docs/store.md "Pre-flight": a key retyped by hand after the invocation's pre-flight
-    fails the push call before its first write (nothing of it written: no mark moved without
-    its job), the next invocation's pre-flight names the key, and once it is put back every
-    tick is pushed once."""
+def test_a_retyped_key_refuses_the_call_whole(client: redis.Redis, key: str) -> None:
+    """docs/store.md "Pre-flight": a key retyped by hand fails the invocation before the push
+    call's first write (nothing of it written: no mark moved without its job), naming the
+    key, and once it is put back every tick is pushed once."""
     cfg = config(EVERY_MINUTE.replace("class: ReportWorker", "class: ReportWorker, max_runs: 99"))
     t0 = minute_floor(redis_now(client)) - timedelta(hours=3) + timedelta(seconds=5)
     run(client, cfg, now=t0)
@@ -119,17 +78,10 @@ def test_a_key_retyped_between_the_preflight_and_a_push_refuses_the_call_whole(
         key = keys.progress_bucket("", progress.bucket("report"))
     kept = client.dump(key)
     before = _store(client)
-    preflight = pushes.Pusher.preflight
-
-    def then_retyped(self: pushes.Pusher, *args: Any) -> None:
-        preflight(self, *args)
-        client.delete(key)
-        client.rpush(key, "not", "this") if key != "queue:default" else client.set(key, "x")
-
-    monkeypatch.setattr(pushes.Pusher, "preflight", then_retyped)
+    client.delete(key)
+    client.rpush(key, "not", "this") if key != "queue:default" else client.set(key, "x")
     with pytest.raises(StateError, match=r"wrong type|holds a"):
         run(client, cfg, now=t0 + timedelta(minutes=5))
-    monkeypatch.undo()
     after = _store(client)
     after.pop(key.encode())
     before.pop(key.encode(), None)

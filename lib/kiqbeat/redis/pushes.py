@@ -64,7 +64,6 @@ def push_call(client: redis.Redis, namespace: str, due_key: str, now_ms: int,
     skipped, new, stale, recorded) and flags, one "1"/"0" per job in order."""
     script_keys, args = _push_args(namespace, due_key, now_ms, chunk, history)
     with redis_errors(client, "pushing jobs"):
-        lua.call(scripts.PUSH_CHECKS, client, script_keys, args)
         reply = lua.call(scripts.PUSH, client, script_keys, args)
     return [int(c) for c in reply[:7]], reply_text(reply[7])  # by reason: Pusher's calls
 
@@ -182,8 +181,7 @@ class Pusher:
 
     def __init__(self, client: redis.Redis, namespace: str, config: Config, report: Report,
                  deadline: float, lua: scripts.Caller = scripts.SCRIPTS, *,
-                 due_key: str | None = None, history: int = DEFAULT_HISTORY,
-                 checked: set[str] | None = None) -> None:
+                 due_key: str | None = None, history: int = DEFAULT_HISTORY) -> None:
         self.client, self.namespace, self.config = client, namespace, config
         self.report, self.deadline, self.lua, self.history = report, deadline, lua, history
         self.due_key = due_key or keys.due(namespace)
@@ -193,9 +191,6 @@ class Pusher:
         # runs between them (`RedisSide.start_due`).
         self.line = scripts.Line(client)
         self._flight: tuple[scripts.Pending, Sequence[Group], int] | None = None
-        # Keys whose types and grants a pre-flight checked (`preflight`): the caller's set,
-        # kept across its invocations, or this invocation's own.
-        self.checked: set[str] = set() if checked is None else checked
 
     def send(self, chunk: Sequence[Group], now_ms: int) -> bool:
         """Send one chunk's call, after reading the reply of the call in flight; False (and
@@ -217,22 +212,10 @@ class Pusher:
                 f"({report.pushed} jobs pushed); the next invocation pushes the rest")
         self.sent += size
         with self._errors():
-            self.preflight(script_keys, args)
             pending = self.lua.start(scripts.PUSH, self.client, script_keys, args,
                                      line=self.line)
         self._flight = (pending, chunk, now_ms)
         return True
-
-    def preflight(self, script_keys: Sequence[str], args: Sequence[scripts.Arg]) -> None:
-        """Check the types and grants of the push call's keys not checked yet (push_checks.lua,
-        with the call's own KEYS and ARGV), before the call is sent: once, not in every call;
-        again after any push call failed (`_errors` forgets what was checked). A refusal
-        raises, nothing pushed by this call. Called with no call in flight."""
-        if self.checked.issuperset(script_keys):
-            return
-        self.lua.start(scripts.PUSH_CHECKS, self.client, script_keys, args,
-                       line=self.line).result()
-        self.checked.update(script_keys)
 
     def wait(self) -> None:
         """Read the reply of the call in flight, if any, into the report."""
@@ -256,13 +239,7 @@ class Pusher:
         report = self.report
         try:
             with redis_errors(self.client, "pushing jobs"):
-                try:
-                    yield
-                except BaseException:
-                    # A failed call, or a lost connection (perhaps to another server now):
-                    # the next call checks its keys again.
-                    self.checked.clear()
-                    raise
+                yield
         except KiqbeatError as exc:
             if not report.pushed:
                 raise
@@ -272,14 +249,14 @@ class Pusher:
 
 def push(client: redis.Redis, namespace: str, plan: Plan, config: Config, report: Report,
          deadline: float, lua: scripts.Caller = scripts.SCRIPTS, *, due_key: str | None = None,
-         sent: int = 0, history: int = DEFAULT_HISTORY, checked: set[str] | None = None) -> int:
+         sent: int = 0, history: int = DEFAULT_HISTORY) -> int:
     """Carry out a plan (`Pusher`), filling in the report.
 
     `sent` is the job bytes this invocation already sent (the 64 MiB bound counts them all);
     returns it with this plan's added, or -1 once the bound stopped the plan.
     """
     pusher = Pusher(client, namespace, config, report, deadline, lua, due_key=due_key,
-                    history=history, checked=checked)
+                    history=history)
     pusher.sent = sent
     for chunk in plan.chunks():
         if not pusher.send(chunk, plan.now_ms):

@@ -286,8 +286,6 @@ class Pending:
 
 DUE = Lua.named("due", "definitions", "progress")
 PUSH = Lua.named("push", "definitions", "records", "progress", "frames", "life", "push_grants")
-# push.lua's pre-flight: its keys' types and grants, once, not per call (pushes.Pusher).
-PUSH_CHECKS = Lua.named("push_checks", "progress", "life", "push_grants")
 WRITE = Lua.named("write", "definitions", "records", "progress", "life", "names")
 INDEX = Lua.named("index", "definitions", "names")
 BACKFILL = Lua.named("backfill", "definitions", "records", "progress", "frames", "life")
@@ -306,7 +304,7 @@ def library() -> str:
     """The Redis 7 function library of every script, for `FUNCTION LOAD REPLACE`."""
     parts = [f"#!lua name={LIBRARY}", "-- kiqbeat's scripts as Redis functions: load with "
              "FUNCTION LOAD REPLACE (kiqbeat functions --load)."]
-    for lua in (DUE, PUSH, PUSH_CHECKS, WRITE, INDEX, BACKFILL, TRIGGER, READ, PAUSE, MIGRATE,
+    for lua in (DUE, PUSH, WRITE, INDEX, BACKFILL, TRIGGER, READ, PAUSE, MIGRATE,
                 SKIP, FOLD, INCIDENTS):
         parts.append(f"redis.register_function('{lua.function}', function(KEYS, ARGV)\n"
                      f"{lua.text}\nend)")

@@ -18,7 +18,7 @@ One wire format per script, in one place on the Python side: the module that cal
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 import redis
@@ -52,15 +52,12 @@ Shard = tuple[int, int] | None  # (index, count), or None: the index is not spli
 @dataclass(frozen=True)
 class RedisSide:
     """One store in Redis: `client`, key prefix `namespace`, due index split into `shards`,
-    scripts run by `lua` (EVALSHA or FCALL); `checked`, the keys whose types and grants a
-    push pre-flight checked (`pushes.Pusher.preflight`), shared by the sides its owner
-    builds for as long as it runs invocations."""
+    scripts run by `lua` (EVALSHA or FCALL)."""
 
     client: redis.Redis
     namespace: str = ""
     shards: int = 1
     lua: scripts.Caller = scripts.SCRIPTS
-    checked: set[str] = field(default_factory=set, compare=False, hash=False)
 
     @classmethod
     def recorded(cls, client: redis.Redis, namespace: str = "",
@@ -176,14 +173,13 @@ class RedisSide:
         """`redis.pushes.push`: an invocation's plan, into `shard`'s due index."""
         return pushes.push(self.client, self.namespace, plan, config, report, deadline,
                            self.lua, due_key=keys.due(self.namespace, shard), sent=sent,
-                           history=history, checked=self.checked)
+                           history=history)
 
     def pusher(self, config: Config, report: Report, deadline: float, *, shard: Shard = None,
                history: int = DEFAULT_HISTORY) -> pushes.Pusher:
         """`redis.pushes.Pusher`: an invocation's push calls into `shard`'s due index."""
         return pushes.Pusher(self.client, self.namespace, config, report, deadline, self.lua,
-                             due_key=keys.due(self.namespace, shard), history=history,
-                             checked=self.checked)
+                             due_key=keys.due(self.namespace, shard), history=history)
 
     def push_backfill(self, pieces: Sequence[Piece], history: int
                       ) -> pushes.BackfillCall:

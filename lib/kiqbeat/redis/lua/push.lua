@@ -96,8 +96,8 @@ perhaps added again) is left alone too: its index entry says "plan me" if it is 
 
 All checks run before the first write: Redis does not roll a script back, and it refuses a
 script for lack of memory only at its first write, so once the first write is done the rest
-complete. The checks of the keys' types and grants that do not depend on the call's groups
-run before it, once (push_checks.lua, the pre-flight; docs/store.md).
+complete. The keys' types and grants are checked first, in every call (push_grants.lua;
+docs/store.md "Pre-flight").
 
 A group whose life counter (runs, skips) is not a whole number, whose held record is not one
 (or names a queue whose key is not a list, or that this Redis user may not LPUSH or LPOS),
@@ -132,22 +132,11 @@ local running_prefix = ARGV[5 + nq]
 local GROUP_FIELDS = 12
 
 
--- Pass 1: read and check everything, write nothing. The keys' types were checked by the
--- pre-flight (push_checks.lua), not in every call. A key read below fails the call before its
--- first write if retyped since; the keys first touched by a write are TYPE-checked again here
--- (one TYPE each), and every grant is asked again (push_grants.lua: cheap), so that a key
--- retyped by hand or a grant revoked since the pre-flight refuses the call whole instead of
--- failing it half-way (docs/store.md "Pre-flight").
+-- Pass 1: read and check everything, write nothing: every key's type and every grant are
+-- checked in every call (push_grants.lua: a few microseconds a call), so a key retyped by
+-- hand or a grant revoked refuses the call whole instead of failing it half-way.
 use_state(bucket_key, 'kiqbeat:progress:0')
-local err = expect_type(queues_key, 'set') or expect_type(sched_key, 'zset')
-  or expect_type(due_key, 'zset') or expect_type(missed_key, 'hash')
-  or expect_type(life.last, 'hash')
-if err then return err end
-for k = 1, nq do
-  err = expect_type(KEYS[FIRST_QUEUE + k], 'list')
-  if err then return err end
-end
-err = push_allowed(KEYS, nq)  -- a grant revoked since the pre-flight: refused whole
+local err = push_checked(KEYS, nq)  -- every key's type and grant, before the first write
 if err then return err end
 
 -- The groups, field by field into flat arrays (group i's jobs are jobs first_job[i] ..

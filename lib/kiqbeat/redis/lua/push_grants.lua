@@ -1,9 +1,9 @@
 --[[
-kiqbeat push grants: every command a push call may run on its keys, asked of the ACL (Redis
-7+; 6.2 cannot ask, and refuses the command itself). Put before push_checks.lua (the
-pre-flight, which checks the types too) and push.lua, which asks again in every call before
-its first write: a grant revoked after the pre-flight then refuses the call whole instead of
-half-way (each ask costs about 0.4 us, a few per call; docs/store.md "Pre-flight").
+kiqbeat push checks: the types of push.lua's keys, and every command a push call may run on
+them, asked of the ACL (Redis 7+; 6.2 cannot ask, and refuses the command itself). Put
+before push.lua, which runs them in every call before its first write, so a key retyped by
+hand or a grant revoked refuses the call whole instead of half-way (a TYPE costs about 1 us,
+an ask about 0.4 us, a few dozen a call; docs/store.md "Pre-flight").
 KEYS: push.lua's; `nq` its queue count. Needs use_state() called first (progress.lua).
 ]]
 
@@ -23,4 +23,19 @@ local function push_allowed(keys, nq)
     if err then return err end
   end
   return nil
+end
+
+-- Every check of push.lua's keys before its first write: their types, then their grants.
+local function push_checked(keys, nq)
+  local err = expect_allowed('TYPE', keys[2])
+    or expect_type(keys[2], 'set') or expect_type(keys[3], 'zset')
+    or expect_type(keys[4], 'zset') or expect_type(keys[5], 'hash')
+    or expect_type(keys[6], 'hash') or expect_type(keys[7], 'hash')
+    or life_types({runs = keys[8], skips = keys[9], last = keys[10], held = keys[11]})
+  if err then return err end
+  for k = 1, nq do
+    err = expect_type(keys[11 + k], 'list')
+    if err then return err end
+  end
+  return push_allowed(keys, nq)
 end
