@@ -293,15 +293,15 @@ def test_each_required_permission_is_needed_and_its_absence_pushes_nothing(
     assert len(jobs_in_redis(admin)) == outcome.pushed
 
 
-# Commands a push call runs after its first write: revoked once the pre-flight has passed.
+# Commands a push call runs after its first write: revoked while a warm engine runs.
 WRITTEN_LATE = ("+lpush", "+hset", "+zadd", "+sadd", "+hincrby", "+hdel", "+zrem", "~queue:*")
 
 
 @pytest.mark.parametrize("permission", WRITTEN_LATE)
-def test_a_grant_revoked_after_the_preflight_refuses_the_push_call_whole(
+def test_a_grant_revoked_while_an_engine_runs_refuses_the_push_call_whole(
     acl_server: RedisServer, admin: redis.Redis, permission: str, mode: str
 ) -> None:
-    """A warm engine has run its pre-flight (docs/store.md "Pre-flight"); a grant revoked
+    """A warm engine has pushed before (docs/store.md "Pre-flight"); a grant revoked
     since (an administrator's ACL SETUSER, a failover to a server with another ACL) refuses
     the next push call before its first write: no mark moves without its job, and once the
     grant is back every tick is pushed once."""
@@ -310,7 +310,7 @@ def test_a_grant_revoked_after_the_preflight_refuses_the_push_call_whole(
     cfg = config(SCHEDULES)
     with connect(_user_url(acl_server)) as client:
         engine = Engine(Settings(redis_functions=mode == "functions"), client=client)
-        engine.run(cfg, now=t0)  # first seen: the pre-flight has run on this engine
+        engine.run(cfg, now=t0)  # first seen: this engine has run a push call
         _set_user(admin, acl_rules(mode, without=permission))
         before = _snapshot(admin)
         with pytest.raises(RedisRefusedError):
