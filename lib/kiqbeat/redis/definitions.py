@@ -155,12 +155,11 @@ def _call(namespace: str, shards: int, batch: Sequence[Op], applied: Applied | N
     of_op = ([due_key(namespace, op.name, shards) for op in batch] if shards > 1
              else [keys.due(namespace)] * len(batch))
     index = {key: k for k, key in enumerate(dict.fromkeys(of_op), start=1)}
-    script_keys = [keys.definitions(namespace), keys.watermarks(namespace),
-                   keys.first_seen(namespace), keys.rejected(namespace),
-                   keys.documents(namespace),
+    script_keys = [keys.definitions(namespace), keys.progress_bucket(namespace, 0),
+                   keys.rejected(namespace), keys.documents(namespace),
                    keys.document_index(namespace, applied.source if applied else ""),
-                   keys.shards(namespace), keys.missed(namespace), keys.history(namespace),
-                   keys.manual(namespace), keys.paused(namespace), keys.runs(namespace),
+                   keys.shards(namespace), keys.missed(namespace), keys.manual(namespace),
+                   keys.paused(namespace), keys.runs(namespace),
                    keys.skips(namespace), keys.last_jobs(namespace),
                    keys.held(namespace), keys.names(namespace), keys.facets(namespace),
                    keys.disabled(namespace), *index]

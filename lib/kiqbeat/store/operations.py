@@ -30,6 +30,7 @@ from kiqbeat.outcomes.records import read_outcomes
 from kiqbeat.redis import keys
 from kiqbeat.redis.connection import redis_errors
 from kiqbeat.redis.definitions import Oversized, definition_sha
+from kiqbeat.redis.progress import bucket
 from kiqbeat.store.context import StoreContext, as_mapping
 from kiqbeat.store.results import MissedRange, Triggered
 
@@ -174,7 +175,8 @@ class Operations:
             return parse_history(name, text) if text is not None else []
         except ValueError:
             raise ConfigError(f"the history of schedule {shown(name)} in "
-                              f"{keys.history(self.ctx.namespace)} is garbled: "
+                              f"{keys.progress_bucket(self.ctx.namespace, bucket(name))} is "
+                              f"garbled: "
                               f"{shown(text)}") from None
 
 

@@ -1,18 +1,18 @@
 --[[
 kiqbeat write script: change schedule definitions and their index entries, atomically.
 
-KEYS[1]  definitions hash    KEYS[2]  watermarks hash    KEYS[3]  first-seen hash
-KEYS[4]  rejected hash (name -> why its definition was set aside)
-KEYS[5]  documents hash (location -> digest applied)   KEYS[6]  that document's index
-KEYS[7]  the shard count the due index is split into
-KEYS[8]  missed hash (recorded missed ranges)    KEYS[9]  history hash (last pushes)
-KEYS[10]  manual hash (the last manual run's jid)
-KEYS[11]  paused hash (pause records: core/pause.py)
-KEYS[12], KEYS[13], KEYS[14], KEYS[15]  the life hashes: runs, skips, last job, held tick
+KEYS[1]  definitions hash    KEYS[2]  progress bucket 0 (the buckets' prefix: progress.lua)
+KEYS[3]  rejected hash (name -> why its definition was set aside)
+KEYS[4]  documents hash (location -> digest applied)   KEYS[5]  that document's index
+KEYS[6]  the shard count the due index is split into
+KEYS[7]  missed hash (recorded missed ranges)
+KEYS[8]  manual hash (the last manual run's jid)
+KEYS[9]  paused hash (pause records: core/pause.py)
+KEYS[10], KEYS[11], KEYS[12], KEYS[13]  the life hashes: runs, skips, last job, held tick
   (life.lua)
-KEYS[16], KEYS[17], KEYS[18]  the name index, its facets and disabled names (names.lua), kept in
+KEYS[14], KEYS[15], KEYS[16]  the name index, its facets and disabled names (names.lua), kept in
   step with the definitions
-KEYS[19..]  due indexes (one per shard an operation names)
+KEYS[17..]  due indexes (one per shard an operation names)
 ARGV[1]  the operations, packed in one string: per operation a line
   "OP K SOURCE_LENGTH EXPECT NAME_LENGTH DEF_LENGTH\n" then SOURCE, NAME and DEF, where
   OP is one of
@@ -29,7 +29,7 @@ ARGV[1]  the operations, packed in one string: per operation a line
            with EXPECT "big:N", only if it is still N bytes long, over the limit (it was
            not read, and is not now), or, with EXPECT "-", forget a name whose
            definition is gone
-  K the due index (KEYS[18 + K]), SOURCE the writer ("" for the API and other languages,
+  K the due index (KEYS[16 + K]), SOURCE the writer ("" for the API and other languages,
   a document's location for a document), EXPECT a SHA1 or "-".
 ARGV[2]  the shard count the writer computed its index keys with: refused unless it is the
   recorded one (recorded if none is)
@@ -61,30 +61,28 @@ owning source of each
 "O", in order.
 ]]
 
-local defs_key, wm_key, seen_key, rejected_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local documents_key, document_key, shards_key = KEYS[5], KEYS[6], KEYS[7]
-local missed_key, history_key, manual_key = KEYS[8], KEYS[9], KEYS[10]
-local paused_key = KEYS[11]
-local life = {runs = KEYS[12], skips = KEYS[13], last = KEYS[14], held = KEYS[15]}
-local FIRST_DUE = 18
+local defs_key, bucket_key, rejected_key = KEYS[1], KEYS[2], KEYS[3]
+local documents_key, document_key, shards_key = KEYS[4], KEYS[5], KEYS[6]
+local missed_key, manual_key, paused_key = KEYS[7], KEYS[8], KEYS[9]
+local life = {runs = KEYS[10], skips = KEYS[11], last = KEYS[12], held = KEYS[13]}
+local FIRST_DUE = 16
 local body, record = ARGV[1], ARGV[3] == '1'
 
 -- Check every key's type and (Redis 7) every permission before the first write
 -- (expect_type and expect_allowed: checks.lua).
-local err = expect_type(defs_key, 'hash') or expect_type(wm_key, 'hash')
-  or expect_type(seen_key, 'hash') or expect_type(rejected_key, 'hash')
-  or expect_type(missed_key, 'hash') or expect_type(history_key, 'hash')
-  or expect_type(manual_key, 'hash') or expect_type(paused_key, 'hash') or life_check(life)
-  or names_use(KEYS[16], KEYS[17], KEYS[18])
+local err = expect_type(defs_key, 'hash') or expect_type(rejected_key, 'hash')
+  or expect_type(missed_key, 'hash') or expect_type(manual_key, 'hash')
+  or expect_type(paused_key, 'hash') or life_check(life)
+  or names_use(KEYS[14], KEYS[15], KEYS[16])
 if err then return err end
 for k = FIRST_DUE + 1, #KEYS do
   err = expect_type(KEYS[k], 'zset')
   if err then return err end
 end
 local checks = {{'HSTRLEN', defs_key, 'n'}, {'HGET', defs_key, 'n'}, {'HSET', defs_key, 'n', 'v'}, {'HDEL', defs_key, 'n'},
-  {'HDEL', wm_key, 'n'}, {'HGET', wm_key, 'n'}, {'HSET', wm_key, 'n', '0'}, {'HDEL', seen_key, 'n'}, {'HSET', rejected_key, 'n', 'v'},
+  {'HSET', rejected_key, 'n', 'v'},
   {'HDEL', rejected_key, 'n'}, {'HEXISTS', rejected_key, 'n'}, {'HDEL', missed_key, 'n'},
-  {'HGET', missed_key, 'n'}, {'HSET', missed_key, 'n', 'v'}, {'HDEL', history_key, 'n'},
+  {'HGET', missed_key, 'n'}, {'HSET', missed_key, 'n', 'v'},
   {'HDEL', manual_key, 'n'}, {'HDEL', paused_key, 'n'}}
 for k = FIRST_DUE + 1, #KEYS do
   checks[#checks + 1] = {'ZADD', KEYS[k], '0', 'n'}
@@ -103,7 +101,7 @@ for _, c in ipairs(checks) do
   err = expect_allowed(unpack(c))
   if err then return err end
 end
-use_state(wm_key, 'kiqbeat:watermarks')
+use_state(bucket_key, 'kiqbeat:progress:0')
 err = state_allowed()
 if err then return err end
 err = expect_type(shards_key, 'string')
