@@ -1,8 +1,8 @@
 """What became of a schedule's jobs: its outcome record (the last N ticks the worker reported
 on) and the health read from it (issue 27; docs/store.md, "The worker protocol").
 
-Pure: `decode_outcomes` reads the record layout redis/lua/fold.lua writes (its header states
-it; this is the one Python reader), `health` summarises it.
+Pure: `decode_outcomes` reads the record redis/lua/fold.lua writes (specified in
+docs/store.md "Encodings"; this is the one Python reader), `health` summarises it.
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
 """kiqbeat's private per-schedule state in Redis: watermark, first-seen and history.
 
-The one Python reader and writer of the layout `lua/progress.lua` states (the one Lua one):
-each schedule's state is one record, a field of one small hash picked by a stable hash of
-its name (`bucket`, `keys.progress_bucket`): 12 bytes of watermark and first-seen, then its
-last pushes, a few bytes each, so that a script reads and writes a schedule's state with one
-HGET and one HSET and Redis keeps every bucket as a listpack. The layout before it is
+The one Python reader and writer of the progress record (`lua/progress.lua` the Lua one;
+the format is specified in docs/store.md "Encodings"): each schedule's state is one record,
+a field of one small hash picked by a stable hash of its name (`bucket`,
+`keys.progress_bucket`): 12 bytes of watermark and first-seen, then its last pushes, a few
+bytes each, so that a script reads and writes a schedule's state with one HGET and one HSET
+and Redis keeps every bucket as a listpack. The layout before it is
 migrated once (`redis.migrate`): nothing here reads it.
 
 Histories are handed to readers as the text the old layout stored ("KIND TICK DELAY [JID]"

@@ -22,24 +22,11 @@ ARGV[2]  N, ticks a record keeps unless the definition says otherwise (0: none k
 ARGV[3..]  K = 0: the entries, each one JSON report as the inbox would hold it
 
 The records live in NS kiqbeat:outcomes:B, B the bucket of progress.lua (first 4 hex digits
-of SHA1(name) mod STATE_BUCKETS), name -> RECORD (all integers varints unless said):
-  NEWEST   the newest recorded tick, epoch ms, 6 bytes big-endian
-  SUCCESS  0: no success known; else 1 + SPAN(NEWEST - the newest succeeded tick)
-  BEYOND   failed ticks newer than that success but older than every entry kept
-  COUNT, then COUNT entries, newest tick first, each:
-    HEAD   D' * 32 + UNIT * 8 + MANUAL * 4 + STATE, D = the previous (newer) entry's tick
-           (NEWEST for the first) less this one's = D' units of UNIT (0 ms, 1 s, 2 min, 3 h,
-           the largest dividing D); MANUAL 1: a manual run (its jid is not the tick's);
-           STATE 0 running, 1 succeeded, 2 failed, 3 expired
-    ATTEMPT  the attempt last reported (1: the first run)
-    VALUE    running: ms from the tick to its start; else its duration in ms (expired: 0)
-SPAN(ms) = (ms / UNIT) * 4 + UNIT, UNIT as above.
-About 4 bytes a tick of an every-minute job that takes under 16 s: 49 bytes with 10 ticks,
-under hash-max-listpack-value (64), so the buckets stay listpacks.
-A stored record that is not one (a varint of more than 7 bytes or above 2^48, COUNT above
-1000, a tick before the epoch or from 9999-01-01 on) is read as a fresh record: it costs only
-that schedule's record, never a loop or an error (issue 27). Each schedule's fold runs under
-pcall after the RPOP, so no Lua error there loses the other schedules' popped entries.
+of SHA1(name) mod STATE_BUCKETS), name -> the outcome record, specified in docs/store.md
+"Encodings" (the limits a reader keeps too). A stored record that is not one is read as a
+fresh record: it costs only that schedule's record, never a loop or an error (issue 27).
+Each schedule's fold runs under pcall after the RPOP, so no Lua error there loses the other
+schedules' popped entries.
 
 Folding an entry {"s","t","j","e","at","a","d","x","m"} into its tick's entry: `started`
 marks it running unless an end of this attempt or a later one is recorded; `succeeded`,

@@ -5,19 +5,8 @@
 -- (bucket = the first 4 hex digits of SHA1(name) modulo STATE_BUCKETS), so that each bucket
 -- holds a few dozen fields and Redis keeps it as a compact listpack (a field's value stays
 -- under hash-max-listpack-value, 64 bytes, with the default history of 10):
---   NS kiqbeat:progress:B  name -> MARK, the watermark (epoch ms, an unsigned 48-bit
---                          big-endian integer; 2^48-1: none yet), varint zigzag(MARK - SEEN)
---                          (SEEN the first-seen, epoch ms; 0: unknown), then the history
---                          when there is one: varint zigzag(MARK - NEWEST) (NEWEST the tick
---                          of the last push), varint COUNT, then COUNT entries in the order
---                          pushed (oldest first, so a push appends its entry and drops the
---                          oldest without touching the others), each: varint HEAD, varint
---                          zigzag(DELAY ms), and for a manual run a varint length and its
---                          jid; HEAD = zigzag(D) * 16 + UNIT * 4 + KIND (KIND 0 tick, 1
---                          backfill, 2 manual, 3 skipped;
---                          UNIT 0 ms, 1 s, 2 min, 3 h, the largest that divides D; D the
---                          entry's tick less the one before it: the oldest's is unused).
---                          A reader walks back from NEWEST.
+--   NS kiqbeat:progress:B  name -> the progress record (watermark, first-seen, history),
+--                          specified in docs/store.md "Encodings".
 -- The layout before it (three hashes of text) is migrated once, before an invocation reads
 -- any state (migrate.lua): no script here reads it.
 
