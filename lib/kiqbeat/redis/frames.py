@@ -53,7 +53,7 @@ class Queues:
 # The struct formats of frames.lua and the scripts' headers (after each name's bytes).
 _COUNT = struct.Struct(">H")
 _NAME = struct.Struct(">H")
-_GROUP = struct.Struct(">40sddBddHdBI")  # SHA ... R: push.lua's GROUP_FORMAT after NAME
+_GROUP = struct.Struct(">40sddBddHdBI")  # SHA ... R: frames.lua's GROUP_FORMAT after NAME
 _RANGE = struct.Struct(">ddB")  # AFTER THROUGH, the reason's length (then it, then COUNT)
 _DOUBLE = struct.Struct(">d")
 _N = struct.Struct(">I")
@@ -61,7 +61,7 @@ _JOB = struct.Struct(">ddI")  # frames.lua JOB_FORMAT: TICK RELEASE LENGTH, then
 # A group without missed ranges and with one job, as most are, packed in one go: GROUP with
 # R = 0, then N = 1 and the job's frame (the same bytes as the parts one by one).
 _GROUP_ONE_JOB = struct.Struct(">40sddBddHdBIIddI")
-_PIECE = struct.Struct(">40sddHdBI")  # backfill.lua's PIECE_FORMAT after NAME
+_PIECE = struct.Struct(">40sddHdBI")  # frames.lua's PIECE_FORMAT after NAME
 _NO_SHA = b"0" * 40
 
 

@@ -18,7 +18,12 @@ local function expect_format(body, script, fields)
   return pos
 end
 
--- A job frame's fixed part: TICK, RELEASE, the JSON's length (its bytes follow).
+-- The records' fixed parts (docs/store.md "Encodings"), the one place Lua names them:
+-- push.lua reads a GROUP (then R RANGEs, N and N jobs), backfill.lua a PIECE (then N and
+-- N jobs); a job frame's fixed part is TICK, RELEASE, the JSON's length (its bytes follow).
+local GROUP_FORMAT = '>Hc0c40ddBddHdBI4'
+local RANGE_FORMAT = '>ddBc0d'
+local PIECE_FORMAT = '>Hc0c40ddHdBI4'
 local JOB_FORMAT = '>ddI4'
 
 -- Jobs, read into flat arrays (one set per call, not per record): `jobs:read(body, pos, n)`
