@@ -44,6 +44,9 @@ local function job_frames()
       starts[j], lengths[j] = pos, length
       pos = pos + length
     end
+    -- A JSON whose bytes end early (only the last can: any field after it would fail to
+    -- unpack) is a request cut short, refused as struct refuses the rest.
+    if pos > #body + 1 then error('a job frame cut short') end
     self.count = j
     return pos
   end
