@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import struct
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from kiqbeat.core.limits import MAX_HISTORY, MAX_PLANNABLE_MS
 from kiqbeat.core.outcomes import OUTCOME_STATES, TickOutcome, decode_outcomes
 from kiqbeat.core.plan import Group
 from kiqbeat.core.varints import varint
+from kiqbeat.engine import run
 from kiqbeat.redis import keys, progress, pushes, scripts
 from kiqbeat.redis.frames import (
     BACKFILL_PIECE_FIELDS,
@@ -29,6 +31,8 @@ from kiqbeat.redis.frames import (
     name_bytes,
     push_request,
 )
+from tests.support.clock import minute_floor, redis_now
+from tests.support.engine import config, pushed_jobs
 
 NO_MARK = 2**48 - 1
 LAST_TICK = 253_370_764_800_000  # 9999-01-01: no outcome tick from then on
@@ -377,6 +381,35 @@ def test_a_progress_record_that_is_not_one_is_refused_by_both_readers_naming_the
     assert lua(client, PROGRESS_USES, PROGRESS_ECHO, [bucket_zero()], ["well"])[0] \
         == 1_790_000_000_000
     assert record_of(client, "well") == VALID
+
+
+TWO = config("""
+missed_jobs_window: 1h
+schedules:
+  sick:
+    cron: "* * * * *"
+    class: W
+  well:
+    cron: "* * * * *"
+    class: W
+""")
+
+
+@pytest.mark.parametrize("what", ["a varint of 9 bytes", "first-seen cut short",
+                                  "more entries than bytes"])
+def test_an_invocation_sets_aside_only_the_schedule_whose_record_is_not_one(
+    client: redis.Redis, what: str,
+) -> None:
+    client.flushall()
+    t0 = minute_floor(redis_now(client)) - timedelta(hours=1) + timedelta(seconds=5)
+    run(client, TWO, now=t0)
+    sick = keys.progress_bucket("", progress.bucket("sick"))
+    client.hset(sick, "sick", GARBLED[what])
+    report = run(client, TWO, now=t0 + timedelta(minutes=3))
+    assert report.set_aside == 1 and any(sick in w and "'sick'" in w for w in report.warnings)
+    assert sick.encode() in (client.hget(keys.rejected(""), "sick") or b"")
+    assert {job["kiqbeat_schedule"] for job in pushed_jobs(client)} == {"well"}
+    assert len({job["jid"] for job in pushed_jobs(client)}) == 3
 
 
 def test_python_refuses_a_history_whose_entries_miss_their_count(client: redis.Redis) -> None:
