@@ -42,8 +42,7 @@ end
 -- entry {t, state, manual, a, v}, newest first. nil when garbled (a fresh record then).
 local function decode_outcomes(raw)
   if not raw or #raw < 9 then return nil end
-  local newest = 0
-  for i = 1, 6 do newest = newest * 256 + string.byte(raw, i) end
+  local newest = struct.unpack('>I6', raw)
   if newest >= LAST_TICK then return nil end
   local pos, ls, beyond, count = 7
   ls, pos = read_field(raw, pos)
@@ -76,14 +75,8 @@ local function encode_outcomes(rec)
   local entries = rec.entries
   if #entries == 0 then return nil end
   local newest = entries[1].t
-  local parts, n = {}, newest
-  for i = 6, 1, -1 do
-    parts[i] = string.char(n % 256)
-    n = math.floor(n / 256)
-  end
-  parts[7] = outcome_field(rec.ls and 1 + span(newest - rec.ls) or 0)
-  parts[8] = outcome_field(rec.beyond)
-  parts[9] = outcome_field(#entries)
+  local parts = {struct.pack('>I6', newest), outcome_field(rec.ls and 1 + span(newest - rec.ls)
+    or 0), outcome_field(rec.beyond), outcome_field(#entries)}
   local previous = newest
   for _, e in ipairs(entries) do
     local d = previous - e.t
