@@ -97,13 +97,15 @@ def cpu_ns(pid: int) -> int:
 
 
 def lua_text(name: str, uses: tuple[str, ...], lua_dir: Path) -> str:
+    # A part this tree does not have (varints.lua before it was split out) is left out.
     parts = [scripts.LIMITS, *((lua_dir / f"{part}.lua").read_text()
-                               for part in ("checks", *uses, name))]
+                               for part in ("checks", *uses, name)
+                               if (lua_dir / f"{part}.lua").exists())]
     return "\n".join(parts)
 
 
-USES = {"push": ("definitions", "records", "progress", "frames", "life"),
-        "due": ("definitions", "progress")}
+USES = {"push": ("definitions", "records", "varints", "progress", "frames", "life"),
+        "due": ("definitions", "varints", "progress")}
 
 
 def replay(path: Path, lua_dir: Path, rounds: int, slowlog: bool, top: int = 0) -> None:

@@ -14,6 +14,7 @@ import redis
 
 from kiqbeat.core.outcomes import decode_outcomes
 from kiqbeat.core.payload import jid_ms
+from kiqbeat.core.varints import varint
 from kiqbeat.demo.server import RedisServer
 from kiqbeat.outcomes import fold_outcomes, read_outcomes
 from kiqbeat.outcomes.records import read_health
@@ -25,15 +26,6 @@ TICK = T0.to_bytes(6, "big")
 RUN = b"\xff" * 150 + b"\x01"  # a varint of 151 bytes: `inf` to a Lua number
 
 
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 128:
-        out.append(value % 128 + 128)
-        value //= 128
-    out.append(value)
-    return bytes(out)
-
-
 HOSTILE = {
     "beyond": TICK + b"\x00" + RUN + b"\x01" + bytes([2, 1, 0]),
     "success": TICK + RUN + b"\x00\x01" + bytes([2, 1, 0]),
@@ -42,7 +34,7 @@ HOSTILE = {
     "huge count": TICK + b"\x00\x00" + b"\xe9\x07" + bytes([2, 1, 0]),  # 1001 ticks said
     "year 10889": b"\xff" * 6 + b"\x00\x00\x01" + bytes([2, 1, 0]),
     # 600,000 hours before T0: a tick before 1970
-    "before the epoch": TICK + b"\x00\x00\x01" + _varint(600_000 * 32 + 3 * 8 + 1) + bytes([1, 0]),
+    "before the epoch": TICK + b"\x00\x00\x01" + varint(600_000 * 32 + 3 * 8 + 1) + bytes([1, 0]),
 }
 
 

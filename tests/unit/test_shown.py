@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from kiqbeat.core.limits import MAX_REASON_CHARS, MAX_SHOWN_CHARS
@@ -127,10 +127,15 @@ def test_an_unreadable_tls_file_is_reported_as_unreadable(tmp_path: Path) -> Non
 
 
 @given(st.text(max_size=80))
+@example("a'\"\x00")  # both quotes: repr escapes the one it quotes with (Hypothesis' find)
 def test_escaped_shows_a_whole_name_as_shown_name_escapes_it(text: str) -> None:
+    """The same escapes, except where shown_name's quoting must add its own (as repr does): a
+    backslash doubled, and a quote of the kind around it (a name starting with a quote, or
+    holding both kinds), so a quoted name always reads back as one."""
     whole = escaped(text)
     assert whole.isprintable() and (not text or whole in shown_name(text, 400)
-                                    or "\\" in text or text[0] in "'\"")
+                                    or "\\" in text or text[0] in "'\""
+                                    or ("'" in text and '"' in text))
 
 
 @pytest.mark.parametrize("text", FORGING)

@@ -1,8 +1,8 @@
 """What became of a schedule's jobs: its outcome record (the last N ticks the worker reported
 on) and the health read from it (issue 27; docs/store.md, "The worker protocol").
 
-Pure: `decode_outcomes` reads the record layout redis/lua/fold.lua writes (its header states
-it; this is the one Python reader), `health` summarises it.
+Pure: `decode_outcomes` reads the record redis/lua/fold.lua writes (specified in
+docs/store.md "Encodings"; this is the one Python reader), `health` summarises it.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from dataclasses import dataclass
 
 from kiqbeat.core.payload import jid_ms
 from kiqbeat.core.plan import from_ms
+from kiqbeat.core.varints import UNITS_MS, read_varint
 
 # A recorded tick's state, as fold.lua numbers them.
 OUTCOME_STATES = ("running", "succeeded", "failed", "expired")
-_UNITS = (1, 1000, 60_000, 3_600_000)  # ms, s, min, h
 
 
 @dataclass(frozen=True)
@@ -67,29 +67,18 @@ class Health:
                 "last_jid": self.last_jid}
 
 
-# The bounds fold.lua's decoder keeps (a stored value past them is not a record, issue 27):
-_MAX_VARINT_BYTES = 7
-_MAX_VARINT = 2**48
+# The bounds outcomes.lua's decoder keeps (a stored value past them is not a record, issue 27):
 _MAX_COUNT = 1000
 LAST_TICK_MS = 253_370_764_800_000  # 9999-01-01T00:00:00Z: no tick from then on
 
 
 def _varint(raw: bytes, pos: int) -> tuple[int, int]:
-    value, scale = 0, 1
-    for _ in range(_MAX_VARINT_BYTES):
-        b = raw[pos]  # IndexError when cut short
-        value += (b & 127) * scale
-        pos += 1
-        if b < 128:
-            if value > _MAX_VARINT:
-                break
-            return value, pos
-        scale *= 128
-    raise IndexError  # longer than 7 bytes or above 2^48: not a record
+    """A field: IndexError when cut short, longer than 7 bytes or above 2^48 (not a record)."""
+    return read_varint(raw, pos, 7, 2**48)
 
 
 def decode_outcomes(raw: bytes) -> Outcomes:
-    """The record fold.lua wrote; ValueError when it is not one (with fold.lua's bounds: a
+    """The record fold.lua wrote; ValueError when it is not one (with outcomes.lua's bounds: a
     varint of more than 7 bytes or above 2^48, more than 1000 ticks, a tick before the epoch
     or from 9999-01-01 on), so every tick it holds converts to a datetime."""
     try:
@@ -107,7 +96,7 @@ def decode_outcomes(raw: bytes) -> Outcomes:
             head, pos = _varint(raw, pos)
             attempt, pos = _varint(raw, pos)
             value, pos = _varint(raw, pos)
-            tick -= (head >> 5) * _UNITS[(head >> 3) & 3]
+            tick -= (head >> 5) * UNITS_MS[(head >> 3) & 3]
             if tick < 0 or tick + value >= LAST_TICK_MS:  # a start is an instant too
                 raise IndexError
             state = OUTCOME_STATES[head & 3]
@@ -121,7 +110,7 @@ def decode_outcomes(raw: bytes) -> Outcomes:
     last_success = None
     if success:
         span = success - 1
-        last_success = newest - (span >> 2) * _UNITS[span & 3]
+        last_success = newest - (span >> 2) * UNITS_MS[span & 3]
         if last_success < 0:
             raise ValueError(f"not an outcome record: {raw[:40]!r}")
     return Outcomes(tuple(ticks), last_success, beyond)

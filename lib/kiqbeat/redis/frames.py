@@ -2,15 +2,9 @@
 and run-now scripts take (lua/frames.lua is the one Lua reader; each script's header names
 its fields).
 
-A packed argument is binary, big-endian, read with Lua's `struct.unpack` (frames.lua
-states it): numbers as doubles (every epoch ms and count is an integer below 2^53) or the
-small integer types a script's header names, a SHA1 as its 40 hex digits, bytes (a name, a
-reason, a job's JSON) as their length then the bytes. A request starts with the number of
-fields its records hold, which the script checks against its own reader (a field is added
-on both sides at once: frames.lua says how). A job frame is TICK, RELEASE, the JSON's length
-and the JSON: the tick (names the jid, the watermark, the history line), where the job goes
-(0: into the record's queue now; an instant, epoch ms: into the `schedule` set, released
-then) and its JSON.
+The format (REQUEST, GROUP, RANGE, PIECE, JOB: binary, big-endian, read with Lua's
+`struct.unpack`) is specified once, in docs/store.md "Encodings", which also says how a
+field is added (both sides at once, the request's field count up by one).
 
 Pure: bytes in, bytes out; `redis.pushes` sends them.
 """
@@ -59,7 +53,7 @@ class Queues:
 # The struct formats of frames.lua and the scripts' headers (after each name's bytes).
 _COUNT = struct.Struct(">H")
 _NAME = struct.Struct(">H")
-_GROUP = struct.Struct(">40sddBddHdBI")  # SHA ... R: push.lua's GROUP_FORMAT after NAME
+_GROUP = struct.Struct(">40sddBddHdBI")  # SHA ... R: frames.lua's GROUP_FORMAT after NAME
 _RANGE = struct.Struct(">ddB")  # AFTER THROUGH, the reason's length (then it, then COUNT)
 _DOUBLE = struct.Struct(">d")
 _N = struct.Struct(">I")
@@ -67,7 +61,7 @@ _JOB = struct.Struct(">ddI")  # frames.lua JOB_FORMAT: TICK RELEASE LENGTH, then
 # A group without missed ranges and with one job, as most are, packed in one go: GROUP with
 # R = 0, then N = 1 and the job's frame (the same bytes as the parts one by one).
 _GROUP_ONE_JOB = struct.Struct(">40sddBddHdBIIddI")
-_PIECE = struct.Struct(">40sddHdBI")  # backfill.lua's PIECE_FORMAT after NAME
+_PIECE = struct.Struct(">40sddHdBI")  # frames.lua's PIECE_FORMAT after NAME
 _NO_SHA = b"0" * 40
 
 

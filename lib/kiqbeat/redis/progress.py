@@ -1,10 +1,11 @@
 """kiqbeat's private per-schedule state in Redis: watermark, first-seen and history.
 
-The one Python reader and writer of the layout `lua/progress.lua` states (the one Lua one):
-each schedule's state is one record, a field of one small hash picked by a stable hash of
-its name (`bucket`, `keys.progress_bucket`): 12 bytes of watermark and first-seen, then its
-last pushes, a few bytes each, so that a script reads and writes a schedule's state with one
-HGET and one HSET and Redis keeps every bucket as a listpack. The layout before it is
+The one Python reader and writer of the progress record (`lua/progress.lua` the Lua one;
+the format is specified in docs/store.md "Encodings"): each schedule's state is one record,
+a field of one small hash picked by a stable hash of its name (`bucket`,
+`keys.progress_bucket`): 12 bytes of watermark and first-seen, then its last pushes, a few
+bytes each, so that a script reads and writes a schedule's state with one HGET and one HSET
+and Redis keeps every bucket as a listpack. The layout before it is
 migrated once (`redis.migrate`): nothing here reads it.
 
 Histories are handed to readers as the text the old layout stored ("KIND TICK DELAY [JID]"
@@ -21,6 +22,7 @@ import redis
 from redis.client import NEVER_DECODE
 
 from kiqbeat.core.limits import STATE_BUCKETS
+from kiqbeat.core.varints import UNITS_MS, read_varint, unzigzag, varint, zigzag
 from kiqbeat.redis import keys
 from kiqbeat.redis.connection import redis_errors, reply_bytes, reply_text
 
@@ -48,7 +50,6 @@ class Mark:
 
 # The watermark of a record that holds a history but no watermark yet (progress.lua).
 _NO_MARK = 2**48 - 1
-_UNITS = (1, 1000, 60_000, 3_600_000)  # a history entry's UNIT: ms, s, min, h
 
 
 def encode_record(mark: Mark | None, history: bytes = b"") -> bytes:
@@ -56,9 +57,9 @@ def encode_record(mark: Mark | None, history: bytes = b"") -> bytes:
     zigzag(watermark - first-seen) (first-seen 0: unknown), then, with a history
     (`encode_history`), varint zigzag(watermark - its NEWEST) and the rest of it."""
     mark_ms, seen = (_NO_MARK, 0) if mark is None else (mark.mark_ms, mark.first_seen_ms or 0)
-    record = mark_ms.to_bytes(6, "big") + _varint(_zigzag(mark_ms - seen))
+    record = mark_ms.to_bytes(6, "big") + varint(zigzag(mark_ms - seen))
     if history:
-        record += _varint(_zigzag(mark_ms - int.from_bytes(history[:6], "big"))) + history[6:]
+        record += varint(zigzag(mark_ms - int.from_bytes(history[:6], "big"))) + history[6:]
     return record
 
 
@@ -69,35 +70,18 @@ def decode_record(raw: bytes) -> tuple[Mark | None, bytes]:
         mark_ms = int.from_bytes(raw[:6], "big")
         if len(raw) < 7:
             raise IndexError
-        zz, pos = _read_varint(raw, 6)
+        zz, pos = read_varint(raw, 6)
         history = b""
         if pos < len(raw):
-            newest, count_at = _read_varint(raw, pos)
-            count, after = _read_varint(raw, count_at)
+            newest, count_at = read_varint(raw, pos)
+            count, after = read_varint(raw, count_at)
             if count < 1 or len(raw) - after < 2 * count:
                 raise ValueError("a progress record whose history is cut short")
-            history = (mark_ms - _unzigzag(newest)).to_bytes(6, "big") + raw[count_at:]
+            history = (mark_ms - unzigzag(newest)).to_bytes(6, "big") + raw[count_at:]
     except IndexError:
         raise ValueError(f"not a progress record: {raw[:40]!r}") from None
-    seen = mark_ms - _unzigzag(zz)
+    seen = mark_ms - unzigzag(zz)
     return (None if mark_ms == _NO_MARK else Mark(mark_ms, seen or None)), history
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 128:
-        out.append(value % 128 + 128)
-        value //= 128
-    out.append(value)
-    return bytes(out)
-
-
-def _zigzag(value: int) -> int:
-    return 2 * value if value >= 0 else -2 * value - 1
-
-
-def _unzigzag(value: int) -> int:
-    return value // 2 if value % 2 == 0 else -(value + 1) // 2
 
 
 def encode_history(text: str) -> bytes:
@@ -110,25 +94,14 @@ def encode_history(text: str) -> bytes:
     for kind, tick_text, delay_text, *jid in lines:
         tick, delay = int(tick_text), int(delay_text)
         d = tick - previous
-        unit = next(u for u in (3, 2, 1, 0) if d % _UNITS[u] == 0)
-        out += _varint(_zigzag(d // _UNITS[unit]) * 16 + unit * 4 + _KINDS.index(kind))
-        out += _varint(_zigzag(delay))
+        unit = next(u for u in (3, 2, 1, 0) if d % UNITS_MS[u] == 0)
+        out += varint(zigzag(d // UNITS_MS[unit]) * 16 + unit * 4 + _KINDS.index(kind))
+        out += varint(zigzag(delay))
         if kind == "m":
             raw = (jid[0] if jid else "").encode()
-            out += _varint(len(raw)) + raw
+            out += varint(len(raw)) + raw
         previous = tick
-    return previous.to_bytes(6, "big") + _varint(len(lines)) + bytes(out)
-
-
-def _read_varint(blob: bytes, pos: int) -> tuple[int, int]:
-    value, scale = 0, 1
-    while True:
-        byte = blob[pos]  # IndexError when cut short
-        value += (byte % 128) * scale
-        pos += 1
-        if byte < 128:
-            return value, pos
-        scale *= 128
+    return previous.to_bytes(6, "big") + varint(len(lines)) + bytes(out)
 
 
 def decode_history(blob: bytes) -> str:
@@ -139,19 +112,19 @@ def decode_history(blob: bytes) -> str:
     entries: list[tuple[int, int, int, str]] = []  # code, d, delay, jid: oldest first
     try:
         tick = int.from_bytes(blob[:6], "big")
-        count, pos = _read_varint(blob, 6)
+        count, pos = read_varint(blob, 6)
         while pos < len(blob):
-            head, pos = _read_varint(blob, pos)
-            delay, pos = _read_varint(blob, pos)
+            head, pos = read_varint(blob, pos)
+            delay, pos = read_varint(blob, pos)
             jid = ""
             if head % 4 == 2:
-                length, pos = _read_varint(blob, pos)
+                length, pos = read_varint(blob, pos)
                 if pos + length > len(blob):
                     raise IndexError
                 jid = " " + blob[pos:pos + length].decode(errors="replace")
                 pos += length
-            entries.append((head % 4, _unzigzag(head // 16) * _UNITS[head // 4 % 4],
-                            _unzigzag(delay), jid))
+            entries.append((head % 4, unzigzag(head // 16) * UNITS_MS[head // 4 % 4],
+                            unzigzag(delay), jid))
     except IndexError:
         raise ValueError("a history record cut short") from None
     if len(entries) != count:

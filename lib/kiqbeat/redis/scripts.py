@@ -284,19 +284,21 @@ class Pending:
             self.line.break_off()
 
 
-DUE = Lua.named("due", "definitions", "progress")
-PUSH = Lua.named("push", "definitions", "records", "progress", "frames", "life", "push_grants")
-WRITE = Lua.named("write", "definitions", "records", "progress", "life", "names")
+DUE = Lua.named("due", "definitions", "varints", "progress")
+PUSH = Lua.named("push", "definitions", "records", "varints", "progress", "frames", "life",
+                 "push_grants")
+WRITE = Lua.named("write", "definitions", "records", "varints", "progress", "life", "names")
 INDEX = Lua.named("index", "definitions", "names")
-BACKFILL = Lua.named("backfill", "definitions", "records", "progress", "frames", "life")
-TRIGGER = Lua.named("trigger", "definitions", "records", "progress")
+BACKFILL = Lua.named("backfill", "definitions", "records", "varints", "progress", "frames",
+                     "life")
+TRIGGER = Lua.named("trigger", "definitions", "records", "varints", "progress")
 READ = Lua.named("read", "definitions")
-PAUSE = Lua.named("pause", "definitions", "records", "progress")
+PAUSE = Lua.named("pause", "definitions", "records", "varints", "progress")
 # The layout before the progress buckets into them, once (redis/migrate.py).
-MIGRATE = Lua.named("migrate", "progress")
+MIGRATE = Lua.named("migrate", "varints", "progress")
 SKIP = Lua.named("skip")
-INCIDENTS = Lua.named("incidents", "deadline")
-FOLD = Lua.named("fold", "deadline")
+INCIDENTS = Lua.named("incidents", "deadline", "varints", "outcomes")
+FOLD = Lua.named("fold", "deadline", "varints", "outcomes")
 SCRIPTS = Caller(functions=False)
 
 

@@ -13,8 +13,8 @@ ARGV[1]  H, how many pushes each schedule's history keeps (0: none); never fewer
 ARGV[2]  Q, number of queue lists
 ARGV[3..2+Q]  queue names, aligned with KEYS[9..]
 ARGV[3+Q]  the pieces, one per part of a schedule's record, in one packed argument
-  (frames.lua): first the number of fields a piece holds (8), then per piece, in order
-  (struct format PIECE_FORMAT): NAME (H length, bytes); SHA (c40), the SHA1 of the
+  (docs/store.md "Encodings"): first the number of fields a piece holds (8), then per
+  piece, in order (frames.lua PIECE_FORMAT): NAME (H length, bytes); SHA (c40), the SHA1 of the
   definition the jobs were built from; AFTER and THROUGH, the part of the record this call
   settles, (AFTER, THROUGH] in epoch ms; QUEUE (H), k: the jobs' queue is KEYS[8+k] named
   ARGV[2+k]; LIMIT, the schedule's max_runs (0: none); OVERLAP (B), 1 for `overlap: skip`;
@@ -88,7 +88,7 @@ while pos <= #body do
   np = np + 1
   local n
   p_name[np], p_sha[np], p_after[np], p_through[np], p_target[np], p_limit[np],
-    p_overlap[np], n, pos = struct.unpack('>Hc0c40ddHdBI4', body, pos)
+    p_overlap[np], n, pos = struct.unpack(PIECE_FORMAT, body, pos)
   first_job[np], n_jobs[np] = jobs.count + 1, n
   pos = jobs:read(body, pos, n)
   if not seen[p_name[np]] then

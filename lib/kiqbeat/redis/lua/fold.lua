@@ -22,24 +22,11 @@ ARGV[2]  N, ticks a record keeps unless the definition says otherwise (0: none k
 ARGV[3..]  K = 0: the entries, each one JSON report as the inbox would hold it
 
 The records live in NS kiqbeat:outcomes:B, B the bucket of progress.lua (first 4 hex digits
-of SHA1(name) mod STATE_BUCKETS), name -> RECORD (all integers varints unless said):
-  NEWEST   the newest recorded tick, epoch ms, 6 bytes big-endian
-  SUCCESS  0: no success known; else 1 + SPAN(NEWEST - the newest succeeded tick)
-  BEYOND   failed ticks newer than that success but older than every entry kept
-  COUNT, then COUNT entries, newest tick first, each:
-    HEAD   D' * 32 + UNIT * 8 + MANUAL * 4 + STATE, D = the previous (newer) entry's tick
-           (NEWEST for the first) less this one's = D' units of UNIT (0 ms, 1 s, 2 min, 3 h,
-           the largest dividing D); MANUAL 1: a manual run (its jid is not the tick's);
-           STATE 0 running, 1 succeeded, 2 failed, 3 expired
-    ATTEMPT  the attempt last reported (1: the first run)
-    VALUE    running: ms from the tick to its start; else its duration in ms (expired: 0)
-SPAN(ms) = (ms / UNIT) * 4 + UNIT, UNIT as above.
-About 4 bytes a tick of an every-minute job that takes under 16 s: 49 bytes with 10 ticks,
-under hash-max-listpack-value (64), so the buckets stay listpacks.
-A stored record that is not one (a varint of more than 7 bytes or above 2^48, COUNT above
-1000, a tick before the epoch or from 9999-01-01 on) is read as a fresh record: it costs only
-that schedule's record, never a loop or an error (issue 27). Each schedule's fold runs under
-pcall after the RPOP, so no Lua error there loses the other schedules' popped entries.
+of SHA1(name) mod STATE_BUCKETS), name -> the outcome record, specified in docs/store.md
+"Encodings" (the limits a reader keeps too). A stored record that is not one is read as a
+fresh record: it costs only that schedule's record, never a loop or an error (issue 27).
+Each schedule's fold runs under pcall after the RPOP, so no Lua error there loses the other
+schedules' popped entries.
 
 Folding an entry {"s","t","j","e","at","a","d","x","m"} into its tick's entry: `started`
 marks it running unless an end of this attempt or a later one is recorded; `succeeded`,
@@ -77,11 +64,7 @@ local incidents_key = NS .. 'kiqbeat:incidents'
 local MAX_GIVEN = 100  -- entries one worker call may give
 local STATE = {started = 0, succeeded = 1, failed = 2, expired = 3}
 local RUNNING, SUCCEEDED, FAILED, EXPIRED = 0, 1, 2, 3
-local UNITS = {[0] = 1, 1000, 60000, 3600000}
 local floor = math.floor
-local MAX_VARINT = 2^48  -- no field of a record is larger
-local LAST_TICK = 253370764800000  -- 9999-01-01T00:00:00Z in ms: no tick from then on
-local MAX_COUNT = 1000  -- the most ticks a record keeps (history_of's cap)
 
 if not K or not DEFAULT_N or (K == 0 and #ARGV - 2 > MAX_GIVEN) then
   return redis.error_reply('KIQBEAT_ARGS fold.lua takes K N [ENTRY...] (at most '
@@ -96,110 +79,6 @@ if K > 0 then
     or expect_type(deadlines_key, 'zset') or expect_type(rules_key, 'hash')
     or expect_type(incidents_key, 'hash')
   if refused then return refused end
-end
-
-local function varint(v)
-  if v ~= v or v < 0 or v > MAX_VARINT then error('not a record field: ' .. tostring(v)) end
-  local bytes = {}
-  while v >= 128 do
-    bytes[#bytes + 1] = v % 128 + 128
-    v = floor(v / 128)
-  end
-  bytes[#bytes + 1] = v
-  return string.char(unpack(bytes))
-end
-
--- The varint at pos and the position after it; nil when cut short, longer than 7 bytes or
--- above MAX_VARINT (not a record).
-local function read_varint(s, pos)
-  local v, scale = 0, 1
-  for _ = 1, 7 do
-    local b = string.byte(s, pos)
-    if not b then return nil, pos end
-    v = v + (b % 128) * scale
-    pos = pos + 1
-    if b < 128 then
-      if v > MAX_VARINT then return nil, pos end
-      return v, pos
-    end
-    scale = scale * 128
-  end
-  return nil, pos
-end
-
-local function unit_of(d)
-  for u = 3, 1, -1 do
-    if d % UNITS[u] == 0 then return u end
-  end
-  return 0
-end
-
-local function span(d)
-  local u = unit_of(d)
-  return (d / UNITS[u]) * 4 + u
-end
-
-local function unspan(v)
-  local u = v % 4
-  return floor(v / 4) * UNITS[u]
-end
-
--- The record as a table: {ls = last success tick or nil, beyond = n, entries = {...}}, each
--- entry {t, state, manual, a, v}, newest first. nil when garbled (a fresh record then).
-local function decode(raw)
-  if not raw or #raw < 9 then return nil end
-  local newest = 0
-  for i = 1, 6 do newest = newest * 256 + string.byte(raw, i) end
-  if newest >= LAST_TICK then return nil end
-  local pos, ls, beyond, count = 7
-  ls, pos = read_varint(raw, pos)
-  if not ls then return nil end
-  beyond, pos = read_varint(raw, pos)
-  if not beyond then return nil end
-  count, pos = read_varint(raw, pos)
-  if not count or count > MAX_COUNT then return nil end
-  local rec = {ls = ls > 0 and newest - unspan(ls - 1) or nil, beyond = beyond,
-               entries = {}}
-  if rec.ls and rec.ls < 0 then return nil end
-  local t = newest
-  for i = 1, count do
-    local head, a, v
-    head, pos = read_varint(raw, pos)
-    if not head then return nil end
-    a, pos = read_varint(raw, pos)
-    if not a then return nil end
-    v, pos = read_varint(raw, pos)
-    if not v then return nil end
-    local u = floor(head / 8) % 4
-    t = t - floor(head / 32) * UNITS[u]
-    if t < 0 then return nil end
-    rec.entries[i] = {t = t, state = head % 4, manual = floor(head / 4) % 2, a = a, v = v}
-  end
-  return rec
-end
-
-local function encode(rec)
-  local entries = rec.entries
-  if #entries == 0 then return nil end
-  local newest = entries[1].t
-  local parts, n = {}, newest
-  for i = 6, 1, -1 do
-    parts[i] = string.char(n % 256)
-    n = floor(n / 256)
-  end
-  parts[7] = varint(rec.ls and 1 + span(newest - rec.ls) or 0)
-  parts[8] = varint(rec.beyond)
-  parts[9] = varint(#entries)
-  local previous = newest
-  for _, e in ipairs(entries) do
-    local d = previous - e.t
-    local u = unit_of(d)
-    parts[#parts + 1] = varint((d / UNITS[u]) * 32 + u * 8 + e.manual * 4 + e.state)
-    parts[#parts + 1] = varint(e.a)
-    parts[#parts + 1] = varint(e.v)
-    previous = e.t
-  end
-  return table.concat(parts)
 end
 
 -- Whether an entry once failed (failed, or running a retry).
@@ -329,7 +208,7 @@ end
 -- in one call (the inbox's) makes the same record and the same changed names.
 -- Runs under pcall.
 local function fold_record(raw, list, keep, acts)
-  local rec = decode(raw) or {ls = nil, beyond = 0, entries = {}}
+  local rec = decode_outcomes(raw) or {ls = nil, beyond = 0, entries = {}}
   local ls_before = rec.ls
   local streak = streak_of(rec)
   local streak_before = streak > 0
@@ -347,7 +226,7 @@ local function fold_record(raw, list, keep, acts)
     end
   end
   local record = nil
-  if changed then record = encode(rec) end
+  if changed then record = encode_outcomes(rec) end
   return changed, record, failure, streak_before, lost, rec.ls, ls_before, reached
 end
 

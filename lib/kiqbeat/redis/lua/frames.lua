@@ -1,31 +1,9 @@
 --[[
-kiqbeat's wire format, the Lua side: the one reader of the packed argument that the push,
-backfill and run-now scripts take, and the one writer of the jobs they push. Put before
-those scripts (scripts.py); redis/frames.py is the one Python encoder.
-
-A packed argument is binary, read with Lua's `struct.unpack` (one C call per record and per
-job: no pattern, no text-to-number, no table per group), big-endian:
-  a request starts with H, the number of fields its records hold;
-  a number is d (an IEEE double: every epoch ms and count kiqbeat sends is an integer below
-  2^53, so exact), or B / H / I4 where the script's header says so;
-  a SHA1 is c40 (its 40 hex digits; forty "0": none);
-  bytes (a name, a reason, a job's JSON) are their length (H for a name, B for a reason,
-  I4 for a job) then the bytes (struct's `c0`): any byte may occur in them.
-
-A request is a list of RECORDS (one per schedule: a push group, a backfill piece). Each
-script's header names a record's fields in order and gives the struct format it reads them
-with. JOB FRAMES are the same everywhere (`JOB_FORMAT`):
-  TICK d, RELEASE d, then the JSON's length I4 and its bytes: the tick (epoch ms; it names
-  the jid, the watermark and the history line), where the job goes (RELEASE 0: into the
-  record's queue now; RELEASE > 0: into the `schedule` sorted set, released by the worker
-  at that instant, epoch ms — its own field, so a job may be released at another instant
-  than its tick), and its JSON.
-
-Adding a field: append it to the record's fields in redis/frames.py (the encoder, its
-struct format too) and read it in the same position in the script's record reader, after
-the fields it has now; both sides state the number of fields a record holds (the first
-field of a request), so a library older than the encoder, or the other way round, is
-refused (KIQBEAT_FORMAT) instead of misread.
+kiqbeat's wire format, the Lua side: the one reader of the packed argument that the push and
+backfill scripts take, and the one writer of the jobs they push. Put before those scripts
+(scripts.py); redis/frames.py is the one Python encoder. The format (REQUEST, the records,
+JOB) is specified once, in docs/store.md "Encodings"; each script's header names its fields.
+Adding a field: docs/store.md says where (both sides at once, FIELDS up by one).
 ]]
 
 -- The request's first field, the number of fields its records hold, checked against what
@@ -40,7 +18,12 @@ local function expect_format(body, script, fields)
   return pos
 end
 
--- A job frame's fixed part: TICK, RELEASE, the JSON's length (its bytes follow).
+-- The records' fixed parts (docs/store.md "Encodings"), the one place Lua names them:
+-- push.lua reads a GROUP (then R RANGEs, N and N jobs), backfill.lua a PIECE (then N and
+-- N jobs); a job frame's fixed part is TICK, RELEASE, the JSON's length (its bytes follow).
+local GROUP_FORMAT = '>Hc0c40ddBddHdBI4'
+local RANGE_FORMAT = '>ddBc0d'
+local PIECE_FORMAT = '>Hc0c40ddHdBI4'
 local JOB_FORMAT = '>ddI4'
 
 -- Jobs, read into flat arrays (one set per call, not per record): `jobs:read(body, pos, n)`
@@ -61,6 +44,9 @@ local function job_frames()
       starts[j], lengths[j] = pos, length
       pos = pos + length
     end
+    -- A JSON whose bytes end early (only the last can: any field after it would fail to
+    -- unpack) is a request cut short, refused as struct refuses the rest.
+    if pos > #body + 1 then error('a job frame cut short') end
     self.count = j
     return pos
   end

@@ -51,7 +51,6 @@ Returns {events, to_pause, backlog}: events decided (count), the names to pause,
 
 local deadlines, rules_key, incidents, outbox = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local NS = string.sub(deadlines, 1, #deadlines - #'kiqbeat:deadlines')
-local UNITS = {[0] = 1, 1000, 60000, 3600000}
 local audit, defs_key, paused_key, errors_key = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local changed_key = KEYS[9]
 local err = expect_type(deadlines, 'zset') or expect_type(rules_key, 'hash')
@@ -103,31 +102,15 @@ local function emit(name, event, tick, jid, error_text, note, opened)
   events = events + 1
 end
 
--- The newest succeeded tick in `name`'s outcome record (fold.lua's layout: NEWEST, 6 bytes,
--- then SUCCESS, a varint: 0 none, else 1 + SPAN), or nil: none, or not a record. Read
--- before a `silent` opens, so a success a fold recorded but whose copy died before deciding
--- still counts (issue 27).
+-- The newest succeeded tick in `name`'s outcome record (outcomes.lua), or nil: none, or not
+-- a record. Read before a `silent` opens, so a success a fold recorded but whose copy died
+-- before deciding still counts (issue 27).
 local function recorded_success(name)
   local key = NS .. 'kiqbeat:outcomes:'
     .. (tonumber(string.sub(redis.sha1hex(name), 1, 4), 16) % STATE_BUCKETS)
   local ok, raw = pcall(redis.call, 'HGET', key, name)
-  if not ok or type(raw) ~= 'string' or #raw < 9 then return nil end
-  local newest = 0
-  for i = 1, 6 do newest = newest * 256 + string.byte(raw, i) end
-  local v, scale = 0, 1
-  for i = 7, 13 do
-    local b = string.byte(raw, i)
-    if not b then return nil end
-    v = v + (b % 128) * scale
-    if b < 128 then
-      if v == 0 or v > 2^48 then return nil end
-      local span = v - 1
-      local success = newest - math.floor(span / 4) * UNITS[span % 4]
-      return instant(success)
-    end
-    scale = scale * 128
-  end
-  return nil
+  local rec = ok and type(raw) == 'string' and decode_outcomes(raw)
+  return rec and rec.ls and instant(rec.ls) or nil
 end
 
 -- A schedule's incident record: {e = event ('' once closed), t = opening tick, n = streak

@@ -1,23 +1,13 @@
--- kiqbeat's private per-schedule state, put before the scripts that read or write it
--- (scripts.py; redis/progress.py is the one Python reader and writer of the same layout).
+-- kiqbeat's private per-schedule state, put before the scripts that read or write it, after
+-- varints.lua (scripts.py; redis/progress.py is the one Python reader and writer of the same
+-- layout).
 --
 -- Each schedule's state is ONE field of ONE small hash chosen by a stable hash of its name
 -- (bucket = the first 4 hex digits of SHA1(name) modulo STATE_BUCKETS), so that each bucket
 -- holds a few dozen fields and Redis keeps it as a compact listpack (a field's value stays
 -- under hash-max-listpack-value, 64 bytes, with the default history of 10):
---   NS kiqbeat:progress:B  name -> MARK, the watermark (epoch ms, an unsigned 48-bit
---                          big-endian integer; 2^48-1: none yet), varint zigzag(MARK - SEEN)
---                          (SEEN the first-seen, epoch ms; 0: unknown), then the history
---                          when there is one: varint zigzag(MARK - NEWEST) (NEWEST the tick
---                          of the last push), varint COUNT, then COUNT entries in the order
---                          pushed (oldest first, so a push appends its entry and drops the
---                          oldest without touching the others), each: varint HEAD, varint
---                          zigzag(DELAY ms), and for a manual run a varint length and its
---                          jid; HEAD = zigzag(D) * 16 + UNIT * 4 + KIND (KIND 0 tick, 1
---                          backfill, 2 manual, 3 skipped;
---                          UNIT 0 ms, 1 s, 2 min, 3 h, the largest that divides D; D the
---                          entry's tick less the one before it: the oldest's is unused).
---                          A reader walks back from NEWEST.
+--   NS kiqbeat:progress:B  name -> the progress record (watermark, first-seen, history),
+--                          specified in docs/store.md "Encodings".
 -- The layout before it (three hashes of text) is migrated once, before an invocation reads
 -- any state (migrate.lua): no script here reads it.
 
@@ -68,48 +58,6 @@ local function garbled(name, key, raw)
     key .. ' is not a number: ' .. string.sub(raw, 1, 40))
 end
 
-local function varint(v)
-  local char, floor = string.char, math.floor
-  if v < 128 then return char(v) end
-  if v < 16384 then return char(v % 128 + 128, floor(v / 128)) end
-  if v < 34359738368 then  -- up to five bytes (a first-seen a year back) without a table
-    local a, b = v % 128 + 128, floor(v / 128) % 128 + 128
-    if v < 2097152 then return char(a, b, floor(v / 16384)) end
-    local c = floor(v / 16384) % 128 + 128
-    if v < 268435456 then return char(a, b, c, floor(v / 2097152)) end
-    return char(a, b, c, floor(v / 2097152) % 128 + 128, floor(v / 268435456))
-  end
-  local bytes = {}
-  while v >= 128 do
-    bytes[#bytes + 1] = v % 128 + 128
-    v = math.floor(v / 128)
-  end
-  bytes[#bytes + 1] = v
-  return string.char(unpack(bytes))
-end
-
--- The varint at `pos` of `s` and the position after it (nil when cut short).
-local function read_varint(s, pos)
-  local b, b1, b2, b3 = string.byte(s, pos, pos + 3)
-  if not b then return nil, pos end
-  if b < 128 then return b, pos + 1 end  -- one byte, as most are
-  -- Up to four bytes (a first-seen days back) from the one string.byte above.
-  if b1 and b1 < 128 then return b - 128 + b1 * 128, pos + 2 end
-  if b2 and b2 < 128 then return b - 128 + (b1 - 128) * 128 + b2 * 16384, pos + 3 end
-  if b3 and b3 < 128 then
-    return b - 128 + (b1 - 128) * 128 + (b2 - 128) * 16384 + b3 * 2097152, pos + 4
-  end
-  local v, scale = 0, 1
-  while true do
-    local b = string.byte(s, pos)
-    if not b then return nil, pos end
-    v = v + (b % 128) * scale
-    pos = pos + 1
-    if b < 128 then return v, pos end
-    scale = scale * 128
-  end
-end
-
 -- tick, backfill, manual run (with its jid), skipped (`kiqbeat schedules skip`)
 local KIND_CODE = {t = 0, b = 1, m = 2, s = 3}
 
@@ -117,10 +65,6 @@ local KIND_CODE = {t = 0, b = 1, m = 2, s = 3}
 -- (A fifth argument, the tick's digits, is the text layout's and not needed here.)
 local function pushed_line(kind, tick, when, jid)
   return {kind, tick, when - tick, jid}
-end
-
-local function zigzag(v)
-  return v >= 0 and 2 * v or -2 * v - 1
 end
 
 -- An entry's bytes: KIND (letter), D (its tick less the one pushed before it), DELAY (ms)
@@ -224,10 +168,6 @@ local function remembered(old, done, first, last, keep, no_shorter)
   local newest, tail = history_parts(old)
   newest, tail = remembered_parts(newest, tail, done, first, last, keep, no_shorter)
   return struct.pack('>I6', newest) .. tail
-end
-
-local function unzigzag(zz)
-  return zz % 2 == 0 and zz / 2 or -(zz + 1) / 2
 end
 
 -- A record's watermark (NO_MARK: none) and first-seen, and, with `with_history`, its

@@ -20,9 +20,9 @@ ARGV[1]  now, epoch ms (recorded as first-seen for new schedules)
 ARGV[2]  H, how many pushes each schedule's history keeps (0: none)
 ARGV[3]  Q, number of queue lists
 ARGV[4..3+Q]  queue names, aligned with KEYS[12..]
-ARGV[4+Q]  the groups, one per schedule, in one packed argument (frames.lua: one argument
-  instead of thousands, one struct.unpack a group and a job): first the number of fields a
-  group holds (12), then per group, in this order (struct format GROUP_FORMAT):
+ARGV[4+Q]  the groups, one per schedule, in one packed argument (docs/store.md "Encodings":
+  one argument instead of thousands, one struct.unpack a group and a job): first the number
+  of fields a group holds (12), then per group, in this order (frames.lua GROUP_FORMAT):
   NAME (H length, bytes); SHA, the SHA1 of the definition it was planned from (c40; all
   "0": none); MARK, the watermark to set (epoch ms); NEXT, the index entry that goes with
   MARK (epoch ms the schedule next needs planning); NEW (B), 1 if the schedule had no
@@ -152,7 +152,6 @@ local first_range, n_ranges = {}, {}
 local r_after, r_through, r_reason, r_count = {}, {}, {}, {}
 local jobs = job_frames()
 local any_scheduled = false
-local GROUP_FORMAT, RANGE_FORMAT = '>Hc0c40ddBddHdBI4', '>ddBc0d'
 local unpack_struct = struct.unpack
 local ng = 0
 while pos <= #body do
