@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import os
 import pstats
+import resource
 import statistics
 import subprocess
 import sys
@@ -41,6 +42,13 @@ from kiqbeat.demo.server import RedisServer
 from kiqbeat.engine import Engine
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def children_cpu_s() -> float:
+    """CPU seconds (user + system) of this process's ended children so far: a loaded
+    machine inflates a process's CPU less than its wall time."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
 
 
 def script_us(admin: redis.Redis) -> float:
@@ -99,16 +107,21 @@ def main() -> None:
         due: dict[str, list[float]] = {label: [] for label, _ in codes}
         idle: dict[str, list[float]] = {label: [] for label, _ in codes}
         inside: dict[str, list[float]] = {label: [] for label, _ in codes}
+        cpu: dict[str, tuple[list[float], list[float]]] = {label: ([], []) for label, _ in codes}
         minute = 0
         for _ in range(args.runs):
             for label, lib in codes:
                 minute += 1
                 at = t0 + timedelta(minutes=minute, seconds=1)
                 admin.config_resetstat()
+                used = children_cpu_s()
                 seconds, report, _ = run_once(lib, server.url, at, None)
+                cpu[label][0].append(children_cpu_s() - used)
                 inside[label].append(script_us(admin) / n)
                 assert report["pushed"] == n, report
+                used = children_cpu_s()
                 idle_s, nothing, _ = run_once(lib, server.url, at + timedelta(seconds=1), None)
+                cpu[label][1].append(children_cpu_s() - used)
                 assert nothing["pushed"] == 0, nothing
                 due[label].append(seconds)
                 idle[label].append(idle_s)
@@ -123,6 +136,11 @@ def main() -> None:
                   f"{d:.3f} s ({', '.join(f'{t:.3f}' for t in due[label])}); beyond nothing "
                   f"due {d - i:.3f} s; scripts inside Redis {per_job:.2f} us a job = "
                   f"{per_job / lpush_us:.1f}x LPUSH")
+            due_cpu, idle_cpu = (statistics.median(t) for t in cpu[label])
+            print(f"  {label}: CPU of the process: nothing due median {idle_cpu:.3f} s, all due "
+                  f"median {due_cpu:.3f} s ({', '.join(f'{t:.3f}' for t in cpu[label][0])}); "
+                  f"beyond nothing due {due_cpu - idle_cpu:.3f} s "
+                  f"({(due_cpu - idle_cpu) / n * 1e6:.1f} us a job)")
         if args.warm:
             for label, lib in codes:
                 minute += 1  # a warm-up minute, then one a warm invocation
