@@ -104,8 +104,7 @@ def lua_text(name: str, uses: tuple[str, ...], lua_dir: Path) -> str:
     return "\n".join(parts)
 
 
-USES = {"push": ("definitions", "records", "varints", "progress", "frames", "life"),
-        "due": ("definitions", "varints", "progress")}
+USES = {"push": scripts.PUSH.uses, "due": scripts.DUE.uses}  # as scripts.py builds them
 
 
 def replay(path: Path, lua_dir: Path, rounds: int, slowlog: bool, top: int = 0) -> None:
