@@ -3,7 +3,9 @@ definitions checked while Redis writes the previous), and an export of every def
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,21 +91,22 @@ class Bulk:
             ops.clear()
 
         try:
-            for name, definition in items:
-                try:
-                    if held is None and isinstance(definition, Mapping) and named_calendars(
-                            definition):
-                        held = calendars_text(self.ctx)
-                    ops.append(Op("put" if replace else "add", name,
-                                  self.check(name, definition, calendars=held)))
-                except ConfigError as exc:
-                    result.invalid.append((name, "; ".join(exc.problems)))
-                    if progress is not None:
-                        progress(1)
-                if len(ops) >= WRITE_BATCH:
-                    flush()
-            flush()
-            finish()
+            with paused_collector():
+                for name, definition in items:
+                    try:
+                        if held is None and isinstance(definition, Mapping) and named_calendars(
+                                definition):
+                            held = calendars_text(self.ctx)
+                        ops.append(Op("put" if replace else "add", name,
+                                      self.check(name, definition, calendars=held)))
+                    except ConfigError as exc:
+                        result.invalid.append((name, "; ".join(exc.problems)))
+                        if progress is not None:
+                            progress(1)
+                    if len(ops) >= WRITE_BATCH:
+                        flush()
+                flush()
+                finish()
         finally:
             if started is not None:  # stopped by an error: the reply is never read
                 started.abandon()
@@ -132,6 +135,21 @@ class Bulk:
         if unreadable is None and passed:
             raise StateError(unexported(passed))
 
+
+
+@contextmanager
+def paused_collector() -> Iterator[None]:
+    """Python's cyclic garbage collector paused while an import runs: the import makes no
+    reference cycles (what it drops is freed by reference counting), and the collections its
+    many young dicts and lists trigger cost about a tenth of its time."""
+    collecting = gc.isenabled()
+    if collecting:
+        gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def _stopped(exc: KiqbeatError, result: ImportResult, call: Sequence[Op]) -> str:
