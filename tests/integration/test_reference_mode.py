@@ -33,7 +33,6 @@ from kiqbeat.redis.definitions import DUE_BATCH
 from kiqbeat.settings import Settings
 from tests.support.clock import minute_floor, redis_now
 from tests.support.engine import config
-from tests.support.state import state
 
 LONG = os.environ.get("KIQBEAT_LONG") == "1"  # the long run: more sequences
 NAMES = [f"api{k}" for k in range(5)]
@@ -77,6 +76,29 @@ steps = st.lists(st.one_of(
     st.tuples(st.just("bulk"), st.integers(1, 3 * DUE_BATCH + 20), st.sampled_from(TIMINGS[:6]),
               st.sampled_from(EXTRAS)),
 ), min_size=1, max_size=14)
+
+
+def state(client: redis.Redis) -> dict[bytes, Any]:
+    """Every key of the database and its value, read by its type."""
+    found: dict[bytes, Any] = {}
+    for key in client.scan_iter(count=1000):
+        kind = client.type(key)
+        if kind == b"string":
+            value: Any = client.get(key)
+        elif kind == b"hash":
+            value = client.hgetall(key)
+        elif kind == b"zset":
+            value = client.zrange(key, 0, -1, withscores=True)
+        elif kind == b"list":
+            value = client.lrange(key, 0, -1)
+        elif kind == b"set":
+            value = client.smembers(key)
+        elif kind == b"stream":
+            value = client.xrange(key)
+        else:
+            value = (kind, client.dump(key))
+        found[key] = (kind, value, client.pttl(key) > 0)
+    return found
 
 
 def copy(source: redis.Redis, target: redis.Redis) -> None:

@@ -1,6 +1,6 @@
-"""A Redis database's whole state, read by type: two databases compared key by key (the
-reference mode against the devices; an import against the same definitions written one at a
-time)."""
+"""A Redis database's whole state, read by type: two databases compared key by key (an
+import against the same definitions written one at a time; tests/integration/
+test_reference_mode.py keeps its own reader, which also sets history delays aside)."""
 
 from __future__ import annotations
 
