@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -90,24 +89,30 @@ class Bulk:
                     raise type(exc)(_stopped(exc, result, ops_of_call)) from exc
             ops.clear()
 
+        # The cyclic collector is paused meanwhile: an import makes no cycles (what it drops
+        # is freed by reference counting), and the collections its many young dicts and lists
+        # trigger cost about a tenth of its time.
+        collecting = gc.isenabled()
+        gc.disable()
         try:
-            with paused_collector():
-                for name, definition in items:
-                    try:
-                        if held is None and isinstance(definition, Mapping) and named_calendars(
-                                definition):
-                            held = calendars_text(self.ctx)
-                        ops.append(Op("put" if replace else "add", name,
-                                      self.check(name, definition, calendars=held)))
-                    except ConfigError as exc:
-                        result.invalid.append((name, "; ".join(exc.problems)))
-                        if progress is not None:
-                            progress(1)
-                    if len(ops) >= WRITE_BATCH:
-                        flush()
-                flush()
-                finish()
+            for name, definition in items:
+                try:
+                    if held is None and isinstance(definition, Mapping) and named_calendars(
+                            definition):
+                        held = calendars_text(self.ctx)
+                    ops.append(Op("put" if replace else "add", name,
+                                  self.check(name, definition, calendars=held)))
+                except ConfigError as exc:
+                    result.invalid.append((name, "; ".join(exc.problems)))
+                    if progress is not None:
+                        progress(1)
+                if len(ops) >= WRITE_BATCH:
+                    flush()
+            flush()
+            finish()
         finally:
+            if collecting:
+                gc.enable()
             if started is not None:  # stopped by an error: the reply is never read
                 started.abandon()
         self.ctx.audit("import", "", f"{result.written} written, {result.unchanged} unchanged, "
@@ -135,21 +140,6 @@ class Bulk:
         if unreadable is None and passed:
             raise StateError(unexported(passed))
 
-
-
-@contextmanager
-def paused_collector() -> Iterator[None]:
-    """Python's cyclic garbage collector paused while an import runs: the import makes no
-    reference cycles (what it drops is freed by reference counting), and the collections its
-    many young dicts and lists trigger cost about a tenth of its time."""
-    collecting = gc.isenabled()
-    if collecting:
-        gc.disable()
-    try:
-        yield
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def _stopped(exc: KiqbeatError, result: ImportResult, call: Sequence[Op]) -> str:

@@ -57,7 +57,7 @@ local function facets_of(def)
 end
 
 -- What this call leaves each name it met as, applied by `names_flush` in a few commands
--- whatever the number of names (one command per name and key cost a script ~1.5 us each):
+-- whatever the number of names (a command per name and key costs a script about 1 us more):
 -- NAMES.met the names in the order first met, NAMES.left[name] its facets, or false
 -- when it has no definition any more. Only the last state of a name counts, as it would
 -- with one command each, and the calling script reads none of these keys meanwhile.
