@@ -274,11 +274,18 @@ def bench_import_jsonl(server: RedisServer, admin: redis.Redis, n: int, runs: in
             out.write(json.dumps({"name": name, "definition": data}) + "\n")
     codes = ([("before", before)] if before else []) + [("after", ROOT / "lib")]
     rates: dict[str, list[float]] = {label: [] for label, _ in codes}
+    # Per definition, for each import: write.lua's time inside Redis (INFO commandstats: every
+    # EVALSHA of the import is a write call), and the CPU of redis-server and of the process.
+    script_us: dict[str, list[float]] = {label: [] for label, _ in codes}
+    redis_cpu_us: dict[str, list[float]] = {label: [] for label, _ in codes}
+    process_cpu_us: dict[str, list[float]] = {label: [] for label, _ in codes}
     for _ in range(runs):
         for label, lib in codes:
             admin.flushall()
+            admin.config_resetstat()
             env = {k: v for k, v in os.environ.items() if not k.startswith("KIQBEAT_")}
             env.update(PYTHONPATH=str(lib))
+            cpu_before, usage_before = _redis_cpu_s(admin), children_cpu_s()
             started = time.perf_counter()
             done = subprocess.run(
                 [sys.executable, "-m", "kiqbeat", "schedules", "import", str(path), "--jsonl",
@@ -288,12 +295,27 @@ def bench_import_jsonl(server: RedisServer, admin: redis.Redis, n: int, runs: in
             if done.returncode != 0 or json.loads(done.stdout)["written"] != n:
                 raise SystemExit(f"import failed ({done.returncode}): {done.stderr[-1000:]}")
             rates[label].append(n / elapsed)
+            calls = admin.info("commandstats").get("cmdstat_evalsha", {})
+            script_us[label].append(calls.get("usec", 0) / n)
+            redis_cpu_us[label].append((_redis_cpu_s(admin) - cpu_before) * 1e6 / n)
+            process_cpu_us[label].append((children_cpu_s() - usage_before) * 1e6 / n)
     admin.flushall()
     for label, _ in codes:
         rate = statistics.median(rates[label])
-        print(f"  {label}: median {rate:,.0f}/s ({', '.join(f'{r:,.0f}' for r in rates[label])})")
+        print(f"  {label}: median {rate:,.0f}/s ({', '.join(f'{r:,.0f}' for r in rates[label])}); "
+              f"per definition (median): write.lua inside Redis "
+              f"{statistics.median(script_us[label]):.1f} us (commandstats), redis-server CPU "
+              f"{statistics.median(redis_cpu_us[label]):.1f} us, the process's CPU "
+              f"{statistics.median(process_cpu_us[label]):.1f} us")
         row(f"{label}: `schedules import --jsonl` of {n:,}", f"{rate:,.0f}/s",
             None if label == "before" else rate >= 40_000)
+        row(f"{label}: write.lua inside Redis per definition of that import",
+            f"{statistics.median(script_us[label]):.1f} us", None)
+
+
+def _redis_cpu_s(admin: redis.Redis) -> float:
+    cpu = admin.info("cpu")
+    return float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])
 
 
 def _listed(times: list[float]) -> str:

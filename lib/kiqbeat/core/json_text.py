@@ -30,10 +30,19 @@ def _number(text: str) -> float:
     return value
 
 
+# json.loads with these hooks would build a decoder per call (a fifth of a short value's read).
+_DECODER = json.JSONDecoder(parse_constant=_constant, parse_float=_number)
+
+
 def loads(data: str | bytes | bytearray) -> Any:
     """`json.loads` of standard JSON only, at most MAX_JSON_DEPTH deep; ValueError (or
     RecursionError, deeper than Python's parser goes) else."""
-    value = json.loads(data, parse_constant=_constant, parse_float=_number)
+    if isinstance(data, str):
+        if data.startswith("\ufeff"):  # as json.loads refuses it
+            raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", data, 0)
+        value = _DECODER.decode(data)
+    else:
+        value = _DECODER.decode(data.decode(json.detect_encoding(data), "surrogatepass"))
     opened = data.count("[") + data.count("{") if isinstance(data, str) else (
         data.count(b"[") + data.count(b"{"))
     if opened > MAX_JSON_DEPTH and depth(value) > MAX_JSON_DEPTH:

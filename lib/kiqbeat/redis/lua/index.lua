@@ -31,6 +31,7 @@ for i = 2, #ARGV do
     end
   end
 end
+names_flush()
 if ARGV[1] == '1' then
   err = expect_type(KEYS[5], 'string') or expect_allowed('SET', KEYS[5], '1')
   if err then return err end

@@ -17,12 +17,12 @@ local NAMES = {}
 -- The keys the calls below write (the calling script's KEYS), type-checked and, on Redis 7,
 -- permission-checked before any write (expect_type, expect_allowed: checks.lua).
 local function names_use(names_key, facets_key, disabled_key)
-  NAMES.names, NAMES.facets, NAMES.disabled = names_key, facets_key, disabled_key
+  NAMES.names, NAMES.facets_key, NAMES.disabled = names_key, facets_key, disabled_key
   local err = expect_type(names_key, 'zset') or expect_type(facets_key, 'hash')
     or expect_type(disabled_key, 'set')
   if err then return err end
   local checks = {{'ZADD', names_key, '0', 'n'}, {'ZREM', names_key, 'n'},
-    {'HGET', facets_key, 'n'}, {'HSET', facets_key, 'n', 'v'}, {'HDEL', facets_key, 'n'},
+    {'HSET', facets_key, 'n', 'v'}, {'HDEL', facets_key, 'n'},
     {'SADD', disabled_key, 'n'}, {'SREM', disabled_key, 'n'}}
   for _, c in ipairs(checks) do
     err = expect_allowed(unpack(c))
@@ -31,11 +31,24 @@ local function names_use(names_key, facets_key, disabled_key)
   return nil
 end
 
+-- A definition's JSON decoded (nil: not read, as over the limit, not JSON, or not an
+-- object or array), kept for the last one asked: the writer (write.lua: its source and
+-- "enabled") and the facets below share one decode of each definition, and Lua's strings
+-- are interned, so asking again is a pointer comparison.
+local DECODED = {}
+local function definition_fields(def)
+  if type(def) ~= 'string' then return nil end
+  if DECODED.def ~= def then
+    local ok, value = pcall(cjson.decode, def)
+    DECODED.def, DECODED.value = def, ok and type(value) == 'table' and value or nil
+  end
+  return DECODED.value
+end
+
 -- The facets of a definition as stored (false: over the limit, not read).
 local function facets_of(def)
-  if type(def) ~= 'string' then return '?' end
-  local ok, value = pcall(cjson.decode, def)
-  if not ok or type(value) ~= 'table' then return '?' end
+  local value = definition_fields(def)
+  if not value then return '?' end
   local queue, source = value.queue, value.source
   if queue == nil then queue = 'default' end
   if source == nil then source = '' end
@@ -43,24 +56,55 @@ local function facets_of(def)
   return cjson.encode({value.enabled == false and 0 or 1, queue, source})
 end
 
+-- What this call leaves each name it met as, applied by `names_flush` in a few commands
+-- whatever the number of names (a command per name and key costs a script about 1 us more):
+-- NAMES.met the names in the order first met, NAMES.left[name] its facets, or false
+-- when it has no definition any more. Only the last state of a name counts, as it would
+-- with one command each, and the calling script reads none of these keys meanwhile.
+NAMES.met, NAMES.left = {}, {}
+
 -- `name` is stored with definition `def` (false: over the limit, not read).
 local function names_set(name, def)
-  redis.call('ZADD', NAMES.names, 0, name)
-  local old = redis.call('HGET', NAMES.facets, name)
-  local new = facets_of(def)
-  if old ~= new then
-    redis.call('HSET', NAMES.facets, name, new)
-  end
-  if string.sub(new, 1, 3) == '[0,' then
-    redis.call('SADD', NAMES.disabled, name)
-  elseif not old or string.sub(old, 1, 3) == '[0,' then
-    redis.call('SREM', NAMES.disabled, name)
-  end
+  if NAMES.left[name] == nil then NAMES.met[#NAMES.met + 1] = name end
+  NAMES.left[name] = facets_of(def)
 end
 
 -- `name` has no definition any more.
 local function names_forget(name)
-  redis.call('ZREM', NAMES.names, name)
-  redis.call('HDEL', NAMES.facets, name)
-  redis.call('SREM', NAMES.disabled, name)
+  if NAMES.left[name] == nil then NAMES.met[#NAMES.met + 1] = name end
+  NAMES.left[name] = false
+end
+
+-- `command key args...` in calls of at most 2,000 arguments (Lua's unpack bound), none when
+-- `args` is empty.
+local function names_each(command, key, args)
+  for first = 1, #args, 2000 do
+    redis.call(command, key, unpack(args, first, math.min(first + 1999, #args)))
+  end
+end
+
+-- Apply what `names_set` and `names_forget` recorded (the calling script's last step): the
+-- facets written whatever they were (the same value changes nothing), the disabled set
+-- following them.
+local function names_flush()
+  local scored, facets, gone, disabled, enabled = {}, {}, {}, {}, {}
+  for _, name in ipairs(NAMES.met) do
+    local held = NAMES.left[name]
+    if held then
+      scored[#scored + 1], scored[#scored + 2] = 0, name
+      facets[#facets + 1], facets[#facets + 2] = name, held
+      local into = string.sub(held, 1, 3) == '[0,' and disabled or enabled
+      into[#into + 1] = name
+    else
+      gone[#gone + 1] = name
+      enabled[#enabled + 1] = name
+    end
+  end
+  names_each('ZADD', NAMES.names, scored)
+  names_each('HSET', NAMES.facets_key, facets)
+  names_each('SADD', NAMES.disabled, disabled)
+  names_each('SREM', NAMES.disabled, enabled)
+  names_each('ZREM', NAMES.names, gone)
+  names_each('HDEL', NAMES.facets_key, gone)
+  NAMES.met, NAMES.left = {}, {}
 end

@@ -120,9 +120,7 @@ end
 -- A definition's fields ({} when it is not a JSON object: the invocation that meets it
 -- sets it aside).
 local function fields(def)
-  if type(def) ~= 'string' then return {} end  -- over the limit: not read
-  local ok, value = pcall(cjson.decode, def)
-  return ok and type(value) == 'table' and value or {}
+  return definition_fields(def) or {}  -- one decode, shared with the facets (names.lua)
 end
 
 local function owner(def)
@@ -281,6 +279,7 @@ while pos <= #body do
   end
   codes[#codes + 1] = code
 end
+names_flush()
 if record and #owners == 0 then  -- with a refusal, the caller records what was applied
   redis.call('SET', document_key, ARGV[6])
   redis.call('HSET', documents_key, ARGV[4], ARGV[5])
