@@ -238,7 +238,7 @@ def _refuse_unread(lowered: str, spec: _FieldSpec, where: str) -> None:
 def _expand(written: str, spec: _FieldSpec, shown: str) -> tuple[int, ...]:
     """The sorted values a field allows (day-of-week 7 folded to 0); `shown` is the cron."""
     if spec in (_DOM_F, _DOW_F):
-        return _expand_days(written, spec, shown)[0]
+        return _expand_days(written, spec, shown, written)[0]
     where = _where(shown, spec, written)
     _refuse_unread(written.lower(), spec, where)
     values: set[int] = set()
@@ -248,12 +248,13 @@ def _expand(written: str, spec: _FieldSpec, shown: str) -> tuple[int, ...]:
     return tuple(sorted(values))
 
 
-def _expand_days(written: str, spec: _FieldSpec, shown: str
+def _expand_days(written: str, spec: _FieldSpec, shown: str, field: str
                  ) -> tuple[tuple[int, ...], tuple[Any, ...]]:
     """A day field's plain values (day-of-week 7 folded to 0) and its other items: days
     counted from the end (1 = the last) for day-of-month, (weekday, n) pairs for
-    day-of-week `day#n`; `written` is without its trailing '&'."""
-    where = _where(shown, spec, written)
+    day-of-week `day#n`; `written` is without its trailing '&', `field` (which messages
+    name) as written."""
+    where = _where(shown, spec, field)
     _refuse_unread(written.lower(), spec, where)
     if "&" in written:
         raise ConfigError(f"{where} has '&' inside it; it goes at the end of a day field"
@@ -499,6 +500,7 @@ def read_fields(expr: str, tz: str = "UTC") -> CronFields:
         )
     has_seconds = len(tokens) == 6
     written = [*tokens] if has_seconds else ["0", *tokens]
+    as_written = [*written]
     days_and = False
     for i in (3, 5):  # fugit's '&' after a day field: both day fields must match
         if len(written[i]) > 1 and written[i].endswith("&"):
@@ -509,8 +511,8 @@ def read_fields(expr: str, tz: str = "UTC") -> CronFields:
     specs = (_SECOND_F, _MINUTE_F, _HOUR_F, _MONTH_F)
     seconds, minutes, hours, months = (
         _expand(written[i], spec, shown) for i, spec in zip((0, 1, 2, 4), specs, strict=True))
-    days, from_end = _expand_days(written[3], _DOM_F, shown)
-    weekdays, nth = _expand_days(written[5], _DOW_F, shown)
+    days, from_end = _expand_days(written[3], _DOM_F, shown, as_written[3])
+    weekdays, nth = _expand_days(written[5], _DOW_F, shown, as_written[5])
     sets = (seconds, minutes, hours, days, months, weekdays)
     dom_star, dow_star = fields[3].startswith("*"), fields[5].startswith("*")
     days_or = not (dom_star or dow_star or days_and)
