@@ -21,7 +21,6 @@ import redis
 from kiqbeat.alerts.step import AlertStep
 from kiqbeat.core.schedule import Config
 from kiqbeat.document.sources import Sources
-from kiqbeat.document.validate import with_window
 from kiqbeat.errors import ConfigError
 from kiqbeat.redis import keys, scripts
 from kiqbeat.redis.connection import connect, redis_errors, reply_text, startup_warnings
@@ -88,6 +87,8 @@ class Deployment:
             return self._overridden[1]  # the same object each time: its document is cached
         config = loaded
         if self.settings.window_s is not None:
+            from kiqbeat.document.validate import with_window
+
             config = with_window(config, self.settings.window_s,
                                  what="KIQBEAT_MISSED_JOBS_WINDOW / --missed-jobs-window")
         namespace = self.settings.namespace

@@ -37,13 +37,13 @@ from kiqbeat.core.limits import (
     PUSH_US_PER_GROUP,
     PUSH_US_PER_JOB,
 )
-from kiqbeat.core.plan import KEEP_WARM_MS, TickMemo
 from kiqbeat.core.schedule import Config, Schedule
-from kiqbeat.document.validate import Checks, read_definition
 from kiqbeat.errors import ConfigError
 from kiqbeat.redis.definitions import definition_sha
 
 if TYPE_CHECKING:
+    from kiqbeat.core.plan import TickMemo
+    from kiqbeat.document.validate import Checks
     from kiqbeat.redis.due import DueRead, StartedDue
 
 # Entries planned at a time: one push call's worth of one-job schedules (core/limits.py's
@@ -62,14 +62,16 @@ class Devices:
                  ) -> None:
         self.reference = reference
         self.documents = documents or DocumentMemo()
-        self.checks: Checks | None = None if reference else Checks()
+        # Made at the first parse: a process with nothing due loads no definition reader
+        # and no plan core (tests/entrypoints/test_cold_start.py).
+        self.checks: Checks | None = None
         self.plan_slice = 0 if reference else PLAN_SLICE  # 0: a whole batch at once
         self.read_ahead = not reference
         # (name, stored definition) -> its `Parsed`; `_parsed_bytes`: the definitions held.
         self._parsed: dict[tuple[str, bytes], Parsed] = {}
         self._parsed_bytes = 0
         self._window_parsed_s: float | None = None  # the window `_parsed` was filled with
-        self._memo = TickMemo()
+        self._memo: TickMemo | None = None
         self._invocations = 0  # that pushed (`warm_up`)
 
     # -- parsed definitions -------------------------------------------------------------
@@ -84,6 +86,11 @@ class Devices:
         known = self._parsed.get((name, definition))
         if known is not None:
             return known
+        from kiqbeat.core.plan import KEEP_WARM_MS
+        from kiqbeat.document.validate import Checks, read_definition
+
+        if self.checks is None and not self.reference:
+            self.checks = Checks()
         sha = definition_sha(definition)
         parsed: Schedule | str
         try:
@@ -94,7 +101,7 @@ class Devices:
             return parsed, sha
         if isinstance(parsed, Schedule):
             try:
-                soon = self._memo.next_ms(parsed.timetable, now_ms) - now_ms <= KEEP_WARM_MS
+                soon = self.memo().next_ms(parsed.timetable, now_ms) - now_ms <= KEEP_WARM_MS
             except (ValueError, OverflowError):  # planning says why (beyond the year 9999)
                 soon = False
             if not soon:
@@ -130,7 +137,13 @@ class Devices:
 
     def memo(self) -> TickMemo:
         """The tick memo to plan with: the one kept, or a fresh one (reference)."""
-        return TickMemo() if self.reference else self._memo
+        from kiqbeat.core.plan import TickMemo
+
+        if self.reference:
+            return TickMemo()
+        if self._memo is None:
+            self._memo = TickMemo()
+        return self._memo
 
     # -- the document form --------------------------------------------------------------
 

@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kiqbeat.core.cron import Every, parse_cron
+from kiqbeat.core.instants import ENDED_MS
 from kiqbeat.core.lifecycle import (
     ENDED,
-    ENDED_MS,
     Bounded,
     Fate,
     Ledger,

@@ -6,7 +6,7 @@
   excluded one (and never records one as missed).
 - `OneShot` is the timetable of an `at` schedule: one tick.
 - A timetable with no tick left answers `next_after` with `ENDED`, the last instant Python
-  represents (9999-12-31T23:59:59.999999Z). In epoch ms it is `ENDED_MS` =
+  represents (9999-12-31T23:59:59.999999Z). In epoch ms it is `instants.ENDED_MS` =
   `limits.MAX_PLANNABLE_MS`: a due index entry scored exactly there is never due (no clock
   reaches it), is not "beyond what kiqbeat plans" (so never warned about as unplannable),
   and `ZRANGEBYSCORE due ENDED_MS ENDED_MS` lists the ended schedules. No tick can equal it:
@@ -30,12 +30,10 @@ from hashlib import blake2b
 from itertools import pairwise
 
 from kiqbeat.core.cron import Cron, Every
-from kiqbeat.core.limits import MAX_PLANNABLE_MS
 from kiqbeat.core.schedule import Schedule, Timetable
 from kiqbeat.core.zones import zone
 
 ENDED = datetime.max.replace(tzinfo=UTC)
-ENDED_MS = MAX_PLANNABLE_MS
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
 _TINY = timedelta(microseconds=1)

@@ -131,7 +131,7 @@ def _metrics(args: argparse.Namespace, where: Callable[[], tuple[Any, str]]
 def _served(engine: Engine, config: Config) -> str:
     """What `kiqbeat run` serves, for its banner: the document's schedules (if any) and the
     store's, which it runs as well (HLEN of the definitions hash: one round trip)."""
-    from kiqbeat.core.describe import counted
+    from kiqbeat.core.report import counted
     from kiqbeat.redis import keys
     from kiqbeat.redis.connection import redis_errors
 

@@ -113,8 +113,8 @@ class StoredState:
 
     def paused_through(self) -> datetime | None:
         """The last instant whose ticks the pause passes over (ENDED: until resumed)."""
+        from kiqbeat.core.instants import from_ms
         from kiqbeat.core.lifecycle import ENDED
-        from kiqbeat.core.plan import from_ms
 
         if self.pause is not None:
             return ENDED if self.pause.until_ms is None else from_ms(self.pause.until_ms)
