@@ -23,8 +23,8 @@ from kiqbeat.core.schedule import Config
 from kiqbeat.document.sources import Sources
 from kiqbeat.errors import ConfigError
 from kiqbeat.redis import keys, scripts
-from kiqbeat.redis.connection import connect, redis_errors, reply_text, startup_warnings
-from kiqbeat.redis.migrate import migrate_layout
+from kiqbeat.redis.connection import connect, queue_info, redis_errors, reply_text, startup_warnings
+from kiqbeat.redis.migrate import migrate_layout, queue_types
 from kiqbeat.redis.side import RedisSide
 from kiqbeat.redis.urls import describe, parse_url
 from kiqbeat.settings import Settings
@@ -132,14 +132,19 @@ class Deployment:
         return reply_text(name)
 
     def startup_warnings(self, client: redis.Redis, namespace: str) -> list[str] | None:
-        """The startup checks' warnings (one pipelined INFO), and the old state layout
-        migrated if any is left (redis/migrate.py: one round trip when none is); None: done
-        on this client before. Either failing, both run again on the next invocation."""
+        """The startup checks' warnings, and the old state layout migrated if any is left
+        (redis/migrate.py), in one round trip when none is (INFO and the old keys' TYPEs);
+        None: done on this client before. Either failing, both run again on the next
+        invocation."""
         if self._checked_client is client:
             return None
         with redis_errors(client, "running startup checks"):
-            warnings = startup_warnings(client)
-        warnings += migrate_layout(client, namespace, self.lua)
+            pipe = client.pipeline(transaction=False)
+            infos = queue_info(pipe)
+            queue_types(pipe, namespace)
+            replies = pipe.execute(raise_on_error=False)
+            warnings = startup_warnings(replies[:infos])
+        warnings += migrate_layout(client, namespace, self.lua, replies[infos:])
         self._checked_client = client
         return warnings
 

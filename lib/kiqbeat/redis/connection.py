@@ -38,6 +38,14 @@ try:
     _NO_SETINFO: dict[str, Any] = {"driver_info": None}
 except ImportError:
     _NO_SETINFO = {"lib_name": None, "lib_version": None}
+# redis-py 7+ sends CLIENT MAINT_NOTIFICATIONS on every new connection (a round trip of its
+# own, refused by open-source Redis): off, so a new process's connection costs HELLO alone
+# (a maintenance's dropped connection is retried as any other; test_cold_start.py counts).
+try:
+    from redis.maint_notifications import MaintNotificationsConfig
+    _NO_SETINFO["maint_notifications_config"] = MaintNotificationsConfig(enabled=False)
+except ImportError:
+    pass
 
 
 def reply_reason(value: bytes | str) -> str:
@@ -119,19 +127,24 @@ def check_tls_file(setting: str, path: str) -> None:
         raise ConfigError(f"{what} cannot be read: {exc.strerror or exc}") from None
 
 
-def startup_warnings(client: redis.Redis) -> list[str]:
-    """Risks worth a warning, found once per client (one round trip): old Redis, eviction,
-    Cluster."""
-    try:
-        pipe = client.pipeline(transaction=False)
-        for section in ("server", "memory", "cluster"):
-            pipe.info(section)
-        info: dict[str, Any] = {}
-        for reply in pipe.execute():
-            info |= reply
-    except redis.ResponseError as exc:
-        return [f"startup checks skipped: INFO refused ({exc}); grant +info to check "
-                "the Redis version and maxmemory-policy"]
+def queue_info(pipe: Any) -> int:
+    """Queue the INFO sections `startup_warnings` reads on `pipe`; how many replies."""
+    for section in ("server", "memory", "cluster"):
+        pipe.info(section)
+    return 3
+
+
+def startup_warnings(replies: list[Any]) -> list[str]:
+    """Risks worth a warning, found once per client from `queue_info`'s replies (read with
+    `raise_on_error=False`): old Redis, eviction, Cluster."""
+    info: dict[str, Any] = {}
+    for reply in replies:
+        if isinstance(reply, redis.ResponseError):
+            return [f"startup checks skipped: INFO refused ({reply}); grant +info to check "
+                    "the Redis version and maxmemory-policy"]
+        if isinstance(reply, Exception):
+            raise reply
+        info |= reply
     warnings = []
     version = str(info.get("redis_version", "0"))
     parsed = tuple(int(p) for p in re.findall(r"\d+", version)[:2])
