@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import gc
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +24,7 @@ import redis
 
 from kiqbeat.entrypoints import cli
 from kiqbeat.entrypoints.cli import main
+from tests.support.processes import catches, stop, wait_for
 from tests.support.proxy import FaultProxy
 
 LIB = Path(__file__).resolve().parents[2] / "lib"
@@ -254,3 +257,40 @@ def test_the_lambda_handler_loads_no_yaml_no_boto3_and_no_operators_store() -> N
     assert loaded("import handler.app", (
         "yaml", "boto3", "kiqbeat.store", "kiqbeat.operator", "kiqbeat.audit",
         "kiqbeat.entrypoints.outcomes", "kiqbeat.document.yaml_reader")) == []
+
+
+def test_a_sigterm_while_run_starts_stops_it_before_its_first_invocation(
+        redis_url: str, tmp_path: Path) -> None:
+    """`kiqbeat run` installs its SIGTERM handler before it loads the engine and reads its
+    document: a pod stopped while the loop starts (its document read from a FIFO that
+    blocks it there) exits 0 with its "stopped" line, having written nothing, rather than
+    being killed by the signal."""
+    document = tmp_path / "schedules.yaml"
+    os.mkfifo(document)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kiqbeat", "run", "--config", str(document), "--redis-url",
+         redis_url], cwd=LIB.parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True)
+    writer = None
+    try:
+        def reading() -> int | None:  # a writer opens only once the reader has it open
+            try:
+                return os.open(document, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError:
+                assert process.poll() is None, process.communicate()
+                return None
+
+        writer = wait_for("run to open its document", reading, timeout_s=60)
+        assert catches(process.pid, signal.SIGTERM)  # caught, not fatal, while it starts
+        process.send_signal(signal.SIGTERM)
+        os.write(writer, b"schedules:\n  minutely: {cron: '* * * * *', class: W}\n")
+        os.close(writer)
+        writer = None
+        out, err = process.communicate(timeout=60)
+    finally:
+        if writer is not None:
+            os.close(writer)
+        stop(process)
+    assert process.returncode == 0, err
+    assert "kiqbeat: stopped" in out
+    assert redis.Redis.from_url(redis_url).dbsize() == 0  # no invocation ran

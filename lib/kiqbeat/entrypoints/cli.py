@@ -80,9 +80,11 @@ def _collector_paused() -> Iterator[None]:
 def _cmd_run(args: argparse.Namespace) -> int:
     from kiqbeat.entrypoints.loop import print_report, run_loop, stop_on_signals
 
+    # First: a SIGTERM while the engine loads (a pod stopped as it starts) stops the loop
+    # before its first invocation, exit 0, rather than killing the process mid-import.
+    stop = stop_on_signals()
     engine = _invoking(args)
     current = engine.config()  # a broken document stops the command before it loops
-    stop = stop_on_signals()
     observe = _metrics(args, lambda: (engine.client, current.namespace))
 
     def invoke() -> Report | None:
