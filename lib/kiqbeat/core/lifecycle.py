@@ -30,19 +30,14 @@ from hashlib import blake2b
 from itertools import pairwise
 
 from kiqbeat.core.cron import Cron, Every
+from kiqbeat.core.instants import to_ms
 from kiqbeat.core.schedule import Schedule, Timetable
 from kiqbeat.core.zones import zone
 
 ENDED = datetime.max.replace(tzinfo=UTC)
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
 _TINY = timedelta(microseconds=1)
 _DAY = timedelta(days=1)
-
-
-def epoch_ms(instant: datetime) -> int:
-    """Epoch milliseconds of an aware instant, rounded down."""
-    return (instant - _EPOCH) // _MS
 
 
 # ---------------------------------------------------------------------------- timetables
@@ -67,8 +62,8 @@ class Bounded:
         planning asks it for each due schedule)."""
         dates = ",".join(sorted(d.isoformat() for d in self.excluded))
         digest = blake2b(dates.encode(), digest_size=8).hexdigest() if dates else ""
-        start = "" if self.start is None else epoch_ms(self.start)
-        end = "" if self.end is None else epoch_ms(self.end)
+        start = "" if self.start is None else to_ms(self.start)
+        end = "" if self.end is None else to_ms(self.end)
         return f"{self.inner.key}|{start}|{end}|{digest}|{self.dates_zone if dates else ''}"
 
     @property
@@ -151,7 +146,7 @@ class OneShot:
     @cached_property
     def key(self) -> str:
         """Equal for one-shots at the same instant."""
-        return f"at:{epoch_ms(self.at)}"
+        return f"at:{to_ms(self.at)}"
 
     @property
     def has_seconds(self) -> bool:
@@ -380,7 +375,7 @@ def upcoming(schedule: Schedule, after: datetime, *, count: int,
         if left == 0:
             out.append(Upcoming(tick, "run limit", f"max_runs {schedule.max_runs} reached"))
             break
-        offset = jitter_offset_ms(schedule.name, epoch_ms(tick), jitter_ms)
+        offset = jitter_offset_ms(schedule.name, to_ms(tick), jitter_ms)
         out.append(Upcoming(tick, "", note, tick + offset * _MS if jitter_ms else None))
         left = None if left is None else left - 1
     return out

@@ -10,7 +10,6 @@ import io
 import json
 import os
 import sys
-import traceback
 from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -53,8 +52,8 @@ def _cmd_run_once(args: argparse.Namespace) -> int:
         engine = _invoking(args)
         now = None
         if args.now:
-            from kiqbeat.entrypoints.preview import parse_instant
-            now = parse_instant(args.now, "--now")
+            from kiqbeat.core.instants import option_instant
+            now = option_instant(args.now, "--now")
         report = engine.run(now=now, replay=engine.settings.replay)
     if not args.json:
         _print_warnings(report.warnings)
@@ -97,6 +96,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
             observe(None)
             return None
         except Exception:  # a bug must not stop the service: the next invocation catches up
+            import traceback
+
             print("kiqbeat: invocation failed unexpectedly:\n" + traceback.format_exc(),
                   file=sys.stderr, flush=True)
             observe(None)
