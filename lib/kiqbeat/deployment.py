@@ -23,8 +23,14 @@ from kiqbeat.core.schedule import Config
 from kiqbeat.document.sources import Sources
 from kiqbeat.errors import ConfigError
 from kiqbeat.redis import keys, scripts
-from kiqbeat.redis.connection import connect, queue_info, redis_errors, reply_text, startup_warnings
-from kiqbeat.redis.migrate import migrate_layout, queue_types
+from kiqbeat.redis.connection import (
+    INFO_SECTIONS,
+    connect,
+    redis_errors,
+    reply_text,
+    startup_warnings,
+)
+from kiqbeat.redis.migrate import migrate_layout, old_layout
 from kiqbeat.redis.side import RedisSide
 from kiqbeat.redis.urls import describe, parse_url
 from kiqbeat.settings import Settings
@@ -140,11 +146,13 @@ class Deployment:
             return None
         with redis_errors(client, "running startup checks"):
             pipe = client.pipeline(transaction=False)
-            infos = queue_info(pipe)
-            queue_types(pipe, namespace)
+            for section in INFO_SECTIONS:
+                pipe.info(section)
+            for key in old_layout(namespace):
+                pipe.type(key)
             replies = pipe.execute(raise_on_error=False)
-            warnings = startup_warnings(replies[:infos])
-        warnings += migrate_layout(client, namespace, self.lua, replies[infos:])
+            warnings = startup_warnings(replies[:len(INFO_SECTIONS)])
+        warnings += migrate_layout(client, namespace, self.lua, replies[len(INFO_SECTIONS):])
         self._checked_client = client
         return warnings
 

@@ -30,6 +30,7 @@ from kiqbeat.redis.urls import TLS_FILES, parse_url
 DEFAULT_TIMEOUT_S = 2.0
 DEFAULT_RETRIES = 2
 OLDEST_REDIS = (6, 2)
+INFO_SECTIONS = ("server", "memory", "cluster")  # what `startup_warnings` reads
 SAFE_EVICTION = {"noeviction", "volatile-lru", "volatile-lfu", "volatile-random", "volatile-ttl"}
 # No CLIENT SETINFO on connect: one round trip less, and no ACL permission needed for it.
 # redis-py 8 spells this `driver_info=None`; older releases `lib_name=None, lib_version=None`.
@@ -127,16 +128,9 @@ def check_tls_file(setting: str, path: str) -> None:
         raise ConfigError(f"{what} cannot be read: {exc.strerror or exc}") from None
 
 
-def queue_info(pipe: Any) -> int:
-    """Queue the INFO sections `startup_warnings` reads on `pipe`; how many replies."""
-    for section in ("server", "memory", "cluster"):
-        pipe.info(section)
-    return 3
-
-
 def startup_warnings(replies: list[Any]) -> list[str]:
-    """Risks worth a warning, found once per client from `queue_info`'s replies (read with
-    `raise_on_error=False`): old Redis, eviction, Cluster."""
+    """Risks worth a warning, found once per client from the replies to an INFO of each of
+    INFO_SECTIONS (pipelined with `raise_on_error=False`): old Redis, eviction, Cluster."""
     info: dict[str, Any] = {}
     for reply in replies:
         if isinstance(reply, redis.ResponseError):

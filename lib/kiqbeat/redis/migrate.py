@@ -31,26 +31,19 @@ def old_layout(namespace: str) -> list[str]:
     return [keys.watermarks(namespace), keys.first_seen(namespace), keys.history(namespace)]
 
 
-def queue_types(pipe: Any, namespace: str) -> int:
-    """Queue the TYPEs of the old layout's hashes on `pipe` (TYPE: what every invocation is
-    granted; EXISTS is optional); how many replies."""
-    for key in old_layout(namespace):
-        pipe.type(key)
-    return len(old_layout(namespace))
-
-
 def migrate_layout(client: redis.Redis, namespace: str,
                    lua: scripts.Caller = scripts.SCRIPTS, types: list[Any] | None = None
                    ) -> list[str]:
     """Move every schedule's state out of the old layout, if any is left; returns a warning
     per schedule whose old watermark was not a whole number (it starts afresh). `types`:
-    `queue_types`' replies, when already read (else one round trip reads them)."""
+    the replies to a TYPE of each `old_layout` key, when already read (else read here)."""
     old = old_layout(namespace)
     warnings = []
     with redis_errors(client, "migrating the old state layout"):
         if types is None:
             pipe = client.pipeline(transaction=False)
-            queue_types(pipe, namespace)
+            for key in old:
+                pipe.type(key)  # TYPE: what every invocation is granted (EXISTS is optional)
             types = pipe.execute(raise_on_error=False)
         for kind in types:
             if isinstance(kind, Exception):
