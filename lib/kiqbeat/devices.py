@@ -62,9 +62,7 @@ class Devices:
                  ) -> None:
         self.reference = reference
         self.documents = documents or DocumentMemo()
-        # Made at the first parse: a process with nothing due loads no definition reader
-        # and no plan core (tests/entrypoints/test_cold_start.py).
-        self.checks: Checks | None = None
+        self.checks: Checks | None = None  # made by `_load`
         self.plan_slice = 0 if reference else PLAN_SLICE  # 0: a whole batch at once
         self.read_ahead = not reference
         # (name, stored definition) -> its `Parsed`; `_parsed_bytes`: the definitions held.
@@ -72,6 +70,8 @@ class Devices:
         self._parsed_bytes = 0
         self._window_parsed_s: float | None = None  # the window `_parsed` was filled with
         self._memo: TickMemo | None = None
+        self._read: Callable[..., Schedule] | None = None  # validate.read_definition (`_load`)
+        self._keep_warm_ms = 0
         self._invocations = 0  # that pushed (`warm_up`)
 
     # -- parsed definitions -------------------------------------------------------------
@@ -86,28 +86,34 @@ class Devices:
         known = self._parsed.get((name, definition))
         if known is not None:
             return known
-        from kiqbeat.core.plan import KEEP_WARM_MS
-        from kiqbeat.document.validate import Checks, read_definition
-
-        if self.checks is None and not self.reference:
-            self.checks = Checks()
+        read = self._read or self._load()
         sha = definition_sha(definition)
         parsed: Schedule | str
         try:
-            parsed = read_definition(name, definition, window_s=window_s, checks=self.checks)
+            parsed = read(name, definition, window_s=window_s, checks=self.checks)
         except ConfigError as exc:
             parsed = "; ".join(exc.problems)[:MAX_REASON_CHARS]
         if self.reference:
             return parsed, sha
         if isinstance(parsed, Schedule):
             try:
-                soon = self.memo().next_ms(parsed.timetable, now_ms) - now_ms <= KEEP_WARM_MS
+                soon = self.memo().next_ms(parsed.timetable, now_ms) - now_ms <= self._keep_warm_ms
             except (ValueError, OverflowError):  # planning says why (beyond the year 9999)
                 soon = False
             if not soon:
                 return parsed, sha
         self._keep_parsed(name, definition, (parsed, sha))
         return parsed, sha
+
+    def _load(self) -> Callable[..., Schedule]:
+        """The definition reader and what keeping parses needs, loaded at the first parse: a
+        process with nothing due loads no reader and no plan core (test_cold_start.py)."""
+        from kiqbeat.core.plan import KEEP_WARM_MS
+        from kiqbeat.document.validate import Checks, read_definition
+
+        self.checks = None if self.reference else Checks()
+        self._read, self._keep_warm_ms = read_definition, KEEP_WARM_MS
+        return read_definition
 
     def _keep_parsed(self, name: str, definition: bytes, parsed: Parsed) -> None:
         """Keep a parse, within MAX_PARSED_DEFINITIONS and MAX_PARSED_DEFINITION_BYTES (past
@@ -137,11 +143,11 @@ class Devices:
 
     def memo(self) -> TickMemo:
         """The tick memo to plan with: the one kept, or a fresh one (reference)."""
-        from kiqbeat.core.plan import TickMemo
+        if self._memo is None or self.reference:
+            from kiqbeat.core.plan import TickMemo  # loaded with the first plan
 
-        if self.reference:
-            return TickMemo()
-        if self._memo is None:
+            if self.reference:
+                return TickMemo()
             self._memo = TickMemo()
         return self._memo
 
