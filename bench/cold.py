@@ -22,7 +22,8 @@ Kubernetes CronJob pod or a cold Lambda pays it every minute:
    process with every one due (a new minute), then one with nothing due (the same minute
    again); with `--before REV`, REV's code takes its rounds in turn with this tree's, on the
    same store. Prints each code's medians, the difference (the cost of the due schedules
-   beyond start-up), jobs/s, and every script call's time inside Redis over this tree's
+   beyond start-up), jobs/s, what a nothing-due process imports (`-X importtime`: modules
+   and their own time), and every script call's time inside Redis over this tree's
    first all-due process (SLOWLOG) per job, beside `redis-benchmark -P 64 LPUSH` of a
    job-sized value measured right after.
 4. `--import-jsonl` schedules through `kiqbeat schedules import FILE --jsonl` (a new
@@ -238,6 +239,11 @@ def bench_all_due(server: RedisServer, admin: redis.Redis, n: int, runs: int,
             times[label][1].append(idle_s)
             drop_jobs(admin)
     lpush = redis_benchmark_lpush(server.port, 400_000)
+    at = t0 + timedelta(minutes=minute, seconds=2)  # the last minute again: nothing due
+    for label, lib in codes:  # where a nothing-due process goes: its imports
+        modules, self_ms = imports_of(run_once(lib, server.url, at, None, "-X", "importtime")[2])
+        print(f"  {label}: nothing due: {modules} modules imported, {self_ms:.0f} ms of their "
+              "own code (-X importtime, which adds its own cost)")
     for label, _ in codes:
         due, idle = (statistics.median(t) for t in times[label])
         print(f"  {label}: nothing due: median {idle:.3f} s ({_listed(times[label][1])}); "
@@ -316,6 +322,14 @@ def bench_import_jsonl(server: RedisServer, admin: redis.Redis, n: int, runs: in
 def _redis_cpu_s(admin: redis.Redis) -> float:
     cpu = admin.info("cpu")
     return float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])
+
+
+def imports_of(stderr: str) -> tuple[int, float]:
+    """How many modules a `-X importtime` process imported, and their own time in ms."""
+    selves = [int(text.split("|")[0].split(":")[1]) for text in stderr.splitlines()
+              if text.startswith("import time:") and text.split("|")[0].split(":")[1].strip()
+              .isdigit()]
+    return len(selves), sum(selves) / 1000
 
 
 def _listed(times: list[float]) -> str:

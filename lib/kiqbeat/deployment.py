@@ -21,11 +21,16 @@ import redis
 from kiqbeat.alerts.step import AlertStep
 from kiqbeat.core.schedule import Config
 from kiqbeat.document.sources import Sources
-from kiqbeat.document.validate import with_window
 from kiqbeat.errors import ConfigError
 from kiqbeat.redis import keys, scripts
-from kiqbeat.redis.connection import connect, redis_errors, reply_text, startup_warnings
-from kiqbeat.redis.migrate import migrate_layout
+from kiqbeat.redis.connection import (
+    INFO_SECTIONS,
+    connect,
+    redis_errors,
+    reply_text,
+    startup_warnings,
+)
+from kiqbeat.redis.migrate import migrate_layout, old_layout
 from kiqbeat.redis.side import RedisSide
 from kiqbeat.redis.urls import describe, parse_url
 from kiqbeat.settings import Settings
@@ -88,6 +93,8 @@ class Deployment:
             return self._overridden[1]  # the same object each time: its document is cached
         config = loaded
         if self.settings.window_s is not None:
+            from kiqbeat.document.validate import with_window
+
             config = with_window(config, self.settings.window_s,
                                  what="KIQBEAT_MISSED_JOBS_WINDOW / --missed-jobs-window")
         namespace = self.settings.namespace
@@ -131,14 +138,21 @@ class Deployment:
         return reply_text(name)
 
     def startup_warnings(self, client: redis.Redis, namespace: str) -> list[str] | None:
-        """The startup checks' warnings (one pipelined INFO), and the old state layout
-        migrated if any is left (redis/migrate.py: one round trip when none is); None: done
-        on this client before. Either failing, both run again on the next invocation."""
+        """The startup checks' warnings, and the old state layout migrated if any is left
+        (redis/migrate.py), in one round trip when none is (INFO and the old keys' TYPEs);
+        None: done on this client before. Either failing, both run again on the next
+        invocation."""
         if self._checked_client is client:
             return None
         with redis_errors(client, "running startup checks"):
-            warnings = startup_warnings(client)
-        warnings += migrate_layout(client, namespace, self.lua)
+            pipe = client.pipeline(transaction=False)
+            for section in INFO_SECTIONS:
+                pipe.info(section)
+            for key in old_layout(namespace):
+                pipe.type(key)
+            replies = pipe.execute(raise_on_error=False)
+            warnings = startup_warnings(replies[:len(INFO_SECTIONS)])
+        warnings += migrate_layout(client, namespace, self.lua, replies[len(INFO_SECTIONS):])
         self._checked_client = client
         return warnings
 

@@ -37,13 +37,13 @@ from kiqbeat.core.limits import (
     PUSH_US_PER_GROUP,
     PUSH_US_PER_JOB,
 )
-from kiqbeat.core.plan import KEEP_WARM_MS, TickMemo
 from kiqbeat.core.schedule import Config, Schedule
-from kiqbeat.document.validate import Checks, read_definition
 from kiqbeat.errors import ConfigError
 from kiqbeat.redis.definitions import definition_sha
 
 if TYPE_CHECKING:
+    from kiqbeat.core.plan import TickMemo
+    from kiqbeat.document.validate import Checks
     from kiqbeat.redis.due import DueRead, StartedDue
 
 # Entries planned at a time: one push call's worth of one-job schedules (core/limits.py's
@@ -62,14 +62,16 @@ class Devices:
                  ) -> None:
         self.reference = reference
         self.documents = documents or DocumentMemo()
-        self.checks: Checks | None = None if reference else Checks()
+        self.checks: Checks | None = None  # made by `_load`
         self.plan_slice = 0 if reference else PLAN_SLICE  # 0: a whole batch at once
         self.read_ahead = not reference
         # (name, stored definition) -> its `Parsed`; `_parsed_bytes`: the definitions held.
         self._parsed: dict[tuple[str, bytes], Parsed] = {}
         self._parsed_bytes = 0
         self._window_parsed_s: float | None = None  # the window `_parsed` was filled with
-        self._memo = TickMemo()
+        self._memo: TickMemo | None = None
+        self._read: Callable[..., Schedule] | None = None  # validate.read_definition (`_load`)
+        self._keep_warm_ms = 0
         self._invocations = 0  # that pushed (`warm_up`)
 
     # -- parsed definitions -------------------------------------------------------------
@@ -84,23 +86,34 @@ class Devices:
         known = self._parsed.get((name, definition))
         if known is not None:
             return known
+        read = self._read or self._load()
         sha = definition_sha(definition)
         parsed: Schedule | str
         try:
-            parsed = read_definition(name, definition, window_s=window_s, checks=self.checks)
+            parsed = read(name, definition, window_s=window_s, checks=self.checks)
         except ConfigError as exc:
             parsed = "; ".join(exc.problems)[:MAX_REASON_CHARS]
         if self.reference:
             return parsed, sha
         if isinstance(parsed, Schedule):
             try:
-                soon = self._memo.next_ms(parsed.timetable, now_ms) - now_ms <= KEEP_WARM_MS
+                soon = self.memo().next_ms(parsed.timetable, now_ms) - now_ms <= self._keep_warm_ms
             except (ValueError, OverflowError):  # planning says why (beyond the year 9999)
                 soon = False
             if not soon:
                 return parsed, sha
         self._keep_parsed(name, definition, (parsed, sha))
         return parsed, sha
+
+    def _load(self) -> Callable[..., Schedule]:
+        """The definition reader and what keeping parses needs, loaded at the first parse: a
+        process with nothing due loads no reader and no plan core (test_cold_start.py)."""
+        from kiqbeat.core.plan import KEEP_WARM_MS
+        from kiqbeat.document.validate import Checks, read_definition
+
+        self.checks = None if self.reference else Checks()
+        self._read, self._keep_warm_ms = read_definition, KEEP_WARM_MS
+        return read_definition
 
     def _keep_parsed(self, name: str, definition: bytes, parsed: Parsed) -> None:
         """Keep a parse, within MAX_PARSED_DEFINITIONS and MAX_PARSED_DEFINITION_BYTES (past
@@ -130,7 +143,13 @@ class Devices:
 
     def memo(self) -> TickMemo:
         """The tick memo to plan with: the one kept, or a fresh one (reference)."""
-        return TickMemo() if self.reference else self._memo
+        if self._memo is None or self.reference:
+            from kiqbeat.core.plan import TickMemo  # loaded with the first plan
+
+            if self.reference:
+                return TickMemo()
+            self._memo = TickMemo()
+        return self._memo
 
     # -- the document form --------------------------------------------------------------
 

@@ -19,12 +19,12 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kiqbeat.after import fold_outcomes, publish_fold
+from kiqbeat.core.instants import to_ms
 from kiqbeat.core.limits import MAX_PLANNABLE_MS, MAX_REASON_CHARS
 from kiqbeat.core.pause import Pause
-from kiqbeat.core.plan import Entry, plan_due, to_ms
 from kiqbeat.core.report import Report
 from kiqbeat.core.schedule import Config, Schedule
 from kiqbeat.deployment import Deployment
@@ -39,6 +39,9 @@ from kiqbeat.redis.neighbours import Neighbours
 from kiqbeat.redis.progress import bucket
 from kiqbeat.redis.side import RedisSide
 from kiqbeat.sync import Probe, Sync
+
+if TYPE_CHECKING:
+    from kiqbeat.core.plan import Entry
 
 
 class Invocation:
@@ -130,8 +133,9 @@ class Invocation:
             applied = document.digest.encode() if finished else None
             batch = None
         report.warnings = deployment.fresh(warnings)
-        # 2-3. Decide per schedule and push, a batch at a time.
-        self._push_due(side, config, batch, report, deadline)
+        # 2-3. Decide per schedule and push, a batch at a time (none due: no plan core loaded).
+        if batch is None or batch.entries or batch.more:
+            self._push_due(side, config, batch, report, deadline)
         # 4. After the pushes: outcomes, alerts, the tab, the document's record; report.
         reported = replies.one("outcomes")
         fold_outcomes(deployment, config, report, deadline, reported)
@@ -166,6 +170,7 @@ class Invocation:
         early read, and the read that would end the invocation, are made again after the
         pushes. A definition is set aside only after the early read in flight has run.
         """
+        from kiqbeat.core.plan import plan_due  # only when something may be due
         shard, devices = self.deployment.settings.shard, self.devices
         upto_ms = to_ms(report.now)
         seen: set[str] = set()
@@ -253,6 +258,7 @@ class Invocation:
                  settle: Any = None) -> list[Entry]:
         """The batch's schedules to plan; invalid definitions are set aside (one write,
         after `settle`)."""
+        from kiqbeat.core.plan import Entry
         entries: list[Entry] = []
         aside: list[Op] = []
         now_ms = to_ms(report.now)

@@ -17,7 +17,6 @@ from typing import Any
 
 from kiqbeat.core.durations import duration_s
 from kiqbeat.core.limits import MAX_HISTORY, MAX_SHARDS, MAX_SHOWN_CHARS
-from kiqbeat.core.plan import check_shard
 from kiqbeat.core.records import DEFAULT_HISTORY
 from kiqbeat.document.fields import namespace, positive_duration_s
 from kiqbeat.document.sources import DEFAULT_MAX_AGE_S
@@ -36,6 +35,18 @@ def parse_shard(value: str) -> tuple[int, int]:
     if len(index) > 9 or len(count) > 9:  # far beyond MAX_SHARDS: no giant int() to show
         raise ConfigError(f"invalid shard {shown(value)}: at most {MAX_SHARDS:,} shards")
     return check_shard(int(index), int(count))
+
+
+def check_shard(index: int, count: int) -> tuple[int, int]:
+    """(index, count) when it names a shard; ConfigError otherwise (a count above MAX_SHARDS
+    included: a typo such as 0/100000000 must not reach the store)."""
+    if count > MAX_SHARDS:
+        raise ConfigError(f"invalid shard {index}/{count}: at most {MAX_SHARDS:,} shards "
+                          "(kiqbeat.core.limits.MAX_SHARDS)")
+    if count < 1 or not 0 <= index < count:
+        raise ConfigError(f"invalid shard {index}/{count}: expected INDEX/COUNT with "
+                          "0 <= INDEX < COUNT")
+    return index, count
 
 
 def _shard_count(value: str) -> int:

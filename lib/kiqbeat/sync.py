@@ -17,13 +17,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kiqbeat.core.plan import to_ms
+from kiqbeat.core.instants import to_ms
 from kiqbeat.core.report import Report
 from kiqbeat.core.schedule import Config, Schedule
 from kiqbeat.deployment import Deployment
 from kiqbeat.devices import Devices
 from kiqbeat.document.fingerprint import Applied, fingerprint, namespace_guess
-from kiqbeat.document.validate import encode_definition
 from kiqbeat.errors import RedisRefusedError, StateError, shown, shown_text
 from kiqbeat.redis import keys
 from kiqbeat.redis.connection import redis_errors, reply_text
@@ -46,6 +45,8 @@ class Document:
     @classmethod
     def of(cls, config: Config) -> Document:
         """The document form of a config."""
+        from kiqbeat.document.validate import encode_definition  # only with a document
+
         source = config.source or UNNAMED_DOCUMENT
         definitions = {s.name: encode_definition(s.definition, source)
                        for s in config.schedules}

@@ -20,7 +20,8 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from kiqbeat.core.lifecycle import epoch_ms, jitter_offset_ms
+from kiqbeat.core.instants import to_ms
+from kiqbeat.core.lifecycle import jitter_offset_ms
 from kiqbeat.core.payload import jid_ms, job_json
 from kiqbeat.document import load_config_text
 from kiqbeat.engine import run
@@ -50,7 +51,7 @@ def test_jittered_jobs_run_at_their_offset_instant_never_before_and_each_once(
     wait_for("the tick", lambda: sidekiq.redis_now() >= tick or None, timeout_s=25)
     report = run(sidekiq.client, config, now=tick)
     assert report.pushed == SPREAD
-    tick_ms = epoch_ms(tick)
+    tick_ms = to_ms(tick)
     release_ms = {jid_ms(f"jitter_{i}", tick_ms):
                   tick_ms + jitter_offset_ms(f"jitter_{i}", tick_ms, JITTER_S * 1000)
                   for i in range(SPREAD)}
@@ -139,12 +140,12 @@ def test_overlap_skip_passes_over_ticks_while_the_job_waits_and_while_it_runs(
     assert after.pushed == 1
     (next_job,) = after.jobs
     assert next_job.tick == at(4)
-    assert next_job.jid == jid_ms(schedule.name, epoch_ms(at(4)))
+    assert next_job.jid == jid_ms(schedule.name, to_ms(at(4)))
     sidekiq.wait_runs({next_job.jid}, timeout_s=15)  # and the worker runs it
     # Each job ran once; the ticks passed over never ran.
     ran = by_kind(sidekiq.runs({job.jid, next_job.jid}), "middleware")
     assert {j: len(r) for j, r in ran.items()} == {job.jid: 1, next_job.jid: 1}
-    passed = {jid_ms(schedule.name, epoch_ms(at(s))) for s in (2, 3)}
+    passed = {jid_ms(schedule.name, to_ms(at(s))) for s in (2, 3)}
     assert sidekiq.runs(passed) == []
 
     # `kiqbeat missed` shows the two passed-over ticks with reason overlap.

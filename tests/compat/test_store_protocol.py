@@ -27,12 +27,13 @@ import redis
 
 from kiqbeat import fire_times
 from kiqbeat.core.payload import jid
-from kiqbeat.core.plan import shard_of, to_ms
+from kiqbeat.core.plan import to_ms
 from kiqbeat.core.report import Report
 from kiqbeat.core.schedule import Config
 from kiqbeat.document import load_config_file, load_config_text
 from kiqbeat.document.imported import ImportOptions
 from kiqbeat.engine import Engine, run
+from kiqbeat.redis.definitions import shard_of
 from kiqbeat.settings import Settings
 from kiqbeat.store import Store
 from kiqbeat.web.app import create_app

@@ -4,22 +4,28 @@ A Kubernetes CronJob runs a fresh `kiqbeat run-once` every minute, so what a pro
 is paid every minute: building the command line loads no Redis client; an invocation loads
 no YAML reader, no AWS library, no alert sink (urllib), no operator's store; a document whose
 bytes are read without being parsed loads no PyYAML. Each is checked in a new interpreter,
-by what `sys.modules` holds.
+by what `sys.modules` holds. A minute with nothing due (most minutes of most schedules) loads
+no cron, plan or definition-reading core either, and makes three round trips.
 """
 
 from __future__ import annotations
 
 import gc
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
 
 from kiqbeat.entrypoints import cli
 from kiqbeat.entrypoints.cli import main
+from tests.support.processes import catches, stop, wait_for
+from tests.support.proxy import FaultProxy
 
 LIB = Path(__file__).resolve().parents[2] / "lib"
 # Loaded only by the commands and documents that use them.
@@ -93,6 +99,56 @@ def test_an_invocation_runs_no_code_of_redis_asyncio_client_or_importlib_metadat
                           cwd=LIB.parent, timeout=60, check=True)
     assert "ran: []" in done.stdout.splitlines()
     assert (client.zscore("kiqbeat:due", "minutely") or 0) > 0  # registered: it did run
+
+
+# What only a schedule due (or new) needs: the cron and zone core, planning, the push path,
+# the definition reader, the Recurring Jobs tab's rules, the timetables' descriptions.
+DUE_ONLY = ("zoneinfo", "kiqbeat.core.cron", "kiqbeat.core.cron_fields", "kiqbeat.core.zones",
+            "kiqbeat.core.lifecycle", "kiqbeat.core.plan", "kiqbeat.core.describe",
+            "kiqbeat.redis.pushes", "kiqbeat.redis.frames", "kiqbeat.redis.scheduler_ui",
+            "kiqbeat.document.validate", "kiqbeat.document.jobs")
+
+
+def _registered_not_due(redis_url: str) -> redis.Redis:
+    """A store with a yearly schedule kiqbeat has registered (first seen), so that an
+    invocation now finds nothing due (not even "plan me")."""
+    client = redis.Redis.from_url(redis_url)
+    client.hset("kiqbeat:schedules", "yearly", json.dumps({"cron": "0 0 1 1 *",
+                                                           "class": "W"}))
+    client.zadd("kiqbeat:due", {"yearly": 0})
+    assert main(["run-once", "--json", "--redis-url", redis_url]) == 0
+    assert (client.zscore("kiqbeat:due", "yearly") or 0) > 0  # registered: not due now
+    return client
+
+
+@pytest.mark.parametrize("output", [["--json"], []])
+def test_a_run_once_with_nothing_due_loads_no_cron_plan_or_definition_reader(
+        redis_url: str, output: list[str]) -> None:
+    """A real run-once on a store whose one schedule is not due (its report as JSON or as
+    the summary line) loads none of DUE_ONLY; one with a schedule due loads them."""
+    client = _registered_not_due(redis_url)
+    run = ("from kiqbeat.entrypoints.cli import main\n"
+           f"assert main(['run-once', *{output!r}, '--redis-url', {redis_url!r}]) == 0")
+    assert loaded(run, DUE_ONLY) == []
+    client.zadd("kiqbeat:due", {"yearly": 0})  # "plan me" again: due
+    assert set(loaded(run, DUE_ONLY)) >= {"kiqbeat.core.plan", "kiqbeat.core.cron"}
+
+
+def test_a_run_once_with_nothing_due_makes_three_round_trips(redis_url: str,
+                                                              redis_server: Any) -> None:
+    """A new process's invocation with nothing due: the connection's HELLO (with AUTH when
+    the URL has a password), the startup checks with the old layout's TYPEs (one
+    pipeline), and the due read with what the rest of the invocation needs (one pipeline).
+    Counted as the requests a proxy between it and Redis forwards."""
+    _registered_not_due(redis_url).close()
+    proxy = FaultProxy(redis_server.port)
+    try:
+        subprocess.run([sys.executable, "-m", "kiqbeat", "run-once", "--json", "--redis-url",
+                        proxy.url], capture_output=True, text=True, cwd=LIB.parent,
+                       timeout=60, check=True)
+        assert proxy.requests == 3
+    finally:
+        proxy.close()
 
 
 def test_redis_asyncio_client_and_importlib_metadata_work_when_a_user_imports_them(
@@ -201,3 +257,40 @@ def test_the_lambda_handler_loads_no_yaml_no_boto3_and_no_operators_store() -> N
     assert loaded("import handler.app", (
         "yaml", "boto3", "kiqbeat.store", "kiqbeat.operator", "kiqbeat.audit",
         "kiqbeat.entrypoints.outcomes", "kiqbeat.document.yaml_reader")) == []
+
+
+def test_a_sigterm_while_run_starts_stops_it_before_its_first_invocation(
+        redis_url: str, tmp_path: Path) -> None:
+    """`kiqbeat run` installs its SIGTERM handler before it loads the engine and reads its
+    document: a pod stopped while the loop starts (its document read from a FIFO that
+    blocks it there) exits 0 with its "stopped" line, having written nothing, rather than
+    being killed by the signal."""
+    document = tmp_path / "schedules.yaml"
+    os.mkfifo(document)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kiqbeat", "run", "--config", str(document), "--redis-url",
+         redis_url], cwd=LIB.parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True)
+    writer = None
+    try:
+        def reading() -> int | None:  # a writer opens only once the reader has it open
+            try:
+                return os.open(document, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError:
+                assert process.poll() is None, process.communicate()
+                return None
+
+        writer = wait_for("run to open its document", reading, timeout_s=60)
+        assert catches(process.pid, signal.SIGTERM)  # caught, not fatal, while it starts
+        process.send_signal(signal.SIGTERM)
+        os.write(writer, b"schedules:\n  minutely: {cron: '* * * * *', class: W}\n")
+        os.close(writer)
+        writer = None
+        out, err = process.communicate(timeout=60)
+    finally:
+        if writer is not None:
+            os.close(writer)
+        stop(process)
+    assert process.returncode == 0, err
+    assert "kiqbeat: stopped" in out
+    assert redis.Redis.from_url(redis_url).dbsize() == 0  # no invocation ran

@@ -19,10 +19,10 @@ import pytest
 import redis
 from handler import app
 
-from kiqbeat.core.plan import shard_of
 from kiqbeat.document.sources import Sources
 from kiqbeat.engine import Engine
 from kiqbeat.errors import ConfigError, RedisUnavailableError
+from kiqbeat.redis.definitions import shard_of
 from tests.support.aws import Context, hanging_endpoint
 from tests.support.cli import Kiqbeat
 from tests.support.marks import rewind_mark

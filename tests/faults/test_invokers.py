@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import signal
 import subprocess
 import sys
 import time
@@ -27,6 +28,7 @@ from tests.support.invariants import (
     recorded_ticks,
     shard_of,
 )
+from tests.support.processes import catches, wait_for
 
 from .drive import KIQBEAT, ROOT, backfilled, run_cli, run_invokers, start_backfills, stop
 
@@ -210,6 +212,9 @@ def _loops(path: Path, url: str, copies: int, seconds: float, sampler_url: str,
                             str(skew_s[i]), *argv[1:]]
                 procs.append(subprocess.Popen(argv, cwd=ROOT, text=True,
                                               stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+            for proc in procs:  # a loaded machine may take seconds to start one: its SIGTERM
+                wait_for("the loop to catch SIGTERM",  # would kill it, not stop it (exit 0)
+                         lambda pid=proc.pid: catches(pid, signal.SIGTERM), timeout_s=60)
             time.sleep(seconds)
         finally:
             for proc in procs:

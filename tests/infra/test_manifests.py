@@ -153,7 +153,7 @@ def test_the_cronjob_runs_one_pod_per_shard_each_with_its_own_shard(
 ) -> None:
     """An Indexed Job: pod I gets KIQBEAT_SHARD=I/N, which kiqbeat reads; N set in the
     places marked SHARDS gives N disjoint shards covering every schedule."""
-    from kiqbeat.core.plan import shard_of
+    from kiqbeat.redis.definitions import shard_of
     from kiqbeat.settings import Settings
 
     text = (K8S / "cronjob.yaml").read_text()

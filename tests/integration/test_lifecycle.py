@@ -14,7 +14,8 @@ import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kiqbeat.core.lifecycle import ENDED_MS, Ledger, jitter_offset_ms
+from kiqbeat.core.instants import ENDED_MS
+from kiqbeat.core.lifecycle import Ledger, jitter_offset_ms
 from kiqbeat.core.payload import jid, jid_ms
 from kiqbeat.core.plan import Group, to_ms
 from kiqbeat.core.schedule import Config

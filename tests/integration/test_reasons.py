@@ -1,5 +1,5 @@
 """Missed and skipped ticks split by reason, in the report, its log line and both metrics
-endpoints (core/plan.py SKIP_REASONS): only ticks older than the window are missed (lost);
+endpoints (core/report.py SKIP_REASONS): only ticks older than the window are missed (lost);
 every other tick not pushed was skipped on purpose, and says why. Checked against the jobs in
 Redis (distinct jids per schedule), not the report's own totals."""
 

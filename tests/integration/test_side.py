@@ -63,8 +63,8 @@ def test_the_operators_commands_are_methods_of_every_store(client: redis.Redis) 
 def test_the_store_api_of_a_sharded_deployment_writes_into_its_shards_before_any_reindex(
     client: redis.Redis,
 ) -> None:
-    from kiqbeat.core.plan import shard_of
     from kiqbeat.engine import Engine
+    from kiqbeat.redis.definitions import shard_of
     from kiqbeat.settings import Settings
 
     store = Engine(Settings(shard_count=3), client=client).store()

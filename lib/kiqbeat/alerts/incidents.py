@@ -15,18 +15,21 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
 
 from kiqbeat.alerts.changed import Changed
 from kiqbeat.core.limits import MAX_AUDIT_ENTRIES, MAX_OUTBOX_EVENTS
 from kiqbeat.core.outcomes import LAST_TICK_MS, Health
-from kiqbeat.core.plan import Entry
 from kiqbeat.core.report import Report
 from kiqbeat.core.schedule import Expectations
 from kiqbeat.redis import keys, scripts
 from kiqbeat.redis.connection import redis_errors, reply_text
+
+if TYPE_CHECKING:
+    from kiqbeat.core.plan import Entry
+
 
 # Deadlines one invocation looks at (the rest come due for the next one).
 DEADLINES_PER_INVOCATION = 10_000

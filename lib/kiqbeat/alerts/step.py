@@ -24,10 +24,10 @@ import redis
 
 from kiqbeat.alerts.changed import Changed, changed_names, queue_changed_names, read_changed_names
 from kiqbeat.alerts.incidents import Watch, decide
+from kiqbeat.core.instants import to_ms
 from kiqbeat.core.limits import CHANGED_PER_INVOCATION, MAX_CHANGED_NAMES
 from kiqbeat.core.outcomes import LAST_TICK_MS, Health
 from kiqbeat.core.pause import Pause
-from kiqbeat.core.plan import Entry, to_ms
 from kiqbeat.core.report import Report
 from kiqbeat.errors import RedisRefusedError, StateError
 from kiqbeat.redis import keys
@@ -37,6 +37,7 @@ from kiqbeat.redis.side import RedisSide
 
 if TYPE_CHECKING:
     from kiqbeat.alerts.sinks import Sink
+    from kiqbeat.core.plan import Entry
 
 
 # Slices of changed names judged in one invocation at most (a storm: the set drained whole).

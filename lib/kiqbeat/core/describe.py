@@ -13,6 +13,7 @@ from typing import Any
 from kiqbeat.core.cron import Cron, Every
 from kiqbeat.core.cron_fields import runs
 from kiqbeat.core.lifecycle import Bounded, OneShot, base
+from kiqbeat.core.report import counted
 from kiqbeat.core.schedule import Schedule, Timetable
 
 _DAY_NAMES = ("Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday")
@@ -20,13 +21,6 @@ _MONTH_NAMES = (
     "January", "February", "March", "April", "May", "June", "July",
     "August", "September", "October", "November", "December",
 )  # fmt: skip
-
-
-def counted(count: int, noun: str, plural: str = "", *, more: bool = False) -> str:
-    """`count` and `noun` as a sentence has them: "1 schedule", "2 schedules", "1,000+ ticks"
-    (`more`: the count stopped at a cap); `plural` when adding "s" is not it."""
-    return (f"{count:,}{'+' if more else ''} "
-            f"{noun if count == 1 and not more else plural or noun + 's'}")
 
 
 def _ordinal(n: int) -> str:

@@ -1,14 +1,17 @@
-"""The one reader of an instant written by a person or another program (a definition's
-`start_at`/`end_at`/`at`, a document's, the CLI's `--since`/`--until`/`--from`/`--now`, the
-API's and a Lambda event's): ISO 8601 with a UTC offset, range-checked BEFORE it is converted
-to UTC, so an instant in range as written but out of range once converted
-(`9999-12-31T23:59:59-23:59`, `0001-01-01T00:00:00+14:00`) is a message, never an
-OverflowError that stops every schedule (issue 26)."""
+"""Instants: the one reader of an instant written by a person or another program (a
+definition's `start_at`/`end_at`/`at`, a document's, the CLI's `--since`/`--until`/`--from`/
+`--now`, the API's and a Lambda event's), and the epoch milliseconds Redis holds them in.
+
+An instant written is ISO 8601 with a UTC offset, range-checked BEFORE it is converted to UTC,
+so an instant in range as written but out of range once converted (`9999-12-31T23:59:59-23:59`,
+`0001-01-01T00:00:00+14:00`) is a message, never an OverflowError that stops every schedule
+(issue 26)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from kiqbeat.core.limits import MAX_PLANNABLE_MS
 from kiqbeat.errors import ConfigError, shown
 
 # Instants kiqbeat accepts anywhere: from the epoch (where `every` counts from) to the start
@@ -23,6 +26,27 @@ _DAY = timedelta(days=1)
 INSTANT_HINT = ("an ISO 8601 instant with its UTC offset, e.g. '2026-03-01T09:00:00+01:00' "
                 "or '2026-03-01T08:00:00Z'")
 _RANGE = "must be from 1970-01-01 to before 9999-01-01 (UTC)"
+_MS = timedelta(milliseconds=1)
+# An ended schedule's index score (core/lifecycle.py): the last instant kiqbeat plans, where
+# nothing is ever due.
+ENDED_MS = MAX_PLANNABLE_MS
+
+
+def to_ms(instant: datetime) -> int:
+    """Epoch milliseconds of an aware datetime, rounded down: a mark taken at `now` must
+    never cover a tick that comes after `now`."""
+    return (instant - FIRST_INSTANT) // _MS
+
+
+def to_ms_up(instant: datetime) -> int:
+    """Epoch milliseconds of an aware datetime, rounded up: the first whole millisecond at or
+    after it (a bound "at or after `instant`")."""
+    return -((FIRST_INSTANT - instant) // _MS)
+
+
+def from_ms(ms: int) -> datetime:
+    """Aware UTC datetime of epoch milliseconds."""
+    return datetime.fromtimestamp(ms / 1000, tz=UTC)
 
 
 def utc_instant(value: object, *, naive_is_utc: bool = False) -> datetime:

@@ -6,7 +6,7 @@
   excluded one (and never records one as missed).
 - `OneShot` is the timetable of an `at` schedule: one tick.
 - A timetable with no tick left answers `next_after` with `ENDED`, the last instant Python
-  represents (9999-12-31T23:59:59.999999Z). In epoch ms it is `ENDED_MS` =
+  represents (9999-12-31T23:59:59.999999Z). In epoch ms it is `instants.ENDED_MS` =
   `limits.MAX_PLANNABLE_MS`: a due index entry scored exactly there is never due (no clock
   reaches it), is not "beyond what kiqbeat plans" (so never warned about as unplannable),
   and `ZRANGEBYSCORE due ENDED_MS ENDED_MS` lists the ended schedules. No tick can equal it:
@@ -30,21 +30,14 @@ from hashlib import blake2b
 from itertools import pairwise
 
 from kiqbeat.core.cron import Cron, Every
-from kiqbeat.core.limits import MAX_PLANNABLE_MS
+from kiqbeat.core.instants import to_ms
 from kiqbeat.core.schedule import Schedule, Timetable
 from kiqbeat.core.zones import zone
 
 ENDED = datetime.max.replace(tzinfo=UTC)
-ENDED_MS = MAX_PLANNABLE_MS
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
 _TINY = timedelta(microseconds=1)
 _DAY = timedelta(days=1)
-
-
-def epoch_ms(instant: datetime) -> int:
-    """Epoch milliseconds of an aware instant, rounded down."""
-    return (instant - _EPOCH) // _MS
 
 
 # ---------------------------------------------------------------------------- timetables
@@ -69,8 +62,8 @@ class Bounded:
         planning asks it for each due schedule)."""
         dates = ",".join(sorted(d.isoformat() for d in self.excluded))
         digest = blake2b(dates.encode(), digest_size=8).hexdigest() if dates else ""
-        start = "" if self.start is None else epoch_ms(self.start)
-        end = "" if self.end is None else epoch_ms(self.end)
+        start = "" if self.start is None else to_ms(self.start)
+        end = "" if self.end is None else to_ms(self.end)
         return f"{self.inner.key}|{start}|{end}|{digest}|{self.dates_zone if dates else ''}"
 
     @property
@@ -153,7 +146,7 @@ class OneShot:
     @cached_property
     def key(self) -> str:
         """Equal for one-shots at the same instant."""
-        return f"at:{epoch_ms(self.at)}"
+        return f"at:{to_ms(self.at)}"
 
     @property
     def has_seconds(self) -> bool:
@@ -382,7 +375,7 @@ def upcoming(schedule: Schedule, after: datetime, *, count: int,
         if left == 0:
             out.append(Upcoming(tick, "run limit", f"max_runs {schedule.max_runs} reached"))
             break
-        offset = jitter_offset_ms(schedule.name, epoch_ms(tick), jitter_ms)
+        offset = jitter_offset_ms(schedule.name, to_ms(tick), jitter_ms)
         out.append(Upcoming(tick, "", note, tick + offset * _MS if jitter_ms else None))
         left = None if left is None else left - 1
     return out

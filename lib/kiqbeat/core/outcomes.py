@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kiqbeat.core.instants import from_ms
 from kiqbeat.core.payload import jid_ms
-from kiqbeat.core.plan import from_ms
 from kiqbeat.core.varints import UNITS_MS, read_varint
 
 # A recorded tick's state, as fold.lua numbers them.

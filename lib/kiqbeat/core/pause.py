@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kiqbeat.core import json_text
-from kiqbeat.core.lifecycle import ENDED_MS, epoch_ms
+from kiqbeat.core.instants import ENDED_MS, to_ms
 from kiqbeat.core.limits import MAX_PAUSE_NOTE_CHARS, MAX_SHOWN_CHARS
 from kiqbeat.core.schedule import Schedule
 from kiqbeat.errors import ConfigError, shown
@@ -115,7 +115,7 @@ def pause_of(note: str, by: str, at_ms: int, until: datetime | None) -> Pause:
         if until.tzinfo is None:
             raise ConfigError(f"pause until: {shown(until.isoformat())} has no UTC offset; "
                               "add 'Z' or '+hh:mm'")
-        until_ms = epoch_ms(until)
+        until_ms = to_ms(until)
         if until_ms <= at_ms:
             raise ConfigError(f"pause until: {until.isoformat()} is not in the future (the "
                               f"Redis clock reads {_iso(at_ms)}); nothing was paused")

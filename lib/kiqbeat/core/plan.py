@@ -36,16 +36,15 @@ invocation, like any tick beyond the lookahead.
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import NamedTuple
 
+from kiqbeat.core.instants import from_ms, to_ms, to_ms_up
 from kiqbeat.core.lifecycle import Bounded, jitter_offset_ms
 from kiqbeat.core.limits import (
     MAX_MISSED_COUNTED,
-    MAX_SHARDS,
     PUSH_CALL_BUDGET_US,
     PUSH_US_PER_GROUP,
     PUSH_US_PER_JOB,
@@ -53,7 +52,6 @@ from kiqbeat.core.limits import (
 from kiqbeat.core.pause import Pause, planned
 from kiqbeat.core.payload import JobTemplates, jid_ms
 from kiqbeat.core.schedule import Config, Schedule, Timetable
-from kiqbeat.errors import ConfigError
 
 # `catch_up: none` still pushes ticks this fresh: one trigger period, the normal lag.
 ON_TIME_S = 120.0
@@ -71,45 +69,6 @@ MAX_JOBS_PER_CALL = 200
 # costs memory and garbage collections.
 KEEP_WARM_MS = 10 * 60 * 1000
 MAX_BYTES_PER_CALL = 512 * 1024
-
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MS = timedelta(milliseconds=1)
-
-
-def to_ms(instant: datetime) -> int:
-    """Epoch milliseconds of an aware datetime, rounded down: a mark taken at `now` must
-    never cover a tick that comes after `now`."""
-    return (instant - _EPOCH) // _MS
-
-
-def to_ms_up(instant: datetime) -> int:
-    """Epoch milliseconds of an aware datetime, rounded up: the first whole millisecond at or
-    after it (a bound "at or after `instant`")."""
-    return -((_EPOCH - instant) // _MS)
-
-
-def from_ms(ms: int) -> datetime:
-    """Aware UTC datetime of epoch milliseconds."""
-    return datetime.fromtimestamp(ms / 1000, tz=UTC)
-
-
-def check_shard(index: int, count: int) -> tuple[int, int]:
-    """(index, count) when it names a shard; ConfigError otherwise (a count above MAX_SHARDS
-    included: a typo such as 0/100000000 must not reach the store)."""
-    if count > MAX_SHARDS:
-        raise ConfigError(f"invalid shard {index}/{count}: at most {MAX_SHARDS:,} shards "
-                          "(kiqbeat.core.limits.MAX_SHARDS)")
-    if count < 1 or not 0 <= index < count:
-        raise ConfigError(f"invalid shard {index}/{count}: expected INDEX/COUNT with "
-                          "0 <= INDEX < COUNT")
-    return index, count
-
-
-def shard_of(name: str, count: int) -> int:
-    """The shard (0..count-1) a schedule belongs to: a stable hash of its name only (of its
-    bytes, as any language computes it, a name read from Redis that was not UTF-8 included)."""
-    return zlib.crc32(name.encode(errors="surrogateescape")) % count
 
 
 @dataclass(frozen=True)
@@ -156,7 +115,7 @@ class Group:
     ticks: list[int] = field(default_factory=list)
     releases: list[int] = field(default_factory=list)
     payloads: list[bytes] = field(default_factory=list)
-    # Why its `skipped` ticks were passed over (SKIP_REASONS): "catch_up" (its policy), or
+    # Why its `skipped` ticks were passed over (report.SKIP_REASONS): "catch_up" (its policy), or
     # "paused" (a pause record or `enabled: false`); and the ticks its `except` dates took
     # in what its mark covers (counted, never recorded: nothing is owed for them).
     skip_reason: str = "catch_up"
@@ -385,13 +344,6 @@ def _job(schedule: Schedule, tick: datetime, tick_ms: int, now: datetime, now_ms
 
 # A schedule's `overlap` as the push step reads it (push.lua's OVERLAP byte).
 OVERLAP_CODES = {"allow": 0, "skip": 1, "buffer_one": 2}
-
-
-# Why a tick was passed over, in every count (DESIGN §2): `missed` ticks are lost (older than
-# the window); `skipped` ones were passed over on purpose, by the schedule's catch_up policy,
-# its pause, its `except` dates, a `schedules skip`, its `max_runs` or `overlap: skip`.
-MISSED_REASONS = ("window",)
-SKIP_REASONS = ("catch_up", "paused", "except", "skip", "max_runs", "overlap")
 
 
 class _Decision(NamedTuple):

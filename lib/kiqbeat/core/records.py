@@ -44,9 +44,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from kiqbeat.core.instants import from_ms, to_ms
 from kiqbeat.core.limits import MAX_MISSED_COUNTED, MAX_PLANNABLE_MS
 from kiqbeat.core.payload import jid_ms
-from kiqbeat.core.plan import from_ms, to_ms
 from kiqbeat.core.schedule import Timetable
 from kiqbeat.errors import shown_name
 

@@ -7,12 +7,23 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from kiqbeat.core.describe import counted
 from kiqbeat.core.payload import jid_ms
-from kiqbeat.core.plan import SKIP_REASONS
 
 if TYPE_CHECKING:
     from kiqbeat.core.outcomes import Health
+
+
+# Why a tick was passed over, in every count (DESIGN §2): `missed` ticks are lost (older than
+# the window); `skipped` ones were passed over on purpose, by the schedule's catch_up policy,
+# its pause, its `except` dates, a `schedules skip`, its `max_runs` or `overlap: skip`.
+SKIP_REASONS = ("catch_up", "paused", "except", "skip", "max_runs", "overlap")
+
+
+def counted(count: int, noun: str, plural: str = "", *, more: bool = False) -> str:
+    """`count` and `noun` as a sentence has them: "1 schedule", "2 schedules", "1,000+ ticks"
+    (`more`: the count stopped at a cap); `plural` when adding "s" is not it."""
+    return (f"{count:,}{'+' if more else ''} "
+            f"{noun if count == 1 and not more else plural or noun + 's'}")
 
 
 @dataclass(frozen=True)
@@ -37,7 +48,7 @@ class Report:
     skipped: int = 0  # ticks passed over on purpose, split by reason in `skipped_by_reason`
     missed_recorded: int = 0  # missed ticks recorded for a backfill (reason "window")
     skipped_recorded: int = 0  # skipped ticks recorded for a backfill (catch_up, overlap)
-    # Skipped ticks by why (core/plan.py SKIP_REASONS): catch_up, paused, except, skip,
+    # Skipped ticks by why (SKIP_REASONS): catch_up, paused, except, skip,
     # max_runs, overlap.
     skipped_by_reason: dict[str, int] = field(
         default_factory=lambda: dict.fromkeys(SKIP_REASONS, 0))

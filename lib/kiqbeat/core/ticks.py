@@ -31,10 +31,10 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from kiqbeat.core.instants import from_ms, to_ms
 from kiqbeat.core.lifecycle import Bounded
 from kiqbeat.core.outcomes import Outcomes
 from kiqbeat.core.pause import Pause
-from kiqbeat.core.plan import from_ms, to_ms
 from kiqbeat.core.records import Push, Range
 from kiqbeat.core.schedule import Timetable
 

@@ -29,7 +29,6 @@ from kiqbeat.core.limits import (
     MAX_JITTER_S,
     MAX_RUNS,
 )
-from kiqbeat.core.zones import canonical_zone
 from kiqbeat.errors import ConfigError, did_you_mean, shown
 
 ACTIVE_JOB_WRAPPER = "Sidekiq::ActiveJob::Wrapper"
@@ -120,6 +119,8 @@ def zone_name(value: object) -> str:
     wrong = visible_text(value, spaces=True)
     if wrong or len(value) > MAX_NAME_CHARS:
         raise ConfigError(f"{shown(value)} {wrong or 'is too long for a time zone name'}")
+    from kiqbeat.core.zones import canonical_zone  # zoneinfo: only where a zone is read
+
     return canonical_zone(value)
 
 

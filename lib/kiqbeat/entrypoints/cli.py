@@ -10,7 +10,6 @@ import io
 import json
 import os
 import sys
-import traceback
 from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -53,8 +52,8 @@ def _cmd_run_once(args: argparse.Namespace) -> int:
         engine = _invoking(args)
         now = None
         if args.now:
-            from kiqbeat.entrypoints.preview import parse_instant
-            now = parse_instant(args.now, "--now")
+            from kiqbeat.core.instants import option_instant
+            now = option_instant(args.now, "--now")
         report = engine.run(now=now, replay=engine.settings.replay)
     if not args.json:
         _print_warnings(report.warnings)
@@ -80,9 +79,11 @@ def _collector_paused() -> Iterator[None]:
 def _cmd_run(args: argparse.Namespace) -> int:
     from kiqbeat.entrypoints.loop import print_report, run_loop, stop_on_signals
 
+    # First: a SIGTERM while the engine loads (a pod stopped as it starts) stops the loop
+    # before its first invocation, exit 0, rather than killing the process mid-import.
+    stop = stop_on_signals()
     engine = _invoking(args)
     current = engine.config()  # a broken document stops the command before it loops
-    stop = stop_on_signals()
     observe = _metrics(args, lambda: (engine.client, current.namespace))
 
     def invoke() -> Report | None:
@@ -95,6 +96,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
             observe(None)
             return None
         except Exception:  # a bug must not stop the service: the next invocation catches up
+            import traceback
+
             print("kiqbeat: invocation failed unexpectedly:\n" + traceback.format_exc(),
                   file=sys.stderr, flush=True)
             observe(None)
@@ -131,7 +134,7 @@ def _metrics(args: argparse.Namespace, where: Callable[[], tuple[Any, str]]
 def _served(engine: Engine, config: Config) -> str:
     """What `kiqbeat run` serves, for its banner: the document's schedules (if any) and the
     store's, which it runs as well (HLEN of the definitions hash: one round trip)."""
-    from kiqbeat.core.describe import counted
+    from kiqbeat.core.report import counted
     from kiqbeat.redis import keys
     from kiqbeat.redis.connection import redis_errors
 

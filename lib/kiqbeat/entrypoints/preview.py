@@ -113,8 +113,8 @@ class StoredState:
 
     def paused_through(self) -> datetime | None:
         """The last instant whose ticks the pause passes over (ENDED: until resumed)."""
+        from kiqbeat.core.instants import from_ms
         from kiqbeat.core.lifecycle import ENDED
-        from kiqbeat.core.plan import from_ms
 
         if self.pause is not None:
             return ENDED if self.pause.until_ms is None else from_ms(self.pause.until_ms)
@@ -347,11 +347,11 @@ def _document_source(given: str | None) -> str:
 
 
 def cmd_next(args: argparse.Namespace) -> int:
-    until = parse_instant(args.until, "--until") if args.until else None
+    until = option_instant(args.until, "--until") if args.until else None
     count = args.n if args.n is not None else (MAX_PREVIEW if until else 5)
     if not 1 <= count <= MAX_PREVIEW:
         raise ConfigError(f"-n {count}: expected a count from 1 to {MAX_PREVIEW}")
-    after = parse_instant(args.after, "--from") if args.after else datetime.now(UTC)
+    after = option_instant(args.after, "--from") if args.after else datetime.now(UTC)
     if until is not None and until <= after:
         raise ConfigError(f"--until {args.until!r} is not after --from "
                           f"{_z(after)!r}")
@@ -390,8 +390,3 @@ def cmd_next(args: argparse.Namespace) -> int:
 
 # Lines `next` prints per schedule at most (-n, and the default with --until).
 MAX_PREVIEW = 1000
-
-
-def parse_instant(text: str, option: str) -> datetime:
-    """An operator's instant option (core.instants: range-checked before conversion)."""
-    return option_instant(text, option)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from kiqbeat.core.instants import option_instant
 from kiqbeat.core.limits import (
     MAX_AUDIT_NOTE_CHARS,
     MAX_JSON_DEPTH,
@@ -33,7 +34,6 @@ from kiqbeat.core.limits import (
 )
 from kiqbeat.core.records import REASONS
 from kiqbeat.document.jobs import MAX_JOB_BYTES, MAX_JOB_VALUES, Shapes
-from kiqbeat.entrypoints.preview import parse_instant
 from kiqbeat.errors import ConfigError, shown
 
 # Names one request may list, and schedules one status may show (more: --all, paging, or
@@ -178,7 +178,7 @@ def _checked(kind: str, raw: Mapping[str, Any], where: Callable[[str], str]) -> 
             if not isinstance(value, str):
                 raise ConfigError(f"{where(key)}: expected an ISO 8601 instant such as "
                                   f"\"2026-03-08T07:00:00Z\", not {shown(value)}")
-            values[key] = parse_instant(value, where(key))
+            values[key] = option_instant(value, where(key))
         elif key == "args":
             values[key] = _job_args(value, where(key))
         elif key in _WHOLE:

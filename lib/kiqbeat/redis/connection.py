@@ -30,6 +30,7 @@ from kiqbeat.redis.urls import TLS_FILES, parse_url
 DEFAULT_TIMEOUT_S = 2.0
 DEFAULT_RETRIES = 2
 OLDEST_REDIS = (6, 2)
+INFO_SECTIONS = ("server", "memory", "cluster")  # what `startup_warnings` reads
 SAFE_EVICTION = {"noeviction", "volatile-lru", "volatile-lfu", "volatile-random", "volatile-ttl"}
 # No CLIENT SETINFO on connect: one round trip less, and no ACL permission needed for it.
 # redis-py 8 spells this `driver_info=None`; older releases `lib_name=None, lib_version=None`.
@@ -38,6 +39,14 @@ try:
     _NO_SETINFO: dict[str, Any] = {"driver_info": None}
 except ImportError:
     _NO_SETINFO = {"lib_name": None, "lib_version": None}
+# redis-py 7+ sends CLIENT MAINT_NOTIFICATIONS on every new connection (a round trip of its
+# own, refused by open-source Redis): off, so a new process's connection costs HELLO alone
+# (a maintenance's dropped connection is retried as any other; test_cold_start.py counts).
+try:
+    from redis.maint_notifications import MaintNotificationsConfig
+    _NO_SETINFO["maint_notifications_config"] = MaintNotificationsConfig(enabled=False)
+except ImportError:
+    pass
 
 
 def reply_reason(value: bytes | str) -> str:
@@ -119,19 +128,17 @@ def check_tls_file(setting: str, path: str) -> None:
         raise ConfigError(f"{what} cannot be read: {exc.strerror or exc}") from None
 
 
-def startup_warnings(client: redis.Redis) -> list[str]:
-    """Risks worth a warning, found once per client (one round trip): old Redis, eviction,
-    Cluster."""
-    try:
-        pipe = client.pipeline(transaction=False)
-        for section in ("server", "memory", "cluster"):
-            pipe.info(section)
-        info: dict[str, Any] = {}
-        for reply in pipe.execute():
-            info |= reply
-    except redis.ResponseError as exc:
-        return [f"startup checks skipped: INFO refused ({exc}); grant +info to check "
-                "the Redis version and maxmemory-policy"]
+def startup_warnings(replies: list[Any]) -> list[str]:
+    """Risks worth a warning, found once per client from the replies to an INFO of each of
+    INFO_SECTIONS (pipelined with `raise_on_error=False`): old Redis, eviction, Cluster."""
+    info: dict[str, Any] = {}
+    for reply in replies:
+        if isinstance(reply, redis.ResponseError):
+            return [f"startup checks skipped: INFO refused ({reply}); grant +info to check "
+                    "the Redis version and maxmemory-policy"]
+        if isinstance(reply, Exception):
+            raise reply
+        info |= reply
     warnings = []
     version = str(info.get("redis_version", "0"))
     parsed = tuple(int(p) for p in re.findall(r"\d+", version)[:2])

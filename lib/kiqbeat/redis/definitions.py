@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +25,6 @@ from typing import Any
 import redis
 
 from kiqbeat.core.limits import MAX_DEFINITION_BYTES
-from kiqbeat.core.plan import shard_of
 from kiqbeat.redis import keys, scripts
 from kiqbeat.redis.connection import redis_errors, reply_bytes, reply_text
 
@@ -47,6 +47,12 @@ WRITE_CODES = {"+": "done", "=": "unchanged", "E": "exists", "M": "missing",
 def definition_sha(definition: bytes) -> str:
     """SHA1 of a stored definition, as the scripts compute it (redis.sha1hex)."""
     return hashlib.sha1(definition).hexdigest()
+
+
+def shard_of(name: str, count: int) -> int:
+    """The shard (0..count-1) a schedule belongs to: a stable hash of its name only (of its
+    bytes, as any language computes it, a name read from Redis that was not UTF-8 included)."""
+    return zlib.crc32(name.encode(errors="surrogateescape")) % count
 
 
 def due_key(namespace: str, name: str, shards: int) -> str:

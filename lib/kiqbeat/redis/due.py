@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 import redis
 
-from kiqbeat.core.lifecycle import ENDED_MS
+from kiqbeat.core.instants import ENDED_MS
 from kiqbeat.core.limits import MAX_DEFINITION_BYTES, MAX_PLANNABLE_MS
 from kiqbeat.redis import keys, scripts
 from kiqbeat.redis.clock import redis_time

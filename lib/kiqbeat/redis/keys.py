@@ -46,7 +46,7 @@ def due(ns: str, shard: tuple[int, int] | None = None) -> str:
 
     Its next tick after the watermark, less its lookahead; 0 means "plan me" (new or
     changed). Invocations read only the entries at or below now. With N shards, each shard
-    has its own index, and a name's entry lives in shard `crc32(name) % N` (`shard_of`).
+    has its own index, and a name's entry lives in shard `crc32(name) % N` (`definitions.shard_of`).
     """
     if shard is None or shard[1] == 1:
         return f"{ns}kiqbeat:due"

@@ -4,11 +4,14 @@ A 0.1.0 development build kept each schedule's watermark, first-seen and history
 plain hashes (`keys.watermarks`, `keys.first_seen`, `keys.history`). No script reads them:
 an invocation migrates them into the bucket records (lua/migrate.lua, a batch of names a
 call, each name atomically) before its first due read, the first time its process meets
-the store (`migrate_layout`); a store without them costs one round trip (three TYPEs).
+the store (`migrate_layout`); a store without them costs three TYPEs, which a new client's
+startup checks send in their round trip (deployment.py).
 Running it again changes nothing (docs/store.md "Keys").
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import redis
 from redis.client import NEVER_DECODE
@@ -29,16 +32,23 @@ def old_layout(namespace: str) -> list[str]:
 
 
 def migrate_layout(client: redis.Redis, namespace: str,
-                   lua: scripts.Caller = scripts.SCRIPTS) -> list[str]:
+                   lua: scripts.Caller = scripts.SCRIPTS, types: list[Any] | None = None
+                   ) -> list[str]:
     """Move every schedule's state out of the old layout, if any is left; returns a warning
-    per schedule whose old watermark was not a whole number (it starts afresh)."""
+    per schedule whose old watermark was not a whole number (it starts afresh). `types`:
+    the replies to a TYPE of each `old_layout` key, when already read (else read here)."""
     old = old_layout(namespace)
     warnings = []
     with redis_errors(client, "migrating the old state layout"):
-        pipe = client.pipeline(transaction=False)
-        for key in old:
-            pipe.type(key)  # TYPE: what every invocation is granted (EXISTS is optional)
-        kinds = [reply_text(kind) for kind in pipe.execute()]
+        if types is None:
+            pipe = client.pipeline(transaction=False)
+            for key in old:
+                pipe.type(key)  # TYPE: what every invocation is granted (EXISTS is optional)
+            types = pipe.execute(raise_on_error=False)
+        for kind in types:
+            if isinstance(kind, Exception):
+                raise kind
+        kinds = [reply_text(kind) for kind in types]
         if kinds == ["none"] * len(old):
             return []
         for key, kind in zip(old, kinds, strict=True):

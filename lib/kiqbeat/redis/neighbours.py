@@ -18,7 +18,6 @@ from kiqbeat.core.report import Report
 from kiqbeat.core.schedule import Config
 from kiqbeat.errors import ConfigError, KiqbeatError, StateError
 from kiqbeat.redis import keys
-from kiqbeat.redis import scheduler_ui as ui
 from kiqbeat.redis.connection import redis_errors, reply_text
 
 
@@ -53,6 +52,10 @@ class Neighbours:
     def apply(self, replies: list[Any]) -> Config:
         """The config with the tab's toggles applied; raises ConfigError on a conflict."""
         config, names = self.config, self.names
+        if not (config.sidekiq_scheduler_ui or names):
+            return config  # nothing read, nothing to check (a store without a document)
+        from kiqbeat.redis import scheduler_ui as ui  # the cron core: only with names
+
         if self.check:
             has_specs = config.sidekiq_scheduler_ui or bool(names)
             size = int(has_specs) + 2 * len(names)
@@ -85,6 +88,8 @@ class Neighbours:
 
     def write_tab(self, client: redis.Redis, config: Config, report: Report) -> None:
         """Show this invocation in the tab: specs (on a new config), last and next times."""
+        from kiqbeat.redis import scheduler_ui as ui
+
         last: dict[str, datetime] = {}
         for job in report.jobs:
             last[job.schedule] = max(job.tick, last.get(job.schedule, job.tick))

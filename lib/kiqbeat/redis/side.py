@@ -20,11 +20,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import redis
 
 from kiqbeat.core.pause import Pause
-from kiqbeat.core.plan import Plan
 from kiqbeat.core.records import DEFAULT_HISTORY
 from kiqbeat.core.report import Report
 from kiqbeat.core.schedule import Config
@@ -36,15 +36,18 @@ from kiqbeat.redis import (
     keys,
     operator_reads,
     pauses,
-    pushes,
     scripts,
 )
 from kiqbeat.redis.connection import redis_errors, reply_text
 from kiqbeat.redis.definitions import Applied, Op, Oversized, StartedWrite
 from kiqbeat.redis.documents import DocumentChange
 from kiqbeat.redis.due import DueRead, Reads
-from kiqbeat.redis.frames import Piece
 from kiqbeat.redis.operator_reads import Counts, Stored
+
+if TYPE_CHECKING:  # the push path (the plan core): loaded when something is pushed
+    from kiqbeat.core.plan import Plan
+    from kiqbeat.redis import pushes
+    from kiqbeat.redis.frames import Piece
 
 Shard = tuple[int, int] | None  # (index, count), or None: the index is not split
 
@@ -171,6 +174,8 @@ class RedisSide:
     def push(self, plan: Plan, config: Config, report: Report, deadline: float, *,
              shard: Shard = None, sent: int = 0, history: int = DEFAULT_HISTORY) -> int:
         """`redis.pushes.push`: an invocation's plan, into `shard`'s due index."""
+        from kiqbeat.redis import pushes
+
         return pushes.push(self.client, self.namespace, plan, config, report, deadline,
                            self.lua, due_key=keys.due(self.namespace, shard), sent=sent,
                            history=history)
@@ -178,17 +183,23 @@ class RedisSide:
     def pusher(self, config: Config, report: Report, deadline: float, *, shard: Shard = None,
                history: int = DEFAULT_HISTORY) -> pushes.Pusher:
         """`redis.pushes.Pusher`: an invocation's push calls into `shard`'s due index."""
+        from kiqbeat.redis import pushes
+
         return pushes.Pusher(self.client, self.namespace, config, report, deadline, self.lua,
                              due_key=keys.due(self.namespace, shard), history=history)
 
     def push_backfill(self, pieces: Sequence[Piece], history: int
                       ) -> pushes.BackfillCall:
         """`redis.pushes.push_backfill` on this store."""
+        from kiqbeat.redis import pushes
+
         return pushes.push_backfill(self.client, self.namespace, pieces, history, self.lua)
 
     def push_manual(self, name: str, sha: str, queue: str, jid: str, at_ms: int, job: str,
                     history: int) -> bool:
         """`redis.pushes.push_manual` on this store."""
+        from kiqbeat.redis import pushes
+
         return pushes.push_manual(self.client, self.namespace, name, sha, queue, jid, at_ms,
                                   job, history, self.lua)
 

@@ -11,15 +11,9 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import cast
 
+from kiqbeat.core.instants import from_ms, to_ms, to_ms_up
 from kiqbeat.core.payload import jid_ms
-from kiqbeat.core.plan import (
-    MAX_BYTES_PER_CALL,
-    MAX_JOBS_PER_CALL,
-    TickMemo,
-    from_ms,
-    to_ms,
-    to_ms_up,
-)
+from kiqbeat.core.plan import MAX_BYTES_PER_CALL, MAX_JOBS_PER_CALL, TickMemo
 from kiqbeat.core.records import BACKFILLED_BY_DEFAULT, Range
 from kiqbeat.core.report import PushedJob
 from kiqbeat.core.schedule import Schedule

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
+from kiqbeat.core.instants import to_ms
 from kiqbeat.core.limits import MAX_COUNTED_TICKS
-from kiqbeat.core.plan import MAX_JOBS_PER_CALL, to_ms
+from kiqbeat.core.plan import MAX_JOBS_PER_CALL
 from kiqbeat.core.records import Range, last_tick_in, ticks_in
 from kiqbeat.core.schedule import Schedule
 from kiqbeat.redis.pushes import Piece

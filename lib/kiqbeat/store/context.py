@@ -11,8 +11,8 @@ import redis
 
 from kiqbeat.audit import record_action
 from kiqbeat.core import json_text
+from kiqbeat.core.instants import to_ms
 from kiqbeat.core.limits import MAX_DEFINITION_BYTES
-from kiqbeat.core.plan import to_ms
 from kiqbeat.core.schedule import Schedule
 from kiqbeat.document.validate import Checks, read_definition
 from kiqbeat.errors import ConfigError, ScheduleNotFoundError, shown

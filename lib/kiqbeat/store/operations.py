@@ -11,9 +11,9 @@ from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from kiqbeat.core.instants import from_ms, to_ms
 from kiqbeat.core.limits import MAX_WAITING_SCAN
 from kiqbeat.core.payload import jid_ms, job_json
-from kiqbeat.core.plan import from_ms, to_ms
 from kiqbeat.core.records import (
     Push,
     Range,

@@ -12,9 +12,9 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
+from kiqbeat.core.instants import to_ms
 from kiqbeat.core.limits import MAX_PENDING_SKIPS, MAX_SHOWN_CHARS
 from kiqbeat.core.pause import Pause, pause_of, until_iso
-from kiqbeat.core.plan import to_ms
 from kiqbeat.document.lifecycle import named_calendars, with_calendars
 from kiqbeat.document.validate import check_size, check_stored, encode_definition
 from kiqbeat.errors import (

@@ -12,11 +12,11 @@ from typing import Any
 from kiqbeat.alerts.delivery import Backlog, backlogs
 from kiqbeat.alerts.incidents import Incident, open_incidents
 from kiqbeat.core.describe import describe_usage, life_facts
+from kiqbeat.core.instants import from_ms, to_ms
 from kiqbeat.core.lifecycle import has_ended
 from kiqbeat.core.limits import MAX_ENDED_LISTED, MAX_REASON_CHARS
 from kiqbeat.core.outcomes import Health, health_text
 from kiqbeat.core.pause import Pause
-from kiqbeat.core.plan import from_ms, to_ms
 from kiqbeat.document.validate import read_definition
 from kiqbeat.errors import ConfigError, json_name, shown_name, shown_text
 from kiqbeat.outcomes.records import read_health

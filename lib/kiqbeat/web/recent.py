@@ -17,7 +17,7 @@ from datetime import datetime
 
 import redis
 
-from kiqbeat.core.plan import from_ms, to_ms
+from kiqbeat.core.instants import from_ms, to_ms
 from kiqbeat.core.records import KINDS
 from kiqbeat.errors import KiqbeatError
 from kiqbeat.redis import pauses, progress
