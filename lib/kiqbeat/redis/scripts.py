@@ -127,8 +127,8 @@ class Caller:
         else on a connection of its own. `resend`: a lost connection or an unknown script
         sends it again as `call` does (only for scripts safe to send again, perhaps to a
         new master: push.lua and write.lua apply nothing twice, push.lua nothing planned
-        from watermarks the server does not hold); without it, `result` raises `Lost` instead (a call
-        whose place among the calls around it matters). `raw` as for `queue`."""
+        from watermarks the server does not hold); without it, `result` raises `Lost`
+        instead (a call whose place among the calls around it matters). `raw` as for `queue`."""
         pending = Pending(self, lua, client, keys, args, line or Line(client), raw=raw,
                           resend=resend)
         pending.line.send(pending)
