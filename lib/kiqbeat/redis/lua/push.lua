@@ -28,8 +28,8 @@ ARGV[4+Q]  the groups, one per schedule, in one packed argument (docs/store.md "
   MARK (epoch ms the schedule next needs planning); STORED, the watermark it was planned
   from (epoch ms; -1: it had none, the schedule is new); MISSED, ticks beyond the window
   (counted); SKIPPED, ticks passed over by policy (counted); QUEUE (H), k: its jobs' queue
-  is KEYS[11+k] named ARGV[3+k]; LIMIT, the schedule's max_runs (0: none); OVERLAP (B), 0 `allow`, 1 `skip`, 2
-  `buffer_one` (core/plan.py OVERLAP_CODES);
+  is KEYS[11+k] named ARGV[3+k]; LIMIT, the schedule's max_runs (0: none); OVERLAP (B), 0
+  `allow`, 1 `skip`, 2 `buffer_one` (core/plan.py OVERLAP_CODES);
   R (I4), then R missed ranges (RANGE_FORMAT), each AFTER THROUGH REASON (B length, bytes)
   COUNT: ticks in (AFTER, THROUGH] passed over, why ("window" or "policy"), and how many
   (core/plan.py);
@@ -91,14 +91,14 @@ the new one; a watermark set back by hand); its index entry, written with the st
 watermark, says when to plan it from there (DESIGN §2, docs/reliability.md).
 
 A schedule without a watermark is new. A group planned as new (STORED -1) registers it:
-first-seen = ARGV[1], the mark, and its jobs, which are the ticks in (now, now + lookahead] going to the
-schedule set; only jobs whose tick is above now are pushed, so nothing from before
-first-seen ever is (no pre-history). A group planned as new that finds a watermark lost a
-race to another copy and is left alone entirely, jobs included: moving the mark from the
-other copy's `now` to its own could jump over a tick between the two, and its ticks between
-the two `now`s would predate the other copy's first-seen. (The planner never splits a new
-group across calls, so a watermark found here is never one this invocation wrote.) A group
-planned with a watermark that has since gone (the schedule was removed meanwhile, and
+first-seen = ARGV[1], the mark, and its jobs, which are the ticks in (now, now + lookahead]
+going to the schedule set; only jobs whose tick is above now are pushed, so nothing from
+before first-seen ever is (no pre-history). A group planned as new that finds a watermark
+lost a race to another copy and is left alone entirely, jobs included: moving the mark from
+the other copy's `now` to its own could jump over a tick between the two, and its ticks
+between the two `now`s would predate the other copy's first-seen. (The planner never splits
+a new group across calls, so a watermark found here is never one this invocation wrote.) A
+group planned with a watermark that has since gone (the schedule was removed meanwhile, and
 perhaps added again) is left alone too: its index entry says "plan me" if it is back.
 
 All checks run before the first write: Redis does not roll a script back, and it refuses a
