@@ -315,7 +315,8 @@ def test_in_any_interleaving_each_tick_is_pushed_held_or_recorded_once_one_job_a
             read = max(0, at - back)  # the mark this copy read
             offered = [t * STEP for t in range(read + 1, at + ahead + 1)]
             group = Group("r", max(offered[-1] if offered else 0, read * STEP),
-                          sha=sha, queue="q", overlap=OVERLAP_CODES["buffer_one"])
+                          stored_ms=read * STEP, sha=sha, queue="q",
+                          overlap=OVERLAP_CODES["buffer_one"])
             for tick in offered:
                 group.add(tick, 0, json.dumps({"jid": jid_ms("r", tick)}).encode())
             pushes.push_call(client, "", keys.due(""), 10**13, [group], 10)

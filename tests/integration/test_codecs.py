@@ -66,10 +66,10 @@ local out, groups = {struct.pack('>H', tonumber(ARGV[2]))}, {}
 local jobs = job_frames()
 local pack, unpack_struct = struct.pack, struct.unpack
 while pos <= #body do
-  local name, sha, mark, nxt, new, missed, skipped, queue, limit, overlap, r
-  name, sha, mark, nxt, new, missed, skipped, queue, limit, overlap, r, pos =
+  local name, sha, mark, nxt, stored, missed, skipped, queue, limit, overlap, r
+  name, sha, mark, nxt, stored, missed, skipped, queue, limit, overlap, r, pos =
     unpack_struct(GROUP_FORMAT, body, pos)
-  out[#out + 1] = pack(GROUP_FORMAT, #name, name, sha, mark, nxt, new, missed, skipped, queue,
+  out[#out + 1] = pack(GROUP_FORMAT, #name, name, sha, mark, nxt, stored, missed, skipped, queue,
     limit, overlap, r)
   local ranges = {}
   for _ = 1, r do
@@ -89,7 +89,7 @@ while pos <= #body do
     out[#out + 1] = pack(JOB_FORMAT, jobs.ticks[j], jobs.releases[j], #json) .. json
     listed[#listed + 1] = {jobs.ticks[j], jobs.releases[j], json}
   end
-  groups[#groups + 1] = {name, sha, mark, nxt, new, missed, skipped, queue, limit, overlap,
+  groups[#groups + 1] = {name, sha, mark, nxt, stored, missed, skipped, queue, limit, overlap,
     ranges, listed}
 end
 return {table.concat(out), groups}
@@ -128,7 +128,7 @@ reasons = st.sampled_from(["window", "policy"])
 @st.composite
 def groups(draw: st.DrawFn) -> Group:
     group = Group(draw(names), draw(ms), missed=draw(counts), skipped=draw(counts),
-                  new=draw(st.booleans()), next_due_ms=draw(ms), sha=draw(shas),
+                  stored_ms=draw(st.none() | ms), next_due_ms=draw(ms), sha=draw(shas),
                   queue=draw(names), max_runs=draw(counts), overlap=draw(st.integers(0, 2)),
                   ranges=draw(st.lists(st.tuples(ms, ms, reasons, counts), max_size=3)))
     for tick, release, job in draw(jobs):
@@ -142,7 +142,7 @@ def _sha(sha: str) -> bytes:
 
 @given(st.lists(groups(), min_size=1, max_size=5))
 @example([Group("n", 0, ticks=[0], releases=[0], payloads=[b""])])  # the one-job shortcut, empty
-@example([Group("\udcff\x00 \n", MAX_PLANNABLE_MS, new=True, missed=2**53 - 1,
+@example([Group("\udcff\x00 \n", MAX_PLANNABLE_MS, missed=2**53 - 1,
                 ranges=[(0, MAX_PLANNABLE_MS, "window", 0)])])
 @FUZZ
 def test_a_push_request_is_read_and_packed_again_byte_for_byte(client: redis.Redis,
@@ -153,10 +153,12 @@ def test_a_push_request_is_read_and_packed_again_byte_for_byte(client: redis.Red
     assert again == body
     assert len(read) == len(spec)
     for group, fields in zip(spec, read, strict=True):
-        name, sha, mark, nxt, new, missed, skipped, queue, limit, overlap, ranges, listed = fields
+        (name, sha, mark, nxt, stored, missed, skipped, queue, limit, overlap, ranges,
+         listed) = fields
         assert name == name_bytes(group.name) and sha == _sha(group.sha)
-        assert (mark, nxt, new, missed, skipped, limit, overlap) == (
-            group.mark_ms, group.next_due_ms, int(group.new), group.missed, group.skipped,
+        assert (mark, nxt, stored, missed, skipped, limit, overlap) == (
+            group.mark_ms, group.next_due_ms,
+            -1 if group.stored_ms is None else group.stored_ms, group.missed, group.skipped,
             group.max_runs, group.overlap)
         assert queue == queues.number(group.queue)
         assert [tuple(r) for r in ranges] == [(a, t, reason.encode(), c)
@@ -214,9 +216,10 @@ def test_a_request_cut_short_is_refused_whole_and_nothing_is_written(client: red
     before = {"a": progress.Mark(500, None), "b": progress.Mark(500, None)}
     progress.write_marks(client, "ns:", before)
     sha = hashlib.sha1(definition).hexdigest()
-    full = [Group("a", 2000, sha=sha, queue="q", ticks=[2000], releases=[0],
+    full = [Group("a", 2000, stored_ms=500, sha=sha, queue="q", ticks=[2000], releases=[0],
                   payloads=[b'{"jid":"a"}']),
-            Group("b", 2000, sha=sha, queue="q", ticks=[1000, 2000], releases=[0, 0],
+            Group("b", 2000, stored_ms=500, sha=sha, queue="q", ticks=[1000, 2000],
+                  releases=[0, 0],
                   payloads=[b'{"jid":"b1"}', b'{"jid":"b2"}'])]
     body = push_request(full, Queues())
     first = len(push_request(full[:1], Queues()))

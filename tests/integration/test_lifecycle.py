@@ -195,7 +195,8 @@ def test_the_push_script_follows_the_ledger_and_never_exceeds_max_runs_in_any_in
         ledger, _ = ledger.step(offered, max_runs=max_runs)
         if not offered:
             continue
-        group = Group("r", offered[-1], sha=SHA, queue="q", max_runs=max_runs)
+        # Planned from the first mark (0): never above the stored one, so always applied.
+        group = Group("r", offered[-1], stored_ms=0, sha=SHA, queue="q", max_runs=max_runs)
         for tick in offered:
             group.add(tick, 0, json.dumps({"jid": jid_ms("r", tick)}).encode())
         pushes.push_call(client, "", keys.due(""), 10**13, [group], 10)

@@ -76,7 +76,8 @@ def test_a_push_request_leaves_each_job_where_its_destination_field_sends_it(
             set_mark(client, name, NOW_MS - 20 * MINUTE, None)
         # Distinct jobs (the schedule set keeps one of equal members); every other one goes
         # to the schedule set, released a second after its tick.
-        group = Group(name, mark, new=new, next_due_ms=NOW_MS + k, sha=SHA, queue=queue)
+        group = Group(name, mark, stored_ms=None if new else NOW_MS - 20 * MINUTE,
+                      next_due_ms=NOW_MS + k, sha=SHA, queue=queue)
         for j, body in enumerate(payloads):
             tick = (NOW_MS + 1 + j) if new else (NOW_MS - 19 * MINUTE + j * 1000)
             release = tick + 1000 if new or j % 2 else 0
@@ -113,7 +114,7 @@ def test_history_keeps_the_newest_lines_on_top_of_what_it_held(client: redis.Red
     client.hset(keys.definitions("ns:"), "h", DEFINITION)
     client.hset(keys.watermarks("ns:"), "h", NOW_MS - MINUTE)
     migrate_layout(client, "ns:")  # state written as the layout before the buckets held it
-    group = Group("h", NOW_MS + 2000, sha=SHA, queue="q")
+    group = Group("h", NOW_MS + 2000, stored_ms=NOW_MS - MINUTE, sha=SHA, queue="q")
     for tick in (NOW_MS, NOW_MS + 1000, NOW_MS + 2000):
         group.add(tick, 0, b"{}")
     pushes.push_call(client, "ns:", keys.due("ns:"), NOW_MS + 2000, [group], 10)
@@ -129,7 +130,8 @@ def test_missed_ranges_travel_with_their_group(client: redis.Redis) -> None:
     client.hset(keys.watermarks("ns:"), "m", NOW_MS - 90 * MINUTE)
     client.hset(keys.first_seen("ns:"), "m", 1)
     migrate_layout(client, "ns:")
-    group = Group("m", NOW_MS - 60 * MINUTE, missed=30, sha=SHA, queue="q",
+    group = Group("m", NOW_MS - 60 * MINUTE, missed=30, stored_ms=NOW_MS - 90 * MINUTE,
+                  sha=SHA, queue="q",
                   ranges=[(NOW_MS - 90 * MINUTE, NOW_MS - 60 * MINUTE, "window", 30)])
     counts, _ = pushes.push_call(client, "ns:", keys.due("ns:"), NOW_MS, [group], 10)
     assert counts[2] == 30 and counts[6] == 30  # missed, recorded

@@ -27,9 +27,11 @@ from kiqbeat.redis.side import RedisSide
 class Meddling(scripts.Caller):
     """Runs kiqbeat's Lua as usual, after `before(script name)`, whether the call is run now
     or started (sent, its reply read later): a writer, a delay or a fault between a read
-    and the script."""
+    and the script; and `after(script name, the started call)` once a started call is sent,
+    before its reply is read (a fault while it is in flight)."""
 
     before: Callable[[str], None] = lambda name: None
+    after: Callable[[str, scripts.Pending], None] = lambda name, pending: None
 
     def call(self, lua: scripts.Lua, client: redis.Redis, keys: Sequence[str],
              args: Sequence[scripts.Arg], **options: Any) -> Any:
@@ -39,7 +41,9 @@ class Meddling(scripts.Caller):
     def start(self, lua: scripts.Lua, client: redis.Redis, keys: Sequence[str],
               args: Sequence[scripts.Arg], **options: Any) -> scripts.Pending:
         self.before(lua.name)
-        return super().start(lua, client, keys, args, **options)
+        pending = super().start(lua, client, keys, args, **options)
+        self.after(lua.name, pending)
+        return pending
 
 
 def config(text: str) -> Config:

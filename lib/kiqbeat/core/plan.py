@@ -97,9 +97,10 @@ class Group:
     mark_ms: int
     missed: int = 0
     skipped: int = 0
-    # No stored mark when planned: register the schedule (first-seen = the plan's now) and
-    # push its jobs, all after that now; or, if a mark is found, do nothing at all.
-    new: bool = False
+    # The stored mark it was planned from (epoch ms): the push applies it only onto that
+    # mark or a later one, never onto an earlier one (its jobs start above this one: the
+    # ticks between would be jumped over). None: no stored mark (`new`).
+    stored_ms: int | None = None
     # The due index entry that goes with mark_ms (epoch ms it next needs planning; 0: at
     # once), and the SHA1 of the stored definition it was planned from.
     next_due_ms: int = 0
@@ -120,6 +121,12 @@ class Group:
     # in what its mark covers (counted, never recorded: nothing is owed for them).
     skip_reason: str = "catch_up"
     excepted: int = 0
+
+    @property
+    def new(self) -> bool:
+        """No stored mark when planned: register the schedule (first-seen = the plan's now)
+        and push its jobs, all after that now; or, if a mark is found, do nothing at all."""
+        return self.stored_ms is None
 
     def add(self, tick_ms: int, release_ms: int, payload: bytes) -> None:
         """Append a job (after every job it holds)."""
@@ -208,7 +215,7 @@ class Plan:
                                    next_due_ms=0)
                     chunk.append(head)
                     rest = replace(rest.cut(take, len(payloads)), missed=0, skipped=0,
-                                   ranges=[])
+                                   ranges=[], stored_ms=head.mark_ms)
                 yield chunk
                 chunk, cost, size = [], PUSH_US_PER_GROUP, 0
         if chunk:
@@ -309,7 +316,7 @@ def _plan_new(schedule: Schedule, now: datetime, now_ms: int, memo: TickMemo) ->
     future, so they all go to the `schedule` set and no catch-up policy applies. Capped to
     one call's jobs and bytes, since the group may not be split.
     """
-    group = Group(schedule.name, now_ms, new=True, queue=schedule.queue)
+    group = Group(schedule.name, now_ms, queue=schedule.queue)
     if not schedule.enabled or schedule.lookahead_s <= 0:
         return group
     horizon = now + timedelta(seconds=schedule.lookahead_s)
@@ -481,7 +488,7 @@ def _plan_schedule(schedule: Schedule, mark_ms: int, sha: str, at: _Instant
             releases.append(tick_ms)
             payloads.append(memo.payload(schedule, due[k], jid_ms(name, tick_ms), at.now,
                                          scheduled=True).encode())
-    return Group(name, new_mark_ms, missed, skipped, False, next_due, sha,
+    return Group(name, new_mark_ms, missed, skipped, mark_ms, next_due, sha,
                  list(ranges) if ranges else [], schedule.queue, schedule.max_runs or 0,
                  OVERLAP_CODES[schedule.overlap], ticks, releases, payloads,
                  "catch_up" if enabled else "paused", excepted), next_due
@@ -516,10 +523,11 @@ def plan_due(entries: Sequence[Entry], now: datetime, window_s: float,
     at = _Instant(now, window_s, memo)
     plan = Plan(at.now_ms, [])
     groups = plan.groups
-    for schedule, mark, sha, pause in entries:
+    for schedule, stored, sha, pause in entries:
+        mark = stored
         if pause is not None:
             # Enabled and not paused at this tick: a pause passes over the ticks it covers.
-            schedule, mark = planned(schedule, mark, pause, at.now_ms)
+            schedule, mark = planned(schedule, stored, pause, at.now_ms)
         try:
             if mark is None:
                 group = _plan_new(schedule, at.now, at.now_ms, at.memo)
@@ -527,11 +535,13 @@ def plan_due(entries: Sequence[Entry], now: datetime, window_s: float,
             else:
                 found, next_due = _plan_schedule(schedule, mark, sha, at)
                 if found is not None:  # complete: its sha and life rules in
+                    found.stored_ms = stored
                     groups.append(found)
                     continue
                 if not reindex:
                     continue
-                group = Group(schedule.name, mark, next_due_ms=next_due, queue=schedule.queue)
+                group = Group(schedule.name, mark, stored_ms=stored, next_due_ms=next_due,
+                              queue=schedule.queue)
         except (ValueError, OverflowError) as exc:  # datetime's range, for one schedule
             plan.failed.append((schedule.name, sha, f"its ticks cannot be computed "
                                 f"({exc}); its timetable reaches beyond the year 9999"))

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from kiqbeat.core.plan import Group
 
 # Fields of one record, in order, as each script reads them (the request's first field).
-PUSH_GROUP_FIELDS = ("name", "sha", "mark", "next", "new", "missed", "skipped", "queue",
+PUSH_GROUP_FIELDS = ("name", "sha", "mark", "next", "stored", "missed", "skipped", "queue",
                      "limit", "overlap", "ranges", "jobs")
 BACKFILL_PIECE_FIELDS = ("name", "sha", "after", "through", "queue", "limit", "overlap",
                          "jobs")
@@ -53,14 +53,14 @@ class Queues:
 # The struct formats of frames.lua and the scripts' headers (after each name's bytes).
 _COUNT = struct.Struct(">H")
 _NAME = struct.Struct(">H")
-_GROUP = struct.Struct(">40sddBddHdBI")  # SHA ... R: frames.lua's GROUP_FORMAT after NAME
+_GROUP = struct.Struct(">40sdddddHdBI")  # SHA ... R: frames.lua's GROUP_FORMAT after NAME
 _RANGE = struct.Struct(">ddB")  # AFTER THROUGH, the reason's length (then it, then COUNT)
 _DOUBLE = struct.Struct(">d")
 _N = struct.Struct(">I")
 _JOB = struct.Struct(">ddI")  # frames.lua JOB_FORMAT: TICK RELEASE LENGTH, then the JSON
 # A group without missed ranges and with one job, as most are, packed in one go: GROUP with
 # R = 0, then N = 1 and the job's frame (the same bytes as the parts one by one).
-_GROUP_ONE_JOB = struct.Struct(">40sddBddHdBIIddI")
+_GROUP_ONE_JOB = struct.Struct(">40sdddddHdBIIddI")
 _PIECE = struct.Struct(">40sddHdBI")  # frames.lua's PIECE_FORMAT after NAME
 _NO_SHA = b"0" * 40
 
@@ -68,6 +68,11 @@ _NO_SHA = b"0" * 40
 def _sha(sha: str | None) -> bytes:
     raw = (sha or "").encode()
     return raw if len(raw) == 40 else _NO_SHA
+
+
+def _stored(group: Group) -> int:
+    """push.lua's STORED: the mark the group was planned from, -1 when it had none."""
+    return -1 if group.stored_ms is None else group.stored_ms
 
 
 def _jobs(ticks: Sequence[int], releases: Sequence[int], payloads: Sequence[bytes]
@@ -90,13 +95,13 @@ def push_request(groups: Sequence[Group], queues: Queues) -> bytes:
         append(name)
         if not g.ranges and len(g.ticks) == 1:
             job = g.payloads[0]
-            append(pack_one(_sha(g.sha), g.mark_ms, g.next_due_ms, g.new, g.missed, g.skipped,
+            append(pack_one(_sha(g.sha), g.mark_ms, g.next_due_ms, _stored(g), g.missed, g.skipped,
                             queues.number(g.queue), g.max_runs, g.overlap, 0, 1, g.ticks[0],
                             g.releases[0], len(job)))
             append(job)
             continue
         append(pack_group(
-            _sha(g.sha), g.mark_ms, g.next_due_ms, g.new, g.missed, g.skipped,
+            _sha(g.sha), g.mark_ms, g.next_due_ms, _stored(g), g.missed, g.skipped,
             queues.number(g.queue), g.max_runs, g.overlap, len(g.ranges)))
         for after, through, reason, count in g.ranges:
             text = reason.encode()

@@ -125,9 +125,10 @@ class Caller:
         this one. The one "send now, read later" of kiqbeat (pushes, imports, the next due
         read). On `line`, after the calls sent on it before (Redis runs them in that order);
         else on a connection of its own. `resend`: a lost connection or an unknown script
-        sends it again as `call` does (only for scripts safe to send again: push.lua and
-        write.lua apply nothing twice); without it, `result` raises `Lost` instead (a call
-        whose place among the calls around it matters). `raw` as for `queue`."""
+        sends it again as `call` does (only for scripts safe to send again, perhaps to a
+        new master: push.lua and write.lua apply nothing twice, push.lua nothing planned
+        from watermarks the server does not hold); without it, `result` raises `Lost`
+        instead (a call whose place among the calls around it matters). `raw` as for `queue`."""
         pending = Pending(self, lua, client, keys, args, line or Line(client), raw=raw,
                           resend=resend)
         pending.line.send(pending)

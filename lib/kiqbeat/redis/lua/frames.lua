@@ -21,7 +21,7 @@ end
 -- The records' fixed parts (docs/store.md "Encodings"), the one place Lua names them:
 -- push.lua reads a GROUP (then R RANGEs, N and N jobs), backfill.lua a PIECE (then N and
 -- N jobs); a job frame's fixed part is TICK, RELEASE, the JSON's length (its bytes follow).
-local GROUP_FORMAT = '>Hc0c40ddBddHdBI4'
+local GROUP_FORMAT = '>Hc0c40dddddHdBI4'
 local RANGE_FORMAT = '>ddBc0d'
 local PIECE_FORMAT = '>Hc0c40ddHdBI4'
 local JOB_FORMAT = '>ddI4'

@@ -25,11 +25,11 @@ ARGV[4+Q]  the groups, one per schedule, in one packed argument (docs/store.md "
   of fields a group holds (12), then per group, in this order (frames.lua GROUP_FORMAT):
   NAME (H length, bytes); SHA, the SHA1 of the definition it was planned from (c40; all
   "0": none); MARK, the watermark to set (epoch ms); NEXT, the index entry that goes with
-  MARK (epoch ms the schedule next needs planning); NEW (B), 1 if the schedule had no
-  watermark when planned; MISSED, ticks beyond the window (counted); SKIPPED, ticks passed
-  over by policy (counted); QUEUE (H), k: its jobs' queue is KEYS[11+k] named ARGV[3+k];
-  LIMIT, the schedule's max_runs (0: none); OVERLAP (B), 0 `allow`, 1 `skip`, 2
-  `buffer_one` (core/plan.py OVERLAP_CODES);
+  MARK (epoch ms the schedule next needs planning); STORED, the watermark it was planned
+  from (epoch ms; -1: it had none, the schedule is new); MISSED, ticks beyond the window
+  (counted); SKIPPED, ticks passed over by policy (counted); QUEUE (H), k: its jobs' queue
+  is KEYS[11+k] named ARGV[3+k]; LIMIT, the schedule's max_runs (0: none); OVERLAP (B), 0
+  `allow`, 1 `skip`, 2 `buffer_one` (core/plan.py OVERLAP_CODES);
   R (I4), then R missed ranges (RANGE_FORMAT), each AFTER THROUGH REASON (B length, bytes)
   COUNT: ticks in (AFTER, THROUGH] passed over, why ("window" or "policy"), and how many
   (core/plan.py);
@@ -83,15 +83,22 @@ hand (to 0, say) must not record decades as owed. A range that
 starts where the schedule's last one ends, for the same reason, extends it; at most 100
 ranges are kept, the oldest "policy" ones dropped first (records.lua).
 
-A schedule without a watermark is new. A group planned as new (NEW 1) registers it: first-seen
-= ARGV[1], the mark, and its jobs, which are the ticks in (now, now + lookahead] going to the
-schedule set; only jobs whose tick is above now are pushed, so nothing from before
-first-seen ever is (no pre-history). A group planned as new that finds a watermark lost a
-race to another copy and is left alone entirely, jobs included: moving the mark from the
-other copy's `now` to its own could jump over a tick between the two, and its ticks between
-the two `now`s would predate the other copy's first-seen. (The planner never splits a new
-group across calls, so a watermark found here is never one this invocation wrote.) A group
-planned with a watermark that has since gone (the schedule was removed meanwhile, and
+A group planned from a watermark above the stored one is left alone entirely, jobs
+included: its jobs start above STORED, so applying it would jump over the ticks between the
+two, never to be pushed. The store then lost writes since the due read that planned it (a
+failover to a replica that lacked them; a due read answered by the old master, the push by
+the new one; a watermark set back by hand); its index entry, written with the stored
+watermark, says when to plan it from there (DESIGN §2, docs/reliability.md).
+
+A schedule without a watermark is new. A group planned as new (STORED -1) registers it:
+first-seen = ARGV[1], the mark, and its jobs, which are the ticks in (now, now + lookahead]
+going to the schedule set; only jobs whose tick is above now are pushed, so nothing from
+before first-seen ever is (no pre-history). A group planned as new that finds a watermark
+lost a race to another copy and is left alone entirely, jobs included: moving the mark from
+the other copy's `now` to its own could jump over a tick between the two, and its ticks
+between the two `now`s would predate the other copy's first-seen. (The planner never splits
+a new group across calls, so a watermark found here is never one this invocation wrote.) A
+group planned with a watermark that has since gone (the schedule was removed meanwhile, and
 perhaps added again) is left alone too: its index entry says "plan me" if it is back.
 
 All checks run before the first write: Redis does not roll a script back, and it refuses a
@@ -145,7 +152,7 @@ local body = ARGV[4 + nq]
 local pos
 pos, err = expect_format(body, 'push', GROUP_FIELDS)
 if err then return err end
-local names, shas, marks, nexts, news = {}, {}, {}, {}, {}
+local names, shas, marks, nexts, storeds = {}, {}, {}, {}, {}
 local misseds, skippeds, targets, first_job, n_jobs = {}, {}, {}, {}, {}
 local limits, overlaps = {}, {}
 local first_range, n_ranges = {}, {}
@@ -157,7 +164,7 @@ local ng = 0
 while pos <= #body do
   ng = ng + 1
   local r
-  names[ng], shas[ng], marks[ng], nexts[ng], news[ng], misseds[ng], skippeds[ng], targets[ng],
+  names[ng], shas[ng], marks[ng], nexts[ng], storeds[ng], misseds[ng], skippeds[ng], targets[ng],
     limits[ng], overlaps[ng], r, pos = unpack_struct(GROUP_FORMAT, body, pos)
   first_range[ng], n_ranges[ng] = #r_after + 1, r
   for _ = 1, r do
@@ -436,9 +443,10 @@ for i = 1, ng do
     redis.call('HSET', rejected_key, names[i], asides[i])
     redis.call('ZREM', due_key, names[i])
     set_aside[#set_aside + 1], set_aside[#set_aside + 2] = names[i], asides[i]
-  elseif (news[i] == 1) == (cur ~= nil) then
+  elseif (storeds[i] < 0) == (cur ~= nil) or (cur and cur < storeds[i]) then
     -- New, but another copy registered it first; or planned with a watermark that has gone
-    -- since (removed, maybe added again: its index entry says "plan me"): left alone.
+    -- since (removed, maybe added again: its index entry says "plan me"), or from one above
+    -- the stored one (lost since the due read: header): left alone.
     leave_alone(i)
   elseif not cur then
     new = new + 1
