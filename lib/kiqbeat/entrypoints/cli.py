@@ -55,18 +55,20 @@ def _cmd_run_once(args: argparse.Namespace) -> int:
             from kiqbeat.core.instants import option_instant
             now = option_instant(args.now, "--now")
         report = engine.run(now=now, replay=engine.settings.replay)
-    if not args.json:
-        _print_warnings(report.warnings)
-    print_report(report, args.json, jobs=args.jobs, quiet=False)
+        if not args.json:
+            _print_warnings(report.warnings)
+        print_report(report, args.json, jobs=args.jobs, quiet=False)
     return 0
 
 
 @contextlib.contextmanager
 def _collector_paused() -> Iterator[None]:
-    """The cyclic garbage collector paused for one invocation and the imports it needs: in a
-    new process (a CronJob pod's) its passes over the modules just loaded cost about a fifth
-    of the process, and an invocation makes no garbage cycles worth collecting (the push loop
-    pauses it anyway). Enabled again after, for a caller that goes on (a test, a library)."""
+    """The cyclic garbage collector paused for one invocation, the imports it needs and its
+    report: in a new process (a CronJob pod's) its passes over the modules just loaded cost
+    about a fifth of the process, and an invocation makes no garbage cycles worth collecting
+    (the push loop pauses it anyway). Enabled again at the very end, for a caller that goes
+    on (a test, a library); a process that exits then freezes what it holds instead of
+    collecting it (`main`), so it never pays the pass over everything it allocated."""
     collecting = gc.isenabled()
     gc.disable()
     try:
