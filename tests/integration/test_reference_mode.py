@@ -36,6 +36,7 @@ from kiqbeat.redis.definitions import DUE_BATCH
 from kiqbeat.settings import Settings
 from tests.support.clock import minute_floor, redis_now
 from tests.support.engine import config
+from tests.support.state import state as whole_state
 
 LONG = os.environ.get("KIQBEAT_LONG") == "1"  # the long run: more sequences
 NAMES = [f"api{k}" for k in range(5)]
@@ -82,28 +83,15 @@ steps = st.lists(st.one_of(
 
 
 def state(client: redis.Redis) -> dict[bytes, Any]:
-    """Every key of the database and its value, read by its type."""
-    found: dict[bytes, Any] = {}
-    for key in client.scan_iter(count=1000):
-        kind = client.type(key)
-        if kind == b"string":
-            value: Any = client.get(key)
-        elif kind == b"hash":
-            value = client.hgetall(key)
-            if key.startswith(keys.progress_bucket("", "").encode()):
-                value = {name: without_delays(record) for name, record in value.items()}
-        elif kind == b"zset":
-            value = client.zrange(key, 0, -1, withscores=True)
-        elif kind == b"list":
-            value = client.lrange(key, 0, -1)
-        elif kind == b"set":
-            value = client.smembers(key)
-        elif kind == b"stream":
-            value = client.xrange(key)
-        else:
-            value = (kind, client.dump(key))
-        found[key] = (kind, value, client.pttl(key) > 0)
-    return found
+    """Every key and its value, each progress record's history delays set aside."""
+    bucket = keys.progress_bucket("", "").encode()
+
+    def delays_aside(key: bytes, fields: dict[bytes, bytes]) -> dict[bytes, Any]:
+        if not key.startswith(bucket):
+            return fields
+        return {name: without_delays(record) for name, record in fields.items()}
+
+    return whole_state(client, delays_aside)
 
 
 def without_delays(record: bytes) -> bytes:
