@@ -16,7 +16,6 @@ Facts are read from the new master: distinct jids in its queue.
 
 from __future__ import annotations
 
-import socket
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -68,14 +67,17 @@ def replica() -> Iterator[RedisServer]:
         yield server
 
 
-def _replicate(replica: redis.Redis, master_port: int) -> None:
-    """Make `replica` a copy of the master, then promote it (REPLICAOF NO ONE)."""
+def _replicate(replica: redis.Redis, master: redis.Redis, master_port: int) -> None:
+    """Make `replica` a copy of the master, then promote it (REPLICAOF NO ONE). The master
+    starts the sync at once (a diskless sync waits 5 s for more replicas by default)."""
+    master.config_set("repl-diskless-sync-delay", 0)
     replica.replicaof("127.0.0.1", master_port)
-    for _ in range(500):
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
         info = replica.info("replication")
         if info.get("master_link_status") == "up" and not info.get("master_sync_in_progress"):
             break
-        time.sleep(0.01)
+        time.sleep(0.02)
     else:
         pytest.fail("the replica never synced")
     replica.replicaof("NO", "ONE")
@@ -98,15 +100,22 @@ def test_a_push_planned_on_the_old_master_never_jumps_the_new_masters_watermark(
         engine = Engine(client=client)
         engine.run(SCHEDULES, now=t0)  # first seen at t0
         engine.run(SCHEDULES, now=t0 + timedelta(minutes=22))
-        _replicate(promoted, old)  # the new master holds minutes 1-22
+        _replicate(promoted, master, old)  # the new master holds minutes 1-22
         engine.run(SCHEDULES, now=t0 + timedelta(minutes=242))  # only the old one: 23-242
 
-        state: dict[str, Any] = {"switched": False}
+        state: dict[str, Any] = {"switched": False, "sent again": 0}
 
         def switch(name: str) -> None:
-            if name == "push" and not state["switched"]:
-                state["switched"] = True
-                sentinels.fail_over(pool, new)
+            if name != "push":
+                return
+            if state["switched"]:
+                state["sent again"] += 1
+                return
+            state["switched"] = True
+            sentinels.fail_over(pool, new)
+
+        def reply_lost(*args: Any, **kwargs: Any) -> Any:
+            raise redis.ConnectionError("Connection closed by server.")
 
         if how.startswith("due read"):  # Sentinel names the new master after the due read
             engine.deployment.lua = Meddling(before=switch)
@@ -115,11 +124,13 @@ def test_a_push_planned_on_the_old_master_never_jumps_the_new_masters_watermark(
                 if name == "push" and not state["switched"]:
                     switch(name)
                     # Its reply lost, as when Sentinel's CLIENT KILL closes the connection.
-                    pending.line.conn._sock.shutdown(socket.SHUT_RDWR)
+                    pending.line.conn.read_response = reply_lost
 
-            engine.deployment.lua = Meddling(after=after)
-        engine.run(SCHEDULES, now=t0 + timedelta(minutes=245))
+            engine.deployment.lua = Meddling(before=switch, after=after)
+        left = engine.run(SCHEDULES, now=t0 + timedelta(minutes=245))
         assert state["switched"]
+        if how.startswith("push sent again"):
+            assert state["sent again"] >= 1  # the lost call reached the new master
         engine.deployment.lua = scripts.SCRIPTS
         engine.run(SCHEDULES, now=t0 + timedelta(minutes=246))  # on the new master
         client.close()
@@ -131,3 +142,4 @@ def test_a_push_planned_on_the_old_master_never_jumps_the_new_masters_watermark(
         missing = sorted(set(expected) - set(found))
         assert not missing, f"{len(missing)} of {len(expected)} ticks never pushed"
         assert set(found) == set(expected)
+        assert left.stale == 1  # the plan from the old master left alone, and counted

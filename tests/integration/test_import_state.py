@@ -17,7 +17,7 @@ import redis
 
 from kiqbeat.document.validate import encode_definition
 from kiqbeat.errors import ConfigError
-from kiqbeat.redis import keys
+from kiqbeat.redis import keys, progress
 from kiqbeat.redis.definitions import WRITE_BATCH, Op, definition_sha, write
 from kiqbeat.store import Store
 from tests.support.state import state
@@ -152,3 +152,25 @@ def test_write_lua_leaves_the_name_index_as_one_call_per_operation_would(
         b"a": b'[1,"last",""]', b"c": b'[0,"y",""]', b"d": b"?", b"e": b'[1,"default",""]',
         b"f": b'[1,"late",""]', b"g": b'[0,"default",""]'}
     assert one_call.smembers(keys.disabled("")) == {b"c", b"g"}
+
+
+def test_a_removal_meeting_an_outcome_key_of_another_type_costs_the_call_nothing(
+    redis_url: str,
+) -> None:
+    # A removal forgets the name's outcome record and progress record, in keys that hold
+    # many names; one of another type (written by hand) holds nothing of it to forget, and
+    # must not stop the call half-way, before the name index is written for every operation.
+    def put(name: str) -> Op:
+        return Op("put", name, encode_definition({"class": "W", "cron": "* * * * *"}))
+
+    client, _ = databases(redis_url)
+    write(client, "", 1, [put("b")], now_ms=1_700_000_000_000)
+    client.set(f"kiqbeat:outcomes:{progress.bucket('b')}", "by hand")
+    client.set(keys.progress_bucket("", progress.bucket("b")), "by hand")
+    codes = write(client, "", 1, [put("a"), Op("del", "b"), put("c")],
+                  now_ms=1_700_000_000_000)
+    assert "".join(code for code, _ in codes) == "+++"
+    assert client.hkeys(keys.definitions("")) == [b"a", b"c"]
+    assert client.zrange(keys.names(""), 0, -1) == [b"a", b"c"]
+    assert set(client.hkeys(keys.facets(""))) == {b"a", b"c"}
+    assert client.get(f"kiqbeat:outcomes:{progress.bucket('b')}") == b"by hand"

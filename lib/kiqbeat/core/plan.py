@@ -24,7 +24,10 @@ The promise (DESIGN §1–2), per schedule, with `wm` its stored watermark:
   (those older than the window too), so re-enabling it does not backfill the paused period.
 
 The mark sent with a group covers everything the group decided about; the push script
-applies it only above the stored one, which is what makes concurrent plans safe. A group
+applies it only above the stored one, which is what makes concurrent plans safe, and only
+when the stored one is not below the one the group was planned from (STORED: its jobs start
+above that one, so a store that lost writes since the due read, a failover, would have ticks
+jumped over; each later part of a split group carries its head's mark as STORED). A group
 planned for a new schedule says so: if another copy registered the schedule first, the
 script leaves it alone, jobs included (its mark would otherwise jump over ticks the other
 copy owes, and its ticks between the two copies' `now` would come from before first-seen).

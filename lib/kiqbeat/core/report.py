@@ -62,7 +62,9 @@ class Report:
     lag_s: float = 0.0
     chunks: int = 0
     unreplicated: int = 0  # pushed jobs that fewer than `wait_replicas` replicas acknowledged
-    stale: int = 0  # schedules left alone: their definition changed between read and push
+    # Schedules left alone: their definition changed between read and push, or their
+    # watermark went below the one they were planned from (the store lost writes: a failover).
+    stale: int = 0
     set_aside: int = 0  # stored definitions refused (invalid) and set aside
     documents_applied: int = 0  # changed documents applied to the store as a diff
     alert_events: int = 0  # alert events decided (alerts/: failing, silent, recovered, paused)

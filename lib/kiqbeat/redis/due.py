@@ -201,15 +201,15 @@ def _entries(sizes: bytes, blob: bytes) -> list[Due]:
                          f"{len(sizes)} bytes")
     entries = []
     pos = 0
-    for name_length, def_length, stored, mark, pause_length in SIZES.iter_unpack(sizes):
+    for name_length, def_length, def_bytes, mark, pause_length in SIZES.iter_unpack(sizes):
         name = blob[pos:pos + name_length]
         pos += name_length
         definition: bytes | Oversized | None = None
         if def_length >= 0:
             definition = blob[pos:pos + def_length]
             pos += def_length
-        elif stored > MAX_DEFINITION_BYTES:
-            definition = Oversized(stored)
+        elif def_bytes > MAX_DEFINITION_BYTES:
+            definition = Oversized(def_bytes)
         pause = None
         if pause_length >= 0:
             pause = blob[pos:pos + pause_length] or None

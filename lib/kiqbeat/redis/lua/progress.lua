@@ -262,5 +262,7 @@ end
 
 -- Forget a schedule's watermark, first-seen and history.
 local function forget_state(name)
-  redis.call('HDEL', state_key_of(name), name)
+  -- pcall: a bucket of another type holds no record of the name to forget (an invocation
+  -- sets the names in it aside), and must not stop a write call half-way.
+  redis.pcall('HDEL', state_key_of(name), name)
 end

@@ -112,7 +112,8 @@ or whose progress record is not one (written by hand) is set aside instead: its 
 goes into the rejected hash, its index entry goes, nothing of it is pushed.
 
 Returns {pushed, already, missed, skipped, new, stale, recorded, flags, by_reason, applied,
-aside, released}: stale counts the groups left alone for a changed definition, recorded
+aside, released}: stale counts the groups left alone for a changed definition or a
+watermark below the one they were planned from, recorded
 the ticks recorded as missed, and flags holds one character per job in argument order:
 "1" pushed, "0" not pushed (already pushed, or left alone). by_reason splits what the
 script itself passed over and recorded, "SKIP LIMIT OVERLAP RECORDED_WINDOW" (pending skips
@@ -443,10 +444,13 @@ for i = 1, ng do
     redis.call('HSET', rejected_key, names[i], asides[i])
     redis.call('ZREM', due_key, names[i])
     set_aside[#set_aside + 1], set_aside[#set_aside + 2] = names[i], asides[i]
-  elseif (storeds[i] < 0) == (cur ~= nil) or (cur and cur < storeds[i]) then
+  elseif cur and cur < storeds[i] then
+    -- Planned from a watermark above the stored one (lost since the due read: header).
+    stale = stale + 1
+    leave_alone(i)
+  elseif (storeds[i] < 0) == (cur ~= nil) then
     -- New, but another copy registered it first; or planned with a watermark that has gone
-    -- since (removed, maybe added again: its index entry says "plan me"), or from one above
-    -- the stored one (lost since the due read: header): left alone.
+    -- since (removed, maybe added again: its index entry says "plan me"): left alone.
     leave_alone(i)
   elseif not cur then
     new = new + 1

@@ -102,7 +102,8 @@ for _, c in ipairs(checks) do
   if err then return err end
 end
 use_state(bucket_key, 'kiqbeat:progress:0')
-err = state_allowed()
+err = state_allowed() or expect_allowed('HDEL', STATE_NS .. 'kiqbeat:outcomes:0', 'n')
+  or expect_allowed('HDEL', STATE_NS .. 'kiqbeat:outcomes:errors', 'n')
 if err then return err end
 err = expect_type(shards_key, 'string')
 if err then return err end
@@ -148,10 +149,12 @@ local function forget(name, due_key)
   redis.call('HDEL', manual_key, name)
   redis.call('HDEL', paused_key, name)
   life_forget(life, name)
-  -- Its outcome record (fold.lua: the bucket of its progress record) and last error.
+  -- Its outcome record (fold.lua: the bucket of its progress record) and last error; a key
+  -- of another type holds neither, and must not stop the call half-way (pcall; the grants
+  -- are checked before the first write).
   local bucket = string.match(state_key_of(name), '(%d+)$')
-  redis.call('HDEL', STATE_NS .. 'kiqbeat:outcomes:' .. bucket, name)
-  redis.call('HDEL', STATE_NS .. 'kiqbeat:outcomes:errors', name)
+  redis.pcall('HDEL', STATE_NS .. 'kiqbeat:outcomes:' .. bucket, name)
+  redis.pcall('HDEL', STATE_NS .. 'kiqbeat:outcomes:errors', name)
 end
 
 local now_ms = tonumber(ARGV[7]) or clock_ms()
