@@ -41,11 +41,19 @@ def test_jittered_jobs_run_at_their_offset_instant_never_before_and_each_once(
         f"  jitter_{i}: {{every: 20s, jitter: {JITTER_S}s, class: RecordingWorker, "
         "include_metadata: true}" for i in range(SPREAD))
     config = load_config_text(f"schedules:\n{lines}\n")
+    def boundary_after(instant: datetime) -> datetime:
+        return datetime.fromtimestamp((int(instant.timestamp()) // 20 + 1) * 20,
+                                      tz=instant.tzinfo)
+
     now = sidekiq.redis_now()
-    # The next 20 s boundary at least a second away: registered before it, pushed at it.
-    tick = datetime.fromtimestamp((int(now.timestamp()) // 20 + 1) * 20, tz=now.tzinfo)
+    # The next 20 s boundary at least a second away: registered before it, pushed at it,
+    # one tick each (a boundary closer than that is let pass first, never jumped: the
+    # registration would then owe two).
+    tick = boundary_after(now)
     if tick - now < timedelta(seconds=1):
-        tick += timedelta(seconds=20)
+        wait_for("a 20 s boundary", lambda: sidekiq.redis_now() >= tick or None, timeout_s=5)
+        now = sidekiq.redis_now()
+        tick = boundary_after(now)
     first = run(sidekiq.client, config, now=now)
     assert first.pushed == 0 and first.new_schedules == SPREAD
     wait_for("the tick", lambda: sidekiq.redis_now() >= tick or None, timeout_s=25)
