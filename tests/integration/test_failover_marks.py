@@ -106,13 +106,13 @@ def test_a_push_planned_on_the_old_master_never_jumps_the_new_masters_watermark(
         state: dict[str, Any] = {"switched": False, "sent again": 0}
 
         def switch(name: str) -> None:
-            if name != "push":
-                return
-            if state["switched"]:
+            if name == "push" and not state["switched"]:
+                state["switched"] = True
+                sentinels.fail_over(pool, new)
+
+        def sent_again(name: str) -> None:
+            if name == "push" and state["switched"]:
                 state["sent again"] += 1
-                return
-            state["switched"] = True
-            sentinels.fail_over(pool, new)
 
         def reply_lost(*args: Any, **kwargs: Any) -> Any:
             raise redis.ConnectionError("Connection closed by server.")
@@ -126,7 +126,7 @@ def test_a_push_planned_on_the_old_master_never_jumps_the_new_masters_watermark(
                     # Its reply lost, as when Sentinel's CLIENT KILL closes the connection.
                     pending.line.conn.read_response = reply_lost
 
-            engine.deployment.lua = Meddling(before=switch, after=after)
+            engine.deployment.lua = Meddling(before=sent_again, after=after)
         left = engine.run(SCHEDULES, now=t0 + timedelta(minutes=245))
         assert state["switched"]
         if how.startswith("push sent again"):
