@@ -25,10 +25,11 @@ what it does when on:
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from kiqbeat.core.collector import collector_paused
 from kiqbeat.core.limits import (
     MAX_PARSED_DEFINITION_BYTES,
     MAX_PARSED_DEFINITIONS,
@@ -164,18 +165,10 @@ class Devices:
         """The starts of the slices `count` entries are planned in."""
         return range(0, count, self.plan_slice or max(count, 1))
 
-    @contextmanager
-    def paused_gc(self) -> Iterator[None]:
-        """The cyclic collector paused for the push loop: it makes no cycles, and full
-        collections over the engine's caches cost more than the loop itself."""
-        collecting = gc.isenabled() and not self.reference
-        if collecting:
-            gc.disable()
-        try:
-            yield
-        finally:
-            if collecting:
-                gc.enable()
+    def paused_gc(self) -> AbstractContextManager[None]:
+        """The cyclic collector paused for the push loop (core/collector.py): it makes no
+        cycles, and full collections over the engine's caches cost more than the loop."""
+        return collector_paused(not self.reference)
 
     def warm_up(self) -> None:
         """Once the engine is warm (its second invocation: a process that runs one, as

@@ -10,10 +10,11 @@ import io
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from kiqbeat.core.collector import collector_paused
 from kiqbeat.errors import (
     ConfigError,
     KiqbeatError,
@@ -48,7 +49,9 @@ def _print_warnings(warnings: Sequence[str]) -> None:
 def _cmd_run_once(args: argparse.Namespace) -> int:
     from kiqbeat.entrypoints.loop import print_report
 
-    with _collector_paused():
+    # The collector paused for the invocation, the imports it needs and its report: a
+    # process that then exits freezes what it holds instead of collecting it (`main`).
+    with collector_paused():
         engine = _invoking(args)
         now = None
         if args.now:
@@ -59,23 +62,6 @@ def _cmd_run_once(args: argparse.Namespace) -> int:
             _print_warnings(report.warnings)
         print_report(report, args.json, jobs=args.jobs, quiet=False)
     return 0
-
-
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """The cyclic garbage collector paused for one invocation, the imports it needs and its
-    report: in a new process (a CronJob pod's) its passes over the modules just loaded cost
-    about a fifth of the process, and an invocation makes no garbage cycles worth collecting
-    (the push loop pauses it anyway). Enabled again at the very end, for a caller that goes
-    on (a test, a library); a process that exits then freezes what it holds instead of
-    collecting it (`main`), so it never pays the pass over everything it allocated."""
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def _cmd_run(args: argparse.Namespace) -> int:

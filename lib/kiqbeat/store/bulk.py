@@ -3,11 +3,11 @@ definitions checked while Redis writes the previous), and an export of every def
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kiqbeat.core.collector import collector_paused
 from kiqbeat.document.lifecycle import named_calendars
 from kiqbeat.errors import (
     ConfigError,
@@ -89,32 +89,26 @@ class Bulk:
                     raise type(exc)(_stopped(exc, result, ops_of_call)) from exc
             ops.clear()
 
-        # The cyclic collector is paused meanwhile: an import makes no cycles (what it drops
-        # is freed by reference counting), and the collections its many young dicts and lists
-        # trigger cost about a tenth of its time.
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
-            for name, definition in items:
-                try:
-                    if held is None and isinstance(definition, Mapping) and named_calendars(
-                            definition):
-                        held = calendars_text(self.ctx)
-                    ops.append(Op("put" if replace else "add", name,
-                                  self.check(name, definition, calendars=held)))
-                except ConfigError as exc:
-                    result.invalid.append((name, "; ".join(exc.problems)))
-                    if progress is not None:
-                        progress(1)
-                if len(ops) >= WRITE_BATCH:
-                    flush()
-            flush()
-            finish()
-        finally:
-            if collecting:
-                gc.enable()
-            if started is not None:  # stopped by an error: the reply is never read
-                started.abandon()
+        with collector_paused():  # an import makes no cycles (core/collector.py)
+            try:
+                for name, definition in items:
+                    try:
+                        if held is None and isinstance(definition, Mapping) and named_calendars(
+                                definition):
+                            held = calendars_text(self.ctx)
+                        ops.append(Op("put" if replace else "add", name,
+                                      self.check(name, definition, calendars=held)))
+                    except ConfigError as exc:
+                        result.invalid.append((name, "; ".join(exc.problems)))
+                        if progress is not None:
+                            progress(1)
+                    if len(ops) >= WRITE_BATCH:
+                        flush()
+                flush()
+                finish()
+            finally:
+                if started is not None:  # stopped by an error: the reply is never read
+                    started.abandon()
         self.ctx.audit("import", "", f"{result.written} written, {result.unchanged} unchanged, "
                                   f"{len(result.invalid)} invalid, {len(result.refused)} refused")
         return result
