@@ -15,6 +15,7 @@ from handler import app
 from kiqbeat.core.instants import utc_instant
 from kiqbeat.core.payload import jid
 from kiqbeat.core.schedule import Config
+from kiqbeat.core.varints import read_varint
 from kiqbeat.engine import Engine
 from kiqbeat.entrypoints.requests import from_event
 from kiqbeat.errors import ConfigError
@@ -254,4 +255,30 @@ def test_a_garbled_progress_record_sets_only_its_schedule_aside(
     assert client.llen("queue:victim") == 0
     reason = (client.hget("kiqbeat:rejected", "victim") or b"").decode()
     assert f"kiqbeat:progress:{bucket('victim')}" in reason and "garbled" in reason
+    client.close()
+
+
+def test_a_run_now_refused_over_a_cut_history_names_the_record_not_the_watermark(
+    redis_url: str, kiqbeat: Kiqbeat,
+) -> None:
+    """A run now (which adds to the history) of a schedule whose progress record holds a
+    sound watermark but a history cut short is refused naming the record and its key (the
+    refusal once said the watermark "is not a number", which sent the operator to the wrong
+    field); nothing is pushed, and the record is left for the operator to fix or delete."""
+    client, t0 = registered(redis_url, {**CONTROL, "queue": "victim"})
+    Engine(client=client).run(STORE_ONLY, now=t0 + timedelta(minutes=2))  # a history
+    key = f"kiqbeat:progress:{bucket('victim')}"
+    record = client.hget(key, "victim")
+    assert record is not None and len(record) > 8
+    _, newest_at = read_varint(record, 6)  # past the watermark and first-seen
+    _, count_at = read_varint(record, newest_at)
+    _, entries_at = read_varint(record, count_at)
+    cut = record[:entries_at + 1]  # the count of entries kept, their bytes cut
+    client.hset(key, "victim", cut)
+    queued = client.llen("queue:victim")
+    refused = kiqbeat("trigger", "victim")
+    assert refused.code != 0
+    assert "progress record of schedule 'victim'" in refused.err and key in refused.err
+    assert "not a number" not in refused.err and f"0x{cut.hex()}" in refused.err  # binary as hex
+    assert client.hget(key, "victim") == cut and client.llen("queue:victim") == queued
     client.close()

@@ -53,9 +53,16 @@ local function hget_checked(key, name)
   return value
 end
 
+-- The refusal of a record that is not one: its first bytes as text when they are, else hex.
 local function garbled(name, key, raw)
-  return redis.error_reply("KIQBEAT_GARBLED watermark of schedule '" .. name .. "' in " ..
-    key .. ' is not a number: ' .. string.sub(raw, 1, 40))
+  local head = string.sub(raw, 1, 40)
+  if not string.find(head, '^[%w%p ]*$') then
+    head = '0x' .. string.gsub(string.sub(raw, 1, 20), '.',
+      function(c) return string.format('%02x', string.byte(c)) end)
+  end
+  return redis.error_reply("KIQBEAT_GARBLED the progress record of schedule '" .. name ..
+    "' in " .. key .. ' is not one kiqbeat writes (its watermark or history is cut short or ' ..
+    'was written by hand): ' .. head)
 end
 
 -- tick, backfill, manual run (with its jid), skipped (`kiqbeat schedules skip`)
