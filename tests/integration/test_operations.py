@@ -1078,3 +1078,29 @@ def test_after_invokers_stopped_longer_than_the_window_missed_and_backfill_push_
     assert [(p["kind"], p["tick"]) for p in history] == [
         ("backfill", t.isoformat()) for t in reversed(owed["ny_fixed"])]
     client.close()
+
+
+def test_a_backfill_sets_aside_only_the_schedule_whose_progress_record_is_not_one(
+    client: redis.Redis,
+) -> None:
+    """A progress record written by hand (here: its history cut short) costs a backfill of
+    every schedule only that schedule: it is skipped, named with the record's key, its ticks
+    stay recorded, and the others are backfilled (the whole call was once refused)."""
+    store = Store(client)
+    store.put("aaa", {"cron": "* * * * *", "class": "A", "queue": "a"})
+    store.put("zzz", {"cron": "* * * * *", "class": "Z", "queue": "z"})
+    t0 = minute_floor(redis_now(client)) - timedelta(hours=5) + timedelta(seconds=5)
+    run(client, Config(schedules=()), now=t0)
+    back = t0 + timedelta(hours=3)
+    run(client, Config(schedules=()), now=back)  # 2 hours passed over: recorded
+    key = f"kiqbeat:progress:{progress.bucket('zzz')}"
+    record = client.hget(key, "zzz")
+    assert record is not None
+    missed, queued = client.hget(MISSED, "zzz"), client.lrange("queue:z", 0, -1)
+    client.hset(key, "zzz", record[:6] + b"\x00\x00\x05")  # 5 entries of history, none there
+    done = store.backfill()
+    assert [n for n, _ in done.skipped] == ["zzz"]
+    assert key in done.skipped[0][1] and "progress record" in done.skipped[0][1]
+    assert client.lrange("queue:z", 0, -1) == queued and client.hget(MISSED, "zzz") == missed
+    assert Counter(json.loads(raw)["jid"] for raw in client.lrange("queue:a", 0, -1)) \
+        == Counter(jid("aaa", t) for t in Spec("* * * * *").ticks(t0, back))

@@ -31,8 +31,8 @@ as "b TICK DELAY". With LIMIT, each pushed tick counts as one of the schedule's 
 (life.lua) and none is pushed once the count has reached LIMIT: those are taken out of
 the record unpushed (the schedule has ended; they are counted as already dealt with). A group whose definition changed or went since it was read is left alone
 (one swapped for a definition over MAX_DEFINITION_BYTES has changed, and is not read).
-A group whose run count (life.lua) is not a whole number is left alone too, and named in
-`aside` with the reason (its record kept).
+A group whose run count (life.lua) is not a whole number, or whose progress record is not
+one (progress.lua), is left alone too, and named in `aside` with the reason (its record kept).
 
 With OVERLAP (`overlap: skip`, issue 26), a backfill keeps the promise an invocation keeps:
 while the schedule's previous job still waits or runs (life.lua `job_waiting`), it pushes
@@ -109,18 +109,23 @@ end
 local recorded = redis.call('HMGET', missed_key, unpack(names))
 -- A definition swapped meanwhile for one over the limit is not read: it has changed.
 local defs = read_definitions(defs_key, names, math.huge)
-local state = {}
+-- A progress record that is not one (written by hand) costs only its schedule: named in
+-- `aside` with the reason, its ticks and record left as they are.
+local state, aside = {}, {}
 for k, name in ipairs(names) do
   local s = {def = defs[k], done = {}}
   if keep > 0 then
     s.history, err = read_history(name)
-    if err then return err end
+    if err then
+      if string.sub(err.err or '', 1, 15) ~= 'KIQBEAT_GARBLED' then return err end
+      s.why = string.sub(err.err, 17)
+      aside[#aside + 1], aside[#aside + 2] = name, s.why
+    end
   end
   if recorded[k] then s.ranges = read_ranges(recorded[k]) end
   state[name] = s
 end
 -- Run counts, read and checked before the first write (life.lua `runs_of`).
-local aside = {}
 for i = 1, np do
   local s = state[p_name[i]]
   if p_limit[i] > 0 and s.runs == nil and not s.why then
