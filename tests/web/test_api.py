@@ -323,7 +323,7 @@ def test_a_backfill_through_the_api_asks_for_yes_above_the_bound_and_before_firs
     assert mark is not None
     progress.write_marks(client, "", {"minutely": progress.Mark(
         mark.mark_ms, int((t0 + timedelta(hours=1)).timestamp() * 1000))})
-    monkeypatch.setattr("kiqbeat.web.console.BACKFILL_CONFIRM_JOBS", 100)
+    monkeypatch.setattr("kiqbeat.entrypoints.outcomes.BACKFILL_CONFIRM_JOBS", 100)
     with console.browser() as browser:
         form = browser.get("/backfill", params={"name": "minutely"})
         page = browser.post("/backfill", data=form_of(form.text, "/backfill")).text
@@ -357,7 +357,7 @@ def test_a_backfill_of_more_jobs_than_the_bound_is_refused_without_yes_and_count
     console: Served, redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     client, _ = _outage(console)
-    monkeypatch.setattr("kiqbeat.web.console.BACKFILL_CONFIRM_JOBS", 100)
+    monkeypatch.setattr("kiqbeat.entrypoints.outcomes.BACKFILL_CONFIRM_JOBS", 100)
     before = len(pushed_jobs(redis_client))
     with console.api() as api:
         refused = api.post(path("minutely") + "/backfill", json={})
@@ -365,7 +365,7 @@ def test_a_backfill_of_more_jobs_than_the_bound_is_refused_without_yes_and_count
     assert refused.status_code == 422 and "more than 100" in refused.json()["error"]
     assert capped.status_code == 200 and capped.json()["pushed"] == 100  # as --max-jobs
     assert len(pushed_jobs(redis_client)) == before + 100
-    monkeypatch.setattr("kiqbeat.web.console.BACKFILL_CONFIRM_JOBS", 10)
+    monkeypatch.setattr("kiqbeat.entrypoints.outcomes.BACKFILL_CONFIRM_JOBS", 10)
     with console.browser() as browser:  # the page's dry run counts; its button confirms
         form = browser.get("/backfill", params={"name": "minutely"})
         dry = browser.post("/backfill", data=form_of(form.text, "/backfill"))
