@@ -478,13 +478,13 @@ class Console:
         request model (`kiqbeat.entrypoints.requests`), its kind alone deciding which Store
         calls run; the outcome is the front end's to render. The refusals are the Store's
         own, typed, from the same atomic step as the change (nothing is read first to choose
-        an answer), but for a schedule another source holds, refused in the console's words
+        a refusal), but for a schedule another source holds, refused in the console's words
         (`read_only`). A backfill stops pushing after BACKFILL_DEADLINE_S."""
         try:
             outcome = run(request, self.store(actor, request.note),
                           deadline=time.monotonic() + BACKFILL_DEADLINE_S)
         except OwnedByDocumentError as exc:
             raise read_only(request.name, exc) from exc
-        if outcome.backfill:
+        if outcome.backfill is not None:
             self.backfilled += outcome.backfill.pushed
         return outcome
