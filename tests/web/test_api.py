@@ -248,6 +248,30 @@ def test_the_index_build_indexes_a_store_written_before_it_and_counts_the_disabl
     assert [(p.name, p.kind) for p in recent.last or []] == [("s0001", "manual")]
 
 
+def test_missed_runs_the_clis_request_a_bad_record_costs_only_its_schedule_a_typo_is_404(
+    console: Served, store: Store, redis_client: redis.Redis,
+) -> None:
+    """GET /api/v1/missed is the "missed" request of the CLI and the Lambda, run by their one
+    dispatch: a record written by hand that is not one is left out and named (the others
+    still listed), and a name with neither a schedule nor a record is refused as the
+    command refuses it."""
+    for name in ("good", "bad"):
+        store.put(name, DIGEST)
+    redis_client.hset(keys.missed(""), "good", "1700000000000 1700003600000 window")
+    redis_client.hset(keys.missed(""), "bad", "not a range")
+    with console.api() as api:
+        every = api.get("/api/v1/missed")
+        typo = api.get("/api/v1/missed", params={"name": ["good", "nobody"]})
+    ran = kiqbeat_cli("missed", "--json", "--redis-url", console.redis_url)
+    assert every.status_code == 200, every.text
+    assert every.json()["missed"] == json.loads(ran.stdout)["missed"]
+    assert [m["name"] for m in every.json()["missed"]] == ["good"]
+    (problem,) = every.json()["problems"]
+    assert "'bad'" in problem and problem in ran.stderr and ran.returncode == 1
+    assert (typo.status_code, typo.json()["error"]) == (
+        404, "no schedule 'nobody' in the store (kiqbeat:schedules)")
+
+
 def test_status_missed_audit_and_the_openapi_description_are_served(
     console: Served, store: Store
 ) -> None:

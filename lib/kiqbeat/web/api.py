@@ -285,10 +285,14 @@ def act(kind: str) -> Handler:
     return answer
 
 
-def missed(request: Request, _: Principal) -> Response:
-    store = _console(request).store()
+def missed(request: Request, principal: Principal) -> Response:
+    """The "missed" request of the CLI and the Lambda, run by their dispatch: a `name` with
+    neither a schedule nor a record is 404; a record that is not one (written by hand) is
+    left out and named in "problems", and the others are listed."""
     names = request.query_params.getlist("name")
-    return JSONResponse({"missed": [m.as_dict() for m in store.missed(names)]})
+    done = _console(request).execute(principal.actor, from_fields(
+        "missed", {"names": names} if names else {}))
+    return JSONResponse(done.result | {"problems": done.problems})
 
 
 def status(request: Request, _: Principal) -> Response:
