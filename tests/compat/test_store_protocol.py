@@ -611,7 +611,7 @@ def test_the_console_lists_a_schedule_from_every_writer_without_reading_the_stor
     Python API, the CLI, a Lambda event, a document, an import, the console's API and the
     Ruby module; the console then lists each by prefix, and nothing built the index."""
     from kiqbeat.entrypoints.outcomes import execute
-    from kiqbeat.entrypoints.requests import from_event
+    from kiqbeat.entrypoints.requests import from_event, from_fields
     from kiqbeat.redis.names import NameIndex
     from kiqbeat.web.console import Console
     from tests.support.cli import kiqbeat_cli
@@ -629,7 +629,7 @@ def test_the_console_lists_a_schedule_from_every_writer_without_reading_the_stor
                                     source="file:///etc/kiqbeat/schedules.yaml"), now=base)
         Store(client).import_definitions([("by/import", plain)])
         console = Console(engine)
-        console.put("alice", "by/http", plain)
+        console.execute("alice", from_fields("put", {"name": "by/http", "definition": plain}))
         ruby(redis_url, ["put", "by/ruby", named(plain, "by/ruby")])
         listed = [r.status.name for r in console.page(prefix="by/").rows]
         filtered = [r.status.name for r in console.page(prefix="by/", source="api").rows]

@@ -94,6 +94,27 @@ def test_put_and_update_from_a_yaml_file(
     assert definitions(redis_client) == {"digest": {"cron": "0 10 * * *", "class": "DigestWorker"}}
 
 
+def test_a_put_says_whether_it_added_the_schedule_or_replaced_one_as_the_api_answers_201_or_200(
+    kiqbeat: Kiqbeat,
+) -> None:
+    """One dispatch: the CLI's put, the Lambda's and the console's read the owner once and
+    say the same thing (a typo in a name adds a schedule: the answer shows it)."""
+    def put(definition: dict[str, object], *flags: str) -> Any:
+        return kiqbeat("schedules", "put", "digest", "--json-definition",
+                       json.dumps(definition), *flags)
+
+    added, replaced, same = put(DIGEST), put({**DIGEST, "args": [7]}), put(
+        {**DIGEST, "args": [7]}, "--json")
+    assert added.out == "added 'digest'; the next invocation plans it\n"
+    assert replaced.out == "replaced 'digest'; the next invocation plans it\n"
+    assert same.json() == {"name": "digest", "action": "put", "changed": False,
+                           "created": False}
+    assert put(DIGEST, "--json").json()["created"] is False
+    assert kiqbeat("schedules", "remove", "digest").code == 0
+    assert put(DIGEST, "--json").json() == {"name": "digest", "action": "put",
+                                            "changed": True, "created": True}
+
+
 def test_a_bad_cron_is_refused_with_the_message_and_exit_code_a_document_gets(
     kiqbeat: Kiqbeat, redis_client: redis.Redis, tmp_path: Path
 ) -> None:

@@ -88,20 +88,22 @@ def test_no_schedule_of_that_name_is_one_type_with_one_message_through_every_fro
             call()
         assert isinstance(raised.value, ConfigError | KiqbeatError | ValueError), what
         assert str(raised.value) == NOT_FOUND, what
-    # Without must_exist, a backfill skips the name, as the CLI's always did.
+    # Without must_exist, the Store's backfill skips the name; every front end asks with it.
     assert store.backfill(["nobody"]).skipped == [("nobody", "no schedule of that name")]
 
     for argv in (["schedules", "update", "nobody", "--json-definition", json.dumps(DIGEST)],
                  ["schedules", "pause", "nobody"], ["schedules", "resume", "nobody"],
                  ["schedules", "skip", "nobody"], ["trigger", "nobody"],
-                 ["history", "nobody"], ["report", "nobody"], ["status", "nobody"]):
+                 ["history", "nobody"], ["report", "nobody"], ["status", "nobody"],
+                 ["backfill", "nobody", "--dry-run"]):
         ran = kiqbeat(*argv)
         assert (ran.code, ran.err) == (1, f"kiqbeat: {NOT_FOUND}\n"), argv
 
     for event in ({"kiqbeat": "update", "name": "nobody", "definition": DIGEST},
                   {"kiqbeat": "pause", "name": "nobody"},
                   {"kiqbeat": "trigger", "name": "nobody"},
-                  {"kiqbeat": "history", "name": "nobody"}):
+                  {"kiqbeat": "history", "name": "nobody"},
+                  {"kiqbeat": "backfill", "names": ["nobody"], "dry_run": True}):
         with pytest.raises(ScheduleNotFoundError, match=r"^no schedule 'nobody' in the store"):
             invoke(event)
 

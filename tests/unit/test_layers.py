@@ -235,6 +235,36 @@ def test_the_console_uses_no_private_name_of_the_entrypoints() -> None:
     assert bad == []
 
 
+# The Store's methods that run an operator's request on a schedule: the one dispatch of the
+# CLI, the Lambda and the console (kiqbeat.entrypoints.outcomes.run) calls them.
+REQUEST_METHODS = ("add", "put", "update", "remove", "pause", "resume", "skip", "trigger",
+                   "backfill", "report")
+
+
+def test_the_console_keeps_no_request_table_of_its_own() -> None:
+    """kiqbeat.web runs a request on a schedule only through the CLI's and the Lambda's one
+    dispatch (`outcomes.run`, by `Console.execute`) and renders its outcome: no module of
+    it calls a Store method that runs a request (on a store however reached: `store.put`,
+    `self.store(...).pause`), and no class of it has a method named after one (a second
+    table of what each kind does, as Console.put/_EXECUTE were, drifts from the first)."""
+    from kiqbeat.entrypoints.outcomes import BY_KIND
+
+    assert set(REQUEST_METHODS) - {"backfill"} <= set(BY_KIND)  # the table runs them
+    bad = []
+    for path in sorted((LIB / "kiqbeat" / "web").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in REQUEST_METHODS
+                    and "store" in ast.unparse(node.func.value)):
+                bad.append(f"{path.name}:{node.lineno} calls {ast.unparse(node.func)}")
+            if isinstance(node, ast.ClassDef):
+                bad += [f"{path.name}:{f.lineno} {node.name}.{f.name}" for f in node.body
+                        if isinstance(f, ast.FunctionDef) and f.name in REQUEST_METHODS]
+    assert bad == []
+    console = (LIB / "kiqbeat" / "web" / "console.py").read_text()
+    assert "from kiqbeat.entrypoints.outcomes import Outcome, run" in console
+
+
 def test_one_module_name_means_one_thing() -> None:
     """No two modules share a name across the schedules API and the Redis side (there is
     one `store`: the schedules API, a package of parts by role)."""

@@ -248,6 +248,30 @@ def test_the_index_build_indexes_a_store_written_before_it_and_counts_the_disabl
     assert [(p.name, p.kind) for p in recent.last or []] == [("s0001", "manual")]
 
 
+def test_missed_runs_the_clis_request_a_bad_record_costs_only_its_schedule_a_typo_is_404(
+    console: Served, store: Store, redis_client: redis.Redis,
+) -> None:
+    """GET /api/v1/missed is the "missed" request of the CLI and the Lambda, run by their one
+    dispatch: a record written by hand that is not one is left out and named (the others
+    still listed), and a name with neither a schedule nor a record is refused as the
+    command refuses it."""
+    for name in ("good", "bad"):
+        store.put(name, DIGEST)
+    redis_client.hset(keys.missed(""), "good", "1700000000000 1700003600000 window")
+    redis_client.hset(keys.missed(""), "bad", "not a range")
+    with console.api() as api:
+        every = api.get("/api/v1/missed")
+        typo = api.get("/api/v1/missed", params={"name": ["good", "nobody"]})
+    ran = kiqbeat_cli("missed", "--json", "--redis-url", console.redis_url)
+    assert every.status_code == 200, every.text
+    assert every.json()["missed"] == json.loads(ran.stdout)["missed"]
+    assert [m["name"] for m in every.json()["missed"]] == ["good"]
+    (problem,) = every.json()["problems"]
+    assert "'bad'" in problem and problem in ran.stderr and ran.returncode == 1
+    assert (typo.status_code, typo.json()["error"]) == (
+        404, "no schedule 'nobody' in the store (kiqbeat:schedules)")
+
+
 def test_status_missed_audit_and_the_openapi_description_are_served(
     console: Served, store: Store
 ) -> None:
@@ -323,7 +347,7 @@ def test_a_backfill_through_the_api_asks_for_yes_above_the_bound_and_before_firs
     assert mark is not None
     progress.write_marks(client, "", {"minutely": progress.Mark(
         mark.mark_ms, int((t0 + timedelta(hours=1)).timestamp() * 1000))})
-    monkeypatch.setattr("kiqbeat.web.console.BACKFILL_CONFIRM_JOBS", 100)
+    monkeypatch.setattr("kiqbeat.entrypoints.outcomes.BACKFILL_CONFIRM_JOBS", 100)
     with console.browser() as browser:
         form = browser.get("/backfill", params={"name": "minutely"})
         page = browser.post("/backfill", data=form_of(form.text, "/backfill")).text
@@ -357,7 +381,7 @@ def test_a_backfill_of_more_jobs_than_the_bound_is_refused_without_yes_and_count
     console: Served, redis_client: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     client, _ = _outage(console)
-    monkeypatch.setattr("kiqbeat.web.console.BACKFILL_CONFIRM_JOBS", 100)
+    monkeypatch.setattr("kiqbeat.entrypoints.outcomes.BACKFILL_CONFIRM_JOBS", 100)
     before = len(pushed_jobs(redis_client))
     with console.api() as api:
         refused = api.post(path("minutely") + "/backfill", json={})
@@ -365,7 +389,7 @@ def test_a_backfill_of_more_jobs_than_the_bound_is_refused_without_yes_and_count
     assert refused.status_code == 422 and "more than 100" in refused.json()["error"]
     assert capped.status_code == 200 and capped.json()["pushed"] == 100  # as --max-jobs
     assert len(pushed_jobs(redis_client)) == before + 100
-    monkeypatch.setattr("kiqbeat.web.console.BACKFILL_CONFIRM_JOBS", 10)
+    monkeypatch.setattr("kiqbeat.entrypoints.outcomes.BACKFILL_CONFIRM_JOBS", 10)
     with console.browser() as browser:  # the page's dry run counts; its button confirms
         form = browser.get("/backfill", params={"name": "minutely"})
         dry = browser.post("/backfill", data=form_of(form.text, "/backfill"))

@@ -11,6 +11,7 @@ import redis
 
 from kiqbeat.audit import read_audit
 from kiqbeat.core.limits import MAX_AUDIT_NOTE_CHARS
+from kiqbeat.entrypoints.requests import from_event
 from kiqbeat.errors import ConfigError
 from kiqbeat.redis import keys
 from kiqbeat.store import Store
@@ -212,6 +213,37 @@ def test_the_schedule_page_shows_its_life_and_skips_its_next_ticks_from_a_form(
     assert redis_client.hget(keys.skips(""), "limited") == "2"
     assert re.search(r'class="life-skips">2<', after.text)
     assert next(a.action for a in read_audit(store.client, "", "limited")) == "skip"
+
+
+DEEP: list[object] = [1]
+for _ in range(120):  # deeper than Sidekiq's JSON parser reads (MAX_JSON_DEPTH)
+    DEEP = [DEEP]
+
+
+@pytest.mark.parametrize(("action", "field", "typed", "value"), [
+    ("skip", "count", "10001", 10_001),
+    ("skip", "count", "0", 0),
+    ("trigger", "args", json.dumps(DEEP), DEEP),
+])
+def test_a_forms_bad_value_is_refused_with_the_message_the_cli_the_lambda_and_the_api_give(
+    console: Served, store: Store, redis_client: redis.Redis, action: str, field: str,
+    typed: str, value: object,
+) -> None:
+    """A form's request is read by the request model of every other front end and run by
+    their one dispatch: the same check, the same message (only the field's name is each
+    front end's), and nothing done."""
+    store.put("a", DIGEST)
+    with console.browser() as browser:
+        page = browser.get("/schedule", params={"name": "a"})
+        bad = browser.post("/act", data=form_of(page.text, "/act", f'value="{action}"')
+                           | {field: typed})
+    with pytest.raises(ConfigError) as refused:
+        from_event({"kiqbeat": action, "name": "a", field: value})
+    assert bad.status_code == 422
+    message = str(refused.value).replace(f'the event\'s "{field}"', field)
+    assert message in html.unescape(bad.text)
+    assert redis_client.hget(keys.skips(""), "a") is None
+    assert redis_client.llen("queue:default") == 0
 
 
 def test_the_paused_filter_and_the_overviews_count_see_pause_records(

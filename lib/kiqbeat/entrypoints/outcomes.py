@@ -1,7 +1,11 @@
-"""What an operator's request does, whichever entrypoint read it: `execute` runs a checked
-`Request` (kiqbeat.entrypoints.requests) on an engine's store and says what it did as an
-`Outcome` — its JSON form (the Lambda's result, the CLI's --json), lines for a person,
-warnings, problems and the CLI's exit code. The CLI prints it; the handler returns it.
+"""What an operator's request does, whichever front end read it: the one dispatch of the
+CLI, the Lambda and the console's HTTP API and pages. `run` runs a checked `Request`
+(kiqbeat.entrypoints.requests) on a Store by its kind (`BY_KIND`: one table of what each
+kind does on the Store) and says what it did as an `Outcome`: the Store's typed result
+(`value`, which the console renders as HTTP statuses, bodies and flashes), its JSON form (the
+Lambda's result, the CLI's --json), lines for a person, warnings, problems and the CLI's exit
+code. `execute` adds the requests on a whole deployment (status, reindex) and builds the
+store from an engine. The CLI prints the outcome; the handler returns it.
 """
 
 from __future__ import annotations
@@ -36,28 +40,45 @@ STOPPED_EARLY = 3
 
 @dataclass
 class Outcome:
-    """What a request did: its JSON form (the Lambda's result, the CLI's --json), its
-    lines for a person, warnings, problems for stderr or a warning, and the CLI's exit
-    code."""
+    """What a request did: the Store's typed result (`value`: a ScheduleStatus, a
+    TickReport, a Backfill, a Triggered, whether it changed anything, the skips pending...),
+    its JSON form (the Lambda's result, the CLI's --json), its lines for a person, warnings,
+    problems for stderr or a warning, and the CLI's exit code."""
 
     result: dict[str, Any]
     lines: list[str]
     problems: list[str] = field(default_factory=list)
     code: int = 0
-    backfill: Backfill | None = None
+    value: Any = None
     warnings: list[str] = field(default_factory=list)
+
+    @property
+    def backfill(self) -> Backfill | None:
+        """A backfill's result (None for any other request)."""
+        return self.value if isinstance(self.value, Backfill) else None
 
 
 def execute(request: Request, engine: Engine, *, deadline: float,
             stop: Callable[[], bool] | None = None,
             progress: Callable[[int], None] | None = None) -> Outcome:
-    """Run a request on the engine's store. A backfill stops between calls at `deadline`
-    (time.monotonic()) or once `stop()` is true, and says what it pushed."""
+    """Run a request on the engine's store, acting for the request's actor. A backfill
+    stops between calls at `deadline` (time.monotonic()) or once `stop()` is true, and says
+    what it pushed."""
     if request.kind == "reindex":
         return _reindex(request, engine)
     store = engine.store().acting(request.actor or None, request.note)
     if request.kind == "status":
         return _status(request, engine, store)
+    return run(request, store, deadline=deadline, stop=stop, progress=progress)
+
+
+def run(request: Request, store: Store, *, deadline: float | None = None,
+        stop: Callable[[], bool] | None = None,
+        progress: Callable[[int], None] | None = None) -> Outcome:
+    """Run a request on a schedule, or on the named schedules, on `store` (acting for whom
+    the front end says): the same Store calls whichever front end asked. A backfill stops
+    as `execute` says; one naming a schedule with neither a definition nor a recorded
+    missed range is refused before anything is pushed (ScheduleNotFoundError)."""
     if request.kind == "backfill":
         unbounded = not (request.yes or request.max_jobs)
         done = store.backfill(request.names, since=request.since, until=request.until,
@@ -65,9 +86,10 @@ def execute(request: Request, engine: Engine, *, deadline: float,
                               progress=progress, deadline=deadline, stop=stop,
                               max_jobs=request.max_jobs,
                               confirm_above=BACKFILL_CONFIRM_JOBS if unbounded else None,
-                              pre_history=request.yes, reasons=request.reasons)
+                              pre_history=request.yes, reasons=request.reasons,
+                              must_exist=True)
         return _backfilled(request, done)
-    return _BY_KIND[request.kind](request, store)
+    return BY_KIND[request.kind](request, store)
 
 
 # --------------------------------------------------------------------------- operations
@@ -93,13 +115,14 @@ def _missed(request: Request, store: Store) -> Outcome:
                      + (f" for {', '.join(map(shown_name, request.names))}"
                         if request.names else ""))
     return Outcome({"missed": [r.as_dict() for r in ranges]}, lines,
-                   problems=[why for _, why in garbled], code=1 if garbled else 0)
+                   problems=[why for _, why in garbled], code=1 if garbled else 0,
+                   value=ranges)
 
 
 def _trigger(request: Request, store: Store) -> Outcome:
     ran = store.trigger(request.name, request.args)
     return Outcome(ran.as_dict(), [f"pushed {shown(ran.name)} now: jid {ran.jid} into "
-                                   f"queue {shown(ran.queue)}"])
+                                   f"queue {shown(ran.queue)}"], value=ran)
 
 
 def _history(request: Request, store: Store) -> Outcome:
@@ -108,12 +131,13 @@ def _history(request: Request, store: Store) -> Outcome:
         f"no pushes recorded for {shown(request.name)}"
         + (" (KIQBEAT_HISTORY / --history is 0: none are kept)"
            if store.keep_history == 0 else "")]
-    return Outcome({**json_name(request.name), "history": [p.as_dict() for p in pushes]}, lines)
+    return Outcome({**json_name(request.name), "history": [p.as_dict() for p in pushes]},
+                   lines, value=pushes)
 
 
 def _report(request: Request, store: Store) -> Outcome:
     found = store.report(request.name, since=request.since, until=request.until)
-    return Outcome(found.as_dict(), found.lines())
+    return Outcome(found.as_dict(), found.lines(), value=found)
 
 
 def _reindex(request: Request, engine: Engine) -> Outcome:
@@ -214,8 +238,12 @@ def _status(request: Request, engine: Engine, store: Store) -> Outcome:
 # --------------------------------------------------------------------------- schedules changes
 
 def _write(request: Request, store: Store) -> Outcome:
-    """add, put or update one schedule; its definition checked as a document's schedule."""
-    warnings = _forcing(request, store)
+    """add, put or update one schedule; its definition checked as a document's schedule. A
+    put reads the owner first, to say whether it added the schedule or replaced one (a
+    typo in a name adds a schedule: the answer says so) — `created`, the HTTP API's 201."""
+    owned = store.owner(request.name) if request.kind == "put" or request.force_owner \
+        else None
+    warnings = _forcing(request, owned)
     if request.kind == "add":
         store.add(request.name, request.definition)
         changed = True
@@ -223,14 +251,20 @@ def _write(request: Request, store: Store) -> Outcome:
         changed = store.put(request.name, request.definition, force=request.force_owner)
     else:
         changed = store.update(request.name, request.definition, force=request.force_owner)
-    verb = {"add": "added", "put": "stored", "update": "updated"}[request.kind]
+    verb = {"add": "added", "put": "added" if owned is None else "replaced",
+            "update": "updated"}[request.kind]
     line = (f"{verb} {shown(request.name)}; the next invocation plans it" if changed
             else f"{shown(request.name)} was stored exactly so already; nothing changed")
-    return _changed(request, changed, line, warnings)
+    outcome = _changed(request, changed, line, warnings)
+    if request.kind == "put":
+        outcome.result["created"] = owned is None
+    return outcome
 
 
 def _remove(request: Request, store: Store) -> Outcome:
-    warnings = _forcing(request, store)
+    """Remove one schedule; `changed` (and `value`) False when there was none: the CLI says
+    so and exits 0, the HTTP API answers 404."""
+    warnings = _forcing(request, store.owner(request.name) if request.force_owner else None)
     removed = store.remove(request.name, force=request.force_owner)
     line = (f"removed {shown(request.name)} and forgot its state" if removed
             else f"{store.no_schedule([request.name])}; nothing removed")
@@ -259,22 +293,20 @@ def _skip(request: Request, store: Store) -> Outcome:
     return Outcome({**json_name(request.name), "action": "skip", "changed": True,
                     "pending": pending},
                    [f"{shown(request.name)}: its next {pending:,} tick(s) will be skipped "
-                    "(shown as skipped in its history, not recorded as missed)"])
+                    "(shown as skipped in its history, not recorded as missed)"],
+                   value=pending)
 
 
 def _changed(request: Request, changed: bool, line: str,
              warnings: list[str] | None = None) -> Outcome:
     return Outcome({**json_name(request.name), "action": request.kind, "changed": changed},
-                   [line], warnings=warnings or [])
+                   [line], warnings=warnings or [], value=changed)
 
 
-def _forcing(request: Request, store: Store) -> list[str]:
-    """With force_owner over a document the store knows, a warning saying what that
-    document does next."""
-    if not request.force_owner:
-        return []
-    owned = store.owner(request.name)
-    if owned is None or not owned[1]:
+def _forcing(request: Request, owned: tuple[str, bool] | None) -> list[str]:
+    """With force_owner over a document the store knows (`owned`: `Store.owner`, read
+    before the write), a warning saying what that document does next."""
+    if not request.force_owner or owned is None or not owned[1]:
         return []
     then = ("still lists it, and writes it again when its definition there changes"
             if request.kind == "remove" else "may no longer change it: its next change "
@@ -288,7 +320,7 @@ def _get(request: Request, store: Store) -> Outcome:
     row = store.get(request.name)
     if row is None:
         raise store.no_schedule([request.name])
-    return Outcome(row.as_dict(), _described(row))
+    return Outcome(row.as_dict(), _described(row), value=row)
 
 
 def _described(row: ScheduleStatus) -> list[str]:
@@ -322,7 +354,9 @@ def _described(row: ScheduleStatus) -> list[str]:
     return lines
 
 
-_BY_KIND: dict[str, Callable[[Request, Store], Outcome]] = {
+# What each request kind on a schedule does on the Store: the one dispatch (a backfill,
+# which takes `run`'s deadline, is `run`'s own).
+BY_KIND: dict[str, Callable[[Request, Store], Outcome]] = {
     "missed": _missed, "trigger": _trigger, "history": _history, "report": _report,
     "get": _get,
     "add": _write, "put": _write, "update": _write, "remove": _remove,
@@ -368,7 +402,7 @@ def _backfilled(request: Request, result: Backfill) -> Outcome:
             lines.append("older ticks in scope were taken out of the record unpushed "
                          "(--latest-only)")
     lines += [f"skipped: {shown_name(name)}: {why}" for name, why in result.skipped]
-    outcome = Outcome(result.as_dict() | {"dry_run": request.dry_run}, lines, backfill=result)
+    outcome = Outcome(result.as_dict() | {"dry_run": request.dry_run}, lines, value=result)
     if result.stopped:
         last = (f"the last: {shown_name(result.last.schedule)} tick "
                 f"{result.last.tick.isoformat()}"

@@ -1,9 +1,9 @@
-"""An operator's requests in one model for both entrypoints: read from a command line
-(`kiqbeat backfill ...`, `kiqbeat schedules put ...`: an argparse Namespace) or from a Lambda
-event (`{"kiqbeat": "backfill", ...}`, `{"kiqbeat": "put", ...}`), checked by the same code,
-run by the same function (`kiqbeat.entrypoints.outcomes.execute`). The CLI and the handler
-only adapt: they name the fields their own way (`--since`, the event's "since") and print or
-return the outcome.
+"""An operator's requests in one model for every front end: read from a command line
+(`kiqbeat backfill ...`, `kiqbeat schedules put ...`: an argparse Namespace), from a Lambda
+event (`{"kiqbeat": "backfill", ...}`, `{"kiqbeat": "put", ...}`) or from the console's JSON
+body or form (`from_fields`), checked by the same code, run by the same dispatch
+(`kiqbeat.entrypoints.outcomes`). The front ends only adapt: they name the fields their own
+way (`--since`, the event's "since") and print, return or render the outcome.
 
 The requests: `status`; `missed`, `backfill`, `trigger`, `history`; the schedules changes
 `add`, `put`, `update`, `remove`, `pause`, `resume` and `get`; `reindex`. Every check names

@@ -36,6 +36,8 @@ from kiqbeat.audit import AuditEntry
 from kiqbeat.core.instants import option_instant
 from kiqbeat.core.limits import MAX_DEFINITION_BYTES
 from kiqbeat.document import check_definition
+from kiqbeat.entrypoints.outcomes import Outcome
+from kiqbeat.entrypoints.requests import Request as Asked
 from kiqbeat.entrypoints.requests import from_fields
 from kiqbeat.errors import (
     ConfigError,
@@ -49,7 +51,7 @@ from kiqbeat.errors import (
 )
 from kiqbeat.web.auth import Principal
 from kiqbeat.web.bearer import Refusal, authenticate
-from kiqbeat.web.console import Console, checked_note
+from kiqbeat.web.console import Console
 from kiqbeat.web.openapi import openapi
 
 MAX_BODY_BYTES = 2 * MAX_DEFINITION_BYTES
@@ -132,13 +134,12 @@ def _object_body(request: Request) -> dict[str, Any]:
             else v for k, v in body.items()}
 
 
-def _note(request: Request, body: Any) -> str:
-    """The request's note (the body's "note", else the X-Kiqbeat-Note header); ConfigError
-    (422) when it is not text or over MAX_AUDIT_NOTE_CHARS, as the CLI and the Lambda
-    refuse it: never cut."""
+def _note(request: Request, body: Any) -> Any:
+    """The request's note: the body's "note", else the X-Kiqbeat-Note header; checked by the
+    request model (not text, {}, 0, null, or over MAX_AUDIT_NOTE_CHARS: 422, never cut)."""
     if isinstance(body, dict) and "note" in body:
-        return checked_note(body["note"])  # not text ({}, 0, null): refused, never ignored
-    return checked_note(request.headers.get("x-kiqbeat-note", ""))
+        return body["note"]
+    return request.headers.get("x-kiqbeat-note", "")
 
 
 def _limit(request: Request) -> int:
@@ -160,8 +161,9 @@ def list_schedules(request: Request, _: Principal) -> Response:
 
 # ---------------------------------------------------------------- a schedule's requests
 # Each request under /api/v1/schedules/NAME is read into the request model of the CLI and
-# the Lambda (`from_fields`: the same checks), run by the console's one dispatch
-# (`Console.execute`, by the request's kind), and rendered here as docs/api.md documents.
+# the Lambda (`from_fields`: the same checks), run by their one dispatch
+# (`kiqbeat.entrypoints.outcomes.run`, through `Console.execute`), and its outcome rendered
+# here as docs/api.md documents.
 
 
 def _fields_get(request: Request, name: str) -> dict[str, Any]:
@@ -227,39 +229,47 @@ def _fields_backfill(request: Request, name: str) -> dict[str, Any]:
     return {**body, "names": [name], "note": _note(request, body)}
 
 
-def _detail(request: Request, asked: Any, detail: Any) -> Response:
+def _detail(request: Request, asked: Asked, done: Outcome) -> Response:
+    detail = _console(request).detail(done.value)
     return JSONResponse(detail.row.as_dict() | {
         "fires": detail.fires, "history": [p.as_dict() for p in detail.history],
         "missed": [m.as_dict() for m in detail.missed],
         "audit": [_entry(a) for a in detail.audit]})
 
 
-def _put(request: Request, asked: Any, created: Any) -> Response:
+def _put(request: Request, asked: Asked, done: Outcome) -> Response:
     row = _console(request).get(asked.name)
-    return JSONResponse(row.as_dict(), status_code=201 if created else 200)
+    return JSONResponse(row.as_dict(), status_code=201 if done.result["created"] else 200)
 
 
-def _paused(request: Request, asked: Any, changed: Any) -> Response:
+def _removed(request: Request, asked: Asked, done: Outcome) -> Response:
+    """204; or, when there was nothing to remove, the 404 of no such schedule."""
+    if not done.value:
+        raise _console(request).store().no_schedule([asked.name])
+    return Response(status_code=204)
+
+
+def _paused(request: Request, asked: Asked, done: Outcome) -> Response:
     return JSONResponse({**json_name(asked.name), "paused": asked.kind == "pause",
-                         "changed": changed})
+                         "changed": done.value})
 
 
-# kind -> (its fields from the HTTP request, its answer from the result): every documented
-# body as it was.
+# kind -> (its fields from the HTTP request, its answer from the outcome): every documented
+# body as it was (report, trigger and backfill answer the outcome's JSON form, as the CLI's
+# --json and the Lambda do).
 FRONT: dict[str, tuple[Callable[[Request, str], dict[str, Any]],
-                       Callable[[Request, Any, Any], Response]]] = {
+                       Callable[[Request, Asked, Outcome], Response]]] = {
     "get": (_fields_get, _detail),
-    "report": (_fields_report, lambda _, __, found: JSONResponse(found.as_dict())),
+    "report": (_fields_report, lambda _, __, done: JSONResponse(done.result)),
     "put": (_fields_put, _put),
-    "remove": (_fields_remove, lambda *_: Response(status_code=204)),
+    "remove": (_fields_remove, _removed),
     "pause": (_fields_pause, _paused),
     "resume": (_fields_action, _paused),
-    "skip": (_fields_action, lambda _, asked, pending: JSONResponse(
-        {**json_name(asked.name), "pending_skips": pending})),
-    "trigger": (_fields_action, lambda _, __, done: JSONResponse(done.as_dict(),
+    "skip": (_fields_action, lambda _, asked, done: JSONResponse(
+        {**json_name(asked.name), "pending_skips": done.value})),
+    "trigger": (_fields_action, lambda _, __, done: JSONResponse(done.result,
                                                                  status_code=201)),
-    "backfill": (_fields_backfill, lambda _, asked, result: JSONResponse(
-        result.as_dict() | {"dry_run": asked.dry_run})),
+    "backfill": (_fields_backfill, lambda _, __, done: JSONResponse(done.result)),
 }
 
 
@@ -268,17 +278,21 @@ def act(kind: str) -> Handler:
     rendered."""
     fields, render = FRONT[kind]
 
-    def run(request: Request, principal: Principal) -> Response:
+    def answer(request: Request, principal: Principal) -> Response:
         asked = from_fields(kind, fields(request, _name(request)))
         return render(request, asked, _console(request).execute(principal.actor, asked))
 
-    return run
+    return answer
 
 
-def missed(request: Request, _: Principal) -> Response:
-    store = _console(request).store()
+def missed(request: Request, principal: Principal) -> Response:
+    """The "missed" request of the CLI and the Lambda, run by their dispatch: a `name` with
+    neither a schedule nor a record is 404; a record that is not one (written by hand) is
+    left out and named in "problems", and the others are listed."""
     names = request.query_params.getlist("name")
-    return JSONResponse({"missed": [m.as_dict() for m in store.missed(names)]})
+    done = _console(request).execute(principal.actor, from_fields(
+        "missed", {"names": names} if names else {}))
+    return JSONResponse(done.result | {"problems": done.problems})
 
 
 def status(request: Request, _: Principal) -> Response:

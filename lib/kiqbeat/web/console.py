@@ -1,9 +1,13 @@
-"""What the console's pages and its JSON API do, in one place, over `kiqbeat.store.Store`.
+"""What the console's pages and its JSON API read, in one place, over `kiqbeat.store.Store`;
+what they ask of a schedule, run by the CLI's and the Lambda's one dispatch.
 
-Both front ends call these methods and only format the results, so a page and an API call
+Both front ends call these methods and only render the results, so a page and an API call
 answer alike: the same rows, the same validation messages (`Store.check`, as `kiqbeat
-validate` gives them), the same refusals. Every change goes through the Store, which
-records it in the audit trail for the actor the front end names (its token's name).
+validate` gives them), the same refusals. A request on a schedule (get, report, put, remove,
+pause, resume, skip, trigger, backfill) is read by the request model of the CLI and the
+Lambda and run by their dispatch (`execute`: kiqbeat.entrypoints.outcomes.run), which makes
+every change through the Store, recorded in the audit trail for the actor the front end
+names (its token's name).
 
 Cost per call is bounded whatever the store holds: a page reads at most `limit` rows and
 examines at most `MAX_EXAMINED_PER_PAGE` names (limits.py), through the name index the write
@@ -20,16 +24,13 @@ import json
 import re
 import threading
 import time
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from kiqbeat.audit import AuditEntry, read_audit
 from kiqbeat.core import json_text
 from kiqbeat.core.limits import (
-    BACKFILL_CONFIRM_JOBS,
-    MAX_AUDIT_NOTE_CHARS,
     MAX_DEFINITION_BYTES,
     MAX_EXAMINED_PER_PAGE,
     MAX_PAGE_ROWS,
@@ -41,14 +42,15 @@ from kiqbeat.document.read import parse
 from kiqbeat.document.validate import read_definition
 from kiqbeat.engine import Engine
 from kiqbeat.entrypoints import preview
-from kiqbeat.entrypoints.requests import Request, from_fields
+from kiqbeat.entrypoints.outcomes import Outcome, run
+from kiqbeat.entrypoints.requests import Request
 from kiqbeat.errors import ConfigError, OwnedByDocumentError, json_name, shown
 from kiqbeat.redis import keys, progress, scripts
 from kiqbeat.redis.clock import read_clock
 from kiqbeat.redis.connection import redis_errors, reply_text
 from kiqbeat.redis.definitions import scan_items
 from kiqbeat.redis.names import NameIndex, build, index_names
-from kiqbeat.store import Backfill, MissedRange, ScheduleStatus, Status, Store, Triggered
+from kiqbeat.store import MissedRange, ScheduleStatus, Status, Store
 from kiqbeat.web.recent import Recent, Tally, paused_now
 
 STATES = ("active", "paused", "set_aside", "missed", "failing")
@@ -62,14 +64,6 @@ PAUSES_COUNTED = 10_000
 # A backfill asked for by a page or an API call stops pushing after this long (a request
 # must answer); its answer then says so, and running it again pushes the rest.
 BACKFILL_DEADLINE_S = 20.0
-
-
-def pause_until(value: Any) -> datetime | None:
-    """A pause's end from a JSON body or a form ("until"; None or "" for none), checked as
-    the CLI's --until and the Lambda's event are."""
-    if value is None or value == "":
-        return None
-    return from_fields("pause", {"until": value}).until
 
 
 def read_only(name: str, refused: OwnedByDocumentError) -> OwnedByDocumentError:
@@ -226,16 +220,6 @@ def json_object(data: bytes | object) -> dict[str, Any] | None:
     return raw if isinstance(raw, dict) else None
 
 
-def checked_note(note: object) -> str:
-    """A note for the audit trail as a page or the API gave it; ConfigError (422) when it is
-    not text or is over MAX_AUDIT_NOTE_CHARS, as the CLI and the Lambda refuse it (a note is
-    never cut)."""
-    if not isinstance(note, str) or len(note) > MAX_AUDIT_NOTE_CHARS:
-        raise ConfigError(f"note: expected text of at most {MAX_AUDIT_NOTE_CHARS:,} "
-                          f"characters, not {shown(note)}")
-    return note.strip()
-
-
 class Console:
     """The console's reads and actions over one deployment's store."""
 
@@ -382,7 +366,10 @@ class Console:
     def _rows(self, store: Store, names: list[str]) -> list[Row]:
         """The rows of `names` (absent ones left out), through the Store's length-checked
         reads: a definition over MAX_DEFINITION_BYTES is never read, its row set aside."""
-        statuses = store.rows(names)
+        return self._rows_of(store, store.rows(names))
+
+    def _rows_of(self, store: Store, statuses: list[ScheduleStatus]) -> list[Row]:
+        """The rows of the Store's `statuses`, with their last pushes and missed marks."""
         if not statuses:
             return []
         listed = [s.name for s in statuses]
@@ -424,17 +411,20 @@ class Console:
             raise store.no_schedule([name])
         return rows[0]
 
-    def detail(self, name: str) -> Detail:
-        """One schedule's page: its row, next fire times, history, missed ranges, audit."""
+    def detail(self, status: ScheduleStatus) -> Detail:
+        """One schedule's page from its row as a "get" request read it (the definition read
+        once, length-checked, parsed once): next fire times, history, missed ranges, audit
+        and the strip of its recent ticks (a "report" request of the last RECENT_SPAN)."""
         store = self.store()
-        row = self.get(name)  # the definition read once, length-checked, parsed once
+        name = status.name
+        row = self._rows_of(store, [status])[0]
         fires: list[dict[str, str | None]] = []
-        if row.schedule is not None:
-            fires = preview.next_fires(Config((row.schedule,)), read_clock(self.client), FIRES)[0]
         ticks = None
         if row.schedule is not None:
             now = read_clock(self.client)
-            ticks = store.report(name, since=now - RECENT_SPAN, until=now)
+            fires = preview.next_fires(Config((row.schedule,)), now, FIRES)[0]
+            ticks = run(Request("report", name=name, since=now - RECENT_SPAN, until=now),
+                        store).value
         return Detail(row, fires, store.history(name), store.missed([name]),
                       read_audit(self.client, self.namespace, name, limit=20), ticks)
 
@@ -480,99 +470,21 @@ class Console:
         """The newest audit entries (of `name` when given)."""
         return read_audit(self.client, self.namespace, name, limit=max(1, min(limit, 1000)))
 
-    # ------------------------------------------------------------------------ one dispatch
-
-    def execute(self, actor: str, request: Request) -> Any:
-        """Run one schedule request for `actor`: `request` is read and checked by the request
-        model the CLI and the Lambda use (`kiqbeat.entrypoints.requests`), and its kind alone
-        decides what runs (get, report, put, remove, pause, resume, skip, trigger, backfill);
-        the result is the front end's to render."""
-        run = _EXECUTE.get(request.kind)
-        if run is None:
-            raise ConfigError(f"{request.kind!r} is not a request the console runs")
-        return run(self, actor, request)
-
     # ------------------------------------------------------------------------ acting
 
-    # The refusals come from the Store's own writes (typed: ScheduleNotFoundError,
-    # OwnedByDocumentError), in the same atomic step as the change: nothing is read first
-    # to choose an answer, so no change made between a read and the write is missed.
-
-    def put(self, actor: str, name: str, definition: Mapping[str, Any], note: str = ""
-            ) -> bool:
-        """Create or replace an API-owned schedule; True when it was created (one read
-        first, for that answer only). ConfigError with the validation messages (before any
-        other refusal); OwnedByDocumentError for another source's."""
-        store = self.store(actor, note)
-        existed = store.owner(name) is not None
+    def execute(self, actor: str, request: Request) -> Outcome:
+        """Run one request on a schedule for `actor` by the one dispatch of the CLI and the
+        Lambda (`kiqbeat.entrypoints.outcomes.run`): `request` read and checked by their
+        request model (`kiqbeat.entrypoints.requests`), its kind alone deciding which Store
+        calls run; the outcome is the front end's to render. The refusals are the Store's
+        own, typed, from the same atomic step as the change (nothing is read first to choose
+        a refusal), but for a schedule another source holds, refused in the console's words
+        (`read_only`). A backfill stops pushing after BACKFILL_DEADLINE_S."""
         try:
-            store.put(name, definition)  # checked first: its messages, whoever owns it
+            outcome = run(request, self.store(actor, request.note),
+                          deadline=time.monotonic() + BACKFILL_DEADLINE_S)
         except OwnedByDocumentError as exc:
-            raise read_only(name, exc) from exc
-        return not existed
-
-    def remove(self, actor: str, name: str, note: str = "") -> None:
-        """Delete an API-owned schedule; ScheduleNotFoundError when there is none,
-        OwnedByDocumentError for another source's."""
-        store = self.store(actor, note)
-        try:
-            removed = store.remove(name)
-        except OwnedByDocumentError as exc:
-            raise read_only(name, exc) from exc
-        if not removed:
-            raise store.no_schedule([name])
-
-    def pause(self, actor: str, name: str, note: str = "", *,
-              until: datetime | None = None) -> bool:
-        """Pause a schedule (a document's too), with `note` as its pause's note and, with
-        `until`, resuming by itself after it; False when it was paused."""
-        return self.store(actor, note).pause(name, note=note, until=until)
-
-    def skip(self, actor: str, name: str, count: int = 1, note: str = "") -> int:
-        """Skip a schedule's next `count` ticks; the skips now pending."""
-        return self.store(actor, note).skip(name, count)
-
-    def resume(self, actor: str, name: str, note: str = "") -> bool:
-        """Resume a schedule; False when it was running."""
-        return self.store(actor, note).resume(name)
-
-    def trigger(self, actor: str, name: str, args: list[Any] | None = None, note: str = ""
-                ) -> Triggered:
-        """Push one job of the schedule now, with `args` instead of its own if given."""
-        return self.store(actor, note).trigger(name, args)
-
-    def backfill(self, actor: str, request: Request) -> Backfill:
-        """Push (or, dry, count) the named schedule's recorded missed ticks in [since, until]
-        (`request`: checked by `kiqbeat.entrypoints.requests.from_fields`, as the CLI's and
-        the Lambda's are). The operator's bounds hold as on the command line: without `yes`
-        or `max_jobs` a backfill of more than BACKFILL_CONFIRM_JOBS jobs is refused
-        (ConfigError) and pushes nothing, and so, without `yes`, is one of any tick from
-        before its schedule was first seen; `max_jobs` pushes at most that many, the oldest
-        first (run it again for the next). ScheduleNotFoundError, before anything is pushed,
-        for a name with neither a definition nor a record."""
-        store = self.store(actor, request.note)
-        result = store.backfill(list(request.names), since=request.since, until=request.until,
-                                latest_only=request.latest_only, dry_run=request.dry_run,
-                                max_jobs=request.max_jobs,
-                                confirm_above=None if request.yes or request.max_jobs
-                                else BACKFILL_CONFIRM_JOBS,
-                                pre_history=request.yes, reasons=request.reasons,
-                                deadline=time.monotonic() + BACKFILL_DEADLINE_S,
-                                must_exist=True)
-        self.backfilled += result.pushed
-        return result
-
-
-
-# What each request kind runs on the console (`Console.execute`): the one dispatch.
-_EXECUTE: dict[str, Callable[[Console, str, Request], Any]] = {
-    "get": lambda c, _, r: c.detail(r.name),
-    "report": lambda c, _, r: c.store().report(r.name, since=r.since, until=r.until),
-    "put": lambda c, a, r: c.put(a, r.name, r.definition, r.note),
-    "remove": lambda c, a, r: c.remove(a, r.name, r.note),
-    "pause": lambda c, a, r: c.pause(a, r.name, r.note, until=r.until),
-    "resume": lambda c, a, r: c.resume(a, r.name, r.note),
-    "skip": lambda c, a, r: c.skip(a, r.name, r.count, r.note),
-    "trigger": lambda c, a, r: c.trigger(a, r.name, r.args, r.note),
-    "backfill": lambda c, a, r: c.backfill(a, r),
-}
+            raise read_only(request.name, exc) from exc
+        if outcome.backfill is not None:
+            self.backfilled += outcome.backfill.pushed
+        return outcome

@@ -96,8 +96,9 @@ def openapi() -> dict[str, Any]:
             f"pushed) above {BACKFILL_CONFIRM_JOBS:,} jobs unless max_jobs is given, and "
             "whenever a tick is from before the schedule was first seen",
             body="Backfill", errors=acting)},
-        "/api/v1/missed": {"get": _op("recorded missed ranges", errors=("422",),
-                                      query=("name",))},
+        "/api/v1/missed": {"get": _op("recorded missed ranges (kiqbeat missed --json), and "
+                                      "the records that are not one, in problems",
+                                      errors=("404", "422"), query=("name",))},
         "/api/v1/status": {"get": _op("counts by state, most overdue, set aside, recent "
                                       "pushes, the document's state", errors=())},
         "/api/v1/audit": {"get": _op("the audit trail, newest first", errors=("422",),

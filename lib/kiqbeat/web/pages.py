@@ -29,6 +29,7 @@ from starlette.routing import Route
 
 from kiqbeat.core.limits import MAX_AUDIT_ENTRIES, MAX_DEFINITION_BYTES, MAX_PENDING_SKIPS
 from kiqbeat.core.records import REASONS
+from kiqbeat.entrypoints.outcomes import Outcome
 from kiqbeat.entrypoints.requests import from_fields
 from kiqbeat.errors import (
     ConfigError,
@@ -39,14 +40,7 @@ from kiqbeat.errors import (
     shown,
 )
 from kiqbeat.web.auth import NONCE_COOKIE, SESSION_COOKIE, SESSION_S, Auth, Principal, Session
-from kiqbeat.web.console import (
-    STATES,
-    STRIP_TICKS,
-    Console,
-    checked_note,
-    definition_of,
-    pause_until,
-)
+from kiqbeat.web.console import STATES, STRIP_TICKS, Console, definition_of
 from kiqbeat.web.sessions import Sessions
 from kiqbeat.web.throttle import Throttle
 
@@ -73,12 +67,6 @@ def form_name(fields: dict[str, str]) -> str:
     if "key" in fields:
         return unquote(fields["key"], errors="surrogateescape")
     return fields.get("name", "")
-
-
-def note_of(fields: dict[str, str]) -> str:
-    """A form's note for the audit trail; ConfigError when it is over the bound the CLI
-    and the Lambda keep (it is refused, never cut)."""
-    return checked_note(fields.get("note", ""))
 
 
 def _environment() -> Environment:
@@ -206,9 +194,9 @@ def schedules(request: Request, pages: Pages, _: Principal) -> Response:
     return pages.render(request, "schedules.html", page=result, f=f, next_url=next_url)
 
 
-def schedule(request: Request, pages: Pages, _: Principal) -> Response:
+def schedule(request: Request, pages: Pages, principal: Principal) -> Response:
     name = request.query_params.get("name", "")
-    d = pages.console.detail(name)
+    d = pages.console.detail(ask(pages, principal, "get", {"name": name}).value)
     size = d.row.status.oversized_bytes
     definition = (foreign_json(d.row.status.definition, indent=2) if size is None else
                   f"(not read: {size:,} bytes, over the limit of {MAX_DEFINITION_BYTES:,}; "
@@ -240,6 +228,12 @@ def edit(request: Request, pages: Pages, _: Principal) -> Response:
     return pages.render(request, "edit.html", editing=True, name=name, text=text, problems=[])
 
 
+def ask(pages: Pages, principal: Principal, kind: str, fields: dict[str, Any]) -> Outcome:
+    """A form's request: read into the request model of the CLI and the Lambda, run by their
+    one dispatch (`Console.execute`); the outcome is the page's to render."""
+    return pages.console.execute(principal.actor, from_fields(kind, fields))
+
+
 def save(request: Request, pages: Pages, principal: Principal) -> Response:
     fields = _fields(request)
     name, text = form_name(fields), fields.get("definition", "")
@@ -247,53 +241,55 @@ def save(request: Request, pages: Pages, principal: Principal) -> Response:
     try:
         if not name:
             raise ConfigError("a schedule needs a name")
-        created = pages.console.put(principal.actor, name, definition_of(text, name),
-                                    note_of(fields))
+        done = ask(pages, principal, "put", {"name": name, "note": fields.get("note", ""),
+                                             "definition": definition_of(text, name)})
     except ScheduleNotFoundError:
         raise
     except ConfigError as exc:
         return pages.render(request, "edit.html", 422, editing=editing, name=name, text=text,
                             problems=exc.problems)
-    return pages.go("/schedule", name=name, done="created" if created else "saved")
+    return pages.go("/schedule", name=name, done="created" if done.result["created"]
+                    else "saved")
+
+
+# A form's action -> the request kind it asks for, and the flash when it changed something
+# (else "unchanged").
+ACTIONS = {"pause": ("pause", "paused"), "resume": ("resume", "resumed"),
+           "skip": ("skip", "skipped"), "trigger": ("trigger", "triggered"),
+           "delete": ("remove", "deleted")}
 
 
 def act(request: Request, pages: Pages, principal: Principal) -> Response:
     fields = _fields(request)
     name, action = form_name(fields), fields.get("action", "")
-    note = note_of(fields)
-    console = pages.console
-    if action == "pause":
-        until = pause_until(fields.get("until", "").strip())
-        done = ("paused" if console.pause(principal.actor, name, note, until=until)
-                else "unchanged")
-    elif action == "resume":
-        done = "resumed" if console.resume(principal.actor, name, note) else "unchanged"
+    if action not in ACTIONS:
+        raise ConfigError(f"unknown action {shown(action)}")
+    asked: dict[str, Any] = {"name": name, "note": fields.get("note", "")}
+    if action == "pause" and (until := fields.get("until", "").strip()):
+        asked["until"] = until
     elif action == "skip":
         text = fields.get("count", "").strip() or "1"
         if not re.fullmatch(r"[0-9]{1,9}", text):  # not str.isdigit: "²" is a digit to it
             raise ConfigError(f"skip count {shown(text)} must be a whole number from 1 to "
                               f"{MAX_PENDING_SKIPS:,}")
-        console.skip(principal.actor, name, int(text), note)  # Store.skip checks the range
-        done = "skipped"
-    elif action == "trigger":
-        args = None
-        if text := fields.get("args", "").strip():
-            try:
-                args = json.loads(text)
-            except (ValueError, RecursionError):  # nested thousands deep: RecursionError
-                args = None
-            if not isinstance(args, list):
-                raise ConfigError(f"args {shown(text)} must be a JSON array, e.g. [42, \"eu\"]")
-        console.trigger(principal.actor, name, args, note)
-        done = "triggered"
-    elif action == "delete":
-        if fields.get("confirm") != "1":
-            raise ConfigError("tick 'really delete' to delete the schedule")
-        console.remove(principal.actor, name, note)
-        return pages.go("/schedules", done="deleted")
-    else:
-        raise ConfigError(f"unknown action {shown(action)}")
-    return pages.go("/schedule", name=name, done=done)
+        asked["count"] = int(text)  # the request model checks the range
+    elif action == "trigger" and (text := fields.get("args", "").strip()):
+        try:
+            asked["args"] = json.loads(text)
+        except (ValueError, RecursionError):  # nested thousands deep: RecursionError
+            asked["args"] = None
+        if not isinstance(asked["args"], list):
+            raise ConfigError(f"args {shown(text)} must be a JSON array, e.g. [42, \"eu\"]")
+    elif action == "delete" and fields.get("confirm") != "1":
+        raise ConfigError("tick 'really delete' to delete the schedule")
+    kind, flash = ACTIONS[action]
+    done = ask(pages, principal, kind, asked)
+    if kind == "remove":
+        if not done.value:  # nothing removed: no such schedule
+            raise pages.console.store().no_schedule([name])
+        return pages.go("/schedules", done=flash)
+    return pages.go("/schedule", name=name, done=flash if done.value is not False
+                    else "unchanged")
 
 
 def backfill_form(request: Request, pages: Pages, _: Principal) -> Response:
@@ -315,7 +311,7 @@ def backfill(request: Request, pages: Pages, principal: Principal) -> Response:
                            "dry_run": not confirm, "yes": fields.get("yes") == "1",
                            "note": fields.get("note", "")}
     raw |= {k: v for k, v in (("since", since_text), ("until", until_text)) if v}
-    result = pages.console.backfill(principal.actor, from_fields("backfill", raw))
+    result = ask(pages, principal, "backfill", raw).value
     return pages.render(request, "backfill.html", name=name, result=result, dry=not confirm,
                         missed=pages.console.store().missed([name]), since=since_text,
                         until=until_text, latest_only=latest_only)
