@@ -35,7 +35,7 @@ _KINDS = "tbms"  # tick, backfill, manual run, skipped (`kiqbeat schedules skip`
 
 def bucket(name: str | bytes) -> int:
     """The bucket holding schedule `name`'s state: SHA1's first 4 hex digits mod
-    STATE_BUCKETS (progress.lua's `bucket_of`)."""
+    STATE_BUCKETS (the scripts' `bucket_of`, lua/checks.lua)."""
     raw = name.encode(errors="surrogateescape") if isinstance(name, str) else name
     return int(hashlib.sha1(raw).hexdigest()[:4], 16) % STATE_BUCKETS
 
