@@ -466,8 +466,10 @@ def test_a_document_change_racing_an_api_pause_leaves_the_documents_definition_p
 
         hook: Callable[[], Any] | None = None
 
-        def evalsha(self, *args: Any) -> Any:  # the first: reading the definition
-            value = super().evalsha(*args)
+        def execute_command(self, *args: Any, **options: Any) -> Any:
+            value = super().execute_command(*args, **options)
+            if args[0] != "EVALSHA":  # the first script call: reading the definition
+                return value
             hook, ChangeAfterFirstRead.hook = ChangeAfterFirstRead.hook, None
             if hook is not None:
                 hook()
