@@ -136,23 +136,18 @@ def decode_history(blob: bytes) -> str:
     return "\n".join(lines)
 
 
-def _get(client: redis.Redis, key_of: Mapping[str, str], names: Sequence[str],
-         what: str) -> Iterator[tuple[str, bytes | None]]:
+def _records(client: redis.Redis, namespace: str, names: Sequence[str], what: str
+             ) -> Iterator[tuple[str, bytes | None]]:
+    """Each of `names` with its record (None: none), `BATCH` names a round trip."""
     for first in range(0, len(names), BATCH):
         batch = names[first:first + BATCH]
         with redis_errors(client, f"reading {what}"):
             pipe = client.pipeline(transaction=False)
             for name in batch:
-                pipe.execute_command("HGET", key_of[name], name.encode(errors="surrogateescape"),  # type: ignore[no-untyped-call]
-                                     **_RAW)
+                pipe.execute_command("HGET", keys.progress_bucket(namespace, bucket(name)),  # type: ignore[no-untyped-call]
+                                     name.encode(errors="surrogateescape"), **_RAW)
             values = pipe.execute()
         yield from zip(batch, values, strict=True)
-
-
-def _records(client: redis.Redis, namespace: str, names: Sequence[str], what: str
-             ) -> Iterator[tuple[str, bytes | None]]:
-    key_of = {n: keys.progress_bucket(namespace, bucket(n)) for n in names}
-    return _get(client, key_of, names, what)
 
 
 def read_marks(client: redis.Redis, namespace: str, names: Sequence[str]

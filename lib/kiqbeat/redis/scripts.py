@@ -97,25 +97,14 @@ class Caller:
              args: Sequence[Arg], *, raw: bool = False) -> Any:
         """Run it now (loading the script first when the server does not know it); `raw` as
         for `queue`."""
-        if raw:
-            options = {NEVER_DECODE: True}
-            try:
-                return client.execute_command(*self.command(lua, keys, args), **options)  # type: ignore[no-untyped-call]
-            except redis.exceptions.NoScriptError:
-                client.script_load(lua.text)
-                return client.execute_command(*self.command(lua, keys, args), **options)  # type: ignore[no-untyped-call]
-            except redis.ResponseError as exc:
-                raise self.explained(exc) from exc
-        if self.functions:
-            try:
-                return client.fcall(lua.function, len(keys), *keys, *args)
-            except redis.ResponseError as exc:
-                raise self.explained(exc) from exc
+        command, options = self.command(lua, keys, args), {NEVER_DECODE: True} if raw else {}
         try:
-            return client.evalsha(lua.sha, len(keys), *keys, *args)
-        except redis.exceptions.NoScriptError:
+            return client.execute_command(*command, **options)  # type: ignore[no-untyped-call]
+        except redis.exceptions.NoScriptError:  # scripts only: FCALL answers "not found"
             client.script_load(lua.text)
-            return client.evalsha(lua.sha, len(keys), *keys, *args)
+            return client.execute_command(*command, **options)  # type: ignore[no-untyped-call]
+        except redis.ResponseError as exc:
+            raise self.explained(exc) from exc
 
     def start(self, lua: Lua, client: redis.Redis, keys: Sequence[str],
               args: Sequence[Arg], *, line: Line | None = None, raw: bool = False,

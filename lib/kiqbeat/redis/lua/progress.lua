@@ -62,7 +62,6 @@ end
 local KIND_CODE = {t = 0, b = 1, m = 2, s = 3}
 
 -- One push, for the history: {kind letter, tick ms, delay ms (push instant - tick), jid}.
--- (A fifth argument, the tick's digits, is the text layout's and not needed here.)
 local function pushed_line(kind, tick, when, jid)
   return {kind, tick, when - tick, jid}
 end
