@@ -28,6 +28,7 @@ from tests.support.invariants import (
     jobs_in_redis,
     record,
 )
+from tests.support.marks import all_marks
 from tests.support.proxy import FaultProxy
 
 from .drive import run_cli
@@ -101,7 +102,7 @@ def test_lost_and_late_replies_are_retried_without_duplicates(
 
 def _state(client: redis.Redis) -> tuple[dict[str, progress.Mark], int]:
     """The watermarks and the number of jobs: the pair that must move together."""
-    return progress.all_marks(client, ""), len(jobs_in_redis(client))
+    return all_marks(client, ""), len(jobs_in_redis(client))
 
 
 def _refused_then_recovered(

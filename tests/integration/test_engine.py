@@ -22,7 +22,7 @@ from kiqbeat.redis.side import RedisSide
 from kiqbeat.store import Store
 from tests.support.clock import minute_floor, redis_now, room_before_boundary
 from tests.support.engine import config, marks, plan_stored, pushed_jobs
-from tests.support.marks import stored_mark
+from tests.support.marks import names_with_state, stored_mark
 from tests.support.servers import compact_hash_encoding
 
 EVERY_MINUTE = """
@@ -364,7 +364,7 @@ def test_a_schedule_removed_from_the_document_is_forgotten_at_once(
     report = run(client, config(EVERY_MINUTE), now=t0 + timedelta(minutes=2))
     assert report.pushed == 2 and {j.schedule for j in report.jobs} == {"report"}
     assert client.hkeys("kiqbeat:schedules") == [b"report"]
-    assert progress.names_with_state(client, "") == {"report"}
+    assert names_with_state(client, "") == {"report"}
     assert client.zrange("kiqbeat:due", 0, -1) == [b"report"]
 
 
