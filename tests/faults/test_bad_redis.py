@@ -17,8 +17,7 @@ import redis
 
 from kiqbeat.demo.server import RedisServer
 from kiqbeat.document import load_config_file
-from kiqbeat.redis import keys, progress
-from kiqbeat.redis.pushes import PUSH_SHA
+from kiqbeat.redis import keys, progress, scripts
 from tests.support.clock import minute_floor, redis_now
 from tests.support.invariants import (
     LONG,
@@ -42,7 +41,7 @@ schedules:
 """
 
 # The push script's call (the read script is an EVALSHA too).
-PUSH_CALL = PUSH_SHA.encode()
+PUSH_CALL = scripts.PUSH.sha.encode()
 
 
 @pytest.fixture

@@ -43,7 +43,7 @@ from kiqbeat.redis.side import RedisSide
 from kiqbeat.settings import Settings
 from kiqbeat.store import Store
 from tests.support.clock import advance_clock, minute_floor, redis_now, room_before_boundary
-from tests.support.engine import cron_jids, pushed_jobs
+from tests.support.engine import cron_jids, push_plan, pushed_jobs
 from tests.support.marks import all_marks, stored_mark, write_marks
 from tests.support.servers import load_functions
 
@@ -565,7 +565,7 @@ def test_a_definition_changed_between_read_and_push_is_left_alone_and_planned_af
 
     store.put("x", {"cron": "*/2 * * * *", "class": "NewWorker"})  # between read and push
     report = Report(now=now)
-    RedisSide(client).push(plan, STORE_ONLY, report, time.monotonic() + 30)
+    push_plan(client, plan, STORE_ONLY, report, time.monotonic() + 30)
     assert (report.stale, report.pushed) == (1, 3)
     assert {job.schedule for job in report.jobs} == {"y"}
     assert client.zscore(DUE, "x") == 0, "x's index entry still says 'plan me'"
@@ -592,7 +592,7 @@ def test_a_schedule_removed_between_read_and_push_is_not_pushed_nor_brought_back
     plan = plan_due(entries, now, STORE_ONLY.missed_jobs_window_s)
     assert store.remove("x") is True  # between read and push
     report = Report(now=now)
-    RedisSide(client).push(plan, STORE_ONLY, report, time.monotonic() + 30)
+    push_plan(client, plan, STORE_ONLY, report, time.monotonic() + 30)
     assert (report.stale, report.pushed) == (1, 0)
     assert pushed_jobs(client) == []
     assert forgotten(client, "x")
@@ -616,7 +616,7 @@ def test_a_schedule_removed_and_added_again_between_read_and_push_starts_afresh(
     store.remove("x")
     store.put("x", definition)  # the same bytes again
     report = Report(now=now)
-    RedisSide(client).push(plan, STORE_ONLY, report, time.monotonic() + 30)
+    push_plan(client, plan, STORE_ONLY, report, time.monotonic() + 30)
     assert (report.pushed, report.new_schedules) == (0, 0)
     assert stored_mark(client, "x") is None and client.zscore(DUE, "x") == 0
     assert run(client, STORE_ONLY, now=now).new_schedules == 1
