@@ -287,8 +287,8 @@ PAUSE = Lua.named("pause", "definitions", "records", "varints", "progress")
 # The layout before the progress buckets into them, once (redis/migrate.py).
 MIGRATE = Lua.named("migrate", "varints", "progress")
 SKIP = Lua.named("skip")
-INCIDENTS = Lua.named("incidents", "deadline", "varints", "outcomes")
-FOLD = Lua.named("fold", "deadline", "varints", "outcomes")
+INCIDENTS = Lua.named("incidents", "varints", "outcomes", "deadline")
+FOLD = Lua.named("fold", "varints", "outcomes", "deadline")
 SCRIPTS = Caller(functions=False)
 
 

@@ -1,14 +1,13 @@
 -- kiqbeat's success deadlines and incident records, shared by fold.lua and incidents.lua (put
--- before them by scripts.py): one rule for when a success takes a schedule's deadline away,
--- one reader of an incident record.
-
-local DEADLINE_LAST_TICK = 253370764800000  -- 9999-01-01T00:00:00Z in ms: no instant from then on
+-- before them, after outcomes.lua, by scripts.py): one rule for when a success takes a
+-- schedule's deadline away, one reader of an incident record.
 
 -- An instant as stored (a number of epoch ms), or nil when it is not one (not a number, not
--- finite, before the epoch or from 9999 on: written by hand, issue 27).
+-- finite, before the epoch or from 9999 on, outcomes.lua's LAST_TICK: written by hand,
+-- issue 27).
 local function instant(value)
   local v = tonumber(value)
-  if v and v >= 0 and v < DEADLINE_LAST_TICK then return v end
+  if v and v >= 0 and v < LAST_TICK then return v end
   return nil
 end
 
