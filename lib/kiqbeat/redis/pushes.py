@@ -31,7 +31,6 @@ from kiqbeat.errors import DeadlineError, KiqbeatError, shown, shown_text
 from kiqbeat.redis import frames, keys, scripts
 from kiqbeat.redis.connection import redis_errors, reply_text
 
-Piece = frames.Piece  # where operator code has always found it
 # Job bytes one invocation sends at most: a catch-up of big jobs goes on in the next
 # invocations (its watermarks only move with what was pushed), and neither kiqbeat's memory
 # nor Redis's takes a surprise of gigabytes in one go.
@@ -246,7 +245,7 @@ class Pusher:
                             f"{report.chunks} earlier calls, with their watermarks") from exc
 
 
-def push_backfill(client: redis.Redis, namespace: str, pieces: Sequence[Piece],
+def push_backfill(client: redis.Redis, namespace: str, pieces: Sequence[frames.Piece],
                   history: int, lua: scripts.Caller = scripts.SCRIPTS) -> BackfillCall:
     """One atomic backfill call (backfill.lua)."""
     queues = frames.Queues()
