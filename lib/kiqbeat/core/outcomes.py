@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kiqbeat.core.instants import from_ms
+from kiqbeat.core.instants import LAST_INSTANT, from_ms, to_ms
 from kiqbeat.core.payload import jid_ms
 from kiqbeat.core.varints import UNITS_MS, read_varint
 
@@ -69,7 +69,7 @@ class Health:
 
 # The bounds outcomes.lua's decoder keeps (a stored value past them is not a record, issue 27):
 _MAX_COUNT = 1000
-LAST_TICK_MS = 253_370_764_800_000  # 9999-01-01T00:00:00Z: no tick from then on
+LAST_TICK_MS = to_ms(LAST_INSTANT)  # 9999-01-01T00:00:00Z: no tick from then on
 
 
 def _varint(raw: bytes, pos: int) -> tuple[int, int]:
