@@ -46,6 +46,7 @@ LIMITS = (f"-- kiqbeat's bounds (core/limits.py), written here by scripts.py.\n"
           f"local MAX_OVERLAP_SCAN = {limits.MAX_OVERLAP_SCAN}\n"
           f"local ENDED_MS = {limits.MAX_PLANNABLE_MS}\n"
           f"local MAX_CHANGED = {limits.MAX_CHANGED_NAMES}\n"
+          f"local MAX_HISTORY = {limits.MAX_HISTORY}\n"
           # The test clock's key (redis/clock.py), nil outside the test suite.
           f"local TEST_CLOCK_KEY = {'nil' if TEST_CLOCK_KEY is None else repr(TEST_CLOCK_KEY)}\n")
 

@@ -90,7 +90,7 @@ local function history_of(definition)
   if not string.find(definition, '"history"', 1, true) then return DEFAULT_N end
   local ok, parsed = pcall(cjson.decode, definition)
   local n = ok and type(parsed) == 'table' and parsed.history
-  if type(n) == 'number' and n >= 0 and n == floor(n) then return math.min(n, MAX_COUNT) end
+  if type(n) == 'number' and n >= 0 and n == floor(n) then return math.min(n, MAX_HISTORY) end
   return DEFAULT_N
 end
 
