@@ -19,7 +19,7 @@ from kiqbeat.entrypoints.cli import main
 from kiqbeat.entrypoints.loop import stop_on_signals
 from kiqbeat.redis import progress
 from tests.support.clock import room_before_boundary
-from tests.support.marks import rewind_mark, stored_mark
+from tests.support.marks import rewind_mark, stored_mark, write_marks
 
 SCHEDULE = """
 missed_jobs_window: 1h
@@ -272,7 +272,7 @@ def test_status_pages_most_overdue_first_and_filters_by_name(
     # As the store holds it after ten minutes without an invocation for s17 alone:
     seen = getattr(stored_mark(redis_client, "s17"), "first_seen_ms", None)
     late_ms = int(late.timestamp() * 1000)
-    progress.write_marks(redis_client, "", {"s17": progress.Mark(late_ms, seen)})
+    write_marks(redis_client, "", {"s17": progress.Mark(late_ms, seen)})
     redis_client.zadd("kiqbeat:due", {"s17": int(late.timestamp() * 1000) + 60_000})
     capsys.readouterr()
     assert main(["status", *common, "--limit", "5", "--json"]) == 0

@@ -17,8 +17,7 @@ import redis
 
 from kiqbeat.demo.server import RedisServer
 from kiqbeat.document import load_config_file
-from kiqbeat.redis import keys, progress
-from kiqbeat.redis.pushes import PUSH_SHA
+from kiqbeat.redis import keys, progress, scripts
 from tests.support.clock import minute_floor, redis_now
 from tests.support.invariants import (
     LONG,
@@ -28,6 +27,7 @@ from tests.support.invariants import (
     jobs_in_redis,
     record,
 )
+from tests.support.marks import all_marks
 from tests.support.proxy import FaultProxy
 
 from .drive import run_cli
@@ -41,7 +41,7 @@ schedules:
 """
 
 # The push script's call (the read script is an EVALSHA too).
-PUSH_CALL = PUSH_SHA.encode()
+PUSH_CALL = scripts.PUSH.sha.encode()
 
 
 @pytest.fixture
@@ -101,7 +101,7 @@ def test_lost_and_late_replies_are_retried_without_duplicates(
 
 def _state(client: redis.Redis) -> tuple[dict[str, progress.Mark], int]:
     """The watermarks and the number of jobs: the pair that must move together."""
-    return progress.all_marks(client, ""), len(jobs_in_redis(client))
+    return all_marks(client, ""), len(jobs_in_redis(client))
 
 
 def _refused_then_recovered(

@@ -25,7 +25,7 @@ from kiqbeat.settings import Settings
 from kiqbeat.store import Store
 from tests.support.alerts import events, report_outcome
 from tests.support.engine import config, race
-from tests.support.marks import stored_mark
+from tests.support.marks import stored_mark, write_marks
 
 T0 = datetime(2025, 12, 24, 0, 0, tzinfo=UTC)
 BUFFERED = """
@@ -302,7 +302,7 @@ def test_in_any_interleaving_each_tick_is_pushed_held_or_recorded_once_one_job_a
     tick up to the mark pushed, held (one at most) or recorded for overlap, exactly once."""
     client.flushall()
     client.hset(keys.definitions(""), "r", DEFINITION)
-    progress.write_marks(client, "", {"r": progress.Mark(0, None)})
+    write_marks(client, "", {"r": progress.Mark(0, None)})
     sha = hashlib.sha1(DEFINITION).hexdigest()
     taken: list[str] = []
     for action, back, ahead in steps:

@@ -33,6 +33,7 @@ from kiqbeat.redis.frames import (
 )
 from tests.support.clock import minute_floor, redis_now
 from tests.support.engine import config, pushed_jobs
+from tests.support.marks import write_marks
 
 NO_MARK = 2**48 - 1
 LAST_TICK = 253_370_764_800_000  # 9999-01-01: no outcome tick from then on
@@ -214,7 +215,7 @@ def test_a_request_cut_short_is_refused_whole_and_nothing_is_written(client: red
     client.hset(keys.definitions("ns:"), "a", definition)
     client.hset(keys.definitions("ns:"), "b", definition)
     before = {"a": progress.Mark(500, None), "b": progress.Mark(500, None)}
-    progress.write_marks(client, "ns:", before)
+    write_marks(client, "ns:", before)
     sha = hashlib.sha1(definition).hexdigest()
     full = [Group("a", 2000, stored_ms=500, sha=sha, queue="q", ticks=[2000], releases=[0],
                   payloads=[b'{"jid":"a"}']),

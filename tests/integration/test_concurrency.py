@@ -18,8 +18,8 @@ import redis
 from kiqbeat.core.cron import fire_times
 from kiqbeat.core.payload import jid
 from kiqbeat.engine import run
+from kiqbeat.redis import scripts
 from kiqbeat.redis.connection import connect
-from kiqbeat.redis.pushes import PUSH_SHA
 from tests.support.clock import minute_floor, redis_now
 from tests.support.engine import config, pushed_jobs
 
@@ -40,7 +40,7 @@ schedules:
 """
 
 # The push script's call (the read script is an EVALSHA too).
-PUSH_CALL = PUSH_SHA.encode()
+PUSH_CALL = scripts.PUSH.sha.encode()
 
 
 def _invoker(url: str, start_s: float, steps: int, seed: int) -> int:

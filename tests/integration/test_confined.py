@@ -43,7 +43,7 @@ from kiqbeat.redis.definitions import definition_sha
 from kiqbeat.redis.side import RedisSide
 from kiqbeat.store import Store
 from tests.support.clock import minute_floor, redis_now
-from tests.support.engine import cron_jids, pushed_jobs
+from tests.support.engine import cron_jids, push_plan, pushed_jobs
 from tests.support.marks import marked_names
 
 CGROUP_ROOT = Path("/sys/fs/cgroup/memory")
@@ -225,8 +225,8 @@ def test_scripts_never_read_a_definition_swapped_for_an_oversized_one(
     plan = plan_due(entries, now, 3600.0)
     client.hset(SCHEDULES, "x", b"y" * GARBAGE_BYTES)  # swapped between read and push
     report = Report(now=now)
-    rise = peak_rise(client, lambda: RedisSide(client).push(
-        plan, STORE_ONLY, report, time.monotonic() + 30))
+    rise = peak_rise(client, lambda: push_plan(
+        client, plan, STORE_ONLY, report, time.monotonic() + 30))
     assert (report.stale, report.pushed) == (1, 0)
     assert rise < GARBAGE_BYTES // 4, f"push.lua read the swapped definition ({rise:,} B)"
 

@@ -18,11 +18,10 @@ from kiqbeat.demo.server import RedisServer
 from kiqbeat.engine import run
 from kiqbeat.errors import ConfigError, StateError
 from kiqbeat.redis import keys, progress
-from kiqbeat.redis.side import RedisSide
 from kiqbeat.store import Store
 from tests.support.clock import minute_floor, redis_now, room_before_boundary
-from tests.support.engine import config, marks, plan_stored, pushed_jobs
-from tests.support.marks import stored_mark
+from tests.support.engine import config, marks, plan_stored, push_plan, pushed_jobs
+from tests.support.marks import names_with_state, stored_mark
 from tests.support.servers import compact_hash_encoding
 
 EVERY_MINUTE = """
@@ -325,7 +324,7 @@ def test_copies_racing_to_register_a_new_schedule_lose_no_tick(client: redis.Red
     late_plan = plan_stored(client, cfg, {"report": None},
                             boundary + timedelta(milliseconds=10))
     report = Report(now=boundary)
-    RedisSide(client).push(late_plan, cfg, report, deadline=time.monotonic() + 10)
+    push_plan(client, late_plan, cfg, report, deadline=time.monotonic() + 10)
     assert report.new_schedules == 0, "the second registration changes nothing"
     later = run(client, cfg, now=boundary + timedelta(seconds=30))
     assert [(j.schedule, j.tick) for j in later.jobs] == [("report", boundary)]
@@ -364,7 +363,7 @@ def test_a_schedule_removed_from_the_document_is_forgotten_at_once(
     report = run(client, config(EVERY_MINUTE), now=t0 + timedelta(minutes=2))
     assert report.pushed == 2 and {j.schedule for j in report.jobs} == {"report"}
     assert client.hkeys("kiqbeat:schedules") == [b"report"]
-    assert progress.names_with_state(client, "") == {"report"}
+    assert names_with_state(client, "") == {"report"}
     assert client.zrange("kiqbeat:due", 0, -1) == [b"report"]
 
 

@@ -14,7 +14,7 @@ from kiqbeat.settings import Settings
 from kiqbeat.store import Store
 from tests.support.clock import redis_now
 from tests.support.engine import config
-from tests.support.marks import marked_names, stored_mark
+from tests.support.marks import marked_names, stored_mark, write_marks
 
 EVERY_SECOND = """
 missed_jobs_window: 60s
@@ -32,7 +32,7 @@ def seed_mark(client: redis.Redis, name: str, seconds_ago: float) -> None:
     sleeping): no tick at or before first-seen is ever pushed, so first-seen moves too."""
     mark = redis_now(client) - timedelta(seconds=seconds_ago)
     at = int(mark.timestamp() * 1000)
-    progress.write_marks(client, "", {name: progress.Mark(at, at)})
+    write_marks(client, "", {name: progress.Mark(at, at)})
     client.zadd("kiqbeat:due", {name: 0})  # and "plan me", as its index entry would say
 
 

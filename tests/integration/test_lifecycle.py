@@ -24,7 +24,7 @@ from kiqbeat.errors import ConfigError
 from kiqbeat.redis import keys, progress, pushes
 from kiqbeat.store import Store
 from tests.support.engine import config, pushed_jobs, race
-from tests.support.marks import stored_mark
+from tests.support.marks import stored_mark, write_marks
 
 T0 = datetime(2025, 12, 24, 0, 0, tzinfo=UTC)
 LIFE = """
@@ -186,7 +186,7 @@ def test_the_push_script_follows_the_ledger_and_never_exceeds_max_runs_in_any_in
     # reference model (Ledger) does.
     client.flushall()
     client.hset(keys.definitions(""), "r", DEFINITION)
-    progress.write_marks(client, "", {"r": progress.Mark(0, None)})
+    write_marks(client, "", {"r": progress.Mark(0, None)})
     if skips:
         client.hset(keys.skips(""), "r", skips)
     ledger = Ledger(skips=skips)

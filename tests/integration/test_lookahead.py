@@ -22,9 +22,8 @@ from kiqbeat.core.plan import MAX_JOBS_PER_CALL, to_ms
 from kiqbeat.core.report import Report
 from kiqbeat.engine import run
 from kiqbeat.redis.connection import connect
-from kiqbeat.redis.side import RedisSide
 from tests.support.clock import minute_floor, redis_now
-from tests.support.engine import config, marks, plan_stored
+from tests.support.engine import config, marks, plan_stored, push_plan
 from tests.support.marks import stored_mark
 
 FAST = """
@@ -116,7 +115,7 @@ def test_copies_racing_to_register_a_lookahead_schedule_push_each_tick_once(
     reports = []
     for at in (winner, loser):
         report = Report(now=at)
-        RedisSide(client).push(plans[at], cfg, report, deadline=time.monotonic() + 10)
+        push_plan(client, plans[at], cfg, report, deadline=time.monotonic() + 10)
         reports.append(report)
     assert (reports[0].new_schedules, reports[0].pushed) == (1, 6)
     assert (reports[1].new_schedules, reports[1].pushed) == (0, 0), "the loser changes nothing"

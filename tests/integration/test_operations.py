@@ -46,7 +46,7 @@ from kiqbeat.settings import Settings
 from kiqbeat.store import MAX_LISTED, Store
 from tests.support.clock import advance_clock, minute_floor, redis_now, room_before_boundary
 from tests.support.engine import Meddling, config, pushed_jobs
-from tests.support.marks import stored_mark
+from tests.support.marks import stored_mark, write_marks
 from tests.support.servers import skip_before_redis7
 
 MISSED = "kiqbeat:missed"
@@ -419,7 +419,7 @@ def test_a_watermark_set_back_to_zero_records_nothing_from_before_first_seen(
     t0 = redis_now(client) - timedelta(minutes=10)
     run(client, cfg, now=t0)
     seen = _seen_ms(client, "x")
-    progress.write_marks(client, "", {"x": progress.Mark(0, seen)})
+    write_marks(client, "", {"x": progress.Mark(0, seen)})
     run(client, cfg, now=t0 + timedelta(minutes=5))
     ((after, through, reason),) = recorded(client, "x")
     assert (after, reason) == (seen, "window")
@@ -438,7 +438,7 @@ def test_a_watermark_set_back_to_zero_pushes_nothing_from_before_first_seen(
     t0 = redis_now(client).replace(microsecond=0) - timedelta(minutes=2)
     run(client, cfg, now=t0)
     seen = from_ms(_seen_ms(client, "x"))
-    progress.write_marks(client, "", {"x": progress.Mark(0, to_ms(seen))})
+    write_marks(client, "", {"x": progress.Mark(0, to_ms(seen))})
     now = t0 + timedelta(minutes=1)
     run(client, cfg, now=now)
     found = job_jids(client)

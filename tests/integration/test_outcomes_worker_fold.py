@@ -127,7 +127,7 @@ def test_an_invocation_publishes_the_fold_call_once_a_worker_reported(
     published = client.get(keys.outcomes_script(""))
     assert published == f"1 EVALSHA {scripts.FOLD.sha} 10".encode()
     assert client.script_exists(scripts.FOLD.sha) == [True]
-    assert fold_call("", 10, scripts.Caller(functions=True)) == (
+    assert fold_call(10, scripts.Caller(functions=True)) == (
         f"1 FCALL {scripts.FOLD.function} 10")
 
 

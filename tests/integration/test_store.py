@@ -43,8 +43,8 @@ from kiqbeat.redis.side import RedisSide
 from kiqbeat.settings import Settings
 from kiqbeat.store import Store
 from tests.support.clock import advance_clock, minute_floor, redis_now, room_before_boundary
-from tests.support.engine import cron_jids, pushed_jobs
-from tests.support.marks import stored_mark
+from tests.support.engine import cron_jids, push_plan, pushed_jobs
+from tests.support.marks import all_marks, stored_mark, write_marks
 from tests.support.servers import load_functions
 
 # A deployment without a document: the engine runs the store alone.
@@ -466,8 +466,10 @@ def test_a_document_change_racing_an_api_pause_leaves_the_documents_definition_p
 
         hook: Callable[[], Any] | None = None
 
-        def evalsha(self, *args: Any) -> Any:  # the first: reading the definition
-            value = super().evalsha(*args)
+        def execute_command(self, *args: Any, **options: Any) -> Any:
+            value = super().execute_command(*args, **options)
+            if args[0] != "EVALSHA":  # the first script call: reading the definition
+                return value
             hook, ChangeAfterFirstRead.hook = ChangeAfterFirstRead.hook, None
             if hook is not None:
                 hook()
@@ -563,7 +565,7 @@ def test_a_definition_changed_between_read_and_push_is_left_alone_and_planned_af
 
     store.put("x", {"cron": "*/2 * * * *", "class": "NewWorker"})  # between read and push
     report = Report(now=now)
-    RedisSide(client).push(plan, STORE_ONLY, report, time.monotonic() + 30)
+    push_plan(client, plan, STORE_ONLY, report, time.monotonic() + 30)
     assert (report.stale, report.pushed) == (1, 3)
     assert {job.schedule for job in report.jobs} == {"y"}
     assert client.zscore(DUE, "x") == 0, "x's index entry still says 'plan me'"
@@ -590,7 +592,7 @@ def test_a_schedule_removed_between_read_and_push_is_not_pushed_nor_brought_back
     plan = plan_due(entries, now, STORE_ONLY.missed_jobs_window_s)
     assert store.remove("x") is True  # between read and push
     report = Report(now=now)
-    RedisSide(client).push(plan, STORE_ONLY, report, time.monotonic() + 30)
+    push_plan(client, plan, STORE_ONLY, report, time.monotonic() + 30)
     assert (report.stale, report.pushed) == (1, 0)
     assert pushed_jobs(client) == []
     assert forgotten(client, "x")
@@ -614,7 +616,7 @@ def test_a_schedule_removed_and_added_again_between_read_and_push_starts_afresh(
     store.remove("x")
     store.put("x", definition)  # the same bytes again
     report = Report(now=now)
-    RedisSide(client).push(plan, STORE_ONLY, report, time.monotonic() + 30)
+    push_plan(client, plan, STORE_ONLY, report, time.monotonic() + 30)
     assert (report.pushed, report.new_schedules) == (0, 0)
     assert stored_mark(client, "x") is None and client.zscore(DUE, "x") == 0
     assert run(client, STORE_ONLY, now=now).new_schedules == 1
@@ -748,7 +750,7 @@ def test_an_upgrade_from_the_old_layout_keeps_every_watermark(
     expected = sorted(jid(n, tick) for n, (ticks, look) in REFERENCE.items()
                       for tick in ticks(old_marks[n], now + look))
     assert sorted(jids(client)) == expected
-    first_seen = {n: m.first_seen_ms for n, m in progress.all_marks(client, "").items()}
+    first_seen = {n: m.first_seen_ms for n, m in all_marks(client, "").items()}
     assert first_seen == seen_before
 
     then = now + timedelta(seconds=50)
@@ -756,7 +758,7 @@ def test_an_upgrade_from_the_old_layout_keeps_every_watermark(
     expected = sorted(jid(n, tick) for n, (ticks, look) in REFERENCE.items()
                       for tick in ticks(old_marks[n], then + look))
     assert sorted(jids(client)) == expected
-    first_seen = {n: m.first_seen_ms for n, m in progress.all_marks(client, "").items()}
+    first_seen = {n: m.first_seen_ms for n, m in all_marks(client, "").items()}
     assert first_seen == seen_before
     histories = progress.read_histories(client, "", list(REFERENCE))
     assert set(histories) == set(REFERENCE)
@@ -785,7 +787,7 @@ def test_migrating_the_old_layout_twice_changes_nothing_and_a_garbled_mark_costs
     client.hset(FIRST_SEEN, mapping={"a": 1_700_000_000_000, "b": 7, "only_seen": 9})
     client.hset(keys.history(""), mapping={"a": "t 1700000060000 15\nt 1700000000000 3",
                                             "b": "t 1700000000000 4"})
-    progress.write_marks(client, "", {"c": progress.Mark(99, 1)})  # newer than the old "5"
+    write_marks(client, "", {"c": progress.Mark(99, 1)})  # newer than the old "5"
     warnings = migrate_layout(client, "")
     assert len(warnings) == 1 and "schedule b:" in warnings[0] and "kiqbeat:watermarks" in \
         warnings[0], warnings
@@ -903,7 +905,7 @@ def test_three_shards_plan_disjoint_sets_whose_union_is_the_store(client: redis.
     registered: set[str] = set()
     for i, engine in enumerate(engines):
         assert engine.run(STORE_ONLY, now=t0).new_schedules == len(shard_names(names, i, 3))
-        now_known = set(progress.all_marks(client, ""))
+        now_known = set(all_marks(client, ""))
         assert now_known - registered == shard_names(names, i, 3)
         registered = now_known
     until = t0 + timedelta(minutes=3)
@@ -950,7 +952,7 @@ def test_racing_shard_engines_push_each_tick_once(redis_url: str) -> None:
         Engine(Settings(shard=(i, 3)), client=client).run(STORE_ONLY, now=until)
     for i in range(3):
         assert pushed_by[i] == shard_names(names, i, 3)
-    assert {m.first_seen_ms for m in progress.all_marks(client, "").values()} == {to_ms(t0)}
+    assert {m.first_seen_ms for m in all_marks(client, "").values()} == {to_ms(t0)}
     pushed = jids(client)
     assert len(pushed) == len(set(pushed)), "a tick was pushed twice"
     assert set(pushed) == {j for n, c in crons.items() for j in cron_jids(n, c, t0, until)}
@@ -1282,7 +1284,7 @@ def test_a_failed_migration_is_tried_again_by_the_next_invocation(client: redis.
     client.set(FIRST_SEEN, "not a hash")
     with pytest.raises(Exception, match=FIRST_SEEN):
         engine.run(cfg, now=t)
-    assert client.llen("queue:default") == 0 and progress.all_marks(client, "") == {}
+    assert client.llen("queue:default") == 0 and all_marks(client, "") == {}
     name = sorted(REFERENCE)[0]
     ticks, lookahead = REFERENCE[name]
     old_mark = ticks(t - timedelta(minutes=20), t)[0]

@@ -21,6 +21,7 @@ from kiqbeat.redis.definitions import Oversized
 from kiqbeat.redis.frames import Piece
 from kiqbeat.redis.migrate import migrate_layout
 from kiqbeat.redis.side import RedisSide
+from tests.support.marks import write_marks
 
 NOW_MS = 1_780_000_000_000
 MINUTE = 60_000
@@ -51,7 +52,7 @@ def stored_mark(client: redis.Redis, name: str) -> progress.Mark | None:
 
 
 def set_mark(client: redis.Redis, name: str, mark_ms: int, first_seen_ms: int | None) -> None:
-    progress.write_marks(client, "ns:", {name: progress.Mark(mark_ms, first_seen_ms)})
+    write_marks(client, "ns:", {name: progress.Mark(mark_ms, first_seen_ms)})
 
 
 def queued(client: redis.Redis, queue: str) -> list[bytes]:

@@ -13,12 +13,12 @@ import redis
 from kiqbeat.demo.server import RedisServer, free_port
 from kiqbeat.engine import run
 from kiqbeat.errors import RedisUnavailableError
-from kiqbeat.redis import progress
 from kiqbeat.redis.connection import connect
 from tests.support.certs import Certs
 from tests.support.cli import SCHEDULE, kiqbeat_cli
 from tests.support.clock import minute_floor, redis_now
 from tests.support.engine import config, pushed_jobs
+from tests.support.marks import all_marks
 from tests.support.servers import tls_missing
 
 
@@ -97,7 +97,7 @@ def test_unverifiable_server_is_refused_and_nothing_is_pushed(
         t0 = minute_floor(redis_now(admin)) - timedelta(minutes=10)
         with connect(tls_redis.server.url) as plain:  # first seen, so a later run would push
             run(plain, cfg, now=t0)
-        before = progress.all_marks(admin, "")
+        before = all_marks(admin, "")
         with connect(url) as client, pytest.raises(RedisUnavailableError) as caught:
             run(client, cfg, now=t0 + timedelta(minutes=3))
         message = str(caught.value)
@@ -105,7 +105,7 @@ def test_unverifiable_server_is_refused_and_nothing_is_pushed(
         assert "certificate verify failed" in message
         assert f":{tls_redis.tls_port}" in message
         assert pushed_jobs(admin) == []
-        assert progress.all_marks(admin, "") == before
+        assert all_marks(admin, "") == before
 
 
 def test_verification_turned_off_needs_the_insecure_setting_and_warns_every_time(

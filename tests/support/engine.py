@@ -15,11 +15,13 @@ import redis
 from kiqbeat import fire_times
 from kiqbeat.core.payload import jid
 from kiqbeat.core.plan import Entry, Plan, plan_due
+from kiqbeat.core.report import Report
 from kiqbeat.core.schedule import Config
 from kiqbeat.document import load_config_text
 from kiqbeat.engine import Document, run
 from kiqbeat.redis import progress, scripts
 from kiqbeat.redis.definitions import definition_sha
+from kiqbeat.redis.pushes import Pusher
 from kiqbeat.redis.side import RedisSide
 
 
@@ -85,6 +87,17 @@ def plan_stored(client: redis.Redis, cfg: Config, marks: dict[str, int | None],
     shas = store(client, cfg)
     entries = [Entry(s, marks.get(s.name), shas[s.name]) for s in cfg.schedules]
     return plan_due(entries, now, cfg.missed_jobs_window_s, reindex=False)
+
+
+def push_plan(client: redis.Redis, plan: Plan, cfg: Config, report: Report,
+              deadline: float) -> None:
+    """Carry out `plan` as an invocation does (redis/pushes.py `Pusher`): a push call a
+    chunk, the report filled in."""
+    pusher = Pusher(client, "", cfg, report, deadline)
+    for chunk in plan.chunks():
+        if not pusher.send(chunk, plan.now_ms):
+            break
+    pusher.wait()
 
 
 def race(redis_url: str, cfg: Config, instants: list[datetime], invokers: int = 4) -> None:

@@ -44,7 +44,8 @@ from kiqbeat.core.payload import jid
 from kiqbeat.core.schedule import Config, Timetable
 from kiqbeat.document.validate import read_definition
 from kiqbeat.errors import ConfigError, KiqbeatError
-from kiqbeat.redis import keys, progress
+from kiqbeat.redis import keys
+from tests.support.marks import all_marks
 
 OUT_ENV = "KIQBEAT_RELIABILITY_OUT"
 MANUAL_JID = re.compile(r"manual[0-9a-f]{18}")  # a manual run's jid (issue 12)
@@ -127,7 +128,7 @@ def timetables(schedules: Schedules) -> dict[str, tuple[Timetable, timedelta]]:
 def first_seen(client: redis.Redis, namespace: str = "") -> dict[str, datetime]:
     """Schedule name -> when kiqbeat first saw it, as stored in Redis."""
     return {name: datetime.fromtimestamp(mark.first_seen_ms / 1000, tz=UTC)
-            for name, mark in progress.all_marks(client, namespace).items()
+            for name, mark in all_marks(client, namespace).items()
             if mark.first_seen_ms is not None}
 
 
@@ -372,7 +373,7 @@ class WatermarkSampler:
             while not self._stop.wait(self.interval_s):
                 try:
                     now = {name: mark.mark_ms for name, mark in
-                           progress.all_marks(client, self.namespace).items()}
+                           all_marks(client, self.namespace).items()}
                 except (redis.RedisError, KiqbeatError, ValueError):
                     continue
                 self.samples += 1

@@ -17,12 +17,19 @@ from kiqbeat.core.plan import (
     TickMemo,
     call_cost_us,
     plan_due,
-    plan_ticks,
     to_ms,
 )
+from kiqbeat.core.schedule import Config
 from kiqbeat.document import load_config_text
 
 NOW = datetime(2026, 5, 1, 9, 0, 5, tzinfo=UTC)
+
+
+def plan_ticks(config: Config, marks: dict[str, int | None], now: datetime) -> Plan:
+    """Every push of a whole document from the marks (epoch ms) and `now`: only the
+    schedules with something to do get a group."""
+    return plan_due([Entry(s, marks.get(s.name)) for s in config.schedules], now,
+                    config.missed_jobs_window_s, reindex=False)
 
 
 def test_no_call_carries_more_than_the_byte_cap_across_schedules() -> None:

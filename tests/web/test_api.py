@@ -26,7 +26,7 @@ from tests.support.cli import kiqbeat_cli
 from tests.support.clock import minute_floor, redis_now
 from tests.support.console import DIGEST, READER_TOKEN, Served, document_schedule, form_of, path
 from tests.support.engine import config, pushed_jobs
-from tests.support.marks import stored_mark
+from tests.support.marks import stored_mark, write_marks
 
 OUTAGE = """
 missed_jobs_window: 1h
@@ -345,7 +345,7 @@ def test_a_backfill_through_the_api_asks_for_yes_above_the_bound_and_before_firs
     # first seen an hour into the outage: its first 60 missed ticks were never owed
     mark = stored_mark(client, "minutely")
     assert mark is not None
-    progress.write_marks(client, "", {"minutely": progress.Mark(
+    write_marks(client, "", {"minutely": progress.Mark(
         mark.mark_ms, int((t0 + timedelta(hours=1)).timestamp() * 1000))})
     monkeypatch.setattr("kiqbeat.entrypoints.outcomes.BACKFILL_CONFIRM_JOBS", 100)
     with console.browser() as browser:

@@ -20,7 +20,6 @@ from typing import Any
 from kiqbeat.core.limits import MAX_SHOWN_CHARS
 from kiqbeat.core.payload import jid_ms
 
-EVENTS = ("failing", "silent", "recovered", "paused")
 SIGNATURE_HEADER = "X-Kiqbeat-Signature"
 KEY_HEADER = "X-Kiqbeat-Idempotency-Key"
 _WORDS = {

@@ -272,15 +272,14 @@ class Ledger:
     runs: int = 0
     skips: int = 0
 
-    def step(self, ticks_ms: Sequence[int], *, max_runs: int | None = None,
-             overlap_busy: bool | None = None) -> tuple[Ledger, list[int]]:
+    def step(self, ticks_ms: Sequence[int], *, max_runs: int | None = None
+             ) -> tuple[Ledger, list[int]]:
         """The state after one push step offered `ticks_ms` (ascending), and the ticks it
         pushed: only ticks above the watermark count; the watermark passes all of them."""
         fresh = [t for t in ticks_ms if t > self.watermark_ms]
         if not fresh:
             return self, []
-        decided = fates(len(fresh), runs=self.runs, max_runs=max_runs, skips=self.skips,
-                        overlap_busy=overlap_busy)
+        decided = fates(len(fresh), runs=self.runs, max_runs=max_runs, skips=self.skips)
         pushed = [t for t, f in zip(fresh, decided, strict=True) if f is Fate.PUSH]
         skipped = sum(f is Fate.SKIPPED for f in decided)
         return replace(self, watermark_ms=fresh[-1], runs=self.runs + len(pushed),

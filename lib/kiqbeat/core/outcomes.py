@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kiqbeat.core.instants import from_ms
+from kiqbeat.core.instants import LAST_INSTANT, from_ms, to_ms
+from kiqbeat.core.limits import MAX_HISTORY
 from kiqbeat.core.payload import jid_ms
 from kiqbeat.core.varints import UNITS_MS, read_varint
 
@@ -68,8 +69,8 @@ class Health:
 
 
 # The bounds outcomes.lua's decoder keeps (a stored value past them is not a record, issue 27):
-_MAX_COUNT = 1000
-LAST_TICK_MS = 253_370_764_800_000  # 9999-01-01T00:00:00Z: no tick from then on
+# at most MAX_HISTORY ticks (core/limits.py), and no tick from this instant on.
+LAST_TICK_MS = to_ms(LAST_INSTANT)  # 9999-01-01T00:00:00Z
 
 
 def _varint(raw: bytes, pos: int) -> tuple[int, int]:
@@ -88,7 +89,7 @@ def decode_outcomes(raw: bytes) -> Outcomes:
         success, pos = _varint(raw, 6)
         beyond, pos = _varint(raw, pos)
         count, pos = _varint(raw, pos)
-        if count > _MAX_COUNT:
+        if count > MAX_HISTORY:
             raise IndexError
         ticks: list[TickOutcome] = []
         tick = newest

@@ -39,7 +39,7 @@ invocation, like any tick beyond the lookahead.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import NamedTuple
@@ -54,7 +54,7 @@ from kiqbeat.core.limits import (
 )
 from kiqbeat.core.pause import Pause, planned
 from kiqbeat.core.payload import JobTemplates, jid_ms
-from kiqbeat.core.schedule import Config, Schedule, Timetable
+from kiqbeat.core.schedule import Schedule, Timetable
 
 # `catch_up: none` still pushes ticks this fresh: one trigger period, the normal lag.
 ON_TIME_S = 120.0
@@ -554,15 +554,3 @@ def plan_due(entries: Sequence[Entry], now: datetime, window_s: float,
         group.overlap = OVERLAP_CODES[schedule.overlap]
         groups.append(group)
     return plan
-
-
-def plan_ticks(
-    config: Config,
-    marks: Mapping[str, int | None],
-    now: datetime,
-    memo: TickMemo | None = None,
-) -> Plan:
-    """Decide every push of a whole document from the stored marks (epoch ms) and `now`:
-    only the schedules with something to do get a group."""
-    entries = [Entry(s, marks.get(s.name)) for s in config.schedules]
-    return plan_due(entries, now, config.missed_jobs_window_s, memo, reindex=False)

@@ -113,15 +113,6 @@ class Sources:
                               source=source)
         return limits
 
-    def forget(self) -> None:
-        """Drop every cached document, secret and AWS client (a forced reload)."""
-        with self._lock:
-            self._documents.clear()
-            self._secrets.clear()
-            self._files.clear()
-            self._parsed.clear()
-            self._aws.clear()
-
     def load_config(self, source: str, *, max_age_s: float | None = None,
                     options: ImportOptions | None = None,
                     now: datetime | None = None) -> Config:

@@ -70,11 +70,11 @@ def fold_outcomes(client: redis.Redis, namespace: str = "", *, history: int = 10
     return report
 
 
-def fold_call(namespace: str, history: int, lua: scripts.Caller) -> str:
+def fold_call(history: int, lua: scripts.Caller) -> str:
     """The call a worker makes to fold its own report, as published in
     `keys.outcomes_script`: "PROTOCOL VERB TARGET HISTORY" (docs/store.md, "The worker
-    protocol"; the worker sends `VERB TARGET 1 INBOX 0 HISTORY ENTRY`)."""
-    del namespace  # the same call in every namespace: the inbox key carries it
+    protocol"; the worker sends `VERB TARGET 1 INBOX 0 HISTORY ENTRY`), the same in every
+    namespace (the inbox key carries it)."""
     verb, target = ("FCALL", scripts.FOLD.function) if lua.functions else (
         "EVALSHA", scripts.FOLD.sha)
     return f"{PROTOCOL} {verb} {target} {history}"
@@ -88,7 +88,7 @@ def publish_fold(client: redis.Redis, namespace: str, history: int, lua: scripts
     something to the inbox (a deployment without the middleware gets no key) or a call is
     published already (another kiqbeat's: an upgrade). Whether it wrote (one pipelined round
     trip)."""
-    call = fold_call(namespace, history, lua)
+    call = fold_call(history, lua)
     if published is None and not reported:
         return False
     if isinstance(published, bytes | str) and reply_text(published) == call:
@@ -119,7 +119,7 @@ def read_outcomes(client: redis.Redis, namespace: str, names: Sequence[str]
         record = None
         if raw:
             try:
-                record = decode_outcomes(_bytes(raw))
+                record = decode_outcomes(raw)  # bytes: read undecoded
             except ValueError:
                 record = None
         found[name] = (record, _text(error) if error else None)
@@ -130,14 +130,6 @@ def read_health(client: redis.Redis, namespace: str, names: Sequence[str]) -> di
     """Each name's health (one pipelined round trip)."""
     return {name: health(name, record, error)
             for name, (record, error) in read_outcomes(client, namespace, names).items()}
-
-
-def _bytes(value: object) -> bytes:
-    if isinstance(value, bytes):
-        return value
-    if isinstance(value, str):
-        return value.encode("latin-1", errors="surrogateescape")
-    raise ValueError(f"not an outcome record: {value!r}")
 
 
 def _text(value: object) -> str:

@@ -11,7 +11,7 @@ each name is judged against its definition in one step (index.lua).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -132,16 +132,13 @@ def _stored_pages(client: redis.Redis, key: str) -> Iterator[list[str]]:
         yield page
 
 
-def build(client: redis.Redis, namespace: str, lua: scripts.Caller = scripts.SCRIPTS,
-          progress: Callable[[int], None] | None = None) -> int:
+def build(client: redis.Redis, namespace: str, lua: scripts.Caller = scripts.SCRIPTS) -> int:
     """Index every stored name and drop every indexed name without a definition, a page per
     call, then record the index as built; returns the stored names indexed. Reads each
     definition once, inside Redis (its facets), one over the limit never."""
     indexed = 0
     for page in _stored_pages(client, keys.definitions(namespace)):
         indexed += index_names(client, namespace, page, lua=lua)
-        if progress is not None:
-            progress(len(page))
     index, after = NameIndex(client, namespace), None
     while True:
         page = index.page("", after, BUILD_PAGE)

@@ -15,7 +15,7 @@ lines, newest first), which `core.records.parse_history` reads.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import redis
@@ -35,7 +35,7 @@ _KINDS = "tbms"  # tick, backfill, manual run, skipped (`kiqbeat schedules skip`
 
 def bucket(name: str | bytes) -> int:
     """The bucket holding schedule `name`'s state: SHA1's first 4 hex digits mod
-    STATE_BUCKETS (progress.lua's `bucket_of`)."""
+    STATE_BUCKETS (the scripts' `bucket_of`, lua/checks.lua)."""
     raw = name.encode(errors="surrogateescape") if isinstance(name, str) else name
     return int(hashlib.sha1(raw).hexdigest()[:4], 16) % STATE_BUCKETS
 
@@ -136,23 +136,18 @@ def decode_history(blob: bytes) -> str:
     return "\n".join(lines)
 
 
-def _get(client: redis.Redis, key_of: Mapping[str, str], names: Sequence[str],
-         what: str) -> Iterator[tuple[str, bytes | None]]:
+def _records(client: redis.Redis, namespace: str, names: Sequence[str], what: str
+             ) -> Iterator[tuple[str, bytes | None]]:
+    """Each of `names` with its record (None: none), `BATCH` names a round trip."""
     for first in range(0, len(names), BATCH):
         batch = names[first:first + BATCH]
         with redis_errors(client, f"reading {what}"):
             pipe = client.pipeline(transaction=False)
             for name in batch:
-                pipe.execute_command("HGET", key_of[name], name.encode(errors="surrogateescape"),  # type: ignore[no-untyped-call]
-                                     **_RAW)
+                pipe.execute_command("HGET", keys.progress_bucket(namespace, bucket(name)),  # type: ignore[no-untyped-call]
+                                     name.encode(errors="surrogateescape"), **_RAW)
             values = pipe.execute()
         yield from zip(batch, values, strict=True)
-
-
-def _records(client: redis.Redis, namespace: str, names: Sequence[str], what: str
-             ) -> Iterator[tuple[str, bytes | None]]:
-    key_of = {n: keys.progress_bucket(namespace, bucket(n)) for n in names}
-    return _get(client, key_of, names, what)
 
 
 def read_marks(client: redis.Redis, namespace: str, names: Sequence[str]
@@ -190,38 +185,8 @@ def read_histories(client: redis.Redis, namespace: str, names: Sequence[str]
     return out
 
 
-def write_marks(client: redis.Redis, namespace: str, marks: Mapping[str, Mark]) -> None:
-    """Store marks as they are, keeping each record's history (for operators' repairs and
-    tests: the scripts alone move a mark in normal running)."""
-    key_of = {n: keys.progress_bucket(namespace, bucket(n)) for n in marks}
-
-    def write(pipe: redis.client.Pipeline) -> None:
-        histories = {}
-        for name, key in key_of.items():
-            raw = pipe.execute_command("HGET", key, name, **_RAW)  # type: ignore[no-untyped-call]
-            histories[name] = decode_record(raw)[1] if raw and len(raw) >= 12 else b""
-        pipe.multi()
-        for name, mark in marks.items():
-            pipe.hset(key_of[name], name, encode_record(mark, histories[name]))
-
-    with redis_errors(client, "writing watermarks"):
-        client.transaction(write, *set(key_of.values()))
-
-
-def state_keys(client: redis.Redis, namespace: str) -> list[str]:
-    """Every bucket key that exists (SCAN): for checks that state stays bounded."""
-    with redis_errors(client, "listing state buckets"):
-        return [reply_text(k) for k in client.scan_iter(
-            match=keys.progress_bucket(namespace, "*"), count=1000)]
-
-
-def names_with_state(client: redis.Redis, namespace: str) -> set[str]:
-    """Every schedule name that has a mark or a history."""
-    names: set[str] = set()
-    for key in state_keys(client, namespace):
-        with redis_errors(client, f"reading {key}"):
-            names.update(reply_text(n) for n in client.hkeys(key))
-    return names
+# HSCAN COUNT for one bucket: more than a bucket holds, so one call reads it.
+_SCAN_COUNT = 1000
 
 
 def scan_histories(client: redis.Redis, namespace: str, first_bucket: int, count: int
@@ -250,34 +215,3 @@ def scan_histories(client: redis.Redis, namespace: str, first_bucket: int, count
                 out.append((reply_text(name), history))
     return (last if last < STATE_BUCKETS else -1), out
 
-
-# HSCAN COUNT for one bucket: more than a bucket holds, so one call reads it.
-_SCAN_COUNT = 1000
-
-
-def _scan_bucket(client: redis.Redis, key: str) -> dict[bytes, bytes]:
-    """Every field of a bucket, undecoded (HSCAN: what the console's ACL grants)."""
-    out: dict[bytes, bytes] = {}
-    cursor = 0
-    while True:
-        with redis_errors(client, f"reading {key}"):
-            cursor, page = client.execute_command("HSCAN", key, cursor, "COUNT", _SCAN_COUNT,  # type: ignore[no-untyped-call]
-                                                  **_RAW)
-        out.update(page)
-        if not int(cursor):
-            return out
-
-
-def all_marks(client: redis.Redis, namespace: str) -> dict[str, Mark]:
-    """Every schedule's mark (SCAN and HSCAN of every bucket: for checks and tests, not for
-    an invocation); garbled records left out."""
-    out: dict[str, Mark] = {}
-    for key in state_keys(client, namespace):
-        for name, raw in _scan_bucket(client, key).items():
-            try:
-                mark, _ = decode_record(reply_bytes(raw) or b"")
-            except ValueError:
-                continue
-            if mark is not None:
-                out[reply_text(name)] = mark
-    return out

@@ -1,9 +1,9 @@
 """Pushes: every way kiqbeat puts a job into a queue, one atomic script each.
 
-- an invocation's (`push`, push.lua): `core.plan` decides what is due; each chunk pushes
+- an invocation's (`Pusher`, push.lua): `core.plan` decides what is due; each chunk pushes
   its jobs, advances the watermarks it covers and moves the schedules' due index entries,
-  in one step. `redis.due` reads what is due; the engine (`kiqbeat.engine`) strings them
-  together;
+  in one step. `redis.due` reads what is due; the invocation (`kiqbeat.invocation`) strings
+  them together;
 - a backfill's (`push_backfill`, backfill.lua): recorded missed ticks, pushed while still
   recorded and taken out of the record in the same step;
 - a manual run's (`push_manual`, trigger.lua): one job now, once even when re-sent.
@@ -23,7 +23,7 @@ from typing import Any
 import redis
 
 from kiqbeat.core.limits import MAX_REASON_CHARS
-from kiqbeat.core.plan import MISSED_COUNT_CAP, Group, Plan
+from kiqbeat.core.plan import MISSED_COUNT_CAP, Group
 from kiqbeat.core.records import DEFAULT_HISTORY
 from kiqbeat.core.report import Report
 from kiqbeat.core.schedule import Config
@@ -31,8 +31,6 @@ from kiqbeat.errors import DeadlineError, KiqbeatError, shown, shown_text
 from kiqbeat.redis import frames, keys, scripts
 from kiqbeat.redis.connection import redis_errors, reply_text
 
-Piece = frames.Piece  # where operator code has always found it
-PUSH_SHA = scripts.PUSH.sha
 # Job bytes one invocation sends at most: a catch-up of big jobs goes on in the next
 # invocations (its watermarks only move with what was pushed), and neither kiqbeat's memory
 # nor Redis's takes a surprise of gigabytes in one go.
@@ -247,25 +245,7 @@ class Pusher:
                             f"{report.chunks} earlier calls, with their watermarks") from exc
 
 
-def push(client: redis.Redis, namespace: str, plan: Plan, config: Config, report: Report,
-         deadline: float, lua: scripts.Caller = scripts.SCRIPTS, *, due_key: str | None = None,
-         sent: int = 0, history: int = DEFAULT_HISTORY) -> int:
-    """Carry out a plan (`Pusher`), filling in the report.
-
-    `sent` is the job bytes this invocation already sent (the 64 MiB bound counts them all);
-    returns it with this plan's added, or -1 once the bound stopped the plan.
-    """
-    pusher = Pusher(client, namespace, config, report, deadline, lua, due_key=due_key,
-                    history=history)
-    pusher.sent = sent
-    for chunk in plan.chunks():
-        if not pusher.send(chunk, plan.now_ms):
-            break
-    pusher.wait()
-    return -1 if pusher.stopped else pusher.sent
-
-
-def push_backfill(client: redis.Redis, namespace: str, pieces: Sequence[Piece],
+def push_backfill(client: redis.Redis, namespace: str, pieces: Sequence[frames.Piece],
                   history: int, lua: scripts.Caller = scripts.SCRIPTS) -> BackfillCall:
     """One atomic backfill call (backfill.lua)."""
     queues = frames.Queues()

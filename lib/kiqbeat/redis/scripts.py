@@ -46,6 +46,7 @@ LIMITS = (f"-- kiqbeat's bounds (core/limits.py), written here by scripts.py.\n"
           f"local MAX_OVERLAP_SCAN = {limits.MAX_OVERLAP_SCAN}\n"
           f"local ENDED_MS = {limits.MAX_PLANNABLE_MS}\n"
           f"local MAX_CHANGED = {limits.MAX_CHANGED_NAMES}\n"
+          f"local MAX_HISTORY = {limits.MAX_HISTORY}\n"
           # The test clock's key (redis/clock.py), nil outside the test suite.
           f"local TEST_CLOCK_KEY = {'nil' if TEST_CLOCK_KEY is None else repr(TEST_CLOCK_KEY)}\n")
 
@@ -97,25 +98,14 @@ class Caller:
              args: Sequence[Arg], *, raw: bool = False) -> Any:
         """Run it now (loading the script first when the server does not know it); `raw` as
         for `queue`."""
-        if raw:
-            options = {NEVER_DECODE: True}
-            try:
-                return client.execute_command(*self.command(lua, keys, args), **options)  # type: ignore[no-untyped-call]
-            except redis.exceptions.NoScriptError:
-                client.script_load(lua.text)
-                return client.execute_command(*self.command(lua, keys, args), **options)  # type: ignore[no-untyped-call]
-            except redis.ResponseError as exc:
-                raise self.explained(exc) from exc
-        if self.functions:
-            try:
-                return client.fcall(lua.function, len(keys), *keys, *args)
-            except redis.ResponseError as exc:
-                raise self.explained(exc) from exc
+        command, options = self.command(lua, keys, args), {NEVER_DECODE: True} if raw else {}
         try:
-            return client.evalsha(lua.sha, len(keys), *keys, *args)
-        except redis.exceptions.NoScriptError:
+            return client.execute_command(*command, **options)  # type: ignore[no-untyped-call]
+        except redis.exceptions.NoScriptError:  # scripts only: FCALL answers "not found"
             client.script_load(lua.text)
-            return client.evalsha(lua.sha, len(keys), *keys, *args)
+            return client.execute_command(*command, **options)  # type: ignore[no-untyped-call]
+        except redis.ResponseError as exc:
+            raise self.explained(exc) from exc
 
     def start(self, lua: Lua, client: redis.Redis, keys: Sequence[str],
               args: Sequence[Arg], *, line: Line | None = None, raw: bool = False,
@@ -298,8 +288,8 @@ PAUSE = Lua.named("pause", "definitions", "records", "varints", "progress")
 # The layout before the progress buckets into them, once (redis/migrate.py).
 MIGRATE = Lua.named("migrate", "varints", "progress")
 SKIP = Lua.named("skip")
-INCIDENTS = Lua.named("incidents", "deadline", "varints", "outcomes")
-FOLD = Lua.named("fold", "deadline", "varints", "outcomes")
+INCIDENTS = Lua.named("incidents", "varints", "outcomes", "deadline")
+FOLD = Lua.named("fold", "varints", "outcomes", "deadline")
 SCRIPTS = Caller(functions=False)
 
 

@@ -45,7 +45,6 @@ from kiqbeat.redis.due import DueRead, Reads
 from kiqbeat.redis.operator_reads import Counts, Stored
 
 if TYPE_CHECKING:  # the push path (the plan core): loaded when something is pushed
-    from kiqbeat.core.plan import Plan
     from kiqbeat.redis import pushes
     from kiqbeat.redis.frames import Piece
 
@@ -170,15 +169,6 @@ class RedisSide:
         return documents.knows_document(self.client, self.namespace, source)
 
     # ------------------------------------------------------------------------ pushes
-
-    def push(self, plan: Plan, config: Config, report: Report, deadline: float, *,
-             shard: Shard = None, sent: int = 0, history: int = DEFAULT_HISTORY) -> int:
-        """`redis.pushes.push`: an invocation's plan, into `shard`'s due index."""
-        from kiqbeat.redis import pushes
-
-        return pushes.push(self.client, self.namespace, plan, config, report, deadline,
-                           self.lua, due_key=keys.due(self.namespace, shard), sent=sent,
-                           history=history)
 
     def pusher(self, config: Config, report: Report, deadline: float, *, shard: Shard = None,
                history: int = DEFAULT_HISTORY) -> pushes.Pusher:

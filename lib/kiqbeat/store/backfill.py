@@ -19,7 +19,7 @@ from kiqbeat.core.report import PushedJob
 from kiqbeat.core.schedule import Schedule
 from kiqbeat.errors import ConfigError, KiqbeatError
 from kiqbeat.redis.definitions import definition_sha
-from kiqbeat.redis.pushes import Piece
+from kiqbeat.redis.frames import Piece
 from kiqbeat.store.backfill_plan import count_scope, pieces_of
 from kiqbeat.store.context import StoreContext
 from kiqbeat.store.operations import recorded_ranges

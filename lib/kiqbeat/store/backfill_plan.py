@@ -10,7 +10,7 @@ from kiqbeat.core.limits import MAX_COUNTED_TICKS
 from kiqbeat.core.plan import MAX_JOBS_PER_CALL
 from kiqbeat.core.records import Range, last_tick_in, ticks_in
 from kiqbeat.core.schedule import Schedule
-from kiqbeat.redis.pushes import Piece
+from kiqbeat.redis.frames import Piece
 from kiqbeat.store.results import Backfill
 
 

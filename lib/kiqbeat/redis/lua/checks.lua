@@ -1,5 +1,13 @@
 -- kiqbeat's checks, put before every script (scripts.py): all run before a script's first
--- write, since Redis does not roll a script back and keeps what a refused call wrote.
+-- write, since Redis does not roll a script back and keeps what a refused call wrote. And the
+-- one derivation every script shares: a schedule's bucket.
+
+-- The bucket of schedule `name`: SHA1's first 4 hex digits mod STATE_BUCKETS. It holds the
+-- schedule's progress record (progress.lua) and its outcome record (outcomes.lua);
+-- redis/progress.py's `bucket` is the Python side.
+local function bucket_of(name)
+  return tonumber(string.sub(redis.sha1hex(name), 1, 4), 16) % STATE_BUCKETS
+end
 
 -- A key of another type than the script expects: refused, naming it.
 local function expect_type(key, allowed)

@@ -21,8 +21,8 @@ ARGV[1]  K: 0, fold the entries ARGV[3..] (a worker's call, at most 100); else p
 ARGV[2]  N, ticks a record keeps unless the definition says otherwise (0: none kept)
 ARGV[3..]  K = 0: the entries, each one JSON report as the inbox would hold it
 
-The records live in NS kiqbeat:outcomes:B, B the bucket of progress.lua (first 4 hex digits
-of SHA1(name) mod STATE_BUCKETS), name -> the outcome record, specified in docs/store.md
+The records live in NS kiqbeat:outcomes:B, B the schedule's bucket (`bucket_of`, checks.lua:
+its progress record's too), name -> the outcome record, specified in docs/store.md
 "Encodings" (the limits a reader keeps too). A stored record that is not one is read as a
 fresh record: it costs only that schedule's record, never a loop or an error (issue 27).
 Each schedule's fold runs under pcall after the RPOP, so no Lua error there loses the other
@@ -86,15 +86,11 @@ local function counted(e)
   return e.state == FAILED or (e.state == RUNNING and e.a > 1)
 end
 
-local function bucket_key(name)
-  return PREFIX .. (tonumber(string.sub(redis.sha1hex(name), 1, 4), 16) % STATE_BUCKETS)
-end
-
 local function history_of(definition)
   if not string.find(definition, '"history"', 1, true) then return DEFAULT_N end
   local ok, parsed = pcall(cjson.decode, definition)
   local n = ok and type(parsed) == 'table' and parsed.history
-  if type(n) == 'number' and n >= 0 and n == floor(n) then return math.min(n, 1000) end
+  if type(n) == 'number' and n >= 0 and n == floor(n) then return math.min(n, MAX_HISTORY) end
   return DEFAULT_N
 end
 
@@ -244,22 +240,11 @@ local function failure_rules(definition)
 end
 
 -- The event of `name`'s open incident and the failure streak it opened on: nil when none
--- (or closed); a record that is not one reads as an open `failing` (as incidents.lua reads it).
+-- (or closed); read as the decision reads it (`read_incident`, deadline.lua).
 local function open_incident(name)
-  local raw = redis.call('HGET', incidents_key, name)
-  if not raw then return nil, 0 end
-  local ok, value = pcall(cjson.decode, raw)
-  if not (ok and type(value) == 'table' and type(value.e) == 'string') then
-    return 'failing', 0
-  end
-  if value.e == '' then return nil, 0 end
-  local n = tonumber(value.n) or 0
-  if n ~= n or n < 0 or n > 2^48 then n = 0 end
-  return value.e, n
-end
-
-local function incident_open(name)
-  return open_incident(name) ~= nil
+  local open = read_incident(incidents_key, name)
+  if not open then return nil, 0 end
+  return open.e, open.n
 end
 
 -- Add `name` to the changed names with the next sequence number (a score that is no
@@ -287,7 +272,7 @@ for _, name in ipairs(order) do
   local keep = 0
   if definition == true then keep = DEFAULT_N
   elseif definition then keep = history_of(definition) end
-  local key = bucket_key(name)
+  local key = PREFIX .. bucket_of(name)
   local raw = keep > 0 and redis.pcall('HGET', key, name)
   if keep == 0 or type(raw) == 'table' then  -- no schedule, or a bucket of another type
     dropped = dropped + #list
@@ -346,7 +331,7 @@ for _, name in ipairs(order) do
       if reached then
         notify(name)
       elseif ls and (not ls_before or ls > ls_before) then
-        if incident_open(name) then
+        if read_incident(incidents_key, name) then
           notify(name)
         elseif type(definition) == 'string'
             and string.find(definition, 'expect_success_within"', 1, true) then

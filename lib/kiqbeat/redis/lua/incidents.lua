@@ -106,31 +106,10 @@ end
 -- a record. Read before a `silent` opens, so a success a fold recorded but whose copy died
 -- before deciding still counts (issue 27).
 local function recorded_success(name)
-  local key = NS .. 'kiqbeat:outcomes:'
-    .. (tonumber(string.sub(redis.sha1hex(name), 1, 4), 16) % STATE_BUCKETS)
+  local key = NS .. 'kiqbeat:outcomes:' .. bucket_of(name)
   local ok, raw = pcall(redis.call, 'HGET', key, name)
   local rec = ok and type(raw) == 'string' and decode_outcomes(raw)
   return rec and rec.ls and instant(rec.ls) or nil
-end
-
--- A schedule's incident record: {e = event ('' once closed), t = opening tick, n = streak
--- then, c = the tick that closed the last one}; the open incident, and the record.
-local function incident(name)
-  local raw = redis.call('HGET', incidents, name)
-  if not raw then return nil, {} end
-  local ok, value = pcall(cjson.decode, raw)
-  if not (ok and type(value) == 'table' and type(value.e) == 'string') then
-    value = {e = 'failing', t = 0, n = 0}  -- garbled: treated as open, closed by a success
-  end
-  value.t, value.c = instant(value.t) or 0, instant(value.c) or 0
-  value.n = tonumber(value.n) or 0
-  if value.n ~= value.n or value.n < 0 or value.n > 2^48 then value.n = 0 end
-  if value.e == '' then return nil, value end
-  return value, value
-end
-
-local function open_incident(name)
-  return (incident(name))
 end
 
 local function write_incident(name, record)
@@ -168,7 +147,7 @@ for _ = 1, tonumber(arg()) do
       armed = nil
     end
     if not armed then
-      local open = open_incident(name)
+      local open = read_incident(incidents, name)
       if not open or (open.e ~= 'silent' and open.e ~= 'paused') then
         redis.call('ZADD', deadlines, tick + within, name)
       end
@@ -185,7 +164,7 @@ end
 local to_pause = {}
 for _ = 1, tonumber(arg()) do
   local name, success, streak = arg(), tonumber(arg()), tonumber(arg())
-  local open, record = incident(name)
+  local open, record = read_incident(incidents, name)
   if success > 0 then
     -- A success closes an incident it comes after (an older one, folded late, does not).
     if open and success > open.t then
@@ -239,8 +218,8 @@ for k = 1, #due, 2 do
   -- A success at or after the deadline's tick already in the record (its fold's copy died
   -- before deciding) moves the deadline on as a decided one would: no `silent`.
   if within and within > 0 and tick >= 0 and not (success and success >= tick)
-      and redis.call('HEXISTS', paused_key, name) == 0 and not open_incident(name) then
-    local _, record = incident(name)
+      and redis.call('HEXISTS', paused_key, name) == 0 and not read_incident(incidents, name) then
+    local _, record = read_incident(incidents, name)
     write_incident(name, {e = 'silent', t = tick, n = 0, c = record.c})
     emit(name, 'silent', tick, '', '', 'no success within ' .. ms(within / 1000) .. ' s of its tick')
   end

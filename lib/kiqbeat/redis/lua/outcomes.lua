@@ -5,7 +5,6 @@
 local OUTCOME_UNITS = {[0] = 1, 1000, 60000, 3600000}  -- a span's UNIT: ms, s, min, h
 local MAX_FIELD = 2^48  -- no field of a record is larger
 local LAST_TICK = 253370764800000  -- 9999-01-01T00:00:00Z in ms: no tick from then on
-local MAX_COUNT = 1000  -- the most ticks a record keeps (fold.lua history_of's cap)
 
 -- A field's varint; a Lua error for a value no record holds (the fold runs under pcall).
 local function outcome_field(v)
@@ -50,7 +49,7 @@ local function decode_outcomes(raw)
   beyond, pos = read_field(raw, pos)
   if not beyond then return nil end
   count, pos = read_field(raw, pos)
-  if not count or count > MAX_COUNT then return nil end
+  if not count or count > MAX_HISTORY then return nil end  -- more than a record keeps
   local rec = {ls = ls > 0 and newest - unspan(ls - 1) or nil, beyond = beyond,
                entries = {}}
   if rec.ls and rec.ls < 0 then return nil end

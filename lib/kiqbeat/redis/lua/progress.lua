@@ -3,9 +3,9 @@
 -- layout).
 --
 -- Each schedule's state is ONE field of ONE small hash chosen by a stable hash of its name
--- (bucket = the first 4 hex digits of SHA1(name) modulo STATE_BUCKETS), so that each bucket
--- holds a few dozen fields and Redis keeps it as a compact listpack (a field's value stays
--- under hash-max-listpack-value, 64 bytes, with the default history of 10):
+-- (`bucket_of`, checks.lua), so that each bucket holds a few dozen fields and Redis keeps it
+-- as a compact listpack (a field's value stays under hash-max-listpack-value, 64 bytes, with
+-- the default history of 10):
 --   NS kiqbeat:progress:B  name -> the progress record (watermark, first-seen, history),
 --                          specified in docs/store.md "Encodings".
 -- The layout before it (three hashes of text) is migrated once, before an invocation reads
@@ -27,7 +27,7 @@ local BUCKET_KEYS = {} -- bucket number -> its key
 local function state_key_of(name)
   local key = STATE_KEYS[name]
   if key then return key end
-  local bucket = tonumber(string.sub(redis.sha1hex(name), 1, 4), 16) % STATE_BUCKETS
+  local bucket = bucket_of(name)
   key = BUCKET_KEYS[bucket]
   if not key then
     key = STATE_PREFIX .. bucket
@@ -69,7 +69,6 @@ end
 local KIND_CODE = {t = 0, b = 1, m = 2, s = 3}
 
 -- One push, for the history: {kind letter, tick ms, delay ms (push instant - tick), jid}.
--- (A fifth argument, the tick's digits, is the text layout's and not needed here.)
 local function pushed_line(kind, tick, when, jid)
   return {kind, tick, when - tick, jid}
 end

@@ -149,11 +149,10 @@ local function forget(name, due_key)
   redis.call('HDEL', manual_key, name)
   redis.call('HDEL', paused_key, name)
   life_forget(life, name)
-  -- Its outcome record (fold.lua: the bucket of its progress record) and last error; a key
-  -- of another type holds neither, and must not stop the call half-way (pcall; the grants
-  -- are checked before the first write).
-  local bucket = string.match(state_key_of(name), '(%d+)$')
-  redis.pcall('HDEL', STATE_NS .. 'kiqbeat:outcomes:' .. bucket, name)
+  -- Its outcome record (in its bucket: checks.lua) and last error; a key of another type
+  -- holds neither, and must not stop the call half-way (pcall; the grants are checked
+  -- before the first write).
+  redis.pcall('HDEL', STATE_NS .. 'kiqbeat:outcomes:' .. bucket_of(name), name)
   redis.pcall('HDEL', STATE_NS .. 'kiqbeat:outcomes:errors', name)
 end
 
