@@ -335,7 +335,7 @@ def test_the_image_compiles_the_standard_librarys_bytecode() -> None:
     deletes every .pyc) and kiqbeat's writes none at run time (PYTHONDONTWRITEBYTECODE, a
     read-only root): its last stage compiles the standard library, where the interpreter
     itself says it is, and kiqbeat's venv, else each minute's run-once compiles every module
-    it imports (3x its CPU, bench/results-cold.txt)."""
+    it imports (3x its CPU, bench/cold.py --startup)."""
     last_stage = DOCKERFILE.read_text().replace("\\\n", " ").rpartition("\nFROM ")[2]
     runs = re.findall(r"^RUN (.*)$", last_stage, re.MULTILINE)
     compiles = [r for r in runs if "python -m compileall" in r]
