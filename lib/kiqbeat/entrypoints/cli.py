@@ -392,11 +392,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     exits = argv is None  # the process's own command line: it ends when `main` returns
     try:
         argv = sys.argv[1:] if argv is None else list(argv)
-        args = _parser(argv[0] if argv else None).parse_args(argv)
-        if exits and args.func is _cmd_run_once:
+        if exits and argv[:1] == ["run-once"]:
             # Paused to the end (`_cmd_run_once` leaves it so): enabled again, its first pass
             # would walk every object the imports and the invocation made young (~0.03 s).
             gc.disable()
+        args = _parser(argv[0] if argv else None).parse_args(argv)
         code = int(args.func(args))
         sys.stdout.flush()  # here, where a closed pipe is caught, rather than at exit
         return code
