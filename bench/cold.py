@@ -28,6 +28,14 @@ Kubernetes CronJob pod or a cold Lambda pays it every minute:
    job-sized value measured right after.
 4. `--import-jsonl` schedules through `kiqbeat schedules import FILE --jsonl` (a new
    process), this tree's and REV's in turn, into an emptied store.
+5. `--startup` (issue 28, item 4): what a nothing-due process's time is made of, in turns
+   with it: the interpreter alone (`python -c pass`, `-S`, `-I`), and redis-py's own import
+   (as kiqbeat's processes load it: its asyncio client deferred), which kiqbeat cannot
+   cut. Then the container image's case: the official python image deletes its standard
+   library's bytecode and kiqbeat's image writes none (PYTHONDONTWRITEBYTECODE, a read-only
+   root), so a process compiles each standard module it imports unless the image compiled
+   them (infra/Dockerfile): this interpreter with a copy of its standard library without
+   .pyc files, and with them compiled, in turns.
 
 The clock is replayed as in bench/store.py: schedules are registered at T, a minute's second
 well in the Redis clock's past, and each process runs at T + k minutes + 1 s.
@@ -39,9 +47,11 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
@@ -319,6 +329,60 @@ def bench_import_jsonl(server: RedisServer, admin: redis.Redis, n: int, runs: in
             f"{statistics.median(script_us[label]):.1f} us", None)
 
 
+def bench_startup(server: RedisServer, runs: int, work: Path) -> None:
+    print("\n== what a fresh nothing-due run-once is made of (wall and CPU medians, in turns)")
+    admin = redis.Redis.from_url(server.url)
+    admin.flushall()
+    Engine(client=admin).run(config=None)  # an empty store: nothing due, its checks done
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KIQBEAT_")}
+    env.update(PYTHONPATH=str(ROOT / "lib"), KIQBEAT_REDIS_URL=server.url)
+    run_once = [sys.executable, "-m", "kiqbeat", "run-once", "--json"]
+    # As run-once loads it: the collector paused, what is loaded frozen at exit (cli.main).
+    redis_alone = ("import gc; gc.disable(); import kiqbeat.deferred as d; d.defer_unused(); "
+                   "import redis; gc.freeze()")
+    _turns(runs, {"run-once, nothing due": (run_once, env),
+                  "python -c pass": ([sys.executable, "-c", "pass"], env),
+                  "python -S -c pass": ([sys.executable, "-S", "-c", "pass"], env),
+                  "python -I -c pass": ([sys.executable, "-I", "-c", "pass"], env),
+                  "redis-py's import alone": ([sys.executable, "-c", redis_alone], env)})
+    # The image's case: this interpreter's standard library copied without bytecode, and a
+    # second copy compiled (compileall, as infra/Dockerfile does); kiqbeat's and redis-py's
+    # modules compiled in both, as pip leaves them.
+    stdlib = Path(sysconfig.get_path("stdlib"))
+    homes = {}
+    for label in ("without", "with"):
+        home = work / f"home-{label}"
+        shutil.copytree(stdlib, home / "lib" / stdlib.name, ignore=shutil.ignore_patterns(
+            "__pycache__", "site-packages", "test", "tests", "idle_test"))
+        if label == "with":
+            subprocess.run([sys.executable, "-m", "compileall", "-q", "-j", "0",
+                            str(home / "lib" / stdlib.name)], check=True,
+                           stdout=subprocess.DEVNULL)
+        homes[label] = {**env, "PYTHONHOME": str(home), "PYTHONDONTWRITEBYTECODE": "1",
+                        "PYTHONPATH": os.pathsep.join([str(ROOT / "lib"),
+                                                       sysconfig.get_path("purelib")])}
+    base = [getattr(sys, "_base_executable", sys.executable), *run_once[1:]]
+    _turns(runs, {"run-once, the image's stdlib without .pyc": (base, homes["without"]),
+                  "run-once, the image's stdlib compiled": (base, homes["with"])})
+    admin.close()
+
+
+def _turns(runs: int, commands: dict[str, tuple[list[str], dict[str, str]]]) -> None:
+    """Each command `runs` times, the commands in turns; their wall and CPU medians."""
+    walls: dict[str, list[float]] = {label: [] for label in commands}
+    cpus: dict[str, list[float]] = {label: [] for label in commands}
+    for _ in range(runs):
+        for label, (command, env) in commands.items():
+            cpu, started = children_cpu_s(), time.perf_counter()
+            subprocess.run(command, env=env, stdout=subprocess.DEVNULL, check=True)
+            walls[label].append(time.perf_counter() - started)
+            cpus[label].append(children_cpu_s() - cpu)
+    for label in commands:
+        wall, cpu = statistics.median(walls[label]), statistics.median(cpus[label])
+        print(f"  {label}: wall {wall:.3f} s ({_listed(walls[label])}), CPU {cpu:.3f} s")
+        row(f"{label}, CPU", f"median {cpu:.3f} s", None)
+
+
 def _redis_cpu_s(admin: redis.Redis) -> float:
     cpu = admin.info("cpu")
     return float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])
@@ -348,6 +412,9 @@ def main() -> None:
                         help="schedules all due for section 3 (0: skip it)")
     parser.add_argument("--import-jsonl", type=int, default=0,
                         help="schedules for section 4 (0: skip it)")
+    parser.add_argument("--startup", action="store_true",
+                        help="section 5: the interpreter's and redis-py's shares, the image's "
+                             "standard library with and without bytecode")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="kiqbeat-cold-") as tmp, RedisServer() as server:
         work = Path(tmp)
@@ -362,6 +429,8 @@ def main() -> None:
             bench_all_due(server, admin, args.all_due, args.runs, before)
         if args.import_jsonl:
             bench_import_jsonl(server, admin, args.import_jsonl, args.runs, before, work)
+        if args.startup:
+            bench_startup(server, args.runs, work)
         admin.close()
     print(f"\n{'figure':<66} {'measured':<34} target (1 s; 0.3 s, 0.2 s, 3x, 40,000/s)")
     for what, measured, verdict in ROWS:

@@ -70,7 +70,7 @@ from bench import redis_benchmark_lpush  # bench/bench.py, beside this file
 
 import kiqbeat
 from kiqbeat import engine as engine_module
-from kiqbeat.core.records import DEFAULT_HISTORY
+from kiqbeat.core.limits import DEFAULT_HISTORY
 from kiqbeat.core.report import Report
 from kiqbeat.core.schedule import Config
 from kiqbeat.demo.server import RedisServer, redis_server_path

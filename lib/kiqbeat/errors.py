@@ -6,7 +6,6 @@ import json
 import re
 import reprlib
 from collections.abc import Iterable
-from difflib import get_close_matches
 from typing import Any
 
 from kiqbeat.core.limits import MAX_REASON_CHARS, MAX_SHOWN_CHARS
@@ -67,6 +66,8 @@ class RedisRefusedError(KiqbeatError):
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """A '; did you mean X?' hint for a misspelt word, or '' when nothing is close."""
+    from difflib import get_close_matches  # a misspelt word only
+
     close = get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return f"; did you mean {close[0]!r}?" if close else ""
 

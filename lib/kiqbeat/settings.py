@@ -15,10 +15,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from kiqbeat.core.durations import duration_s
-from kiqbeat.core.limits import MAX_HISTORY, MAX_SHARDS, MAX_SHOWN_CHARS
-from kiqbeat.core.records import DEFAULT_HISTORY
-from kiqbeat.document.fields import namespace, positive_duration_s
+from kiqbeat.core.durations import duration_s, positive_duration_s
+from kiqbeat.core.limits import DEFAULT_HISTORY, MAX_HISTORY, MAX_SHARDS, MAX_SHOWN_CHARS
 from kiqbeat.document.sources import DEFAULT_MAX_AGE_S
 from kiqbeat.errors import ConfigError, shown
 from kiqbeat.redis.urls import describe
@@ -66,6 +64,8 @@ def _history(value: str) -> int:
 
 
 def _namespace(value: str) -> str:
+    from kiqbeat.document.fields import namespace  # the document's rule, when one is set
+
     return namespace(value.strip())
 
 

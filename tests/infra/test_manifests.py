@@ -330,6 +330,20 @@ def test_the_image_is_python313_slim_pinned_by_digest() -> None:
                      text)
 
 
+def test_the_image_compiles_the_standard_librarys_bytecode() -> None:
+    """The base image ships its standard library without bytecode (docker-library/python
+    deletes every .pyc) and kiqbeat's writes none at run time (PYTHONDONTWRITEBYTECODE, a
+    read-only root): its last stage compiles the standard library, where the interpreter
+    itself says it is, and kiqbeat's venv, else each minute's run-once compiles every module
+    it imports (3x its CPU, bench/cold.py --startup)."""
+    last_stage = DOCKERFILE.read_text().replace("\\\n", " ").rpartition("\nFROM ")[2]
+    runs = re.findall(r"^RUN (.*)$", last_stage, re.MULTILINE)
+    compiles = [r for r in runs if "python -m compileall" in r]
+    assert compiles, runs
+    assert "sysconfig.get_path(\"stdlib\")" in compiles[0] and "/opt/kiqbeat" in compiles[0]
+    assert "|| true" not in compiles[0]  # a module that cannot compile stops the build
+
+
 def _requirement_names(lock: Path) -> set[str]:
     return {re.split(r"[=;\s]", line, maxsplit=1)[0].lower().replace("_", "-")
             for line in lock.read_text().splitlines() if re.match(r"[A-Za-z0-9]", line)}

@@ -23,11 +23,8 @@ from typing import TYPE_CHECKING, Any
 import redis
 
 from kiqbeat.alerts.changed import Changed, changed_names, queue_changed_names, read_changed_names
-from kiqbeat.alerts.incidents import Watch, decide
 from kiqbeat.core.instants import to_ms
 from kiqbeat.core.limits import CHANGED_PER_INVOCATION, MAX_CHANGED_NAMES
-from kiqbeat.core.outcomes import LAST_TICK_MS, Health
-from kiqbeat.core.pause import Pause
 from kiqbeat.core.report import Report
 from kiqbeat.errors import RedisRefusedError, StateError
 from kiqbeat.redis import keys
@@ -35,8 +32,10 @@ from kiqbeat.redis.connection import reply_text
 from kiqbeat.redis.due import Reads, Replies
 from kiqbeat.redis.side import RedisSide
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the decision's modules: loaded once there is something to decide
+    from kiqbeat.alerts.incidents import Watch
     from kiqbeat.alerts.sinks import Sink
+    from kiqbeat.core.outcomes import Health
     from kiqbeat.core.plan import Entry
 
 
@@ -58,7 +57,7 @@ class AlertStep:
     at hand."""
 
     sinks: Sequence[Sink] = ()
-    _watch: Watch = field(default_factory=Watch)
+    _watch: Watch | None = None  # None: nothing planned yet
     # From the first pipeline: the earliest deadline (None: none), a sink has events waiting.
     _earliest_ms: int | None = None
     _waiting: bool = True
@@ -67,7 +66,7 @@ class AlertStep:
 
     def begin(self) -> None:
         """Start an invocation's watch afresh."""
-        self._watch = Watch()
+        self._watch = None
         self._earliest_ms, self._waiting, self._expecting = None, True, True
         self._changed = []
 
@@ -105,6 +104,10 @@ class AlertStep:
 
     def watch(self, entries: Sequence[Entry]) -> None:
         """Note the planned entries that have expectations."""
+        if self._watch is None:
+            from kiqbeat.alerts.incidents import Watch
+
+            self._watch = Watch()
         self._watch.add(entries)
 
     def run(self, side: RedisSide, report: Report) -> None:
@@ -112,7 +115,8 @@ class AlertStep:
         deliver (module docstring); delivery failures are warnings, retried by the next
         invocation, and so is a store that refuses the decision (a key of the wrong type, an
         ACL without the alert keys): the pushes' report stands."""
-        watch, self._watch = self._watch, Watch()
+        watch, self._watch = self._watch, None
+        planned = {} if watch is None else watch.planned
         now_ms = to_ms(report.now)
         try:
             judged = self._judged(side, report)
@@ -122,11 +126,15 @@ class AlertStep:
         # No schedule has expectations (none was ever pushed with any): nothing to judge,
         # but the changed names are still taken away.
         changed = report.changed_health if self._expecting else []
-        pushed = any(run[0] in watch.planned for run in report.pushed_runs)
+        pushed = any(run[0] in planned for run in report.pushed_runs)
         if not (pushed or judged or self._waiting or any(
-                rules is None for _sha, rules in watch.planned.values())
+                rules is None for _sha, rules in planned.values())
                 or (self._earliest_ms is not None and self._earliest_ms <= now_ms)):
             return
+        from kiqbeat.alerts.incidents import Watch, decide
+        from kiqbeat.core.pause import Pause
+
+        watch = Watch() if watch is None else watch
         sinks = [s.name for s in self.sinks]
         for more in range(MAX_JUDGED_ROUNDS):
             if more:  # the last slice was full (a storm): the next names, the arms done
@@ -197,6 +205,8 @@ class AlertStep:
 def _earliest(score: object) -> int:
     """The earliest deadline's score as epoch ms; 0 (decide now: the decision step drops it)
     when it is no instant (inf, -inf, nan, out of range, written by hand; issue 27)."""
+    from kiqbeat.core.outcomes import LAST_TICK_MS
+
     try:
         value = float(score)  # type: ignore[arg-type]
     except (TypeError, ValueError):

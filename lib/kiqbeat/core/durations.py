@@ -25,6 +25,14 @@ _UNIT_S = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 HINT = "write e.g. '90s', '15m', '1h30m', '1.5h', '2d', '1w' or a number of seconds"
 
 
+def positive_duration_s(value: object) -> float:
+    """A duration longer than 0."""
+    seconds = duration_s(value)
+    if seconds <= 0:
+        raise ConfigError(f"{shown(value)} must be longer than 0")
+    return seconds
+
+
 def duration_s(value: object) -> float:
     """Seconds of a duration (see the module docstring); ConfigError saying what is valid."""
     if isinstance(value, bool) or not isinstance(value, int | float | str):

@@ -193,9 +193,11 @@ FOLD_SLICES = 400
 MAX_CHANGED_NAMES = 10_000
 CHANGED_PER_INVOCATION = 1_000
 # `expires_after` is at most a week (a job older than that is another job), and a
-# schedule's `history` (ticks its records keep) at most MAX_HISTORY, as the setting's.
+# schedule's `history` (ticks its records keep) at most MAX_HISTORY, as the setting's
+# (DEFAULT_HISTORY when not set).
 MAX_EXPIRES_AFTER_S = 7 * 86_400.0
 MAX_HISTORY = 1000
+DEFAULT_HISTORY = 10
 # `kiqbeat report` looks for a pushed job still waiting among this many jobs at each end of
 # its queue and in the `schedule` set around its ticks (one bounded round trip).
 MAX_WAITING_SCAN = 1000

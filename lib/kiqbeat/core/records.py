@@ -31,7 +31,7 @@ Every recorded tick lies at or below the watermark, which only ever rises, so an
 never pushes it; a backfill pushes it and removes it from the record in one atomic step, so
 it is pushed at most once however many backfills race (backfill.lua).
 
-History. Each schedule's last `history` pushes (default `DEFAULT_HISTORY`), newest first:
+History. Each schedule's last `history` pushes (default `limits.DEFAULT_HISTORY`), newest first:
 its tick, its jid, when it was pushed (Redis clock) and by what: an invocation ("tick"), a
 backfill, a manual run (`trigger`), or an operator's skip (`schedules skip`: "skipped",
 not pushed, never recorded as missed), whose jid is "manual" and 18 hex digits — never a
@@ -50,7 +50,6 @@ from kiqbeat.core.payload import jid_ms
 from kiqbeat.core.schedule import Timetable
 from kiqbeat.errors import shown_name
 
-DEFAULT_HISTORY = 10
 KINDS = {"t": "tick", "b": "backfill", "m": "manual", "s": "skipped"}
 
 REASONS = {"window": "older than the missed-jobs window",

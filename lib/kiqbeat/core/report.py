@@ -7,8 +7,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from kiqbeat.core.payload import jid_ms
-
 if TYPE_CHECKING:
     from kiqbeat.core.outcomes import Health
 
@@ -95,6 +93,8 @@ class Report:
     def jobs(self) -> list[PushedJob]:
         """Every job this invocation pushed, in push order (built when first asked)."""
         if self.pushed_runs:
+            from kiqbeat.core.payload import jid_ms  # loaded by whatever pushed them
+
             self._jobs += [
                 PushedJob(name, datetime.fromtimestamp(tick / 1000, tz=UTC),
                           jid_ms(name, tick), None if release else queue)

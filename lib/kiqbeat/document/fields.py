@@ -17,7 +17,7 @@ from datetime import date, datetime
 from typing import Any
 
 from kiqbeat.core.dst import CRON, dst_policy
-from kiqbeat.core.durations import duration_s
+from kiqbeat.core.durations import duration_s, positive_duration_s
 from kiqbeat.core.instants import utc_instant
 from kiqbeat.core.limits import (
     MAX_CALENDARS,
@@ -129,14 +129,6 @@ def count_or_bool(value: object) -> bool | int:
     if isinstance(value, bool) or (isinstance(value, int) and 0 <= value <= 1_000_000):
         return value
     raise ConfigError(f"{shown(value)} must be true, false or a whole number from 0 to 1000000")
-
-
-def positive_duration_s(value: object) -> float:
-    """A duration longer than 0."""
-    seconds = duration_s(value)
-    if seconds <= 0:
-        raise ConfigError(f"{shown(value)} must be longer than 0")
-    return seconds
 
 
 def replicas(value: object) -> int:

@@ -22,9 +22,8 @@ from typing import Any
 
 import redis
 
-from kiqbeat.core.limits import MAX_REASON_CHARS
+from kiqbeat.core.limits import DEFAULT_HISTORY, MAX_REASON_CHARS
 from kiqbeat.core.plan import MISSED_COUNT_CAP, Group
-from kiqbeat.core.records import DEFAULT_HISTORY
 from kiqbeat.core.report import Report
 from kiqbeat.core.schedule import Config
 from kiqbeat.errors import DeadlineError, KiqbeatError, shown, shown_text

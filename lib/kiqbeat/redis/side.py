@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING
 
 import redis
 
+from kiqbeat.core.limits import DEFAULT_HISTORY
 from kiqbeat.core.pause import Pause
-from kiqbeat.core.records import DEFAULT_HISTORY
 from kiqbeat.core.report import Report
 from kiqbeat.core.schedule import Config
 from kiqbeat.redis import (

@@ -40,8 +40,9 @@ from typing import Any, Self
 import redis
 
 from kiqbeat.audit import default_actor
+from kiqbeat.core.limits import DEFAULT_HISTORY
 from kiqbeat.core.pause import Pause
-from kiqbeat.core.records import DEFAULT_HISTORY, Push
+from kiqbeat.core.records import Push
 from kiqbeat.core.ticks import TickReport
 from kiqbeat.errors import ScheduleNotFoundError
 from kiqbeat.redis import names as name_index
