@@ -27,7 +27,10 @@ PERIOD_S = 10  # the schedule's period
 # Each job sleeps this long: longer than the period, so a tick comes due while it runs (held)
 # and, once a held job runs, two more (the first held, the second skipped for overlap).
 JOB_S = 16
-RUN_S = 60  # the loop runs this long
+# The loop runs until this many jobs have started (the first tick's and two held ones: by then
+# a tick came while one was held, skipped for overlap), about a period and two jobs.
+JOBS = 3
+RUN_S = 75  # ... at most
 # The held tick starts this soon after the job before it ends: the loop's second, Sidekiq's
 # fetch and a loaded 2-core machine's slack. Released only at the next tick instead, the
 # second job would start 4 s after the first ended, the third 7.5 s after the second.
@@ -52,7 +55,7 @@ def test_a_long_job_never_runs_twice_at_once_and_the_held_tick_starts_when_it_en
     loop = threading.Thread(target=run_loop, args=(lambda: engine.run(cfg), stop_loop))
     loop.start()
     try:
-        stop_loop.wait(RUN_S)
+        wait_for(f"{JOBS} jobs to start", lambda: len(_runs(worker)) >= JOBS or None, RUN_S)
     finally:
         stop_loop.set()
         loop.join(timeout=60)
@@ -64,7 +67,7 @@ def test_a_long_job_never_runs_twice_at_once_and_the_held_tick_starts_when_it_en
 
     runs = _runs(worker)
     jobs = sorted((events["start"], events["end"], job_id) for job_id, events in runs.items())
-    assert len(jobs) >= 3, jobs  # 16 s jobs over 60 s
+    assert len(jobs) >= JOBS, jobs
     assert len({job_id for _, _, job_id in jobs}) == len(jobs)  # each once
     # Never two at once, though the worker has three threads.
     for (_, end, _), (start, _, _) in pairwise(jobs):

@@ -18,7 +18,7 @@ from kiqbeat.core.cron import Cron, parse_cron
 from kiqbeat.core.dst import CRON, DstPolicy
 from kiqbeat.errors import ConfigError
 
-from .cron_reference import DAYS, reference_fire_times
+from .cron_reference import DAYS, ReferenceCron, reference_fire_times
 from .cron_strategies import (
     AND,
     END_DOM,
@@ -130,9 +130,16 @@ def test_what_a_policy_fires_and_leaves_unfired_is_what_both_and_shift_fire(
 def test_the_day_fields_agree_with_the_reference_on_every_day_of_a_month(
     dom: str, dow: str, both: str, month: int, year: int
 ) -> None:
-    """L, -N, day#n and '&' on whole months (a window near a DST change sees few days)."""
+    """L, -N, day#n and '&' on whole months (a window near a DST change sees few days).
+
+    The reference's own test of an instant (`ReferenceCron.matches`) on each day's noon: the
+    one wall time the fixed minute and hour fields allow (visiting every minute of the month,
+    as `reference_fire_times` does, cost ~0.13 s an example for the same answer)."""
     expr = f"0 12 {dom}{both} {month} {dow}"
     cron = _parse(expr, "UTC")
     after = datetime(year, month, 1, tzinfo=UTC) - timedelta(seconds=1)
     until = after + timedelta(days=31)
-    assert cron.between(after, until) == reference_fire_times(expr, "UTC", after, until)
+    reference = ReferenceCron(expr)
+    noons = (datetime(year, month, 1, 12, tzinfo=UTC) + timedelta(days=d) for d in range(31))
+    assert cron.between(after, until) == [
+        noon for noon in noons if reference.matches(noon.replace(tzinfo=None))]

@@ -4,6 +4,7 @@ the document pipeline or the entrypoints, and no two modules import each other i
 from __future__ import annotations
 
 import ast
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+@cache  # read once a worker: parsing every module costs about a second, and ~20 tests ask
 def imports() -> dict[str, set[str]]:
     """Module -> the kiqbeat and handler modules it imports (at any depth in the file)."""
     graph: dict[str, set[str]] = {}
