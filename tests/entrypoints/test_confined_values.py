@@ -282,3 +282,32 @@ def test_a_run_now_refused_over_a_cut_history_names_the_record_not_the_watermark
     assert "not a number" not in refused.err and f"0x{cut.hex()}" in refused.err  # binary as hex
     assert client.hget(key, "victim") == cut and client.llen("queue:victim") == queued
     client.close()
+
+
+def test_a_backfill_of_all_left_alone_by_a_cut_progress_record_says_so_and_exits_1(
+    redis_url: str, kiqbeat: Kiqbeat,
+) -> None:
+    """`backfill --all` meeting a schedule whose progress record was cut by hand backfills
+    the others, leaves that one alone with its ticks still recorded, and says so on stderr
+    with exit 1 (a scripted backfill must not hide it: it once exited 0 with one line on
+    stdout)."""
+    client, t0 = registered(redis_url, {**CONTROL, "queue": "victim"})
+    Engine(client=client).run(STORE_ONLY, now=t0 + timedelta(minutes=2))  # a history
+    t0_ms = int(t0.timestamp() * 1000)
+    for name in ("control", "victim"):
+        client.hset("kiqbeat:missed", name, b"%d %d window" % (t0_ms - 180_000, t0_ms - 60_000))
+    key = f"kiqbeat:progress:{bucket('victim')}"
+    record = client.hget(key, "victim")
+    assert record is not None
+    cut = record[:6] + b"\x00\x00\x05"  # a history of 5 entries, none of them there
+    client.hset(key, "victim", cut)
+    queued, missed = client.lrange("queue:victim", 0, -1), client.hget("kiqbeat:missed", "victim")
+    before = set(control_jids(client))
+    done = kiqbeat("backfill", "--all", "--yes")
+    assert done.code == 1, (done.out, done.err)
+    assert "victim" in done.err and "progress record" in done.err and key in done.err
+    assert set(control_jids(client)) - before == {
+        jid("control", minute_floor(t0) - timedelta(minutes=m)) for m in (1, 2)}
+    assert client.lrange("queue:victim", 0, -1) == queued
+    assert client.hget("kiqbeat:missed", "victim") == missed and client.hget(key, "victim") == cut
+    client.close()

@@ -1097,10 +1097,26 @@ def test_a_backfill_sets_aside_only_the_schedule_whose_progress_record_is_not_on
     record = client.hget(key, "zzz")
     assert record is not None
     missed, queued = client.hget(MISSED, "zzz"), client.lrange("queue:z", 0, -1)
-    client.hset(key, "zzz", record[:6] + b"\x00\x00\x05")  # 5 entries of history, none there
+    cut = record[:6] + b"\x00\x00\x05"  # 5 entries of history, none there
+    client.hset(key, "zzz", cut)
     done = store.backfill()
-    assert [n for n, _ in done.skipped] == ["zzz"]
+    assert [n for n, _ in done.skipped] == [n for n, _ in done.aside] == ["zzz"]
+    assert client.hget(key, "zzz") == cut
     assert key in done.skipped[0][1] and "progress record" in done.skipped[0][1]
     assert client.lrange("queue:z", 0, -1) == queued and client.hget(MISSED, "zzz") == missed
     assert Counter(json.loads(raw)["jid"] for raw in client.lrange("queue:a", 0, -1)) \
         == Counter(jid("aaa", t) for t in Spec("* * * * *").ticks(t0, back))
+
+
+def test_a_backfill_naming_a_garbled_record_without_a_definition_names_the_record(
+    client: redis.Redis,
+) -> None:
+    """A name whose only trace is a missed record written by hand is not a typo: a backfill
+    naming it skips it naming the garbled record (as `missed` does), not "no schedule of
+    that name", and exits with the record still there to fix."""
+    client.hset(MISSED, "ghost", b"5 not-a-number window")
+    store = Store(client)
+    done = store.backfill(["ghost"], must_exist=True)
+    assert [n for n, _ in done.aside] == ["ghost"]
+    assert "no schedule" not in done.aside[0][1] and "ghost" in done.aside[0][1]
+    assert client.hget(MISSED, "ghost") == b"5 not-a-number window"

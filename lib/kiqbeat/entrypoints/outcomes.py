@@ -98,7 +98,9 @@ def _missed(request: Request, store: Store) -> Outcome:
     garbled: list[tuple[str, str]] = []
     ranges = store.missed(request.names, garbled)
     listed = {r.name for r in ranges} | {name for name, _ in garbled}
-    unknown = [n for n in request.names if n not in listed and store.get(n) is None]
+    unlisted = [n for n in request.names if n not in listed]
+    stored = {row.name for row in store.rows(unlisted)} if unlisted else set()  # one read
+    unknown = [n for n in unlisted if n not in stored]
     if unknown:
         raise store.no_schedule(unknown)
     lines = [r.line() for r in ranges]
@@ -373,8 +375,9 @@ STOPS = {"deadline": "stopped at the deadline (--deadline, KIQBEAT_DEADLINE, or 
 
 
 def _backfilled(request: Request, result: Backfill) -> Outcome:
-    """A backfill's lines and exit code: 1 when a named schedule was skipped or ticks were
-    left for another run; STOPPED_EARLY when it stopped before the end."""
+    """A backfill's lines and exit code: 1 when a named schedule was skipped, any schedule
+    (`--all` too) was set aside for a stored value kiqbeat cannot read, or ticks were left
+    for another run; STOPPED_EARLY when it stopped before the end."""
     scope = f"{result.schedules:,} schedule(s)"
     more = "+" if result.capped else ""
     if request.dry_run:
@@ -413,6 +416,13 @@ def _backfilled(request: Request, result: Backfill) -> Outcome:
         outcome.code = STOPPED_EARLY
     if request.names and result.skipped:
         outcome.problems.append(f"{len(result.skipped)} named schedule(s) skipped")
+    if result.aside:
+        outcome.problems.append(
+            f"{len(result.aside)} schedule(s) left alone, their ticks still recorded: a stored "
+            "value of theirs is not one kiqbeat writes (" + "; ".join(
+                f"{shown_name(name)}: {why}" for name, why in result.aside[:3])
+            + (f"; and {len(result.aside) - 3:,} more" if len(result.aside) > 3 else "")
+            + "); fix or delete that schedule's value, then backfill again")
     if result.stale:
         outcome.problems.append(f"{result.stale:,} tick(s) left recorded because their "
                                 "schedule changed meanwhile; run the backfill again")

@@ -205,11 +205,15 @@ def redis_errors(client: redis.Redis, doing: str) -> Iterator[None]:
         if "KIQBEAT_SHARDS " in text:
             detail = text.split("KIQBEAT_SHARDS ", 1)[1].split(" script:", 1)[0]
             raise ConfigError(f"{detail}; nothing was written") from None
-        for tag in ("KIQBEAT_GARBLED ", "KIQBEAT_WRONGTYPE "):
-            if tag in text:
-                detail = text.split(tag, 1)[1].split(" script:", 1)[0]
-                raise StateError(f"{detail}; nothing was pushed by this call "
-                                 "(fix or delete the key)") from exc
+        if "KIQBEAT_GARBLED " in text:  # one schedule's field of a hash shared by many
+            detail = text.split("KIQBEAT_GARBLED ", 1)[1].split(" script:", 1)[0]
+            raise StateError(f"{detail}; nothing was pushed by this call (fix that schedule's "
+                             "field, or delete it alone: HDEL the key and the schedule's name; "
+                             "the key holds other schedules' records too)") from exc
+        if "KIQBEAT_WRONGTYPE " in text:
+            detail = text.split("KIQBEAT_WRONGTYPE ", 1)[1].split(" script:", 1)[0]
+            raise StateError(f"{detail}; nothing was pushed by this call "
+                             "(fix or delete the key)") from exc
         if "WRONGTYPE" in text:  # a pipeline's error names the command and so the key
             raise StateError(f"a key has the wrong type while {doing}: {text}; "
                              "nothing was pushed (fix or delete the key)") from exc

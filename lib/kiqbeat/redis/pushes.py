@@ -269,7 +269,7 @@ class BackfillCall:
     """What one backfill call did: jobs pushed, already pushed (or out of the record), left
     alone for a changed definition; flags one "1"/"0" per job in order; the schedules whose
     ticks stay recorded for `overlap: skip`; schedules left alone for a run count that is
-    not a number, and why."""
+    not a number or a progress record that is not one, and why."""
 
     pushed: int
     already: int

@@ -105,7 +105,10 @@ class Caller:
             client.script_load(lua.text)
             return client.execute_command(*command, **options)  # type: ignore[no-untyped-call]
         except redis.ResponseError as exc:
-            raise self.explained(exc) from exc
+            explained = self.explained(exc)
+            if explained is exc:  # never its own cause
+                raise
+            raise explained from exc
 
     def start(self, lua: Lua, client: redis.Redis, keys: Sequence[str],
               args: Sequence[Arg], *, line: Line | None = None, raw: bool = False,

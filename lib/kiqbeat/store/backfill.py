@@ -108,12 +108,16 @@ class Backfills:
             try:
                 recorded[name] = recorded_ranges(name, text)
             except ConfigError as exc:  # that schedule only: the others are backfilled
-                result.skipped.append((name, str(exc)))
+                result.aside.append((name, str(exc)))
+        result.skipped += result.aside
         definitions = self.ctx.side.read_present(builtins.list(names)
                                    or builtins.list(recorded))
-        # Named, with neither definition nor record (one with a record is skipped below).
-        missing = [n for n in names if n not in definitions and n not in recorded]
-        if missing and must_exist:
+        # Named, with neither definition nor record (one with a record is skipped below; a
+        # garbled one is set aside above, named with its record).
+        garbled = {n for n, _ in result.aside}
+        missing = [n for n in names
+                   if n not in definitions and n not in recorded and n not in garbled]
+        if missing and must_exist:  # a typo: nothing is backfilled, not the rest
             raise self.ctx.no_schedule(missing)
         result.skipped += [(n, "no schedule of that name") for n in missing]
         clock, started = self.ctx.side.clock(), time.monotonic()
@@ -188,7 +192,9 @@ class Backfills:
             result.pushed += call.pushed
             result.already += call.already
             result.stale += call.stale
-            result.skipped += [(name, f"left alone: {why}") for name, why in call.aside]
+            aside = [(name, f"left alone: {why}") for name, why in call.aside]
+            result.skipped += aside
+            result.aside += aside
             result.skipped += [(name, OVERLAP_HELD) for name in call.held]
             jobs = ((piece, tick) for piece in batch for tick, _ in piece.jobs)
             for (piece, tick), flag in zip(jobs, call.flags, strict=True):
