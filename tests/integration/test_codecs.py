@@ -33,6 +33,7 @@ from kiqbeat.redis.frames import (
 )
 from tests.support.clock import minute_floor, redis_now
 from tests.support.engine import config, pushed_jobs
+from tests.support.history import history_bytes, pushes_of
 from tests.support.marks import write_marks
 
 NO_MARK = 2**48 - 1
@@ -279,9 +280,9 @@ def entries(draw: st.DrawFn, max_size: int = 12) -> list[tuple[str, int, int, st
     return out
 
 
-def history_text(oldest_first: list[tuple[str, int, int, str]]) -> str:
-    return "\n".join(f"{k} {t} {d}" + (f" {j}" if k == "m" else "")
-                     for k, t, d, j in reversed(oldest_first))
+def history_of(oldest_first: list[tuple[str, int, int, str]]) -> bytes:
+    """A record's history part holding these entries (a schedule named "x")."""
+    return history_bytes(oldest_first)
 
 
 def record_of(client: redis.Redis, name: str) -> bytes | None:
@@ -307,8 +308,7 @@ def test_a_progress_record_travels_python_lua_python_byte_for_byte(
     pushes: list[tuple[str, int, int, str]],
 ) -> None:
     mark = None if mark_ms is None else progress.Mark(mark_ms, seen_ms)
-    text = history_text(pushes)
-    record = progress.encode_record(mark, progress.encode_history(text))
+    record = progress.encode_record(mark, history_of(pushes))
     raw = name_bytes(name)
     client.hset(keys.progress_bucket("", progress.bucket(raw)), raw, record)
     got_mark, got_seen, newest, tail = lua(client, PROGRESS_USES, PROGRESS_ECHO,
@@ -324,7 +324,7 @@ def test_a_progress_record_travels_python_lua_python_byte_for_byte(
     assert again is not None
     back, history = progress.decode_record(again)
     assert back == (None if mark is None else progress.Mark(mark_ms or 0, seen_ms))
-    assert progress.decode_history(history) == text
+    assert progress.decode_history("x", history) == pushes_of("x", pushes)
 
 
 @given(names, st.integers(0, NO_MARK - 1), entries(), st.sampled_from("tbms"),
@@ -341,7 +341,7 @@ def test_a_push_lua_appends_keeps_python_s_entries_as_they_were(
     history, with the new push on top, the newest `keep` of them."""
     raw = name_bytes(name)
     record = progress.encode_record(progress.Mark(mark_ms, None),
-                                    progress.encode_history(history_text(pushes)))
+                                    history_of(pushes))
     client.hset(keys.progress_bucket("", progress.bucket(raw)), raw, record)
     jid = "manual" + "cd" * 9 if kind == "m" else ""
     lua(client, PROGRESS_USES, PROGRESS_PUSH, [bucket_zero()],
@@ -350,12 +350,12 @@ def test_a_push_lua_appends_keeps_python_s_entries_as_they_were(
     assert again is not None
     mark, history = progress.decode_record(again)
     assert mark == progress.Mark(mark_ms, None)
-    assert progress.decode_history(history) == history_text([*pushes, (kind, tick, delay, jid)]
-                                                            [-keep:])
+    assert progress.decode_history("x", history) == pushes_of(
+        "x", [*pushes, (kind, tick, delay, jid)][-keep:])
 
 
 VALID = progress.encode_record(progress.Mark(1_790_000_000_000, 1_700_000_000_000),
-                               progress.encode_history(history_text(LONGEST[:3])))
+                               history_of(LONGEST[:3]))
 HEAD = len(progress.encode_record(progress.Mark(1_790_000_000_000, 1_700_000_000_000)))
 GARBLED = {
     "empty": b"",
@@ -376,7 +376,7 @@ def test_a_progress_record_that_is_not_one_is_refused_by_both_readers_naming_the
     client.flushall()
     raw = GARBLED[what]
     with pytest.raises(ValueError, match=r"progress record|cut short"):
-        progress.decode_history(progress.decode_record(raw)[1])
+        progress.decode_history("sick", progress.decode_record(raw)[1])
     client.hset(keys.progress_bucket("", progress.bucket("sick")), "sick", raw)
     client.hset(keys.progress_bucket("", progress.bucket("well")), "well", VALID)
     with pytest.raises(redis.ResponseError, match=r"KIQBEAT_GARBLED .*schedule 'sick' in "
@@ -421,11 +421,11 @@ def test_python_refuses_a_history_whose_entries_miss_their_count(client: redis.R
     entries without reading them, keeps it (bytes enough for its COUNT); Python, which reads
     them, refuses it."""
     mark = progress.Mark(1_790_000_000_000, None)
-    six, five = (progress.encode_history(history_text(LONGEST[:n])) for n in (6, 5))
+    six, five = (history_of(LONGEST[:n]) for n in (6, 5))
     record = progress.encode_record(mark, six)
     cut = record[:len(record) - (len(six) - len(five))]  # five whole entries of six said
     with pytest.raises(ValueError, match="of 6 entries holds 5"):
-        progress.decode_history(progress.decode_record(cut)[1])
+        progress.decode_history("x", progress.decode_record(cut)[1])
     client.hset(keys.progress_bucket("", progress.bucket("x")), "x", cut)
     assert lua(client, PROGRESS_USES, PROGRESS_ECHO, [bucket_zero()], ["x"])[0] == mark.mark_ms
     assert record_of(client, "x") == cut

@@ -246,7 +246,7 @@ def test_a_schedule_with_a_full_history_is_one_small_field_of_a_listpack_bucket(
     t0 = minute_floor(redis_now(client)) - timedelta(minutes=30) + timedelta(seconds=5)
     for minutes in range(12):
         run(client, cfg, now=t0 + timedelta(minutes=minutes))
-    assert len(progress.read_histories(client, "", ["report"])["report"].splitlines()) == 10
+    assert len(progress.read_histories(client, "", ["report"])["report"]) == 10
     bucket = keys.progress_bucket("", progress.bucket("report"))
     assert client.hlen(bucket) == 1
     assert client.hstrlen(bucket, "report") < 64

@@ -39,7 +39,7 @@ from kiqbeat.core.plan import MISSED_COUNT_CAP, from_ms, to_ms, to_ms_up
 from kiqbeat.core.records import MAX_RANGES
 from kiqbeat.core.schedule import Config
 from kiqbeat.engine import Engine, run
-from kiqbeat.errors import ConfigError, RedisRefusedError, StateError
+from kiqbeat.errors import ConfigError, RedisRefusedError, StateError, shown
 from kiqbeat.redis import keys, progress, scripts
 from kiqbeat.redis.connection import connect
 from kiqbeat.settings import Settings
@@ -895,6 +895,31 @@ def test_the_history_keeps_the_newest_n_pushes_of_every_kind(client: redis.Redis
     assert len(store.history("n")) == 3  # not kept: nothing added, nothing lost
     Store(client, history=0).trigger("n")
     assert len(store.history("n")) == 3
+
+
+@pytest.mark.parametrize("history", [
+    b"\x01\x8b\xcf\xe5\x68\x00\x02\x02\x00\x02ab",  # says 2 entries, holds 1
+    b"\xff\xff\xff\xff\xff\xff\x01\x00\x00",  # a tick past the year 9999
+])
+def test_a_garbled_history_costs_only_its_schedule_and_names_it_and_its_key(
+    client: redis.Redis, history: bytes,
+) -> None:
+    """`kiqbeat history` of a record Python cannot read refuses with the schedule, the bucket
+    key and the record's bytes; its report shows no pushes; another schedule's history reads."""
+    store = Store(client)
+    for name in ("sick", "well"):
+        store.put(name, {"cron": "* * * * *", "class": "W"})
+    store.trigger("well")
+    sick = keys.progress_bucket("", progress.bucket("sick"))
+    record = progress.encode_record(progress.Mark(1_700_000_000_000, None), history)
+    client.hset(sick, "sick", record)
+    with pytest.raises(ConfigError) as refused:
+        store.history("sick")
+    assert str(refused.value) == (f"the history of schedule 'sick' in {sick} is garbled: "
+                                  f"{shown(repr(record))}")
+    assert not any(t.outcome in ("pushed", "backfilled")
+                   for t in store.report("sick").ticks)
+    assert [p.kind for p in store.history("well")] == ["manual"]
 
 
 def test_an_operators_smaller_history_setting_never_shortens_the_history(

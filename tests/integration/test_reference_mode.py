@@ -36,6 +36,7 @@ from kiqbeat.redis.definitions import DUE_BATCH
 from kiqbeat.settings import Settings
 from tests.support.clock import minute_floor, redis_now
 from tests.support.engine import config
+from tests.support.history import entries_of, history_bytes
 from tests.support.state import state as whole_state
 
 LONG = os.environ.get("KIQBEAT_LONG") == "1"  # the long run: more sequences
@@ -98,9 +99,8 @@ def without_delays(record: bytes) -> bytes:
     """A progress record with each history entry's delay (the push instant by the running
     Redis clock) set to 0; the rest as it was (docs/store.md "Encodings")."""
     mark, history = progress.decode_record(record)
-    lines = [line.split(" ") for line in progress.decode_history(history).splitlines()]
-    text = "\n".join(" ".join([kind, tick, "0", *jid]) for kind, tick, _, *jid in lines)
-    return progress.encode_record(mark, progress.encode_history(text))
+    entries = entries_of(progress.decode_history("x", history))  # a manual run's jid only
+    return progress.encode_record(mark, history_bytes([(k, t, 0, j) for k, t, _, j in entries]))
 
 
 def copy(source: redis.Redis, target: redis.Redis) -> None:

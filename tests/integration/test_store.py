@@ -44,6 +44,7 @@ from kiqbeat.settings import Settings
 from kiqbeat.store import Store
 from tests.support.clock import advance_clock, minute_floor, redis_now, room_before_boundary
 from tests.support.engine import cron_jids, push_plan, pushed_jobs
+from tests.support.history import history_bytes, history_text, pushes_of
 from tests.support.marks import all_marks, stored_mark, write_marks
 from tests.support.servers import load_functions
 
@@ -762,7 +763,8 @@ def test_an_upgrade_from_the_old_layout_keeps_every_watermark(
     assert first_seen == seen_before
     histories = progress.read_histories(client, "", list(REFERENCE))
     assert set(histories) == set(REFERENCE)
-    for name, record in histories.items():  # the old lines under the new pushes, as room allows
+    for name, pushed in histories.items():  # the old lines under the new pushes, as room allows
+        record = history_text(pushed)
         lines, old = record.splitlines(), old_history[name].splitlines()
         kept = [line for line in lines if line in old]
         assert lines[len(lines) - len(kept):] == old[:len(kept)], (name, record)
@@ -794,8 +796,8 @@ def test_migrating_the_old_layout_twice_changes_nothing_and_a_garbled_mark_costs
     assert client.exists(WATERMARKS, FIRST_SEEN, keys.history("")) == 0
     assert progress.read_marks(client, "", ["a", "b", "c", "only_seen"]) == {
         "a": progress.Mark(1_700_000_060_000, 1_700_000_000_000), "c": progress.Mark(99, 1)}
-    assert progress.read_histories(client, "", ["a", "b"]) == {
-        "a": "t 1700000060000 15\nt 1700000000000 3", "b": "t 1700000000000 4"}
+    assert {n: history_text(h) for n, h in progress.read_histories(client, "", ["a", "b"]).items()
+            } == {"a": "t 1700000060000 15\nt 1700000000000 3", "b": "t 1700000000000 4"}
     before = {key: client.dump(key) for key in client.scan_iter()}
     assert migrate_layout(client, "") == []
     assert {key: client.dump(key) for key in client.scan_iter()} == before
@@ -1266,13 +1268,14 @@ def test_a_history_written_before_the_migration_keeps_the_old_watermark(
     client.hset(WATERMARKS, mapping={"a": 1_700_000_060_000})
     client.hset(FIRST_SEEN, mapping={"a": 1_700_000_000_000})
     client.hset(keys.progress_bucket("", progress.bucket("a")), "a", progress.encode_record(
-        None, progress.encode_history("m 1700000090000 3 manual0123456789abcdef")))
+        None, history_bytes(
+            [("m", 1_700_000_090_000, 3, "manual0123456789abcdef")])))
     assert progress.read_marks(client, "", ["a"]) == {}
     assert migrate_layout(client, "") == []
     assert progress.read_marks(client, "", ["a"]) == {
         "a": progress.Mark(1_700_000_060_000, 1_700_000_000_000)}
     assert progress.read_histories(client, "", ["a"]) == {
-        "a": "m 1700000090000 3 manual0123456789abcdef"}
+        "a": pushes_of("a", [("m", 1_700_000_090_000, 3, "manual0123456789abcdef")])}
 
 
 def test_a_failed_migration_is_tried_again_by_the_next_invocation(client: redis.Redis) -> None:
@@ -1305,9 +1308,9 @@ def test_a_bucket_of_another_type_costs_the_history_walk_only_its_own_names(
     assert progress.bucket("alpha") != progress.bucket("omega")
     for name in names:
         client.hset(keys.progress_bucket("", progress.bucket(name)), name, progress.encode_record(
-            progress.Mark(1_700_000_060_000, 1), progress.encode_history(
-                "t 1700000060000 15")))
+            progress.Mark(1_700_000_060_000, 1), history_bytes(
+                [("t", 1_700_000_060_000, 15, "")])))
     client.delete(keys.progress_bucket("", progress.bucket("alpha")))
     client.set(keys.progress_bucket("", progress.bucket("alpha")), "not a hash")
     assert progress.scan_histories(client, "", 0, progress.STATE_BUCKETS) == (
-        -1, [("omega", "t 1700000060000 15")])
+        -1, [("omega", pushes_of("omega", [("t", 1_700_000_060_000, 15, "")])[0])])

@@ -13,7 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kiqbeat.core.limits import MAX_DEFINITION_BYTES
-from kiqbeat.core.plan import Group
+from kiqbeat.core.plan import Group, to_ms
+from kiqbeat.core.records import Push
 from kiqbeat.errors import RedisRefusedError
 from kiqbeat.redis import due, keys, progress, pushes, scripts
 from kiqbeat.redis.connection import redis_errors
@@ -21,6 +22,7 @@ from kiqbeat.redis.definitions import Oversized
 from kiqbeat.redis.frames import Piece
 from kiqbeat.redis.migrate import migrate_layout
 from kiqbeat.redis.side import RedisSide
+from tests.support.history import history_text
 from tests.support.marks import write_marks
 
 NOW_MS = 1_780_000_000_000
@@ -40,10 +42,11 @@ def raw(text: str) -> bytes:
     return text.encode(errors="surrogateescape")
 
 
-def history_lines(client: redis.Redis, name: str) -> list[str]:
+def history_of(client: redis.Redis, name: str) -> list[Push]:
+    """The pushes recorded for `name` (their tick jids derived for a name "x": unused here,
+    and a fuzzed name need not be UTF-8)."""
     record = client.hget(keys.progress_bucket("ns:", progress.bucket(raw(name))), raw(name))
-    blob = progress.decode_record(record)[1] if record else b""
-    return progress.decode_history(blob).split("\n") if blob else []
+    return progress.decode_history("x", progress.decode_record(record)[1] if record else b"")
 
 
 def stored_mark(client: redis.Redis, name: str) -> progress.Mark | None:
@@ -103,8 +106,8 @@ def test_a_push_request_leaves_each_job_where_its_destination_field_sends_it(
         found = stored_mark(client, group.name)
         assert found is not None and found.mark_ms == group.mark_ms
         assert client.zscore(due_key, raw(group.name)) == NOW_MS + k
-        ticks = [line.split(" ")[1] for line in history_lines(client, group.name)]
-        assert ticks == [str(t) for t in reversed(group.ticks)][:3]
+        ticks = [to_ms(p.tick) for p in history_of(client, group.name)]
+        assert ticks == list(reversed(group.ticks))[:3]
     assert {m.decode(errors="surrogateescape") for m in client.smembers(keys.queues("ns:"))} \
         == set(expected_queue)
 
@@ -119,11 +122,11 @@ def test_history_keeps_the_newest_lines_on_top_of_what_it_held(client: redis.Red
     for tick in (NOW_MS, NOW_MS + 1000, NOW_MS + 2000):
         group.add(tick, 0, b"{}")
     pushes.push_call(client, "ns:", keys.due("ns:"), NOW_MS + 2000, [group], 10)
-    lines = history_lines(client, "h")
-    assert len(lines) == 10
-    assert [line.split(" ")[1] for line in lines[:4]] == [
-        str(NOW_MS + 2000), str(NOW_MS + 1000), str(NOW_MS), str(NOW_MS - MINUTE)]
-    assert lines[3:] == history.split("\n")[:7]
+    pushed = history_of(client, "h")
+    assert len(pushed) == 10
+    assert [to_ms(p.tick) for p in pushed[:4]] == [
+        NOW_MS + 2000, NOW_MS + 1000, NOW_MS, NOW_MS - MINUTE]
+    assert history_text(pushed).split("\n")[3:] == history.split("\n")[:7]
 
 
 def test_missed_ranges_travel_with_their_group(client: redis.Redis) -> None:
@@ -165,8 +168,8 @@ def test_a_backfill_request_pushes_the_recorded_ticks_and_takes_them_out(
     assert client.hget(keys.missed("ns:"), raw(name)) == (
         b"%d %d window\n%d %d policy" % (through, NOW_MS - 50 * MINUTE,
                                          NOW_MS - 40 * MINUTE, NOW_MS - 30 * MINUTE))
-    assert [line.split(" ")[:2] for line in history_lines(client, name)] == [
-        ["b", str(t)] for t in reversed(ticks)]
+    assert [(p.kind, to_ms(p.tick)) for p in history_of(client, name)] == [
+        ("backfill", t) for t in reversed(ticks)]
     # Sent again (a lost reply, a racing backfill): nothing is pushed twice.
     again = side.push_backfill([piece], 10)
     assert (again.pushed, again.already) == (0, len(bodies))
@@ -186,9 +189,8 @@ def test_a_manual_run_request_pushes_its_job_once(
     assert side.push_manual(name, SHA, queue, jid, NOW_MS, job, 10)  # re-sent: not again
     assert queued(client, queue) == [body]
     assert client.hget(keys.manual("ns:"), raw(name)) == jid.encode()
-    (line,) = history_lines(client, name)
-    kind, tick, _, got = line.split(" ")
-    assert (kind, tick, got) == ("m", str(NOW_MS), jid)
+    (push,) = history_of(client, name)
+    assert (push.kind, to_ms(push.tick), push.jid) == ("manual", NOW_MS, jid)
 
 
 def test_a_request_of_another_format_version_is_refused_before_anything_is_written(

@@ -25,11 +25,12 @@ from kiqbeat.core.records import (
     Range,
     count_ticks,
     last_tick_in,
-    parse_history,
     parse_ranges,
     ticks_in,
 )
 from kiqbeat.errors import ConfigError
+from kiqbeat.redis import progress
+from tests.support.history import history_bytes
 
 from .cron_reference import reference_fire_times
 from .cron_strategies import PROPERTY_SETTINGS, crons, windows
@@ -235,30 +236,58 @@ def test_a_garbled_record_is_refused_with_value_error(text: str) -> None:
 
 
 def test_a_history_reads_as_its_pushes_with_tick_jids_derived() -> None:
-    """Lines "KIND TICK DELAY [JID]", DELAY the push instant less the tick in ms (negative
+    """Entries KIND TICK DELAY [JID], DELAY the push instant less the tick in ms (negative
     for a job placed ahead in the schedule set); only a manual run's jid is stored."""
     tick_ms, when_ms = 1_700_000_000_000, 1_700_000_000_250
     manual = "manual" + "ab" * 9
-    pushes = parse_history("nightly", f"m {when_ms} 3 {manual}\n"
-                                      f"b {tick_ms} 250\nt {tick_ms} -4000")
+    blob = history_bytes([("t", tick_ms, -4000, ""), ("b", tick_ms, 250, ""),
+                          ("m", when_ms, 3, manual)])
+    pushes = progress.decode_history("nightly", blob)
     assert [(p.kind, to_ms(p.tick), p.jid, to_ms(p.when)) for p in pushes] == [
         ("manual", when_ms, manual, when_ms + 3),
         ("backfill", tick_ms, jid_ms("nightly", tick_ms), when_ms),
         ("tick", tick_ms, jid_ms("nightly", tick_ms), tick_ms - 4000)]
-    assert parse_history("nightly", "") == []
+    assert progress.decode_history("nightly", b"") == []
+    assert progress.decode_history("nightly", blob, 1) == pushes[:1]
     assert pushes[1].as_dict() == {"kind": "backfill", "tick": from_ms(tick_ms).isoformat(),
                                    "jid": jid_ms("nightly", tick_ms),
                                    "when": from_ms(when_ms).isoformat()}
     assert "backfill" in pushes[1].line() and pushes[1].jid in pushes[1].line()
 
 
-@pytest.mark.parametrize("text", [
-    "t 1700000000000", "t", "x 1700000000000 250", "t one 250", "t 1700000000000 later",
-    "T 1700000000000 250", "t 1700000000000 250\n?", "t 1700000000000 2.5",
-])
-def test_a_garbled_history_is_refused_with_value_error(text: str) -> None:
+def _history(newest_ms: int, *entries: bytes) -> bytes:
+    """A history part by hand: NEWEST, COUNT, the entries (docs/store.md "Encodings")."""
+    return newest_ms.to_bytes(6, "big") + bytes([len(entries)]) + b"".join(entries)
+
+
+NOW_MS = 1_700_000_000_000
+GARBLED_HISTORIES = {
+    "cut short": _history(NOW_MS, b"\x00")[:-1] + b"\x80",
+    "fewer entries than its count": _history(NOW_MS, b"\x00\x00")[:-2],
+    "a tick past the year 9999": _history(2**48 - 1, b"\x00\x00"),
+    "pushed before 1970": _history(0, b"\x00\x01"),
+    "an older tick before 1970": _history(5, b"\x00\x00", b"\xc0\x01\x00"),  # D 6 ms
+    "a manual jid with a space": _history(NOW_MS, b"\x02\x00\x03a b"),
+    "a manual jid with a line break": _history(NOW_MS, b"\x02\x00\x03a\nb"),
+}
+
+
+@pytest.mark.parametrize("what", sorted(GARBLED_HISTORIES))
+def test_a_garbled_history_is_refused_with_value_error(what: str) -> None:
     with pytest.raises(ValueError):
-        parse_history("nightly", text)
+        progress.decode_history("nightly", GARBLED_HISTORIES[what])
+
+
+def test_reading_the_newest_push_only_passes_over_an_older_garbled_one() -> None:
+    """The console's last push (`limit` 1) reads the newest entry; the older ones are walked
+    (a history cut short is refused whatever the limit), not read."""
+    blob = GARBLED_HISTORIES["an older tick before 1970"]  # the newest at 5 ms, then -1
+    with pytest.raises(ValueError):
+        progress.decode_history("nightly", blob)
+    (newest,) = progress.decode_history("nightly", blob, 1)
+    assert (newest.kind, to_ms(newest.tick), to_ms(newest.when)) == ("tick", 5, 5)
+    with pytest.raises(ValueError):
+        progress.decode_history("nightly", GARBLED_HISTORIES["cut short"], 1)
 
 
 def test_a_listing_step_boundary_inside_a_dst_gap_loses_no_tick() -> None:

@@ -198,6 +198,10 @@ CHANGED_PER_INVOCATION = 1_000
 MAX_EXPIRES_AFTER_S = 7 * 86_400.0
 MAX_HISTORY = 1000
 DEFAULT_HISTORY = 10
+# A schedule holding a tick (`overlap: buffer_one`) is planned again this soon, ms: push.lua
+# scores its index entry so (`kiqbeat run` then releases the tick within about a second of
+# its previous job's end), and the report's next due instant says so.
+HELD_RECHECK_MS = 1000
 # `kiqbeat report` looks for a pushed job still waiting among this many jobs at each end of
 # its queue and in the `schedule` set around its ticks (one bounded round trip).
 MAX_WAITING_SCAN = 1000

@@ -35,7 +35,7 @@ History. Each schedule's last `history` pushes (default `limits.DEFAULT_HISTORY`
 its tick, its jid, when it was pushed (Redis clock) and by what: an invocation ("tick"), a
 backfill, a manual run (`trigger`), or an operator's skip (`schedules skip`: "skipped",
 not pushed, never recorded as missed), whose jid is "manual" and 18 hex digits — never a
-tick's 24 hex digits.
+tick's 24 hex digits. `redis/progress.py` reads a history into `Push`es.
 """
 
 from __future__ import annotations
@@ -46,7 +46,6 @@ from datetime import datetime, timedelta
 
 from kiqbeat.core.instants import from_ms, to_ms
 from kiqbeat.core.limits import MAX_MISSED_COUNTED, MAX_PLANNABLE_MS
-from kiqbeat.core.payload import jid_ms
 from kiqbeat.core.schedule import Timetable
 from kiqbeat.errors import shown_name
 
@@ -151,7 +150,7 @@ def last_tick_in(timetable: Timetable, after_ms: int, through_ms: int) -> dateti
 class Push:
     """One push in a schedule's history."""
 
-    kind: str  # "tick", "backfill" or "manual"
+    kind: str  # "tick", "backfill", "manual" or "skipped" (KINDS)
     tick: datetime  # the tick instant (a manual run's: when it was asked for)
     jid: str
     when: datetime  # when it was pushed, by the Redis clock
@@ -165,24 +164,6 @@ class Push:
         """JSON-ready form."""
         return {"kind": self.kind, "tick": self.tick.isoformat(), "jid": self.jid,
                 "when": self.when.isoformat()}
-
-
-def parse_history(name: str, text: str) -> list[Push]:
-    """A schedule's history ("KIND TICK DELAY [JID]" lines, newest first, DELAY = push instant
-    - tick in ms); ValueError when garbled. A tick's or backfill's jid is the tick's,
-    derived as the job's was (only a manual run's is stored)."""
-    pushes = []
-    for line in text.splitlines():
-        kind, tick, delay, *rest = line.split(" ")
-        if kind not in KINDS or len(rest) != (kind == "m"):
-            raise ValueError(f"not a push: {line!r}")
-        tick_ms = _ms(tick)
-        job_id = rest[0] if rest else jid_ms(name, tick_ms)
-        when_ms = tick_ms + _ms(delay, signed=True)
-        if not 0 <= when_ms <= MAX_PLANNABLE_MS:
-            raise ValueError(f"not a push: {line[:80]!r}")
-        pushes.append(Push(KINDS[kind], from_ms(tick_ms), job_id, from_ms(when_ms)))
-    return pushes
 
 
 def held_tick_ms(raw: bytes | None) -> int | None:

@@ -12,6 +12,7 @@ from typing import Any
 import redis
 
 from kiqbeat.core.limits import MAX_PLANNABLE_MS
+from kiqbeat.core.records import Push
 from kiqbeat.redis import keys, progress, scripts
 from kiqbeat.redis.connection import redis_errors, reply_reason, reply_text
 from kiqbeat.redis.definitions import BATCH, Oversized, read_definitions, scan_items
@@ -157,9 +158,10 @@ def read_first_seen(client: redis.Redis, namespace: str, names: Sequence[str]
             if isinstance(mark, progress.Mark) and mark.first_seen_ms is not None}
 
 
-def read_history(client: redis.Redis, namespace: str, name: str) -> tuple[str | None, bool]:
-    """Schedule `name`'s history as recorded (None when there is none; `core.records.
-    parse_history` reads it) and whether its definition exists; one round trip."""
+def read_history(client: redis.Redis, namespace: str, name: str
+                 ) -> tuple[list[Push] | bytes | None, bool]:
+    """Schedule `name`'s pushes, newest first (None when it has none; its record's bytes
+    when garbled: `progress.read_histories`) and whether its definition exists."""
     with redis_errors(client, f"reading {keys.definitions(namespace)}"):
         exists = client.hexists(keys.definitions(namespace), name)
     return progress.read_histories(client, namespace, [name]).get(name), bool(exists)

@@ -8,8 +8,7 @@ bytes each, so that a script reads and writes a schedule's state with one HGET a
 and Redis keeps every bucket as a listpack. The layout before it is
 migrated once (`redis.migrate`): nothing here reads it.
 
-Histories are handed to readers as the text the old layout stored ("KIND TICK DELAY [JID]"
-lines, newest first), which `core.records.parse_history` reads.
+Histories are handed to readers as what they mean, `core.records.Push`es, newest first.
 """
 
 from __future__ import annotations
@@ -21,7 +20,10 @@ from dataclasses import dataclass
 import redis
 from redis.client import NEVER_DECODE
 
-from kiqbeat.core.limits import STATE_BUCKETS
+from kiqbeat.core.instants import from_ms
+from kiqbeat.core.limits import MAX_PLANNABLE_MS, STATE_BUCKETS
+from kiqbeat.core.payload import jid_ms
+from kiqbeat.core.records import KINDS, Push
 from kiqbeat.core.varints import UNITS_MS, read_varint, unzigzag, varint, zigzag
 from kiqbeat.redis import keys
 from kiqbeat.redis.connection import redis_errors, reply_bytes, reply_text
@@ -30,7 +32,8 @@ from kiqbeat.redis.connection import redis_errors, reply_bytes, reply_text
 _RAW = {NEVER_DECODE: True}
 # Names read per pipelined round trip.
 BATCH = 1000
-_KINDS = "tbms"  # tick, backfill, manual run, skipped (`kiqbeat schedules skip`)
+# KIND's codes: tick, backfill, manual run, skipped (`kiqbeat schedules skip`).
+_KINDS = [KINDS[letter] for letter in "tbms"]
 
 
 def bucket(name: str | bytes) -> int:
@@ -55,7 +58,7 @@ _NO_MARK = 2**48 - 1
 def encode_record(mark: Mark | None, history: bytes = b"") -> bytes:
     """A progress record: the watermark (unsigned 48-bit big-endian; 2^48-1: none), varint
     zigzag(watermark - first-seen) (first-seen 0: unknown), then, with a history
-    (`encode_history`), varint zigzag(watermark - its NEWEST) and the rest of it."""
+    (`decode_history`'s form), varint zigzag(watermark - its NEWEST) and the rest of it."""
     mark_ms, seen = (_NO_MARK, 0) if mark is None else (mark.mark_ms, mark.first_seen_ms or 0)
     record = mark_ms.to_bytes(6, "big") + varint(zigzag(mark_ms - seen))
     if history:
@@ -64,7 +67,7 @@ def encode_record(mark: Mark | None, history: bytes = b"") -> bytes:
 
 
 def decode_record(raw: bytes) -> tuple[Mark | None, bytes]:
-    """The mark (None when none) and history (`encode_history`'s form) of a record;
+    """The mark (None when none) and history part (`decode_history` reads it) of a record;
     ValueError when it is not one (progress.lua's `parse_record` refuses the same)."""
     try:
         mark_ms = int.from_bytes(raw[:6], "big")
@@ -84,31 +87,14 @@ def decode_record(raw: bytes) -> tuple[Mark | None, bytes]:
     return (None if mark_ms == _NO_MARK else Mark(mark_ms, seen or None)), history
 
 
-def encode_history(text: str) -> bytes:
-    """The history part of a record given as "KIND TICK DELAY [JID]" lines, newest first
-    (b"" when none): NEWEST (the last push's tick), COUNT, the entries oldest first."""
-    lines = [line.split(" ") for line in text.splitlines()][::-1]
-    if not lines:
-        return b""
-    out, previous = bytearray(), int(lines[0][1])
-    for kind, tick_text, delay_text, *jid in lines:
-        tick, delay = int(tick_text), int(delay_text)
-        d = tick - previous
-        unit = next(u for u in (3, 2, 1, 0) if d % UNITS_MS[u] == 0)
-        out += varint(zigzag(d // UNITS_MS[unit]) * 16 + unit * 4 + _KINDS.index(kind))
-        out += varint(zigzag(delay))
-        if kind == "m":
-            raw = (jid[0] if jid else "").encode()
-            out += varint(len(raw)) + raw
-        previous = tick
-    return previous.to_bytes(6, "big") + varint(len(lines)) + bytes(out)
-
-
-def decode_history(blob: bytes) -> str:
-    """A record's history part as "KIND TICK DELAY [JID]" lines, newest first; ValueError
-    when it is not one."""
+def decode_history(name: str, blob: bytes, limit: int | None = None) -> list[Push]:
+    """Schedule `name`'s pushes in a record's history part, newest first (the newest `limit`
+    of them when given: the others are walked, not read); ValueError when it is not one, or
+    a push read names an instant outside [0, MAX_PLANNABLE_MS] or a manual run's jid holds a
+    space or a line break. A tick's or backfill's jid is the tick's, derived as the job's
+    was (only a manual run's is stored)."""
     if not blob:
-        return ""
+        return []
     entries: list[tuple[int, int, int, str]] = []  # code, d, delay, jid: oldest first
     try:
         tick = int.from_bytes(blob[:6], "big")
@@ -121,7 +107,7 @@ def decode_history(blob: bytes) -> str:
                 length, pos = read_varint(blob, pos)
                 if pos + length > len(blob):
                     raise IndexError
-                jid = " " + blob[pos:pos + length].decode(errors="replace")
+                jid = blob[pos:pos + length].decode(errors="replace")
                 pos += length
             entries.append((head % 4, unzigzag(head // 16) * UNITS_MS[head // 4 % 4],
                             unzigzag(delay), jid))
@@ -129,11 +115,20 @@ def decode_history(blob: bytes) -> str:
         raise ValueError("a history record cut short") from None
     if len(entries) != count:
         raise ValueError(f"a history record of {count} entries holds {len(entries)}")
-    lines = []
-    for code, d, delay, jid in reversed(entries):
-        lines.append(f"{_KINDS[code]} {tick} {delay}{jid}")
+    pushes = []
+    for code, d, delay, jid in reversed(entries[-limit:] if limit else entries):
+        when = tick + delay
+        if not (0 <= tick <= MAX_PLANNABLE_MS and 0 <= when <= MAX_PLANNABLE_MS):
+            raise ValueError(f"a push of tick {tick} ms pushed at {when} ms")
+        if " " in jid or (jid and jid.splitlines() != [jid]):
+            raise ValueError(f"a manual run's jid {jid[:40]!r}")
+        try:
+            job_id = jid if code == 2 else jid_ms(name, tick)
+        except UnicodeEncodeError:
+            raise ValueError("a history of a name that is not UTF-8") from None
+        pushes.append(Push(_KINDS[code], from_ms(tick), job_id, from_ms(when)))
         tick -= d
-    return "\n".join(lines)
+    return pushes
 
 
 def _records(client: redis.Redis, namespace: str, names: Sequence[str], what: str
@@ -167,18 +162,18 @@ def read_marks(client: redis.Redis, namespace: str, names: Sequence[str]
     return out
 
 
-def read_histories(client: redis.Redis, namespace: str, names: Sequence[str]
-                   ) -> dict[str, str]:
-    """The history of each of `names` that has one, as "KIND TICK DELAY [JID]" lines
-    (newest first); a garbled record as its bytes shown, which `parse_history` refuses."""
-    out: dict[str, str] = {}
+def read_histories(client: redis.Redis, namespace: str, names: Sequence[str],
+                   limit: int | None = None) -> dict[str, list[Push] | bytes]:
+    """The history of each of `names` that has one, newest first (`decode_history`: the
+    newest `limit` pushes when given); a garbled record as its bytes."""
+    out: dict[str, list[Push] | bytes] = {}
     for name, raw in _records(client, namespace, names, "histories"):
         if raw is None:
             continue
         try:
-            history = decode_history(decode_record(raw)[1])
+            history = decode_history(name, decode_record(raw)[1], limit)
         except ValueError:
-            out[name] = repr(raw)
+            out[name] = raw
             continue
         if history:
             out[name] = history
@@ -190,8 +185,9 @@ _SCAN_COUNT = 1000
 
 
 def scan_histories(client: redis.Redis, namespace: str, first_bucket: int, count: int
-                   ) -> tuple[int, list[tuple[str, str]]]:
-    """The histories in buckets [first_bucket, first_bucket + count), as (name, lines), and
+                   ) -> tuple[int, list[tuple[str, Push]]]:
+    """The newest push of each history in buckets [first_bucket, first_bucket + count), as
+    (name, push), and
     the bucket to go on from (-1 when this page reached the last): one round trip, a few
     dozen names a bucket. Garbled records, empty histories and a bucket key of another type
     (written by hand: costs only its own names) are left out."""
@@ -208,10 +204,11 @@ def scan_histories(client: redis.Redis, namespace: str, first_bucket: int, count
             continue
         for name, record in reply[1].items():
             try:
-                history = decode_history(decode_record(reply_bytes(record) or b"")[1])
+                newest = decode_history(reply_text(name),
+                                        decode_record(reply_bytes(record) or b"")[1], 1)
             except ValueError:
                 continue
-            if history:
-                out.append((reply_text(name), history))
+            if newest:
+                out.append((reply_text(name), newest[0]))
     return (last if last < STATE_BUCKETS else -1), out
 

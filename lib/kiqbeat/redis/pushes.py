@@ -22,7 +22,7 @@ from typing import Any
 
 import redis
 
-from kiqbeat.core.limits import DEFAULT_HISTORY, MAX_REASON_CHARS
+from kiqbeat.core.limits import DEFAULT_HISTORY, HELD_RECHECK_MS, MAX_REASON_CHARS
 from kiqbeat.core.plan import MISSED_COUNT_CAP, Group
 from kiqbeat.core.report import Report
 from kiqbeat.core.schedule import Config
@@ -34,9 +34,6 @@ from kiqbeat.redis.connection import redis_errors, reply_text
 # invocations (its watermarks only move with what was pushed), and neither kiqbeat's memory
 # nor Redis's takes a surprise of gigabytes in one go.
 MAX_BYTES_PER_INVOCATION = 64 * 1024 * 1024
-# A schedule holding a tick (`overlap: buffer_one`) is planned again this soon, ms
-# (push.lua's HELD_RECHECK_MS).
-HELD_RECHECK_MS = 1000
 
 
 def _push_args(namespace: str, due_key: str, now_ms: int, chunk: Sequence[Group],

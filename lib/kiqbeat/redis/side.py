@@ -26,6 +26,7 @@ import redis
 
 from kiqbeat.core.limits import DEFAULT_HISTORY
 from kiqbeat.core.pause import Pause
+from kiqbeat.core.records import Push
 from kiqbeat.core.report import Report
 from kiqbeat.core.schedule import Config
 from kiqbeat.redis import (
@@ -234,7 +235,7 @@ class RedisSide:
         """`redis.operator_reads.read_first_seen` on this store."""
         return operator_reads.read_first_seen(self.client, self.namespace, names)
 
-    def read_history(self, name: str) -> tuple[str | None, bool]:
+    def read_history(self, name: str) -> tuple[list[Push] | bytes | None, bool]:
         """`redis.operator_reads.read_history` on this store."""
         return operator_reads.read_history(self.client, self.namespace, name)
 

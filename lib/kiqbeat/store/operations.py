@@ -19,7 +19,6 @@ from kiqbeat.core.records import (
     Range,
     count_ticks,
     held_tick_ms,
-    parse_history,
     parse_ranges,
 )
 from kiqbeat.core.schedule import Schedule
@@ -115,11 +114,8 @@ class Operations:
         schedule = self.ctx.schedule(name, stored.definition)
         if isinstance(schedule, str):
             raise ConfigError(f"schedule {shown(name)}: {schedule}")
-        text, _ = self.ctx.side.read_history(name)
-        try:
-            pushes = parse_history(name, text) if text else []
-        except ValueError:
-            pushes = []
+        history, _ = self.ctx.side.read_history(name)
+        pushes = history if isinstance(history, list) else []
         missed = dict(self.ctx.side.read_missed([name])).get(name)
         ranges = recorded_ranges(name, missed) if missed else []
         pause = self.ctx.side.read_pauses([name]).get(name)
@@ -168,16 +164,14 @@ class Operations:
     def history(self, name: str) -> builtins.list[Push]:
         """Schedule `name`'s last pushes, newest first; ConfigError when there is no such
         schedule and no history."""
-        text, exists = self.ctx.side.read_history(name)
-        if text is None and not exists:
+        history, exists = self.ctx.side.read_history(name)
+        if history is None and not exists:
             raise self.ctx.no_schedule([name])
-        try:
-            return parse_history(name, text) if text is not None else []
-        except ValueError:
+        if isinstance(history, bytes):
             raise ConfigError(f"the history of schedule {shown(name)} in "
                               f"{keys.progress_bucket(self.ctx.namespace, bucket(name))} is "
-                              f"garbled: "
-                              f"{shown(text)}") from None
+                              f"garbled: {shown(repr(history))}")
+        return history or []
 
 
 def recorded_ranges(name: str, text: str) -> builtins.list[Range]:

@@ -35,7 +35,7 @@ from kiqbeat.core.limits import (
     MAX_EXAMINED_PER_PAGE,
     MAX_PAGE_ROWS,
 )
-from kiqbeat.core.records import Push, parse_history
+from kiqbeat.core.records import Push
 from kiqbeat.core.schedule import Config, Schedule
 from kiqbeat.core.ticks import TickReport
 from kiqbeat.document.read import parse
@@ -377,20 +377,15 @@ class Console:
             pipe = self.client.pipeline(transaction=False)
             pipe.hmget(keys.missed(self.namespace), listed)
             (missed,) = pipe.execute()
-        histories = progress.read_histories(self.client, self.namespace, listed)
+        histories = progress.read_histories(self.client, self.namespace, listed, 1)
         rows = []
         for status, record in zip(statuses, missed, strict=True):
             rows.append(self._row(store, status, histories.get(status.name), record is not None))
         return rows
 
-    def _row(self, store: Store, status: ScheduleStatus, history: Any, has_missed: bool) -> Row:
-        last = None
-        if history is not None:
-            try:
-                pushes = parse_history(status.name, reply_text(history).split("\n", 1)[0])
-                last = pushes[0] if pushes else None
-            except ValueError:
-                last = None
+    def _row(self, store: Store, status: ScheduleStatus, history: list[Push] | bytes | None,
+             has_missed: bool) -> Row:
+        last = history[0] if isinstance(history, list) else None
         reading, queue, schedule = "", "default", None
         if status.definition is not None:
             queue = str(status.definition.get("queue", "default"))

@@ -18,7 +18,7 @@ from datetime import datetime
 import redis
 
 from kiqbeat.core.instants import from_ms, to_ms
-from kiqbeat.core.records import KINDS
+from kiqbeat.core.records import Push
 from kiqbeat.errors import KiqbeatError
 from kiqbeat.redis import pauses, progress
 from kiqbeat.redis.clock import read_clock
@@ -67,22 +67,18 @@ class Recent:
         with self._lock:
             self._bucket, pushes = progress.scan_histories(
                 self.client, self.namespace, self._bucket, WALK_BUCKETS)
-            for name, text in pushes:
-                self._note_push(name, text)
+            for name, push in pushes:
+                self._note_push(name, push)
             if self._bucket >= 0:
                 return False
-            self.last = [RecentPush(from_ms(w), n, KINDS.get(k, k), from_ms(t))
+            self.last = [RecentPush(from_ms(w), n, k, from_ms(t))
                          for w, n, k, t in sorted(self._heap, reverse=True)]
             self._bucket, self._heap = 0, []
             return True
 
-    def _note_push(self, name: str, text: str) -> None:
-        first = text.split("\n", 1)[0].split(" ")
-        try:
-            kind, tick_ms, delay_ms = first[0], int(first[1]), int(first[2])
-        except (IndexError, ValueError):
-            return
-        item = (tick_ms + delay_ms, name, kind, tick_ms)  # a min-heap: the oldest on top
+    def _note_push(self, name: str, push: Push) -> None:
+        # a min-heap: the oldest on top
+        item = (to_ms(push.when), name, push.kind, to_ms(push.tick))
         if len(self._heap) < RECENT:
             heapq.heappush(self._heap, item)
         else:

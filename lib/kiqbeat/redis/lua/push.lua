@@ -53,10 +53,10 @@ The mark passes all of them. Before any of its jobs, a group whose schedule hold
 held job is pushed as it was built (into the queue it names, or the `schedule` set until
 its RELEASE instant; history "t TICK DELAY"; counted in `pushed`, `released`) and the
 record deleted, in this step. While a schedule still holds a tick after the step, its index
-entry is at most ARGV[1] + HELD_RECHECK_MS, so it is planned again that soon. A schedule
-whose run count has reached LIMIT has ended: its index entry is ENDED_MS (never due)
-instead of NEXT (or, while it holds a tick, that recheck). Skipped,
-limited and overlapped ticks are counted in `skipped`; overlapped ones in `recorded` too.
+entry is at most ARGV[1] + HELD_RECHECK_MS (core/limits.py), so it is planned again that
+soon. A schedule whose run count has reached LIMIT has ended: its index entry is ENDED_MS
+(never due) instead of NEXT (or, while it holds a tick, that recheck). Skipped, limited and
+overlapped ticks are counted in `skipped`; overlapped ones in `recorded` too.
 A held record that is not one (written by hand) sets its schedule aside (below).
 
 A group whose definition has changed or gone since it was read is left alone entirely (its
@@ -130,9 +130,6 @@ local bucket_key, queues_key, sched_key = KEYS[1], KEYS[2], KEYS[3]
 local due_key, defs_key, rejected_key, missed_key = KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local life = {runs = KEYS[8], skips = KEYS[9], last = KEYS[10], held = KEYS[11]}
 local FIRST_QUEUE = 11
--- A schedule holding a tick is planned again this soon (epoch ms; `kiqbeat run` then
--- releases the tick within about a second of its previous job's end).
-local HELD_RECHECK_MS = 1000
 local now_ms = ARGV[1]
 local keep = tonumber(ARGV[2])
 local nq = tonumber(ARGV[3])
