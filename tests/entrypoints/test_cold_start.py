@@ -64,7 +64,7 @@ def test_an_invocation_loads_no_extra_no_sink_and_no_operators_store(redis_url: 
            f"assert main(['run-once', '--json', '--redis-url', {redis_url!r}]) == 0")
     assert loaded(run, (
         *EXTRAS, "urllib.request", "http.client", "kiqbeat.document.convert",
-        # the other commands' parsers and what they read (cli.INVOKING)
+        # the other commands' parsers and what they read (cli.ALONE)
         "kiqbeat.entrypoints.preview", "kiqbeat.entrypoints.schedules",
         "kiqbeat.entrypoints.operations", "kiqbeat.entrypoints.console",
         "kiqbeat.entrypoints.convert", "kiqbeat.entrypoints.requests",
@@ -211,17 +211,19 @@ def test_redis_asyncio_client_and_importlib_metadata_work_when_a_user_imports_th
     ["run-once"], ["run-once", "--json", "--jobs", "--now", "2026-01-01T00:00:00Z"],
     ["run-once", "--redis-url", "redis://h:1/2", "--namespace", "x", "--replay"],
     ["run", "--json", "--metrics-port", "9000", "--shard", "1", "--shard-count", "2"],
+    ["validate"], ["validate", "doc.yml", "--jobs", "--format", "sidekiq-cron"],
 ])
-def test_an_invoking_commands_parser_alone_reads_its_arguments_as_the_whole_one(
+def test_a_parser_built_alone_reads_its_arguments_as_the_whole_one(
         argv: list[str]) -> None:
-    """`run-once` and `run` are parsed by their own parser alone (cli.INVOKING): the
+    """`run-once`, `run` and `validate` are parsed by their own parser alone (cli.ALONE): the
     arguments it reads, defaults included, are those the whole command line reads."""
     assert vars(cli._parser(argv[0]).parse_args(argv)) == vars(cli._parser().parse_args(argv))
 
 
 @pytest.mark.parametrize("argv", [["run-once", "--help"], ["run-once", "--no-such-flag"],
-                                  ["run", "--metrics-port", "x"]])
-def test_an_invoking_commands_help_and_errors_are_the_whole_command_lines(
+                                  ["run", "--metrics-port", "x"], ["validate", "--help"],
+                                  ["validate", "a", "b"]])
+def test_a_parser_built_alone_gives_the_whole_command_lines_help_and_errors(
         argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     outputs = []
     for parser in (cli._parser(argv[0]), cli._parser()):

@@ -264,31 +264,8 @@ def _columns() -> int:
         return 80
 
 
-# The invoking commands' parsers, which `main` builds alone when one is the first argument:
-# a CronJob's `run-once` every minute does not pay for every other command's parser and its
-# module (argparse's formatter and gettext lookups: ~0.05 s of a cold process here).
-INVOKING = {"run-once": _add_run_once, "run": _add_run}
-
-
-def _parser(command: str | None = None) -> argparse.ArgumentParser:
-    """Every command's parser; only `command`'s when it is one of INVOKING (the same
-    parser it has among the others: `--help`, errors and defaults alike)."""
-    parser = argparse.ArgumentParser(
-        prog="kiqbeat",
-        description="Leaderless cron for Sidekiq-compatible job queues.",
-        formatter_class=_Formatter,
-    )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    if command in INVOKING:
-        INVOKING[command](sub)
-        return parser
-    from kiqbeat.entrypoints.console import add_parser as add_console_parser
-    from kiqbeat.entrypoints.convert import add_parser as add_convert_parser
-    from kiqbeat.entrypoints.operations import add_parser as add_operations_parser
-    from kiqbeat.entrypoints.operations import run_request
-    from kiqbeat.entrypoints.preview import add_import_flags, cmd_next, cmd_validate
-    from kiqbeat.entrypoints.requests import DEFAULT_STATUS_ROWS, MAX_NAMES
-    from kiqbeat.entrypoints.schedules import add_parser as add_schedules_parser
+def _add_validate(sub: Any) -> None:
+    from kiqbeat.entrypoints.preview import add_import_flags, cmd_validate
 
     p = sub.add_parser("validate", help="check a schedule file and list its schedules")
     p.add_argument("file", nargs="?",
@@ -299,6 +276,36 @@ def _parser(command: str | None = None) -> argparse.ArgumentParser:
                    help="also print each schedule's next job, exactly as it would be pushed")
     add_import_flags(p)
     p.set_defaults(func=cmd_validate)
+
+
+# The parsers `main` builds alone when their command is the first argument: a CronJob's
+# `run-once` every minute, or a CI job's `validate`, does not pay for every other command's
+# parser and its module (argparse's formatter and gettext lookups: ~0.05 s of a cold process
+# here).
+ALONE = {"run-once": _add_run_once, "run": _add_run, "validate": _add_validate}
+
+
+def _parser(command: str | None = None) -> argparse.ArgumentParser:
+    """Every command's parser; only `command`'s when it is one of ALONE (the same parser it
+    has among the others: `--help`, errors and defaults alike)."""
+    parser = argparse.ArgumentParser(
+        prog="kiqbeat",
+        description="Leaderless cron for Sidekiq-compatible job queues.",
+        formatter_class=_Formatter,
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    if command in ALONE:
+        ALONE[command](sub)
+        return parser
+    from kiqbeat.entrypoints.console import add_parser as add_console_parser
+    from kiqbeat.entrypoints.convert import add_parser as add_convert_parser
+    from kiqbeat.entrypoints.operations import add_parser as add_operations_parser
+    from kiqbeat.entrypoints.operations import run_request
+    from kiqbeat.entrypoints.preview import add_import_flags, cmd_next
+    from kiqbeat.entrypoints.requests import DEFAULT_STATUS_ROWS, MAX_NAMES
+    from kiqbeat.entrypoints.schedules import add_parser as add_schedules_parser
+
+    _add_validate(sub)
 
     p = sub.add_parser("next", help="preview upcoming fire times, of a document's schedules "
                                     "or stored ones")

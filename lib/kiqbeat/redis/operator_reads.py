@@ -7,16 +7,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
 
 from kiqbeat.core.limits import MAX_PLANNABLE_MS
-from kiqbeat.core.records import Push
 from kiqbeat.redis import keys, progress, scripts
 from kiqbeat.redis.connection import redis_errors, reply_reason, reply_text
 from kiqbeat.redis.definitions import BATCH, Oversized, read_definitions, scan_items
 from kiqbeat.redis.due import due_keys
+
+if TYPE_CHECKING:  # read histories only (a nothing-due run-once reads none)
+    from kiqbeat.core.records import Push
 
 
 @dataclass(frozen=True)

@@ -16,24 +16,27 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import redis
 from redis.client import NEVER_DECODE
 
 from kiqbeat.core.instants import from_ms
 from kiqbeat.core.limits import MAX_PLANNABLE_MS, STATE_BUCKETS
-from kiqbeat.core.payload import jid_ms
-from kiqbeat.core.records import KINDS, Push
 from kiqbeat.core.varints import UNITS_MS, read_varint, unzigzag, varint, zigzag
 from kiqbeat.redis import keys
 from kiqbeat.redis.connection import redis_errors, reply_bytes, reply_text
+
+if TYPE_CHECKING:
+    from kiqbeat.core.records import Push
 
 # Records are bytes: read undecoded whatever the client's decode_responses.
 _RAW = {NEVER_DECODE: True}
 # Names read per pipelined round trip.
 BATCH = 1000
-# KIND's codes: tick, backfill, manual run, skipped (`kiqbeat schedules skip`).
-_KINDS = [KINDS[letter] for letter in "tbms"]
+# KIND's codes, each its letter in core.records.KINDS: tick, backfill, manual run, skipped
+# (`kiqbeat schedules skip`).
+_KIND_CODES = "tbms"
 
 
 def bucket(name: str | bytes) -> int:
@@ -95,6 +98,11 @@ def decode_history(name: str, blob: bytes, limit: int | None = None) -> list[Pus
     was (only a manual run's is stored)."""
     if not blob:
         return []
+    # Here, not at the top: a nothing-due run-once reads no history (tests/entrypoints/
+    # test_cold_start.py DUE_ONLY).
+    from kiqbeat.core.payload import jid_ms
+    from kiqbeat.core.records import KINDS, Push
+
     entries: list[tuple[int, int, int, str]] = []  # code, d, delay, jid: oldest first
     try:
         tick = int.from_bytes(blob[:6], "big")
@@ -126,7 +134,7 @@ def decode_history(name: str, blob: bytes, limit: int | None = None) -> list[Pus
             job_id = jid if code == 2 else jid_ms(name, tick)
         except UnicodeEncodeError:
             raise ValueError("a history of a name that is not UTF-8") from None
-        pushes.append(Push(_KINDS[code], from_ms(tick), job_id, from_ms(when)))
+        pushes.append(Push(KINDS[_KIND_CODES[code]], from_ms(tick), job_id, from_ms(when)))
         tick -= d
     return pushes
 

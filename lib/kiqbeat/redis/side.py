@@ -26,7 +26,6 @@ import redis
 
 from kiqbeat.core.limits import DEFAULT_HISTORY
 from kiqbeat.core.pause import Pause
-from kiqbeat.core.records import Push
 from kiqbeat.core.report import Report
 from kiqbeat.core.schedule import Config
 from kiqbeat.redis import (
@@ -45,7 +44,8 @@ from kiqbeat.redis.documents import DocumentChange
 from kiqbeat.redis.due import DueRead, Reads
 from kiqbeat.redis.operator_reads import Counts, Stored
 
-if TYPE_CHECKING:  # the push path (the plan core): loaded when something is pushed
+if TYPE_CHECKING:  # the push path (the plan core) and the history: loaded when used
+    from kiqbeat.core.records import Push
     from kiqbeat.redis import pushes
     from kiqbeat.redis.frames import Piece
 
