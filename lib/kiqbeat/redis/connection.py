@@ -180,6 +180,14 @@ def _clean(text: str, client: redis.Redis) -> str:
     return text if len(text) <= 300 else text[:297] + "..."
 
 
+def _tagged(text: str, tag: str) -> str | None:
+    """The detail of a script's refusal tagged `tag` ("TAG detail script: ..."); None when
+    `text` holds no such tag."""
+    if f"{tag} " not in text:
+        return None
+    return text.split(f"{tag} ", 1)[1].split(" script:", 1)[0]
+
+
 @contextmanager
 def redis_errors(client: redis.Redis, doing: str) -> Iterator[None]:
     """Turn redis-py's exceptions into kiqbeat's, naming what was being done and where."""
@@ -192,26 +200,22 @@ def redis_errors(client: redis.Redis, doing: str) -> Iterator[None]:
         raise error from (None if _clean(str(exc), client) != str(exc) else exc)
     except redis.ResponseError as exc:
         text = str(exc)
-        if "KIQBEAT_NOPERM " in text:
-            detail = text.split("KIQBEAT_NOPERM ", 1)[1].split(" script:", 1)[0]
+        if (detail := _tagged(text, "KIQBEAT_NOPERM")) is not None:
             raise RedisRefusedError(f"Redis at {_where(client)} refused {doing}: {detail}; "
                                     "nothing was pushed by this call") from exc
-        if "KIQBEAT_FORMAT " in text:
-            detail = text.split("KIQBEAT_FORMAT ", 1)[1].split(" script:", 1)[0]
+        if (detail := _tagged(text, "KIQBEAT_FORMAT")) is not None:
             raise RedisRefusedError(
                 f"Redis at {_where(client)} refused {doing}: {detail}. With the function "
                 "library (KIQBEAT_REDIS_FUNCTIONS), load this version's: `kiqbeat functions "
                 "--load`; nothing was written by this call") from exc
-        if "KIQBEAT_SHARDS " in text:
-            detail = text.split("KIQBEAT_SHARDS ", 1)[1].split(" script:", 1)[0]
+        if (detail := _tagged(text, "KIQBEAT_SHARDS")) is not None:
             raise ConfigError(f"{detail}; nothing was written") from None
-        if "KIQBEAT_GARBLED " in text:  # one schedule's field of a hash shared by many
-            detail = text.split("KIQBEAT_GARBLED ", 1)[1].split(" script:", 1)[0]
+        # A record that is not one: one field of a hash shared by many schedules.
+        if (detail := _tagged(text, "KIQBEAT_GARBLED")) is not None:
             raise StateError(f"{detail}; nothing was pushed by this call (fix that schedule's "
                              "field, or delete it alone: HDEL the key and the schedule's name; "
                              "the key holds other schedules' records too)") from exc
-        if "KIQBEAT_WRONGTYPE " in text:
-            detail = text.split("KIQBEAT_WRONGTYPE ", 1)[1].split(" script:", 1)[0]
+        if (detail := _tagged(text, "KIQBEAT_WRONGTYPE")) is not None:
             raise StateError(f"{detail}; nothing was pushed by this call "
                              "(fix or delete the key)") from exc
         if "WRONGTYPE" in text:  # a pipeline's error names the command and so the key

@@ -195,10 +195,9 @@ _SCAN_COUNT = 1000
 def scan_histories(client: redis.Redis, namespace: str, first_bucket: int, count: int
                    ) -> tuple[int, list[tuple[str, Push]]]:
     """The newest push of each history in buckets [first_bucket, first_bucket + count), as
-    (name, push), and
-    the bucket to go on from (-1 when this page reached the last): one round trip, a few
-    dozen names a bucket. Garbled records, empty histories and a bucket key of another type
-    (written by hand: costs only its own names) are left out."""
+    (name, push), and the bucket to go on from (-1 when this page reached the last): one
+    round trip, a few dozen names a bucket. Garbled records, empty histories and a bucket
+    key of another type (written by hand: costs only its own names) are left out."""
     last = min(first_bucket + count, STATE_BUCKETS)
     with redis_errors(client, "sweeping histories"):
         pipe = client.pipeline(transaction=False)
