@@ -116,8 +116,8 @@ for k, name in ipairs(names) do
   if keep > 0 then
     s.history, err = read_history(name)
     if err then
-      if string.sub(err.err or '', 1, 15) ~= 'KIQBEAT_GARBLED' then return err end
-      s.why = string.sub(err.err, 17)
+      s.why = garbled_reason(err)
+      if not s.why then return err end
       aside[#aside + 1], aside[#aside + 2] = name, s.why
     end
   end

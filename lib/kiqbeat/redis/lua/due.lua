@@ -62,7 +62,7 @@ for j = 1, #names do
   if bad then
     -- A record that is not one (written by hand) costs only its schedule: -2 tells the
     -- engine to set it aside (redis/due.py GARBLED_MARK); any other error stops the read.
-    if string.sub(bad.err or '', 1, 15) ~= 'KIQBEAT_GARBLED' then return bad end
+    if not garbled_reason(bad) then return bad end
     mark = -2
   end
   local name, def, pause = names[j], defs[j], pauses[j]

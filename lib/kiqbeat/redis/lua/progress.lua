@@ -65,6 +65,13 @@ local function garbled(name, key, raw)
     'was written by hand): ' .. head)
 end
 
+-- The reason `garbled` gave, when `err` is its refusal (a record that is not one costs only
+-- its schedule); nil for any other error (which stops the call).
+local function garbled_reason(err)
+  local text = err.err or ''
+  if string.sub(text, 1, 15) == 'KIQBEAT_GARBLED' then return string.sub(text, 17) end
+end
+
 -- tick, backfill, manual run (with its jid), skipped (`kiqbeat schedules skip`)
 local KIND_CODE = {t = 0, b = 1, m = 2, s = 3}
 

@@ -211,8 +211,8 @@ for first = 1, ng, BATCH do
     if err then
       -- A record that is not one (written by hand since the due read) costs only its
       -- schedule: set aside below; any other error stops the call.
-      if string.sub(err.err or '', 1, 15) ~= 'KIQBEAT_GARBLED' then return err end
-      garbled_states[k] = string.sub(err.err, 17)
+      garbled_states[k] = garbled_reason(err)
+      if not garbled_states[k] then return err end
     end
   end
 end
