@@ -174,6 +174,19 @@ def test_kiqbeat_audit_shows_names_actors_and_notes_escaped_one_line_each(
     assert "x" * 201 not in shown.out  # a name is clipped (MAX_SHOWN_CHARS)
 
 
+def test_kiqbeat_audit_json_escapes_what_would_forge_text_on_a_terminal(
+    kiqbeat: Kiqbeat, redis_client: redis.Redis,
+) -> None:
+    """--json is read on a terminal too: U+202E (which JSON need not escape) is written as
+    its escape, as every other command's --json writes it (errors.foreign_json), and the
+    values read back whole."""
+    record_action(redis_client, "", "mallory", "pause", f"s{FORGING}", note=f"n{FORGING}")
+    listed = kiqbeat("audit", "--json")
+    assert listed.code == 0 and not {"\x1b", "\u202e"} & set(listed.out)
+    (entry,) = listed.json()["audit"]
+    assert (entry["name"], entry["note"]) == (f"s{FORGING}", f"n{FORGING}")
+
+
 def test_a_reindex_is_recorded_with_its_actor_note_and_counts(
     kiqbeat: Kiqbeat, redis_client: redis.Redis,
 ) -> None:

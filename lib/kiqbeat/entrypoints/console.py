@@ -10,12 +10,11 @@ command, and neither the Lambda handler nor an invocation, loads it.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from typing import Any
 
 from kiqbeat.entrypoints.common import opened_engine
-from kiqbeat.errors import ConfigError, shown
+from kiqbeat.errors import ConfigError, foreign_json, shown
 from kiqbeat.settings import add_flags, flags_of
 
 
@@ -59,8 +58,7 @@ def _cmd_audit(args: argparse.Namespace) -> int:
         store = engine.store()
         entries = read_audit(store.client, store.namespace, args.name, args.limit)
     if args.json:
-        print(json.dumps({"audit": [e.as_dict() for e in entries]}, indent=2,
-                         ensure_ascii=False))
+        print(foreign_json({"audit": [e.as_dict() for e in entries]}, indent=2))
     else:
         print("\n".join(e.line() for e in entries) or "no actions recorded"
               + (f" for {shown(args.name)}" if args.name else ""))
