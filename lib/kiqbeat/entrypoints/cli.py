@@ -41,11 +41,6 @@ def _invoking(args: argparse.Namespace) -> Engine:
     return engine
 
 
-def _print_warnings(warnings: Sequence[str]) -> None:
-    for warning in warnings:
-        print(f"kiqbeat: warning: {warning}", file=sys.stderr, flush=True)
-
-
 def _cmd_run_once(args: argparse.Namespace) -> int:
     from kiqbeat.entrypoints.loop import print_report
 
@@ -58,8 +53,6 @@ def _cmd_run_once(args: argparse.Namespace) -> int:
             from kiqbeat.core.instants import option_instant
             now = option_instant(args.now, "--now")
         report = engine.run(now=now, replay=engine.settings.replay)
-        if not args.json:
-            _print_warnings(report.warnings)
         print_report(report, args.json, jobs=args.jobs, quiet=False)
     return 0
 
@@ -91,8 +84,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
             observe(None)
             return None
         observe(report)
-        if not args.json:  # each new one once; an invocation's own each time
-            _print_warnings(report.warnings)
         print_report(report, args.json)
         return report
 

@@ -1,20 +1,22 @@
 """What the store's commands share (`kiqbeat schedules`, `missed`, `backfill`, ...): the
-engine their flags describe, and a progress bar for the long ones."""
+engine their flags describe, one way to print what they did, and a progress bar for the
+long ones."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from kiqbeat.errors import ConfigError
+from kiqbeat.errors import ConfigError, foreign_json
 from kiqbeat.settings import flags_of
 
 if TYPE_CHECKING:  # the engine (and the Redis client) when a command runs, not to parse its flags
     from kiqbeat.engine import Engine
+    from kiqbeat.entrypoints.outcomes import Outcome
 
 
 @contextmanager
@@ -43,6 +45,23 @@ def opened_engine(args: argparse.Namespace) -> Iterator[Engine]:
         yield engine
     finally:
         engine.close()
+
+
+def print_warnings(warnings: Iterable[str]) -> None:
+    """Each warning on stderr, a line each (`kiqbeat: warning: ...`)."""
+    for warning in warnings:
+        print(f"kiqbeat: warning: {warning}", file=sys.stderr, flush=True)
+
+
+def print_outcome(outcome: Outcome, as_json: bool) -> int:
+    """Print what a command did, as every store command prints it: its warnings on stderr,
+    its JSON (`--json`: `errors.foreign_json`, safe on a terminal) or its lines on stdout,
+    its problems on stderr; return its exit code."""
+    print_warnings(outcome.warnings)
+    print(foreign_json(outcome.result, indent=2) if as_json else "\n".join(outcome.lines))
+    if outcome.problems:
+        print(f"kiqbeat: {'; '.join(outcome.problems)}", file=sys.stderr)
+    return outcome.code
 
 
 @contextmanager

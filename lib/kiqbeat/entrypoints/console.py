@@ -13,8 +13,8 @@ import argparse
 import os
 from typing import Any
 
-from kiqbeat.entrypoints.common import opened_engine
-from kiqbeat.errors import ConfigError, foreign_json, shown
+from kiqbeat.entrypoints.common import opened_engine, print_outcome
+from kiqbeat.errors import ConfigError, shown
 from kiqbeat.settings import add_flags, flags_of
 
 
@@ -53,16 +53,16 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     if not 1 <= args.limit <= 10_000:
         raise ConfigError("--limit must be from 1 to 10000")
     from kiqbeat.audit import read_audit
+    from kiqbeat.entrypoints.outcomes import Outcome
 
     with opened_engine(args) as engine:
         store = engine.store()
         entries = read_audit(store.client, store.namespace, args.name, args.limit)
-    if args.json:
-        print(foreign_json({"audit": [e.as_dict() for e in entries]}, indent=2))
-    else:
-        print("\n".join(e.line() for e in entries) or "no actions recorded"
-              + (f" for {shown(args.name)}" if args.name else ""))
-    return 0
+    return print_outcome(Outcome({"audit": [e.as_dict() for e in entries]},
+                                 [e.line() for e in entries] or [
+                                     "no actions recorded"
+                                     + (f" for {shown(args.name)}" if args.name else "")]),
+                         args.json)
 
 
 def add_parser(sub: Any) -> None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import math
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -60,8 +61,12 @@ def print_report(report: Report, as_json: bool, *, jobs: bool = False,
                  quiet: bool = True) -> None:
     """Print what an invocation did on stdout: with `as_json`, its report (warnings included)
     as one compact JSON line for every invocation, a log line to parse, with each pushed job
-    listed if `jobs`; else the summary line (when `quiet`, only if it pushed, missed or met
-    new schedules), the warnings being the caller's to print on stderr."""
+    listed if `jobs`; else its warnings on stderr (each new one once; an invocation's own
+    each time) and the summary line (when `quiet`, only if it pushed, missed or met new
+    schedules)."""
+    if not as_json:
+        for warning in report.warnings:
+            print(f"kiqbeat: warning: {warning}", file=sys.stderr, flush=True)
     if as_json:
         document = report.as_dict()
         if jobs:

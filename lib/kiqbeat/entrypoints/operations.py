@@ -36,8 +36,7 @@ from typing import Any
 
 from kiqbeat.core.limits import BACKFILL_CONFIRM_JOBS
 from kiqbeat.entrypoints import requests
-from kiqbeat.entrypoints.common import opened_engine, progress_bar
-from kiqbeat.errors import foreign_json
+from kiqbeat.entrypoints.common import opened_engine, print_outcome, progress_bar
 from kiqbeat.settings import add_flags
 
 
@@ -67,15 +66,10 @@ def run_request(kind: str, args: argparse.Namespace) -> int:
         with progress_bar(show, total, " ticks") as progress:
             outcome = execute(request, engine, deadline=deadline,
                               stop=lambda: bool(signalled), progress=progress)
-    for warning in outcome.warnings:
-        print(f"kiqbeat: warning: {warning}", file=sys.stderr, flush=True)
-    print(foreign_json(outcome.result, indent=2) if args.json
-          else "\n".join(outcome.lines))
-    if outcome.problems:
-        print(f"kiqbeat: {'; '.join(outcome.problems)}", file=sys.stderr)
+    code = print_outcome(outcome, args.json)
     if signalled and outcome.backfill is not None and outcome.backfill.stopped == "signal":
         return 128 + signalled[0]  # as a shell reports a process a signal stopped
-    return outcome.code
+    return code
 
 
 @contextmanager

@@ -27,6 +27,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
+from functools import partial
 from typing import IO, TYPE_CHECKING, Any
 
 from kiqbeat.core.limits import (
@@ -38,7 +39,7 @@ from kiqbeat.document.fields import BY_NAME
 from kiqbeat.document.imported import ImportOptions
 from kiqbeat.document.jobs import MAX_JOB_BYTES
 from kiqbeat.document.read import MAX_DOCUMENT_BYTES, decode, parse
-from kiqbeat.entrypoints.common import opened_engine, progress_bar
+from kiqbeat.entrypoints.common import opened_engine, print_outcome, print_warnings, progress_bar
 from kiqbeat.entrypoints.operations import run_request
 from kiqbeat.entrypoints.preview import add_import_flags, import_options
 from kiqbeat.errors import (
@@ -75,16 +76,6 @@ def _dumper() -> Any:
     import yaml
 
     return getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-
-
-def _done(args: argparse.Namespace, document: dict[str, Any], text: str) -> int:
-    print(foreign_json(document, indent=2) if args.json else text)
-    return 0
-
-
-def _warn(warnings: Iterable[str]) -> None:
-    for warning in warnings:
-        print(f"kiqbeat: warning: {warning}", file=sys.stderr, flush=True)
 
 
 @contextmanager
@@ -159,28 +150,27 @@ def _cmd_write(args: argparse.Namespace) -> int:
     return run_request(args.action, args)
 
 
-def _cmd_request(args: argparse.Namespace) -> int:
-    """remove, pause, resume, get, reindex: read into the request model the Lambda's events
-    are read into, and run by the same code (kiqbeat.entrypoints.outcomes)."""
-    return run_request(args.action, args)
-
-
 def _cmd_list(args: argparse.Namespace) -> int:
+    from kiqbeat.entrypoints.outcomes import Outcome
+
     if args.count < 1 or args.cursor < 0:
         raise ConfigError("--count must be at least 1 and --cursor at least 0")
     with opened_engine(args) as engine:
         cursor, rows = engine.store().list(args.cursor, args.count)
     lines = [r.line() for r in rows]
     lines.append(f"... more: --cursor {cursor}" if cursor else "(end of the store)")
-    return _done(args, {"cursor": cursor, "schedules": [r.as_dict() for r in rows]},
-                 "\n".join(lines))
+    return print_outcome(Outcome({"cursor": cursor, "schedules": [r.as_dict() for r in rows]},
+                                 lines), args.json)
 
 
 # ---------------------------------------------------------------------------- calendars
 
 
 def _cmd_calendar(args: argparse.Namespace) -> int:
-    """calendar set, get, list, remove: the store's calendars (`Store.put_calendar`, ...)."""
+    """calendar set, get, list, remove: the store's calendars (`Store.put_calendar`, ...);
+    exit 1 when a set left a schedule naming the calendar unrewritten."""
+    from kiqbeat.entrypoints.outcomes import Outcome
+
     with opened_engine(args) as engine:
         store = engine.store()
         if args.note:
@@ -193,26 +183,26 @@ def _cmd_calendar(args: argparse.Namespace) -> int:
                      f"{change.unchanged:,} had them already"]
             lines += [f"not rewritten: {shown_name(n)}: {why}"
                       for n, why in change.not_rewritten[:_SHOWN_PROBLEMS]]
-            _done(args, change.as_dict(), "\n".join(lines))
-            return 1 if change.not_rewritten else 0
-        if verb == "get":
+            done = Outcome(change.as_dict(), lines, code=1 if change.not_rewritten else 0)
+        elif verb == "get":
             dates = store.calendar(args.name)
             if dates is None:
                 raise ConfigError(f"no calendar {shown(args.name)} in the store; its "
                                   f"calendars: {', '.join(sorted(store.calendars())) or 'none'}")
             text = [d.isoformat() for d in dates]
-            return _done(args, {"calendar": args.name, "dates": text},
-                         f"{args.name}: {' '.join(text) or '(no dates)'}")
-        if verb == "list":
+            done = Outcome({"calendar": args.name, "dates": text},
+                           [f"{args.name}: {' '.join(text) or '(no dates)'}"])
+        elif verb == "list":
             held = store.calendars_text()
-            return _done(args, {"calendars": held},
-                         "\n".join(f"{name}: {len(dates):,} date(s)"
-                                   for name, dates in sorted(held.items()))
-                         or "(no calendars in the store)")
-        removed = store.remove_calendar(args.name)
-        return _done(args, {"calendar": args.name, "removed": removed},
-                     f"calendar {shown(args.name)} "
-                     f"{'removed' if removed else 'was not in the store'}")
+            done = Outcome({"calendars": held}, [f"{name}: {len(dates):,} date(s)"
+                                                 for name, dates in sorted(held.items())]
+                           or ["(no calendars in the store)"])
+        else:
+            removed = store.remove_calendar(args.name)
+            done = Outcome({"calendar": args.name, "removed": removed},
+                           [f"calendar {shown(args.name)} "
+                            f"{'removed' if removed else 'was not in the store'}"])
+    return print_outcome(done, args.json)
 
 
 # ---------------------------------------------------------------------------- in bulk
@@ -332,12 +322,12 @@ def _document_items(engine: Engine, store: Store, path: str,
         raise ConfigError(f"the document's namespace {config.namespace!r} is not the store's "
                           f"{store.namespace!r}; pass --namespace {config.namespace!r} to "
                           "import into that one", source=path)
-    _warn(config.warnings)
+    print_warnings(config.warnings)
     ignored = [key for key, attribute in zip(_DEPLOYMENT_KEYS, _DEPLOYMENT_ATTRIBUTES,
                                              strict=True)
                if getattr(config, attribute) != BY_NAME[key].default]
     if ignored:
-        _warn([f"{path}: {', '.join(ignored)} not imported: settings of a deployment (its "
+        print_warnings([f"{path}: {', '.join(ignored)} not imported: settings of a deployment (its "
                "document or KIQBEAT_* variables), not of a schedule"])
     return [(s.name, s.definition) for s in config.schedules]
 
@@ -389,10 +379,6 @@ def _import_summary(args: argparse.Namespace, result: ImportResult) -> int:
               "were", file=sys.stderr)
         return 1
     return 0
-
-
-def _compact(value: object) -> str:
-    return foreign_json(value)
 
 
 def _yaml_page(page: dict[str, Any]) -> str:
@@ -466,15 +452,15 @@ def _cmd_export(args: argparse.Namespace) -> int:
         items = ((name, zone.see(d)) for name, d in engine.store().export(passed))
         if args.jsonl:
             for name, definition in items:
-                write(_compact({"name": name, "definition": definition}) + "\n")
+                write(foreign_json({"name": name, "definition": definition}) + "\n")
         elif args.json:
             write('{"schedules": {')
             separator = "\n  "
             for name, definition in items:
-                write(f"{separator}{_compact(name)}: {_compact(definition)}")
+                write(f"{separator}{foreign_json(name)}: {foreign_json(definition)}")
                 separator = ",\n  "
             write("}" if separator == "\n  " else "\n}")
-            write(f', "time_zone": {_compact(zone.zone)}}}\n')
+            write(f', "time_zone": {foreign_json(zone.zone)}}}\n')
         else:
             # libyaml pays a set-up cost per call: dump a page of schedules at a time, each
             # page a `schedules:` document whose first line is written once.
@@ -508,15 +494,18 @@ def add_parser(sub: Any) -> None:
                                          "and export the schedules in the store")
     actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
 
-    def action(name: str, help: str, func: Callable[[argparse.Namespace], int],
+    def action(name: str, help: str, func: Callable[[argparse.Namespace], int] | None = None,
                named: bool = True) -> argparse.ArgumentParser:
+        """An action's parser; without `func`, a request (remove, pause, resume, skip, get,
+        reindex) read into the model the Lambda's events are read into, and run by the
+        same code (kiqbeat.entrypoints.outcomes)."""
         q: argparse.ArgumentParser = actions.add_parser(name, help=help)
         if named:
             q.add_argument("name", metavar="NAME", help="the schedule's name")
         add_flags(q)
         q.add_argument("--json", action="store_true", help="print JSON")
         q.add_argument("--note", metavar="TEXT", help="why, for the audit trail")
-        q.set_defaults(func=func)
+        q.set_defaults(func=func or partial(run_request, name))
         return q
 
     for name, help in (("add", "add a schedule (refused when one of that name exists)"),
@@ -531,24 +520,24 @@ def add_parser(sub: Any) -> None:
                            help="a YAML or JSON file holding the definition ('-': stdin)")
         if name != "add":
             q.add_argument("--force-owner", action="store_true", help=FORCE_HELP)
-    q = action("remove", "remove a schedule and forget its state", _cmd_request)
+    q = action("remove", "remove a schedule and forget its state")
     q.add_argument("--force-owner", action="store_true", help=FORCE_HELP)
     q = action("pause", "push nothing for a schedule until resumed, or until --until; "
-               "--note says why (shown by status, get and the console)", _cmd_request)
+               "--note says why (shown by status, get and the console)")
     q.add_argument("--until", metavar="ISO", help="resume by itself after this instant (ISO "
                    "8601 with its offset, after now); nothing of the pause is backfilled")
-    action("resume", "push a paused schedule's ticks again, from its next one", _cmd_request)
+    action("resume", "push a paused schedule's ticks again, from its next one")
     q = action("skip", "skip a schedule's next tick(s): not pushed, shown as skipped in its "
-                       "history, not recorded as missed", _cmd_request)
+                       "history, not recorded as missed")
     q.add_argument("--count", metavar="N", help="how many of its next ticks (default 1)")
-    action("get", "a schedule's definition and state", _cmd_request)
+    action("get", "a schedule's definition and state")
     q = action("list", "one page of schedules (HSCAN order)", _cmd_list, named=False)
     q.add_argument("--cursor", type=int, default=0, help="where the page starts (default 0)")
     q.add_argument("--count", type=int, default=100, help="about how many (default 100)")
     action("reindex", "after changing the shard count (--shard-count N, or --shard I/N, any "
                       "I; neither: the count recorded): move every index entry to its shard of "
                       "N; and rescore entries scored past the year 9999 (never planned) to be "
-                      "planned", _cmd_request, named=False)
+                      "planned", named=False)
     q = actions.add_parser("calendar", help="the store's calendars, which 'except' may name "
                                             "in the schedules written here")
     verbs = q.add_subparsers(dest="calendar_action", required=True, metavar="VERB")
