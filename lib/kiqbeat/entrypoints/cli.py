@@ -11,7 +11,6 @@ import json
 import os
 import sys
 from collections.abc import Callable, Sequence
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from kiqbeat.core.collector import collector_paused
@@ -159,16 +158,14 @@ def _cmd_invoke(args: argparse.Namespace) -> int:
         sys.path.insert(0, os.getcwd())
         try:
             handler = getattr(importlib.import_module(module_name), function_name)
-        except ModuleNotFoundError as exc:
-            missing = (exc.name or "").partition(".")[0]
+        except (ImportError, AttributeError) as exc:
+            missing = ((exc.name or "").partition(".")[0]
+                       if isinstance(exc, ModuleNotFoundError) else "")
             if missing and missing != module_name.partition(".")[0]:  # the handler's own import
                 extra = _EXTRAS.get(missing)
                 how = f"pip install 'kiqbeat[{extra}]'" if extra else f"install {missing}"
                 raise ConfigError(f"the handler {args.handler!r} needs {missing}, which is not "
                                   f"installed: {how}") from exc
-            raise ConfigError(f"cannot import the handler {args.handler!r} ({exc}); run from "
-                              "the project directory or pass --handler MODULE.FUNCTION") from exc
-        except (ImportError, AttributeError) as exc:
             raise ConfigError(f"cannot import the handler {args.handler!r} ({exc}); run from "
                               "the project directory or pass --handler MODULE.FUNCTION") from exc
         result = handler(event, context)
@@ -291,9 +288,7 @@ def _parser(command: str | None = None) -> argparse.ArgumentParser:
     from kiqbeat.entrypoints.console import add_parser as add_console_parser
     from kiqbeat.entrypoints.convert import add_parser as add_convert_parser
     from kiqbeat.entrypoints.operations import add_parser as add_operations_parser
-    from kiqbeat.entrypoints.operations import run_request
     from kiqbeat.entrypoints.preview import add_import_flags, cmd_next
-    from kiqbeat.entrypoints.requests import DEFAULT_STATUS_ROWS, MAX_NAMES
     from kiqbeat.entrypoints.schedules import add_parser as add_schedules_parser
 
     _add_validate(sub)
@@ -327,19 +322,9 @@ def _parser(command: str | None = None) -> argparse.ArgumentParser:
     _add_run_once(sub)
     _add_run(sub)
 
-    p = sub.add_parser("status", help="counts by state, then per schedule (most overdue first): "
-                                      "zone, last tick covered, next tick, lag")
-    p.add_argument("names", nargs="*", metavar="NAME", help="only these schedules")
-    add_flags(p)
-    p.add_argument("--limit", metavar="N",
-                   help=f"schedules shown (default {DEFAULT_STATUS_ROWS}, at most {MAX_NAMES:,})")
-    p.add_argument("--offset", metavar="N", help="skip this many first (paging)")
-    p.add_argument("--json", action="store_true", help="print JSON")
-    # The request model the Lambda's {"kiqbeat": "status", ...} is read into, run the same way.
-    p.set_defaults(func=partial(run_request, "status"))
+    add_operations_parser(sub)  # status, missed, backfill, ...: requests, as the Lambda's
     add_schedules_parser(sub)
     add_convert_parser(sub)
-    add_operations_parser(sub)
     add_console_parser(sub)
 
     p = sub.add_parser("functions", help="print kiqbeat's Redis 7 function library, or --load "

@@ -12,11 +12,20 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from kiqbeat.errors import ConfigError, foreign_json
-from kiqbeat.settings import flags_of
+from kiqbeat.settings import add_flags, flags_of
 
 if TYPE_CHECKING:  # the engine (and the Redis client) when a command runs, not to parse its flags
     from kiqbeat.engine import Engine
     from kiqbeat.entrypoints.outcomes import Outcome
+
+
+def store_flags(parser: argparse.ArgumentParser, *, note: bool = True) -> None:
+    """The flags of a command on the store: the knobs' (its Redis, namespace, shard
+    count...), --json and, unless `note` is false, --note (why, for the audit trail)."""
+    add_flags(parser)
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    if note:
+        parser.add_argument("--note", metavar="TEXT", help="why, for the audit trail")
 
 
 @contextmanager

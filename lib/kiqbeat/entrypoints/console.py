@@ -13,7 +13,7 @@ import argparse
 import os
 from typing import Any
 
-from kiqbeat.entrypoints.common import opened_engine, print_outcome
+from kiqbeat.entrypoints.common import opened_engine, print_outcome, store_flags
 from kiqbeat.errors import ConfigError, shown
 from kiqbeat.settings import add_flags, flags_of
 
@@ -85,6 +85,5 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("audit", help="the audit trail: every operator action, newest first")
     p.add_argument("name", nargs="?", metavar="NAME", help="only this schedule's")
     p.add_argument("--limit", type=int, default=50, help="entries shown (default 50)")
-    p.add_argument("--json", action="store_true", help="print JSON")
-    add_flags(p)
+    store_flags(p, note=False)
     p.set_defaults(func=_cmd_audit)

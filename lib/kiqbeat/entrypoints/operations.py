@@ -27,7 +27,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from functools import partial
@@ -36,8 +36,7 @@ from typing import Any
 
 from kiqbeat.core.limits import BACKFILL_CONFIRM_JOBS
 from kiqbeat.entrypoints import requests
-from kiqbeat.entrypoints.common import opened_engine, print_outcome, progress_bar
-from kiqbeat.settings import add_flags
+from kiqbeat.entrypoints.common import opened_engine, print_outcome, progress_bar, store_flags
 
 
 def run_request(kind: str, args: argparse.Namespace) -> int:
@@ -94,28 +93,29 @@ def _stopped_by_signals() -> Iterator[list[int]]:
 
 
 def add_parser(sub: Any) -> None:
-    """Register `kiqbeat missed`, `backfill`, `trigger`, `report` and `history` on the
-    command's subparsers."""
+    """Register `kiqbeat status`, `missed`, `backfill`, `trigger`, `report` and `history` on
+    the command's subparsers: each a request (`run_request`)."""
 
-    def command(name: str, help: str, func: Callable[[argparse.Namespace], int]
-                ) -> argparse.ArgumentParser:
-        p: argparse.ArgumentParser = sub.add_parser(name, help=help)
-        p.set_defaults(func=func)
+    def command(kind: str, help: str) -> argparse.ArgumentParser:
+        p: argparse.ArgumentParser = sub.add_parser(kind, help=help)
+        p.set_defaults(func=partial(run_request, kind))
         return p
 
-    def common(p: argparse.ArgumentParser) -> None:
-        add_flags(p)
-        p.add_argument("--json", action="store_true", help="print JSON")
-        p.add_argument("--note", metavar="TEXT", help="why, for the audit trail")
+    p = command("status", "counts by state, then per schedule (most overdue first): zone, "
+                          "last tick covered, next tick, lag")
+    p.add_argument("names", nargs="*", metavar="NAME", help="only these schedules")
+    p.add_argument("--limit", metavar="N", help=f"schedules shown (default "
+                   f"{requests.DEFAULT_STATUS_ROWS}, at most {requests.MAX_NAMES:,})")
+    p.add_argument("--offset", metavar="N", help="skip this many first (paging)")
+    store_flags(p, note=False)
 
     p = command("missed", "list the ticks recorded as missed (older than the window, "
-                          "passed over by catch_up, or owed when paused), as ranges",
-                partial(run_request, "missed"))
+                          "passed over by catch_up, or owed when paused), as ranges")
     p.add_argument("names", nargs="*", metavar="NAME", help="only these schedules")
-    common(p)
+    store_flags(p)
 
     p = command("backfill", "push recorded missed ticks, each exactly once, and take them "
-                            "out of the record", partial(run_request, "backfill"))
+                            "out of the record")
     p.add_argument("names", nargs="*", metavar="NAME", help="these schedules' ticks")
     p.add_argument("--all", action="store_true",
                    help="every schedule with missed ticks recorded (instead of NAMEs)")
@@ -140,27 +140,26 @@ def add_parser(sub: Any) -> None:
                         "run it again for the next N")
     p.add_argument("--no-progress", action="store_true",
                    help="draw no progress bar (none is drawn with --json or off a terminal)")
-    common(p)
+    store_flags(p)
 
-    p = command("trigger", "push one job of a schedule now (a manual run; paused or not)",
-                partial(run_request, "trigger"))
+    p = command("trigger", "push one job of a schedule now (a manual run; paused or not)")
     p.add_argument("name", metavar="NAME", help="the schedule's name")
     p.add_argument("--args", metavar="JSON",
                    help="the job's arguments instead of the schedule's, a JSON array")
-    common(p)
+    store_flags(p)
 
     p = command("report", "every tick of a span and what became of it: succeeded, failed, "
                           "running, waiting, held, pushed, expired, skipped, missed, "
                           "backfilled "
-                          "or pending", partial(run_request, "report"))
+                          "or pending")
     p.add_argument("name", metavar="NAME", help="the schedule's name")
     p.add_argument("--since", metavar="ISO",
                    help="ticks after this instant (default: a day before --until)")
     p.add_argument("--until", metavar="ISO", help="ticks at or before this instant "
                                                    "(default: now)")
-    common(p)
+    store_flags(p)
 
     p = command("history", "a schedule's last pushes, newest first (ticks, backfills, "
-                           "manual runs)", partial(run_request, "history"))
+                           "manual runs)")
     p.add_argument("name", metavar="NAME", help="the schedule's name")
-    common(p)
+    store_flags(p)

@@ -39,7 +39,13 @@ from kiqbeat.document.fields import BY_NAME
 from kiqbeat.document.imported import ImportOptions
 from kiqbeat.document.jobs import MAX_JOB_BYTES
 from kiqbeat.document.read import MAX_DOCUMENT_BYTES, decode, parse
-from kiqbeat.entrypoints.common import opened_engine, print_outcome, print_warnings, progress_bar
+from kiqbeat.entrypoints.common import (
+    opened_engine,
+    print_outcome,
+    print_warnings,
+    progress_bar,
+    store_flags,
+)
 from kiqbeat.entrypoints.operations import run_request
 from kiqbeat.entrypoints.preview import add_import_flags, import_options
 from kiqbeat.errors import (
@@ -50,7 +56,6 @@ from kiqbeat.errors import (
     shown,
     shown_name,
 )
-from kiqbeat.settings import add_flags
 
 if TYPE_CHECKING:  # the engine and the store when a command runs, not to parse its flags
     from kiqbeat.engine import Engine
@@ -353,32 +358,27 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
 
 def _import_summary(args: argparse.Namespace, result: ImportResult) -> int:
+    from kiqbeat.entrypoints.outcomes import Outcome
+
     # Under --no-replace, a schedule that exists is kept by request, not refused.
     kept = [n for n, why in result.refused if args.no_replace and why == "exists"]
     refused = [(n, why) for n, why in result.refused if not (args.no_replace and why == "exists")]
     failed = len(result.invalid) + len(refused)
-    if args.json:
-        print(foreign_json({
-            "file": args.file, "written": result.written, "unchanged": result.unchanged,
-            "kept": len(kept),
-            "invalid": [{**json_name(n), "why": why} for n, why in result.invalid],
-            "refused": [{**json_name(n), "why": why} for n, why in refused]},
-            indent=2))
-    else:
-        print(f"{args.file}: {result.written:,} written, {result.unchanged:,} unchanged, "
-              + (f"{len(kept):,} kept (they exist; --no-replace), " if args.no_replace else "")
-              + f"{len(result.invalid):,} invalid, {len(refused):,} refused")
-        for label, rows in (("invalid", result.invalid), ("refused", refused)):
-            for name, why in rows[:_SHOWN_PROBLEMS]:
-                print(f"{label}: {shown_name(name)}: {why}" if label == "refused"
-                      else f"{label}: {why}")
-            if len(rows) > _SHOWN_PROBLEMS:
-                print(f"... {len(rows) - _SHOWN_PROBLEMS:,} more {label} (--json lists all)")
-    if failed:
-        print(f"kiqbeat: {failed:,} schedules not imported (invalid or refused); the others "
-              "were", file=sys.stderr)
-        return 1
-    return 0
+    lines = [f"{args.file}: {result.written:,} written, {result.unchanged:,} unchanged, "
+             + (f"{len(kept):,} kept (they exist; --no-replace), " if args.no_replace else "")
+             + f"{len(result.invalid):,} invalid, {len(refused):,} refused"]
+    for label, rows in (("invalid", result.invalid), ("refused", refused)):
+        lines += [f"{label}: {shown_name(name)}: {why}" if label == "refused"
+                  else f"{label}: {why}" for name, why in rows[:_SHOWN_PROBLEMS]]
+        if len(rows) > _SHOWN_PROBLEMS:
+            lines.append(f"... {len(rows) - _SHOWN_PROBLEMS:,} more {label} (--json lists all)")
+    return print_outcome(Outcome(
+        {"file": args.file, "written": result.written, "unchanged": result.unchanged,
+         "kept": len(kept),
+         "invalid": [{**json_name(n), "why": why} for n, why in result.invalid],
+         "refused": [{**json_name(n), "why": why} for n, why in refused]}, lines,
+        problems=[f"{failed:,} schedules not imported (invalid or refused); the others were"]
+        if failed else [], code=1 if failed else 0), args.json)
 
 
 def _yaml_page(page: dict[str, Any]) -> str:
@@ -502,9 +502,7 @@ def add_parser(sub: Any) -> None:
         q: argparse.ArgumentParser = actions.add_parser(name, help=help)
         if named:
             q.add_argument("name", metavar="NAME", help="the schedule's name")
-        add_flags(q)
-        q.add_argument("--json", action="store_true", help="print JSON")
-        q.add_argument("--note", metavar="TEXT", help="why, for the audit trail")
+        store_flags(q)
         q.set_defaults(func=func or partial(run_request, name))
         return q
 
@@ -550,9 +548,7 @@ def add_parser(sub: Any) -> None:
         if verb == "set":
             c.add_argument("dates", nargs="*", metavar="DATE",
                            help="its dates, YYYY-MM-DD (none: an empty calendar)")
-        add_flags(c)
-        c.add_argument("--json", action="store_true", help="print JSON")
-        c.add_argument("--note", metavar="TEXT", help="why, for the audit trail")
+        store_flags(c)
         c.set_defaults(func=_cmd_calendar)
     q = action("import", "write many schedules: a document, or JSON Lines", _cmd_import,
                named=False)
