@@ -84,15 +84,10 @@ _INVISIBLE = frozenset("\u034f\u115f\u1160\u17b4\u17b5\u2800\u3164\uffa0")
 _NOT_ASCII = re.compile(r"[^\x20-\x7e]+")
 
 
-_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
 def _escape(char: str) -> str:
-    code = ord(char)
-    if char in _NAMED:
-        return _NAMED[char]
-    return (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000
-            else f"\\U{code:08x}")
+    """A character that does not show as itself, as a repr writes it (\\n, \\x1b, \\u202e,
+    \\udcff, \\U000e0001); one of _INVISIBLE, which a repr leaves as it is, as \\uXXXX."""
+    return repr(char)[1:-1] if not char.isprintable() else f"\\u{ord(char):04x}"
 
 
 def is_plain(text: str) -> bool:

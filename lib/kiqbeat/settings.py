@@ -32,19 +32,14 @@ def parse_shard(value: str) -> tuple[int, int]:
         raise ConfigError(f"invalid shard {shown(value)}: expected INDEX/COUNT, e.g. 0/4")
     if len(index) > 9 or len(count) > 9:  # far beyond MAX_SHARDS: no giant int() to show
         raise ConfigError(f"invalid shard {shown(value)}: at most {MAX_SHARDS:,} shards")
-    return check_shard(int(index), int(count))
-
-
-def check_shard(index: int, count: int) -> tuple[int, int]:
-    """(index, count) when it names a shard; ConfigError otherwise (a count above MAX_SHARDS
-    included: a typo such as 0/100000000 must not reach the store)."""
-    if count > MAX_SHARDS:
-        raise ConfigError(f"invalid shard {index}/{count}: at most {MAX_SHARDS:,} shards "
+    i, n = int(index), int(count)
+    if n > MAX_SHARDS:  # a typo such as 0/100000000 must not reach the store
+        raise ConfigError(f"invalid shard {i}/{n}: at most {MAX_SHARDS:,} shards "
                           "(kiqbeat.core.limits.MAX_SHARDS)")
-    if count < 1 or not 0 <= index < count:
-        raise ConfigError(f"invalid shard {index}/{count}: expected INDEX/COUNT with "
+    if n < 1 or not 0 <= i < n:
+        raise ConfigError(f"invalid shard {i}/{n}: expected INDEX/COUNT with "
                           "0 <= INDEX < COUNT")
-    return index, count
+    return i, n
 
 
 def _shard_count(value: str) -> int:
@@ -257,13 +252,12 @@ class Settings:
                 "REDIS_URL": self.fallback_redis_url}
 
 
-def add_flags(parser: argparse.ArgumentParser, *,
-              skip: tuple[str, ...] = ("tracing", "replay")) -> None:
+def add_flags(parser: argparse.ArgumentParser) -> None:
     """Add the knobs' flags to a command's parser (default: its environment variable);
     tracing is the Lambda's alone, so commands skip it, and `run-once` adds --replay
     itself (a flag without a value)."""
     for knob in KNOBS:
-        if knob.name in skip:
+        if knob.name in ("tracing", "replay"):
             continue
         parser.add_argument(knob.flag, dest=knob.name, metavar=knob.metavar,
                             help=f"{knob.help} [${knob.variable}]")

@@ -186,27 +186,23 @@ def _z(instant: datetime | str) -> str:
     return text.replace("+00:00", "Z")
 
 
+# What a preview line says of a tick withheld, by its fate (`lifecycle.upcoming`); {why} is
+# the fate's note.
+_WITHHELD = {"dst": "not pushed", "excluded": "excluded: {why}, not pushed",
+             "before start_at": "before start_at, not pushed; {why}",
+             "after end_at": "after end_at, not pushed: the schedule has ended",
+             "run limit": "run limit: {why}, not pushed: the schedule has ended",
+             "paused": "paused {why}, not pushed", "skipped": "skipped ({why}), not pushed"}
+
+
 def _marks(fire: Fire) -> str:
     """What a preview line says beside the instant: DST, jitter, or why it is withheld."""
     marks = [str(fire["dst"])] if fire["dst"] else []
     if "delivered" in fire:
         marks.append(f"delivered {str(fire['delivered'])[11:23]}Z, "
                      f"+{_offset_text(int(fire['jitter_ms'] or 0))} jitter")
-    fate = fire.get("fate")
-    if fate == "dst":
-        marks.append("not pushed")
-    elif fate == "excluded":
-        marks.append(f"excluded: {fire['why']}, not pushed")
-    elif fate == "before start_at":
-        marks.append(f"before start_at, not pushed; {fire['why']}")
-    elif fate == "after end_at":
-        marks.append("after end_at, not pushed: the schedule has ended")
-    elif fate == "run limit":
-        marks.append(f"run limit: {fire['why']}, not pushed: the schedule has ended")
-    elif fate == "paused":
-        marks.append(f"paused {fire['why']}, not pushed")
-    elif fate == "skipped":
-        marks.append(f"skipped ({fire['why']}), not pushed")
+    if (fate := fire.get("fate")) in _WITHHELD:
+        marks.append(_WITHHELD[str(fate)].format(why=fire.get("why")))
     return f"   [{'; '.join(marks)}]" if marks else ""
 
 

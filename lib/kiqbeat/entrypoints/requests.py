@@ -95,12 +95,9 @@ FIELDS: dict[str, dict[str, str]] = {
     "get": {"name": "NAME"},
 }
 FIELDS = {kind: fields | _AUDITED for kind, fields in FIELDS.items()}
-# The fields an event must give (a command line's parser requires its own).
-NEEDED = {"trigger": ("name",), "history": ("name",), "report": ("name",),
-          "reindex": ("shards",),
-          "add": ("name", "definition"), "put": ("name", "definition"),
-          "update": ("name", "definition"), "remove": ("name",), "pause": ("name",),
-          "resume": ("name",), "skip": ("name",), "get": ("name",)}
+# The fields an event must give when its operation has them: the schedule's name, a write's
+# definition, a reindex's count (a command line's parser requires its own).
+NEEDED = ("name", "definition", "shards")
 OPERATOR = "kiqbeat"  # the event's key naming the operation
 
 
@@ -131,8 +128,8 @@ def from_event(event: Mapping[str, Any]) -> Request:
         if key != OPERATOR and key not in fields:
             raise ConfigError(f"{_event_field(str(key)[:60])} is not a field of {kind!r}; "
                               f"its fields: {', '.join(fields)}")
-    for needed in NEEDED.get(kind, ()):
-        if needed not in event:
+    for needed in NEEDED:
+        if needed in fields and needed not in event:
             raise ConfigError(f"{kind!r} needs {_event_field(needed)}")
     return _checked(kind, {k: v for k, v in event.items() if k != OPERATOR}, _event_field)
 
