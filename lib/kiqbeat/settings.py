@@ -42,20 +42,26 @@ def parse_shard(value: str) -> tuple[int, int]:
     return i, n
 
 
-def _shard_count(value: str) -> int:
+def _whole(value: str, least: int, most: int) -> int | None:
+    """`value` as a whole number from `least` to `most`; None when it is not one (digits
+    counted first: Python refuses int() of thousands of digits with an error of its own)."""
     text = value.strip()
-    if not (text.isascii() and text.isdigit() and len(text) < 10
-            and 1 <= int(text) <= MAX_SHARDS):
+    if text.isascii() and text.isdigit() and len(text) < 10 and least <= int(text) <= most:
+        return int(text)
+    return None
+
+
+def _shard_count(value: str) -> int:
+    if (count := _whole(value, 1, MAX_SHARDS)) is None:
         raise ConfigError(f"{shown(value)} must be a whole number of shards, 1 to "
                           f"{MAX_SHARDS:,}")
-    return int(text)
+    return count
 
 
 def _history(value: str) -> int:
-    text = value.strip()
-    if not (text.isascii() and text.isdigit()) or int(text) > MAX_HISTORY:
+    if (count := _whole(value, 0, MAX_HISTORY)) is None:
         raise ConfigError(f"{shown(value)} must be a whole number from 0 to {MAX_HISTORY}")
-    return int(text)
+    return count
 
 
 def _namespace(value: str) -> str:

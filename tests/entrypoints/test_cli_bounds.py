@@ -193,6 +193,18 @@ def test_replay_and_actor_variables_are_checked_as_every_knob_is(
     assert not redis_client.exists("kiqbeat:audit")
 
 
+@pytest.mark.parametrize("flag", ["--history", "--shard-count"])
+def test_a_whole_number_knob_of_thousands_of_digits_is_refused_by_name_not_a_traceback(
+    kiqbeat: Kiqbeat, redis_client: redis.Redis, flag: str,
+) -> None:
+    """Python refuses int() of more than 4,300 digits with a ValueError of its own: the knob's
+    reader bounds the digits first, so the message names the flag, clipped."""
+    refused = kiqbeat("run-once", flag, "9" * 5000)
+    assert refused.code == 1 and f"{flag}: '999" in refused.err
+    assert "Traceback" not in refused.err and len(refused.err) < 400
+    assert redis_client.dbsize() == 0
+
+
 def test_a_shard_count_above_the_bound_is_refused_and_nothing_is_written(
     kiqbeat: Kiqbeat, redis_client: redis.Redis,
 ) -> None:
