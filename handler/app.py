@@ -78,7 +78,9 @@ def trigger(event: Any) -> Trigger:
         attempt = str(event.get("attempt", ""))
         return Trigger("scheduler", _text(event.get("execution_id")),
                        _instant(event.get("scheduled_time")),
-                       int(attempt) if attempt.isdigit() else None)
+                       # ASCII digits, bounded: int() refuses '²' and thousands of digits
+                       int(attempt) if attempt.isascii() and attempt.isdigit()
+                       and len(attempt) < 10 else None)
     if event.get("detail-type") == "Scheduled Event":
         return Trigger("rule", _text(event.get("id")), _instant(event.get("time")), None)
     return Trigger("manual", _text(event.get("id")), None, None)

@@ -117,6 +117,18 @@ def rule_event(scheduled: datetime) -> dict[str, Any]:
     return event
 
 
+@pytest.mark.parametrize("attempt", ["\u00b2", "9" * 5000, "-1", " 2"])
+def test_an_attempt_that_is_no_count_is_logged_as_none_and_the_invocation_runs(
+    lambda_env: Path, redis_url: str, attempt: str,
+) -> None:
+    """The event's "attempt" only annotates the logs: one Python's int() refuses (a
+    superscript digit, which str.isdigit accepts; thousands of digits) must not fail the
+    invocation, which pushes by the Redis clock whatever the event says."""
+    event = scheduler_event(redis_now(redis_url)) | {"attempt": attempt}
+    assert app.trigger(event).attempt is None
+    assert app.lambda_handler(event, Context())["new_schedules"] == 1
+
+
 @pytest.mark.parametrize(("make_event", "correlation_id", "trigger"), [
     (scheduler_event, "exec-42", "scheduler"),
     (rule_event, "cdc73f9d-aea9-11e3-9d5a-835b769c0d9c", "rule"),
