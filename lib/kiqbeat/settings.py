@@ -244,14 +244,6 @@ class Settings:
                               f"I/{count}")
         return shard if shard and shard[1] > 1 else None
 
-    def require_config(self) -> str:
-        """The document source; ConfigError when neither --config nor KIQBEAT_CONFIG is set."""
-        if not self.config_source:
-            raise ConfigError("no schedule document: name one (--config SOURCE, or the FILE "
-                              "argument of validate and next) or set KIQBEAT_CONFIG (a file, "
-                              "s3://BUCKET/KEY, ssm:/NAME or appconfig:APP/ENV/PROFILE)")
-        return self.config_source
-
     def redis_environ(self) -> dict[str, str]:
         """The variables `Sources.redis_url` reads, as these settings give them."""
         return {"KIQBEAT_REDIS_URL": self.redis_url, "KIQBEAT_REDIS_SECRET": self.redis_secret,

@@ -24,7 +24,6 @@ from kiqbeat.core.schedule import Config, Schedule
 from kiqbeat.document.imported import FORMATS, ImportOptions
 from kiqbeat.document.sources import Sources, is_remote
 from kiqbeat.errors import ConfigError, did_you_mean, shown
-from kiqbeat.settings import Settings
 
 
 def reading(timetable: object) -> str:
@@ -337,9 +336,13 @@ def only_named(config: Config, names: Sequence[str], *, source: str = "") -> Con
 
 
 def _document_source(given: str | None) -> str:
-    """The FILE argument, else $KIQBEAT_CONFIG (any source: a file, s3://, ssm:, appconfig:)."""
-    return given or Settings(config_source=os.environ.get("KIQBEAT_CONFIG") or ""
-                             ).require_config()
+    """The FILE argument, else $KIQBEAT_CONFIG (any source: a file, s3://, ssm:, appconfig:);
+    ConfigError when neither names one."""
+    if not (source := given or os.environ.get("KIQBEAT_CONFIG")):
+        raise ConfigError("no schedule document: name one (--config SOURCE, or the FILE "
+                          "argument of validate and next) or set KIQBEAT_CONFIG (a file, "
+                          "s3://BUCKET/KEY, ssm:/NAME or appconfig:APP/ENV/PROFILE)")
+    return source
 
 
 def cmd_next(args: argparse.Namespace) -> int:
