@@ -7,7 +7,8 @@ name the shard to run ("shard": "I/N", as KIQBEAT_SHARD; it wins over that varia
 template.yaml runs N shards with N schedules, each naming its own.
 
 An operator's event ({"kiqbeat": "status" | "missed" | "backfill" | "trigger" | "history"
-| "add" | "put" | "update" | "remove" | "pause" | "resume" | "get" | "reindex", ...}) runs
+| "report" | "add" | "put" | "update" | "remove" | "pause" | "resume" | "skip" | "get" |
+"reindex", ...}: kiqbeat.entrypoints.requests.FIELDS) runs
 that request on the schedule store instead, over every shard, and returns its result: the
 way to act on a Redis only the function can reach (docs/operations.md). It is read into the
 request model the CLI reads its command lines into (kiqbeat.entrypoints.requests), checked
