@@ -112,7 +112,10 @@ def ticks_in(timetable: Timetable, after_ms: int, through_ms: int) -> Iterator[d
     millions)."""
     cursor, through = from_ms(after_ms), from_ms(through_ms)
     while True:
-        first = timetable.next_after(cursor)
+        try:
+            first = timetable.next_after(cursor)
+        except (ValueError, OverflowError):  # its next tick lies past the year 9999: none
+            return
         if first > through:
             return
         end = min(through, first + _STEP)
