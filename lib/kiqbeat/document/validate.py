@@ -138,7 +138,7 @@ def read_definition(name: str, data: bytes, *, window_s: float = 3600.0,
     full (the reference: the same schedule or the same messages).
     """
     if checks is None:
-        return _read_in_full(name, data, window_s)
+        return _checked(name, *_decoded(name, data), window_s)
     return _read_checked(name, data, window_s, checks, _split_args(data))
 
 
@@ -171,11 +171,6 @@ def _read_checked(name: str, data: bytes, window_s: float, checks: Checks,
                          (schedule.timetable, schedule.timing, _written(raw, schedule.definition)),
                          dict(schedule.definition))
     return schedule
-
-
-def _read_in_full(name: str, data: bytes, window_s: float) -> Schedule:
-    raw, source = _decoded(name, data)
-    return _checked(name, raw, source, window_s)
 
 
 def _decoded(name: str, data: bytes) -> tuple[dict[str, Any], object]:
