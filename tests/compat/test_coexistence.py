@@ -16,11 +16,12 @@ from pathlib import Path
 import redis
 
 from kiqbeat.core.schedule import Config
-from kiqbeat.document import load_config_file, load_config_text
+from kiqbeat.document import load_config_text
 from kiqbeat.engine import run
 from kiqbeat.errors import ConfigError
 from kiqbeat.redis import keys
 from kiqbeat.redis import scheduler_ui as ui
+from tests.support.engine import load_config_file
 from tests.support.tools import missing
 
 from .harness import Sidekiq

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from kiqbeat.core.cron import Cron, Every
-from kiqbeat.document import load_config_file
 from kiqbeat.document.fields import LEGACY_ACTIVE_JOB_WRAPPER
 from kiqbeat.entrypoints.cli import main
+from tests.support.engine import load_config_file
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

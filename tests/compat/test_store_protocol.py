@@ -30,7 +30,7 @@ from kiqbeat.core.payload import jid
 from kiqbeat.core.plan import to_ms
 from kiqbeat.core.report import Report
 from kiqbeat.core.schedule import Config
-from kiqbeat.document import load_config_file, load_config_text
+from kiqbeat.document import load_config_text
 from kiqbeat.document.imported import ImportOptions
 from kiqbeat.engine import Engine, run
 from kiqbeat.redis.definitions import shard_of
@@ -40,7 +40,7 @@ from kiqbeat.web.app import create_app
 from kiqbeat.web.auth import Auth, Token
 from tests.support.clock import redis_now
 from tests.support.console import READER_TOKEN, serve
-from tests.support.engine import pushed_jobs
+from tests.support.engine import load_config_file, pushed_jobs
 from tests.support.marks import stored_mark
 from tests.support.ports import free_port
 from tests.support.servers import NO_PERMISSIONS

@@ -20,11 +20,11 @@ import pytest
 import redis
 
 from kiqbeat.core.payload import jid_ms
-from kiqbeat.document import load_config_file
 from kiqbeat.engine import run
 from kiqbeat.redis.connection import connect
 from tests.support.cli import Kiqbeat
 from tests.support.clock import redis_now
+from tests.support.engine import load_config_file
 from tests.support.marks import stored_mark
 
 DOCUMENT = """

@@ -95,7 +95,7 @@ def test_every_sample_file_validates(path: Path, capsys: pytest.CaptureFixture[s
 
 
 def test_the_embedded_example_shows_pushes_within_seconds() -> None:
-    from kiqbeat.document import load_config_file
+    from tests.support.engine import load_config_file
 
     config = load_config_file(EMBEDDED)
     assert any(s.timetable.has_seconds and s.enabled for s in config.schedules)

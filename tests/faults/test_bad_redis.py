@@ -16,9 +16,9 @@ import pytest
 import redis
 
 from kiqbeat.demo.server import RedisServer
-from kiqbeat.document import load_config_file
 from kiqbeat.redis import keys, progress, scripts
 from tests.support.clock import minute_floor, redis_now
+from tests.support.engine import load_config_file
 from tests.support.invariants import (
     LONG,
     assert_bounded_state,

@@ -16,10 +16,10 @@ import redis
 from kiqbeat.core.payload import jid
 from kiqbeat.core.plan import MAX_JOBS_PER_CALL, to_ms
 from kiqbeat.core.schedule import Config
-from kiqbeat.document import load_config_file
 from kiqbeat.redis import keys
 from kiqbeat.store import Store
 from tests.support.clock import minute_floor, redis_now
+from tests.support.engine import load_config_file
 from tests.support.invariants import (
     LONG,
     WatermarkSampler,

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import redis
 
-from kiqbeat.document import load_config_file
 from kiqbeat.store import Store
 from tests.support.clock import redis_now
+from tests.support.engine import load_config_file
 from tests.support.invariants import (
     LONG,
     WatermarkSampler,

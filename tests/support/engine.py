@@ -8,6 +8,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import redis
@@ -18,6 +19,8 @@ from kiqbeat.core.plan import Entry, Plan, plan_due
 from kiqbeat.core.report import Report
 from kiqbeat.core.schedule import Config
 from kiqbeat.document import load_config_text
+from kiqbeat.document.imported import ImportOptions
+from kiqbeat.document.read import read_file
 from kiqbeat.engine import Document, run
 from kiqbeat.redis import progress, scripts
 from kiqbeat.redis.definitions import definition_sha
@@ -47,6 +50,13 @@ class Meddling(scripts.Caller):
         self.after(lua.name, pending)
         return pending
 
+
+
+def load_config_file(path: str | Path, options: ImportOptions | None = None,
+                     now: datetime | None = None) -> Config:
+    """The validated Config of a schedule file (`options`: how to import another tool's;
+    `now`: as `document.parse_config`), as a file source reads it."""
+    return load_config_text(read_file(str(path)), source=str(path), options=options, now=now)
 
 def config(text: str) -> Config:
     """A Config from a YAML document."""

@@ -9,9 +9,10 @@ import pytest
 
 from kiqbeat.core.cron import Cron, Every
 from kiqbeat.core.schedule import Config
-from kiqbeat.document import load_config_file, load_config_text
+from kiqbeat.document import load_config_text
 from kiqbeat.document.fields import ACTIVE_JOB_WRAPPER, LEGACY_ACTIVE_JOB_WRAPPER
 from kiqbeat.errors import ConfigError
+from tests.support.engine import load_config_file
 
 
 def load(text: str) -> Config:

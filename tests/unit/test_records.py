@@ -18,6 +18,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from kiqbeat.core.cron import Cron, Every, parse_cron
+from kiqbeat.core.instants import LAST_INSTANT
 from kiqbeat.core.limits import MAX_MISSED_COUNTED
 from kiqbeat.core.payload import jid_ms
 from kiqbeat.core.plan import from_ms, to_ms
@@ -299,3 +300,19 @@ def test_a_listing_step_boundary_inside_a_dst_gap_loses_no_tick() -> None:
     expected = cron.between(after, through)
     assert len(expected) == 180
     assert list(ticks_in(cron, to_ms(after), to_ms(through))) == expected
+
+
+@pytest.mark.parametrize("expr", SPARSE)
+def test_ranges_up_to_the_last_instant_a_person_gives_list_what_between_lists(
+    expr: str,
+) -> None:
+    """A range ending at the last instant a person may give (`report --until`, a record
+    written by hand): its ticks are listed and counted; a next tick past the year 9999 ends
+    the listing (it raised "year 10000 is out of range" from the search for it)."""
+    cron = parse_cron(expr)  # UTC: a zone's changes are not found past 9999 (zones.py)
+    through_ms = to_ms(LAST_INSTANT)
+    after_ms = through_ms - 3 * YEAR_MS
+    expected = cron.between(from_ms(after_ms), from_ms(through_ms))
+    assert list(ticks_in(cron, after_ms, through_ms)) == expected
+    assert count_ticks(cron, after_ms, through_ms) == (len(expected), False)
+    assert last_tick_in(cron, after_ms, through_ms) == (expected[-1] if expected else None)

@@ -43,6 +43,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from itertools import islice
 
 from kiqbeat.core.instants import from_ms, to_ms
 from kiqbeat.core.limits import MAX_MISSED_COUNTED, MAX_PLANNABLE_MS
@@ -112,7 +113,10 @@ def ticks_in(timetable: Timetable, after_ms: int, through_ms: int) -> Iterator[d
     millions)."""
     cursor, through = from_ms(after_ms), from_ms(through_ms)
     while True:
-        first = timetable.next_after(cursor)
+        try:
+            first = timetable.next_after(cursor)
+        except (ValueError, OverflowError):  # its next tick lies past the year 9999: none
+            return
         if first > through:
             return
         end = min(through, first + _STEP)
@@ -124,12 +128,8 @@ def count_ticks(timetable: Timetable, after_ms: int, through_ms: int,
                 cap: int = COUNT_CAP) -> tuple[int, bool]:
     """How many ticks (after_ms, through_ms] holds, counting at most `cap`; and whether
     there are more."""
-    count = 0
-    for _ in ticks_in(timetable, after_ms, through_ms):
-        if count == cap:
-            return count, True
-        count += 1
-    return count, False
+    count = sum(1 for _ in islice(ticks_in(timetable, after_ms, through_ms), cap + 1))
+    return min(count, cap), count > cap
 
 
 def last_tick_in(timetable: Timetable, after_ms: int, through_ms: int) -> datetime | None:

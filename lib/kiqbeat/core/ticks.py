@@ -29,13 +29,14 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
+from itertools import islice
 from typing import Any
 
 from kiqbeat.core.instants import from_ms, to_ms
 from kiqbeat.core.lifecycle import Bounded
 from kiqbeat.core.outcomes import Outcomes
 from kiqbeat.core.pause import Pause
-from kiqbeat.core.records import Push, Range
+from kiqbeat.core.records import Push, Range, ticks_in
 from kiqbeat.core.schedule import Timetable
 
 # The outcomes of the vocabulary (seams-27 §5), in the order the counts are shown.
@@ -144,29 +145,18 @@ def nominal_ticks(timetable: Timetable, since_ms: int, until_ms: int, limit: int
     """The timetable's ticks in (since, until] as (epoch ms, on an excluded date), ascending,
     at most `limit` (and whether there were more). A bounded timetable's excluded dates are
     nominal ticks too (skipped, reason except); its start and end bound them."""
-    after, until = from_ms(since_ms), from_ms(until_ms)
+    def first(timetable: Timetable, after_ms: int, until_ms: int) -> list[int]:
+        return [to_ms(t) for t in islice(ticks_in(timetable, after_ms, until_ms), limit + 1)]
+
     if isinstance(timetable, Bounded) and timetable.excluded:
-        inner = timetable.inner
-        lo = max(after, timetable.start - timedelta(milliseconds=1)) if timetable.start else after
-        hi = min(until, timetable.end) if timetable.end else until
-        kept = {to_ms(t) for t in _between(timetable, after, until, limit + 1)}
-        ticks = [(to_ms(t), to_ms(t) not in kept) for t in _between(inner, lo, hi, limit + 1)]
+        start, end = timetable.start, timetable.end
+        lo = max(since_ms, to_ms(start - timedelta(milliseconds=1))) if start else since_ms
+        hi = min(until_ms, to_ms(end)) if end else until_ms
+        kept = set(first(timetable, since_ms, until_ms))
+        ticks = [(t, t not in kept) for t in first(timetable.inner, lo, hi)]
     else:
-        ticks = [(to_ms(t), False) for t in _between(timetable, after, until, limit + 1)]
+        ticks = [(t, False) for t in first(timetable, since_ms, until_ms)]
     return ticks[:limit], len(ticks) > limit
-
-
-def _between(timetable: Timetable, after: Any, until: Any, limit: int) -> list[Any]:
-    """At most `limit` ticks in (after, until], stepping so a dense timetable costs only
-    what is listed."""
-    found: list[Any] = []
-    step = timedelta(hours=1)
-    cursor = after
-    while cursor < until and len(found) < limit:
-        end = min(cursor + step, until)
-        found += timetable.between(cursor, end)
-        cursor = end
-    return found[:limit]
 
 
 def classify_ticks(

@@ -13,12 +13,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from kiqbeat.core.schedule import Config
 from kiqbeat.document.imported import KIQBEAT, SIDEKIQ_CRON, ImportOptions
-from kiqbeat.document.read import parse, read_file
+from kiqbeat.document.read import parse
 from kiqbeat.errors import ConfigError, shown
 
 # Converting and validating are imported where they run, not here: a module of this package
@@ -33,15 +32,6 @@ def load_config_text(data: bytes | str, *, source: str = "",
     `parse_config`)."""
     doc, duplicates = parse(data, source)
     return parse_config(doc, source=source, warnings=duplicates, options=options, now=now)
-
-
-def load_config_file(path: str | Path, options: ImportOptions | None = None,
-                     now: datetime | None = None) -> Config:
-    """The validated Config of a schedule file (`options`: how to import another tool's;
-    `now`: as `parse_config`)."""
-    source = str(path)
-    data = read_file(source)
-    return load_config_text(data, source=source, options=options, now=now)
 
 
 def parse_config(doc: object, *, source: str = "", problems: Sequence[str] = (),

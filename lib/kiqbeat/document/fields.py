@@ -131,11 +131,14 @@ def count_or_bool(value: object) -> bool | int:
     raise ConfigError(f"{shown(value)} must be true, false or a whole number from 0 to 1000000")
 
 
-def replicas(value: object) -> int:
-    """How many replicas WAIT waits for."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 16:
-        raise ConfigError(f"{shown(value)} must be a whole number of replicas from 0 to 16")
-    return value
+def whole_number(low: int, high: int, what: str) -> Callable[[object], int]:
+    """A whole number from `low` to `high` (a bool is not one); `what`: what it must be, as
+    the message says it."""
+    def check(value: object) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise ConfigError(f"{shown(value)} must be {what}")
+        return value
+    return check
 
 
 def wait_timeout_s(value: object) -> float:
@@ -214,13 +217,6 @@ def tick_instant(value: object) -> datetime:
     return moment
 
 
-def run_limit(value: object) -> int:
-    """`max_runs`: a whole number of ticks, at least 1."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_RUNS:
-        raise ConfigError(f"{shown(value)} must be a whole number from 1 to {MAX_RUNS}")
-    return value
-
-
 def jitter_s(value: object) -> float:
     """`jitter`: a duration (the grammar `every` reads) of at most a day; 0 is none. Checked
     against the schedule's shortest period in `validate`."""
@@ -244,15 +240,6 @@ def expect_within_s(value: object) -> float:
     return seconds
 
 
-def failure_streak(value: object) -> int:
-    """`alert_after_failures` / `pause_after_failures`: failed ticks in a row, at least 1."""
-    if (isinstance(value, bool) or not isinstance(value, int)
-            or not 1 <= value <= MAX_FAILURE_STREAK):
-        raise ConfigError(f"{shown(value)} must be a whole number of failed ticks in a row "
-                          f"from 1 to {MAX_FAILURE_STREAK:,}")
-    return value
-
-
 def expiry_s(value: object) -> float:
     """`expires_after`: a duration (the grammar `every` reads) of at least a second and at
     most a week, whole milliseconds; a job not started within it of its tick is not run."""
@@ -263,13 +250,6 @@ def expiry_s(value: object) -> float:
     if seconds * 1000 != int(seconds * 1000):
         raise ConfigError(f"{shown(value)} must be a whole number of milliseconds")
     return seconds
-
-
-def history_length(value: object) -> int:
-    """`history`: how many ticks the schedule's records keep (its outcomes), 0 to 1000."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_HISTORY:
-        raise ConfigError(f"{shown(value)} must be a whole number from 0 to {MAX_HISTORY}")
-    return value
 
 
 def a_date(value: object) -> date:
@@ -349,6 +329,9 @@ class Field:
     doc: str = ""
 
 
+# `alert_after_failures` / `pause_after_failures`: failed ticks in a row, at least 1.
+_failure_streak = whole_number(1, MAX_FAILURE_STREAK, "a whole number of failed ticks in a "
+                               f"row from 1 to {MAX_FAILURE_STREAK:,}")
 FIELDS: tuple[Field, ...] = (
     Field("time_zone", zone_name, "UTC", top=True, doc="default zone of crons"),
     Field("missed_jobs_window", positive_duration_s, 3600.0, top=True,
@@ -360,7 +343,8 @@ FIELDS: tuple[Field, ...] = (
           doc="s: float seconds; ms: Sidekiq 8's integer milliseconds"),
     Field("sidekiq_scheduler_ui", boolean, False, top=True,
           doc="write sidekiq-scheduler's Recurring Jobs tab"),
-    Field("wait_replicas", replicas, 0, top=True, doc="WAIT for replicas after each push"),
+    Field("wait_replicas", whole_number(0, 16, "a whole number of replicas from 0 to 16"), 0,
+          top=True, doc="WAIT for replicas after each push"),
     Field("wait_timeout", wait_timeout_s, 1.0, top=True, doc="how long each WAIT may take"),
     Field("schedules", anything, None, top=True, doc="name -> schedule"),
     Field("cron", anything, None, schedule=True, doc="cron expression, optional zone"),
@@ -369,7 +353,8 @@ FIELDS: tuple[Field, ...] = (
           doc="one-shot: a single tick at this instant (instead of cron or every)"),
     Field("start_at", instant, None, schedule=True, doc="no tick before this instant"),
     Field("end_at", instant, None, schedule=True, doc="no tick after this instant"),
-    Field("max_runs", run_limit, None, schedule=True, doc="ticks pushed over its life"),
+    Field("max_runs", whole_number(1, MAX_RUNS, f"a whole number from 1 to {MAX_RUNS}"), None,
+          schedule=True, doc="ticks pushed over its life"),
     Field("jitter", jitter_s, 0.0, schedule=True,
           doc="deliver each tick at a fixed offset in [0, jitter)"),
     Field("overlap", choice(OVERLAP), "allow", schedule=True,
@@ -377,13 +362,14 @@ FIELDS: tuple[Field, ...] = (
               "push it when that job ends"),
     Field("expect_success_within", expect_within_s, None, schedule=True,
           doc="silent when a tick's job has not succeeded within this long"),
-    Field("alert_after_failures", failure_streak, None, schedule=True,
+    Field("alert_after_failures", _failure_streak, None, schedule=True,
           doc="failing after this many failed ticks in a row"),
-    Field("pause_after_failures", failure_streak, None, schedule=True,
+    Field("pause_after_failures", _failure_streak, None, schedule=True,
           doc="pause itself after this many failed ticks in a row"),
     Field("expires_after", expiry_s, None, schedule=True,
           doc="a job not started within this of its tick is not run (recorded expired)"),
-    Field("history", history_length, None, schedule=True,
+    Field("history", whole_number(0, MAX_HISTORY, f"a whole number from 0 to {MAX_HISTORY}"),
+          None, schedule=True,
           doc="ticks whose outcomes its record keeps (default: the history setting)"),
     Field("except", exclusions, None, schedule=True,
           doc="dates (YYYY-MM-DD) and calendar names with no tick"),

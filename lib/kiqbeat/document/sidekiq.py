@@ -114,29 +114,28 @@ def from_scheduler(name: object, entry: object, out: Converted) -> dict[str, Any
         out.warnings.append(f"{label}: skipped: it has no timer (cron, every, ...){disabled}, "
                             "so sidekiq-scheduler never ran it either")
         return None
-    if timers:
-        kind = timers[0]
-        if len(timers) > 1:
-            out.warnings.append(f"{label}: uses {kind!r}; {', '.join(timers[1:])} ignored, as "
-                                "sidekiq-scheduler does")
-        value, options = _timer(entry[kind])
-        if kind in ("at", "in"):
-            out.warnings.append(
-                f"{label}: skipped: {kind!r} is a one-shot timer counted from when the Sidekiq "
-                "process starts, and kiqbeat has no start; use cron or every")
+    kind = timers[0]
+    if len(timers) > 1:
+        out.warnings.append(f"{label}: uses {kind!r}; {', '.join(timers[1:])} ignored, as "
+                            "sidekiq-scheduler does")
+    value, options = _timer(entry[kind])
+    if kind in ("at", "in"):
+        out.warnings.append(
+            f"{label}: skipped: {kind!r} is a one-shot timer counted from when the Sidekiq "
+            "process starts, and kiqbeat has no start; use cron or every")
+        return None
+    if options:
+        out.warnings.append(
+            f"{label}: rufus options {', '.join(map(str, options))} ignored: kiqbeat's "
+            "ticks depend only on the clock (intervals count from 1970-01-01 00:00 UTC)")
+    if kind == "interval":
+        out.warnings.append(f"{label}: 'interval' read as 'every' (an enqueue takes no "
+                            "time, so the gaps are the same)")
+    if kind == "cron":  # rufus-scheduler reads it with Fugit::Cron.parse
+        value = out.timer(label, value, translate=False)
+        if value is None:
             return None
-        if options:
-            out.warnings.append(
-                f"{label}: rufus options {', '.join(map(str, options))} ignored: kiqbeat's "
-                "ticks depend only on the clock (intervals count from 1970-01-01 00:00 UTC)")
-        if kind == "interval":
-            out.warnings.append(f"{label}: 'interval' read as 'every' (an enqueue takes no "
-                                "time, so the gaps are the same)")
-        if kind == "cron":  # rufus-scheduler reads it with Fugit::Cron.parse
-            value = out.timer(label, value, translate=False)
-            if value is None:
-                return None
-        converted["cron" if kind == "cron" else "every"] = value
+    converted["cron" if kind == "cron" else "every"] = value
     converted["class"] = entry.get("class") or name
     payload: dict[str, Any] = {}
     for key, value in entry.items():

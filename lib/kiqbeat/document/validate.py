@@ -120,22 +120,6 @@ def check_size(name: str, data: bytes) -> None:
         raise ConfigError(problem)
 
 
-def check_stored(name: str, data: bytes, *, window_s: float = 3600.0,
-                 checks: Checks | None = None) -> None:
-    """Refuse (ConfigError, `read_definition`'s messages) a stored definition that
-    `read_definition` would refuse; with `checks`, the Schedule is not built when a checked
-    one of the same text but its args is known (a writer's check, before the write)."""
-    if checks is None:
-        _read_in_full(name, data, window_s)
-        return
-    rest = _split_args(data)
-    if rest is not None and isinstance(rest[0], list | None):
-        known = checks.by_rest.get((window_s, rest[1]))
-        if known is not None and known[0].fits(name, rest[0], len(data)):
-            return
-    _read_checked(name, data, window_s, checks, rest)
-
-
 def read_definition(name: str, data: bytes, *, window_s: float = 3600.0,
                     checks: Checks | None = None) -> Schedule:
     """A stored definition (JSON, in a document's schedule form) as a Schedule, checked as a
@@ -154,7 +138,7 @@ def read_definition(name: str, data: bytes, *, window_s: float = 3600.0,
     full (the reference: the same schedule or the same messages).
     """
     if checks is None:
-        return _read_in_full(name, data, window_s)
+        return _checked(name, *_decoded(name, data), window_s)
     return _read_checked(name, data, window_s, checks, _split_args(data))
 
 
@@ -187,11 +171,6 @@ def _read_checked(name: str, data: bytes, window_s: float, checks: Checks,
                          (schedule.timetable, schedule.timing, _written(raw, schedule.definition)),
                          dict(schedule.definition))
     return schedule
-
-
-def _read_in_full(name: str, data: bytes, window_s: float) -> Schedule:
-    raw, source = _decoded(name, data)
-    return _checked(name, raw, source, window_s)
 
 
 def _decoded(name: str, data: bytes) -> tuple[dict[str, Any], object]:

@@ -23,7 +23,8 @@ ScheduleNotFoundError, ScheduleExistsError, OwnedByDocumentError (kiqbeat.errors
 
 `Store` is composed of parts, one role each, over one `StoreContext` (the Redis side,
 window, history, actor and note): `schedules`, `calendar_book`, `bulk`, `reads` (rows,
-status), `operations` (missed, trigger, history, report) and `backfills`. Every change is
+status), `operations` (missed, trigger, history, report) and `backfills`. Its methods are
+the parts' own, signature and docstring (`_Delegated`). Every change is
 recorded in the audit trail for the store's `actor`, with its `note`
 (`store.acting("alice", note="INC-42").pause(name)`); each public call reads the Redis
 clock at most once and passes that instant down.
@@ -33,18 +34,13 @@ from __future__ import annotations
 
 import builtins
 import copy
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from datetime import date, datetime
-from typing import Any, Self
+from collections.abc import Callable
+from typing import Any, Concatenate, Generic, ParamSpec, Self, TypeVar, overload
 
 import redis
 
 from kiqbeat.audit import default_actor
 from kiqbeat.core.limits import DEFAULT_HISTORY
-from kiqbeat.core.pause import Pause
-from kiqbeat.core.records import Push
-from kiqbeat.core.ticks import TickReport
-from kiqbeat.errors import ScheduleNotFoundError
 from kiqbeat.redis import names as name_index
 from kiqbeat.redis import scripts
 from kiqbeat.redis.side import RedisSide
@@ -59,6 +55,34 @@ from kiqbeat.store.status import Reads, ScheduleStatus, Status
 
 __all__ = ["MAX_LISTED", "OVERLAP_HELD", "Backfill", "CalendarChange", "ImportResult",
            "MissedRange", "ScheduleStatus", "Status", "Store", "Triggered", "unexported"]
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class _Delegated(Generic[P, R]):
+    """A method of one of the store's parts, called on the store (`store.put` is
+    `store.schedules.put`), with the part's signature and docstring, which state its
+    promise: the store only strings its parts together."""
+
+    def __init__(self, part: str, method: Callable[Concatenate[Any, P], R]) -> None:
+        self.part, self.name, self.__doc__ = part, method.__name__, method.__doc__
+
+    @overload
+    def __get__(self, store: None, owner: type) -> _Delegated[P, R]:
+        ...
+
+    @overload
+    def __get__(self, store: Store, owner: type | None = None) -> Callable[P, R]:
+        ...
+
+    def __get__(self, store: Store | None, owner: type | None = None
+                ) -> _Delegated[P, R] | Callable[P, R]:
+        if store is None:
+            return self
+        method: Callable[P, R] = getattr(getattr(store, self.part), self.name)
+        return method
 
 
 class Store:
@@ -142,53 +166,20 @@ class Store:
         return self._with(StoreContext(self.ctx.side.resharded(shards), self.window_s,
                                        self.keep_history, self.actor, self.note))
 
-    def no_schedule(self, names: Iterable[str]) -> ScheduleNotFoundError:
-        """The refusal of `names` the store does not hold (it names the hash looked in)."""
-        return self.ctx.no_schedule(names)
+    no_schedule = _Delegated("ctx", StoreContext.no_schedule)
 
     # ------------------------------------------------------------------------ schedules
 
-    def check(self, name: str, definition: Mapping[str, Any], *,
-              calendars: Mapping[str, Sequence[str]] | None = None) -> bytes:
-        """The stored form of a definition, or ConfigError (`Schedules.check`)."""
-        return self.schedules.check(name, definition, calendars=calendars)
-
-    def add(self, name: str, definition: Mapping[str, Any]) -> None:
-        """Add a schedule; ScheduleExistsError when one of that name exists."""
-        self.schedules.add(name, definition)
-
-    def put(self, name: str, definition: Mapping[str, Any], *, force: bool = False) -> bool:
-        """Add or replace a schedule; False when stored so already (`Schedules.put`)."""
-        return self.schedules.put(name, definition, force=force)
-
-    def update(self, name: str, definition: Mapping[str, Any], *,
-               force: bool = False) -> bool:
-        """Replace a schedule; ScheduleNotFoundError when missing (`Schedules.update`)."""
-        return self.schedules.update(name, definition, force=force)
-
-    def remove(self, name: str, *, force: bool = False) -> bool:
-        """Remove a schedule and its state; False when there was none (`Schedules.remove`)."""
-        return self.schedules.remove(name, force=force)
-
-    def owner(self, name: str) -> tuple[str, bool] | None:
-        """(source, known as a document) of a stored schedule; None when there is none."""
-        return self.schedules.owner(name)
-
-    def pause(self, name: str, *, note: str = "", until: datetime | None = None) -> bool:
-        """Push nothing for it until resumed or `until`; False when paused already."""
-        return self.schedules.pause(name, note=note, until=until)
-
-    def skip(self, name: str, count: int = 1) -> int:
-        """Skip its next `count` ticks; the skips now pending (`Schedules.skip`)."""
-        return self.schedules.skip(name, count)
-
-    def resume(self, name: str) -> bool:
-        """Push its ticks again from the next one on; False if it was not paused."""
-        return self.schedules.resume(name)
-
-    def pauses(self, names: Sequence[str]) -> dict[str, Pause]:
-        """The pause records of those of `names` that have one (one round trip)."""
-        return self.schedules.pauses(names)
+    check = _Delegated("schedules", Schedules.check)
+    add = _Delegated("schedules", Schedules.add)
+    put = _Delegated("schedules", Schedules.put)
+    update = _Delegated("schedules", Schedules.update)
+    remove = _Delegated("schedules", Schedules.remove)
+    owner = _Delegated("schedules", Schedules.owner)
+    pause = _Delegated("schedules", Schedules.pause)
+    skip = _Delegated("schedules", Schedules.skip)
+    resume = _Delegated("schedules", Schedules.resume)
+    pauses = _Delegated("schedules", Schedules.pauses)
 
     def reindex(self, progress: Callable[[int], None] | None = None) -> int:
         """Rebuild the due index for this store's shard count, after changing it; returns
@@ -208,93 +199,31 @@ class Store:
 
     # ------------------------------------------------------------------------ calendars
 
-    def calendars(self) -> dict[str, tuple[date, ...]]:
-        """The store's calendars: name -> its dates, ascending (one round trip)."""
-        return self.calendar_book.calendars()
-
-    def calendar(self, name: str) -> tuple[date, ...] | None:
-        """One store calendar's dates, or None when the store holds none of that name."""
-        return self.calendar_book.calendar(name)
+    calendars = _Delegated("calendar_book", Calendars.calendars)
+    calendar = _Delegated("calendar_book", Calendars.calendar)
+    put_calendar = _Delegated("calendar_book", Calendars.put_calendar)
+    remove_calendar = _Delegated("calendar_book", Calendars.remove_calendar)
 
     def calendars_text(self) -> dict[str, builtins.list[str]]:
         """The store's calendars as stored: name -> "YYYY-MM-DD" dates, ascending."""
         return calendars_text(self.ctx)
 
-    def put_calendar(self, name: str, dates: Sequence[str | date]) -> CalendarChange:
-        """Set a store calendar and rewrite the API's definitions naming it."""
-        return self.calendar_book.put_calendar(name, dates)
-
-    def remove_calendar(self, name: str) -> bool:
-        """Remove a store calendar no definition names; False when there was none."""
-        return self.calendar_book.remove_calendar(name)
-
     # ------------------------------------------------------------------------ in bulk
 
-    def import_definitions(
-        self, items: Iterable[tuple[str, Mapping[str, Any]]], *, replace: bool = True,
-        progress: Callable[[int], None] | None = None,
-    ) -> ImportResult:
-        """Write many schedules in atomic calls (`Bulk.import_definitions`)."""
-        return self.bulk.import_definitions(items, replace=replace, progress=progress)
-
-    def export(self, unreadable: builtins.list[tuple[str, str]] | None = None
-               ) -> Iterator[tuple[str, dict[str, Any]]]:
-        """Every stored definition that can be exported, without its source (`Bulk.export`)."""
-        return self.bulk.export(unreadable)
+    import_definitions = _Delegated("bulk", Bulk.import_definitions)
+    export = _Delegated("bulk", Bulk.export)
 
     # ------------------------------------------------------------------------ reading
 
-    def get(self, name: str) -> ScheduleStatus | None:
-        """One schedule's definition and state; None when there is none of that name."""
-        return self.reads.get(name)
-
-    def rows(self, names: Sequence[str]) -> builtins.list[ScheduleStatus]:
-        """The schedules of `names` that exist, in that order."""
-        return self.reads.rows(names)
-
-    def list(self, cursor: int = 0, count: int = 100) -> tuple[int, builtins.list[ScheduleStatus]]:
-        """One page of schedules in no particular order: (next cursor, 0 at the end; rows)."""
-        return self.reads.list(cursor, count)
-
-    def status(self, names: Sequence[str] = (), *, shard: tuple[int, int] | None = None,
-               offset: int = 0, limit: int = 50) -> Status:
-        """Counts, rows and set-aside definitions (`Reads.status`); ScheduleNotFoundError
-        naming those of `names` the store does not hold."""
-        return self.reads.status(names, shard=shard, offset=offset, limit=limit)
+    get = _Delegated("reads", Reads.get)
+    rows = _Delegated("reads", Reads.rows)
+    list = _Delegated("reads", Reads.list)
+    status = _Delegated("reads", Reads.status)
 
     # ------------------------------------------------------------------------ operating
 
-    def missed(self, names: Sequence[str] = (),
-               garbled: builtins.list[tuple[str, str]] | None = None
-               ) -> builtins.list[MissedRange]:
-        """The recorded missed ticks of `names` (default: every schedule), as ranges."""
-        return self.operations.missed(names, garbled)
-
-    def backfill(self, names: Sequence[str] = (), *, since: datetime | None = None,
-                 until: datetime | None = None, latest_only: bool = False,
-                 dry_run: bool = False, progress: Callable[[int], None] | None = None,
-                 deadline: float | None = None, stop: Callable[[], bool] | None = None,
-                 max_jobs: int | None = None, confirm_above: int | None = None,
-                 pre_history: bool = True, reasons: Collection[str] = (),
-                 must_exist: bool = False) -> Backfill:
-        """Push the recorded missed ticks of `names` (default: every schedule with some),
-        each at most once; the options and their promises: `Backfills.backfill`."""
-        return self.backfills.backfill(
-            names, since=since, until=until, latest_only=latest_only, dry_run=dry_run,
-            progress=progress, deadline=deadline, stop=stop, max_jobs=max_jobs,
-            confirm_above=confirm_above, pre_history=pre_history, reasons=reasons,
-            must_exist=must_exist)
-
-    def trigger(self, name: str, args: builtins.list[Any] | None = None) -> Triggered:
-        """Push one job of schedule `name` now ("run now"), with `args` if given."""
-        return self.operations.trigger(name, args)
-
-    def history(self, name: str) -> builtins.list[Push]:
-        """Schedule `name`'s last pushes, newest first."""
-        return self.operations.history(name)
-
-    def report(self, name: str, *, since: datetime | None = None,
-               until: datetime | None = None) -> TickReport:
-        """Every nominal tick of `name` in (since, until] with its one outcome."""
-        return self.operations.report(name, since=since, until=until)
-
+    missed = _Delegated("operations", Operations.missed)
+    backfill = _Delegated("backfills", Backfills.backfill)
+    trigger = _Delegated("operations", Operations.trigger)
+    history = _Delegated("operations", Operations.history)
+    report = _Delegated("operations", Operations.report)

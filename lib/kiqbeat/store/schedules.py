@@ -16,7 +16,7 @@ from kiqbeat.core.instants import to_ms
 from kiqbeat.core.limits import MAX_PENDING_SKIPS, MAX_SHOWN_CHARS
 from kiqbeat.core.pause import Pause, pause_of, until_iso
 from kiqbeat.document.lifecycle import named_calendars, with_calendars
-from kiqbeat.document.validate import check_size, check_stored, encode_definition
+from kiqbeat.document.validate import check_size, encode_definition, read_definition
 from kiqbeat.errors import (
     ConfigError,
     OwnedByDocumentError,
@@ -52,7 +52,8 @@ class Schedules:
                               "schedule), not a field to set")
         data = encode_definition(self._calendars_written_in(name, definition, calendars))
         check_size(name, data)
-        check_stored(name, data, window_s=self.ctx.window_s, checks=self.ctx.checks)
+        # Read as an invocation will read it (what it refuses, refused with its messages).
+        read_definition(name, data, window_s=self.ctx.window_s, checks=self.ctx.checks)
         return data
 
     def _calendars_written_in(self, name: str, definition: Mapping[str, Any],

@@ -144,7 +144,8 @@ class Reads:
     def status(self, names: Sequence[str] = (), *, shard: tuple[int, int] | None = None,
                offset: int = 0, limit: int = 50) -> Status:
         """Counts, then `names` (or a page of the due index, most overdue first) and a page
-        of set-aside definitions; of `shard`, or of every shard."""
+        of set-aside definitions; of `shard`, or of every shard. ScheduleNotFoundError
+        naming those of `names` the store does not hold."""
         now = self.ctx.side.clock()
         shards = [shard] if shard is not None else self.ctx.side.layout
         counts = self.ctx.side.read_counts(shards, to_ms(now))
