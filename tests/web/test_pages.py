@@ -105,6 +105,7 @@ def test_the_app_mounted_under_a_prefix_in_another_asgi_app_links_and_signs_in_u
     from tests.support.console import OPERATOR_TOKEN, serve
 
     engine = Engine(Settings(redis_url=redis_url))
+    engine.store().put("team/digest", DIGEST)  # its links (macros.html) are under it too
     inner = create_app(engine, Auth([Token("a", "operator", OPERATOR_TOKEN)]),
                        root_path="/kiqbeat")
     server, thread, url = serve(Starlette(routes=[Mount("/kiqbeat", inner)]))
@@ -115,6 +116,7 @@ def test_the_app_mounted_under_a_prefix_in_another_asgi_app_links_and_signs_in_u
             signed = client.post("/kiqbeat/login", data={
                 "token": OPERATOR_TOKEN, "csrf": csrf_of(form.text), "next": "/kiqbeat/"})
             overview = client.get("/kiqbeat/")
+            listed = client.get("/kiqbeat/schedules")
             css = client.get("/kiqbeat/static/console.css")
     finally:
         server.should_exit = True
@@ -122,8 +124,9 @@ def test_the_app_mounted_under_a_prefix_in_another_asgi_app_links_and_signs_in_u
         engine.close()
     assert first.headers["location"] == "/kiqbeat/login?next=%2Fkiqbeat%2F"
     assert signed.headers["location"] == "/kiqbeat/"
-    links = re.findall(r'(?:href|action)="([^"]+)"', overview.text)
-    assert overview.status_code == 200 and links and all(
+    links = re.findall(r'(?:href|action)="([^"]+)"', overview.text + listed.text)
+    assert overview.status_code == listed.status_code == 200
+    assert "/kiqbeat/schedule?name=team%2Fdigest" in links and all(
         link.startswith("/kiqbeat/") for link in links)
     assert css.status_code == 200 and "text/css" in css.headers["content-type"]
 
