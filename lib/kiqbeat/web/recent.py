@@ -12,7 +12,7 @@ from __future__ import annotations
 import heapq
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 
 import redis
@@ -38,17 +38,6 @@ class RecentPush:
     name: str
     kind: str
     tick: datetime
-
-
-@dataclass
-class Tally:
-    """What the overview counts: paused from the name index's counters and the pause records
-    (None when more pause records exist than the overview reads), recent pushes from the last
-    walk of the histories."""
-
-    paused: int | None = None
-    recent: list[RecentPush] = field(default_factory=list)  # newest first
-    finished_at: datetime | None = None  # the Redis clock when counted
 
 
 class Recent:
