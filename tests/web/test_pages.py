@@ -80,6 +80,9 @@ def test_delete_asks_for_confirmation_and_a_reader_sees_no_action(
         done = browser.post("/act", data={"csrf": csrf_of(page.text), "name": "a",
                                           "action": "delete", "confirm": "1"})
         assert done.status_code == 200 and store.get("a") is None
+        again = browser.post("/act", data={"csrf": csrf_of(page.text), "name": "a",
+                                           "action": "delete", "confirm": "1"})
+        assert again.status_code == 404 and "No such schedule" in again.text  # none removed
     store.put("a", DIGEST)
     with console.browser(READER_TOKEN) as reader:
         page = reader.get("/schedule", params={"name": "a"})

@@ -51,7 +51,7 @@ from kiqbeat.errors import (
 )
 from kiqbeat.web.auth import Principal
 from kiqbeat.web.bearer import Refusal, authenticate
-from kiqbeat.web.console import Console
+from kiqbeat.web.console import FILTERS, Console
 from kiqbeat.web.openapi import openapi
 
 MAX_BODY_BYTES = 2 * MAX_DEFINITION_BYTES
@@ -126,10 +126,9 @@ def _console(request: Request) -> Console:
 
 
 def _body(request: Request) -> Any:
-    """The JSON body (None when empty); ConfigError when it is not JSON or too large."""
+    """The JSON body (None when empty; `endpoint` bounded it); ConfigError when it is not
+    JSON."""
     raw = request.state.body
-    if len(raw) > MAX_BODY_BYTES:
-        raise ConfigError(f"the request body is over {MAX_BODY_BYTES:,} bytes")
     if not raw.strip():
         return None
     try:
@@ -168,8 +167,7 @@ def _limit(request: Request) -> int:
 
 def list_schedules(request: Request, _: Principal) -> Response:
     q = request.query_params
-    page = _console(request).page(prefix=q.get("prefix", ""), state=q.get("state", ""),
-                                  queue=q.get("queue", ""), source=q.get("source", ""),
+    page = _console(request).page(**{k: q.get(k, "") for k in FILTERS},
                                   cursor=q.get("cursor", ""), limit=_limit(request))
     return JSONResponse({"items": [r.as_dict() for r in page.rows],
                          "next_cursor": page.next_cursor})
@@ -239,13 +237,6 @@ def _put(request: Request, asked: Asked, done: Outcome) -> Response:
     return JSONResponse(row.as_dict(), status_code=201 if done.result["created"] else 200)
 
 
-def _removed(request: Request, asked: Asked, done: Outcome) -> Response:
-    """204; or, when there was nothing to remove, the 404 of no such schedule."""
-    if not done.value:
-        raise _console(request).store().no_schedule([asked.name])
-    return Response(status_code=204)
-
-
 def _paused(request: Request, asked: Asked, done: Outcome) -> Response:
     return JSONResponse({**json_name(asked.name), "paused": asked.kind == "pause",
                          "changed": done.value})
@@ -259,7 +250,8 @@ FRONT: dict[str, tuple[Callable[[Request, str], dict[str, Any]],
     "get": (lambda _, name: {"name": name}, _detail),
     "report": (_fields_report, lambda _, __, done: JSONResponse(done.result)),
     "put": (_fields_put, _put),
-    "remove": (lambda request, name: {"name": name, "note": _note(request, None)}, _removed),
+    "remove": (lambda request, name: {"name": name, "note": _note(request, None)},
+               lambda *_: Response(status_code=204)),  # none removed: 404 (Console.execute)
     "pause": (_fields_pause, _paused),
     "resume": (_fields_action, _paused),
     "skip": (_fields_action, lambda _, asked, done: JSONResponse(

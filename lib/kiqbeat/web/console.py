@@ -53,6 +53,7 @@ from kiqbeat.store import MissedRange, ScheduleStatus, Status, Store
 from kiqbeat.web.recent import Recent, RecentPush, paused_now
 
 STATES = ("active", "paused", "set_aside", "missed", "failing")
+FILTERS = ("prefix", "state", "queue", "source")  # a page's filters (`Console.page`)
 FAILING_SHOWN = 10  # failing schedules the overview lists first
 FIRES = 20  # fire times a schedule's page previews
 RECENT_SPAN = timedelta(days=1)  # the span of a schedule page's strip of recent ticks
@@ -449,16 +450,19 @@ class Console:
         calls run; the outcome is the front end's to render. The refusals are the Store's
         own, typed, from the same atomic step as the change (nothing is read first to choose
         a refusal), but for a schedule another source holds, refused in the console's words
-        (the API's 409): a document's schedules are read-only here. A backfill stops pushing
-        after BACKFILL_DEADLINE_S."""
+        (the API's 409): a document's schedules are read-only here. A remove that removed
+        nothing is refused as no such schedule (the CLI's "nothing removed"; the API's 404).
+        A backfill stops pushing after BACKFILL_DEADLINE_S."""
+        store = self.store(actor, request.note)
         try:
-            outcome = run(request, self.store(actor, request.note),
-                          deadline=time.monotonic() + BACKFILL_DEADLINE_S)
+            outcome = run(request, store, deadline=time.monotonic() + BACKFILL_DEADLINE_S)
         except OwnedByDocumentError as exc:
             raise OwnedByDocumentError(
                 f"schedule {shown(request.name)} belongs to the document "
                 f"{shown(exc.owner, 200)}: change it there (it is read-only here)",
                 owner=exc.owner) from exc
+        if request.kind == "remove" and not outcome.value:
+            raise store.no_schedule([request.name])
         if outcome.backfill is not None:
             self.backfilled += outcome.backfill.pushed
         return outcome

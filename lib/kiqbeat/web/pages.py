@@ -38,7 +38,7 @@ from kiqbeat.errors import (
 )
 from kiqbeat.web.auth import NONCE_COOKIE, SESSION_COOKIE, SESSION_S, Auth, Principal, Session
 from kiqbeat.web.bearer import Refusal, admit
-from kiqbeat.web.console import STATES, STRIP_TICKS, Console, definition_of
+from kiqbeat.web.console import FILTERS, STATES, STRIP_TICKS, Console, definition_of
 from kiqbeat.web.sessions import Sessions
 
 FLASH = {"paused": "Paused.", "resumed": "Resumed.", "unchanged": "Nothing to change.",
@@ -179,7 +179,7 @@ def overview(request: Request, pages: Pages, _: Principal) -> Response:
 
 def schedules(request: Request, pages: Pages, _: Principal) -> Response:
     q = request.query_params
-    f = {k: q.get(k, "") for k in ("prefix", "state", "queue", "source")}
+    f = {k: q.get(k, "") for k in FILTERS}
     result = pages.console.page(**f, cursor=q.get("cursor", ""), limit=50)
     next_url = ""
     if result.next_cursor:
@@ -270,9 +270,7 @@ def act(request: Request, pages: Pages, principal: Principal) -> Response:
         raise ConfigError("tick 'really delete' to delete the schedule")
     kind, flash = ACTIONS[action]
     done = ask(pages, principal, kind, asked)
-    if kind == "remove":
-        if not done.value:  # nothing removed: no such schedule
-            raise pages.console.store().no_schedule([name])
+    if kind == "remove":  # none removed: refused as no such schedule (Console.execute)
         return pages.go("/schedules", done=flash)
     return pages.go("/schedule", name=name, done=flash if done.value is not False
                     else "unchanged")

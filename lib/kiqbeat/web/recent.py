@@ -18,7 +18,6 @@ from datetime import datetime
 import redis
 
 from kiqbeat.core.instants import from_ms, to_ms
-from kiqbeat.core.records import Push
 from kiqbeat.errors import KiqbeatError
 from kiqbeat.redis import pauses, progress
 from kiqbeat.redis.clock import read_clock
@@ -56,22 +55,18 @@ class Recent:
         with self._lock:
             self._bucket, pushes = progress.scan_histories(
                 self.client, self.namespace, self._bucket, WALK_BUCKETS)
-            for name, push in pushes:
-                self._note_push(name, push)
+            for name, push in pushes:  # kept in a min-heap of RECENT: the oldest on top
+                item = (to_ms(push.when), name, push.kind, to_ms(push.tick))
+                if len(self._heap) < RECENT:
+                    heapq.heappush(self._heap, item)
+                else:
+                    heapq.heappushpop(self._heap, item)
             if self._bucket >= 0:
                 return False
             self.last = [RecentPush(from_ms(w), n, k, from_ms(t))
                          for w, n, k, t in sorted(self._heap, reverse=True)]
             self._bucket, self._heap = 0, []
             return True
-
-    def _note_push(self, name: str, push: Push) -> None:
-        # a min-heap: the oldest on top
-        item = (to_ms(push.when), name, push.kind, to_ms(push.tick))
-        if len(self._heap) < RECENT:
-            heapq.heappush(self._heap, item)
-        else:
-            heapq.heappushpop(self._heap, item)
 
     def run_until(self, stop: threading.Event) -> None:
         """Walk until `stop` is set (a thread's loop): a page every WALK_PAUSE_S, a pass begun
