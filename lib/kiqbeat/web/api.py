@@ -59,10 +59,11 @@ MAX_BODY_BYTES = 2 * MAX_DEFINITION_BYTES
 Handler = Callable[[Request, Principal], Response]
 
 
-def problem(status: int, message: str, problems: list[str] | None = None) -> JSONResponse:
-    """An error answer."""
+def problem(status: int, message: str, problems: list[str] | None = None,
+            headers: dict[str, str] | None = None) -> JSONResponse:
+    """An error answer (the API's one form of it, a refused token's too)."""
     return JSONResponse({"error": message, "problems": problems or [message]},
-                        status_code=status)
+                        status_code=status, headers=headers)
 
 
 # The store's typed refusals, mapped once: each answer's status (any other ConfigError: 422).
@@ -90,7 +91,7 @@ def endpoint(handler: Handler, *, act: bool = False) -> Callable[[Request], Any]
     def checked(request: Request) -> Response:
         principal = authenticate(request)
         if isinstance(principal, Refusal):
-            return principal.answer()
+            return problem(principal.status, principal.message, headers=principal.headers)
         if act and not principal.operator:
             return problem(403, "this token may read, not act (an operator's token acts)")
         try:
@@ -389,8 +390,8 @@ class ScheduleRoutes(BaseRoute):
             elif allowed:
                 answer = problem(405, f"{scope['method']} is not an action on "
                                       f"/api/v1/schedules/NAME{'/' + action if action else ''}"
-                                      f" (allowed: {', '.join(allowed)})")
-                answer.headers["Allow"] = ", ".join(allowed)
+                                      f" (allowed: {', '.join(allowed)})",
+                                 headers={"Allow": ", ".join(allowed)})
             else:
                 answer = problem(404, f"no action {shown(action)} (pause, resume, skip, "
                                       "trigger, backfill); a name holding / is "

@@ -8,7 +8,6 @@ import math
 from dataclasses import dataclass
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse
 
 from kiqbeat.web.auth import Principal
 from kiqbeat.web.throttle import Throttle
@@ -28,11 +27,6 @@ class Refusal:
     def headers(self) -> dict[str, str]:
         """Its answer's headers, whichever form the answer takes (Retry-After for a 429)."""
         return {"Retry-After": str(self.retry_after_s)} if self.retry_after_s else {}
-
-    def answer(self) -> JSONResponse:
-        """As the API answers it (api.py's error form)."""
-        return JSONResponse({"error": self.message, "problems": [self.message]},
-                            status_code=self.status, headers=self.headers)
 
 
 def authenticate(request: Request) -> Principal | Refusal:
