@@ -413,8 +413,7 @@ class Console:
         errors = keys.outcomes_errors(self.namespace)
         with redis_errors(self.client, f"reading {errors}"):
             count = int(self.client.hlen(errors))
-            _, found = self.client.hscan(errors, 0, count=FAILING_SHOWN)
-        names = sorted(reply_text(n) for n in found)[:FAILING_SHOWN]
+        names, _ = self._scan_hash("failing", "", 0, 0, FAILING_SHOWN)  # the failing page's
         failing = sorted(self._rows(store, names), key=lambda r: -(
             r.status.health.consecutive_failures if r.status.health else 0))
         return Overview(status, self._paused(), self.recent.last or [], document,
