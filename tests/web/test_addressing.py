@@ -7,6 +7,7 @@ decoded."""
 
 from __future__ import annotations
 
+import html
 import json
 
 import redis
@@ -74,18 +75,23 @@ def test_a_limit_of_5000_digits_is_a_422_with_a_message(console: Served) -> None
 def test_a_form_skip_count_of_superscript_two_and_args_nested_5000_deep_are_refused(
     console: Served, store: Store
 ) -> None:
+    """The form's text is read as the command line's (the request model's own reading and
+    messages): no digit but ASCII's, no nesting deeper than Sidekiq reads."""
     store.put("a", DIGEST)
     with console.browser() as browser:
         page = browser.get("/schedule", params={"name": "a"}).text
         skip = form_of(page, "/act", 'value="skip"')
         trigger = form_of(page, "/act", 'value="trigger"')
-        answers = [browser.post("/act", data={**skip, "count": count})
-                   for count in ("\u00b2", "9" * 5000, "\u0663")]  # ², 5,000 nines, Arabic 3
-        answers += [browser.post("/act", data={**trigger, "args": "[" * 5000 + "]" * 5000}),
-                    browser.post("/act", data={**trigger, "args": "[" * 5000})]
-    for answer in answers:
+        counts = [browser.post("/act", data={**skip, "count": count})
+                  for count in ("\u00b2", "9" * 5000, "\u0663")]  # ², 5,000 nines, Arabic 3
+        args = [browser.post("/act", data={**trigger, "args": "[" * 5000 + "]" * 5000}),
+                browser.post("/act", data={**trigger, "args": "[" * 5000})]
+    for answer in counts:
         assert answer.status_code == 422, answer.text[:300]
-        assert "must be" in answer.text
+        assert "count: expected a whole number of ticks, 1 to 10,000" in answer.text
+    for answer in args:
+        assert answer.status_code == 422, answer.text[:300]
+        assert "args nests deeper than the 100 levels Sidekiq" in html.unescape(answer.text)
     row = store.get("a")
     assert row is not None and row.life.get("skips", 0) in (0, None)
 

@@ -108,12 +108,7 @@ def from_args(kind: str, args: argparse.Namespace) -> Request:
     raw = {f: value for f in flags
            if (value := getattr(args, f, None)) is not None and value is not False
            and value != []}
-    if isinstance(raw.get("args"), str):
-        raw["args"] = _json_text(raw["args"], "--args")
-    for key in ("max_jobs", "limit", "offset", "count"):
-        if isinstance(raw.get(key), str):
-            raw[key] = _whole_text(raw[key])
-    return _checked(kind, raw, flags.__getitem__)
+    return _checked(kind, _read_text(raw, flags.__getitem__), flags.__getitem__)
 
 
 def from_event(event: Mapping[str, Any]) -> Request:
@@ -134,14 +129,15 @@ def from_event(event: Mapping[str, Any]) -> Request:
     return _checked(kind, {k: v for k, v in event.items() if k != OPERATOR}, _event_field)
 
 
-def from_fields(kind: str, raw: Mapping[str, Any]) -> Request:
+def from_fields(kind: str, raw: Mapping[str, Any], *, text: bool = False) -> Request:
     """The request of fields named as the event names them, from another front end (the
-    console's JSON body or form): the same checks, messages naming the bare field."""
+    console's JSON body or form): the same checks, messages naming the bare field. `text`:
+    a form's values, read as a command line's are (`args` as JSON, whole numbers)."""
     unknown = sorted(str(k)[:60] for k in raw if k not in FIELDS[kind])
     if unknown:
         raise ConfigError([f"{shown(k)} is not a field of {kind!r}; its fields: "
                            f"{', '.join(FIELDS[kind])}" for k in unknown])
-    return _checked(kind, raw, str)
+    return _checked(kind, _read_text(dict(raw), str) if text else raw, str)
 
 
 def summary(event: Any) -> dict[str, str] | str:
@@ -263,6 +259,17 @@ def _json_text(text: str, where: str) -> Any:
     except ValueError as exc:
         raise ConfigError(f"{where} {shown(text)} is not JSON ({str(exc)[:MAX_SHOWN_CHARS]}); "
                           "it must be a JSON array, e.g. '[42, \"eu\"]'") from None
+
+
+def _read_text(raw: dict[str, Any], where: Callable[[str], str]) -> dict[str, Any]:
+    """Text values as a command line or a form gives them: `args` read as JSON, whole
+    numbers as digits (anything else left as it is, for the checks to refuse)."""
+    if isinstance(raw.get("args"), str):
+        raw["args"] = _json_text(raw["args"], where("args"))
+    for key in ("max_jobs", "limit", "offset", "count"):
+        if isinstance(raw.get(key), str):
+            raw[key] = _whole_text(raw[key])
+    return raw
 
 
 def _whole_text(text: str) -> int | str:

@@ -51,7 +51,7 @@ from kiqbeat.errors import (
 )
 from kiqbeat.web.auth import Principal
 from kiqbeat.web.bearer import Refusal, authenticate
-from kiqbeat.web.console import Console
+from kiqbeat.web.console import FILTERS, Console
 from kiqbeat.web.openapi import openapi
 
 MAX_BODY_BYTES = 2 * MAX_DEFINITION_BYTES
@@ -59,10 +59,11 @@ MAX_BODY_BYTES = 2 * MAX_DEFINITION_BYTES
 Handler = Callable[[Request, Principal], Response]
 
 
-def problem(status: int, message: str, problems: list[str] | None = None) -> JSONResponse:
-    """An error answer."""
+def problem(status: int, message: str, problems: list[str] | None = None,
+            headers: dict[str, str] | None = None) -> JSONResponse:
+    """An error answer (the API's one form of it, a refused token's too)."""
     return JSONResponse({"error": message, "problems": problems or [message]},
-                        status_code=status)
+                        status_code=status, headers=headers)
 
 
 # The store's typed refusals, mapped once: each answer's status (any other ConfigError: 422).
@@ -82,20 +83,40 @@ def error_answer(exc: KiqbeatError) -> JSONResponse:
     return problem(500, str(exc))
 
 
-def endpoint(handler: Handler, *, act: bool = False) -> Callable[[Request], Response]:
-    """A sync endpoint (Starlette runs it in a thread) with the bearer check and the
-    console's errors turned into answers."""
+def endpoint(handler: Handler, *, act: bool = False) -> Callable[[Request], Any]:
+    """An endpoint: the body read whole and bounded first (Starlette reads it async), then,
+    in a thread, the bearer check, an operator's token for `act`, and the sync `handler`,
+    the console's errors turned into answers."""
 
-    def run(request: Request) -> Response:
+    def checked(request: Request) -> Response:
         principal = authenticate(request)
         if isinstance(principal, Refusal):
-            return principal.answer()
+            return problem(principal.status, principal.message, headers=principal.headers)
         if act and not principal.operator:
             return problem(403, "this token may read, not act (an operator's token acts)")
         try:
             return handler(request, principal)
         except KiqbeatError as exc:
             return error_answer(exc)
+
+    async def run(request: Request) -> Response:
+        length = request.headers.get("content-length") or "0"
+        if not re.fullmatch(r"[0-9]{1,18}", length):
+            return problem(400, f"Content-Length {shown(length)} is not a number of bytes")
+        if int(length) > MAX_BODY_BYTES:
+            return problem(413, f"the request body is over {MAX_BODY_BYTES:,} bytes")
+        chunks, total = [], 0
+        try:
+            async for chunk in request.stream():
+                total += len(chunk)
+                if total > MAX_BODY_BYTES:
+                    return problem(413, f"the request body is over {MAX_BODY_BYTES:,} bytes")
+                chunks.append(chunk)
+        except ClientDisconnect:  # gone, or dropped by the server's read deadline (serve.py)
+            return problem(408, "the request body did not arrive in time")
+        request.state.body = b"".join(chunks)
+        response: Response = await run_in_threadpool(checked, request)
+        return response
 
     return run
 
@@ -105,15 +126,10 @@ def _console(request: Request) -> Console:
     return console
 
 
-def _name(request: Request) -> str:
-    return str(request.path_params["name"])
-
-
 def _body(request: Request) -> Any:
-    """The JSON body (None when empty); ConfigError when it is not JSON or too large."""
+    """The JSON body (None when empty; `endpoint` bounded it); ConfigError when it is not
+    JSON."""
     raw = request.state.body
-    if len(raw) > MAX_BODY_BYTES:
-        raise ConfigError(f"the request body is over {MAX_BODY_BYTES:,} bytes")
     if not raw.strip():
         return None
     try:
@@ -152,8 +168,7 @@ def _limit(request: Request) -> int:
 
 def list_schedules(request: Request, _: Principal) -> Response:
     q = request.query_params
-    page = _console(request).page(prefix=q.get("prefix", ""), state=q.get("state", ""),
-                                  queue=q.get("queue", ""), source=q.get("source", ""),
+    page = _console(request).page(**{k: q.get(k, "") for k in FILTERS},
                                   cursor=q.get("cursor", ""), limit=_limit(request))
     return JSONResponse({"items": [r.as_dict() for r in page.rows],
                          "next_cursor": page.next_cursor})
@@ -164,10 +179,6 @@ def list_schedules(request: Request, _: Principal) -> Response:
 # the Lambda (`from_fields`: the same checks), run by their one dispatch
 # (`kiqbeat.entrypoints.outcomes.run`, through `Console.execute`), and its outcome rendered
 # here as docs/api.md documents.
-
-
-def _fields_get(request: Request, name: str) -> dict[str, Any]:
-    return {"name": name}
 
 
 def _fields_report(request: Request, name: str) -> dict[str, Any]:
@@ -186,39 +197,24 @@ def _fields_put(request: Request, name: str) -> dict[str, Any]:
     return {"name": name, "definition": body, "note": _note(request, None)}
 
 
-def _fields_remove(request: Request, name: str) -> dict[str, Any]:
-    return {"name": name, "note": _note(request, None)}
-
-
-def _action_body(request: Request) -> dict[str, Any]:
-    """An action's body fields; the schedule is the path's, the actor the token's."""
+def _fields_action(request: Request, name: str) -> dict[str, Any]:
+    """pause, resume, skip, trigger: the body's fields, a null `until` (until resumed) or
+    `args` (the schedule's own) left out as not given; the path's name; the note. The
+    schedule is the path's and the actor the token's, never the body's."""
     body = _object_body(request)
     if set(body) & {"name", "actor"}:
         raise ConfigError("the schedule is the one the path names and the actor the token's: "
                           "name and actor are not fields of this body")
-    return body
-
-
-def _given(body: dict[str, Any]) -> dict[str, Any]:
-    """The body's fields, a null `until` (until resumed) or `args` (the schedule's own)
-    left out as not given."""
-    return {k: v for k, v in body.items() if not (v is None and k in ("until", "args"))}
+    return {k: v for k, v in body.items() if not (v is None and k in ("until", "args"))} | {
+        "name": name, "note": _note(request, body)}
 
 
 def _fields_pause(request: Request, name: str) -> dict[str, Any]:
-    body = _action_body(request)
-    if body.get("until") == "":
+    fields = _fields_action(request, name)
+    if fields.get("until") == "":
         raise ConfigError("until '' must be an ISO 8601 instant with an offset, after now (or "
                           "null: until resumed)")
-    return {**_given(body), "name": name,
-            "note": _note(request, body)}
-
-
-def _fields_action(request: Request, name: str) -> dict[str, Any]:
-    """resume, skip, trigger: the body's fields, the path's name, the note."""
-    body = _action_body(request)
-    return {**_given(body), "name": name,
-            "note": _note(request, body)}
+    return fields
 
 
 def _fields_backfill(request: Request, name: str) -> dict[str, Any]:
@@ -242,13 +238,6 @@ def _put(request: Request, asked: Asked, done: Outcome) -> Response:
     return JSONResponse(row.as_dict(), status_code=201 if done.result["created"] else 200)
 
 
-def _removed(request: Request, asked: Asked, done: Outcome) -> Response:
-    """204; or, when there was nothing to remove, the 404 of no such schedule."""
-    if not done.value:
-        raise _console(request).store().no_schedule([asked.name])
-    return Response(status_code=204)
-
-
 def _paused(request: Request, asked: Asked, done: Outcome) -> Response:
     return JSONResponse({**json_name(asked.name), "paused": asked.kind == "pause",
                          "changed": done.value})
@@ -259,10 +248,11 @@ def _paused(request: Request, asked: Asked, done: Outcome) -> Response:
 # --json and the Lambda do).
 FRONT: dict[str, tuple[Callable[[Request, str], dict[str, Any]],
                        Callable[[Request, Asked, Outcome], Response]]] = {
-    "get": (_fields_get, _detail),
+    "get": (lambda _, name: {"name": name}, _detail),
     "report": (_fields_report, lambda _, __, done: JSONResponse(done.result)),
     "put": (_fields_put, _put),
-    "remove": (_fields_remove, _removed),
+    "remove": (lambda request, name: {"name": name, "note": _note(request, None)},
+               lambda *_: Response(status_code=204)),  # none removed: 404 (Console.execute)
     "pause": (_fields_pause, _paused),
     "resume": (_fields_action, _paused),
     "skip": (_fields_action, lambda _, asked, done: JSONResponse(
@@ -279,7 +269,7 @@ def act(kind: str) -> Handler:
     fields, render = FRONT[kind]
 
     def answer(request: Request, principal: Principal) -> Response:
-        asked = from_fields(kind, fields(request, _name(request)))
+        asked = from_fields(kind, fields(request, str(request.path_params["name"])))
         return render(request, asked, _console(request).execute(principal.actor, asked))
 
     return answer
@@ -347,31 +337,6 @@ def openapi_json(request: Request) -> Response:
     return JSONResponse(openapi())
 
 
-def _with_body(handler: Callable[[Request], Response]) -> Callable[[Request], Any]:
-    """Read the body before the sync handler runs in its thread (Starlette reads it async)."""
-
-    async def run(request: Request) -> Response:
-        length = request.headers.get("content-length") or "0"
-        if not re.fullmatch(r"[0-9]{1,18}", length):
-            return problem(400, f"Content-Length {shown(length)} is not a number of bytes")
-        if int(length) > MAX_BODY_BYTES:
-            return problem(413, f"the request body is over {MAX_BODY_BYTES:,} bytes")
-        chunks, total = [], 0
-        try:
-            async for chunk in request.stream():
-                total += len(chunk)
-                if total > MAX_BODY_BYTES:
-                    return problem(413, f"the request body is over {MAX_BODY_BYTES:,} bytes")
-                chunks.append(chunk)
-        except ClientDisconnect:  # gone, or dropped by the server's read deadline (serve.py)
-            return problem(408, "the request body did not arrive in time")
-        request.state.body = b"".join(chunks)
-        response: Response = await run_in_threadpool(handler, request)
-        return response
-
-    return run
-
-
 SCHEDULES = "/api/v1/schedules/"
 # (action, method) -> (the request's kind, acts): "" is the schedule itself.
 ACTIONS: dict[tuple[str, str], tuple[str, bool]] = {
@@ -400,7 +365,7 @@ class ScheduleRoutes(BaseRoute):
     path routes decode first, and their patterns match no newline)."""
 
     def __init__(self) -> None:
-        self.apps = {key: request_response(_with_body(endpoint(act(kind), act=acts)))
+        self.apps = {key: request_response(endpoint(act(kind), act=acts))
                      for key, (kind, acts) in ACTIONS.items()}
 
     def matches(self, scope: Scope) -> tuple[Match, Scope]:
@@ -425,8 +390,8 @@ class ScheduleRoutes(BaseRoute):
             elif allowed:
                 answer = problem(405, f"{scope['method']} is not an action on "
                                       f"/api/v1/schedules/NAME{'/' + action if action else ''}"
-                                      f" (allowed: {', '.join(allowed)})")
-                answer.headers["Allow"] = ", ".join(allowed)
+                                      f" (allowed: {', '.join(allowed)})",
+                                 headers={"Allow": ", ".join(allowed)})
             else:
                 answer = problem(404, f"no action {shown(action)} (pause, resume, skip, "
                                       "trigger, backfill); a name holding / is "
@@ -441,9 +406,9 @@ def routes() -> list[BaseRoute]:
     """The API's routes."""
     base = "/api/v1"
     return [Route(f"{base}/openapi.json", openapi_json, methods=["GET"]),
-            Route(f"{base}/schedules", _with_body(endpoint(list_schedules)), methods=["GET"]),
-            Route(f"{base}/missed", _with_body(endpoint(missed)), methods=["GET"]),
-            Route(f"{base}/status", _with_body(endpoint(status)), methods=["GET"]),
-            Route(f"{base}/audit", _with_body(endpoint(audit)), methods=["GET"]),
-            Route(f"{base}/validate", _with_body(endpoint(validate)), methods=["POST"]),
+            Route(f"{base}/schedules", endpoint(list_schedules), methods=["GET"]),
+            Route(f"{base}/missed", endpoint(missed), methods=["GET"]),
+            Route(f"{base}/status", endpoint(status), methods=["GET"]),
+            Route(f"{base}/audit", endpoint(audit), methods=["GET"]),
+            Route(f"{base}/validate", endpoint(validate), methods=["POST"]),
             ScheduleRoutes()]

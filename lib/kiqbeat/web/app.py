@@ -52,10 +52,6 @@ HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff",
 UNSAFE = ("POST", "PUT", "PATCH", "DELETE")
 
 
-def _origin_of(request: Request) -> str:
-    return f"{request.url.scheme}://{request.headers.get('host', '')}"
-
-
 async def _guard(request: Request, call_next: Callable[[Request], Awaitable[Response]]
                  ) -> Response:
     auth: Auth = request.app.state.auth
@@ -65,7 +61,7 @@ async def _guard(request: Request, call_next: Callable[[Request], Awaitable[Resp
                                      "to a loopback Host (127.0.0.1, localhost)",
                                      status_code=403)
     elif request.method in UNSAFE and request.headers.get("origin") not in (
-            None, _origin_of(request)):
+            None, f"{request.url.scheme}://{request.headers.get('host', '')}"):
         response = PlainTextResponse("refused: a request from another origin",
                                      status_code=403)
     else:

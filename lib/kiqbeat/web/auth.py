@@ -37,6 +37,7 @@ import math
 import re
 import secrets
 import time
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,11 +98,8 @@ def token_bits(secret: str) -> float:
     characters' frequencies. Random tokens score near length x log2(alphabet); a repeated
     character, a short alphabet or a short token scores low. (No estimate sees that a long
     token is a phrase: generate tokens, never choose them.)"""
-    counts: dict[str, int] = {}
-    for char in secret:
-        counts[char] = counts.get(char, 0) + 1
     n = len(secret)
-    return max(0.0, -sum(c * math.log2(c / n) for c in counts.values()))
+    return max(0.0, -sum(c * math.log2(c / n) for c in Counter(secret).values()))
 
 
 def token_problem(secret: str) -> str | None:

@@ -1,5 +1,5 @@
-"""The bearer-token check of the API and /metrics: the token matched in constant time
-(auth.py), a wrong one counted by the throttle (throttle.py), an address over its bound
+"""The token check of the API, /metrics and the sign-in form: the token matched in constant
+time (auth.py), a wrong one counted by the throttle (throttle.py), an address over its bound
 refused before any comparison."""
 
 from __future__ import annotations
@@ -8,10 +8,11 @@ import math
 from dataclasses import dataclass
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse
 
 from kiqbeat.web.auth import Principal
 from kiqbeat.web.throttle import Throttle
+
+UNAUTHORIZED = "a valid bearer token is required (Authorization: Bearer TOKEN)"
 
 
 @dataclass(frozen=True)
@@ -22,13 +23,10 @@ class Refusal:
     message: str
     retry_after_s: int | None = None
 
-    def answer(self) -> JSONResponse:
-        """As the API answers it (api.py's error form)."""
-        response = JSONResponse({"error": self.message, "problems": [self.message]},
-                                status_code=self.status)
-        if self.retry_after_s is not None:
-            response.headers["Retry-After"] = str(self.retry_after_s)
-        return response
+    @property
+    def headers(self) -> dict[str, str]:
+        """Its answer's headers, whichever form the answer takes (Retry-After for a 429)."""
+        return {"Retry-After": str(self.retry_after_s)} if self.retry_after_s else {}
 
 
 def authenticate(request: Request) -> Principal | Refusal:
@@ -40,18 +38,24 @@ def authenticate(request: Request) -> Principal | Refusal:
         principal: Principal | None = auth.bearer(header)
         assert principal is not None
         return principal
-    unauthorized = Refusal(401, "a valid bearer token is required (Authorization: Bearer "
-                                "TOKEN)")
     scheme, _, value = header.partition(" ")
     if scheme.lower() != "bearer" or not value.strip():
-        return unauthorized  # no token presented: nothing guessed
+        return Refusal(401, UNAUTHORIZED)  # no token presented: nothing guessed
+    return admit(request, value.strip())
+
+
+def admit(request: Request, presented: str) -> Principal | Refusal:
+    """The principal of a presented token (a bearer token, the sign-in form's), or its
+    refusal: 429 while the client's address is throttled, before any comparison (the
+    address is the client's, or with --proxy-headers the one the trusted proxy names); 401
+    for a wrong token, which counts against the address."""
     throttle: Throttle = request.app.state.throttle
     address = request.client.host if request.client else "unknown"
     if wait_s := throttle.wait_s(address):
         return Refusal(429, "too many wrong tokens from this address: try again in "
                             f"{math.ceil(wait_s)} s", math.ceil(wait_s))
-    principal = auth.match(value.strip())
+    principal: Principal | None = request.app.state.auth.match(presented)
     if principal is None:
         throttle.failed(address)
-        return unauthorized
+        return Refusal(401, UNAUTHORIZED)
     return principal

@@ -29,7 +29,6 @@ from datetime import timedelta
 from typing import Any
 
 from kiqbeat.audit import AuditEntry, read_audit
-from kiqbeat.core import json_text
 from kiqbeat.core.limits import (
     MAX_DEFINITION_BYTES,
     MAX_EXAMINED_PER_PAGE,
@@ -51,9 +50,10 @@ from kiqbeat.redis.connection import redis_errors, reply_text
 from kiqbeat.redis.definitions import scan_items
 from kiqbeat.redis.names import NameIndex, build, index_names
 from kiqbeat.store import MissedRange, ScheduleStatus, Status, Store
-from kiqbeat.web.recent import Recent, Tally, paused_now
+from kiqbeat.web.recent import Recent, RecentPush, paused_now
 
 STATES = ("active", "paused", "set_aside", "missed", "failing")
+FILTERS = ("prefix", "state", "queue", "source")  # a page's filters (`Console.page`)
 FAILING_SHOWN = 10  # failing schedules the overview lists first
 FIRES = 20  # fire times a schedule's page previews
 RECENT_SPAN = timedelta(days=1)  # the span of a schedule page's strip of recent ticks
@@ -64,14 +64,6 @@ PAUSES_COUNTED = 10_000
 # A backfill asked for by a page or an API call stops pushing after this long (a request
 # must answer); its answer then says so, and running it again pushes the rest.
 BACKFILL_DEADLINE_S = 20.0
-
-
-def read_only(name: str, refused: OwnedByDocumentError) -> OwnedByDocumentError:
-    """The console's words for a change of a schedule another source holds (the API's 409):
-    a document's schedules are read-only here."""
-    return OwnedByDocumentError(f"schedule {shown(name)} belongs to the document "
-                                f"{shown(refused.owner, 200)}: change it there (it is "
-                                "read-only here)", owner=refused.owner)
 
 
 @dataclass(frozen=True)
@@ -129,7 +121,10 @@ class Overview:
     """The store at a glance."""
 
     status: Status
-    tally: Tally | None  # paused counted now, recent pushes of the last history walk
+    # Paused schedules: by the name index's counter and the pause records holding now
+    # (None: more pause records than the overview reads, PAUSES_COUNTED).
+    paused: int | None
+    recent: list[RecentPush]  # newest first, from the last finished walk of the histories
     document: tuple[str, int, bool] | None  # (source, schedules, applied)
     indexed: int
     # Schedules whose newest failure no success has followed (kiqbeat:outcomes:errors):
@@ -138,28 +133,25 @@ class Overview:
     failing: list[Row] = field(default_factory=list)
 
     @property
-    def paused(self) -> int | None:
-        """Paused schedules (None: more pause records than the overview reads)."""
-        return self.tally.paused if self.tally else None
+    def active(self) -> int | None:
+        """Schedules neither set aside nor paused (None: the paused are not counted)."""
+        counts = self.status.counts
+        return None if self.paused is None else (
+            counts.schedules - counts.set_aside - self.paused)
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-ready form (GET /api/v1/status)."""
+        """JSON-ready form (GET /api/v1/status); the page shows the same fields."""
         counts = self.status.counts
-        tally = self.tally
         return {
             "now": self.status.now.isoformat(),
             "counts": {"schedules": counts.schedules, "due_now": counts.overdue,
                        "set_aside": counts.set_aside, "with_missed": counts.with_missed,
-                       "paused": self.paused,
-                       "active": (counts.schedules - counts.set_aside - tally.paused)
-                       if tally and tally.paused is not None else None,
-                       "counted_at": tally.finished_at.isoformat()
-                       if tally and tally.finished_at else None},
+                       "paused": self.paused, "active": self.active,
+                       "counted_at": self.status.now.isoformat()},
             "most_overdue": [r.as_dict() for r in self.status.schedules],
             "set_aside": [{**json_name(n), "why": w} for n, w in self.status.set_aside],
             "recent_pushes": [{**json_name(p.name), "kind": p.kind, "tick": p.tick.isoformat(),
-                               "when": p.when.isoformat()} for p in (tally.recent if tally
-                                                                     else [])],
+                               "when": p.when.isoformat()} for p in self.recent],
             "document": None if self.document is None else {
                 "source": self.document[0], "schedules": self.document[1],
                 "applied": self.document[2]},
@@ -206,18 +198,6 @@ def definition_of(text: str, name: str) -> dict[str, Any]:
         raise ConfigError(f"schedule {shown(name)}: a definition is a mapping of fields "
                           f"(cron, class, ...), got {shown(value)}")
     return value
-
-
-def json_object(data: bytes | object) -> dict[str, Any] | None:
-    """A stored definition's JSON object, or None when it is not one (garbled, not an
-    object, or an Oversized placeholder: a definition over the limit is never read)."""
-    if not isinstance(data, bytes | str):
-        return None
-    try:
-        raw = json_text.loads(data)
-    except (ValueError, RecursionError):
-        return None
-    return raw if isinstance(raw, dict) else None
 
 
 class Console:
@@ -369,34 +349,30 @@ class Console:
         return self._rows_of(store, store.rows(names))
 
     def _rows_of(self, store: Store, statuses: list[ScheduleStatus]) -> list[Row]:
-        """The rows of the Store's `statuses`, with their last pushes and missed marks."""
+        """The rows of the Store's `statuses`, with their last pushes and missed marks, and a
+        plannable schedule's parsed definition and timing in words."""
         if not statuses:
             return []
         listed = [s.name for s in statuses]
         with redis_errors(self.client, "reading histories"):
-            pipe = self.client.pipeline(transaction=False)
-            pipe.hmget(keys.missed(self.namespace), listed)
-            (missed,) = pipe.execute()
+            missed = self.client.hmget(keys.missed(self.namespace), listed)
         histories = progress.read_histories(self.client, self.namespace, listed, 1)
         rows = []
         for status, record in zip(statuses, missed, strict=True):
-            rows.append(self._row(store, status, histories.get(status.name), record is not None))
+            history = histories.get(status.name)
+            reading, queue, schedule = "", "default", None
+            if status.definition is not None:
+                queue = str(status.definition.get("queue", "default"))
+                if status.next_tick is not None:
+                    data = json.dumps(status.definition).encode()
+                    try:
+                        schedule = read_definition(status.name, data, window_s=store.window_s)
+                        reading = preview.reading(schedule.timetable)
+                    except ConfigError:
+                        reading = ""
+            rows.append(Row(status, reading, queue, history[0] if isinstance(history, list)
+                            else None, record is not None, schedule))
         return rows
-
-    def _row(self, store: Store, status: ScheduleStatus, history: list[Push] | bytes | None,
-             has_missed: bool) -> Row:
-        last = history[0] if isinstance(history, list) else None
-        reading, queue, schedule = "", "default", None
-        if status.definition is not None:
-            queue = str(status.definition.get("queue", "default"))
-            if status.next_tick is not None:
-                data = json.dumps(status.definition).encode()
-                try:
-                    schedule = read_definition(status.name, data, window_s=store.window_s)
-                    reading = preview.reading(schedule.timetable)
-                except ConfigError:
-                    reading = ""
-        return Row(status, reading, queue, last, has_missed, schedule)
 
     def get(self, name: str) -> Row:
         """One schedule's row; ScheduleNotFoundError when there is none."""
@@ -437,12 +413,11 @@ class Console:
         errors = keys.outcomes_errors(self.namespace)
         with redis_errors(self.client, f"reading {errors}"):
             count = int(self.client.hlen(errors))
-            _, found = self.client.hscan(errors, 0, count=FAILING_SHOWN)
-        names = sorted(reply_text(n) for n in found)[:FAILING_SHOWN]
+        names, _ = self._scan_hash("failing", "", 0, 0, FAILING_SHOWN)  # the failing page's
         failing = sorted(self._rows(store, names), key=lambda r: -(
             r.status.health.consecutive_failures if r.status.health else 0))
-        tally = Tally(self._paused(), self.recent.last or [], status.now)
-        return Overview(status, tally, document, self.index.size(), count, failing)
+        return Overview(status, self._paused(), self.recent.last or [], document,
+                        self.index.size(), count, failing)
 
     def _paused(self) -> int | None:
         """Paused schedules: definitions with `enabled: false` (the index's counter) and
@@ -474,12 +449,19 @@ class Console:
         calls run; the outcome is the front end's to render. The refusals are the Store's
         own, typed, from the same atomic step as the change (nothing is read first to choose
         a refusal), but for a schedule another source holds, refused in the console's words
-        (`read_only`). A backfill stops pushing after BACKFILL_DEADLINE_S."""
+        (the API's 409): a document's schedules are read-only here. A remove that removed
+        nothing is refused as no such schedule (the CLI's "nothing removed"; the API's 404).
+        A backfill stops pushing after BACKFILL_DEADLINE_S."""
+        store = self.store(actor, request.note)
         try:
-            outcome = run(request, self.store(actor, request.note),
-                          deadline=time.monotonic() + BACKFILL_DEADLINE_S)
+            outcome = run(request, store, deadline=time.monotonic() + BACKFILL_DEADLINE_S)
         except OwnedByDocumentError as exc:
-            raise read_only(request.name, exc) from exc
+            raise OwnedByDocumentError(
+                f"schedule {shown(request.name)} belongs to the document "
+                f"{shown(exc.owner, 200)}: change it there (it is read-only here)",
+                owner=exc.owner) from exc
+        if request.kind == "remove" and not outcome.value:
+            raise store.no_schedule([request.name])
         if outcome.backfill is not None:
             self.backfilled += outcome.backfill.pushed
         return outcome

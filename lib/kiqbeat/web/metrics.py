@@ -95,8 +95,8 @@ def metrics_endpoint(request: Request) -> Response:
     if request.state.principal is None:
         refusal = authenticate(request)
         if isinstance(refusal, Refusal):
-            return PlainTextResponse(refusal.message, status_code=refusal.status, headers={
-                "Retry-After": str(refusal.retry_after_s)} if refusal.retry_after_s else None)
+            return PlainTextResponse(refusal.message, status_code=refusal.status,
+                                     headers=refusal.headers)
     registry: CollectorRegistry | None = getattr(request.app.state, "registry", None)
     if registry is None:
         registry = CollectorRegistry()

@@ -14,6 +14,7 @@ from kiqbeat.core.limits import BACKFILL_CONFIRM_JOBS, MAX_AUDIT_NOTE_CHARS, MAX
 from kiqbeat.core.records import REASONS
 from kiqbeat.web.console import STATES
 
+_NOTE = {"type": "string", "maxLength": MAX_AUDIT_NOTE_CHARS}  # every action's audit note
 _ERROR = {"description": "an error", "content": {"application/json": {"schema": {
     "$ref": "#/components/schemas/Error"}}}}
 
@@ -152,20 +153,16 @@ def openapi() -> dict[str, Any]:
                     "until": {"type": ["string", "null"], "format": "date-time",
                               "description": "after now, with an offset: it resumes by "
                               "itself after it"},
-                    "note": {"type": "string", "maxLength": MAX_AUDIT_NOTE_CHARS}},
-                    "additionalProperties": False},
-                "Note": {"type": "object", "properties": {"note": {
-                    "type": "string", "maxLength": MAX_AUDIT_NOTE_CHARS}},
-                    "additionalProperties": False},
+                    "note": _NOTE}, "additionalProperties": False},
+                "Note": {"type": "object", "properties": {"note": _NOTE},
+                         "additionalProperties": False},
                 "Skip": {"type": "object", "properties": {
                     "count": {"type": "integer", "minimum": 1,
-                              "maximum": MAX_PENDING_SKIPS}, "note": {
-                        "type": "string", "maxLength": MAX_AUDIT_NOTE_CHARS}},
+                              "maximum": MAX_PENDING_SKIPS}, "note": _NOTE},
                     "additionalProperties": False},
                 "Trigger": {"type": "object", "properties": {
                     "args": {"type": ["array", "null"], "description": "the job's "
-                             "arguments (null or absent: the schedule's own)"}, "note": {
-                        "type": "string", "maxLength": MAX_AUDIT_NOTE_CHARS}},
+                             "arguments (null or absent: the schedule's own)"}, "note": _NOTE},
                     "additionalProperties": False},
                 "Backfill": {"type": "object", "properties": {
                     "since": {"type": "string", "format": "date-time"},
@@ -181,6 +178,5 @@ def openapi() -> dict[str, Any]:
                     "max_jobs": {"type": "integer", "minimum": 1, "description": "push at "
                                  "most this many, the oldest first; run it again for the next "
                                  "(the CLI's --max-jobs)"},
-                    "note": {"type": "string", "maxLength": MAX_AUDIT_NOTE_CHARS}},
-                    "additionalProperties": False}}},
+                    "note": _NOTE}, "additionalProperties": False}}},
     }

@@ -13,9 +13,6 @@ browser is sent back to the schedule's page (303) with a fixed message.
 
 from __future__ import annotations
 
-import json
-import math
-import re
 from collections.abc import Callable
 from importlib import resources
 from typing import Any
@@ -40,9 +37,9 @@ from kiqbeat.errors import (
     shown,
 )
 from kiqbeat.web.auth import NONCE_COOKIE, SESSION_COOKIE, SESSION_S, Auth, Principal, Session
-from kiqbeat.web.console import STATES, STRIP_TICKS, Console, definition_of
+from kiqbeat.web.bearer import Refusal, admit
+from kiqbeat.web.console import FILTERS, STATES, STRIP_TICKS, Console, definition_of
 from kiqbeat.web.sessions import Sessions
-from kiqbeat.web.throttle import Throttle
 
 FLASH = {"paused": "Paused.", "resumed": "Resumed.", "unchanged": "Nothing to change.",
          "skipped": "Its next tick(s) will be skipped.",
@@ -123,35 +120,32 @@ def _rotate_nonce(request: Request, response: Response) -> None:
     request.state.nonce_rotated = True
 
 
-def client_address(request: Request) -> str:
-    """The address the throttle counts (the client's, or with --proxy-headers the one the
-    trusted proxy names)."""
-    return request.client.host if request.client else "unknown"
-
-
-def _pages(request: Request) -> Pages:
-    pages: Pages = request.app.state.pages
-    return pages
+# A posted form's bounds: (fields, bytes a part); the sign-in and sign-out forms' are small.
+FORM_LIMITS = (20, 256 * 1024)
+SIGN_IN_FORM_LIMITS = (5, 4096)
 
 
 def page(handler: Callable[[Request, Pages, Principal], Response], *, act: bool = False,
-         form: bool = False) -> Callable[[Request], Any]:
-    """An HTML endpoint: signed in (else to /login), an operator for `act`, the CSRF field
-    checked on a posted `form`, the console's errors shown as a page."""
+         signed_in: bool = True, limits: tuple[int, int] = FORM_LIMITS
+         ) -> Callable[[Request], Any]:
+    """An HTML endpoint: signed in (else to /login; the sign-in and sign-out pages alone are
+    not), an operator for `act`, a POST's form read within `limits` and its CSRF field
+    checked, the console's errors shown as a page."""
 
     async def run(request: Request) -> Response:
-        pages = _pages(request)
-        principal: Principal | None = request.state.principal
-        if principal is None:
+        pages: Pages = request.app.state.pages
+        principal = request.state.principal  # None: not signed in
+        if principal is None and signed_in:
             target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
             return pages.go("/login", next=target)
         if act and not principal.operator:
             return pages.problems(request, "Not allowed", [
                 "this token may read, not act (an operator's token acts)"], 403)
-        if form:
+        if request.method == "POST":
+            most_fields, most_bytes = limits
             try:
-                data = await request.form(max_files=0, max_fields=20,
-                                          max_part_size=256 * 1024)
+                data = await request.form(max_files=0, max_fields=most_fields,
+                                          max_part_size=most_bytes)
             except ClientDisconnect:  # gone, or dropped by the server's read deadline
                 return pages.problems(request, "Too slow", ["the form did not arrive in "
                                                             "time"], 408)
@@ -185,7 +179,7 @@ def overview(request: Request, pages: Pages, _: Principal) -> Response:
 
 def schedules(request: Request, pages: Pages, _: Principal) -> Response:
     q = request.query_params
-    f = {k: q.get(k, "") for k in ("prefix", "state", "queue", "source")}
+    f = {k: q.get(k, "") for k in FILTERS}
     result = pages.console.page(**f, cursor=q.get("cursor", ""), limit=50)
     next_url = ""
     if result.next_cursor:
@@ -229,9 +223,10 @@ def edit(request: Request, pages: Pages, _: Principal) -> Response:
 
 
 def ask(pages: Pages, principal: Principal, kind: str, fields: dict[str, Any]) -> Outcome:
-    """A form's request: read into the request model of the CLI and the Lambda, run by their
-    one dispatch (`Console.execute`); the outcome is the page's to render."""
-    return pages.console.execute(principal.actor, from_fields(kind, fields))
+    """A form's request: its text read and checked by the request model of the CLI and the
+    Lambda, as a command line's (a skip count, a trigger's args: the same messages), run by
+    their one dispatch (`Console.execute`); the outcome is the page's to render."""
+    return pages.console.execute(principal.actor, from_fields(kind, fields, text=True))
 
 
 def save(request: Request, pages: Pages, principal: Principal) -> Response:
@@ -268,89 +263,62 @@ def act(request: Request, pages: Pages, principal: Principal) -> Response:
     if action == "pause" and (until := fields.get("until", "").strip()):
         asked["until"] = until
     elif action == "skip":
-        text = fields.get("count", "").strip() or "1"
-        if not re.fullmatch(r"[0-9]{1,9}", text):  # not str.isdigit: "²" is a digit to it
-            raise ConfigError(f"skip count {shown(text)} must be a whole number from 1 to "
-                              f"{MAX_PENDING_SKIPS:,}")
-        asked["count"] = int(text)  # the request model checks the range
+        asked["count"] = fields.get("count", "").strip() or "1"
     elif action == "trigger" and (text := fields.get("args", "").strip()):
-        try:
-            asked["args"] = json.loads(text)
-        except (ValueError, RecursionError):  # nested thousands deep: RecursionError
-            asked["args"] = None
-        if not isinstance(asked["args"], list):
-            raise ConfigError(f"args {shown(text)} must be a JSON array, e.g. [42, \"eu\"]")
+        asked["args"] = text
     elif action == "delete" and fields.get("confirm") != "1":
         raise ConfigError("tick 'really delete' to delete the schedule")
     kind, flash = ACTIONS[action]
     done = ask(pages, principal, kind, asked)
-    if kind == "remove":
-        if not done.value:  # nothing removed: no such schedule
-            raise pages.console.store().no_schedule([name])
+    if kind == "remove":  # none removed: refused as no such schedule (Console.execute)
         return pages.go("/schedules", done=flash)
     return pages.go("/schedule", name=name, done=flash if done.value is not False
                     else "unchanged")
 
 
-def backfill_form(request: Request, pages: Pages, _: Principal) -> Response:
-    name = request.query_params.get("name", "")
-    pages.console.get(name)
-    return pages.render(request, "backfill.html", name=name, result=None, dry=True,
-                        missed=pages.console.store().missed([name]), since="", until="",
-                        latest_only=False)
-
-
 def backfill(request: Request, pages: Pages, principal: Principal) -> Response:
-    """A dry run (the count, and how many ticks are from before first-seen), or, confirmed
-    from the dry run's page (which posts `yes`: the operator saw the count), the push."""
-    fields = _fields(request)
-    name = form_name(fields)
+    """The form (GET); posted, a dry run (the count, and how many ticks are from before
+    first-seen), or, confirmed from the dry run's page (which posts `yes`: the operator saw
+    the count), the push."""
+    posted = request.method == "POST"
+    fields = _fields(request) if posted else {}
+    name = form_name(fields) if posted else request.query_params.get("name", "")
     since_text, until_text = fields.get("since", "").strip(), fields.get("until", "").strip()
     latest_only, confirm = bool(fields.get("latest_only")), fields.get("confirm") == "1"
-    raw: dict[str, Any] = {"names": [name], "latest_only": latest_only,
-                           "dry_run": not confirm, "yes": fields.get("yes") == "1",
-                           "note": fields.get("note", "")}
-    raw |= {k: v for k, v in (("since", since_text), ("until", until_text)) if v}
-    result = ask(pages, principal, "backfill", raw).value
+    result = None
+    if posted:
+        raw: dict[str, Any] = {"names": [name], "latest_only": latest_only,
+                               "dry_run": not confirm, "yes": fields.get("yes") == "1",
+                               "note": fields.get("note", "")}
+        raw |= {k: v for k, v in (("since", since_text), ("until", until_text)) if v}
+        result = ask(pages, principal, "backfill", raw).value
+    else:
+        pages.console.get(name)  # no such schedule: 404
     return pages.render(request, "backfill.html", name=name, result=result, dry=not confirm,
                         missed=pages.console.store().missed([name]), since=since_text,
                         until=until_text, latest_only=latest_only)
 
 
-async def login(request: Request) -> Response:
+def login(request: Request, pages: Pages, _: Principal | None) -> Response:
     """The sign-in form (GET) and its check (POST): a session cookie for a valid token."""
-    pages = _pages(request)
     auth = pages.auth
-    target = request.query_params.get("next", "")
     if request.method == "GET":
         if auth.anonymous:
             return pages.go("/")
-        return pages.render(request, "login.html", next=target, error="")
-    data = await request.form(max_files=0, max_fields=5, max_part_size=4096)
-    fields = {k: v for k, v in data.items() if isinstance(v, str)}
+        return pages.render(request, "login.html", next=request.query_params.get("next", ""),
+                            error="")
+    fields = _fields(request)
     target = fields.get("next", "")
-    if not auth.csrf_ok(request.state.nonce, fields.get("csrf", "")):
-        return pages.problems(request, "Form refused", [
-            "the form's CSRF field is missing or does not match this browser (reload the "
-            "page and try again)"], 403)
-    throttle: Throttle = request.app.state.throttle
-    address = client_address(request)
-    if wait_s := throttle.wait_s(address):
-        answer = pages.render(request, "login.html", 429, next=target,
-                              error=f"Too many wrong tokens from this address: try again in "
-                                    f"{math.ceil(wait_s)} s.")
-        answer.headers["Retry-After"] = str(math.ceil(wait_s))
+    principal = admit(request, fields.get("token", ""))
+    if isinstance(principal, Refusal):
+        wait_s = principal.retry_after_s
+        answer = pages.render(request, "login.html", principal.status, next=target, error=(
+            f"Too many wrong tokens from this address: try again in {wait_s} s." if wait_s
+            else "That token is not valid."))
+        answer.headers.update(principal.headers)
         return answer
-    principal = auth.match(fields.get("token", ""))
-    if principal is None:
-        throttle.failed(address)
-        return pages.render(request, "login.html", 401, next=target,
-                            error="That token is not valid.")
     sessions: Sessions = request.app.state.sessions
-    try:
-        session_id = await run_in_threadpool(sessions.open, principal)
-    except KiqbeatError as exc:
-        return pages.problems(request, "Failed", [str(exc)], 503)
+    session_id = sessions.open(principal)
     # Only a path of this console: never another site (an open redirect).
     safe = target if target.startswith("/") and not target.startswith("//") and \
         "\\" not in target else f"{pages.root}/"
@@ -362,22 +330,13 @@ async def login(request: Request) -> Response:
     return response
 
 
-async def logout(request: Request) -> Response:
+def logout(request: Request, pages: Pages, _: Principal | None) -> Response:
     """Sign out (a CSRF-checked form): the session's record is deleted (its cookie, even
     copied, is refused from now on), the cookie cleared and the CSRF nonce replaced."""
-    pages = _pages(request)
-    data = await request.form(max_files=0, max_fields=5, max_part_size=4096)
-    csrf = data.get("csrf", "")
-    if not pages.auth.csrf_ok(request.state.nonce, csrf if isinstance(csrf, str) else ""):
-        return pages.problems(request, "Form refused", ["the form's CSRF field is missing"],
-                              403)
     session: Session | None = request.state.session
     if session is not None:
         sessions: Sessions = request.app.state.sessions
-        try:
-            await run_in_threadpool(sessions.close, session.id)
-        except KiqbeatError as exc:
-            return pages.problems(request, "Failed", [str(exc)], 503)
+        sessions.close(session.id)
     response = pages.go("/login")
     response.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="strict")
     _rotate_nonce(request, response)
@@ -392,9 +351,10 @@ def routes() -> list[Route]:
             Route("/audit", page(audit), methods=["GET"]),
             Route("/new", page(new, act=True), methods=["GET"]),
             Route("/edit", page(edit, act=True), methods=["GET"]),
-            Route("/save", page(save, act=True, form=True), methods=["POST"]),
-            Route("/act", page(act, act=True, form=True), methods=["POST"]),
-            Route("/backfill", page(backfill_form, act=True), methods=["GET"]),
-            Route("/backfill", page(backfill, act=True, form=True), methods=["POST"]),
-            Route("/login", login, methods=["GET", "POST"]),
-            Route("/logout", logout, methods=["POST"])]
+            Route("/save", page(save, act=True), methods=["POST"]),
+            Route("/act", page(act, act=True), methods=["POST"]),
+            Route("/backfill", page(backfill, act=True), methods=["GET", "POST"]),
+            Route("/login", page(login, signed_in=False, limits=SIGN_IN_FORM_LIMITS),
+                  methods=["GET", "POST"]),
+            Route("/logout", page(logout, signed_in=False, limits=SIGN_IN_FORM_LIMITS),
+                  methods=["POST"])]

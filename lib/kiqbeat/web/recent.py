@@ -12,13 +12,12 @@ from __future__ import annotations
 import heapq
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 
 import redis
 
 from kiqbeat.core.instants import from_ms, to_ms
-from kiqbeat.core.records import Push
 from kiqbeat.errors import KiqbeatError
 from kiqbeat.redis import pauses, progress
 from kiqbeat.redis.clock import read_clock
@@ -40,17 +39,6 @@ class RecentPush:
     tick: datetime
 
 
-@dataclass
-class Tally:
-    """What the overview counts: paused from the name index's counters and the pause records
-    (None when more pause records exist than the overview reads), recent pushes from the last
-    walk of the histories."""
-
-    paused: int | None = None
-    recent: list[RecentPush] = field(default_factory=list)  # newest first
-    finished_at: datetime | None = None  # the Redis clock when counted
-
-
 class Recent:
     """Walks the history buckets, a page per `step`; `last` is the newest pushes of the last
     finished pass (None before the first)."""
@@ -67,22 +55,18 @@ class Recent:
         with self._lock:
             self._bucket, pushes = progress.scan_histories(
                 self.client, self.namespace, self._bucket, WALK_BUCKETS)
-            for name, push in pushes:
-                self._note_push(name, push)
+            for name, push in pushes:  # kept in a min-heap of RECENT: the oldest on top
+                item = (to_ms(push.when), name, push.kind, to_ms(push.tick))
+                if len(self._heap) < RECENT:
+                    heapq.heappush(self._heap, item)
+                else:
+                    heapq.heappushpop(self._heap, item)
             if self._bucket >= 0:
                 return False
             self.last = [RecentPush(from_ms(w), n, k, from_ms(t))
                          for w, n, k, t in sorted(self._heap, reverse=True)]
             self._bucket, self._heap = 0, []
             return True
-
-    def _note_push(self, name: str, push: Push) -> None:
-        # a min-heap: the oldest on top
-        item = (to_ms(push.when), name, push.kind, to_ms(push.tick))
-        if len(self._heap) < RECENT:
-            heapq.heappush(self._heap, item)
-        else:
-            heapq.heappushpop(self._heap, item)
 
     def run_until(self, stop: threading.Event) -> None:
         """Walk until `stop` is set (a thread's loop): a page every WALK_PAUSE_S, a pass begun
