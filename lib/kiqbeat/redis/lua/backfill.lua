@@ -114,7 +114,7 @@ local state, aside = {}, {}
 for k, name in ipairs(names) do
   local s = {def = defs[k], done = {}}
   if keep > 0 then
-    s.history, err = read_history(name)
+    s.mark, s.seen, s.newest, s.tail, err = read_state_parts(name)
     if err then
       s.why = garbled_reason(err)
       if not s.why then return err end
@@ -203,16 +203,14 @@ for i = 1, np do
     s.ranges, s.changed = left, true
   end
 end
-local histories = {}
 for _, name in ipairs(names) do
   local s = state[name]
   if s.changed then write_ranges(missed_key, name, s.ranges) end
   if s.ran then add_runs(life, name, s.ran) end
-  if keep > 0 and #s.done > 0 then
-    histories[#histories + 1], histories[#histories + 2] = name,
-      remembered(s.history, s.done, 1, #s.done, keep, true)
+  if keep > 0 and #s.done > 0 then  -- its watermark as read: a backfill never moves it
+    write_state_parts(name, s.mark, s.seen, remembered_parts(s.newest, s.tail, s.done, 1,
+      #s.done, keep, true))
   end
 end
 out:write()
-write_histories(histories)
 return {pushed, already, stale, table.concat(flags), held_back, aside}

@@ -135,10 +135,9 @@ end
 -- setting may be smaller than the deployment's), at least as many as it held: bounded all
 -- the same, by the larger of the two settings. The entries kept are copied as they are.
 --
--- A history in parts, as push.lua carries it from a record to the record it writes without
--- packing it in between: NEWEST (epoch ms) and TAIL, its varint COUNT then its entries
--- (0, '' when none). The string form (`remembered`, `read_state`) is NEWEST as 6 bytes,
--- then TAIL.
+-- A history in parts, as every script carries it from a record to the record it writes
+-- without packing it in between: NEWEST (epoch ms) and TAIL, its varint COUNT then its
+-- entries (0, '' when none).
 local function remembered_parts(newest, tail, done, first, last, keep, no_shorter)
   local count, at = 0, nil
   if #tail >= 2 then
@@ -169,18 +168,6 @@ local function remembered_parts(newest, tail, done, first, last, keep, no_shorte
     added = table.concat(parts)
   end
   return previous, varint(math.min(count + n, keep)) .. kept .. added
-end
-
--- A history's string form ('' when none) in parts (NEWEST, TAIL).
-local function history_parts(history)
-  if not history or #history < 8 then return 0, '' end
-  return struct.unpack('>I6', history), string.sub(history, 7)
-end
-
-local function remembered(old, done, first, last, keep, no_shorter)
-  local newest, tail = history_parts(old)
-  newest, tail = remembered_parts(newest, tail, done, first, last, keep, no_shorter)
-  return struct.pack('>I6', newest) .. tail
 end
 
 -- A record's watermark (NO_MARK: none) and first-seen, and, with `with_history`, its
@@ -214,13 +201,6 @@ local function read_state_parts(name)
   return mark, seen, newest, tail
 end
 
--- As `read_state_parts`, the history in its string form ('' when none; error fourth).
-local function read_state(name)
-  local mark, seen, newest, tail, err = read_state_parts(name)
-  if err then return nil, nil, nil, err end
-  return mark, seen, tail ~= '' and struct.pack('>I6', newest) .. tail or ''
-end
-
 -- Store a schedule's whole state, one HSET: watermark (nil: none), first-seen (0 or nil:
 -- unknown) and history in parts (NEWEST, TAIL: `remembered_parts`).
 local function write_state_parts(name, mark, seen, newest, tail)
@@ -233,11 +213,6 @@ local function write_state_parts(name, mark, seen, newest, tail)
     record = struct.pack('>I6', mark) .. varint(zigzag(mark - (seen or 0)))
   end
   redis.call('HSET', state_key_of(name), name, record)
-end
-
--- As `write_state_parts`, the history in its string form (as `remembered` gives it).
-local function write_state(name, mark, seen, history)
-  write_state_parts(name, mark, seen, history_parts(history))
 end
 
 -- A schedule's watermark and first-seen (nil, nil when none), or an error reply third
@@ -255,22 +230,8 @@ end
 
 -- Store a schedule's watermark and first-seen (0: unknown), keeping its history.
 local function write_mark(name, mark, seen)
-  local _, _, history = read_state(name)
-  write_state(name, mark, seen, history or '')
-end
-
--- A schedule's history ('' when none), or an error reply second.
-local function read_history(name)
-  local _, _, history, err = read_state(name)
-  return history, err
-end
-
--- Store histories: `pairs` is name, history, name, history...; keeps each one's watermark.
-local function write_histories(pairs)
-  for j = 1, #pairs, 2 do
-    local mark, seen = read_state(pairs[j])
-    write_state(pairs[j], mark, seen, pairs[j + 1])
-  end
+  local _, _, newest, tail = read_state_parts(name)
+  write_state_parts(name, mark, seen, newest, tail)
 end
 
 -- Forget a schedule's watermark, first-seen and history.
