@@ -57,16 +57,6 @@ local function job_frames()
   return jobs
 end
 
--- Commands take many fields or values at once: BATCH per call (Lua's unpack has a limit).
-local BATCH = 500
-
--- `command key values...` for every value, BATCH at a time.
-local function flush(command, key, values)
-  for first = 1, #values, BATCH do
-    redis.call(command, key, unpack(values, first, math.min(first + BATCH - 1, #values)))
-  end
-end
-
 -- Where jobs go: `out:add(k, release, json)` queues a job for queue k (KEYS[first_queue + k],
 -- named ARGV[first_name + k - 1]) or, with a release instant, for the schedule set;
 -- `out:write()` pushes them all: LPUSH per queue (in the order added) with the queue's SADD,

@@ -71,11 +71,6 @@ if err then return err end
 
 local now = tonumber(ARGV[1])
 local outbox_len, audit_len, most = ARGV[2], ARGV[3], tonumber(ARGV[4])
--- An epoch ms as digits (tostring would write 1.7e+12).
-local function ms(value)
-  return string.format('%d', tonumber(value))
-end
-
 local at = 5
 local function arg()
   at = at + 1
@@ -93,7 +88,7 @@ end
 
 local events = 0
 local function emit(name, event, tick, jid, error_text, note, opened)
-  tick = ms(tick)
+  tick = ms_text(tick)
   local key = name .. '|' .. event .. '|' .. (opened or tick)
   redis.call('XADD', outbox, 'MAXLEN', outbox_len, '*', 'k', key, 's', name, 'e', event,
     't', tick, 'j', jid or '', 'x', error_text or '', 'n', note or '', 'at', now)
@@ -113,8 +108,8 @@ local function recorded_success(name)
 end
 
 local function write_incident(name, record)
-  redis.call('HSET', incidents, name, cjson.encode({e = record.e, t = ms(record.t),
-    n = record.n or 0, c = ms(record.c or 0)}))
+  redis.call('HSET', incidents, name, cjson.encode({e = record.e, t = ms_text(record.t),
+    n = record.n or 0, c = ms_text(record.c or 0)}))
 end
 
 -- The rules of `name` when they belong to its current definition: WITHIN, ALERT, PAUSE.
@@ -170,7 +165,7 @@ for _ = 1, tonumber(arg()) do
     if open and success > open.t then
       record = {e = '', t = open.t, n = 0, c = success}
       write_incident(name, record)
-      emit(name, 'recovered', success, '', '', 'after ' .. open.e, ms(open.t))
+      emit(name, 'recovered', success, '', '', 'after ' .. open.e, ms_text(open.t))
       open = nil
     end
     settle_deadline(deadlines, rules_key, name, success)
@@ -221,7 +216,7 @@ for k = 1, #due, 2 do
       and redis.call('HEXISTS', paused_key, name) == 0 and not read_incident(incidents, name) then
     local _, record = read_incident(incidents, name)
     write_incident(name, {e = 'silent', t = tick, n = 0, c = record.c})
-    emit(name, 'silent', tick, '', '', 'no success within ' .. ms(within / 1000) .. ' s of its tick')
+    emit(name, 'silent', tick, '', '', 'no success within ' .. ms_text(within / 1000) .. ' s of its tick')
   end
 end
 

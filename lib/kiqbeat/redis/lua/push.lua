@@ -73,7 +73,7 @@ at or below the watermark, it was pushed before (or deliberately passed over), a
 below first-seen (a watermark set back by hand) it was never owed: either way it is counted
 as already pushed. Each pushed
 job goes into its schedule's history ("t TICK DELAY", DELAY = the Redis clock - TICK: see
-records.lua), which keeps the newest H.
+checks.lua `clock_ms`), which keeps the newest H.
 
 The missed ranges of a group whose mark is applied are recorded with it, clipped to above
 the stored watermark (what lies at or below it another copy dealt with, and recorded): a
