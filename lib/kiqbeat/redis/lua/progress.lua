@@ -83,15 +83,8 @@ end
 -- An entry's bytes: KIND (letter), D (its tick less the one pushed before it), DELAY (ms)
 -- and, for a manual run, its JID.
 local function entry_bytes(kind, d, delay, jid)
-  local unit = 0
-  if d % 3600000 == 0 then
-    unit, d = 3, d / 3600000
-  elseif d % 60000 == 0 then
-    unit, d = 2, d / 60000
-  elseif d % 1000 == 0 then
-    unit, d = 1, d / 1000
-  end
-  local bytes = varint(zigzag(d) * 16 + unit * 4 + KIND_CODE[kind])
+  local unit = unit_of(d)
+  local bytes = varint(zigzag(d / UNITS_MS[unit]) * 16 + unit * 4 + KIND_CODE[kind])
     .. varint(zigzag(delay))
   if kind == 'm' then bytes = bytes .. varint(#jid) .. jid end
   return bytes
