@@ -51,6 +51,13 @@ local function life_shown(text)
   end) .. "'"
 end
 
+-- A stored value as a reason names it (`life_shown`): its first 40 bytes and its size when
+-- longer.
+local function life_value(raw)
+  if #raw <= 40 then return life_shown(raw) end
+  return life_shown(string.sub(raw, 1, 40)) .. '... (' .. #raw .. ' bytes)'
+end
+
 -- A life counter of the schedule as kiqbeat writes it (HINCRBY: a whole number): its value,
 -- 0 when there is none; nil and why, naming the key and the value, for anything else (issue
 -- 26: "1e308" or "abc" written by hand). A script never counts on such a value, nor calls
@@ -60,9 +67,7 @@ local function life_count(key, name, what)
   local raw = redis.call('HGET', key, name)
   if not raw then return 0 end
   if #raw <= 16 and string.find(raw, '^%-?%d+$') then return tonumber(raw) end
-  local value = #raw > 40 and (life_shown(string.sub(raw, 1, 40)) .. '... (' .. #raw ..
-    ' bytes)') or life_shown(raw)
-  return nil, key .. ' holds ' .. value .. ' for it, not a whole number of ' .. what ..
+  return nil, key .. ' holds ' .. life_value(raw) .. ' for it, not a whole number of ' .. what ..
     ' (HDEL that field or set it right, then ZADD kiqbeat:due 0 NAME or write the definition again)'
 end
 
@@ -154,9 +159,7 @@ local function held_of(life, name)
       return {tick = tonumber(tick), release = tonumber(release), queue = queue, json = json}
     end
   end
-  local value = #raw > 40 and (life_shown(string.sub(raw, 1, 40)) .. '... (' .. #raw ..
-    ' bytes)') or life_shown(raw)
-  return nil, life.held .. ' holds ' .. value .. ' for it, not a held tick (HDEL that ' ..
+  return nil, life.held .. ' holds ' .. life_value(raw) .. ' for it, not a held tick (HDEL that ' ..
     'field, then ZADD kiqbeat:due 0 NAME or write the definition again)'
 end
 
