@@ -141,7 +141,7 @@ local GROUP_FIELDS = 12
 -- checked in every call (push_grants.lua: a few microseconds a call), so a key retyped by
 -- hand or a grant revoked refuses the call whole instead of failing it half-way.
 use_state(bucket_key, 'kiqbeat:progress:0')
-local err = push_checked(KEYS, nq)  -- every key's type and grant, before the first write
+local err = push_checked(KEYS, nq, life)  -- every key's type and grant, before the first write
 if err then return err end
 
 -- The groups, field by field into flat arrays (group i's jobs are jobs first_job[i] ..
