@@ -182,13 +182,14 @@ local function parse_record(raw, with_history)
 end
 
 -- A schedule's state, one HGET: watermark and first-seen (epoch ms; nil, nil when it has no
--- watermark), its history in parts (NEWEST, TAIL: 0, '' when none), or an error reply fifth.
-local function read_state_parts(name)
+-- watermark), its history in parts (NEWEST, TAIL: 0, '' when none; nil, nil with
+-- `mark_only`, which does not copy it out), or an error reply fifth.
+local function read_state_parts(name, mark_only)
   local key = state_key_of(name)
   local raw, err = hget_checked(key, name)
   if err then return nil, nil, 0, '', err end
   if not raw then return nil, nil, 0, '' end
-  local mark, seen, newest, tail = parse_record(raw, true)
+  local mark, seen, newest, tail = parse_record(raw, not mark_only)
   if not mark then return nil, nil, 0, '', garbled(name, key, raw) end
   if mark == NO_MARK then return nil, nil, newest, tail end
   return mark, seen, newest, tail
@@ -211,14 +212,8 @@ end
 -- A schedule's watermark and first-seen (nil, nil when none), or an error reply third
 -- (its history is not copied out).
 local function read_mark(name)
-  local key = state_key_of(name)
-  local raw, err = hget_checked(key, name)
-  if err then return nil, nil, err end
-  if not raw then return nil, nil end
-  local mark, seen = parse_record(raw, false)
-  if not mark then return nil, nil, garbled(name, key, raw) end
-  if mark == NO_MARK then return nil, nil end
-  return mark, seen
+  local mark, seen, _, _, err = read_state_parts(name, true)
+  return mark, seen, err
 end
 
 -- Store a schedule's watermark and first-seen (0: unknown), keeping its history.
