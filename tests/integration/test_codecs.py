@@ -258,7 +258,7 @@ use_state(KEYS[1], 'kiqbeat:progress:0')
 local mark, seen, newest, tail, err = read_state_parts(ARGV[1])
 if err then return err end
 local done = {pushed_line(ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5])}
-write_state_parts(ARGV[1], mark, seen, remembered_parts(newest, tail, done, 1, 1,
+write_state_parts(ARGV[1], mark, seen, remembered_parts(newest, tail, done, 1,
   tonumber(ARGV[6])))
 return 1
 """

@@ -208,7 +208,7 @@ for _, name in ipairs(names) do
   if s.changed then write_ranges(missed_key, name, s.ranges) end
   if s.ran then add_runs(life, name, s.ran) end
   if keep > 0 and #s.done > 0 then  -- its watermark as read: a backfill never moves it
-    write_state_parts(name, s.mark, s.seen, remembered_parts(s.newest, s.tail, s.done, 1,
+    write_state_parts(name, s.mark, s.seen, remembered_parts(s.newest, s.tail, s.done,
       #s.done, keep, true))
   end
 end

@@ -31,7 +31,7 @@ local function converted_history(text)
     if kind then table.insert(done, 1, {kind, tonumber(tick), tonumber(delay), jid}) end
   end
   if #done == 0 then return 0, '' end
-  return remembered_parts(0, '', done, 1, #done, #done)
+  return remembered_parts(0, '', done, #done, #done)
 end
 
 local garbled_names = {}

@@ -122,23 +122,23 @@ local function past_entries(blob, pos, n)
   return whole
 end
 
--- History `old` ('' when none) with the pushes done[first..last] ({kind letter, tick ms,
--- delay ms, jid} each: `pushed_line`, in the order pushed) appended, keeping the newest
--- `keep` — or, with `no_shorter` (an operator's backfill or run now, whose own history
--- setting may be smaller than the deployment's), at least as many as it held: bounded all
--- the same, by the larger of the two settings. The entries kept are copied as they are.
+-- The history NEWEST, TAIL with the pushes done[1..last] ({kind letter, tick ms, delay ms,
+-- jid} each: `pushed_line`, in the order pushed) appended, keeping the newest `keep` — or,
+-- with `no_shorter` (an operator's backfill or run now, whose own history setting may be
+-- smaller than the deployment's), at least as many as it held: bounded all the same, by the
+-- larger of the two settings. The entries kept are copied as they are.
 --
 -- A history in parts, as every script carries it from a record to the record it writes
 -- without packing it in between: NEWEST (epoch ms) and TAIL, its varint COUNT then its
 -- entries (0, '' when none).
-local function remembered_parts(newest, tail, done, first, last, keep, no_shorter)
+local function remembered_parts(newest, tail, done, last, keep, no_shorter)
   local count, at = 0, nil
   if #tail >= 2 then
     count, at = read_varint(tail, 1)
     if not count then count = 0 end
   end
   if no_shorter then keep = math.max(keep, count) end
-  first = math.max(first, last - keep + 1)
+  local first = math.max(1, last - keep + 1)
   local n = last - first + 1
   local kept = ''
   local drop = count + n - keep

@@ -388,7 +388,7 @@ local function push_above(i, floor)
     n_holding = n_holding + 1
   end
   if keep > 0 and count > 0 then
-    newests[i], histories[i] = remembered_parts(newests[i], tails[i], lines, 1, count, keep)
+    newests[i], histories[i] = remembered_parts(newests[i], tails[i], lines, count, keep)
   end
   return overlapped
 end

@@ -41,6 +41,6 @@ redis.call('LPUSH', queue_key, ARGV[7])
 redis.call('SADD', queues_key, ARGV[4])
 if keep > 0 then
   write_state_parts(ARGV[1], mark, seen, remembered_parts(newest, tail,
-    {pushed_line('m', tonumber(ARGV[6]), clock_ms(), ARGV[5])}, 1, 1, keep, true))
+    {pushed_line('m', tonumber(ARGV[6]), clock_ms(), ARGV[5])}, 1, keep, true))
 end
 return 1
