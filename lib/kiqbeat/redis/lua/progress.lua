@@ -91,33 +91,21 @@ local function entry_bytes(kind, d, delay, jid)
 end
 
 -- The position after the `n` entries of `blob` from `pos` (after the last whole one when
--- fewer): byte by byte over those entries only (a push drops one or two, not the whole
+-- fewer): entry by entry over those entries only (a push drops one or two, not the whole
 -- history's bytes).
 local function past_entries(blob, pos, n)
-  local byte, size = string.byte, #blob
-  local i, whole = pos, pos
+  local whole = pos
   for _ = 1, n do
-    local head = byte(blob, i)
-    local b = head
-    while b and b >= 128 do i = i + 1; b = byte(blob, i) end  -- the head
-    if not b then break end
-    i = i + 1
-    b = byte(blob, i)
-    while b and b >= 128 do i = i + 1; b = byte(blob, i) end  -- the delay
-    if not b then break end
-    i = i + 1
+    local head, delay_at = read_varint(blob, whole)
+    if not head then break end
+    local delay, after = read_varint(blob, delay_at)
+    if not delay then break end
     if head % 4 == 2 then  -- a manual run: the jid's length, then the jid
-      local length, scale = 0, 1
-      b = byte(blob, i)
-      while b and b >= 128 do
-        length, scale, i = length + (b - 128) * scale, scale * 128, i + 1
-        b = byte(blob, i)
-      end
-      if not b then break end
-      i = i + 1 + length + b * scale
-      if i > size + 1 then break end
+      local length, jid_at = read_varint(blob, after)
+      if not length or jid_at + length > #blob + 1 then break end
+      after = jid_at + length
     end
-    whole = i
+    whole = after
   end
   return whole
 end
