@@ -137,16 +137,13 @@ end
 local when = clock_ms()
 local pushed, already, stale = 0, 0, 0
 local held_back, held_seen = {}, {}  -- names whose ticks stay recorded for overlap
-local flags = {}
 local out = destinations(FIRST_QUEUE, 3, queues_key, nil)
 for i = 1, np do
   local s, n = state[p_name[i]], n_jobs[i]
   local after, through = p_after[i], p_through[i]
-  if s.why then  -- named in `aside`: its record stays as it is
-    for _ = 1, n do flags[#flags + 1] = '0' end
+  if s.why then  -- named in `aside`: its record stays as it is, nothing pushed
   elseif not s.def or redis.sha1hex(s.def) ~= p_sha[i] or not s.ranges then
     if s.ranges then stale = stale + n else already = already + n end
-    for _ = 1, n do flags[#flags + 1] = '0' end
   else
     local overlap = p_overlap[i] == 1
     if overlap and s.busy == nil then
@@ -161,7 +158,6 @@ for i = 1, np do
       if held and overlap and s.busy then
         -- Its previous job waits or runs: this tick and the rest stay recorded.
         if through > after then through = math.max(after, jobs.ticks[j] - 1) end
-        for _ = j, first_job[i] + n - 1 do flags[#flags + 1] = '0' end
         if not held_seen[p_name[i]] then
           held_seen[p_name[i]] = true
           held_back[#held_back + 1] = p_name[i]
@@ -178,7 +174,7 @@ for i = 1, np do
       if held then
         out:add(p_target[i], jobs.releases[j], jobs:json(body, j))
         pushed = pushed + 1
-        flags[#flags + 1] = '1'
+        jobs.pushed[j] = true
         s.done[#s.done + 1] = pushed_line('b', tick, when)
         if overlap then
           remember_job(life, p_name[i], jobs:json(body, j))
@@ -186,7 +182,6 @@ for i = 1, np do
         end
       else
         already = already + 1
-        flags[#flags + 1] = '0'
       end
     end
     -- What is left of each range once (AFTER, THROUGH] is taken out.
@@ -213,4 +208,4 @@ for _, name in ipairs(names) do
   end
 end
 out:write()
-return {pushed, already, stale, table.concat(flags), held_back, aside}
+return {pushed, already, stale, jobs:flags(), held_back, aside}

@@ -271,7 +271,6 @@ local released = {}  -- the held jobs pushed: name, tick, release (0: queue), qu
 local holding = {}   -- group i's schedule holds a tick after this step
 local applied = {}   -- group i: '1' when its mark was applied
 local when = clock_ms()
-local flags, nflags = {}, 0  -- nflags: #flags, kept (# costs a search each time)
 local out = destinations(FIRST_QUEUE, 4, queues_key, sched_key)
 local histories = {} -- group i's new history, its TAIL (nil: unchanged; NEWEST in `newests`)
 local lines = {}     -- the history lines of the group at hand, oldest first
@@ -327,20 +326,14 @@ local function push_above(i, floor)
     local tick = ticks[j]
     if tick <= floor then
       already = already + 1
-      nflags = nflags + 1
-      flags[nflags] = '0'
     else
       if skips > used then
         used = used + 1
         count = count + 1
         if keep > 0 then lines[count] = pushed_line('s', tick, when) end
         skipped, n_skip = skipped + 1, n_skip + 1
-        nflags = nflags + 1
-        flags[nflags] = '0'
       elseif limit > 0 and runs + ran >= limit then
         skipped, n_limit = skipped + 1, n_limit + 1
-        nflags = nflags + 1
-        flags[nflags] = '0'
       else
         if overlap and busy == nil then
           busy = job_waiting(life, name, sched_key, KEYS[FIRST_QUEUE + k],
@@ -351,8 +344,6 @@ local function push_above(i, floor)
           held = {tick = tick}
           hold_job(life, name, tick, releases[j], ARGV[3 + k], jobs:json(body, j))
           ran = ran + 1
-          nflags = nflags + 1
-          flags[nflags] = '0'
         elseif busy then
           local range = overlapped[#overlapped]
           if range and range[2] == prev then
@@ -361,14 +352,11 @@ local function push_above(i, floor)
             overlapped[#overlapped + 1] = {prev, tick, 'overlap'}
           end
           skipped, recorded, n_overlap = skipped + 1, recorded + 1, n_overlap + 1
-          nflags = nflags + 1
-          flags[nflags] = '0'
         else
           out:add(k, releases[j], jobs:json(body, j))
           pushed, ran, last = pushed + 1, ran + 1, j
           busy = overlap
-          nflags = nflags + 1
-          flags[nflags] = '1'
+          jobs.pushed[j] = true
           count = count + 1
           if keep > 0 then lines[count] = pushed_line('t', tick, when) end
         end
@@ -422,33 +410,22 @@ local function reindex(i)
   planned[#planned + 1] = names[i]
 end
 
-local function leave_alone(i)
-  for _ = 1, n_jobs[i] do
-    nflags = nflags + 1
-    flags[nflags] = '0'
-  end
-end
-
 local set_aside = {}  -- name, reason, name, reason...
 for i = 1, ng do
   local cur = curs[i]
   applied[i] = '0'
   if stales[i] then
     stale = stale + 1
-    leave_alone(i)
   elseif asides[i] then
-    leave_alone(i)
     redis.call('HSET', rejected_key, names[i], asides[i])
     redis.call('ZREM', due_key, names[i])
     set_aside[#set_aside + 1], set_aside[#set_aside + 2] = names[i], asides[i]
   elseif cur and cur < storeds[i] then
     -- Planned from a watermark above the stored one (lost since the due read: header).
     stale = stale + 1
-    leave_alone(i)
   elseif (storeds[i] < 0) == (cur ~= nil) then
     -- New, but another copy registered it first; or planned with a watermark that has gone
     -- since (removed, maybe added again: its index entry says "plan me"): left alone.
-    leave_alone(i)
   elseif not cur then
     new = new + 1
     applied[i] = '1'
@@ -482,7 +459,7 @@ end
 out:write()
 flush('ZADD', due_key, index)
 if any_rejected then flush('HDEL', rejected_key, planned) end
-return {pushed, already, missed, skipped, new, stale, recorded, table.concat(flags),
+return {pushed, already, missed, skipped, new, stale, recorded, jobs:flags(),
   n_skip .. ' ' .. n_limit .. ' ' .. n_overlap .. ' ' .. recorded_window .. ' ' .. n_holding ..
   ' ' .. n_released, table.concat(applied),
   set_aside, released}
