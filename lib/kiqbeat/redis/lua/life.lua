@@ -38,11 +38,6 @@ local function life_types(life)
     or expect_type(life.last, 'hash') or (life.held and expect_type(life.held, 'hash')) or nil
 end
 
--- Every check the life keys need before a script's first write (nil: all fine).
-local function life_check(life)
-  return life_types(life) or life_allowed(life)
-end
-
 -- `text` quoted for a reason a person reads: bytes outside printable ASCII as \xHH, so
 -- that a reason is always text (never bytes that are not UTF-8) and forges no line.
 local function life_shown(text)

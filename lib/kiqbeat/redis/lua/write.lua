@@ -72,7 +72,7 @@ local body, record = ARGV[1], ARGV[3] == '1'
 -- (expect_type and expect_allowed: checks.lua).
 local err = expect_type(defs_key, 'hash') or expect_type(rejected_key, 'hash')
   or expect_type(missed_key, 'hash') or expect_type(manual_key, 'hash')
-  or expect_type(paused_key, 'hash') or life_check(life)
+  or expect_type(paused_key, 'hash') or life_types(life) or life_allowed(life)
   or names_use(KEYS[14], KEYS[15], KEYS[16])
 if err then return err end
 for k = FIRST_DUE + 1, #KEYS do
