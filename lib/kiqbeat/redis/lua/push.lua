@@ -156,7 +156,6 @@ local limits, overlaps = {}, {}
 local first_range, n_ranges = {}, {}
 local r_after, r_through, r_reason, r_count = {}, {}, {}, {}
 local jobs = job_frames()
-local any_scheduled = false
 local unpack_struct = struct.unpack
 local ng = 0
 while pos <= #body do
@@ -175,15 +174,12 @@ while pos <= #body do
   first_job[ng], n_jobs[ng] = jobs.count + 1, n
   pos = jobs:read(body, pos, n)
 end
-for j = 1, jobs.count do
+for j = 1, jobs.count do  -- a job for the schedule set: may the user ZADD it?
   if jobs.releases[j] > 0 then
-    any_scheduled = true
+    err = expect_allowed('ZADD', sched_key, '0', 'job')
+    if err then return err end
     break
   end
-end
-if any_scheduled then
-  err = expect_allowed('ZADD', sched_key, '0', 'job')
-  if err then return err end
 end
 -- Whether any schedule holds a tick (nothing more is read about held ticks when none does).
 local holding_any = any_held(life)
