@@ -254,7 +254,6 @@ local function notify(name)
   notified = notified + 1
 end
 
-local reply = {#taken, 0, 0, 0}
 for _, name in ipairs(order) do
   -- A definition over MAX_DEFINITION_BYTES is never read: the default history then.
   local size = redis.call('HSTRLEN', defs_key, name)
@@ -336,7 +335,4 @@ for _, name in ipairs(order) do
     end
   end
 end
-reply[2] = dropped
-reply[3] = K > 0 and redis.call('LLEN', inbox) or 0
-reply[4] = notified
-return reply
+return {#taken, dropped, K > 0 and redis.call('LLEN', inbox) or 0, notified}
