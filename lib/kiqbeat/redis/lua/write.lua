@@ -140,8 +140,10 @@ local function held_by_other(current, source, take_over)
   return held
 end
 
--- Removal forgets the state too: nothing of the name stays but its definition, if any.
+-- Removal forgets the state too: nothing of the name stays but its definition, if any
+-- (and the name index's entry follows it).
 local function forget(name, due_key)
+  names_forget(name)
   redis.call('ZREM', due_key, name)
   forget_state(name)
   redis.call('HDEL', rejected_key, name)
@@ -223,20 +225,13 @@ while pos <= #body do
         code = 'S'
       else
         forget(name, due_key)
-        names_forget(name)
       end
-    elseif size then
-      if big and length == tonumber(size) then
-        redis.call('HSET', rejected_key, name, def)
-        redis.call('ZREM', due_key, name)
-      else
-        code = 'S'
-      end
-    elseif not current or redis.sha1hex(current) ~= expect then
-      code = 'S'
-    else
+    elseif (size and big and length == tonumber(size))
+        or (not size and current and redis.sha1hex(current) == expect) then
       redis.call('HSET', rejected_key, name, def)
       redis.call('ZREM', due_key, name)
+    else
+      code = 'S'
     end
   elseif op == 'del' then
     if not exists then
@@ -249,7 +244,6 @@ while pos <= #body do
     else
       redis.call('HDEL', defs_key, name)
       forget(name, due_key)
-      names_forget(name)
     end
   else
     if op == 'add' and exists then
