@@ -31,20 +31,6 @@ local function names_use(names_key, facets_key, disabled_key)
   return nil
 end
 
--- A definition's JSON decoded (nil: not read, as over the limit, not JSON, or not an
--- object or array), kept for the last one asked: the writer (write.lua: its source and
--- "enabled") and the facets below share one decode of each definition, and Lua's strings
--- are interned, so asking again is a pointer comparison.
-local DECODED = {}
-local function definition_fields(def)
-  if type(def) ~= 'string' then return nil end
-  if DECODED.def ~= def then
-    local ok, value = pcall(cjson.decode, def)
-    DECODED.def, DECODED.value = def, ok and type(value) == 'table' and value or nil
-  end
-  return DECODED.value
-end
-
 -- The facets of a definition as stored (false: over the limit, not read).
 local function facets_of(def)
   local value = definition_fields(def)
