@@ -187,13 +187,8 @@ end
 -- unknown) and history in parts (NEWEST, TAIL: `remembered_parts`).
 local function write_state_parts(name, mark, seen, newest, tail)
   mark = mark or NO_MARK
-  local record
-  if tail ~= '' then
-    record = struct.pack('>I6', mark) .. varint(zigzag(mark - (seen or 0))) ..
-      varint(zigzag(mark - newest)) .. tail
-  else
-    record = struct.pack('>I6', mark) .. varint(zigzag(mark - (seen or 0)))
-  end
+  local record = struct.pack('>I6', mark) .. varint(zigzag(mark - (seen or 0)))
+  if tail ~= '' then record = record .. varint(zigzag(mark - newest)) .. tail end
   redis.call('HSET', state_key_of(name), name, record)
 end
 
