@@ -135,13 +135,9 @@ for _ = 1, tonumber(arg()) do
   end
   local within = tonumber(string.match(rules, '^(%d+)'))
   if within and within > 0 then
-    -- Armed unless it has one (NX) or a silent or paused incident is open.
-    local armed = redis.call('ZSCORE', deadlines, name)
-    if armed and not instant(armed) then  -- a score written by hand (inf, nan): dropped
-      redis.call('ZREM', deadlines, name)
-      armed = nil
-    end
-    if not armed then
+    -- Armed unless it has one (NX; a score written by hand, inf or nan, is dropped:
+    -- deadline.lua) or a silent or paused incident is open.
+    if not deadline_of(deadlines, name) then
       local open = read_incident(incidents, name)
       if not open or (open.e ~= 'silent' and open.e ~= 'paused') then
         redis.call('ZADD', deadlines, tick + within, name)
