@@ -1,5 +1,5 @@
--- kiqbeat's records of pushes and missed ticks, put before the scripts that write them
--- (scripts.py; core/records.py reads them).
+-- kiqbeat's records of missed ticks, put before the scripts that write them (scripts.py;
+-- core/records.py reads them). A push is recorded in its schedule's history (progress.lua).
 
 -- Missed ranges kept per schedule (core/records.py MAX_RANGES).
 local MAX_RANGES = 100
