@@ -251,13 +251,15 @@ write_state_parts(ARGV[1], mark, seen, newest, tail)
 return {mark or -1, seen or -1, newest, tail}
 """
 
-# Appends one push to a schedule's history as push.lua does (`remembered`), keeping ARGV[6].
+# Appends one push to a schedule's history as push.lua does (`remembered_parts`), keeping
+# ARGV[6].
 PROGRESS_PUSH = """
 use_state(KEYS[1], 'kiqbeat:progress:0')
-local mark, seen, history, err = read_state(ARGV[1])
+local mark, seen, newest, tail, err = read_state_parts(ARGV[1])
 if err then return err end
 local done = {pushed_line(ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5])}
-write_state(ARGV[1], mark, seen, remembered(history, done, 1, 1, tonumber(ARGV[6])))
+write_state_parts(ARGV[1], mark, seen, remembered_parts(newest, tail, done, 1,
+  tonumber(ARGV[6])))
 return 1
 """
 PROGRESS_USES = ("records", "varints", "progress")
@@ -337,7 +339,7 @@ def test_a_push_lua_appends_keeps_python_s_entries_as_they_were(
     client: redis.Redis, name: str, mark_ms: int, pushes: list[tuple[str, int, int, str]],
     kind: str, tick: int, delay: int, keep: int,
 ) -> None:
-    """progress.lua's `remembered` (every push's way) copies the entries it keeps: Python's
+    """progress.lua's `remembered_parts` (every push's way) copies the entries it keeps: Python's
     history, with the new push on top, the newest `keep` of them."""
     raw = name_bytes(name)
     record = progress.encode_record(progress.Mark(mark_ms, None),

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import redis
 
+from kiqbeat.core.limits import MAX_DEFINITION_BYTES
 from kiqbeat.document import load_config_text
 from kiqbeat.engine import run
 from kiqbeat.errors import ConfigError
@@ -100,3 +101,18 @@ def test_a_forced_removal_is_refused_when_the_definition_changed_since_it_was_re
     assert result == ("S", "")
     assert client.hget(SCHEDULES, "x") == HAND_WRITTEN.encode()
     assert pushed_jobs(client) == []
+
+
+def test_a_forced_removal_is_refused_when_the_definition_was_swapped_for_one_over_the_limit(
+    client: redis.Redis,
+) -> None:
+    """The same when the definition written meanwhile is over MAX_DEFINITION_BYTES (never
+    read, so it cannot be the one read): "S", nothing removed, instead of the script failing
+    on the SHA1 of a definition it did not read."""
+    hand_written(client)
+    big = json.dumps({**MINUTELY, "args": ["x" * MAX_DEFINITION_BYTES]})
+    client.hset(SCHEDULES, "x", big)
+    (result,) = RedisSide(client).write([Op("del", "x", expect="0" * 40)], now_ms=None)
+    assert result == ("S", "")
+    assert client.hget(SCHEDULES, "x") == big.encode()
+    assert stored_mark(client, "x") is not None  # its state is not forgotten either

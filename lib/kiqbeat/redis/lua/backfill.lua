@@ -62,7 +62,7 @@ local err = expect_type(missed_key, 'hash') or expect_type(defs_key, 'hash')
   or expect_allowed('HMGET', missed_key, 'f') or expect_allowed('HSET', missed_key, 'f', 'r')
   or expect_allowed('HDEL', missed_key, 'f') or expect_allowed('HMGET', defs_key, 'f')
   or expect_allowed('HSTRLEN', defs_key, 'f') or expect_allowed('SADD', queues_key, 'q')
-  or life_check(life)
+  or life_types(life) or life_allowed(life)
   or expect_type(sched_key, 'zset') or expect_allowed('ZSCORE', sched_key, 'job')
 use_state(bucket_key, 'kiqbeat:progress:0')
 err = err or state_allowed()
@@ -114,7 +114,7 @@ local state, aside = {}, {}
 for k, name in ipairs(names) do
   local s = {def = defs[k], done = {}}
   if keep > 0 then
-    s.history, err = read_history(name)
+    s.mark, s.seen, s.newest, s.tail, err = read_state_parts(name)
     if err then
       s.why = garbled_reason(err)
       if not s.why then return err end
@@ -137,16 +137,13 @@ end
 local when = clock_ms()
 local pushed, already, stale = 0, 0, 0
 local held_back, held_seen = {}, {}  -- names whose ticks stay recorded for overlap
-local flags = {}
 local out = destinations(FIRST_QUEUE, 3, queues_key, nil)
 for i = 1, np do
   local s, n = state[p_name[i]], n_jobs[i]
   local after, through = p_after[i], p_through[i]
-  if s.why then  -- named in `aside`: its record stays as it is
-    for _ = 1, n do flags[#flags + 1] = '0' end
+  if s.why then  -- named in `aside`: its record stays as it is, nothing pushed
   elseif not s.def or redis.sha1hex(s.def) ~= p_sha[i] or not s.ranges then
     if s.ranges then stale = stale + n else already = already + n end
-    for _ = 1, n do flags[#flags + 1] = '0' end
   else
     local overlap = p_overlap[i] == 1
     if overlap and s.busy == nil then
@@ -161,7 +158,6 @@ for i = 1, np do
       if held and overlap and s.busy then
         -- Its previous job waits or runs: this tick and the rest stay recorded.
         if through > after then through = math.max(after, jobs.ticks[j] - 1) end
-        for _ = j, first_job[i] + n - 1 do flags[#flags + 1] = '0' end
         if not held_seen[p_name[i]] then
           held_seen[p_name[i]] = true
           held_back[#held_back + 1] = p_name[i]
@@ -178,7 +174,7 @@ for i = 1, np do
       if held then
         out:add(p_target[i], jobs.releases[j], jobs:json(body, j))
         pushed = pushed + 1
-        flags[#flags + 1] = '1'
+        jobs.pushed[j] = true
         s.done[#s.done + 1] = pushed_line('b', tick, when)
         if overlap then
           remember_job(life, p_name[i], jobs:json(body, j))
@@ -186,7 +182,6 @@ for i = 1, np do
         end
       else
         already = already + 1
-        flags[#flags + 1] = '0'
       end
     end
     -- What is left of each range once (AFTER, THROUGH] is taken out.
@@ -203,16 +198,14 @@ for i = 1, np do
     s.ranges, s.changed = left, true
   end
 end
-local histories = {}
 for _, name in ipairs(names) do
   local s = state[name]
   if s.changed then write_ranges(missed_key, name, s.ranges) end
   if s.ran then add_runs(life, name, s.ran) end
-  if keep > 0 and #s.done > 0 then
-    histories[#histories + 1], histories[#histories + 2] = name,
-      remembered(s.history, s.done, 1, #s.done, keep, true)
+  if keep > 0 and #s.done > 0 then  -- its watermark as read: a backfill never moves it
+    write_state_parts(name, s.mark, s.seen, remembered_parts(s.newest, s.tail, s.done,
+      #s.done, keep, true))
   end
 end
 out:write()
-write_histories(histories)
-return {pushed, already, stale, table.concat(flags), held_back, aside}
+return {pushed, already, stale, jobs:flags(), held_back, aside}

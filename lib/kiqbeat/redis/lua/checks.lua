@@ -1,6 +1,6 @@
 -- kiqbeat's checks, put before every script (scripts.py): all run before a script's first
--- write, since Redis does not roll a script back and keeps what a refused call wrote. And the
--- one derivation every script shares: a schedule's bucket.
+-- write, since Redis does not roll a script back and keeps what a refused call wrote. And what
+-- every script shares: a schedule's bucket, the clock, epoch ms as text, commands in batches.
 
 -- The bucket of schedule `name`: SHA1's first 4 hex digits mod STATE_BUCKETS. It holds the
 -- schedule's progress record (progress.lua) and its outcome record (outcomes.lua);
@@ -39,4 +39,27 @@ local function redis_clock()
     clock = {string.format('%d', math.floor(us / 1000000)), string.format('%d', us % 1000000)}
   end
   return clock
+end
+
+-- A `redis_clock` reading (a fresh one when nil) in epoch ms.
+local function clock_ms(clock)
+  clock = clock or redis_clock()
+  return clock[1] * 1000 + math.floor(clock[2] / 1000)
+end
+
+-- Epoch milliseconds as digits (tostring would write a large number in e-notation; '%d'
+-- is exact for every whole number below 2^53 on a 64-bit Redis, and cheaper than '%.0f').
+local function ms_text(ms)
+  return string.format('%d', ms)
+end
+
+-- Commands take many fields or values at once: BATCH per call (Lua's unpack has a limit;
+-- even, so that a batch of field-value or score-member pairs never splits a pair).
+local BATCH = 500
+
+-- `command key values...` for every value, BATCH at a time (none when `values` is empty).
+local function flush(command, key, values)
+  for first = 1, #values, BATCH do
+    redis.call(command, key, unpack(values, first, math.min(first + BATCH - 1, #values)))
+  end
 end

@@ -11,18 +11,21 @@ local function instant(value)
   return nil
 end
 
+-- `name`'s deadline in the sorted set `deadlines` (epoch ms), nil when none; a score that
+-- is no instant (inf, nan: written by hand) is dropped.
+local function deadline_of(deadlines, name)
+  local score = redis.call('ZSCORE', deadlines, name)
+  local due = score and instant(score)
+  if score and not due then redis.call('ZREM', deadlines, name) end
+  return due or nil
+end
+
 -- A success of tick `success` (epoch ms) takes `name`'s deadline (sorted set `deadlines`)
 -- away when it falls on the deadline's tick or after (its WITHIN from the rules hash
--- `rules_key`, "SHA WITHIN ALERT PAUSE"); the next push arms the next one. A score that is
--- no instant is dropped.
+-- `rules_key`, "SHA WITHIN ALERT PAUSE"); the next push arms the next one.
 local function settle_deadline(deadlines, rules_key, name, success)
-  local score = redis.call('ZSCORE', deadlines, name)
-  if not score then return end
-  local due = instant(score)
-  if not due then
-    redis.call('ZREM', deadlines, name)
-    return
-  end
+  local due = deadline_of(deadlines, name)
+  if not due then return end
   local raw = redis.call('HGET', rules_key, name)
   local within = raw and tonumber(string.match(raw, '^%x+ (%d+) '))
   if within and due - within <= success then redis.call('ZREM', deadlines, name) end

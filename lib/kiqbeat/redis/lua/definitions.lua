@@ -34,6 +34,20 @@ local function read_definitions(key, names, budget)
   return defs, lengths, count
 end
 
+-- A definition's JSON decoded (nil: not read, as over the limit, not JSON, or not an
+-- object or array), kept for the last one asked: write.lua (its source and "enabled"),
+-- pause.lua ("enabled") and the name index's facets (names.lua) share one decode of each
+-- definition, and Lua's strings are interned, so asking again is a pointer comparison.
+local DECODED = {}
+local function definition_fields(def)
+  if type(def) ~= 'string' then return nil end
+  if DECODED.def ~= def then
+    local ok, value = pcall(cjson.decode, def)
+    DECODED.def, DECODED.value = def, ok and type(value) == 'table' and value or nil
+  end
+  return DECODED.value
+end
+
 -- One stored definition, or false when it is gone or over the limit, and its length (as
 -- `read_definitions` gives them, without its tables: write.lua calls it once per operation).
 local function read_definition(key, name)

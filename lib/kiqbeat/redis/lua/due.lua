@@ -35,7 +35,7 @@ local err = expect_type(KEYS[1], 'zset') or expect_type(KEYS[2], 'hash')
 if err then return err end
 local upto = ARGV[1]
 if upto == '' then
-  upto = string.format('%d', clock[1] * 1000 + math.floor(clock[2] / 1000))
+  upto = ms_text(clock_ms(clock))
 end
 local names = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', upto, 'LIMIT', ARGV[2], ARGV[3])
 local after = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. upto, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)

@@ -239,14 +239,6 @@ local function failure_rules(definition)
   return count(parsed.alert_after_failures), count(parsed.pause_after_failures)
 end
 
--- The event of `name`'s open incident and the failure streak it opened on: nil when none
--- (or closed); read as the decision reads it (`read_incident`, deadline.lua).
-local function open_incident(name)
-  local open = read_incident(incidents_key, name)
-  if not open then return nil, 0 end
-  return open.e, open.n
-end
-
 -- Add `name` to the changed names with the next sequence number (a score that is no
 -- number, written by hand, restarts the count: it costs only the order).
 local notified = 0
@@ -262,7 +254,6 @@ local function notify(name)
   notified = notified + 1
 end
 
-local reply = {#taken, 0, 0, 0}
 for _, name in ipairs(order) do
   -- A definition over MAX_DEFINITION_BYTES is never read: the default history then.
   local size = redis.call('HSTRLEN', defs_key, name)
@@ -282,19 +273,21 @@ for _, name in ipairs(order) do
     -- PAUSE (counted since the last pause, when the open incident is one: resume clears
     -- the streak). Not once more per failure while nothing is left to decide: in a storm
     -- the changed names hold only that, so each is judged (issue 27). The definition and
-    -- the incident are read only when a streak grows.
-    local alert, pause, open, opened_at, asked = nil, nil, nil, 0, false
+    -- the incident (read as the decision reads it: `read_incident`, deadline.lua) are read
+    -- only when a streak grows.
+    local alert, pause, open, asked = nil, nil, nil, false
     local function acted_on(streak)
       if not asked then
         alert, pause = failure_rules(definition)
-        if alert or pause then open, opened_at = open_incident(name) end
+        if alert or pause then open = read_incident(incidents_key, name) end
         asked = true
       end
       local fewest = (alert and pause) and math.min(alert, pause) or alert or pause
       if not fewest then return false end
       if open == nil then return streak >= fewest end
-      -- paused (and perhaps resumed since): PAUSE more failures pause it again
-      local since = streak - (open == 'paused' and opened_at or 0)
+      -- paused (and perhaps resumed since): PAUSE more failures pause it again; the open
+      -- incident's streak is the one it opened on
+      local since = streak - (open.e == 'paused' and open.n or 0)
       return pause ~= nil and since >= pause
     end
     local ok, changed, record, failure, streak_before, lost, ls, ls_before, reached = pcall(
@@ -342,7 +335,4 @@ for _, name in ipairs(order) do
     end
   end
 end
-reply[2] = dropped
-reply[3] = K > 0 and redis.call('LLEN', inbox) or 0
-reply[4] = notified
-return reply
+return {#taken, dropped, K > 0 and redis.call('LLEN', inbox) or 0, notified}

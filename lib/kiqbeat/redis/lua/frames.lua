@@ -29,9 +29,10 @@ local JOB_FORMAT = '>ddI4'
 -- Jobs, read into flat arrays (one set per call, not per record): `jobs:read(body, pos, n)`
 -- appends n job frames and returns where the next field starts; job j is then
 -- ticks[j] (epoch ms), releases[j] (0: into the queue) and starts[j]/lengths[j] (its JSON
--- in `body`).
+-- in `body`). A script sets pushed[j] = true for each job it pushes; `jobs:flags()` is the
+-- reply's flags: one character per job in argument order, "1" pushed, "0" not.
 local function job_frames()
-  local jobs = {ticks = {}, releases = {}, starts = {}, lengths = {}, count = 0}
+  local jobs = {ticks = {}, releases = {}, starts = {}, lengths = {}, pushed = {}, count = 0}
   function jobs:read(body, pos, n)
     local ticks, releases = self.ticks, self.releases
     local starts, lengths = self.starts, self.lengths
@@ -54,17 +55,12 @@ local function job_frames()
     local start = self.starts[j]
     return string.sub(body, start, start + self.lengths[j] - 1)
   end
-  return jobs
-end
-
--- Commands take many fields or values at once: BATCH per call (Lua's unpack has a limit).
-local BATCH = 500
-
--- `command key values...` for every value, BATCH at a time.
-local function flush(command, key, values)
-  for first = 1, #values, BATCH do
-    redis.call(command, key, unpack(values, first, math.min(first + BATCH - 1, #values)))
+  function jobs:flags()
+    local flags, pushed = {}, self.pushed
+    for j = 1, self.count do flags[j] = pushed[j] and '1' or '0' end
+    return table.concat(flags)
   end
+  return jobs
 end
 
 -- Where jobs go: `out:add(k, release, json)` queues a job for queue k (KEYS[first_queue + k],

@@ -71,11 +71,6 @@ if err then return err end
 
 local now = tonumber(ARGV[1])
 local outbox_len, audit_len, most = ARGV[2], ARGV[3], tonumber(ARGV[4])
--- An epoch ms as digits (tostring would write 1.7e+12).
-local function ms(value)
-  return string.format('%d', tonumber(value))
-end
-
 local at = 5
 local function arg()
   at = at + 1
@@ -93,7 +88,7 @@ end
 
 local events = 0
 local function emit(name, event, tick, jid, error_text, note, opened)
-  tick = ms(tick)
+  tick = ms_text(tick)
   local key = name .. '|' .. event .. '|' .. (opened or tick)
   redis.call('XADD', outbox, 'MAXLEN', outbox_len, '*', 'k', key, 's', name, 'e', event,
     't', tick, 'j', jid or '', 'x', error_text or '', 'n', note or '', 'at', now)
@@ -113,8 +108,8 @@ local function recorded_success(name)
 end
 
 local function write_incident(name, record)
-  redis.call('HSET', incidents, name, cjson.encode({e = record.e, t = ms(record.t),
-    n = record.n or 0, c = ms(record.c or 0)}))
+  redis.call('HSET', incidents, name, cjson.encode({e = record.e, t = ms_text(record.t),
+    n = record.n or 0, c = ms_text(record.c or 0)}))
 end
 
 -- The rules of `name` when they belong to its current definition: WITHIN, ALERT, PAUSE.
@@ -140,13 +135,9 @@ for _ = 1, tonumber(arg()) do
   end
   local within = tonumber(string.match(rules, '^(%d+)'))
   if within and within > 0 then
-    -- Armed unless it has one (NX) or a silent or paused incident is open.
-    local armed = redis.call('ZSCORE', deadlines, name)
-    if armed and not instant(armed) then  -- a score written by hand (inf, nan): dropped
-      redis.call('ZREM', deadlines, name)
-      armed = nil
-    end
-    if not armed then
+    -- Armed unless it has one (NX; a score written by hand, inf or nan, is dropped:
+    -- deadline.lua) or a silent or paused incident is open.
+    if not deadline_of(deadlines, name) then
       local open = read_incident(incidents, name)
       if not open or (open.e ~= 'silent' and open.e ~= 'paused') then
         redis.call('ZADD', deadlines, tick + within, name)
@@ -170,7 +161,7 @@ for _ = 1, tonumber(arg()) do
     if open and success > open.t then
       record = {e = '', t = open.t, n = 0, c = success}
       write_incident(name, record)
-      emit(name, 'recovered', success, '', '', 'after ' .. open.e, ms(open.t))
+      emit(name, 'recovered', success, '', '', 'after ' .. open.e, ms_text(open.t))
       open = nil
     end
     settle_deadline(deadlines, rules_key, name, success)
@@ -221,7 +212,7 @@ for k = 1, #due, 2 do
       and redis.call('HEXISTS', paused_key, name) == 0 and not read_incident(incidents, name) then
     local _, record = read_incident(incidents, name)
     write_incident(name, {e = 'silent', t = tick, n = 0, c = record.c})
-    emit(name, 'silent', tick, '', '', 'no success within ' .. ms(within / 1000) .. ' s of its tick')
+    emit(name, 'silent', tick, '', '', 'no success within ' .. ms_text(within / 1000) .. ' s of its tick')
   end
 end
 

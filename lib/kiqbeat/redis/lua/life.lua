@@ -38,17 +38,19 @@ local function life_types(life)
     or expect_type(life.last, 'hash') or (life.held and expect_type(life.held, 'hash')) or nil
 end
 
--- Every check the life keys need before a script's first write (nil: all fine).
-local function life_check(life)
-  return life_types(life) or life_allowed(life)
-end
-
 -- `text` quoted for a reason a person reads: bytes outside printable ASCII as \xHH, so
 -- that a reason is always text (never bytes that are not UTF-8) and forges no line.
 local function life_shown(text)
   return "'" .. string.gsub(text, "[^%w%p ]", function(c)
     return string.format('\\x%02x', string.byte(c))
   end) .. "'"
+end
+
+-- A stored value as a reason names it (`life_shown`): its first 40 bytes and its size when
+-- longer.
+local function life_value(raw)
+  if #raw <= 40 then return life_shown(raw) end
+  return life_shown(string.sub(raw, 1, 40)) .. '... (' .. #raw .. ' bytes)'
 end
 
 -- A life counter of the schedule as kiqbeat writes it (HINCRBY: a whole number): its value,
@@ -60,9 +62,7 @@ local function life_count(key, name, what)
   local raw = redis.call('HGET', key, name)
   if not raw then return 0 end
   if #raw <= 16 and string.find(raw, '^%-?%d+$') then return tonumber(raw) end
-  local value = #raw > 40 and (life_shown(string.sub(raw, 1, 40)) .. '... (' .. #raw ..
-    ' bytes)') or life_shown(raw)
-  return nil, key .. ' holds ' .. value .. ' for it, not a whole number of ' .. what ..
+  return nil, key .. ' holds ' .. life_value(raw) .. ' for it, not a whole number of ' .. what ..
     ' (HDEL that field or set it right, then ZADD kiqbeat:due 0 NAME or write the definition again)'
 end
 
@@ -154,9 +154,7 @@ local function held_of(life, name)
       return {tick = tonumber(tick), release = tonumber(release), queue = queue, json = json}
     end
   end
-  local value = #raw > 40 and (life_shown(string.sub(raw, 1, 40)) .. '... (' .. #raw ..
-    ' bytes)') or life_shown(raw)
-  return nil, life.held .. ' holds ' .. value .. ' for it, not a held tick (HDEL that ' ..
+  return nil, life.held .. ' holds ' .. life_value(raw) .. ' for it, not a held tick (HDEL that ' ..
     'field, then ZADD kiqbeat:due 0 NAME or write the definition again)'
 end
 

@@ -8,7 +8,7 @@ KEYS[3]  the old history hash (name -> "KIND TICK DELAY [JID]" lines, newest fir
 ARGV     the names to migrate (a batch: redis/migrate.py)
 
 Per name, atomically: when its bucket holds no record, the old watermark, first-seen and
-history become one (the history as `remembered` packs it). A record already there was
+history become one (the history as `remembered_parts` packs it). A record already there was
 written later and is kept; when it holds no watermark (a run-now or backfill wrote its
 history before the first invocation migrated), the old watermark and first-seen go into it
 beside its history, so the ticks owed since the old watermark are still planned. A garbled
@@ -30,8 +30,8 @@ local function converted_history(text)
     local kind, tick, delay, jid = string.match(l, '^([tbm]) (%d+) (%-?%d+) ?(%S*)$')
     if kind then table.insert(done, 1, {kind, tonumber(tick), tonumber(delay), jid}) end
   end
-  if #done == 0 then return '' end
-  return remembered('', done, 1, #done, #done)
+  if #done == 0 then return 0, '' end
+  return remembered_parts(0, '', done, #done, #done)
 end
 
 local garbled_names = {}
@@ -55,11 +55,8 @@ for _, name in ipairs(ARGV) do
     local mark = old_mark and string.match(old_mark, '^%d+$') and tonumber(old_mark) or nil
     if old_mark and not mark then garbled_names[#garbled_names + 1] = name end
     local seen_ms = mark and tonumber(seen or '') or 0
-    if tail ~= '' then
-      write_state_parts(name, mark, seen_ms, newest, tail)
-    else
-      write_state(name, mark, seen_ms, text and converted_history(text) or '')
-    end
+    if tail == '' and text then newest, tail = converted_history(text) end
+    write_state_parts(name, mark, seen_ms, newest, tail)
   end
   redis.call('HDEL', wm_key, name)
   redis.call('HDEL', seen_key, name)

@@ -31,20 +31,6 @@ local function names_use(names_key, facets_key, disabled_key)
   return nil
 end
 
--- A definition's JSON decoded (nil: not read, as over the limit, not JSON, or not an
--- object or array), kept for the last one asked: the writer (write.lua: its source and
--- "enabled") and the facets below share one decode of each definition, and Lua's strings
--- are interned, so asking again is a pointer comparison.
-local DECODED = {}
-local function definition_fields(def)
-  if type(def) ~= 'string' then return nil end
-  if DECODED.def ~= def then
-    local ok, value = pcall(cjson.decode, def)
-    DECODED.def, DECODED.value = def, ok and type(value) == 'table' and value or nil
-  end
-  return DECODED.value
-end
-
 -- The facets of a definition as stored (false: over the limit, not read).
 local function facets_of(def)
   local value = definition_fields(def)
@@ -75,14 +61,6 @@ local function names_forget(name)
   NAMES.left[name] = false
 end
 
--- `command key args...` in calls of at most 2,000 arguments (Lua's unpack bound), none when
--- `args` is empty.
-local function names_each(command, key, args)
-  for first = 1, #args, 2000 do
-    redis.call(command, key, unpack(args, first, math.min(first + 1999, #args)))
-  end
-end
-
 -- Apply what `names_set` and `names_forget` recorded (the calling script's last step): the
 -- facets written whatever they were (the same value changes nothing), the disabled set
 -- following them.
@@ -100,11 +78,11 @@ local function names_flush()
       enabled[#enabled + 1] = name
     end
   end
-  names_each('ZADD', NAMES.names, scored)
-  names_each('HSET', NAMES.facets_key, facets)
-  names_each('SADD', NAMES.disabled, disabled)
-  names_each('SREM', NAMES.disabled, enabled)
-  names_each('ZREM', NAMES.names, gone)
-  names_each('HDEL', NAMES.facets_key, gone)
+  flush('ZADD', NAMES.names, scored)
+  flush('HSET', NAMES.facets_key, facets)
+  flush('SADD', NAMES.disabled, disabled)
+  flush('SREM', NAMES.disabled, enabled)
+  flush('ZREM', NAMES.names, gone)
+  flush('HDEL', NAMES.facets_key, gone)
   NAMES.met, NAMES.left = {}, {}
 end

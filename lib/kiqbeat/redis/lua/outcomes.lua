@@ -2,7 +2,6 @@
 -- `decode_outcomes` the one Lua reader, `encode_outcomes` the one writer. Put before the fold
 -- and incidents scripts, after varints.lua (scripts.py); core/outcomes.py is the Python reader.
 
-local OUTCOME_UNITS = {[0] = 1, 1000, 60000, 3600000}  -- a span's UNIT: ms, s, min, h
 local MAX_FIELD = 2^48  -- no field of a record is larger
 local LAST_TICK = 253370764800000  -- 9999-01-01T00:00:00Z in ms: no tick from then on
 
@@ -20,21 +19,14 @@ local function read_field(s, pos)
   return v, after
 end
 
-local function unit_of(d)
-  for u = 3, 1, -1 do
-    if d % OUTCOME_UNITS[u] == 0 then return u end
-  end
-  return 0
-end
-
 local function span(d)
   local u = unit_of(d)
-  return (d / OUTCOME_UNITS[u]) * 4 + u
+  return (d / UNITS_MS[u]) * 4 + u
 end
 
 local function unspan(v)
   local u = v % 4
-  return math.floor(v / 4) * OUTCOME_UNITS[u]
+  return math.floor(v / 4) * UNITS_MS[u]
 end
 
 -- The record as a table: {ls = last success tick or nil, beyond = n, entries = {...}}, each
@@ -63,7 +55,7 @@ local function decode_outcomes(raw)
     v, pos = read_field(raw, pos)
     if not v then return nil end
     local u = math.floor(head / 8) % 4
-    t = t - math.floor(head / 32) * OUTCOME_UNITS[u]
+    t = t - math.floor(head / 32) * UNITS_MS[u]
     if t < 0 or t + v >= LAST_TICK then return nil end  -- a start is an instant too
     rec.entries[i] = {t = t, state = head % 4, manual = math.floor(head / 4) % 2, a = a, v = v}
   end
@@ -80,7 +72,7 @@ local function encode_outcomes(rec)
   for _, e in ipairs(entries) do
     local d = previous - e.t
     local u = unit_of(d)
-    parts[#parts + 1] = outcome_field((d / OUTCOME_UNITS[u]) * 32 + u * 8 + e.manual * 4
+    parts[#parts + 1] = outcome_field((d / UNITS_MS[u]) * 32 + u * 8 + e.manual * 4
       + e.state)
     parts[#parts + 1] = outcome_field(e.a)
     parts[#parts + 1] = outcome_field(e.v)

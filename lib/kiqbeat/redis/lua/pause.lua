@@ -61,11 +61,7 @@ if record == '' then
   return {'+', previous}
 end
 
-local runs = true
-if def then
-  local ok, value = pcall(cjson.decode, def)
-  runs = not (ok and type(value) == 'table' and value.enabled == false)
-end
+local runs = (definition_fields(def) or {}).enabled ~= false  -- false: over the limit, runs
 local score = tonumber(redis.call('ZSCORE', due_key, name))
 if mark and mark < cut then
   if runs and score and score <= now_ms then

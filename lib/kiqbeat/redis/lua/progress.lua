@@ -83,70 +83,50 @@ end
 -- An entry's bytes: KIND (letter), D (its tick less the one pushed before it), DELAY (ms)
 -- and, for a manual run, its JID.
 local function entry_bytes(kind, d, delay, jid)
-  local unit = 0
-  if d % 3600000 == 0 then
-    unit, d = 3, d / 3600000
-  elseif d % 60000 == 0 then
-    unit, d = 2, d / 60000
-  elseif d % 1000 == 0 then
-    unit, d = 1, d / 1000
-  end
-  local bytes = varint(zigzag(d) * 16 + unit * 4 + KIND_CODE[kind])
+  local unit = unit_of(d)
+  local bytes = varint(zigzag(d / UNITS_MS[unit]) * 16 + unit * 4 + KIND_CODE[kind])
     .. varint(zigzag(delay))
   if kind == 'm' then bytes = bytes .. varint(#jid) .. jid end
   return bytes
 end
 
 -- The position after the `n` entries of `blob` from `pos` (after the last whole one when
--- fewer): byte by byte over those entries only (a push drops one or two, not the whole
+-- fewer): entry by entry over those entries only (a push drops one or two, not the whole
 -- history's bytes).
 local function past_entries(blob, pos, n)
-  local byte, size = string.byte, #blob
-  local i, whole = pos, pos
+  local whole = pos
   for _ = 1, n do
-    local head = byte(blob, i)
-    local b = head
-    while b and b >= 128 do i = i + 1; b = byte(blob, i) end  -- the head
-    if not b then break end
-    i = i + 1
-    b = byte(blob, i)
-    while b and b >= 128 do i = i + 1; b = byte(blob, i) end  -- the delay
-    if not b then break end
-    i = i + 1
+    local head, delay_at = read_varint(blob, whole)
+    if not head then break end
+    local delay, after = read_varint(blob, delay_at)
+    if not delay then break end
     if head % 4 == 2 then  -- a manual run: the jid's length, then the jid
-      local length, scale = 0, 1
-      b = byte(blob, i)
-      while b and b >= 128 do
-        length, scale, i = length + (b - 128) * scale, scale * 128, i + 1
-        b = byte(blob, i)
-      end
-      if not b then break end
-      i = i + 1 + length + b * scale
-      if i > size + 1 then break end
+      local length, jid_at = read_varint(blob, after)
+      if not length or jid_at + length > #blob + 1 then break end
+      after = jid_at + length
     end
-    whole = i
+    whole = after
   end
   return whole
 end
 
--- History `old` ('' when none) with the pushes done[first..last] ({kind letter, tick ms,
--- delay ms, jid} each: `pushed_line`, in the order pushed) appended, keeping the newest
--- `keep` — or, with `no_shorter` (an operator's backfill or run now, whose own history
--- setting may be smaller than the deployment's), at least as many as it held: bounded all
--- the same, by the larger of the two settings. The entries kept are copied as they are.
+-- The history NEWEST, TAIL with the pushes done[1..last] ({kind letter, tick ms, delay ms,
+-- jid} each: `pushed_line`, in the order pushed) appended, keeping the newest `keep` — or,
+-- with `no_shorter` (an operator's backfill or run now, whose own history setting may be
+-- smaller than the deployment's), at least as many as it held: bounded all the same, by the
+-- larger of the two settings. The entries kept are copied as they are.
 --
--- A history in parts, as push.lua carries it from a record to the record it writes without
--- packing it in between: NEWEST (epoch ms) and TAIL, its varint COUNT then its entries
--- (0, '' when none). The string form (`remembered`, `read_state`) is NEWEST as 6 bytes,
--- then TAIL.
-local function remembered_parts(newest, tail, done, first, last, keep, no_shorter)
+-- A history in parts, as every script carries it from a record to the record it writes
+-- without packing it in between: NEWEST (epoch ms) and TAIL, its varint COUNT then its
+-- entries (0, '' when none).
+local function remembered_parts(newest, tail, done, last, keep, no_shorter)
   local count, at = 0, nil
   if #tail >= 2 then
     count, at = read_varint(tail, 1)
     if not count then count = 0 end
   end
   if no_shorter then keep = math.max(keep, count) end
-  first = math.max(first, last - keep + 1)
+  local first = math.max(1, last - keep + 1)
   local n = last - first + 1
   local kept = ''
   local drop = count + n - keep
@@ -171,18 +151,6 @@ local function remembered_parts(newest, tail, done, first, last, keep, no_shorte
   return previous, varint(math.min(count + n, keep)) .. kept .. added
 end
 
--- A history's string form ('' when none) in parts (NEWEST, TAIL).
-local function history_parts(history)
-  if not history or #history < 8 then return 0, '' end
-  return struct.unpack('>I6', history), string.sub(history, 7)
-end
-
-local function remembered(old, done, first, last, keep, no_shorter)
-  local newest, tail = history_parts(old)
-  newest, tail = remembered_parts(newest, tail, done, first, last, keep, no_shorter)
-  return struct.pack('>I6', newest) .. tail
-end
-
 -- A record's watermark (NO_MARK: none) and first-seen, and, with `with_history`, its
 -- history in parts (NEWEST, TAIL: 0, '' when none; `remembered_parts`): nil when it is not
 -- a record (too short, or a COUNT its bytes cannot hold).
@@ -202,75 +170,39 @@ local function parse_record(raw, with_history)
 end
 
 -- A schedule's state, one HGET: watermark and first-seen (epoch ms; nil, nil when it has no
--- watermark), its history in parts (NEWEST, TAIL: 0, '' when none), or an error reply fifth.
-local function read_state_parts(name)
+-- watermark), its history in parts (NEWEST, TAIL: 0, '' when none; nil, nil with
+-- `mark_only`, which does not copy it out), or an error reply fifth.
+local function read_state_parts(name, mark_only)
   local key = state_key_of(name)
   local raw, err = hget_checked(key, name)
   if err then return nil, nil, 0, '', err end
   if not raw then return nil, nil, 0, '' end
-  local mark, seen, newest, tail = parse_record(raw, true)
+  local mark, seen, newest, tail = parse_record(raw, not mark_only)
   if not mark then return nil, nil, 0, '', garbled(name, key, raw) end
   if mark == NO_MARK then return nil, nil, newest, tail end
   return mark, seen, newest, tail
-end
-
--- As `read_state_parts`, the history in its string form ('' when none; error fourth).
-local function read_state(name)
-  local mark, seen, newest, tail, err = read_state_parts(name)
-  if err then return nil, nil, nil, err end
-  return mark, seen, tail ~= '' and struct.pack('>I6', newest) .. tail or ''
 end
 
 -- Store a schedule's whole state, one HSET: watermark (nil: none), first-seen (0 or nil:
 -- unknown) and history in parts (NEWEST, TAIL: `remembered_parts`).
 local function write_state_parts(name, mark, seen, newest, tail)
   mark = mark or NO_MARK
-  local record
-  if tail ~= '' then
-    record = struct.pack('>I6', mark) .. varint(zigzag(mark - (seen or 0))) ..
-      varint(zigzag(mark - newest)) .. tail
-  else
-    record = struct.pack('>I6', mark) .. varint(zigzag(mark - (seen or 0)))
-  end
+  local record = struct.pack('>I6', mark) .. varint(zigzag(mark - (seen or 0)))
+  if tail ~= '' then record = record .. varint(zigzag(mark - newest)) .. tail end
   redis.call('HSET', state_key_of(name), name, record)
-end
-
--- As `write_state_parts`, the history in its string form (as `remembered` gives it).
-local function write_state(name, mark, seen, history)
-  write_state_parts(name, mark, seen, history_parts(history))
 end
 
 -- A schedule's watermark and first-seen (nil, nil when none), or an error reply third
 -- (its history is not copied out).
 local function read_mark(name)
-  local key = state_key_of(name)
-  local raw, err = hget_checked(key, name)
-  if err then return nil, nil, err end
-  if not raw then return nil, nil end
-  local mark, seen = parse_record(raw, false)
-  if not mark then return nil, nil, garbled(name, key, raw) end
-  if mark == NO_MARK then return nil, nil end
-  return mark, seen
+  local mark, seen, _, _, err = read_state_parts(name, true)
+  return mark, seen, err
 end
 
 -- Store a schedule's watermark and first-seen (0: unknown), keeping its history.
 local function write_mark(name, mark, seen)
-  local _, _, history = read_state(name)
-  write_state(name, mark, seen, history or '')
-end
-
--- A schedule's history ('' when none), or an error reply second.
-local function read_history(name)
-  local _, _, history, err = read_state(name)
-  return history, err
-end
-
--- Store histories: `pairs` is name, history, name, history...; keeps each one's watermark.
-local function write_histories(pairs)
-  for j = 1, #pairs, 2 do
-    local mark, seen = read_state(pairs[j])
-    write_state(pairs[j], mark, seen, pairs[j + 1])
-  end
+  local _, _, newest, tail = read_state_parts(name)
+  write_state_parts(name, mark, seen, newest, tail)
 end
 
 -- Forget a schedule's watermark, first-seen and history.

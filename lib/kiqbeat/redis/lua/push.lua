@@ -73,7 +73,7 @@ at or below the watermark, it was pushed before (or deliberately passed over), a
 below first-seen (a watermark set back by hand) it was never owed: either way it is counted
 as already pushed. Each pushed
 job goes into its schedule's history ("t TICK DELAY", DELAY = the Redis clock - TICK: see
-records.lua), which keeps the newest H.
+checks.lua `clock_ms`), which keeps the newest H.
 
 The missed ranges of a group whose mark is applied are recorded with it, clipped to above
 the stored watermark (what lies at or below it another copy dealt with, and recorded): a
@@ -141,7 +141,7 @@ local GROUP_FIELDS = 12
 -- checked in every call (push_grants.lua: a few microseconds a call), so a key retyped by
 -- hand or a grant revoked refuses the call whole instead of failing it half-way.
 use_state(bucket_key, 'kiqbeat:progress:0')
-local err = push_checked(KEYS, nq)  -- every key's type and grant, before the first write
+local err = push_checked(KEYS, nq, life)  -- every key's type and grant, before the first write
 if err then return err end
 
 -- The groups, field by field into flat arrays (group i's jobs are jobs first_job[i] ..
@@ -156,7 +156,6 @@ local limits, overlaps = {}, {}
 local first_range, n_ranges = {}, {}
 local r_after, r_through, r_reason, r_count = {}, {}, {}, {}
 local jobs = job_frames()
-local any_scheduled = false
 local unpack_struct = struct.unpack
 local ng = 0
 while pos <= #body do
@@ -175,15 +174,12 @@ while pos <= #body do
   first_job[ng], n_jobs[ng] = jobs.count + 1, n
   pos = jobs:read(body, pos, n)
 end
-for j = 1, jobs.count do
+for j = 1, jobs.count do  -- a job for the schedule set: may the user ZADD it?
   if jobs.releases[j] > 0 then
-    any_scheduled = true
+    err = expect_allowed('ZADD', sched_key, '0', 'job')
+    if err then return err end
     break
   end
-end
-if any_scheduled then
-  err = expect_allowed('ZADD', sched_key, '0', 'job')
-  if err then return err end
 end
 -- Whether any schedule holds a tick (nothing more is read about held ticks when none does).
 local holding_any = any_held(life)
@@ -271,7 +267,6 @@ local released = {}  -- the held jobs pushed: name, tick, release (0: queue), qu
 local holding = {}   -- group i's schedule holds a tick after this step
 local applied = {}   -- group i: '1' when its mark was applied
 local when = clock_ms()
-local flags, nflags = {}, 0  -- nflags: #flags, kept (# costs a search each time)
 local out = destinations(FIRST_QUEUE, 4, queues_key, sched_key)
 local histories = {} -- group i's new history, its TAIL (nil: unchanged; NEWEST in `newests`)
 local lines = {}     -- the history lines of the group at hand, oldest first
@@ -327,20 +322,14 @@ local function push_above(i, floor)
     local tick = ticks[j]
     if tick <= floor then
       already = already + 1
-      nflags = nflags + 1
-      flags[nflags] = '0'
     else
       if skips > used then
         used = used + 1
         count = count + 1
         if keep > 0 then lines[count] = pushed_line('s', tick, when) end
         skipped, n_skip = skipped + 1, n_skip + 1
-        nflags = nflags + 1
-        flags[nflags] = '0'
       elseif limit > 0 and runs + ran >= limit then
         skipped, n_limit = skipped + 1, n_limit + 1
-        nflags = nflags + 1
-        flags[nflags] = '0'
       else
         if overlap and busy == nil then
           busy = job_waiting(life, name, sched_key, KEYS[FIRST_QUEUE + k],
@@ -351,8 +340,6 @@ local function push_above(i, floor)
           held = {tick = tick}
           hold_job(life, name, tick, releases[j], ARGV[3 + k], jobs:json(body, j))
           ran = ran + 1
-          nflags = nflags + 1
-          flags[nflags] = '0'
         elseif busy then
           local range = overlapped[#overlapped]
           if range and range[2] == prev then
@@ -361,14 +348,11 @@ local function push_above(i, floor)
             overlapped[#overlapped + 1] = {prev, tick, 'overlap'}
           end
           skipped, recorded, n_overlap = skipped + 1, recorded + 1, n_overlap + 1
-          nflags = nflags + 1
-          flags[nflags] = '0'
         else
           out:add(k, releases[j], jobs:json(body, j))
           pushed, ran, last = pushed + 1, ran + 1, j
           busy = overlap
-          nflags = nflags + 1
-          flags[nflags] = '1'
+          jobs.pushed[j] = true
           count = count + 1
           if keep > 0 then lines[count] = pushed_line('t', tick, when) end
         end
@@ -388,7 +372,7 @@ local function push_above(i, floor)
     n_holding = n_holding + 1
   end
   if keep > 0 and count > 0 then
-    newests[i], histories[i] = remembered_parts(newests[i], tails[i], lines, 1, count, keep)
+    newests[i], histories[i] = remembered_parts(newests[i], tails[i], lines, count, keep)
   end
   return overlapped
 end
@@ -422,33 +406,22 @@ local function reindex(i)
   planned[#planned + 1] = names[i]
 end
 
-local function leave_alone(i)
-  for _ = 1, n_jobs[i] do
-    nflags = nflags + 1
-    flags[nflags] = '0'
-  end
-end
-
 local set_aside = {}  -- name, reason, name, reason...
 for i = 1, ng do
   local cur = curs[i]
   applied[i] = '0'
   if stales[i] then
     stale = stale + 1
-    leave_alone(i)
   elseif asides[i] then
-    leave_alone(i)
     redis.call('HSET', rejected_key, names[i], asides[i])
     redis.call('ZREM', due_key, names[i])
     set_aside[#set_aside + 1], set_aside[#set_aside + 2] = names[i], asides[i]
   elseif cur and cur < storeds[i] then
     -- Planned from a watermark above the stored one (lost since the due read: header).
     stale = stale + 1
-    leave_alone(i)
   elseif (storeds[i] < 0) == (cur ~= nil) then
     -- New, but another copy registered it first; or planned with a watermark that has gone
     -- since (removed, maybe added again: its index entry says "plan me"): left alone.
-    leave_alone(i)
   elseif not cur then
     new = new + 1
     applied[i] = '1'
@@ -482,7 +455,7 @@ end
 out:write()
 flush('ZADD', due_key, index)
 if any_rejected then flush('HDEL', rejected_key, planned) end
-return {pushed, already, missed, skipped, new, stale, recorded, table.concat(flags),
+return {pushed, already, missed, skipped, new, stale, recorded, jobs:flags(),
   n_skip .. ' ' .. n_limit .. ' ' .. n_overlap .. ' ' .. recorded_window .. ' ' .. n_holding ..
   ' ' .. n_released, table.concat(applied),
   set_aside, released}

@@ -1,20 +1,8 @@
--- kiqbeat's records of pushes and missed ticks, put before the scripts that write them
--- (scripts.py; core/records.py reads them).
+-- kiqbeat's records of missed ticks, put before the scripts that write them (scripts.py;
+-- core/records.py reads them). A push is recorded in its schedule's history (progress.lua).
 
 -- Missed ranges kept per schedule (core/records.py MAX_RANGES).
 local MAX_RANGES = 100
-
--- Epoch milliseconds as digits (tostring would write a large number in e-notation; '%d'
--- is exact for every whole number below 2^53 on a 64-bit Redis, and cheaper than '%.0f').
-local function ms_text(ms)
-  return string.format('%d', ms)
-end
-
--- The Redis clock, epoch ms.
-local function clock_ms()
-  local clock = redis_clock()
-  return clock[1] * 1000 + math.floor(clock[2] / 1000)
-end
 
 -- A schedule's record of missed ranges, "AFTER THROUGH REASON" lines oldest first, as
 -- {after, through, reason, line = its text} per line, or {line = text} for a line that is

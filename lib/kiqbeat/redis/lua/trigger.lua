@@ -33,14 +33,14 @@ if redis.call('HGET', manual_key, ARGV[1]) == ARGV[5] then return 2 end
 local def = read_definition(defs_key, ARGV[1])  -- false when over the limit: changed
 if not def or redis.sha1hex(def) ~= ARGV[2] then return 0 end
 local keep = tonumber(ARGV[3])
-local past, bad = nil, nil
-if keep > 0 then past, bad = read_history(ARGV[1]) end
+local mark, seen, newest, tail, bad
+if keep > 0 then mark, seen, newest, tail, bad = read_state_parts(ARGV[1]) end
 if bad then return bad end
 redis.call('HSET', manual_key, ARGV[1], ARGV[5])
 redis.call('LPUSH', queue_key, ARGV[7])
 redis.call('SADD', queues_key, ARGV[4])
 if keep > 0 then
-  write_histories({ARGV[1], remembered(past, {pushed_line('m', tonumber(ARGV[6]), clock_ms(),
-    ARGV[5])}, 1, 1, keep, true)})
+  write_state_parts(ARGV[1], mark, seen, remembered_parts(newest, tail,
+    {pushed_line('m', tonumber(ARGV[6]), clock_ms(), ARGV[5])}, 1, keep, true))
 end
 return 1

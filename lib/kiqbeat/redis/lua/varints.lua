@@ -1,6 +1,16 @@
--- kiqbeat's record primitives, specified in docs/store.md "Encodings": varint and zigzag, the
--- one Lua writer and reader of them. Put before progress.lua and outcomes.lua (scripts.py);
--- core/varints.py is the Python side.
+-- kiqbeat's record primitives, specified in docs/store.md "Encodings": varint, zigzag and the
+-- span units, the one Lua writer and reader of them. Put before progress.lua and outcomes.lua
+-- (scripts.py); core/varints.py is the Python side.
+
+local UNITS_MS = {[0] = 1, 1000, 60000, 3600000}  -- a span's UNIT: ms, s, min, h
+
+-- unit(D): the largest UNIT whose length divides span `d` (ms; 0 is 3, in hours).
+local function unit_of(d)
+  for u = 3, 1, -1 do
+    if d % UNITS_MS[u] == 0 then return u end
+  end
+  return 0
+end
 
 -- A varint longer than this, or above MAX_VARINT_VALUE, is not one (a record written by hand):
 -- every value kiqbeat writes fits, and a double holds it exactly.

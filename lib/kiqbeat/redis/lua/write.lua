@@ -72,7 +72,7 @@ local body, record = ARGV[1], ARGV[3] == '1'
 -- (expect_type and expect_allowed: checks.lua).
 local err = expect_type(defs_key, 'hash') or expect_type(rejected_key, 'hash')
   or expect_type(missed_key, 'hash') or expect_type(manual_key, 'hash')
-  or expect_type(paused_key, 'hash') or life_check(life)
+  or expect_type(paused_key, 'hash') or life_types(life) or life_allowed(life)
   or names_use(KEYS[14], KEYS[15], KEYS[16])
 if err then return err end
 for k = FIRST_DUE + 1, #KEYS do
@@ -140,8 +140,10 @@ local function held_by_other(current, source, take_over)
   return held
 end
 
--- Removal forgets the state too: nothing of the name stays but its definition, if any.
+-- Removal forgets the state too: nothing of the name stays but its definition, if any
+-- (and the name index's entry follows it).
 local function forget(name, due_key)
+  names_forget(name)
   redis.call('ZREM', due_key, name)
   forget_state(name)
   redis.call('HDEL', rejected_key, name)
@@ -223,20 +225,13 @@ while pos <= #body do
         code = 'S'
       else
         forget(name, due_key)
-        names_forget(name)
       end
-    elseif size then
-      if big and length == tonumber(size) then
-        redis.call('HSET', rejected_key, name, def)
-        redis.call('ZREM', due_key, name)
-      else
-        code = 'S'
-      end
-    elseif not current or redis.sha1hex(current) ~= expect then
-      code = 'S'
-    else
+    elseif (size and big and length == tonumber(size))
+        or (not size and current and redis.sha1hex(current) == expect) then
       redis.call('HSET', rejected_key, name, def)
       redis.call('ZREM', due_key, name)
+    else
+      code = 'S'
     end
   elseif op == 'del' then
     if not exists then
@@ -249,7 +244,6 @@ while pos <= #body do
     else
       redis.call('HDEL', defs_key, name)
       forget(name, due_key)
-      names_forget(name)
     end
   else
     if op == 'add' and exists then
