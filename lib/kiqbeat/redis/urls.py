@@ -142,16 +142,15 @@ def _parse(url: str) -> RedisUrl:
         raise ConfigError(f"the URL has a query setting kiqbeat does not take; it takes "
                           f"{', '.join(_SETTINGS)} (others of redis-py's are not passed on)")
     settings = dict(query)
-    username = settings.pop("username", None) or username
-    password = settings.pop("password", None) or password
+    username = settings.get("username") or username
+    password = settings.get("password") or password
     query = tuple((k, v) for k, v in query if k not in ("username", "password"))
-    db_text = dict(query).get("db")
-    if db_text is not None:
-        _db(db_text)
+    db_text = settings.get("db")
+    query_db = _db(db_text) if db_text is not None else 0  # checked whatever the scheme
     if scheme == "unix":
         if hostpart or not path.startswith("/"):
             raise ConfigError(_FORMAT)
-        return RedisUrl(scheme, path=path, db=_db(db_text or "0"), username=username,
+        return RedisUrl(scheme, path=path, db=query_db, username=username,
                         password=password, query=query)
     hosts = tuple(_hostport(h, scheme) for h in hostpart.split(","))
     segments = [p for p in path.split("/") if p]
@@ -159,12 +158,12 @@ def _parse(url: str) -> RedisUrl:
         if not segments or len(segments) > 2:
             raise ConfigError("a Sentinel URL names its service: "
                               "redis+sentinel://host:port[,host:port...]/SERVICE[/DB]")
-        db = _db(segments[1]) if len(segments) == 2 else _db(db_text or "0")
+        db = _db(segments[1]) if len(segments) == 2 else query_db
         return RedisUrl(scheme, hosts=hosts, service=segments[0], db=db, username=username,
                         password=password, query=query)
     if len(hosts) != 1 or len(segments) > 1:
         raise ConfigError(_FORMAT)
-    db = _db(segments[0]) if segments else _db(db_text or "0")
+    db = _db(segments[0]) if segments else query_db
     return RedisUrl(scheme, hosts=hosts, db=db, username=username, password=password,
                     query=query)
 
