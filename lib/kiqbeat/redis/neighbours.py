@@ -56,19 +56,18 @@ class Neighbours:
             return config  # nothing read, nothing to check (a store without a document)
         from kiqbeat.redis import scheduler_ui as ui  # the cron core: only with names
 
-        if self.check:
-            has_specs = config.sidekiq_scheduler_ui or bool(names)
-            size = int(has_specs) + 2 * len(names)
+        if self.check:  # the `schedules` read (HGETALL or HMGET), then the EXISTS of each name
+            size = 1 + 2 * len(names)
             mine, replies = replies[:size], replies[size:]
             if any(isinstance(r, Exception) for r in mine):
                 self.warnings.append(
                     "the check for sidekiq-scheduler and sidekiq-cron jobs of the same names "
                     f"was skipped: {next(r for r in mine if isinstance(r, Exception))}")
             else:
-                raw: Any = mine[0] if has_specs else []
+                raw: Any = mine[0]
                 specs = ({reply_text(k): v for k, v in raw.items()} if config.sidekiq_scheduler_ui
                          else dict(zip(names, raw, strict=True)))
-                rest = [bool(r) for r in mine[int(has_specs):]]
+                rest = [bool(r) for r in mine[1:]]
                 problems = ui.coexistence_problems(
                     config, specs=specs,
                     pushed_recently=dict(zip(names, rest[:len(names)], strict=True)),
