@@ -191,7 +191,7 @@ def coexistence_problems(
     *,
     specs: Mapping[str, str | bytes | None],
     pushed_recently: Mapping[str, bool],
-    cron_jobs: Mapping[str, bool] | None = None,
+    cron_jobs: Mapping[str, bool],
 ) -> list[str]:
     """Why kiqbeat must not run beside what it found of another scheduler running its jobs.
 
@@ -202,7 +202,7 @@ def coexistence_problems(
     - `specs`: `schedules` values: HMGET of the config's names, or HGETALL when
       `sidekiq_scheduler_ui` is on (then any foreign entry counts);
     - `pushed_recently`: name -> EXISTS `sidekiq-scheduler:pushed:<name>`;
-    - `cron_jobs`: name -> EXISTS `cron_job:<name>` (sidekiq-cron's job hash), if read.
+    - `cron_jobs`: name -> EXISTS `cron_job:<name>` (sidekiq-cron's job hash).
 
     Empty list: safe. Otherwise each message names the schedule, the key, and the cleanup.
     Schedules under different names in the two tools cannot be detected; docs say so.
@@ -226,7 +226,7 @@ def coexistence_problems(
                 f"schedule {shown(name)}: {owner}'s schedule has a job of that name "
                 f"(field of {keys.schedules_key(ns)}); running both would push it twice. Remove it "
                 f"from {owner}'s {where}, then `HDEL {keys.schedules_key(ns)} {name}`")
-        if cron_jobs and cron_jobs.get(name):
+        if cron_jobs.get(name):
             problems.append(
                 f"schedule {shown(name)}: sidekiq-cron has a job of that name "
                 f"({keys.cron_job_key(ns, name)}); "
