@@ -8,7 +8,6 @@ push when `sidekiq_scheduler_ui` is on.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -94,7 +93,7 @@ class Neighbours:
             last[job.schedule] = max(job.tick, last.get(job.schedule, job.tick))
         shown = config.schedules if self.check else [
             s for s in config.schedules if s.name in last]
-        fields = ui.ui_fields(replace(config, schedules=tuple(shown)), last,
+        fields = ui.ui_fields(shown, last,
                               {s.name: s.timetable.next_after(report.now) for s in shown})
         ns = config.namespace
         pipe: Any = client.pipeline(transaction=False)

@@ -48,7 +48,7 @@ sidekiq-scheduler's anywhere else.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -111,17 +111,17 @@ class UiFields:
 
 
 def ui_fields(
-    config: Config,
+    schedules: Iterable[Schedule],
     last_ticks: Mapping[str, datetime],
     next_ticks: Mapping[str, datetime],
 ) -> UiFields:
-    """What to write for the tab: every schedule's spec, and the times known for each.
+    """What to write for the tab: each of `schedules`' spec, and the times known for each.
 
     `last_ticks`: schedule name -> newest tick pushed (only schedules that pushed now or
     whose last tick is known); `next_ticks`: name -> its next tick after this invocation.
     """
     out = UiFields()
-    for schedule in config.schedules:
+    for schedule in schedules:
         name = schedule.name
         out.schedules[name] = json.dumps(schedule_spec(schedule), separators=(",", ":"),
                                          ensure_ascii=False)
