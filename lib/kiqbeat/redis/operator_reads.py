@@ -137,7 +137,7 @@ def read_missed(client: redis.Redis, namespace: str, names: Sequence[str]
     key = keys.missed(namespace)
     if not names:
         for name, value in scan_items(client, key):
-            yield name, value.decode(errors="replace")
+            yield name, reply_text(value)
         return
     for first in range(0, len(names), BATCH):  # one HMGET per BATCH names
         batch = list(names[first:first + BATCH])
