@@ -197,6 +197,7 @@ schedules:
   report: {cron: "0 * * * *", class: ReportWorker}
 """)
     (problem,) = ui.coexistence_problems(
-        config, specs={"report": json.dumps({"class": "ReportWorker"})}, pushed_recently={})
+        config, specs={"report": json.dumps({"class": "ReportWorker"})}, pushed_recently={},
+        cron_jobs={})
     assert "sidekiq-scheduler's schedule" in problem and "exq-scheduler" not in problem
     assert "HDEL myapp:schedules report" in problem

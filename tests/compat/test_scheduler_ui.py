@@ -76,7 +76,7 @@ def test_tab_parses_kiqbeats_schedules_and_times(sidekiq: Sidekiq) -> None:
     now = datetime.fromisoformat("2026-03-27T08:15:42+00:00")
     last = {"tab_paris_report": datetime.fromisoformat("2026-03-26T08:00:00+00:00")}
     nxt = {s.name: s.timetable.next_after(now) for s in config.schedules}
-    write(sidekiq.client, config, ui.ui_fields(config, last, nxt))
+    write(sidekiq.client, config, ui.ui_fields(config.schedules, last, nxt))
 
     shown = tab(sidekiq, "read")
     report = shown["tab_paris_report"]

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from kiqbeat.core.instants import ENDED_MS
 from kiqbeat.core.lifecycle import Ledger, jitter_offset_ms
+from kiqbeat.core.limits import MAX_PENDING_SKIPS
 from kiqbeat.core.payload import jid, jid_ms
 from kiqbeat.core.plan import Group, to_ms
 from kiqbeat.core.schedule import Config
@@ -302,6 +303,21 @@ def test_racing_invokers_use_each_pending_skip_once(redis_url: str, client: redi
     ticks = [T0 + timedelta(minutes=10 * k) for k in range(1, 7)]
     assert sorted(j["jid"] for j in pushed_jobs(client)) == sorted(
         jid("limited", t) for t in ticks[3:])
+
+
+def test_a_skip_past_the_cap_is_refused_naming_the_skips_the_script_found_pending(
+        client: redis.Redis) -> None:
+    run(client, config(LIMITED), now=T0)
+    store = Store(client)
+    assert store.skip("limited", MAX_PENDING_SKIPS) == MAX_PENDING_SKIPS
+    with pytest.raises(ConfigError, match=f"has {MAX_PENDING_SKIPS:,} skips pending; 1 more"):
+        store.skip("limited", 1)
+    # A count written by hand that Lua reads as a number and Python's int() does not: the
+    # refusal still names it (the script's own reading), not a ValueError's traceback.
+    client.hset(keys.skips(""), "limited", "1e9")
+    with pytest.raises(ConfigError, match="has 1,000,000,000 skips pending; 1 more"):
+        store.skip("limited", 1)
+    assert client.hget(keys.skips(""), "limited") == b"1e9"  # nothing written
 
 
 # ---------------------------------------------------------------------------- store calendars

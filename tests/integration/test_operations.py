@@ -586,6 +586,20 @@ def test_a_garbled_record_is_named_not_acted_on(client: redis.Redis, garbled: st
     assert pushed_jobs(client) == [] and client.hget(MISSED, "x") == garbled.encode()
 
 
+def test_a_record_that_is_not_utf8_is_shown_alike_listed_whole_or_by_name(
+        client: redis.Redis) -> None:
+    """A record's bytes that are not UTF-8 (written by hand) are shown escaped, the same
+    whether `missed` lists every schedule (HSCAN pages) or names it (HMGET)."""
+    store = Store(client)
+    store.put("x", {"cron": "* * * * *", "class": "X"})
+    client.hset(MISSED, "x", b"\xff\xfe 2000 window")
+    every: list[tuple[str, str]] = []
+    named: list[tuple[str, str]] = []
+    assert store.missed(garbled=every) == [] and store.missed(["x"], garbled=named) == []
+    # Each byte shown escaped (errors.shown), not replaced by U+FFFD, which loses it.
+    assert every == named and "\\udcff\\udcfe" in every[0][1] and "\ufffd" not in every[0][1]
+
+
 def test_a_garbled_record_costs_only_its_schedule_in_a_backfill(
     client: redis.Redis,
 ) -> None:

@@ -167,15 +167,11 @@ def _where(client: redis.Redis) -> str:
     return f"Sentinel service {service}/{kwargs.get('db', 0)}" if service else "Redis"
 
 
-def _secrets(client: redis.Redis) -> list[str]:
-    kwargs = client.connection_pool.connection_kwargs
-    return [str(v) for k in ("password", "username") if (v := kwargs.get(k))]
-
-
 def _clean(text: str, client: redis.Redis) -> str:
     """`text` with the client's password and user name masked, cut to 300 characters
     (redis-py's Sentinel errors carry the repr of every Sentinel client)."""
-    for secret in _secrets(client):
+    kwargs = client.connection_pool.connection_kwargs
+    for secret in (str(v) for k in ("password", "username") if (v := kwargs.get(k))):
         text = text.replace(secret, "***")
     return text if len(text) <= 300 else text[:297] + "..."
 

@@ -19,15 +19,16 @@ def progress_bucket(ns: str, bucket: int | str) -> str:
 
 
 def watermarks(ns: str) -> str:
-    """Hash: schedule name -> watermark, epoch ms: the layout before `progress_bucket`. Read for
-    a name the new layout lacks, deleted name by name as the new one is written; the
-    scripts derive the bucket keys' prefix from it."""
+    """Hash: schedule name -> watermark, epoch ms: the layout before `progress_bucket` (a
+    0.1.0 development build's). Read only by the one-time migration (redis/migrate.py,
+    lua/migrate.lua, which derives the bucket keys' prefix from it), which moves each name
+    into its bucket record and deletes it here; no other script reads it."""
     return f"{ns}kiqbeat:watermarks"
 
 
 def first_seen(ns: str) -> str:
-    """Hash: schedule name -> first-seen, epoch ms: the layout before `progress_bucket`, read
-    and deleted as `watermarks` is."""
+    """Hash: schedule name -> first-seen, epoch ms: the layout before `progress_bucket`,
+    migrated and deleted as `watermarks` is."""
     return f"{ns}kiqbeat:first_seen"
 
 
@@ -81,7 +82,7 @@ def missed(ns: str) -> str:
 
 def history(ns: str) -> str:
     """Hash: schedule name -> its last pushes as text lines ("KIND TICK DELAY [JID]"): the
-    layout before `progress_bucket`, read and deleted as `watermarks` is."""
+    layout before `progress_bucket`, migrated and deleted as `watermarks` is."""
     return f"{ns}kiqbeat:history"
 
 

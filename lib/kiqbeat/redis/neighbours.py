@@ -8,7 +8,6 @@ push when `sidekiq_scheduler_ui` is on.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -56,19 +55,18 @@ class Neighbours:
             return config  # nothing read, nothing to check (a store without a document)
         from kiqbeat.redis import scheduler_ui as ui  # the cron core: only with names
 
-        if self.check:
-            has_specs = config.sidekiq_scheduler_ui or bool(names)
-            size = int(has_specs) + 2 * len(names)
+        if self.check:  # the `schedules` read (HGETALL or HMGET), then the EXISTS of each name
+            size = 1 + 2 * len(names)
             mine, replies = replies[:size], replies[size:]
             if any(isinstance(r, Exception) for r in mine):
                 self.warnings.append(
                     "the check for sidekiq-scheduler and sidekiq-cron jobs of the same names "
                     f"was skipped: {next(r for r in mine if isinstance(r, Exception))}")
             else:
-                raw: Any = mine[0] if has_specs else []
+                raw: Any = mine[0]
                 specs = ({reply_text(k): v for k, v in raw.items()} if config.sidekiq_scheduler_ui
                          else dict(zip(names, raw, strict=True)))
-                rest = [bool(r) for r in mine[int(has_specs):]]
+                rest = [bool(r) for r in mine[1:]]
                 problems = ui.coexistence_problems(
                     config, specs=specs,
                     pushed_recently=dict(zip(names, rest[:len(names)], strict=True)),
@@ -95,7 +93,7 @@ class Neighbours:
             last[job.schedule] = max(job.tick, last.get(job.schedule, job.tick))
         shown = config.schedules if self.check else [
             s for s in config.schedules if s.name in last]
-        fields = ui.ui_fields(replace(config, schedules=tuple(shown)), last,
+        fields = ui.ui_fields(shown, last,
                               {s.name: s.timetable.next_after(report.now) for s in shown})
         ns = config.namespace
         pipe: Any = client.pipeline(transaction=False)

@@ -5,7 +5,7 @@ and first-seen. Reads only; `kiqbeat.store` (status.py, operations.py) decides w
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -129,15 +129,6 @@ def read_order(client: redis.Redis, namespace: str, shards: Sequence[tuple[int, 
     return [name for _, name in merged[offset:offset + limit]]
 
 
-def _hmget(client: redis.Redis, key: str, names: Sequence[str]) -> Iterator[tuple[str, Any]]:
-    """(name, value) of each of `names` present in hash `key`, one HMGET per `BATCH`."""
-    for first in range(0, len(names), BATCH):
-        batch = list(names[first:first + BATCH])
-        with redis_errors(client, f"reading {key}"):
-            values = client.hmget(key, batch)
-        yield from ((n, v) for n, v in zip(batch, values, strict=True) if v is not None)
-
-
 def read_missed(client: redis.Redis, namespace: str, names: Sequence[str]
                 ) -> Iterable[tuple[str, str]]:
     """(name, its missed ranges as recorded) of each named schedule that has some, or of
@@ -146,10 +137,13 @@ def read_missed(client: redis.Redis, namespace: str, names: Sequence[str]
     key = keys.missed(namespace)
     if not names:
         for name, value in scan_items(client, key):
-            yield name, value.decode(errors="replace")
+            yield name, reply_text(value)
         return
-    for name, found in _hmget(client, key, names):
-        yield name, reply_text(found)
+    for first in range(0, len(names), BATCH):  # one HMGET per BATCH names
+        batch = list(names[first:first + BATCH])
+        with redis_errors(client, f"reading {key}"):
+            values = client.hmget(key, batch)
+        yield from ((n, reply_text(v)) for n, v in zip(batch, values, strict=True) if v is not None)
 
 
 def read_first_seen(client: redis.Redis, namespace: str, names: Sequence[str]

@@ -48,7 +48,7 @@ sidekiq-scheduler's anywhere else.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -111,17 +111,17 @@ class UiFields:
 
 
 def ui_fields(
-    config: Config,
+    schedules: Iterable[Schedule],
     last_ticks: Mapping[str, datetime],
     next_ticks: Mapping[str, datetime],
 ) -> UiFields:
-    """What to write for the tab: every schedule's spec, and the times known for each.
+    """What to write for the tab: each of `schedules`' spec, and the times known for each.
 
     `last_ticks`: schedule name -> newest tick pushed (only schedules that pushed now or
     whose last tick is known); `next_ticks`: name -> its next tick after this invocation.
     """
     out = UiFields()
-    for schedule in config.schedules:
+    for schedule in schedules:
         name = schedule.name
         out.schedules[name] = json.dumps(schedule_spec(schedule), separators=(",", ":"),
                                          ensure_ascii=False)
@@ -191,7 +191,7 @@ def coexistence_problems(
     *,
     specs: Mapping[str, str | bytes | None],
     pushed_recently: Mapping[str, bool],
-    cron_jobs: Mapping[str, bool] | None = None,
+    cron_jobs: Mapping[str, bool],
 ) -> list[str]:
     """Why kiqbeat must not run beside what it found of another scheduler running its jobs.
 
@@ -202,7 +202,7 @@ def coexistence_problems(
     - `specs`: `schedules` values: HMGET of the config's names, or HGETALL when
       `sidekiq_scheduler_ui` is on (then any foreign entry counts);
     - `pushed_recently`: name -> EXISTS `sidekiq-scheduler:pushed:<name>`;
-    - `cron_jobs`: name -> EXISTS `cron_job:<name>` (sidekiq-cron's job hash), if read.
+    - `cron_jobs`: name -> EXISTS `cron_job:<name>` (sidekiq-cron's job hash).
 
     Empty list: safe. Otherwise each message names the schedule, the key, and the cleanup.
     Schedules under different names in the two tools cannot be detected; docs say so.
@@ -226,7 +226,7 @@ def coexistence_problems(
                 f"schedule {shown(name)}: {owner}'s schedule has a job of that name "
                 f"(field of {keys.schedules_key(ns)}); running both would push it twice. Remove it "
                 f"from {owner}'s {where}, then `HDEL {keys.schedules_key(ns)} {name}`")
-        if cron_jobs and cron_jobs.get(name):
+        if cron_jobs.get(name):
             problems.append(
                 f"schedule {shown(name)}: sidekiq-cron has a job of that name "
                 f"({keys.cron_job_key(ns, name)}); "

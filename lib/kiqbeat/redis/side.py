@@ -212,20 +212,16 @@ class RedisSide:
         """`redis.operator_reads.read_unplannable` on this store."""
         return operator_reads.read_unplannable(self.client, self.namespace, shards, limit)
 
-    def add_skips(self, name: str, count: int, most: int) -> int | None:
+    def add_skips(self, name: str, count: int, most: int) -> tuple[bool, int] | None:
         """Add `count` pending skips to a stored schedule's (redis/lua/life.lua takes them):
-        its pending skips after, or None when there is no such schedule, or -1 (nothing
-        added) when they would exceed `most`. One atomic script (skip.lua) with the
-        schedule's existence: a removal meanwhile leaves no field behind."""
+        (whether they were added, its pending skips after), or None when there is no such
+        schedule; nothing is added when they would exceed `most`. One atomic script
+        (skip.lua) with the schedule's existence: a removal meanwhile leaves no field behind."""
         script_keys = [keys.definitions(self.namespace), keys.skips(self.namespace)]
         with redis_errors(self.client, "adding skips to a schedule"):
             code, pending = self.lua.call(scripts.SKIP, self.client, script_keys,
                                           [name, count, most])
-        return {"+": int(pending), "M": None}.get(reply_text(code), -1)
-
-    def read_skips(self, name: str) -> int:
-        """The schedule's pending skips."""
-        return int(self.client.hget(keys.skips(self.namespace), name) or 0)
+        return None if reply_text(code) == "M" else (reply_text(code) == "+", int(pending))
 
     def read_missed(self, names: Sequence[str]) -> Iterable[tuple[str, str]]:
         """`redis.operator_reads.read_missed` on this store."""

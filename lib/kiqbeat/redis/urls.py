@@ -44,7 +44,8 @@ class RedisUrl:
     db: int = 0
     username: str | None = field(default=None, repr=False)
     password: str | None = field(default=None, repr=False)
-    query: tuple[tuple[str, str], ...] = ()
+    # The query's settings but the user and password, each at its last value.
+    settings: dict[str, str] = field(default_factory=dict)
 
     @property
     def tls(self) -> bool:
@@ -61,16 +62,11 @@ class RedisUrl:
             return f"sentinel {hosts}/{self.service}/{self.db}"
         return f"{hosts}/{self.db}"
 
-    def setting(self, name: str) -> str | None:
-        """The last value of a query setting."""
-        values = [v for k, v in self.query if k == name]
-        return values[-1] if values else None
-
     def tls_options(self, *, insecure_tls: bool) -> dict[str, object]:
         """redis-py's TLS arguments: verified, host name checked, unless allowed otherwise."""
         if not self.tls:
-            if any(self.setting(k) is not None for k in (*TLS_FILES, "ssl_cert_reqs",
-                                                           "ssl_check_hostname")):
+            if any(k in self.settings for k in (*TLS_FILES, "ssl_cert_reqs",
+                                                "ssl_check_hostname")):
                 raise ConfigError(f"Redis URL for {self.where}: TLS settings on a plain "
                                   "redis:// URL; use rediss://")
             return {}
@@ -86,7 +82,7 @@ class RedisUrl:
                 "KIQBEAT_REDIS_INSECURE_TLS=true (--redis-insecure-tls true) to accept it")
         options: dict[str, object] = {
             "ssl_cert_reqs": reqs, "ssl_check_hostname": check == "true" and reqs != "none"}
-        options |= {name: self.setting(name) for name in TLS_FILES if self.setting(name)}
+        options |= {name: self.settings[name] for name in TLS_FILES if self.settings.get(name)}
         return options
 
     @property
@@ -96,8 +92,8 @@ class RedisUrl:
 
     def _verification(self) -> tuple[str, str]:
         """The URL's ssl_cert_reqs and ssl_check_hostname, lower case, defaults filled in."""
-        return ((self.setting("ssl_cert_reqs") or "required").lower(),
-                (self.setting("ssl_check_hostname") or "true").lower())
+        return ((self.settings.get("ssl_cert_reqs") or "required").lower(),
+                (self.settings.get("ssl_check_hostname") or "true").lower())
 
 
 def parse_url(url: str) -> RedisUrl:
@@ -141,32 +137,30 @@ def _parse(url: str) -> RedisUrl:
         # Not named: with an unencoded & or = in a password, a "setting" is part of it.
         raise ConfigError(f"the URL has a query setting kiqbeat does not take; it takes "
                           f"{', '.join(_SETTINGS)} (others of redis-py's are not passed on)")
-    settings = dict(query)
+    settings = dict(query)  # the last value of each
     username = settings.pop("username", None) or username
     password = settings.pop("password", None) or password
-    query = tuple((k, v) for k, v in query if k not in ("username", "password"))
-    db_text = dict(query).get("db")
-    if db_text is not None:
-        _db(db_text)
+    db_text = settings.get("db")
+    query_db = _db(db_text) if db_text is not None else 0  # checked whatever the scheme
     if scheme == "unix":
         if hostpart or not path.startswith("/"):
             raise ConfigError(_FORMAT)
-        return RedisUrl(scheme, path=path, db=_db(db_text or "0"), username=username,
-                        password=password, query=query)
+        return RedisUrl(scheme, path=path, db=query_db, username=username,
+                        password=password, settings=settings)
     hosts = tuple(_hostport(h, scheme) for h in hostpart.split(","))
     segments = [p for p in path.split("/") if p]
     if scheme.endswith("sentinel"):
         if not segments or len(segments) > 2:
             raise ConfigError("a Sentinel URL names its service: "
                               "redis+sentinel://host:port[,host:port...]/SERVICE[/DB]")
-        db = _db(segments[1]) if len(segments) == 2 else _db(db_text or "0")
+        db = _db(segments[1]) if len(segments) == 2 else query_db
         return RedisUrl(scheme, hosts=hosts, service=segments[0], db=db, username=username,
-                        password=password, query=query)
+                        password=password, settings=settings)
     if len(hosts) != 1 or len(segments) > 1:
         raise ConfigError(_FORMAT)
-    db = _db(segments[0]) if segments else _db(db_text or "0")
+    db = _db(segments[0]) if segments else query_db
     return RedisUrl(scheme, hosts=hosts, db=db, username=username, password=password,
-                    query=query)
+                    settings=settings)
 
 
 def _hostport(text: str, scheme: str) -> tuple[str, int]:

@@ -123,10 +123,13 @@ class Calendars:
             self.ctx.audit("calendar remove", name)
         return removed
 
-    def _naming(self, calendar: str) -> Iterator[tuple[str, bytes]]:
+    def _naming(self, calendar: str, names: Sequence[str] | None = None
+                ) -> Iterator[tuple[str, bytes]]:
         """The API's stored definitions (no document's) whose `except` names `calendar`,
-        with their bytes, a page per two round trips."""
-        for name, data in self.ctx.side.scan_definitions():
+        with their bytes: of every name (a page per two round trips), or of `names`."""
+        side = self.ctx.side
+        stored = side.scan_definitions() if names is None else side.read_present(names).items()
+        for name, data in stored:
             value = exportable(name, data)
             if (isinstance(value, dict) and not value.get("source")
                     and calendar in named_calendars(value) and isinstance(data, bytes)):
@@ -176,12 +179,8 @@ class Calendars:
             if not again:
                 break
             names, again[:] = list(again), []
-            for name, read in side.read_present(names).items():
-                if isinstance(read, bytes):
-                    value = exportable(name, read)
-                    if (isinstance(value, dict) and not value.get("source")
-                            and calendar in named_calendars(value)):
-                        op_for(name, read)
+            for name, read in self._naming(calendar, names):
+                op_for(name, read)
             flush()
         change.not_rewritten += [(n, "kept changing while being rewritten") for n in again]
         return change

@@ -27,7 +27,7 @@ from kiqbeat.document.validate import read_definition
 from kiqbeat.errors import ConfigError, shown
 from kiqbeat.outcomes.records import read_outcomes
 from kiqbeat.redis import keys
-from kiqbeat.redis.connection import redis_errors
+from kiqbeat.redis.connection import redis_errors, reply_bytes
 from kiqbeat.redis.definitions import Oversized, definition_sha
 from kiqbeat.redis.progress import bucket
 from kiqbeat.store.context import StoreContext, as_mapping
@@ -120,9 +120,9 @@ class Operations:
         ranges = recorded_ranges(name, missed) if missed else []
         pause = self.ctx.side.read_pauses([name]).get(name)
         record, last_error = read_outcomes(self.ctx.client, self.ctx.namespace, [name])[name]
-        with redis_errors(self.ctx.client, f"reading {keys.held(self.ctx.namespace)}"):
-            held_raw = self.ctx.client.hget(keys.held(self.ctx.namespace), name)
-        held = held_tick_ms(held_raw.encode() if isinstance(held_raw, str) else held_raw)
+        held_key = keys.held(self.ctx.namespace)
+        with redis_errors(self.ctx.client, f"reading {held_key}"):
+            held = held_tick_ms(reply_bytes(self.ctx.client.hget(held_key, name)))
 
         def classified(waiting: Collection[str]) -> TickReport:
             return classify_ticks(

@@ -174,11 +174,12 @@ class Schedules:
                 1 <= count <= MAX_PENDING_SKIPS):
             raise ConfigError(f"skip count {shown(count)} must be a whole number from 1 to "
                               f"{MAX_PENDING_SKIPS:,} (to stop it for longer, pause it)")
-        pending = self.ctx.side.add_skips(name, count, MAX_PENDING_SKIPS)
-        if pending is None:
+        added = self.ctx.side.add_skips(name, count, MAX_PENDING_SKIPS)
+        if added is None:
             raise self.ctx.no_schedule([name])
-        if pending < 0:
-            raise ConfigError(f"schedule {shown(name)} has {self.ctx.side.read_skips(name):,} "
+        done, pending = added
+        if not done:  # the skips the script found pending, in the same atomic step
+            raise ConfigError(f"schedule {shown(name)} has {pending:,} "
                               f"skips pending; {count:,} more would pass "
                               f"{MAX_PENDING_SKIPS:,} (to stop it for longer, pause it)")
         self.ctx.audit("skip", name, f"{count} tick(s) to skip, {pending} pending")
