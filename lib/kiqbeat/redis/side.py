@@ -104,10 +104,6 @@ class RedisSide:
         """`redis.due.rescore_unplannable` over this shard count's index."""
         return due.rescore_unplannable(self.client, self.namespace, self.shards)
 
-    def recorded_shards(self) -> int:
-        """The shard count the store records (1 before any)."""
-        return definitions.recorded_shards(self.client, self.namespace)
-
     # ------------------------------------------------------------------------ definitions
 
     def write(self, ops: Sequence[Op], *, now_ms: int | None, applied: Applied | None = None,
@@ -121,10 +117,6 @@ class RedisSide:
         read by its `finish`."""
         return StartedWrite(self.client, self.namespace, self.shards, ops, self.lua,
                             now_ms=now_ms)
-
-    def read_definitions(self, names: Sequence[str]) -> list[bytes | Oversized | None]:
-        """`redis.definitions.read_definitions` on this store."""
-        return definitions.read_definitions(self.client, self.namespace, names, self.lua)
 
     def read_present(self, names: Sequence[str]) -> dict[str, bytes | Oversized]:
         """`redis.definitions.read_present` on this store."""
