@@ -53,18 +53,13 @@ LIMITS = (f"-- kiqbeat's bounds (core/limits.py), written here by scripts.py.\n"
 
 @dataclass(frozen=True)
 class Lua:
-    """One script of `redis/lua/`: its text, SHA1 and function name in the library. The text
-    is read from the package when first asked for (a process reads the scripts it runs)."""
+    """One script of `redis/lua/`: its text, SHA1 and function name in the library. Its text
+    is the packaged script `lua/<name>.lua`, after the bounds (`LIMITS`), the checks every
+    script shares (`lua/checks.lua`) and the shared parts it `uses` (`lua/<use>.lua`), read
+    from the package when first asked for (a process reads the scripts it runs)."""
 
     name: str
     uses: tuple[str, ...] = ()
-
-    @classmethod
-    def named(cls, name: str, *uses: str) -> Lua:
-        """The packaged script `lua/<name>.lua`, after the bounds (`LIMITS`) and the checks
-        every script shares (`lua/checks.lua`) and the shared parts it `uses`
-        (`lua/<use>.lua`)."""
-        return cls(name, uses)
 
     @cached_property
     def text(self) -> str:
@@ -227,21 +222,20 @@ class Pending:
             self.client.connection_pool.release(conn)
 
 
-DUE = Lua.named("due", "definitions", "varints", "progress")
-PUSH = Lua.named("push", "definitions", "records", "varints", "progress", "frames", "life",
-                 "push_grants")
-WRITE = Lua.named("write", "definitions", "records", "varints", "progress", "life", "names")
-INDEX = Lua.named("index", "definitions", "names")
-BACKFILL = Lua.named("backfill", "definitions", "records", "varints", "progress", "frames",
-                     "life")
-TRIGGER = Lua.named("trigger", "definitions", "records", "varints", "progress")
-READ = Lua.named("read", "definitions")
-PAUSE = Lua.named("pause", "definitions", "records", "varints", "progress")
+DUE = Lua("due", ("definitions", "varints", "progress"))
+PUSH = Lua("push", ("definitions", "records", "varints", "progress", "frames", "life",
+                    "push_grants"))
+WRITE = Lua("write", ("definitions", "records", "varints", "progress", "life", "names"))
+INDEX = Lua("index", ("definitions", "names"))
+BACKFILL = Lua("backfill", ("definitions", "records", "varints", "progress", "frames", "life"))
+TRIGGER = Lua("trigger", ("definitions", "records", "varints", "progress"))
+READ = Lua("read", ("definitions",))
+PAUSE = Lua("pause", ("definitions", "records", "varints", "progress"))
 # The layout before the progress buckets into them, once (redis/migrate.py).
-MIGRATE = Lua.named("migrate", "varints", "progress")
-SKIP = Lua.named("skip")
-INCIDENTS = Lua.named("incidents", "varints", "outcomes", "deadline")
-FOLD = Lua.named("fold", "varints", "outcomes", "deadline")
+MIGRATE = Lua("migrate", ("varints", "progress"))
+SKIP = Lua("skip")
+INCIDENTS = Lua("incidents", ("varints", "outcomes", "deadline"))
+FOLD = Lua("fold", ("varints", "outcomes", "deadline"))
 SCRIPTS = Caller(functions=False)
 
 
