@@ -12,15 +12,13 @@ what it does when on:
 - `memo`: the tick memo (core/plan.py's TickMemo: next ticks and job templates), kept
   from one invocation to the next;
 - `checks`: the content-keyed definition checks (document/validate.py's `Checks`);
-- `paused_gc` and `warm_up`: the cyclic garbage collector paused in the push loop, and the
-  engine's long-lived objects frozen out of its reach once it is warm;
+- `paused_gc`: the cyclic garbage collector paused in the push loop;
 - `document`: a config's document form kept, shared by the engines given these devices
   (one per shard in a Lambda, which share their sources and so their configs).
 """
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -60,7 +58,6 @@ class Devices:
         self._memo: TickMemo | None = None
         self._read: Callable[..., Schedule] | None = None  # validate.read_definition (`_load`)
         self._keep_warm_ms = 0
-        self._invocations = 0  # that pushed (`warm_up`)
 
     # -- parsed definitions -------------------------------------------------------------
 
@@ -152,17 +149,6 @@ class Devices:
         """The cyclic collector paused for the push loop (core/collector.py): it makes no
         cycles, and full collections over the engine's caches cost more than the loop."""
         return collector_paused(not self.reference)
-
-    def warm_up(self) -> None:
-        """Once the engine is warm (its second invocation: a process that runs one, as
-        `kiqbeat run-once` does, gains nothing and pays a collection), move what it holds
-        (parsed definitions, the tick memo, templates, imported modules) out of the cyclic
-        collector's generations (`gc.freeze`): later full collections skip them. Once per
-        engine: what is frozen is never collected, and little of it ever becomes garbage."""
-        self._invocations += 1
-        if self._invocations == 2 and not self.reference:
-            gc.collect()
-            gc.freeze()
 
 
 class DocumentMemo:

@@ -215,7 +215,6 @@ class Invocation:
                     break
                 batch = None
             pusher.wait()
-        devices.warm_up()
 
     def _entries(self, side: RedisSide, batch: Sequence[Due], config: Config,
                  own: Mapping[str, Schedule], report: Report) -> list[Entry]:
