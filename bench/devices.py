@@ -67,6 +67,8 @@ def off(devices: Any, variant: str) -> None:
         devices.read_ahead = False
     elif variant == "plan_slice":
         devices.plan_slice = 0
+    elif variant == "overlap":  # read_ahead and plan_slice together
+        devices.read_ahead, devices.plan_slice = False, 0
     elif variant in ("gc", "paused_gc", "warm_up"):
         from kiqbeat.core.collector import collector_paused
 
