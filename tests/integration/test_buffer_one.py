@@ -20,11 +20,11 @@ from kiqbeat.core.records import held_tick_ms
 from kiqbeat.document.validate import read_definition
 from kiqbeat.engine import Engine, run
 from kiqbeat.errors import ConfigError
-from kiqbeat.redis import keys, progress, pushes
+from kiqbeat.redis import keys, progress
 from kiqbeat.settings import Settings
 from kiqbeat.store import Store
 from tests.support.alerts import events, report_outcome
-from tests.support.engine import config, race
+from tests.support.engine import config, push_call, race
 from tests.support.marks import stored_mark, write_marks
 
 T0 = datetime(2025, 12, 24, 0, 0, tzinfo=UTC)
@@ -319,7 +319,7 @@ def test_in_any_interleaving_each_tick_is_pushed_held_or_recorded_once_one_job_a
                           overlap=OVERLAP_CODES["buffer_one"])
             for tick in offered:
                 group.add(tick, 0, json.dumps({"jid": jid_ms("r", tick)}).encode())
-            pushes.push_call(client, "", keys.due(""), 10**13, [group], 10)
+            push_call(client, "", keys.due(""), 10**13, [group], 10)
         assert client.llen(keys.queue("", "q")) <= 1  # one job at a time
     queued = taken + [json.loads(raw)["jid"] for raw in client.lrange(keys.queue("", "q"), 0, -1)]
     held = held_tick_ms(client.hget(keys.held(""), "r"))

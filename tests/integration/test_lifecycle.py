@@ -22,9 +22,9 @@ from kiqbeat.core.plan import Group, to_ms
 from kiqbeat.core.schedule import Config
 from kiqbeat.engine import run
 from kiqbeat.errors import ConfigError
-from kiqbeat.redis import keys, progress, pushes
+from kiqbeat.redis import keys, progress
 from kiqbeat.store import Store
-from tests.support.engine import config, pushed_jobs, race
+from tests.support.engine import config, push_call, pushed_jobs, race
 from tests.support.marks import stored_mark, write_marks
 
 T0 = datetime(2025, 12, 24, 0, 0, tzinfo=UTC)
@@ -200,7 +200,7 @@ def test_the_push_script_follows_the_ledger_and_never_exceeds_max_runs_in_any_in
         group = Group("r", offered[-1], stored_ms=0, sha=SHA, queue="q", max_runs=max_runs)
         for tick in offered:
             group.add(tick, 0, json.dumps({"jid": jid_ms("r", tick)}).encode())
-        pushes.push_call(client, "", keys.due(""), 10**13, [group], 10)
+        push_call(client, "", keys.due(""), 10**13, [group], 10)
     queued = [json.loads(raw)["jid"] for raw in client.lrange(keys.queue("", "q"), 0, -1)]
     assert len(queued) == len(set(queued)) <= max_runs
     assert int(client.hget(keys.runs(""), "r") or 0) == ledger.runs == len(queued)

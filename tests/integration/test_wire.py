@@ -22,6 +22,7 @@ from kiqbeat.redis.definitions import Oversized
 from kiqbeat.redis.frames import Piece
 from kiqbeat.redis.migrate import migrate_layout
 from kiqbeat.redis.side import RedisSide
+from tests.support.engine import push_call
 from tests.support.history import history_text
 from tests.support.marks import write_marks
 
@@ -94,7 +95,7 @@ def test_a_push_request_leaves_each_job_where_its_destination_field_sends_it(
         group.mark_ms = max(mark, *group.ticks) if group.ticks else mark
         groups.append(group)
 
-    counts, flags = pushes.push_call(client, "ns:", due_key, NOW_MS, groups, 3)
+    counts, flags = push_call(client, "ns:", due_key, NOW_MS, groups, 3)
 
     total = sum(len(g.ticks) for g in groups)
     assert flags == "1" * total and counts[0] == total
@@ -121,7 +122,7 @@ def test_history_keeps_the_newest_lines_on_top_of_what_it_held(client: redis.Red
     group = Group("h", NOW_MS + 2000, stored_ms=NOW_MS - MINUTE, sha=SHA, queue="q")
     for tick in (NOW_MS, NOW_MS + 1000, NOW_MS + 2000):
         group.add(tick, 0, b"{}")
-    pushes.push_call(client, "ns:", keys.due("ns:"), NOW_MS + 2000, [group], 10)
+    push_call(client, "ns:", keys.due("ns:"), NOW_MS + 2000, [group], 10)
     pushed = history_of(client, "h")
     assert len(pushed) == 10
     assert [to_ms(p.tick) for p in pushed[:4]] == [
@@ -137,7 +138,7 @@ def test_missed_ranges_travel_with_their_group(client: redis.Redis) -> None:
     group = Group("m", NOW_MS - 60 * MINUTE, missed=30, stored_ms=NOW_MS - 90 * MINUTE,
                   sha=SHA, queue="q",
                   ranges=[(NOW_MS - 90 * MINUTE, NOW_MS - 60 * MINUTE, "window", 30)])
-    counts, _ = pushes.push_call(client, "ns:", keys.due("ns:"), NOW_MS, [group], 10)
+    counts, _ = push_call(client, "ns:", keys.due("ns:"), NOW_MS, [group], 10)
     assert counts[2] == 30 and counts[6] == 30  # missed, recorded
     assert client.hget(keys.missed("ns:"), "m") == (
         b"%d %d window" % (NOW_MS - 90 * MINUTE, NOW_MS - 60 * MINUTE))

@@ -22,18 +22,19 @@ from kiqbeat.document import load_config_text
 from kiqbeat.document.imported import ImportOptions
 from kiqbeat.document.read import read_file
 from kiqbeat.engine import Document, run
-from kiqbeat.redis import progress, scripts
+from kiqbeat.redis import progress, pushes, scripts
+from kiqbeat.redis.connection import redis_errors, reply_text
 from kiqbeat.redis.definitions import definition_sha
-from kiqbeat.redis.pushes import Pusher
 from kiqbeat.redis.side import RedisSide
 
 
 @dataclass(frozen=True)
 class Meddling(scripts.Caller):
-    """Runs kiqbeat's Lua as usual, after `before(script name)`, whether the call is run now
-    or started (sent, its reply read later): a writer, a delay or a fault between a read
-    and the script; and `after(script name, the started call)` once a started call is sent,
-    before its reply is read (a fault while it is in flight)."""
+    """Runs kiqbeat's Lua as usual, after `before(script name)`, whether the call is run now,
+    started (sent, its reply read later) or queued on a pipeline (before it is sent): a
+    writer, a delay or a fault between a read and the script; and `after(script name, the
+    started call)` once a started call is sent, before its reply is read (a fault while it
+    is in flight)."""
 
     before: Callable[[str], None] = lambda name: None
     after: Callable[[str, scripts.Pending], None] = lambda name, pending: None
@@ -42,6 +43,11 @@ class Meddling(scripts.Caller):
              args: Sequence[scripts.Arg], **options: Any) -> Any:
         self.before(lua.name)
         return super().call(lua, client, keys, args, **options)
+
+    def queue(self, lua: scripts.Lua, pipe: Any, keys: Sequence[str],
+              args: Sequence[scripts.Arg], **options: Any) -> None:
+        self.before(lua.name)
+        super().queue(lua, pipe, keys, args, **options)
 
     def start(self, lua: scripts.Lua, client: redis.Redis, keys: Sequence[str],
               args: Sequence[scripts.Arg], **options: Any) -> scripts.Pending:
@@ -103,7 +109,7 @@ def push_plan(client: redis.Redis, plan: Plan, cfg: Config, report: Report,
               deadline: float) -> None:
     """Carry out `plan` as an invocation does (redis/pushes.py `Pusher`): a push call a
     chunk, the report filled in."""
-    pusher = Pusher(client, "", cfg, report, deadline)
+    pusher = pushes.Pusher(client, "", cfg, report, deadline)
     for chunk in plan.chunks():
         if not pusher.send(chunk, plan.now_ms):
             break
@@ -133,3 +139,14 @@ def cron_jids(name: str, cron: str, after: datetime, until: datetime,
               tz: str = "UTC") -> list[str]:
     """The jids of `cron`'s ticks in (after, until], by the reference `fire_times`."""
     return [jid(name, t) for t in fire_times(cron, tz=tz, after=after, until=until)]
+
+
+def push_call(client: redis.Redis, namespace: str, due_key: str, now_ms: int,
+              chunk: Sequence[Any], history: int) -> tuple[list[int], str]:
+    """One push.lua call (an atomic chunk of a plan) as `Pusher` sends it: its counts
+    (pushed, already, missed, skipped, new, stale, recorded) and flags, one "1"/"0" per job
+    in order."""
+    script_keys, args = pushes._push_args(namespace, due_key, now_ms, chunk, history)
+    with redis_errors(client, "pushing jobs"):
+        reply = scripts.SCRIPTS.call(scripts.PUSH, client, script_keys, args)
+    return [int(c) for c in reply[:7]], reply_text(reply[7])

@@ -51,17 +51,6 @@ def _push_args(namespace: str, due_key: str, now_ms: int, chunk: Sequence[Group]
                          keys.running_prefix(namespace)]
 
 
-def push_call(client: redis.Redis, namespace: str, due_key: str, now_ms: int,
-              chunk: Sequence[Group], history: int,
-              lua: scripts.Caller = scripts.SCRIPTS) -> tuple[list[int], str]:
-    """One push.lua call (an atomic chunk of a plan): its counts (pushed, already, missed,
-    skipped, new, stale, recorded) and flags, one "1"/"0" per job in order."""
-    script_keys, args = _push_args(namespace, due_key, now_ms, chunk, history)
-    with redis_errors(client, "pushing jobs"):
-        reply = lua.call(scripts.PUSH, client, script_keys, args)
-    return [int(c) for c in reply[:7]], reply_text(reply[7])  # by reason: Pusher's calls
-
-
 def wait_for_replicas(client: redis.Redis, config: Config, pushed: int, report: Report) -> None:
     """Block until `wait_replicas` replicas hold what was just pushed, or the timeout passes.
 
@@ -81,8 +70,7 @@ def wait_for_replicas(client: redis.Redis, config: Config, pushed: int, report: 
 
 
 def settle(report: Report, chunk: Sequence[Group], counts: Sequence[int], flags: str,
-           now_ms: int, by_reason: str = "", applied: str = "",
-           released: Sequence[Any] = ()) -> None:
+           now_ms: int, by_reason: str, applied: str, released: Sequence[Any]) -> None:
     """Add one push call's outcome to the report: its counts, split by reason (the script's
     own `by_reason`, and the groups whose mark was `applied`), and which jobs it pushed
     (kept as the groups' lists; `Report.jobs` builds objects only when asked).
@@ -95,29 +83,26 @@ def settle(report: Report, chunk: Sequence[Group], counts: Sequence[int], flags:
     pushed, already, missed, skipped, new, stale, recorded = counts
     report.chunks += 1
     report.round_trips += 1
-    if by_reason:
-        n_skip, n_limit, n_overlap, recorded_window, n_holding, _released = (
-            int(n) for n in by_reason.split())
-        if n_holding:
-            # Their index entries say "plan again within HELD_RECHECK_MS" (push.lua): the
-            # loop comes back that soon to release the held ticks.
-            report.next_due_ms = min(report.next_due_ms or now_ms + HELD_RECHECK_MS,
-                                     now_ms + HELD_RECHECK_MS)
-        reasons = report.skipped_by_reason
-        reasons["skip"] += n_skip
-        reasons["max_runs"] += n_limit
-        reasons["overlap"] += n_overlap
-        for group, mark in zip(chunk, applied, strict=True):
-            if mark == "1":
-                if group.skipped:
-                    reasons[group.skip_reason] += group.skipped
-                if group.excepted:
-                    reasons["except"] += group.excepted
-                    skipped += group.excepted
-        report.missed_recorded += recorded_window
-        report.skipped_recorded += recorded - recorded_window
-    else:
-        report.missed_recorded += recorded
+    n_skip, n_limit, n_overlap, recorded_window, n_holding, _released = (
+        int(n) for n in by_reason.split())
+    if n_holding:
+        # Their index entries say "plan again within HELD_RECHECK_MS" (push.lua): the
+        # loop comes back that soon to release the held ticks.
+        report.next_due_ms = min(report.next_due_ms or now_ms + HELD_RECHECK_MS,
+                                 now_ms + HELD_RECHECK_MS)
+    reasons = report.skipped_by_reason
+    reasons["skip"] += n_skip
+    reasons["max_runs"] += n_limit
+    reasons["overlap"] += n_overlap
+    for group, mark in zip(chunk, applied, strict=True):
+        if mark == "1":
+            if group.skipped:
+                reasons[group.skip_reason] += group.skipped
+            if group.excepted:
+                reasons["except"] += group.excepted
+                skipped += group.excepted
+    report.missed_recorded += recorded_window
+    report.skipped_recorded += recorded - recorded_window
     report.stale += stale
     report.pushed += pushed
     report.already_pushed += already
@@ -168,9 +153,7 @@ class Pusher:
     caller must see Redis settled (`wait`): the caller plans and encodes the next call while
     Redis runs this one. One call at most is in flight, so a failed call stops every call
     after it, no two calls of one schedule (the parts of a split catch-up) ever overlap, and
-    a later part is sent only once the earlier one is known to be applied. Its calls go on
-    one `line` (one connection while replies are pending): a call another caller sends on
-    it (the engine's next due read) runs between the calls sent before and after it.
+    a later part is sent only once the earlier one is known to be applied.
     """
 
     def __init__(self, client: redis.Redis, namespace: str, config: Config, report: Report,
@@ -181,9 +164,6 @@ class Pusher:
         self.due_key = due_key or keys.due(namespace)
         self.sent = 0  # job bytes this invocation sent (MAX_BYTES_PER_INVOCATION)
         self.stopped = False  # the byte bound stopped the invocation
-        # The connection its calls go on, in order: a read sent on it between two calls
-        # runs between them (`RedisSide.start_due`).
-        self.line = scripts.Line(client)
         self._flight: tuple[scripts.Pending, Sequence[Group], int] | None = None
 
     def send(self, chunk: Sequence[Group], now_ms: int) -> bool:
@@ -206,8 +186,7 @@ class Pusher:
                 f"({report.pushed} jobs pushed); the next invocation pushes the rest")
         self.sent += size
         with self._errors():
-            pending = self.lua.start(scripts.PUSH, self.client, script_keys, args,
-                                     line=self.line)
+            pending = self.lua.start(scripts.PUSH, self.client, script_keys, args)
         self._flight = (pending, chunk, now_ms)
         return True
 
@@ -220,11 +199,9 @@ class Pusher:
         with self._errors():
             reply = pending.result()
         counts = [int(c) for c in reply[:7]]
-        settle(self.report, chunk, counts, reply_text(reply[7]), now_ms,
-               reply_text(reply[8]) if len(reply) > 9 else "",
-               reply_text(reply[9]) if len(reply) > 9 else "",
-               reply[11] if len(reply) > 11 else ())
-        set_aside(self.report, reply[10] if len(reply) > 10 else [])
+        settle(self.report, chunk, counts, reply_text(reply[7]), now_ms, reply_text(reply[8]),
+               reply_text(reply[9]), reply[11])  # push.lua's reply, as its header names it
+        set_aside(self.report, reply[10])
         if self.config.wait_replicas and counts[0]:
             wait_for_replicas(self.client, self.config, counts[0], self.report)
 

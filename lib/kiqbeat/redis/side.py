@@ -96,13 +96,6 @@ class RedisSide:
         return due.read_due(self.client, self.namespace, shard, upto_ms=upto_ms,
                             offset=offset, limit=limit, more=more, lua=self.lua)
 
-    def start_due(self, shard: Shard, line: scripts.Line, *, upto_ms: int, offset: int,
-                  limit: int = definitions.DUE_BATCH) -> due.StartedDue:
-        """`redis.due.StartedDue` on this store: a due read sent on `line` after the calls
-        sent on it before, its reply read later."""
-        return due.StartedDue(self.client, self.namespace, shard, line, upto_ms=upto_ms,
-                              offset=offset, limit=limit, lua=self.lua)
-
     def reindex(self, progress: Callable[[int], None] | None = None) -> int:
         """`redis.due.reindex` to this shard count."""
         return due.reindex(self.client, self.namespace, self.shards, progress)
@@ -110,10 +103,6 @@ class RedisSide:
     def rescore_unplannable(self) -> int:
         """`redis.due.rescore_unplannable` over this shard count's index."""
         return due.rescore_unplannable(self.client, self.namespace, self.shards)
-
-    def recorded_shards(self) -> int:
-        """The shard count the store records (1 before any)."""
-        return definitions.recorded_shards(self.client, self.namespace)
 
     # ------------------------------------------------------------------------ definitions
 
@@ -128,10 +117,6 @@ class RedisSide:
         read by its `finish`."""
         return StartedWrite(self.client, self.namespace, self.shards, ops, self.lua,
                             now_ms=now_ms)
-
-    def read_definitions(self, names: Sequence[str]) -> list[bytes | Oversized | None]:
-        """`redis.definitions.read_definitions` on this store."""
-        return definitions.read_definitions(self.client, self.namespace, names, self.lua)
 
     def read_present(self, names: Sequence[str]) -> dict[str, bytes | Oversized]:
         """`redis.definitions.read_present` on this store."""
