@@ -15,7 +15,7 @@ from typing import Any
 import redis
 
 from kiqbeat.core.limits import MAX_GAUGED_SCHEDULES
-from kiqbeat.core.outcomes import LAST_TICK_MS
+from kiqbeat.core.outcomes import deadline_ms
 from kiqbeat.outcomes.records import read_health
 from kiqbeat.redis import keys
 from kiqbeat.redis.connection import redis_errors, reply_text
@@ -63,24 +63,10 @@ def read_watched(client: redis.Redis, namespace: str,
             except (ValueError, AttributeError):
                 event = "failing"  # garbled: open, as the decision step reads it
         h = health.get(name)
-        out.append(Watched(name, event, _deadline_ms(deadline),
+        out.append(Watched(name, event, deadline_ms(deadline),
                            h.consecutive_failures if h else 0,
                            h.last_success_tick_ms if h else None))
     return out
-
-
-def _deadline_ms(score: object) -> int | None:
-    """A deadline's score as epoch ms; None when none or unusable (not finite, before the
-    epoch or from 9999 on, written by hand): that schedule shows no deadline (issue 27)."""
-    if score is None:
-        return None
-    try:
-        value = float(score)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-    if not 0 <= value < LAST_TICK_MS:  # NaN and the infinities fail this too
-        return None
-    return int(value)
 
 
 @dataclass(frozen=True)

@@ -88,8 +88,13 @@ class AlertStep:
         self._expecting = not (isinstance(expecting, int) and expecting == 0)
         self._changed = changed_names(replies.one("alerts:changed"))
         earliest = replies.one("alerts:deadline")
-        self._earliest_ms = (_earliest(earliest[0][1]) if isinstance(earliest, list)
-                             and earliest else None)
+        self._earliest_ms = None
+        if isinstance(earliest, list) and earliest:
+            from kiqbeat.core.outcomes import deadline_ms
+
+            # 0 when it is no instant (written by hand; issue 27): decide now, and the
+            # decision step drops it.
+            self._earliest_ms = deadline_ms(earliest[0][1]) or 0
         if not self.sinks:
             self._waiting = False
             return
@@ -200,15 +205,3 @@ class AlertStep:
 
         report.round_trips += 1
         return list(read_health(side.client, side.namespace, [c.name for c in judged]).values())
-
-
-def _earliest(score: object) -> int:
-    """The earliest deadline's score as epoch ms; 0 (decide now: the decision step drops it)
-    when it is no instant (inf, -inf, nan, out of range, written by hand; issue 27)."""
-    from kiqbeat.core.outcomes import LAST_TICK_MS
-
-    try:
-        value = float(score)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return 0
-    return int(value) if 0 <= value < LAST_TICK_MS else 0
