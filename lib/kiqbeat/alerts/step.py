@@ -142,16 +142,12 @@ class AlertStep:
         watch = Watch() if watch is None else watch
         sinks = [s.name for s in self.sinks]
         for more in range(MAX_JUDGED_ROUNDS):
-            if more:  # the last slice was full (a storm): the next names, the arms done
-                try:
+            try:
+                if more:  # the last slice was full (a storm): the next names, the arms done
                     judged = read_changed_names(side.client, side.namespace)
                     changed = self._health(side, judged, report) if self._expecting else []
-                except (RedisRefusedError, StateError) as exc:
-                    report.warnings.append(f"alert incidents were not decided: {exc}")
-                    return
-                report.round_trips += 1
-                watch = Watch()
-            try:
+                    report.round_trips += 1
+                    watch = Watch()
                 decision = decide(side.client, side.namespace, now_ms, watch, report, changed,
                                   sinks, side.lua, judged=judged)
             except (RedisRefusedError, StateError) as exc:  # the pushes stand: a warning
