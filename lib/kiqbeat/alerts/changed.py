@@ -23,11 +23,11 @@ class Changed:
     seq: str
 
 
-def queue_changed_names(pipe: redis.client.Pipeline, namespace: str,
-                        limit: int = limits.CHANGED_PER_INVOCATION) -> None:
-    """Queue the read of the oldest `limit` changed names (parse with `changed_names`)."""
-    pipe.zrange(keys.outcomes_changed(namespace), 0, limit - 1, withscores=True,
-                score_cast_func=reply_text)
+def queue_changed_names(pipe: redis.client.Pipeline, namespace: str) -> None:
+    """Queue the read of the oldest CHANGED_PER_INVOCATION changed names (parse with
+    `changed_names`)."""
+    pipe.zrange(keys.outcomes_changed(namespace), 0, limits.CHANGED_PER_INVOCATION - 1,
+                withscores=True, score_cast_func=reply_text)
 
 
 def changed_names(reply: object) -> list[Changed]:
@@ -37,11 +37,10 @@ def changed_names(reply: object) -> list[Changed]:
     return [Changed(reply_text(name), reply_text(score)) for name, score in reply]
 
 
-def read_changed_names(client: redis.Redis, namespace: str,
-                       limit: int = limits.CHANGED_PER_INVOCATION) -> list[Changed]:
-    """The oldest `limit` changed names (one round trip)."""
+def read_changed_names(client: redis.Redis, namespace: str) -> list[Changed]:
+    """The oldest CHANGED_PER_INVOCATION changed names (one round trip)."""
     pipe = client.pipeline(transaction=False)
-    queue_changed_names(pipe, namespace, limit)
+    queue_changed_names(pipe, namespace)
     with redis_errors(client, f"reading {keys.outcomes_changed(namespace)}"):
         (reply,) = pipe.execute()
     return changed_names(reply)
