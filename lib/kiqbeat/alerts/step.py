@@ -18,17 +18,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import redis
 
-from kiqbeat.alerts.changed import Changed, changed_names, queue_changed_names, read_changed_names
 from kiqbeat.core.instants import to_ms
 from kiqbeat.core.limits import CHANGED_PER_INVOCATION, MAX_CHANGED_NAMES
 from kiqbeat.core.report import Report
 from kiqbeat.errors import RedisRefusedError, StateError
 from kiqbeat.redis import keys
-from kiqbeat.redis.connection import reply_text
+from kiqbeat.redis.connection import redis_errors, reply_text
 from kiqbeat.redis.due import Reads, Replies
 from kiqbeat.redis.side import RedisSide
 
@@ -41,6 +40,40 @@ if TYPE_CHECKING:  # the decision's modules: loaded once there is something to d
 
 # Slices of changed names judged in one invocation at most (a storm: the set drained whole).
 MAX_JUDGED_ROUNDS = max(1, MAX_CHANGED_NAMES // CHANGED_PER_INVOCATION)
+
+
+class Changed(NamedTuple):
+    """A name of the changed names (`keys.outcomes_changed`: a fold, a worker's own or an
+    invocation's of the inbox, redis/lua/fold.lua, marked it for the decision to judge) and
+    its sequence number there (the decision takes it away only while the number is still
+    this one)."""
+
+    name: str
+    seq: str
+
+
+def queue_changed_names(pipe: redis.client.Pipeline, namespace: str) -> None:
+    """Queue the read of the oldest CHANGED_PER_INVOCATION changed names (parse with
+    `changed_names`): on every invocation's first pipeline, so the outcome records
+    themselves load only when there is something to judge."""
+    pipe.zrange(keys.outcomes_changed(namespace), 0, CHANGED_PER_INVOCATION - 1,
+                withscores=True, score_cast_func=reply_text)
+
+
+def changed_names(reply: object) -> list[Changed]:
+    """The changed names of a `queue_changed_names` reply (none when it is no list)."""
+    if not isinstance(reply, list):
+        return []
+    return [Changed(reply_text(name), reply_text(score)) for name, score in reply]
+
+
+def read_changed_names(client: redis.Redis, namespace: str) -> list[Changed]:
+    """The oldest CHANGED_PER_INVOCATION changed names (one round trip)."""
+    pipe = client.pipeline(transaction=False)
+    queue_changed_names(pipe, namespace)
+    with redis_errors(client, f"reading {keys.outcomes_changed(namespace)}"):
+        (reply,) = pipe.execute()
+    return changed_names(reply)
 
 
 def _field(group: Any, name: str) -> Any:
