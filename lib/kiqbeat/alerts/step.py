@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import redis
 
@@ -76,14 +76,6 @@ def read_changed_names(client: redis.Redis, namespace: str) -> list[Changed]:
     return changed_names(reply)
 
 
-def _field(group: Any, name: str) -> Any:
-    """A field of an XINFO GROUPS entry: a flat list (a raw pipeline reply) or a mapping."""
-    if isinstance(group, dict):
-        return group.get(name, group.get(name.encode()))
-    pairs = dict(zip(group[::2], group[1::2], strict=True))
-    return pairs.get(name, pairs.get(name.encode()))
-
-
 @dataclass
 class AlertStep:
     """One engine's alert step: its sinks, the outcome fold, and the watch of the invocation
@@ -112,8 +104,7 @@ class AlertStep:
         reads.add("alerts:changed", lambda pipe: queue_changed_names(pipe, namespace))
         if self.sinks:
             outbox = keys.outbox(namespace)
-            reads.add("alerts:outbox", lambda pipe: pipe.execute_command(
-                "XINFO", "GROUPS", outbox))
+            reads.add("alerts:outbox", lambda pipe: pipe.xinfo_groups(outbox))
 
     def read(self, replies: Replies) -> None:
         """Keep what the first pipeline's reads say (an error reply: look anyway)."""
@@ -135,10 +126,9 @@ class AlertStep:
         if isinstance(groups, redis.ResponseError) and "no such key" in str(groups).lower():
             self._waiting = False  # no outbox yet: nothing was ever decided
         elif isinstance(groups, list):
-            found = {reply_text(_field(g, "name")): g for g in groups}
-            self._waiting = any(
-                s.name not in found or _field(found[s.name], "pending")
-                or _field(found[s.name], "lag") != 0 for s in self.sinks)
+            found = {reply_text(g["name"]): g for g in groups}  # as delivery.backlogs reads
+            self._waiting = any(s.name not in found or found[s.name].get("pending")
+                                or found[s.name].get("lag") != 0 for s in self.sinks)
 
     def watch(self, entries: Sequence[Entry]) -> None:
         """Note the planned entries that have expectations."""
