@@ -32,10 +32,9 @@ class Watched:
     last_success_ms: int | None
 
 
-def read_watched(client: redis.Redis, namespace: str,
-                 limit: int = MAX_GAUGED_SCHEDULES) -> list[Watched]:
-    """The schedules with expectations (up to `limit`, by HSCAN), each with its open
-    incident, deadline and health: three round trips."""
+def read_watched(client: redis.Redis, namespace: str) -> list[Watched]:
+    """The schedules with expectations (up to MAX_GAUGED_SCHEDULES, by HSCAN), each with its
+    open incident, deadline and health: three round trips."""
     rules_key = keys.expectations(namespace)
     names: list[str] = []
     cursor = 0
@@ -44,9 +43,9 @@ def read_watched(client: redis.Redis, namespace: str,
             reply: Any = client.hscan(rules_key, cursor, count=500)
             cursor, page = reply
             names += [reply_text(n) for n in page]
-            if not cursor or len(names) >= limit:
+            if not cursor or len(names) >= MAX_GAUGED_SCHEDULES:
                 break
-        names = sorted(names)[:limit]
+        names = sorted(names)[:MAX_GAUGED_SCHEDULES]
         if not names:
             return []
         pipe = client.pipeline(transaction=False)
