@@ -77,10 +77,6 @@ class Bounded:
         """The tick's date in the zone the excluded dates are read in."""
         return tick.astimezone(zone(self.dates_zone)).date()
 
-    def is_excluded(self, tick: datetime) -> bool:
-        """True when the tick falls on an excluded date."""
-        return bool(self.excluded) and self.local_date(tick) in self.excluded
-
     def excluded_by(self, day: date) -> str:
         """What excludes `day`: the calendars naming it, else 'except' (a date of its own)."""
         names = [name for name, dates in self.calendars if day in dates]
@@ -93,7 +89,8 @@ class Bounded:
             return "before start_at"
         if self.end is not None and tick > self.end:
             return "after end_at"
-        return "excluded" if self.is_excluded(tick) else ""
+        # excluded: the tick falls on an excluded date (read in `dates_zone`)
+        return "excluded" if self.excluded and self.local_date(tick) in self.excluded else ""
 
     def between(self, after: datetime, until: datetime) -> list[datetime]:
         """Every standing tick in (after, until], aware UTC, ascending."""
