@@ -36,8 +36,8 @@ from typing import Any
 
 import redis
 
-from kiqbeat.alerts.changed import changed_names, queue_changed_names, read_changed_names
 from kiqbeat.alerts.incidents import Watch, decide
+from kiqbeat.alerts.step import changed_names, queue_changed_names, read_changed_names
 from kiqbeat.core.limits import FOLD_SLICE, MAX_OUTCOMES_INBOX
 from kiqbeat.core.payload import jid_ms
 from kiqbeat.core.report import Report

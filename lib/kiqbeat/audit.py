@@ -1,12 +1,12 @@
 """The audit trail (DESIGN §9): every operator action, from every entrypoint, in one place.
 
 The Store records each action it carries out for an operator — add, put, update, remove,
-pause, resume, trigger, backfill, import — and `kiqbeat schedules reindex` records its own
-(`record_reindex`) — with who asked (the actor the entrypoint gives
-it: the console's token name, the command's `--actor` / `KIQBEAT_ACTOR`, by default
-user@host), which schedule, a note when given, and a short detail (the manual run's jid,
-the count a backfill pushed). Entries live in one Redis stream (`keys.audit`) whose ids are
-the Redis clock's instants, trimmed to about `MAX_AUDIT_ENTRIES`: bounded state.
+pause, resume, trigger, backfill, import, and a reindex (`kiqbeat schedules reindex`, through
+the store's `ctx.audit`) — with who asked (the actor the entrypoint gives it: the console's
+token name, the command's `--actor` / `KIQBEAT_ACTOR`, by default user@host), which schedule,
+a note when given, and a short detail (the manual run's jid, the count a backfill pushed).
+Entries live in one Redis stream (`keys.audit`) whose ids are the Redis clock's instants,
+trimmed to about `MAX_AUDIT_ENTRIES`: bounded state.
 
 An entry is written after the action succeeded (a refused action records nothing); if
 Redis refuses the entry, the error says the action was done but not recorded. Its fields are
@@ -89,14 +89,6 @@ def record_action(client: redis.Redis, namespace: str, actor: str, action: str,
     with redis_errors(client, f"recording {action} of {shown(name)} in the audit trail {key} "
                               "(the action itself was done)"):
         client.xadd(key, sent, maxlen=MAX_AUDIT_ENTRIES, approximate=True)  # type: ignore[arg-type]
-
-
-def record_reindex(client: redis.Redis, namespace: str, actor: str, *, shards: int,
-                   moved: int, rescored: int, note: str = "") -> None:
-    """Record a reindex (`kiqbeat schedules reindex`, an event's "reindex"): the shard count
-    it split the due index into, the entries it moved and those it rescored."""
-    record_action(client, namespace, actor, "reindex", note=note,
-                  detail=f"{shards} shard(s): {moved} entries, {rescored} rescored")
 
 
 def _entry(entry_id: Any, fields: Any) -> AuditEntry:

@@ -171,6 +171,27 @@ def test_a_webhook_answering_500_is_retried_until_it_takes_the_event(
     assert [(b["schedule"], b["event"]) for b in receiver.bodies] == [("nightly", "silent")]
 
 
+def test_an_event_left_waiting_is_delivered_by_an_invocation_with_nothing_else_to_decide(
+        client: redis.Redis, receiver: Receiver, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Only the sinks' backlog, read on the first pipeline, says there is work: no schedule
+    # with expectations is due, no changed name, no deadline.
+    monkeypatch.setattr(delivery, "RETRY_IDLE_MS", 0)
+    cfg = config(FAILING)
+    e = engine(client, receiver.url)
+    e.run(cfg, now=T0 + timedelta(seconds=5))
+    e.run(cfg, now=T0 + timedelta(minutes=1, seconds=5))
+    for minute in (1, 2, 3):
+        report_outcome(client, "flaky", T0 + timedelta(minutes=minute), "failed")
+    receiver.status = 500
+    report = e.run(cfg, now=T0 + timedelta(minutes=3, seconds=30))
+    assert report.alert_events == 1 and report.alerts_delivered == 0
+    receiver.status = 204
+    report = e.run(cfg, now=T0 + timedelta(minutes=3, seconds=40))  # no tick due since
+    assert report.pushed == 0 and report.alerts_delivered == 1
+    assert [(b["schedule"], b["event"]) for b in receiver.bodies] == [("flaky", "failing")]
+    assert delivery.backlogs(client, "")[0].waiting == 0
+
+
 def test_the_metrics_show_gauges_for_schedules_with_expectations_only(
         client: redis.Redis) -> None:
     cfg = config(SILENT + FAILING.replace("schedules:\n", ""))

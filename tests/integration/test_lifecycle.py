@@ -1,6 +1,6 @@
 """A schedule's life through the engine and the push script, racing invokers on a real Redis:
 start_at, end_at, except and at are applied by the timetable; max_runs, jitter, overlap and
-pending skips by the push step (core/lifecycle.py `fates` is the reference) — so no tick
+pending skips by the push step (tests/support/life.py `fates` is the reference) — so no tick
 outside them is ever pushed, none twice, none early."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kiqbeat.core.instants import ENDED_MS
-from kiqbeat.core.lifecycle import Ledger, jitter_offset_ms
+from kiqbeat.core.lifecycle import jitter_offset_ms
 from kiqbeat.core.limits import MAX_PENDING_SKIPS
 from kiqbeat.core.payload import jid, jid_ms
 from kiqbeat.core.plan import Group, to_ms
@@ -25,6 +25,7 @@ from kiqbeat.errors import ConfigError
 from kiqbeat.redis import keys, progress
 from kiqbeat.store import Store
 from tests.support.engine import config, push_call, pushed_jobs, race
+from tests.support.life import Ledger
 from tests.support.marks import stored_mark, write_marks
 
 T0 = datetime(2025, 12, 24, 0, 0, tzinfo=UTC)

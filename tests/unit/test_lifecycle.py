@@ -15,10 +15,7 @@ from kiqbeat.core.instants import ENDED_MS
 from kiqbeat.core.lifecycle import (
     ENDED,
     Bounded,
-    Fate,
-    Ledger,
     OneShot,
-    fates,
     jitter_offset_ms,
     runs_left,
     shortest_period_s,
@@ -27,6 +24,7 @@ from kiqbeat.core.lifecycle import (
 from kiqbeat.core.limits import MAX_PLANNABLE_MS
 from kiqbeat.core.plan import to_ms
 from kiqbeat.core.schedule import Schedule
+from tests.support.life import Fate, Ledger, fates
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 PARIS = ZoneInfo("Europe/Paris")

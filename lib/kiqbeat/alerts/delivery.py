@@ -72,10 +72,9 @@ def _readable(entry_id: Any, fields: Any) -> tuple[AlertEvent | None, str]:
     return event, ""
 
 
-def deliver(client: redis.Redis, namespace: str, sink: Sink,
-            most: int = MAX_DELIVERED_PER_INVOCATION) -> Delivered:
+def deliver(client: redis.Redis, namespace: str, sink: Sink) -> Delivered:
     """One sink's turn at the outbox (module docstring)."""
-    key = keys.outbox(namespace)
+    key, most = keys.outbox(namespace), MAX_DELIVERED_PER_INVOCATION
     with redis_errors(client, f"reading the alert outbox {key}"):
         claimed: Any = client.xautoclaim(key, sink.name, CONSUMER, RETRY_IDLE_MS,
                                          start_id="0-0", count=most)

@@ -15,7 +15,7 @@ from typing import Any
 import redis
 
 from kiqbeat.core.limits import MAX_GAUGED_SCHEDULES
-from kiqbeat.core.outcomes import LAST_TICK_MS
+from kiqbeat.core.outcomes import deadline_ms
 from kiqbeat.outcomes.records import read_health
 from kiqbeat.redis import keys
 from kiqbeat.redis.connection import redis_errors, reply_text
@@ -32,10 +32,9 @@ class Watched:
     last_success_ms: int | None
 
 
-def read_watched(client: redis.Redis, namespace: str,
-                 limit: int = MAX_GAUGED_SCHEDULES) -> list[Watched]:
-    """The schedules with expectations (up to `limit`, by HSCAN), each with its open
-    incident, deadline and health: three round trips."""
+def read_watched(client: redis.Redis, namespace: str) -> list[Watched]:
+    """The schedules with expectations (up to MAX_GAUGED_SCHEDULES, by HSCAN), each with its
+    open incident, deadline and health: three round trips."""
     rules_key = keys.expectations(namespace)
     names: list[str] = []
     cursor = 0
@@ -44,9 +43,9 @@ def read_watched(client: redis.Redis, namespace: str,
             reply: Any = client.hscan(rules_key, cursor, count=500)
             cursor, page = reply
             names += [reply_text(n) for n in page]
-            if not cursor or len(names) >= limit:
+            if not cursor or len(names) >= MAX_GAUGED_SCHEDULES:
                 break
-        names = sorted(names)[:limit]
+        names = sorted(names)[:MAX_GAUGED_SCHEDULES]
         if not names:
             return []
         pipe = client.pipeline(transaction=False)
@@ -63,24 +62,10 @@ def read_watched(client: redis.Redis, namespace: str,
             except (ValueError, AttributeError):
                 event = "failing"  # garbled: open, as the decision step reads it
         h = health.get(name)
-        out.append(Watched(name, event, _deadline_ms(deadline),
+        out.append(Watched(name, event, deadline_ms(deadline),
                            h.consecutive_failures if h else 0,
                            h.last_success_tick_ms if h else None))
     return out
-
-
-def _deadline_ms(score: object) -> int | None:
-    """A deadline's score as epoch ms; None when none or unusable (not finite, before the
-    epoch or from 9999 on, written by hand): that schedule shows no deadline (issue 27)."""
-    if score is None:
-        return None
-    try:
-        value = float(score)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-    if not 0 <= value < LAST_TICK_MS:  # NaN and the infinities fail this too
-        return None
-    return int(value)
 
 
 @dataclass(frozen=True)

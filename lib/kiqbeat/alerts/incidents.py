@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from kiqbeat.alerts.changed import Changed
 from kiqbeat.core.limits import MAX_AUDIT_ENTRIES, MAX_OUTBOX_EVENTS
 from kiqbeat.core.outcomes import LAST_TICK_MS, Health
 from kiqbeat.core.report import Report
@@ -63,11 +62,12 @@ class Decision:
 
 def decide(client: redis.Redis, namespace: str, now_ms: int, watch: Watch, report: Report,
            changed: Sequence[Health], sinks: Sequence[str],
-           lua: scripts.Caller = scripts.SCRIPTS, *, judged: Sequence[Changed] = ()
+           lua: scripts.Caller = scripts.SCRIPTS, *, judged: Sequence[tuple[str, str]] = ()
            ) -> Decision:
     """Run the decision step (one incidents.lua call): arm the deadlines of the ticks this
     invocation pushed of schedules with expectations, judge the changed health and the
-    deadlines due, and take the `judged` changed names away (unless added again since).
+    deadlines due, and take the `judged` changed names ((name, sequence number) pairs:
+    `step.Changed`) away (unless added again since).
     The script's header states the rules."""
     arms: list[Any] = []
     armed = set()
@@ -86,7 +86,7 @@ def decide(client: redis.Redis, namespace: str, now_ms: int, watch: Watch, repor
     args: list[Any] = [now_ms, MAX_OUTBOX_EVENTS, MAX_AUDIT_ENTRIES, DEADLINES_PER_INVOCATION,
                        len(sinks), *sinks, len(arms) // 4, *arms, len(disarms), *disarms,
                        len(health) // 3, *health,
-                       len(judged), *(v for c in judged for v in (c.name, c.seq))]
+                       len(judged), *(v for pair in judged for v in pair)]
     script_keys = [keys.deadlines(namespace), keys.expectations(namespace),
                    keys.incidents(namespace), keys.outbox(namespace), keys.audit(namespace),
                    keys.definitions(namespace), keys.paused(namespace),

@@ -18,17 +18,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, NamedTuple
 
 import redis
 
-from kiqbeat.alerts.changed import Changed, changed_names, queue_changed_names, read_changed_names
 from kiqbeat.core.instants import to_ms
 from kiqbeat.core.limits import CHANGED_PER_INVOCATION, MAX_CHANGED_NAMES
 from kiqbeat.core.report import Report
 from kiqbeat.errors import RedisRefusedError, StateError
 from kiqbeat.redis import keys
-from kiqbeat.redis.connection import reply_text
+from kiqbeat.redis.connection import redis_errors, reply_text
 from kiqbeat.redis.due import Reads, Replies
 from kiqbeat.redis.side import RedisSide
 
@@ -43,12 +42,38 @@ if TYPE_CHECKING:  # the decision's modules: loaded once there is something to d
 MAX_JUDGED_ROUNDS = max(1, MAX_CHANGED_NAMES // CHANGED_PER_INVOCATION)
 
 
-def _field(group: Any, name: str) -> Any:
-    """A field of an XINFO GROUPS entry: a flat list (a raw pipeline reply) or a mapping."""
-    if isinstance(group, dict):
-        return group.get(name, group.get(name.encode()))
-    pairs = dict(zip(group[::2], group[1::2], strict=True))
-    return pairs.get(name, pairs.get(name.encode()))
+class Changed(NamedTuple):
+    """A name of the changed names (`keys.outcomes_changed`: a fold, a worker's own or an
+    invocation's of the inbox, redis/lua/fold.lua, marked it for the decision to judge) and
+    its sequence number there (the decision takes it away only while the number is still
+    this one)."""
+
+    name: str
+    seq: str
+
+
+def queue_changed_names(pipe: redis.client.Pipeline, namespace: str) -> None:
+    """Queue the read of the oldest CHANGED_PER_INVOCATION changed names (parse with
+    `changed_names`): on every invocation's first pipeline, so the outcome records
+    themselves load only when there is something to judge."""
+    pipe.zrange(keys.outcomes_changed(namespace), 0, CHANGED_PER_INVOCATION - 1,
+                withscores=True, score_cast_func=reply_text)
+
+
+def changed_names(reply: object) -> list[Changed]:
+    """The changed names of a `queue_changed_names` reply (none when it is no list)."""
+    if not isinstance(reply, list):
+        return []
+    return [Changed(reply_text(name), reply_text(score)) for name, score in reply]
+
+
+def read_changed_names(client: redis.Redis, namespace: str) -> list[Changed]:
+    """The oldest CHANGED_PER_INVOCATION changed names (one round trip)."""
+    pipe = client.pipeline(transaction=False)
+    queue_changed_names(pipe, namespace)
+    with redis_errors(client, f"reading {keys.outcomes_changed(namespace)}"):
+        (reply,) = pipe.execute()
+    return changed_names(reply)
 
 
 @dataclass
@@ -79,8 +104,7 @@ class AlertStep:
         reads.add("alerts:changed", lambda pipe: queue_changed_names(pipe, namespace))
         if self.sinks:
             outbox = keys.outbox(namespace)
-            reads.add("alerts:outbox", lambda pipe: pipe.execute_command(
-                "XINFO", "GROUPS", outbox))
+            reads.add("alerts:outbox", lambda pipe: pipe.xinfo_groups(outbox))
 
     def read(self, replies: Replies) -> None:
         """Keep what the first pipeline's reads say (an error reply: look anyway)."""
@@ -88,8 +112,13 @@ class AlertStep:
         self._expecting = not (isinstance(expecting, int) and expecting == 0)
         self._changed = changed_names(replies.one("alerts:changed"))
         earliest = replies.one("alerts:deadline")
-        self._earliest_ms = (_earliest(earliest[0][1]) if isinstance(earliest, list)
-                             and earliest else None)
+        self._earliest_ms = None
+        if isinstance(earliest, list) and earliest:
+            from kiqbeat.core.outcomes import deadline_ms
+
+            # 0 when it is no instant (written by hand; issue 27): decide now, and the
+            # decision step drops it.
+            self._earliest_ms = deadline_ms(earliest[0][1]) or 0
         if not self.sinks:
             self._waiting = False
             return
@@ -97,10 +126,9 @@ class AlertStep:
         if isinstance(groups, redis.ResponseError) and "no such key" in str(groups).lower():
             self._waiting = False  # no outbox yet: nothing was ever decided
         elif isinstance(groups, list):
-            found = {reply_text(_field(g, "name")): g for g in groups}
-            self._waiting = any(
-                s.name not in found or _field(found[s.name], "pending")
-                or _field(found[s.name], "lag") != 0 for s in self.sinks)
+            found = {reply_text(g["name"]): g for g in groups}  # as delivery.backlogs reads
+            self._waiting = any(s.name not in found or found[s.name].get("pending")
+                                or found[s.name].get("lag") != 0 for s in self.sinks)
 
     def watch(self, entries: Sequence[Entry]) -> None:
         """Note the planned entries that have expectations."""
@@ -137,16 +165,12 @@ class AlertStep:
         watch = Watch() if watch is None else watch
         sinks = [s.name for s in self.sinks]
         for more in range(MAX_JUDGED_ROUNDS):
-            if more:  # the last slice was full (a storm): the next names, the arms done
-                try:
+            try:
+                if more:  # the last slice was full (a storm): the next names, the arms done
                     judged = read_changed_names(side.client, side.namespace)
                     changed = self._health(side, judged, report) if self._expecting else []
-                except (RedisRefusedError, StateError) as exc:
-                    report.warnings.append(f"alert incidents were not decided: {exc}")
-                    return
-                report.round_trips += 1
-                watch = Watch()
-            try:
+                    report.round_trips += 1
+                    watch = Watch()
                 decision = decide(side.client, side.namespace, now_ms, watch, report, changed,
                                   sinks, side.lua, judged=judged)
             except (RedisRefusedError, StateError) as exc:  # the pushes stand: a warning
@@ -200,15 +224,3 @@ class AlertStep:
 
         report.round_trips += 1
         return list(read_health(side.client, side.namespace, [c.name for c in judged]).values())
-
-
-def _earliest(score: object) -> int:
-    """The earliest deadline's score as epoch ms; 0 (decide now: the decision step drops it)
-    when it is no instant (inf, -inf, nan, out of range, written by hand; issue 27)."""
-    from kiqbeat.core.outcomes import LAST_TICK_MS
-
-    try:
-        value = float(score)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return 0
-    return int(value) if 0 <= value < LAST_TICK_MS else 0

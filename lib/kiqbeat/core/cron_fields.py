@@ -237,23 +237,15 @@ def _refuse_unread(lowered: str, spec: _FieldSpec, where: str) -> None:
 
 def _expand(written: str, spec: _FieldSpec, shown: str) -> tuple[int, ...]:
     """The sorted values a field allows (day-of-week 7 folded to 0); `shown` is the cron."""
-    if spec in (_DOM_F, _DOW_F):
-        return _expand_days(written, spec, shown, written)[0]
-    where = _where(shown, spec, written)
-    _refuse_unread(written.lower(), spec, where)
-    values: set[int] = set()
-    for item in written.split(","):
-        first, last, step = _item(item, spec, where, written)
-        values.update(_run(first, last, spec)[::step])
-    return tuple(sorted(values))
+    return _expand_days(written, spec, shown, written)[0]
 
 
 def _expand_days(written: str, spec: _FieldSpec, shown: str, field: str
                  ) -> tuple[tuple[int, ...], tuple[Any, ...]]:
-    """A day field's plain values (day-of-week 7 folded to 0) and its other items: days
-    counted from the end (1 = the last) for day-of-month, (weekday, n) pairs for
+    """A field's plain values (day-of-week 7 folded to 0) and, for a day field, its other
+    items: days counted from the end (1 = the last) for day-of-month, (weekday, n) pairs for
     day-of-week `day#n`; `written` is without its trailing '&', `field` (which messages
-    name) as written."""
+    name) as written. (Another field with a '&' is refused by `_refuse_unread`.)"""
     where = _where(shown, spec, field)
     _refuse_unread(written.lower(), spec, where)
     if "&" in written:
@@ -268,7 +260,7 @@ def _expand_days(written: str, spec: _FieldSpec, shown: str, field: str
                 values.update(ends[0])
                 extra.update(ends[1])
                 continue
-        else:
+        elif spec is _DOW_F:
             nth = _dow_nth(item, where, written)
             if nth is not None:
                 extra.add(nth)

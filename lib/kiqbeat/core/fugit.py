@@ -16,6 +16,7 @@ follows Vixie cron instead for fixed-time crons (DESIGN §3); wildcard crons agr
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from datetime import datetime, tzinfo
 
 from kiqbeat.core.cron import Cron, _epoch_s, _hm, _utc, parse_cron
@@ -33,7 +34,6 @@ from kiqbeat.core.cron_fields import (
     _step,
     _value,
     _where,
-    nth_in_month,
 )
 from kiqbeat.core.zones import _changes, _segments, is_zone_name, zone
 
@@ -100,17 +100,12 @@ def fugit_differences(expr: str) -> list[str]:
     # "not read as '*'" rather than "not starting with '*'" (its `day_match?`); a '&' (an
     # extension of fugit's) makes it AND them, as kiqbeat does.
     fugit_or = not full and fugit_dows is not None and not cron.expr.endswith("&")
-
-    def fugit_fits(d: int, w: int, month_days: int) -> bool:
-        dom_ok = full or d in cron.days or (month_days - d + 1) in cron.from_end
-        n, from_last = nth_in_month(d, month_days)
-        dow_ok = fugit_dows is None or w in fugit_dows or (w, n) in cron.nth or (
-            w, from_last) in cron.nth
-        return (dom_ok or dow_ok) if fugit_or else (dom_ok and dow_ok)
-
+    # fugit's reading of the day fields, judged by the one day rule (`Cron._day_fits`).
+    fugit = replace(cron, days_or=fugit_or, days=frozenset(range(1, 32)) if full else cron.days,
+                    weekdays=frozenset(range(7)) if fugit_dows is None else fugit_dows)
     lengths = {n for m in cron.months for n in ((28, 29) if m == 2 else (_MONTH_DAYS[m - 1],))}
     days = [(d, w, n) for n in lengths for d in range(1, n + 1) for w in range(7)]
-    if all(cron._day_fits(d, w, n) == fugit_fits(d, w, n) for d, w, n in days):
+    if all(cron._day_fits(d, w, n) == fugit._day_fits(d, w, n) for d, w, n in days):
         return []
     both = f"day-of-month {dom!r} and day-of-week {dow!r}"
     if fugit_or and not cron.days_or:

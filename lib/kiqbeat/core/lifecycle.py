@@ -13,18 +13,15 @@
   ticks are whole seconds, and it is not.
 - `jitter_offset_ms` is a tick's delivery delay: a hash of the name and the tick, so every
   invoker computes the same one.
-- `fates` and `Ledger.step` say which of a group's ticks the push step pushes, given the
-  schedule's run count, its pending skips and whether its previous job is still waiting:
-  the reference the atomic push script follows (`max_runs` never exceeded, whatever the
-  interleaving of racing invocations).
+- `runs_left` is what `max_runs` leaves of a schedule's pushes. Which of a group's ticks the
+  push step pushes is push.lua's rule; tests/support/life.py holds the reference model it is
+  checked against.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
-from enum import StrEnum
 from functools import cached_property
 from hashlib import blake2b
 from itertools import pairwise
@@ -80,10 +77,6 @@ class Bounded:
         """The tick's date in the zone the excluded dates are read in."""
         return tick.astimezone(zone(self.dates_zone)).date()
 
-    def is_excluded(self, tick: datetime) -> bool:
-        """True when the tick falls on an excluded date."""
-        return bool(self.excluded) and self.local_date(tick) in self.excluded
-
     def excluded_by(self, day: date) -> str:
         """What excludes `day`: the calendars naming it, else 'except' (a date of its own)."""
         names = [name for name, dates in self.calendars if day in dates]
@@ -96,7 +89,8 @@ class Bounded:
             return "before start_at"
         if self.end is not None and tick > self.end:
             return "after end_at"
-        return "excluded" if self.is_excluded(tick) else ""
+        # excluded: the tick falls on an excluded date (read in `dates_zone`)
+        return "excluded" if self.excluded and self.local_date(tick) in self.excluded else ""
 
     def between(self, after: datetime, until: datetime) -> list[datetime]:
         """Every standing tick in (after, until], aware UTC, ascending."""
@@ -210,80 +204,9 @@ def jitter_offset_ms(name: str, tick_ms: int, jitter_ms: int) -> int:
     return (int.from_bytes(digest, "big") * jitter_ms) >> 64
 
 
-class Fate(StrEnum):
-    """What the push step does with one due tick."""
-
-    PUSH = "push"
-    SKIPPED = "skipped"  # an operator's `schedules skip` (recorded in history, not missed)
-    OVERLAP = "overlap"  # `overlap: skip` and a job still waiting (recorded as missed)
-    # `overlap: buffer_one` and a job still waiting: held, pushed once that job has ended
-    # (counted as a run when held; at most one per schedule).
-    HELD = "held"
-    LIMIT = "limit"  # `max_runs` reached: the schedule has ended
-
-
 def runs_left(max_runs: int | None, runs: int) -> int | None:
     """How many more ticks the schedule may push (None: no limit)."""
     return None if max_runs is None else max(0, max_runs - runs)
-
-
-def fates(count: int, *, runs: int = 0, max_runs: int | None = None, skips: int = 0,
-          overlap_busy: bool | None = None, buffer_one: bool = False,
-          holding: bool = False) -> list[Fate]:
-    """The fate of each of a group's `count` due ticks, oldest first.
-
-    In this order: the schedule's pending `skips` take the first ticks (they are the next
-    ones); with `overlap: skip` (`overlap_busy` not None) a tick is pushed only when no job
-    of the schedule is waiting, so at most one per group, none if one was already waiting;
-    with `buffer_one` too, the first tick that finds a job waiting is held instead, unless
-    the schedule is `holding` one already (its held tick, when that job has ended, was
-    pushed before these: then `overlap_busy`); `max_runs` then caps what is pushed or
-    held, counting `runs` before. Skipped ticks do not count as runs.
-    """
-    out: list[Fate] = []
-    left = runs_left(max_runs, runs)
-    busy = bool(overlap_busy)
-    for _ in range(count):
-        if skips > 0:
-            skips -= 1
-            out.append(Fate.SKIPPED)
-        elif left == 0:
-            out.append(Fate.LIMIT)
-        elif busy and buffer_one and not holding:
-            out.append(Fate.HELD)
-            holding = True
-            left = None if left is None else left - 1
-        elif busy:
-            out.append(Fate.OVERLAP)
-        else:
-            out.append(Fate.PUSH)
-            left = None if left is None else left - 1
-            busy = overlap_busy is not None  # the job just pushed is now waiting
-    return out
-
-
-@dataclass(frozen=True)
-class Ledger:
-    """A schedule's state as the push step sees it: the watermark, the ticks pushed over its
-    life, the skips still pending. `step` is one atomic push; racing invokers only change
-    which ticks each step is offered."""
-
-    watermark_ms: int = 0
-    runs: int = 0
-    skips: int = 0
-
-    def step(self, ticks_ms: Sequence[int], *, max_runs: int | None = None
-             ) -> tuple[Ledger, list[int]]:
-        """The state after one push step offered `ticks_ms` (ascending), and the ticks it
-        pushed: only ticks above the watermark count; the watermark passes all of them."""
-        fresh = [t for t in ticks_ms if t > self.watermark_ms]
-        if not fresh:
-            return self, []
-        decided = fates(len(fresh), runs=self.runs, max_runs=max_runs, skips=self.skips)
-        pushed = [t for t, f in zip(fresh, decided, strict=True) if f is Fate.PUSH]
-        skipped = sum(f is Fate.SKIPPED for f in decided)
-        return replace(self, watermark_ms=fresh[-1], runs=self.runs + len(pushed),
-                       skips=self.skips - skipped), pushed
 
 
 def has_ended(schedule: Schedule, after: datetime, runs: int = 0) -> bool:

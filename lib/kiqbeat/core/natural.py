@@ -37,7 +37,7 @@ import re
 from dataclasses import dataclass
 
 from kiqbeat.core.limits import MAX_NATURAL_CHARS
-from kiqbeat.core.zones import trailing_rails_zone, zone
+from kiqbeat.core.zones import is_zone_name, trailing_rails_zone
 from kiqbeat.errors import ConfigError, shown
 
 _WEEKDAYS = ("sunday", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday")
@@ -124,8 +124,8 @@ def _translate(text: str) -> Reading | None:
     rails = trailing_rails_zone(text)  # 'Eastern Time (US & Canada)': kiqbeat's reading
     if rails is not None:
         tz, text = " " + rails[1], re.sub(r"\s+(?:in|on)$", "", rails[0])
-    elif found and _is_zone(found.group("zone")):
-        name = found.group("zone")
+    elif found and (found.group("zone") == "Z" or is_zone_name(found.group("zone"))):
+        name = found.group("zone")  # a zone kiqbeat knows, not a day name like 'Monday'
         tz, text = " " + ("UTC" if name == "Z" else name), text[: found.start()]
     point = _AT_POINT.fullmatch(text)
     if point:
@@ -179,17 +179,6 @@ def _split_bare_time(text: str) -> tuple[str, str]:
         if _times(" ".join(words[i:]).lower()) is not None:
             return " ".join(words[:i]), " ".join(words[i:])
     return text, ""
-
-
-def _is_zone(name: str) -> bool:
-    """True for a zone fugit would take and kiqbeat knows (not a day name like 'Monday')."""
-    if name in ("UTC", "Z"):
-        return True
-    try:
-        zone(name)
-    except ConfigError:
-        return False
-    return True
 
 
 def _times(text: str) -> list[tuple[int, int]] | None:

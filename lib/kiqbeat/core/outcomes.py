@@ -73,6 +73,20 @@ class Health:
 LAST_TICK_MS = to_ms(LAST_INSTANT)  # 9999-01-01T00:00:00Z
 
 
+def deadline_ms(score: object) -> int | None:
+    """A success deadline's score (`keys.deadlines`) as epoch ms; None when none or unusable
+    (not finite, before the epoch or from 9999 on, written by hand; issue 27)."""
+    if score is None:
+        return None
+    try:
+        value = float(score)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    if not 0 <= value < LAST_TICK_MS:  # NaN and the infinities fail this too
+        return None
+    return int(value)
+
+
 def _varint(raw: bytes, pos: int) -> tuple[int, int]:
     """A field: IndexError when cut short, longer than 7 bytes or above 2^48 (not a record)."""
     return read_varint(raw, pos, 7, 2**48)

@@ -134,11 +134,8 @@ class RedisServer:
                     args, stdout=out, stderr=subprocess.STDOUT,
                     start_new_session=self.private,
                     preexec_fn=_die_with_parent() if self.private else None)
-            if self.unix_socket is not None:
-                _wait_until_ready(_unix_connector(self.unix_socket), str(self.unix_socket),
-                                  self.process, log, timeout_s)
-            else:
-                wait_for_pong("127.0.0.1", self.port, self.process, log, timeout_s)
+            _wait_until_ready(self.unix_socket or ("127.0.0.1", self.port), self.process, log,
+                              timeout_s)
         except BaseException:  # a failed start, or Ctrl-C/SIGTERM while waiting for it
             self.stop()
             raise
@@ -193,39 +190,24 @@ def _die_with_parent() -> Callable[[], None] | None:
     return preexec
 
 
-def _unix_connector(path: Path) -> Callable[[], socket.socket]:
-    def connect() -> socket.socket:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(0.2)
-        try:
-            sock.connect(str(path))
-        except OSError:
-            sock.close()
-            raise
-        return sock
-
-    return connect
-
-
 def wait_for_pong(
     host: str, port: int, process: subprocess.Popen[bytes], log: Path, timeout_s: float
 ) -> None:
     """Wait until the redis-server `process` answers PING; KiqbeatError with its log if not."""
-    _wait_until_ready(lambda: socket.create_connection((host, port), timeout=0.2),
-                      f"{host}:{port}", process, log, timeout_s)
+    _wait_until_ready((host, port), process, log, timeout_s)
 
 
-def _wait_until_ready(
-    connect: Callable[[], socket.socket], where: str, process: subprocess.Popen[bytes],
-    log: Path, timeout_s: float,
-) -> None:
+def _wait_until_ready(address: tuple[str, int] | Path, process: subprocess.Popen[bytes],
+                      log: Path, timeout_s: float) -> None:
+    """`wait_for_pong` at a TCP (host, port) or a unix socket's path."""
+    where = f"{address[0]}:{address[1]}" if isinstance(address, tuple) else str(address)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise KiqbeatError(f"redis-server exited with {process.returncode}: "
                                f"{log.read_text(errors='replace')[-2000:]}")
         try:
-            with connect() as sock:
+            with _connected(address) as sock:
                 sock.sendall(b"PING\r\n")
                 if sock.recv(64).startswith(b"+PONG"):
                     return
@@ -234,6 +216,20 @@ def _wait_until_ready(
         time.sleep(0.02)
     raise KiqbeatError(f"redis-server did not answer on {where} in {timeout_s} s: "
                        f"{log.read_text(errors='replace')[-2000:]}")
+
+
+def _connected(address: tuple[str, int] | Path) -> socket.socket:
+    """A socket connected to `address` (0.2 s timeout on each call)."""
+    if isinstance(address, tuple):
+        return socket.create_connection(address, timeout=0.2)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(0.2)
+    try:
+        sock.connect(str(address))
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 def terminate(process: subprocess.Popen[bytes] | None) -> None:

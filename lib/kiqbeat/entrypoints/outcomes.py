@@ -14,7 +14,6 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from kiqbeat.audit import record_reindex
 from kiqbeat.core.describe import describe_usage
 from kiqbeat.core.limits import (
     BACKFILL_CONFIRM_JOBS,
@@ -157,8 +156,7 @@ def _reindex(request: Request, engine: Engine) -> Outcome:
     resharded = store.resharded(shards)
     moved = resharded.reindex()
     rescored = resharded.rescore_unplannable()
-    record_reindex(store.client, store.namespace, store.actor, shards=shards, moved=moved,
-                   rescored=rescored, note=store.note)
+    store.ctx.audit("reindex", detail=f"{shards} shard(s): {moved} entries, {rescored} rescored")
     return Outcome({"action": "reindex", "shards": shards, "moved": moved, "rescored": rescored},
                    [f"the due index is split into {shards} shard(s): {moved:,} entries"
                     + (f"; {rescored:,} entries scored beyond the year 9999 (never planned) "

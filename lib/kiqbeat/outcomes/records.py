@@ -1,7 +1,7 @@
 """The outcome records in Redis: folding what the workers left in the inbox into them
 (redis/lua/fold.lua, in bounded slices; workers with the script fold their own reports),
 publishing the fold for the workers, and reading the records back as `Outcomes` and `Health`
-(the names the fold marks for the alert decision: alerts/changed.py)."""
+(the names the fold marks for the alert decision: alerts/step.py)."""
 
 from __future__ import annotations
 

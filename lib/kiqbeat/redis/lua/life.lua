@@ -1,5 +1,5 @@
 --[[
-A schedule's life state (issue 20, core/lifecycle.py `fates`), the one place that reads and
+A schedule's life state (issue 20, tests/support/life.py `fates`), the one place that reads and
 writes it: one small hash per concept, one field per schedule, removed with the schedule
 (write.lua's forget, `life_forget`):
 

@@ -40,7 +40,7 @@ ARGV[4+Q]  the groups, one per schedule, in one packed argument (docs/store.md "
   going up by one on both sides.
 ARGV[5+Q]  the running markers' key prefix (keys.running without the name)
 
-A schedule's life (core/lifecycle.py `fates`, the reference): each job whose tick is above
+A schedule's life (tests/support/life.py `fates`, the reference): each job whose tick is above
 the floor below meets, in this order, the schedule's pending skips (life.lua), which take
 the first ones (not pushed, not counted, in history as "s TICK DELAY"); with LIMIT, its
 run count, which the pushes count up to LIMIT and no further (the rest are passed over);
