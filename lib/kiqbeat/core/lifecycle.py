@@ -30,11 +30,11 @@ from hashlib import blake2b
 from itertools import pairwise
 
 from kiqbeat.core.cron import Cron, Every
+from kiqbeat.core.instants import ENDED as ENDED  # re-exported: where the life rules read it
 from kiqbeat.core.instants import to_ms
 from kiqbeat.core.schedule import Schedule, Timetable
 from kiqbeat.core.zones import zone
 
-ENDED = datetime.max.replace(tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
 _TINY = timedelta(microseconds=1)
 _DAY = timedelta(days=1)
