@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import redis
 
@@ -104,4 +105,25 @@ def test_a_missed_record_near_the_end_is_listed_and_backfilled(
     ten_hours = [datetime(9998, 12, 31, 12, tzinfo=UTC) + timedelta(minutes=m)
                  for m in range(1, 10 * 60 + 1)]
     assert {jid("new_york", t) for t in ten_hours} <= jids(client, "zoned")
+    client.close()
+
+
+def test_a_record_of_the_whole_year_9999_is_counted_and_backfilled_to_its_last_tick(
+        redis_url: str, kiqbeat: Kiqbeat) -> None:
+    """A missed range through the last instant kiqbeat plans (written by hand): `missed`
+    counts it, and the backfill pushes each first Monday at 09:00 in London, December's
+    included, worked out here with zoneinfo."""
+    client = connect(redis_url)
+    Store(client).put("london_nth", SCHEDULES["london_nth"])
+    advance_clock(client, (NEAR - redis_now(client)).total_seconds())
+    no_traceback(kiqbeat, "run-once", "--now", NEAR.isoformat())
+    client.hset("kiqbeat:missed", "london_nth", b"253370764800000 253402300799999 window")
+    assert "london_nth: 12 tick(s)" in no_traceback(kiqbeat, "missed")
+    no_traceback(kiqbeat, "backfill", "london_nth", "--yes")
+    london = ZoneInfo("Europe/London")
+    first_mondays = [datetime(9999, month, day, 9, tzinfo=london).astimezone(UTC)
+                     for month in range(1, 13) for day in range(1, 8)
+                     if datetime(9999, month, day).weekday() == 0]  # noqa: DTZ001
+    assert len(first_mondays) == 12
+    assert jids(client, "zoned") == {jid("london_nth", t) for t in first_mondays}
     client.close()
