@@ -164,16 +164,16 @@ class ReferenceCron:
         return dom_ok or dow_ok
 
 
-def _real_instants(wall: datetime, tz: ZoneInfo) -> list[datetime]:
-    """The instants whose local wall time is `wall`: found by a round trip per fold. An
-    instant that is no datetime (past 9999-12-31T23:59:59.999999Z) is none: kiqbeat plans
-    nothing past the year 9999 (DESIGN §3)."""
+def _real_instants(wall: datetime, tz: ZoneInfo) -> list[datetime] | None:
+    """The instants whose local wall time is `wall`: found by a round trip per fold. None
+    when one is no datetime (past 9999-12-31T23:59:59.999999Z): no tick, not a gap, as
+    kiqbeat plans nothing past the year 9999 (DESIGN §3)."""
     found = []
     for fold in (0, 1):
         try:
             instant = wall.replace(tzinfo=tz, fold=fold).astimezone(UTC)
         except OverflowError:
-            continue
+            return None
         if instant.astimezone(tz).replace(tzinfo=None) == wall:
             found.append(instant)
     return sorted(set(found))
@@ -234,7 +234,9 @@ def reference_fire_times(
     while wall <= end:
         if cron.matches(wall):
             instants = _real_instants(wall, tz)
-            if not instants:
+            if instants is None:
+                pass  # past the end of time
+            elif not instants:
                 if cron.fixed and skipped == "shift":
                     fired.add(_gap_end(wall, tz))
             elif cron.fixed and repeated != "both":
