@@ -143,12 +143,13 @@ class Cron:
             return
         day = date.fromordinal(_EPOCH_ORDINAL + day_n)
         one_day = timedelta(days=1)
-        while True:
+        while day_n <= last_n:
             if day.month not in self.months:
-                day_n += _month_days(day) - day.day + 1  # to the 1st of the next month
-                if day_n > last_n:
-                    return
-                day = date.fromordinal(_EPOCH_ORDINAL + day_n)
+                if day.month == 12 and day.year == date.max.year:
+                    return  # no month follows: the walk ends (LAST_S)
+                nxt = date(day.year + day.month // 12, day.month % 12 + 1, 1)
+                day_n += (nxt - day).days
+                day = nxt
                 continue
             if self._day_matches(day):
                 start = lo - day_n * _DAY_S if day_n == lo // _DAY_S else 0
@@ -157,9 +158,8 @@ class Cron:
                 for tod in self._times(start, end):
                     yield base + tod
             day_n += 1
-            if day_n > last_n:
-                return
-            day += one_day
+            if day_n <= last_n:  # the last day may be date.max's
+                day += one_day
 
     def _fires(self, segs: _Segments, wall: int) -> list[int]:
         """The instants a matching wall time fires at, under DESIGN §3's DST rules."""
