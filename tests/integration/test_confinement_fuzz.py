@@ -191,7 +191,9 @@ def _tick(minutes_ago: int) -> bytes:
 INSTANTS = ["9999-12-31T23:59:59-23:59", "0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59Z",
             "1969-12-31T23:59:59Z", "2026-01-01T00:00:00+24:00", "2026-02-30T00:00:00Z",
             "2026-01-01T00:00:00", "2026-01-01T00:00:00+23:59:59.999999", "0", "", "Z",
-            "9999-01-01T00:00:00Z", "1970-01-01T00:00:00Z", "2026-01-01T00:00:00.5Z"]
+            "9999-01-01T00:00:00Z", "1970-01-01T00:00:00Z", "2026-01-01T00:00:00.5Z",
+            # valid, at the end of time: a zoned cron's walk then ends there (DESIGN §3)
+            "9998-12-31T23:59:59Z", "9998-12-31T18:59:59-05:00"]
 NUMBERS = [0, -1, 1, 1.5, -0.0, 10**30, -(10**30), 2**53 + 1, 2**63, 2**64, 1e308, -1e308,
            5e-324, 0.1]
 # JSON text of a hostile value (raw: deep nesting and non-UTF-8 cannot go through json.dumps).
@@ -204,7 +206,8 @@ json_values = st.one_of(
     st.sampled_from([b"null", b"true", b"false", b"[]", b"{}", b"[[]]", b'{"a": 1}',
                      b'"* * * * * * *"', b'"@reboot"', b'"0 0 30 2 *"', b'"1ms"', b'"-1m"',
                      b'"99999999999d"', b'"Mars/Olympus"', b'"skip"', b'["2026-13-01"]',
-                     b'"x"', b'"\\u0000"', b'"\\ud800"']),
+                     b'"x"', b'"\\u0000"', b'"\\ud800"', b'"0 9 L * * America/New_York"',
+                     b'"*/20 * * * * * Pacific/Kiritimati"']),
     st.integers(min_value=50, max_value=20_000).map(_deep),
     st.sampled_from([b'"\xff\xfe"', b'"caf\xe9"', b"\xff"]),
     st.text(max_size=20).map(lambda s: json.dumps(s).encode()),
@@ -226,6 +229,8 @@ state_bytes = st.one_of(
                      b'{"at": 0, "until": 253402300800000}', b'{"until": null, "at": "x"}',
                      b"0 1 window", b"1 0 nope\n2", b"5 10 paused\n" * 200,
                      b"-5 99999999999999999999 overlap", b"t 1 2\nx", b"0 0 0 0",
+                     # the last day kiqbeat plans, through its last instant (DESIGN §3)
+                     b"253402214400000 253402300799999 window",
                      b"\x00" * 12, b"\xff" * 30, _deep(10_000), b"1e400",
                      b"99999999999999999", b"281474976710655", b"\xff" * 150,
                      # an outcome record: a 0xFF run where a varint is (issue 27), year 10889

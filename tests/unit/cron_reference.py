@@ -13,8 +13,9 @@ required); days are matched on (day, weekday, length of the month), by counting.
 from __future__ import annotations
 
 import re
+from calendar import monthrange
 from collections.abc import Callable
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 MONTHS = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
@@ -156,22 +157,48 @@ class ReferenceCron:
             return False
         if not month(wall.month):
             return False
-        following = date(wall.year + wall.month // 12, wall.month % 12 + 1, 1)
-        day = (wall.day, wall.isoweekday() % 7, (following - timedelta(days=1)).day)
+        day = (wall.day, wall.isoweekday() % 7, monthrange(wall.year, wall.month)[1])
         dom_ok, dow_ok = self.dom(day), self.dow(day)
         if self.both_days or self.fields[3].startswith("*") or self.fields[5].startswith("*"):
             return dom_ok and dow_ok
         return dom_ok or dow_ok
 
 
-def _real_instants(wall: datetime, tz: ZoneInfo) -> list[datetime]:
-    """The instants whose local wall time is `wall`: found by a round trip per fold."""
+def _real_instants(wall: datetime, tz: ZoneInfo) -> list[datetime] | None:
+    """The instants whose local wall time is `wall`: found by a round trip per fold. None
+    when one is no datetime (past 9999-12-31T23:59:59.999999Z): no tick, not a gap, as
+    kiqbeat plans nothing past the year 9999 (DESIGN §3)."""
     found = []
     for fold in (0, 1):
-        instant = wall.replace(tzinfo=tz, fold=fold).astimezone(UTC)
+        try:
+            instant = wall.replace(tzinfo=tz, fold=fold).astimezone(UTC)
+        except OverflowError:
+            return None
         if instant.astimezone(tz).replace(tzinfo=None) == wall:
             found.append(instant)
     return sorted(set(found))
+
+
+# The last and first wall times a datetime holds (naive on purpose: local wall times).
+_LAST_WALL = datetime(9999, 12, 31, 23, 59, 59, 999_999)  # noqa: DTZ001
+_FIRST_WALL = datetime(1, 1, 1)  # noqa: DTZ001
+
+
+def _local(instant: datetime, tz: ZoneInfo) -> datetime:
+    """The naive local time of `instant`, or the last wall time when that lies past the year 9999
+    (the last hours of 9999 in a zone east of UTC)."""
+    try:
+        return instant.astimezone(tz).replace(tzinfo=None)
+    except OverflowError:
+        return _LAST_WALL
+
+
+def _shifted(wall: datetime, by: timedelta) -> datetime:
+    """`wall` + `by`, held within datetime's range (the walk stops at its ends)."""
+    try:
+        return wall + by
+    except OverflowError:
+        return _LAST_WALL if by > timedelta(0) else _FIRST_WALL
 
 
 def _gap_end(wall: datetime, tz: ZoneInfo) -> datetime:
@@ -197,20 +224,26 @@ def reference_fire_times(
     cron = ReferenceCron(expr)
     step = timedelta(seconds=1) if cron.has_seconds else timedelta(minutes=1)
     margin = timedelta(hours=3)
-    wall = (after.astimezone(tz).replace(tzinfo=None) - margin).replace(microsecond=0)
+    # Near the year 9999 a local time may be no datetime: the walk stops at _LAST_WALL. A
+    # wall time past 9999-12-31T23:59:59 is never visited: it is no date (DESIGN §3).
+    wall = _shifted(_local(after, tz), -margin).replace(microsecond=0)
     if not cron.has_seconds:
         wall = wall.replace(second=0)
-    end = until.astimezone(tz).replace(tzinfo=None) + margin
+    end = _shifted(_local(until, tz), margin)
     fired: set[datetime] = set()
     while wall <= end:
         if cron.matches(wall):
             instants = _real_instants(wall, tz)
-            if not instants:
+            if instants is None:
+                pass  # past the end of time
+            elif not instants:
                 if cron.fixed and skipped == "shift":
                     fired.add(_gap_end(wall, tz))
             elif cron.fixed and repeated != "both":
                 fired.add(instants[0] if repeated == "first" else instants[-1])
             else:
                 fired.update(instants)
+        if wall > _LAST_WALL - step:
+            break
         wall += step
     return sorted(t for t in fired if after < t <= until)

@@ -143,22 +143,33 @@ def crons(draw: st.DrawFn) -> tuple[str, str, bool]:
     return " ".join(fields), zone_name, seconds
 
 
+# The end of time (DESIGN §3: no tick past 9999-12-31T23:59:59Z, nor at a wall time past
+# 9999-12-31T23:59:59 local) and the turn of the year before it, where a zone's offset
+# changes of the year 9999 are first looked up: one window in eight is drawn near one.
+END_OF_TIME = datetime.max.replace(tzinfo=UTC)
+YEAR_ENDS = (datetime(9999, 1, 1, tzinfo=UTC), END_OF_TIME)
+
+
 @st.composite
 def windows(draw: st.DrawFn, zone_name: str, seconds: bool) -> tuple[datetime, datetime]:
-    """An interval (after, until] placed near a real offset change of the zone."""
+    """An interval (after, until] placed near a real offset change of the zone, or near the
+    end of time (until at most END_OF_TIME)."""
     changes = transitions(zone_name)
-    if changes:
+    reach_s = 2 * 3600 if seconds else 30 * 3600
+    near_end = draw(st.integers(0, 7)) == 0
+    if near_end:
+        anchor = draw(st.sampled_from(YEAR_ENDS)) - timedelta(seconds=reach_s // 2)
+    elif changes:
         anchor = draw(st.sampled_from(changes))
     else:
         anchor = datetime(2020, 1, 1, tzinfo=UTC) + timedelta(days=draw(st.integers(0, 5800)))
-    reach_s = 2 * 3600 if seconds else 30 * 3600
     after = anchor + timedelta(seconds=draw(st.integers(-reach_s, reach_s // 2)))
     after += timedelta(microseconds=draw(st.sampled_from([0, 0, 1, 500_000])))
     # Hypothesis favours small integers; a drawn scale keeps long windows common too.
     scale_s = draw(st.sampled_from([reach_s // 1000, reach_s // 4, reach_s, reach_s]))
     length_s = scale_s * draw(st.integers(1, 100)) // 100 + draw(st.integers(0, 59))
-    until = after + timedelta(seconds=length_s)
-    return after, until
+    length = min(timedelta(seconds=length_s), END_OF_TIME - after)
+    return after, after + length
 
 
 POLICIES = st.builds(DstPolicy, st.sampled_from(REPEATED), st.sampled_from(SKIPPED))

@@ -641,3 +641,51 @@ def test_fugit_reads_a_wrapped_day_of_week_range_with_a_step_as_no_day() -> None
 def test_fugit_differences_refuses_what_kiqbeat_refuses() -> None:
     with pytest.raises(ConfigError, match="day-of-week field '3/2'"):
         fugit_differences("0 0 * * 3/2")
+
+
+# ---------------------------------------------------------------- the end of time
+
+END = datetime.max.replace(tzinfo=UTC)  # lifecycle.ENDED: no tick left
+
+
+@pytest.mark.parametrize(("expr", "zone_name", "last"), [
+    ("0 9 * * *", "UTC", datetime(9999, 12, 31, 9, tzinfo=UTC)),
+    ("0 9 * * *", "America/New_York", datetime(9999, 12, 31, 14, tzinfo=UTC)),
+    ("0 9 * * *", "+05:30", datetime(9999, 12, 31, 3, 30, tzinfo=UTC)),
+    ("0 9 L * *", "America/Los_Angeles", datetime(9999, 12, 31, 17, tzinfo=UTC)),
+    ("0 9 * * 1#1", "Europe/London", datetime(9999, 12, 6, 9, tzinfo=UTC)),
+    ("0 9 * * 1-5", "Australia/Sydney", datetime(9999, 12, 30, 22, tzinfo=UTC)),
+    ("* * * * *", "America/New_York", datetime(9999, 12, 31, 23, 59, tzinfo=UTC)),
+    ("*/7 * * * * *", "Asia/Tokyo", datetime(9999, 12, 31, 14, 59, 56, tzinfo=UTC)),
+    ("0 0 * 12 *", "UTC", datetime(9999, 12, 31, tzinfo=UTC)),
+])
+def test_the_walk_ends_at_the_last_tick_before_the_end_of_time(
+        expr: str, zone_name: str, last: datetime) -> None:
+    """DESIGN §3: no tick past 9999-12-31T23:59:59Z, nor at a wall time past 9999-12-31
+    local (Tokyo's last: 23:59:56 local). The last one is listed; after it `next_after` is
+    ENDED and listings are empty. Each once raised 'year 10000 is out of range' or 'date
+    value out of range' (a month's jump or a day's step past 9999-12-31)."""
+    cron = parse_cron(expr, zone_name)
+    assert cron.between(last - timedelta(days=40), END)[-1] == last
+    assert cron.next_after(last - timedelta(seconds=1)) == last
+    assert cron.next_after(last) == END
+    assert cron.between(last, END) == []
+    assert cron.dst_note(last) == ""
+    assert cron.dst_withheld(last - timedelta(days=400), END) == []
+
+
+@pytest.mark.parametrize("expr", ["0 0 29 2 *", "0 0 1 1 *", "0 9 * 1 *"])
+def test_a_cron_with_no_tick_left_before_the_end_of_time_has_ended(expr: str) -> None:
+    # In Kiritimati (+14) 1 January 10000 begins at 10:00Z on 31 December 9999: no date.
+    for zone_name in ("UTC", "Europe/Berlin", "Pacific/Kiritimati"):
+        cron = parse_cron(expr, zone_name)
+        after = datetime(9999, 3, 1, tzinfo=UTC)
+        assert cron.next_after(after) == END
+        assert cron.between(after, END) == []
+
+
+def test_an_interval_ends_at_its_last_multiple_before_the_end_of_time() -> None:
+    every = parse_every("7h")
+    ticks = every.between(datetime(9999, 12, 31, tzinfo=UTC), END)
+    assert ticks[-1] == datetime(9999, 12, 31, 18, tzinfo=UTC)
+    assert every.next_after(ticks[-1]) == END

@@ -22,6 +22,7 @@ from .cron_reference import DAYS, ReferenceCron, reference_fire_times
 from .cron_strategies import (
     AND,
     END_DOM,
+    END_OF_TIME,
     NTH_DOW,
     POLICIES,
     PROPERTY_SETTINGS,
@@ -99,6 +100,9 @@ def test_next_after_is_the_first_tick_of_between(
     after, until = data.draw(windows(zone_name, seconds))
     first = cron.next_after(after)
     assert first > after
+    if first == END_OF_TIME:  # no tick left before the end of time (DESIGN §3)
+        assert cron.between(after, END_OF_TIME) == []
+        return
     # Nothing fires in (after, first) and `first` fires: between(after, far)[0] == first.
     assert cron.between(after, first) == [first]
     ticks = cron.between(after, until)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import UTC, date, datetime, timedelta
+from hashlib import blake2b
 from itertools import pairwise
 from zoneinfo import ZoneInfo
 
@@ -152,9 +153,32 @@ def test_no_jitter_is_no_offset() -> None:
 
 def test_jitter_offsets_are_pinned_so_other_languages_can_compute_them() -> None:
     # blake2b(name NUL tick_ms, 8 bytes, person "kiqbeat-jitter"), big-endian, times the
-    # window, shifted right 64 bits.
+    # window, shifted right 64 bits; at most MAX_PLANNABLE_MS - tick_ms.
     assert [jitter_offset_ms("report", 1_772_352_000_000, 300_000),
             jitter_offset_ms("tenant:42", 1_772_352_000_000, 3_600_000)] == [8_116, 3_486_372]
+
+
+@given(st.text(min_size=1, max_size=40), st.integers(0, 86_400), st.integers(1, 86_400_000))
+def test_a_jittered_tick_of_the_last_day_is_delivered_by_the_last_instant_kiqbeat_plans(
+        name: str, before_end_s: int, jitter_ms: int) -> None:
+    tick_ms = MAX_PLANNABLE_MS - 999 - before_end_s * 1000  # a whole second of 9999-12-31
+    offset = jitter_offset_ms(name, tick_ms, jitter_ms)
+    assert 0 <= offset < jitter_ms and tick_ms + offset <= MAX_PLANNABLE_MS
+    if tick_ms + jitter_ms <= MAX_PLANNABLE_MS:  # the window fits: the hash's own offset
+        assert offset == (int.from_bytes(blake2b(
+            f"{name}\x00{tick_ms}".encode(), digest_size=8, person=b"kiqbeat-jitter"
+        ).digest(), "big") * jitter_ms) >> 64
+
+
+def test_a_preview_with_jitter_lists_the_last_ticks_and_their_deliveries() -> None:
+    """`next` on a jittered schedule of the last days once ended in 'date value out of
+    range' (delivery past 9999); the ticks run to the end, delivered by then."""
+    for expr, zone_name in (("59 59 23 * * *", "UTC"), ("0 23 * * *", "Asia/Tokyo")):
+        schedule = Schedule(name="late", timetable=parse_cron(expr, zone_name),
+                            job_class="W", jitter_s=43_200)
+        lines = upcoming(schedule, datetime(9999, 12, 28, tzinfo=UTC), count=10)
+        assert [u.tick.day for u in lines] == [28, 29, 30, 31][-len(lines):]
+        assert all(u.delivery is not None and u.tick <= u.delivery < ENDED for u in lines)
 
 
 def test_ten_thousand_tenants_on_one_tick_spread_evenly_over_the_window() -> None:

@@ -209,6 +209,65 @@ def test_no_zone_changes_its_offset_twice_within_two_days() -> None:
     assert close == []
 
 
+# The last whole second kiqbeat plans (9999-12-31T23:59:59Z, limits.MAX_PLANNABLE_MS).
+LAST_S = 253_402_300_799
+
+
+def _real_offset_s(tz: ZoneInfo, instant_s: int) -> int | None:
+    """The zone's offset at `instant_s`, None where its local time is past the year 9999."""
+    try:
+        offset = datetime.fromtimestamp(instant_s, tz).utcoffset()
+    except OverflowError:
+        return None
+    return 0 if offset is None else int(offset.total_seconds())
+
+
+@pytest.mark.parametrize("name", ["Europe/Paris", "America/New_York", "Australia/Lord_Howe",
+                                  "America/Sao_Paulo", "Pacific/Kiritimati", "Pacific/Apia",
+                                  "America/Adak", "Asia/Tehran"])
+def test_a_zones_changes_in_the_year_9999_are_the_hourly_scans_up_to_the_end(
+        name: str) -> None:
+    """The year 9999 ends at the last instant kiqbeat plans: its changes are found as any
+    year's (no date of the year 10000 is built), up to that instant."""
+    from kiqbeat.core.zones import _changes_in_year
+
+    tz = ZoneInfo(name)
+    start = int(datetime(9999, 1, 1, tzinfo=UTC).timestamp())
+    found = []
+    for t in range(start, LAST_S - 86_400, 3600):
+        before, after = _real_offset_s(tz, t), _real_offset_s(tz, t + 3600)
+        if before != after:
+            lo, hi = t, t + 3600
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                lo, hi = (mid, hi) if _real_offset_s(tz, mid) == before else (lo, mid)
+            found.append((hi, before, after))
+    assert list(_changes_in_year(name, 9999)) == found
+
+
+def test_no_zone_changes_its_offset_in_the_last_week_of_the_year_9999() -> None:
+    """What `zones._offset_s` relies on past LAST_S - 1 day (where a zone east of UTC has no
+    local date to look an offset up at): every zone keeps one offset through the last week
+    of 9999, sampled each 10 minutes wherever its local time is still a date."""
+    moved = []
+    for name in sorted(available_timezones()):
+        tz = ZoneInfo(name)
+        seen = {_real_offset_s(tz, t) for t in range(LAST_S - 7 * 86_400, LAST_S + 1, 600)}
+        if len(seen - {None}) != 1:
+            moved.append(name)
+    assert moved == []
+
+
+def test_a_zoned_cron_fires_across_the_turn_of_the_year_9999() -> None:
+    """The first ticks of the year 9999 in a DST zone (its changes of 9999 looked up), each
+    instant at the zone's winter offset; once failed with 'year 10000 is out of range'."""
+    for name, hour_utc in (("America/New_York", 14), ("Australia/Sydney", 22)):
+        ticks = parse_cron("0 9 * * *", name).between(
+            datetime(9998, 12, 30, tzinfo=UTC), datetime(9999, 1, 3, tzinfo=UTC))
+        assert [t.hour for t in ticks] == [hour_utc] * 4
+        assert len({t.date() for t in ticks}) == 4
+
+
 def test_no_rails_name_with_a_space_ends_as_the_table_free_shortcut_assumes() -> None:
     """zones.trailing_rails_zone answers None without the Rails table for an expression
     ending in a digit or a cron sign: no Rails name holding a space ends so."""

@@ -27,11 +27,13 @@ from functools import lru_cache
 from kiqbeat.core.cron_fields import nth_in_month, read_fields
 from kiqbeat.core.dst import CRON, DstPolicy, dst_policy
 from kiqbeat.core.durations import duration_s
+from kiqbeat.core.instants import ENDED
 from kiqbeat.core.zones import (
     _DAY_S,
     _EPOCH,
     _EPOCH_ORDINAL,
     _SECOND,
+    LAST_S,
     _changes,
     _Segments,
     _segments,
@@ -133,12 +135,18 @@ class Cron:
                     yield base + s
 
     def _walls(self, lo: int, hi: int) -> Iterator[int]:
-        """Matching wall times in [lo, hi], ascending."""
+        """Matching wall times in [lo, hi], ascending; none past LAST_S (the last wall time
+        that is a date: the walk ends there)."""
+        hi = min(hi, LAST_S)
         day_n, last_n = lo // _DAY_S, hi // _DAY_S
+        if day_n > last_n:
+            return
         day = date.fromordinal(_EPOCH_ORDINAL + day_n)
         one_day = timedelta(days=1)
         while day_n <= last_n:
             if day.month not in self.months:
+                if day.month == 12 and day.year == date.max.year:
+                    return  # no month follows: the walk ends (LAST_S)
                 nxt = date(day.year + day.month // 12, day.month % 12 + 1, 1)
                 day_n += (nxt - day).days
                 day = nxt
@@ -150,7 +158,8 @@ class Cron:
                 for tod in self._times(start, end):
                     yield base + tod
             day_n += 1
-            day += one_day
+            if day_n <= last_n:  # the last day may be date.max's
+                day += one_day
 
     def _fires(self, segs: _Segments, wall: int) -> list[int]:
         """The instants a matching wall time fires at, under DESIGN §3's DST rules."""
@@ -163,6 +172,7 @@ class Cron:
         return [] if end is None else [end]
 
     def _between_s(self, a: int, b: int) -> list[int]:
+        b = min(b, LAST_S)
         if b <= a:
             return []
         segs = _segments(self.zone_name, a, b)
@@ -179,7 +189,10 @@ class Cron:
         return sorted(found)
 
     def _first_after_s(self, a: int, b: int) -> int | None:
-        """The first fire instant in (a, b], or None."""
+        """The first fire instant in (a, b], or None (always past LAST_S)."""
+        b = min(b, LAST_S)
+        if b <= a:
+            return None
         segs = _segments(self.zone_name, a, b)
         offs = segs.offsets
         if not segs.changes:
@@ -204,10 +217,13 @@ class Cron:
         return [_utc(u) for u in self._between_s(a, b)]
 
     def next_after(self, after: datetime) -> datetime:
-        """The first fire instant strictly after `after` (aware UTC)."""
+        """The first fire instant strictly after `after` (aware UTC); ENDED when it would
+        lie past the last instant kiqbeat plans (LAST_S)."""
         a = _epoch_s(after, "after")
         lo, width = a, 3600 if self.has_seconds or len(self.hours) > 1 else _DAY_S
         while lo - a < _NEXT_HORIZON_S:
+            if lo >= LAST_S:
+                return ENDED
             hi = lo + width
             found = self._first_after_s(lo, hi)
             if found is not None:
@@ -318,9 +334,10 @@ class Every:
         return [_utc(u) for u in range(first, b + 1, self.seconds)]
 
     def next_after(self, after: datetime) -> datetime:
-        """The first multiple of the interval strictly after `after`."""
-        a = _epoch_s(after, "after")
-        return _utc((a // self.seconds + 1) * self.seconds)
+        """The first multiple of the interval strictly after `after`; ENDED when it would
+        lie past the last instant kiqbeat plans (LAST_S)."""
+        u = (_epoch_s(after, "after") // self.seconds + 1) * self.seconds
+        return _utc(u) if u <= LAST_S else ENDED
 
 
 def parse_every(text: str) -> Every:

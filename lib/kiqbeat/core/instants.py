@@ -30,6 +30,9 @@ _MS = timedelta(milliseconds=1)
 # An ended schedule's index score (core/lifecycle.py): the last instant kiqbeat plans, where
 # nothing is ever due.
 ENDED_MS = MAX_PLANNABLE_MS
+# The same, as the datetime a timetable with no tick left answers `next_after` with: the last
+# instant Python represents, past every tick (ticks are whole seconds, ENDED_MS is not).
+ENDED = datetime.max.replace(tzinfo=UTC)
 
 
 def to_ms(instant: datetime) -> int:

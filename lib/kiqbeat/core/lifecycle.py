@@ -27,11 +27,12 @@ from hashlib import blake2b
 from itertools import pairwise
 
 from kiqbeat.core.cron import Cron, Every
+from kiqbeat.core.instants import ENDED as ENDED  # re-exported: where the life rules read it
 from kiqbeat.core.instants import to_ms
+from kiqbeat.core.limits import MAX_PLANNABLE_MS
 from kiqbeat.core.schedule import Schedule, Timetable
 from kiqbeat.core.zones import zone
 
-ENDED = datetime.max.replace(tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
 _TINY = timedelta(microseconds=1)
 _DAY = timedelta(days=1)
@@ -195,13 +196,14 @@ def _fires_on_consecutive_days(cron: Cron) -> bool:
 
 def jitter_offset_ms(name: str, tick_ms: int, jitter_ms: int) -> int:
     """A tick's delivery delay, in [0, jitter_ms): uniform, and a function of the schedule's
-    name and the tick alone (so every invoker, in any language, computes the same)."""
+    name and the tick alone (so every invoker, in any language, computes the same); never
+    past the last instant kiqbeat plans (a tick of 9999-12-31 is delivered by its end)."""
     if jitter_ms <= 0:
         return 0
     digest = blake2b(f"{name}\x00{tick_ms}".encode(), digest_size=8,
                      person=b"kiqbeat-jitter").digest()
     # Multiply-shift maps 64 uniform bits onto [0, jitter_ms) without modulo's bias.
-    return (int.from_bytes(digest, "big") * jitter_ms) >> 64
+    return min((int.from_bytes(digest, "big") * jitter_ms) >> 64, MAX_PLANNABLE_MS - tick_ms)
 
 
 def runs_left(max_runs: int | None, runs: int) -> int | None:

@@ -113,13 +113,10 @@ def ticks_in(timetable: Timetable, after_ms: int, through_ms: int) -> Iterator[d
     millions)."""
     cursor, through = from_ms(after_ms), from_ms(through_ms)
     while True:
-        try:
-            first = timetable.next_after(cursor)
-        except (ValueError, OverflowError):  # its next tick lies past the year 9999: none
-            return
+        first = timetable.next_after(cursor)  # ENDED, past any `through`, when none is left
         if first > through:
             return
-        end = min(through, first + _STEP)
+        end = through if through - first <= _STEP else first + _STEP  # no datetime past 9999
         yield from timetable.between(cursor, end)
         cursor = end
 

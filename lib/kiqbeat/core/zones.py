@@ -25,12 +25,19 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta, timezone, tzinfo
 from functools import lru_cache
 
+from kiqbeat.core.limits import MAX_PLANNABLE_MS
 from kiqbeat.errors import ConfigError, did_you_mean, shown
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _SECOND = timedelta(seconds=1)
 _EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
 _DAY_S = 86_400
+# The end of time here (DESIGN §3): the last whole second kiqbeat plans, 9999-12-31T23:59:59Z
+# in epoch seconds, and, read as a wall time, the last local second a `date` holds. No tick
+# lies past it as an instant or as a wall time (one in a zone east of UTC would fall in the
+# year 10000 as a date), so a walk over ticks ends there: the cron core clamps to it, and a
+# zone's offsets are looked up no further than a day before it (_offset_s).
+LAST_S = MAX_PLANNABLE_MS // 1000
 # Offset changes within this distance of a window are taken into account; any real DST
 # shift (at most 2 h today, 24 h when Samoa crossed the date line) is smaller.
 _NEAR_S = 2 * _DAY_S
@@ -180,7 +187,9 @@ def zone(name: str) -> tzinfo:
 
 
 def _offset_s(tz: tzinfo, instant_s: int) -> int:
-    offset = datetime.fromtimestamp(instant_s, tz).utcoffset()
+    """The zone's UTC offset at `instant_s`; past LAST_S - 1 day, the offset then (its local
+    time may not be a date; no zone changes offset in the last days of 9999: test_zones)."""
+    offset = datetime.fromtimestamp(min(instant_s, LAST_S - _DAY_S), tz).utcoffset()
     return 0 if offset is None else offset // _SECOND
 
 
@@ -190,10 +199,11 @@ _Change = tuple[int, int, int]
 
 @lru_cache(maxsize=4096)
 def _changes_in_year(zone_name: str, year: int) -> tuple[_Change, ...]:
-    """Offset changes taking effect in (1 Jan, next 1 Jan] (UTC) of `year`, to the second."""
+    """Offset changes taking effect in (1 Jan, next 1 Jan] (UTC) of `year`, to the second
+    (the year 9999's up to LAST_S)."""
     tz = zone(zone_name)
-    start = (datetime(year, 1, 1, tzinfo=UTC) - _EPOCH) // _SECOND
-    end = (datetime(year + 1, 1, 1, tzinfo=UTC) - _EPOCH) // _SECOND
+    start = (date(year, 1, 1).toordinal() - _EPOCH_ORDINAL) * _DAY_S
+    end = min((date(year, 12, 31).toordinal() + 1 - _EPOCH_ORDINAL) * _DAY_S, LAST_S)
     changes: list[_Change] = []
     day, day_off = start, _offset_s(tz, start)
     while day < end:
@@ -218,7 +228,7 @@ def _changes_in_year(zone_name: str, year: int) -> tuple[_Change, ...]:
 
 
 def _year_of(instant_s: int) -> int:
-    return date.fromordinal(_EPOCH_ORDINAL + instant_s // _DAY_S).year
+    return date.fromordinal(_EPOCH_ORDINAL + min(instant_s, LAST_S) // _DAY_S).year
 
 
 def _changes(zone_name: str, lo_s: int, hi_s: int) -> list[_Change]:
