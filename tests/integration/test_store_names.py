@@ -5,11 +5,13 @@ import."""
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import redis
 
@@ -120,6 +122,27 @@ def test_every_public_name_of_the_store_works_on_a_real_redis(client: redis.Redi
     assert (got["acting"].actor, got["acting"].note, store.actor) == ("alice", "INC-42", "bob")
     assert isinstance(got["no_schedule"], ScheduleNotFoundError)
     assert (got["client"], got["namespace"], got["shards"]) == (client, "", 1)
+
+
+def test_each_method_of_the_store_shows_its_signature_and_docstring_on_the_class() -> None:
+    """What help(Store), inspect and a user's `mock.create_autospec(Store)` read: each
+    method is a plain function of the class, with the part's signature and docstring."""
+    methods = [n for n in dir(Store) if not n.startswith("_")
+               and inspect.isfunction(inspect.getattr_static(Store, n))]
+    assert {"put", "pause", "status", "backfill", "put_calendar", "reindex"} <= set(methods)
+    for name in methods:
+        method = getattr(Store, name)
+        assert method.__name__ == name and method.__doc__, name
+        assert next(iter(inspect.signature(method).parameters)) == "self", name
+    spec = mock.create_autospec(Store, instance=True)
+    spec.put("digest:42", PLAIN)
+    assert spec.put.call_args == mock.call("digest:42", PLAIN)
+    try:
+        spec.put("digest:42", PLAIN, forse=True)
+    except TypeError:
+        pass
+    else:
+        raise AssertionError("the autospec took a keyword put does not have")
 
 
 def test_the_names_the_store_and_the_operator_module_exported_still_import(

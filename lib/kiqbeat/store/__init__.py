@@ -24,7 +24,7 @@ ScheduleNotFoundError, ScheduleExistsError, OwnedByDocumentError (kiqbeat.errors
 `Store` is composed of parts, one role each, over one `StoreContext` (the Redis side,
 window, history, actor and note): `schedules`, `calendar_book`, `bulk`, `reads` (rows,
 status), `operations` (missed, trigger, history, report) and `backfills`. Its methods are
-the parts' own, signature and docstring (`_Delegated`). Every change is
+the parts' own, signature and docstring (`_delegated`). Every change is
 recorded in the audit trail for the store's `actor`, with its `note`
 (`store.acting("alice", note="INC-42").pause(name)`); each public call reads the Redis
 clock at most once and passes that instant down.
@@ -34,8 +34,9 @@ from __future__ import annotations
 
 import builtins
 import copy
+import functools
 from collections.abc import Callable
-from typing import Any, Concatenate, Generic, ParamSpec, Self, TypeVar, overload
+from typing import Any, Concatenate, ParamSpec, Self, TypeVar
 
 import redis
 
@@ -61,28 +62,21 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-class _Delegated(Generic[P, R]):
-    """A method of one of the store's parts, called on the store (`store.put` is
-    `store.schedules.put`), with the part's signature and docstring, which state its
+def _delegated(part: str, method: Callable[Concatenate[Any, P], R]
+               ) -> Callable[Concatenate[Store, P], R]:
+    """A method of one of the store's parts, as a method of the store (`store.put` calls
+    `store.schedules.put`), with the part's name, signature and docstring (`__wrapped__`:
+    `help()`, `inspect.signature` and `mock.create_autospec` see them), which state its
     promise: the store only strings its parts together."""
+    name = method.__name__
 
-    def __init__(self, part: str, method: Callable[Concatenate[Any, P], R]) -> None:
-        self.part, self.name, self.__doc__ = part, method.__name__, method.__doc__
+    @functools.wraps(method)
+    def delegate(store: Store, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        bound: Callable[P, R] = getattr(getattr(store, part), name)
+        return bound(*args, **kwargs)
 
-    @overload
-    def __get__(self, store: None, owner: type) -> _Delegated[P, R]:
-        ...
-
-    @overload
-    def __get__(self, store: Store, owner: type | None = None) -> Callable[P, R]:
-        ...
-
-    def __get__(self, store: Store | None, owner: type | None = None
-                ) -> _Delegated[P, R] | Callable[P, R]:
-        if store is None:
-            return self
-        method: Callable[P, R] = getattr(getattr(store, self.part), self.name)
-        return method
+    delegate.__qualname__ = f"Store.{name}"
+    return delegate
 
 
 class Store:
@@ -166,20 +160,20 @@ class Store:
         return self._with(StoreContext(self.ctx.side.resharded(shards), self.window_s,
                                        self.keep_history, self.actor, self.note))
 
-    no_schedule = _Delegated("ctx", StoreContext.no_schedule)
+    no_schedule = _delegated("ctx", StoreContext.no_schedule)
 
     # ------------------------------------------------------------------------ schedules
 
-    check = _Delegated("schedules", Schedules.check)
-    add = _Delegated("schedules", Schedules.add)
-    put = _Delegated("schedules", Schedules.put)
-    update = _Delegated("schedules", Schedules.update)
-    remove = _Delegated("schedules", Schedules.remove)
-    owner = _Delegated("schedules", Schedules.owner)
-    pause = _Delegated("schedules", Schedules.pause)
-    skip = _Delegated("schedules", Schedules.skip)
-    resume = _Delegated("schedules", Schedules.resume)
-    pauses = _Delegated("schedules", Schedules.pauses)
+    check = _delegated("schedules", Schedules.check)
+    add = _delegated("schedules", Schedules.add)
+    put = _delegated("schedules", Schedules.put)
+    update = _delegated("schedules", Schedules.update)
+    remove = _delegated("schedules", Schedules.remove)
+    owner = _delegated("schedules", Schedules.owner)
+    pause = _delegated("schedules", Schedules.pause)
+    skip = _delegated("schedules", Schedules.skip)
+    resume = _delegated("schedules", Schedules.resume)
+    pauses = _delegated("schedules", Schedules.pauses)
 
     def reindex(self, progress: Callable[[int], None] | None = None) -> int:
         """Rebuild the due index for this store's shard count, after changing it; returns
@@ -199,10 +193,10 @@ class Store:
 
     # ------------------------------------------------------------------------ calendars
 
-    calendars = _Delegated("calendar_book", Calendars.calendars)
-    calendar = _Delegated("calendar_book", Calendars.calendar)
-    put_calendar = _Delegated("calendar_book", Calendars.put_calendar)
-    remove_calendar = _Delegated("calendar_book", Calendars.remove_calendar)
+    calendars = _delegated("calendar_book", Calendars.calendars)
+    calendar = _delegated("calendar_book", Calendars.calendar)
+    put_calendar = _delegated("calendar_book", Calendars.put_calendar)
+    remove_calendar = _delegated("calendar_book", Calendars.remove_calendar)
 
     def calendars_text(self) -> dict[str, builtins.list[str]]:
         """The store's calendars as stored: name -> "YYYY-MM-DD" dates, ascending."""
@@ -210,20 +204,20 @@ class Store:
 
     # ------------------------------------------------------------------------ in bulk
 
-    import_definitions = _Delegated("bulk", Bulk.import_definitions)
-    export = _Delegated("bulk", Bulk.export)
+    import_definitions = _delegated("bulk", Bulk.import_definitions)
+    export = _delegated("bulk", Bulk.export)
 
     # ------------------------------------------------------------------------ reading
 
-    get = _Delegated("reads", Reads.get)
-    rows = _Delegated("reads", Reads.rows)
-    list = _Delegated("reads", Reads.list)
-    status = _Delegated("reads", Reads.status)
+    get = _delegated("reads", Reads.get)
+    rows = _delegated("reads", Reads.rows)
+    list = _delegated("reads", Reads.list)
+    status = _delegated("reads", Reads.status)
 
     # ------------------------------------------------------------------------ operating
 
-    missed = _Delegated("operations", Operations.missed)
-    backfill = _Delegated("backfills", Backfills.backfill)
-    trigger = _Delegated("operations", Operations.trigger)
-    history = _Delegated("operations", Operations.history)
-    report = _Delegated("operations", Operations.report)
+    missed = _delegated("operations", Operations.missed)
+    backfill = _delegated("backfills", Backfills.backfill)
+    trigger = _delegated("operations", Operations.trigger)
+    history = _delegated("operations", Operations.history)
+    report = _delegated("operations", Operations.report)
