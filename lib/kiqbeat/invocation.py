@@ -179,11 +179,11 @@ class Invocation:
         with devices.paused_gc():
             while True:
                 if batch is None:  # read the next batch, as the pushes left the index
+                    pusher.wait()
                     if time.monotonic() > deadline:
                         raise DeadlineError(f"invocation deadline passed after "
                                             f"{report.pushed} jobs pushed; the next "
                                             "invocation pushes the rest")
-                    pusher.wait()
                     read = side.read_due(shard, upto_ms=upto_ms, offset=len(counted) + passed)
                     batch = read.batch
                     report.round_trips += 1

@@ -11,6 +11,7 @@ Facts are read from Redis: distinct jids in the queues, the due index's scores.
 from __future__ import annotations
 
 import json
+import re
 import time
 from datetime import datetime, timedelta
 from typing import Any
@@ -36,6 +37,7 @@ SCHEDULES = "kiqbeat:schedules"
 # Three batches and one entry: the last read holds one.
 COUNT = 3 * DUE_BATCH + 1
 NAMES = [f"m{n:04d}" for n in range(COUNT)]  # index order, for equal scores
+PUSHES_A_BATCH = 3  # a batch's two ticks each, in push calls (core/limits.py's budget)
 
 
 def registered(client: redis.Redis) -> tuple[datetime, datetime]:
@@ -148,12 +150,41 @@ def test_a_deadline_passed_mid_way_pushes_nothing_twice_and_the_next_invocation_
             time.sleep(1.2)
 
     engine = meddled(client, slow)
-    with pytest.raises(DeadlineError):
+    with pytest.raises(DeadlineError) as stopped:
         engine.run(STORE_ONLY, now=until, deadline_s=1.0)
     pushed = jids(client)
     assert 0 < len(pushed) < 2 * COUNT and len(set(pushed)) == len(pushed)
+    said = re.search(r"(\d+) jobs pushed", str(stopped.value))
+    assert said is not None and int(said[1]) == len(pushed)  # every reply read: none left
     engine.run(STORE_ONLY, now=until)
     assert left_due(client, until) == 0
+    assert jids(client) == expected(NAMES, t0, until)
+
+
+def test_a_deadline_passed_after_a_batchs_last_push_reads_its_reply_before_it_stops(
+    client: redis.Redis,
+) -> None:
+    """The deadline passes while the first batch's last push call is in flight: the
+    invocation reads that call's reply before it stops (the error counts what Redis holds;
+    no connection is left in use with a reply unread)."""
+    t0, until = registered(client)
+    engine = Engine(client=client)
+    calls: list[str] = []
+
+    def slow_after_last(name: str, pending: Any) -> None:
+        calls.append(name)
+        if name == "push" and calls.count("push") == PUSHES_A_BATCH:
+            time.sleep(1.2)
+
+    engine.deployment.lua = Meddling(before=lambda name: None, after=slow_after_last)
+    with pytest.raises(DeadlineError) as stopped:
+        engine.run(STORE_ONLY, now=until, deadline_s=1.0)
+    pushed = jids(client)
+    said = re.search(r"(\d+) jobs pushed", str(stopped.value))
+    assert "push calls" not in str(stopped.value)  # stopped between batches, not in a send
+    assert said is not None and int(said[1]) == len(pushed) > 0
+    assert not client.connection_pool._in_use_connections  # type: ignore[attr-defined]
+    engine.run(STORE_ONLY, now=until)
     assert jids(client) == expected(NAMES, t0, until)
 
 
