@@ -46,8 +46,9 @@ def _whole(value: str, least: int, most: int) -> int | None:
     """`value` as a whole number from `least` to `most`; None when it is not one (digits
     counted first: Python refuses int() of thousands of digits with an error of its own)."""
     text = value.strip()
-    if text.isascii() and text.isdigit() and len(text) < 10 and least <= int(text) <= most:
-        return int(text)
+    digits = text.lstrip("0") or "0"  # leading zeros are no larger a number
+    if text.isascii() and text.isdigit() and len(digits) < 10 and least <= int(digits) <= most:
+        return int(digits)
     return None
 
 

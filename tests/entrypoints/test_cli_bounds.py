@@ -22,6 +22,7 @@ import redis
 from kiqbeat.core.payload import jid_ms
 from kiqbeat.engine import run
 from kiqbeat.redis.connection import connect
+from kiqbeat.settings import Settings
 from tests.support.cli import Kiqbeat
 from tests.support.clock import redis_now
 from tests.support.engine import load_config_file
@@ -203,6 +204,13 @@ def test_a_whole_number_knob_of_thousands_of_digits_is_refused_by_name_not_a_tra
     assert refused.code == 1 and f"{flag}: '999" in refused.err
     assert "Traceback" not in refused.err and len(refused.err) < 400
     assert redis_client.dbsize() == 0
+
+
+@pytest.mark.parametrize("value", ["5", " 5 ", "0000000005", "0" * 5000 + "5"])
+def test_a_whole_number_knob_reads_leading_zeros_as_the_number_they_write(value: str) -> None:
+    """Bounding the digits (above) counts the number's, not its leading zeros'."""
+    knobs = Settings.load({"KIQBEAT_HISTORY": value, "KIQBEAT_SHARD_COUNT": value})
+    assert (knobs.history, knobs.shard_count) == (5, 5)
 
 
 def test_a_shard_count_above_the_bound_is_refused_and_nothing_is_written(

@@ -165,8 +165,8 @@ class Schedules:
 
     def skip(self, name: str, count: int = 1) -> int:
         """Skip the schedule's next `count` ticks: the push step takes one pending skip per
-        tick instead of pushing it (tests/support/life.py `fates`: before overlap and the run
-        limit; not counted as a run), records it in the history as "skipped", and never as
+        tick instead of pushing it (before overlap and the run limit, docs/store.md; not
+        counted as a run), records it in the history as "skipped", and never as
         missed. Returns the skips now pending. ConfigError for a count outside 1..
         MAX_PENDING_SKIPS or pending skips beyond it; ScheduleNotFoundError for no
         schedule of that name."""
