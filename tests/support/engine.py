@@ -57,12 +57,12 @@ class Meddling(scripts.Caller):
         return pending
 
 
-
 def load_config_file(path: str | Path, options: ImportOptions | None = None,
                      now: datetime | None = None) -> Config:
     """The validated Config of a schedule file (`options`: how to import another tool's;
     `now`: as `document.parse_config`), as a file source reads it."""
     return load_config_text(read_file(str(path)), source=str(path), options=options, now=now)
+
 
 def config(text: str) -> Config:
     """A Config from a YAML document."""
