@@ -8,9 +8,10 @@ for it:
 - `redis.due`: the due index — what is due (with further reads named), reindex, rescore;
 - `redis.definitions`: definitions — reading, writing (write.lua), size checks;
 - `redis.documents`: documents — applied as diffs, their digests and indexes;
-- `redis.pushes`: every push — an invocation's, a backfill's, a manual run's;
-- `redis.operator_reads`: what the operator's commands read — counts, due order, stored
-  state, missed ranges, first-seen, history.
+- `redis.pushes`: every push — an invocation's, a backfill's, a manual run's.
+
+A read that needs only the client and the key prefix (`redis.operator_reads`, the pauses and
+document digests read) is called as its module's function, with `client` and `namespace`.
 
 One wire format per script, in one place on the Python side: the module that calls it.
 """
@@ -34,7 +35,6 @@ from kiqbeat.redis import (
     documents,
     due,
     keys,
-    operator_reads,
     pauses,
     scripts,
 )
@@ -42,10 +42,8 @@ from kiqbeat.redis.connection import redis_errors, reply_text
 from kiqbeat.redis.definitions import Applied, Op, Oversized, StartedWrite
 from kiqbeat.redis.documents import DocumentChange
 from kiqbeat.redis.due import DueRead, Reads
-from kiqbeat.redis.operator_reads import Counts, Stored
 
-if TYPE_CHECKING:  # the push path (the plan core) and the history: loaded when used
-    from kiqbeat.core.records import Push
+if TYPE_CHECKING:  # the push path: loaded when used
     from kiqbeat.redis import pushes
     from kiqbeat.redis.frames import Piece
 
@@ -146,14 +144,6 @@ class RedisSide:
                                         definitions, digest, self.lua, deadline=deadline,
                                         now_ms=now_ms)
 
-    def applied_digest(self, source: str) -> str | None:
-        """The digest of the document from `source` as last applied (None: none)."""
-        return documents.applied_digest(self.client, self.namespace, source)
-
-    def knows_document(self, source: str) -> bool:
-        """`redis.documents.knows_document` on this store."""
-        return documents.knows_document(self.client, self.namespace, source)
-
     # ------------------------------------------------------------------------ pushes
 
     def pusher(self, config: Config, report: Report, deadline: float, *, shard: Shard = None,
@@ -181,22 +171,6 @@ class RedisSide:
 
     # ------------------------------------------------------------------------ operator reads
 
-    def read_stored(self, names: Sequence[str]) -> list[Stored]:
-        """`redis.operator_reads.read_stored` on this store."""
-        return operator_reads.read_stored(self.client, self.namespace, names, self.lua)
-
-    def read_counts(self, shards: Sequence[Shard], now_ms: int) -> Counts:
-        """`redis.operator_reads.read_counts` on this store."""
-        return operator_reads.read_counts(self.client, self.namespace, shards, now_ms)
-
-    def read_order(self, shards: Sequence[Shard], offset: int, limit: int) -> list[str]:
-        """`redis.operator_reads.read_order` on this store."""
-        return operator_reads.read_order(self.client, self.namespace, shards, offset, limit)
-
-    def read_unplannable(self, shards: Sequence[Shard], limit: int) -> list[str]:
-        """`redis.operator_reads.read_unplannable` on this store."""
-        return operator_reads.read_unplannable(self.client, self.namespace, shards, limit)
-
     def add_skips(self, name: str, count: int, most: int) -> tuple[bool, int] | None:
         """Add `count` pending skips to a stored schedule's (redis/lua/life.lua takes them):
         (whether they were added, its pending skips after), or None when there is no such
@@ -208,28 +182,8 @@ class RedisSide:
                                           [name, count, most])
         return None if reply_text(code) == "M" else (reply_text(code) == "+", int(pending))
 
-    def read_missed(self, names: Sequence[str]) -> Iterable[tuple[str, str]]:
-        """`redis.operator_reads.read_missed` on this store."""
-        return operator_reads.read_missed(self.client, self.namespace, names)
-
-    def read_first_seen(self, names: Sequence[str]) -> dict[str, int]:
-        """`redis.operator_reads.read_first_seen` on this store."""
-        return operator_reads.read_first_seen(self.client, self.namespace, names)
-
-    def read_history(self, name: str) -> tuple[list[Push] | bytes | None, bool]:
-        """`redis.operator_reads.read_history` on this store."""
-        return operator_reads.read_history(self.client, self.namespace, name)
-
     def write_pause(self, name: str, pause: Pause | None, *, now_ms: int
                     ) -> tuple[bool, Pause | None]:
         """`redis.pauses.write_pause` on this store (None: resume)."""
         return pauses.write_pause(self.client, self.namespace, self.due_key(name), name, pause,
                                   now_ms, self.lua)
-
-    def read_ended(self, shards: Sequence[Shard], limit: int) -> tuple[int, list[str]]:
-        """`redis.due.read_ended` on this store."""
-        return due.read_ended(self.client, self.namespace, shards, limit)
-
-    def read_pauses(self, names: Sequence[str]) -> dict[str, Pause]:
-        """`redis.pauses.read_pauses` on this store."""
-        return pauses.read_pauses(self.client, self.namespace, names)
