@@ -171,15 +171,15 @@ class RedisSide:
 
     # ------------------------------------------------------------------------ operator reads
 
-    def add_skips(self, name: str, count: int, most: int) -> tuple[bool, int] | None:
+    def add_skips(self, name: str, count: int) -> tuple[bool, int] | None:
         """Add `count` pending skips to a stored schedule's (redis/lua/life.lua takes them):
         (whether they were added, its pending skips after), or None when there is no such
-        schedule; nothing is added when they would exceed `most`. One atomic script
-        (skip.lua) with the schedule's existence: a removal meanwhile leaves no field behind."""
+        schedule; nothing is added when they would exceed MAX_PENDING_SKIPS (core/limits.py).
+        One atomic script (skip.lua) with the schedule's existence: a removal meanwhile leaves
+        no field behind."""
         script_keys = [keys.definitions(self.namespace), keys.skips(self.namespace)]
         with redis_errors(self.client, "adding skips to a schedule"):
-            code, pending = self.lua.call(scripts.SKIP, self.client, script_keys,
-                                          [name, count, most])
+            code, pending = self.lua.call(scripts.SKIP, self.client, script_keys, [name, count])
         return None if reply_text(code) == "M" else (reply_text(code) == "+", int(pending))
 
     def write_pause(self, name: str, pause: Pause | None, *, now_ms: int

@@ -176,7 +176,7 @@ class Schedules:
                 1 <= count <= MAX_PENDING_SKIPS):
             raise ConfigError(f"skip count {shown(count)} must be a whole number from 1 to "
                               f"{MAX_PENDING_SKIPS:,} (to stop it for longer, pause it)")
-        added = self.ctx.side.add_skips(name, count, MAX_PENDING_SKIPS)
+        added = self.ctx.side.add_skips(name, count)
         if added is None:
             raise self.ctx.no_schedule([name])
         done, pending = added
