@@ -5,13 +5,14 @@ Its methods are the Redis side's operations, by role, each carried out by the mo
 for it:
 
 - `redis.clock`: the Redis clock, read once per public call and passed down (`now_ms`);
-- `redis.due`: the due index — what is due (with further reads named), reindex, rescore;
+- `redis.due`: the due index — what is due (with further reads named);
 - `redis.definitions`: definitions — reading, writing (write.lua), size checks;
 - `redis.documents`: documents — applied as diffs, their digests and indexes;
 - `redis.pushes`: every push — an invocation's, a backfill's, a manual run's.
 
-A read that needs only the client and the key prefix (`redis.operator_reads`, the pauses and
-document digests read) is called as its module's function, with `client` and `namespace`.
+A call that needs only the client, the key prefix and the shard count (`redis.operator_reads`,
+reading pauses, document digests, scans of names and set-aside definitions, reindex and
+rescore) is made to its module's function, with `client`, `namespace` (and `shards`).
 
 One wire format per script, in one place on the Python side: the module that calls it.
 """
@@ -94,14 +95,6 @@ class RedisSide:
         return due.read_due(self.client, self.namespace, shard, upto_ms=upto_ms,
                             offset=offset, limit=limit, more=more, lua=self.lua)
 
-    def reindex(self, progress: Callable[[int], None] | None = None) -> int:
-        """`redis.due.reindex` to this shard count."""
-        return due.reindex(self.client, self.namespace, self.shards, progress)
-
-    def rescore_unplannable(self) -> int:
-        """`redis.due.rescore_unplannable` over this shard count's index."""
-        return due.rescore_unplannable(self.client, self.namespace, self.shards)
-
     # ------------------------------------------------------------------------ definitions
 
     def write(self, ops: Sequence[Op], *, now_ms: int | None, applied: Applied | None = None,
@@ -120,20 +113,10 @@ class RedisSide:
         """`redis.definitions.read_present` on this store."""
         return definitions.read_present(self.client, self.namespace, names, self.lua)
 
-    def scan_names(self, cursor: int = 0, count: int = definitions.BATCH
-                   ) -> tuple[int, list[str]]:
-        """One HSCAN page of the stored names: (next cursor, 0 when done; names)."""
-        return definitions.scan_names(self.client, keys.definitions(self.namespace), cursor,
-                                      count)
-
     def scan_definitions(self) -> Iterable[tuple[str, bytes | Oversized]]:
         """Every stored (name, definition), a page of names then their definitions per two
         round trips; one over the limit as Oversized, never read."""
         return definitions.scan_present(self.client, self.namespace, lua=self.lua)
-
-    def scan_rejected(self) -> Iterable[tuple[str, bytes]]:
-        """Every set-aside (name, why), one HSCAN page per round trip."""
-        return definitions.scan_items(self.client, keys.rejected(self.namespace))
 
     # ------------------------------------------------------------------------ documents
 

@@ -20,9 +20,9 @@ from kiqbeat.core.pause import Pause
 from kiqbeat.document.validate import read_definition
 from kiqbeat.errors import ConfigError, json_name, shown_name, shown_text
 from kiqbeat.outcomes.records import read_health
-from kiqbeat.redis import operator_reads
+from kiqbeat.redis import keys, operator_reads
 from kiqbeat.redis.connection import reply_reason
-from kiqbeat.redis.definitions import Oversized
+from kiqbeat.redis.definitions import Oversized, scan_items, scan_names
 from kiqbeat.redis.due import read_ended
 from kiqbeat.redis.operator_reads import Counts, Stored
 from kiqbeat.redis.pauses import read_pauses
@@ -141,7 +141,8 @@ class Reads:
         Pages come from HSCAN, so a schedule added or removed meanwhile may or may not
         appear; none present throughout is missed.
         """
-        cursor, names = self.ctx.side.scan_names(cursor, count)
+        cursor, names = scan_names(self.ctx.client, keys.definitions(self.ctx.namespace), cursor,
+                                   count)
         return cursor, self._rows(names, self.ctx.side.clock())
 
     def status(self, names: Sequence[str] = (), *, shard: tuple[int, int] | None = None,
@@ -163,7 +164,7 @@ class Reads:
                               now)
         aside = []
         if counts.set_aside:
-            for name, why in self.ctx.side.scan_rejected():
+            for name, why in scan_items(client, keys.rejected(namespace)):
                 aside.append((name, reply_reason(why)))
                 if len(aside) >= limit:
                     break
