@@ -71,8 +71,9 @@ def name_bytes(name: str) -> bytes:
 
 
 def reply_bytes(value: bytes | str | None) -> bytes | None:
-    """A reply as bytes (None stays None), whether or not the client decodes replies."""
-    return value.encode() if isinstance(value, str) else value
+    """A reply as bytes (None stays None), whether or not the client decodes replies: the
+    bytes Redis holds, by `name_bytes`' rule, though they are not UTF-8."""
+    return name_bytes(value) if isinstance(value, str) else value
 
 
 def connect(
