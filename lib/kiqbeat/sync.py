@@ -26,7 +26,7 @@ from kiqbeat.document.fingerprint import Applied, fingerprint, namespace_guess
 from kiqbeat.errors import RedisRefusedError, StateError, shown, shown_text
 from kiqbeat.redis import keys
 from kiqbeat.redis.connection import redis_errors, reply_text
-from kiqbeat.redis.documents import document_digest
+from kiqbeat.redis.documents import applied_digest, document_digest
 from kiqbeat.redis.side import RedisSide
 
 # The source a document without a location is stored as (a Config built in a test).
@@ -109,7 +109,8 @@ class Sync:
         document = self.document_of(config)
         if document is None:
             return None
-        applied = self.deployment.side(config).applied_digest(document.source)
+        side = self.deployment.side(config)
+        applied = applied_digest(side.client, side.namespace, document.source)
         return document, applied == document.digest
 
     def mark_of(self, config: Config) -> str | None:

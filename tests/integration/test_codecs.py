@@ -22,13 +22,13 @@ from kiqbeat.core.plan import Group
 from kiqbeat.core.varints import varint
 from kiqbeat.engine import run
 from kiqbeat.redis import keys, progress, pushes, scripts
+from kiqbeat.redis.connection import name_bytes
 from kiqbeat.redis.frames import (
     BACKFILL_PIECE_FIELDS,
     PUSH_GROUP_FIELDS,
     Piece,
     Queues,
     backfill_request,
-    name_bytes,
     push_request,
 )
 from tests.support.clock import minute_floor, redis_now

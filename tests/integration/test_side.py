@@ -71,3 +71,16 @@ def test_the_store_api_of_a_sharded_deployment_writes_into_its_shards_before_any
     store.put("digest:1", {"cron": "0 9 * * *", "class": "DigestWorker"})
     assert client.zscore(f"kiqbeat:due:{shard_of('digest:1', 3)}/3", "digest:1") is not None
     assert not client.exists("kiqbeat:due")
+
+
+def test_a_definition_that_is_not_utf8_reads_as_its_bytes_through_a_decoding_client(
+    redis_url: str,
+) -> None:
+    """A client that decodes replies with `surrogateescape` (as `connect` sets it) gives a
+    definition that is not UTF-8 (written by another language, or by hand) back as the very
+    bytes stored (`reply_bytes`, `name_bytes`' rule), never an encoding error."""
+    stored = b'{"cron": "* * * * *", "class": "W\xff"}'
+    with redis.Redis.from_url(redis_url, decode_responses=True,
+                              encoding_errors="surrogateescape") as decoding:
+        decoding.hset(keys.definitions(""), b"caf\xe9", stored)
+        assert RedisSide(decoding).read_present(["caf\udce9"]) == {"caf\udce9": stored}

@@ -17,6 +17,7 @@ from kiqbeat.core.schedule import Config
 from kiqbeat.engine import run
 from kiqbeat.errors import ConfigError
 from kiqbeat.redis.clock import TEST_CLOCK_KEY
+from kiqbeat.redis.operator_reads import read_history
 from kiqbeat.redis.side import RedisSide
 from kiqbeat.store import Store
 from tests.support.clock import advance_clock, redis_now
@@ -68,7 +69,7 @@ def test_the_scripts_record_pushes_at_the_moved_clock(client: redis.Redis) -> No
     run(client, STORE_ONLY)
     advance_clock(client, 3600)
     run(client, STORE_ONLY)  # push.lua records each push at its clock
-    pushes, _ = RedisSide(client, "").read_history("x")
+    pushes, _ = read_history(client, "", "x")
     assert isinstance(pushes, list) and pushes
     for push in pushes:
         assert timedelta(0) <= push.when - push.tick < SLACK  # pushed when it came due

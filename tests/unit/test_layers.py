@@ -85,7 +85,7 @@ REDIS_LAYOUT: dict[str, tuple[str, ...]] = {
     "kiqbeat.redis.due": (*REDIS_BASE, "kiqbeat.redis.definitions"),
     "kiqbeat.redis.documents": (*REDIS_BASE, "kiqbeat.redis.definitions"),
     # The one encoder of the push family's requests (lua/frames.lua the one reader).
-    "kiqbeat.redis.frames": (),
+    "kiqbeat.redis.frames": ("kiqbeat.redis.connection",),  # name_bytes
     "kiqbeat.redis.pushes": (*REDIS_BASE, "kiqbeat.redis.frames"),
     "kiqbeat.redis.progress": REDIS_BASE,
     "kiqbeat.redis.pauses": REDIS_BASE,
@@ -97,8 +97,7 @@ REDIS_LAYOUT: dict[str, tuple[str, ...]] = {
                                      "kiqbeat.redis.due", "kiqbeat.redis.progress"),
     "kiqbeat.redis.side": (*REDIS_BASE, "kiqbeat.redis.definitions", "kiqbeat.redis.due",
                            "kiqbeat.redis.documents", "kiqbeat.redis.frames",
-                           "kiqbeat.redis.pushes",
-                           "kiqbeat.redis.operator_reads", "kiqbeat.redis.pauses"),
+                           "kiqbeat.redis.pushes", "kiqbeat.redis.pauses"),
     "kiqbeat.redis.scheduler_ui": ("kiqbeat.redis.keys",),
     "kiqbeat.redis.neighbours": ("kiqbeat.redis.keys", "kiqbeat.redis.connection",
                                  "kiqbeat.redis.scheduler_ui"),

@@ -64,9 +64,16 @@ def reply_text(value: bytes | str) -> str:
     return value.decode(errors="surrogateescape") if isinstance(value, bytes) else value
 
 
+def name_bytes(name: str) -> bytes:
+    """A name (or a queue, a job) as the bytes stored for it, `reply_text`'s inverse: one
+    read from Redis that was not UTF-8 goes back as the same bytes (`surrogateescape`)."""
+    return name.encode(errors="surrogateescape")
+
+
 def reply_bytes(value: bytes | str | None) -> bytes | None:
-    """A reply as bytes (None stays None), whether or not the client decodes replies."""
-    return value.encode() if isinstance(value, str) else value
+    """A reply as bytes (None stays None), whether or not the client decodes replies: the
+    bytes Redis holds, by `name_bytes`' rule, though they are not UTF-8."""
+    return name_bytes(value) if isinstance(value, str) else value
 
 
 def connect(

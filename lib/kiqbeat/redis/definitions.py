@@ -26,7 +26,7 @@ import redis
 
 from kiqbeat.core.limits import MAX_DEFINITION_BYTES
 from kiqbeat.redis import keys, scripts
-from kiqbeat.redis.connection import redis_errors, reply_bytes, reply_text
+from kiqbeat.redis.connection import name_bytes, redis_errors, reply_bytes, reply_text
 
 BATCH = 500
 # Due index entries one due read returns: due.lua costs 6-11 us an entry (6 at 10,000
@@ -52,7 +52,7 @@ def definition_sha(definition: bytes) -> str:
 def shard_of(name: str, count: int) -> int:
     """The shard (0..count-1) a schedule belongs to: a stable hash of its name only (of its
     bytes, as any language computes it, a name read from Redis that was not UTF-8 included)."""
-    return zlib.crc32(name.encode(errors="surrogateescape")) % count
+    return zlib.crc32(name_bytes(name)) % count
 
 
 def due_key(namespace: str, name: str, shards: int) -> str:
@@ -97,7 +97,7 @@ def _pack(ops: Sequence[Op], due_keys: Sequence[str], index: Mapping[str, int]) 
     is each op's due index key, `index` where each key is in KEYS."""
     parts: list[bytes] = []
     for op, key in zip(ops, due_keys, strict=True):
-        source, name = op.source.encode(), op.name.encode(errors="surrogateescape")
+        source, name = op.source.encode(), name_bytes(op.name)
         parts += (b"%s %d %d %s %d %d\n" % (op.op.encode(), index[key], len(source),
                                             op.expect.encode(), len(name),
                                             len(op.definition)),
@@ -231,7 +231,7 @@ def read_definitions(client: redis.Redis, namespace: str, names: Sequence[str],
     out: list[bytes | Oversized | None] = []
     key = keys.definitions(namespace)
     while len(out) < len(names):
-        batch = [n.encode(errors="surrogateescape") for n in names[len(out):len(out) + BATCH]]
+        batch = [name_bytes(n) for n in names[len(out):len(out) + BATCH]]
         with redis_errors(client, f"reading {key}"):
             definitions, lengths, count = lua.call(scripts.READ, client, [key], batch)
         out += [as_stored(d, n) for d, n in zip(definitions, lengths[:int(count)], strict=True)]

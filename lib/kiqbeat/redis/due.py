@@ -185,7 +185,7 @@ def _entries(sizes: bytes, blob: bytes) -> list[Due]:
             pos += pause_length
         # A name that is not UTF-8 (written by another language) stays readable: its
         # definition is then refused by name and set aside, writing back the same bytes.
-        entries.append(Due(name.decode(errors="surrogateescape"), definition,
+        entries.append(Due(reply_text(name), definition,
                            None if mark < 0 else int(mark), pause, mark == GARBLED_MARK))
     if pos != len(blob):
         raise ValueError(f"due.lua's entries hold {len(blob)} bytes, their sizes {pos}")

@@ -16,18 +16,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from kiqbeat.core.plan import Group
+from kiqbeat.redis.connection import name_bytes
 
 # Fields of one record, in order, as each script reads them (the request's first field).
 PUSH_GROUP_FIELDS = ("name", "sha", "mark", "next", "stored", "missed", "skipped", "queue",
                      "limit", "overlap", "ranges", "jobs")
 BACKFILL_PIECE_FIELDS = ("name", "sha", "after", "through", "queue", "limit", "overlap",
                          "jobs")
-
-
-def name_bytes(name: str) -> bytes:
-    """A name (or a queue, a job) as the bytes stored for it: one read from Redis that was not
-    UTF-8 goes back as the same bytes."""
-    return name.encode(errors="surrogateescape")
 
 
 @dataclass

@@ -18,14 +18,10 @@ from typing import Any
 import redis
 
 from kiqbeat.redis import keys, scripts
-from kiqbeat.redis.connection import redis_errors, reply_text
+from kiqbeat.redis.connection import name_bytes, redis_errors, reply_text
 from kiqbeat.redis.definitions import scan_names
 
 BUILD_PAGE = 250  # names per index.lua call: one call stays well under 5 ms at 1 KB each
-
-
-def _lex(name: str) -> bytes:
-    return name.encode(errors="surrogateescape")
 
 
 @dataclass(frozen=True)
@@ -48,9 +44,9 @@ class NameIndex:
 
     def page(self, prefix: str, after: str | None, count: int) -> list[str]:
         """Up to `count` indexed names starting with `prefix`, in byte order, after `after`."""
-        low = b"(" + _lex(after) if after is not None else b"[" + _lex(prefix)
+        low = b"(" + name_bytes(after) if after is not None else b"[" + name_bytes(prefix)
         # 0xFF never occurs in UTF-8: every name with the prefix sorts below prefix + 0xFF.
-        high = b"[" + _lex(prefix) + b"\xff" if prefix else b"+"
+        high = b"[" + name_bytes(prefix) + b"\xff" if prefix else b"+"
         with redis_errors(self.client, f"reading {self.key}"):
             page: Any = self.client.zrangebylex(self.key, low, high, start=0, num=count)
         return [reply_text(n) for n in page]
@@ -67,7 +63,7 @@ class NameIndex:
             return {}
         key = keys.facets(self.namespace)
         with redis_errors(self.client, f"reading {key}"):
-            raw = self.client.hmget(key, [_lex(n) for n in names])
+            raw = self.client.hmget(key, [name_bytes(n) for n in names])
         out: dict[str, Facets | None] = {}
         for name, value in zip(names, raw, strict=True):
             if value is not None:
@@ -108,7 +104,7 @@ def index_names(client: redis.Redis, namespace: str, names: Sequence[str], *,
                    keys.names_built(namespace)]
     with redis_errors(client, f"indexing names in {keys.names(namespace)}"):
         return int(lua.call(scripts.INDEX, client, script_keys,
-                            [mode, *(_lex(n) for n in names)]))
+                            [mode, *(name_bytes(n) for n in names)]))
 
 
 def _stored_pages(client: redis.Redis, key: str) -> Iterator[list[str]]:

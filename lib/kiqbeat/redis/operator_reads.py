@@ -13,7 +13,7 @@ import redis
 
 from kiqbeat.core.limits import MAX_PLANNABLE_MS
 from kiqbeat.redis import keys, progress, scripts
-from kiqbeat.redis.connection import redis_errors, reply_reason, reply_text
+from kiqbeat.redis.connection import name_bytes, redis_errors, reply_reason, reply_text
 from kiqbeat.redis.definitions import BATCH, Oversized, read_definitions, scan_items
 from kiqbeat.redis.due import due_keys
 
@@ -62,7 +62,7 @@ def read_stored(client: redis.Redis, namespace: str, names: Sequence[str],
     for first in range(0, len(names), BATCH):
         batch = list(names[first:first + BATCH])
         defs = read_definitions(client, namespace, batch, lua)
-        sent = [name.encode(errors="surrogateescape") for name in batch]
+        sent = [name_bytes(name) for name in batch]
         with redis_errors(client, "reading stored schedules"):
             pipe = client.pipeline(transaction=False)
             pipe.hmget(keys.rejected(namespace), sent)

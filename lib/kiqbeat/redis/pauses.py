@@ -9,7 +9,7 @@ import redis
 
 from kiqbeat.core.pause import Pause
 from kiqbeat.redis import keys, scripts
-from kiqbeat.redis.connection import redis_errors, reply_text
+from kiqbeat.redis.connection import name_bytes, redis_errors, reply_text
 
 
 def write_pause(client: redis.Redis, namespace: str, due_key: str, name: str,
@@ -22,7 +22,7 @@ def write_pause(client: redis.Redis, namespace: str, due_key: str, name: str,
                    keys.progress_bucket(namespace, 0), keys.missed(namespace)]
     with redis_errors(client, f"{'pausing' if pause else 'resuming'} a schedule"):
         code, previous = lua.call(scripts.PAUSE, client, script_keys,
-                                  [name.encode(errors="surrogateescape"),
+                                  [name_bytes(name),
                                    b"" if pause is None else pause.encode(), now_ms])
     return reply_text(code) == "+", Pause.decode(previous) if previous else None
 
@@ -34,5 +34,5 @@ def read_pauses(client: redis.Redis, namespace: str, names: Sequence[str]
         return {}
     with redis_errors(client, f"reading {keys.paused(namespace)}"):
         raw = client.hmget(keys.paused(namespace),
-                           [name.encode(errors="surrogateescape") for name in names])
+                           [name_bytes(name) for name in names])
     return {name: Pause.decode(data) for name, data in zip(names, raw, strict=True) if data}

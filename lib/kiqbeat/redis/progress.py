@@ -25,7 +25,7 @@ from kiqbeat.core.instants import from_ms
 from kiqbeat.core.limits import MAX_PLANNABLE_MS, STATE_BUCKETS
 from kiqbeat.core.varints import UNITS_MS, read_varint, unzigzag, varint, zigzag
 from kiqbeat.redis import keys
-from kiqbeat.redis.connection import redis_errors, reply_bytes, reply_text
+from kiqbeat.redis.connection import name_bytes, redis_errors, reply_bytes, reply_text
 
 if TYPE_CHECKING:
     from kiqbeat.core.records import Push
@@ -42,7 +42,7 @@ _KIND_CODES = "tbms"
 def bucket(name: str | bytes) -> int:
     """The bucket holding schedule `name`'s state: SHA1's first 4 hex digits mod
     STATE_BUCKETS (the scripts' `bucket_of`, lua/checks.lua)."""
-    raw = name.encode(errors="surrogateescape") if isinstance(name, str) else name
+    raw = name_bytes(name) if isinstance(name, str) else name
     return int(hashlib.sha1(raw).hexdigest()[:4], 16) % STATE_BUCKETS
 
 
@@ -148,7 +148,7 @@ def _records(client: redis.Redis, namespace: str, names: Sequence[str], what: st
             pipe = client.pipeline(transaction=False)
             for name in batch:
                 pipe.execute_command("HGET", keys.progress_bucket(namespace, bucket(name)),  # type: ignore[no-untyped-call]
-                                     name.encode(errors="surrogateescape"), **_RAW)
+                                     name_bytes(name), **_RAW)
             values = pipe.execute()
         yield from zip(batch, values, strict=True)
 

@@ -83,8 +83,7 @@ def settle(report: Report, chunk: Sequence[Group], counts: Sequence[int], flags:
     pushed, already, missed, skipped, new, stale, recorded = counts
     report.chunks += 1
     report.round_trips += 1
-    n_skip, n_limit, n_overlap, recorded_window, n_holding, _released = (
-        int(n) for n in by_reason.split())
+    n_skip, n_limit, n_overlap, recorded_window, n_holding = (int(n) for n in by_reason.split())
     if n_holding:
         # Their index entries say "plan again within HELD_RECHECK_MS" (push.lua): the
         # loop comes back that soon to release the held ticks.

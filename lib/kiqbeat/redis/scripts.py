@@ -47,6 +47,7 @@ LIMITS = (f"-- kiqbeat's bounds (core/limits.py), written here by scripts.py.\n"
           f"local MAX_CHANGED = {limits.MAX_CHANGED_NAMES}\n"
           f"local MAX_HISTORY = {limits.MAX_HISTORY}\n"
           f"local HELD_RECHECK_MS = {limits.HELD_RECHECK_MS}\n"
+          f"local MAX_PENDING_SKIPS = {limits.MAX_PENDING_SKIPS}\n"
           # The test clock's key (redis/clock.py), nil outside the test suite.
           f"local TEST_CLOCK_KEY = {'nil' if TEST_CLOCK_KEY is None else repr(TEST_CLOCK_KEY)}\n")
 

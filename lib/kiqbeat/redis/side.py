@@ -5,12 +5,14 @@ Its methods are the Redis side's operations, by role, each carried out by the mo
 for it:
 
 - `redis.clock`: the Redis clock, read once per public call and passed down (`now_ms`);
-- `redis.due`: the due index — what is due (with further reads named), reindex, rescore;
+- `redis.due`: the due index — what is due (with further reads named);
 - `redis.definitions`: definitions — reading, writing (write.lua), size checks;
 - `redis.documents`: documents — applied as diffs, their digests and indexes;
-- `redis.pushes`: every push — an invocation's, a backfill's, a manual run's;
-- `redis.operator_reads`: what the operator's commands read — counts, due order, stored
-  state, missed ranges, first-seen, history.
+- `redis.pushes`: every push — an invocation's, a backfill's, a manual run's.
+
+A call that needs only the client, the key prefix and the shard count (`redis.operator_reads`,
+reading pauses, document digests, scans of names and set-aside definitions, reindex and
+rescore) is made to its module's function, with `client`, `namespace` (and `shards`).
 
 One wire format per script, in one place on the Python side: the module that calls it.
 """
@@ -34,7 +36,6 @@ from kiqbeat.redis import (
     documents,
     due,
     keys,
-    operator_reads,
     pauses,
     scripts,
 )
@@ -42,10 +43,8 @@ from kiqbeat.redis.connection import redis_errors, reply_text
 from kiqbeat.redis.definitions import Applied, Op, Oversized, StartedWrite
 from kiqbeat.redis.documents import DocumentChange
 from kiqbeat.redis.due import DueRead, Reads
-from kiqbeat.redis.operator_reads import Counts, Stored
 
-if TYPE_CHECKING:  # the push path (the plan core) and the history: loaded when used
-    from kiqbeat.core.records import Push
+if TYPE_CHECKING:  # the push path: loaded when used
     from kiqbeat.redis import pushes
     from kiqbeat.redis.frames import Piece
 
@@ -96,14 +95,6 @@ class RedisSide:
         return due.read_due(self.client, self.namespace, shard, upto_ms=upto_ms,
                             offset=offset, limit=limit, more=more, lua=self.lua)
 
-    def reindex(self, progress: Callable[[int], None] | None = None) -> int:
-        """`redis.due.reindex` to this shard count."""
-        return due.reindex(self.client, self.namespace, self.shards, progress)
-
-    def rescore_unplannable(self) -> int:
-        """`redis.due.rescore_unplannable` over this shard count's index."""
-        return due.rescore_unplannable(self.client, self.namespace, self.shards)
-
     # ------------------------------------------------------------------------ definitions
 
     def write(self, ops: Sequence[Op], *, now_ms: int | None, applied: Applied | None = None,
@@ -122,20 +113,10 @@ class RedisSide:
         """`redis.definitions.read_present` on this store."""
         return definitions.read_present(self.client, self.namespace, names, self.lua)
 
-    def scan_names(self, cursor: int = 0, count: int = definitions.BATCH
-                   ) -> tuple[int, list[str]]:
-        """One HSCAN page of the stored names: (next cursor, 0 when done; names)."""
-        return definitions.scan_names(self.client, keys.definitions(self.namespace), cursor,
-                                      count)
-
     def scan_definitions(self) -> Iterable[tuple[str, bytes | Oversized]]:
         """Every stored (name, definition), a page of names then their definitions per two
         round trips; one over the limit as Oversized, never read."""
         return definitions.scan_present(self.client, self.namespace, lua=self.lua)
-
-    def scan_rejected(self) -> Iterable[tuple[str, bytes]]:
-        """Every set-aside (name, why), one HSCAN page per round trip."""
-        return definitions.scan_items(self.client, keys.rejected(self.namespace))
 
     # ------------------------------------------------------------------------ documents
 
@@ -145,14 +126,6 @@ class RedisSide:
         return documents.apply_document(self.client, self.namespace, self.shards, source,
                                         definitions, digest, self.lua, deadline=deadline,
                                         now_ms=now_ms)
-
-    def applied_digest(self, source: str) -> str | None:
-        """The digest of the document from `source` as last applied (None: none)."""
-        return documents.applied_digest(self.client, self.namespace, source)
-
-    def knows_document(self, source: str) -> bool:
-        """`redis.documents.knows_document` on this store."""
-        return documents.knows_document(self.client, self.namespace, source)
 
     # ------------------------------------------------------------------------ pushes
 
@@ -181,55 +154,19 @@ class RedisSide:
 
     # ------------------------------------------------------------------------ operator reads
 
-    def read_stored(self, names: Sequence[str]) -> list[Stored]:
-        """`redis.operator_reads.read_stored` on this store."""
-        return operator_reads.read_stored(self.client, self.namespace, names, self.lua)
-
-    def read_counts(self, shards: Sequence[Shard], now_ms: int) -> Counts:
-        """`redis.operator_reads.read_counts` on this store."""
-        return operator_reads.read_counts(self.client, self.namespace, shards, now_ms)
-
-    def read_order(self, shards: Sequence[Shard], offset: int, limit: int) -> list[str]:
-        """`redis.operator_reads.read_order` on this store."""
-        return operator_reads.read_order(self.client, self.namespace, shards, offset, limit)
-
-    def read_unplannable(self, shards: Sequence[Shard], limit: int) -> list[str]:
-        """`redis.operator_reads.read_unplannable` on this store."""
-        return operator_reads.read_unplannable(self.client, self.namespace, shards, limit)
-
-    def add_skips(self, name: str, count: int, most: int) -> tuple[bool, int] | None:
+    def add_skips(self, name: str, count: int) -> tuple[bool, int] | None:
         """Add `count` pending skips to a stored schedule's (redis/lua/life.lua takes them):
         (whether they were added, its pending skips after), or None when there is no such
-        schedule; nothing is added when they would exceed `most`. One atomic script
-        (skip.lua) with the schedule's existence: a removal meanwhile leaves no field behind."""
+        schedule; nothing is added when they would exceed MAX_PENDING_SKIPS (core/limits.py).
+        One atomic script (skip.lua) with the schedule's existence: a removal meanwhile leaves
+        no field behind."""
         script_keys = [keys.definitions(self.namespace), keys.skips(self.namespace)]
         with redis_errors(self.client, "adding skips to a schedule"):
-            code, pending = self.lua.call(scripts.SKIP, self.client, script_keys,
-                                          [name, count, most])
+            code, pending = self.lua.call(scripts.SKIP, self.client, script_keys, [name, count])
         return None if reply_text(code) == "M" else (reply_text(code) == "+", int(pending))
-
-    def read_missed(self, names: Sequence[str]) -> Iterable[tuple[str, str]]:
-        """`redis.operator_reads.read_missed` on this store."""
-        return operator_reads.read_missed(self.client, self.namespace, names)
-
-    def read_first_seen(self, names: Sequence[str]) -> dict[str, int]:
-        """`redis.operator_reads.read_first_seen` on this store."""
-        return operator_reads.read_first_seen(self.client, self.namespace, names)
-
-    def read_history(self, name: str) -> tuple[list[Push] | bytes | None, bool]:
-        """`redis.operator_reads.read_history` on this store."""
-        return operator_reads.read_history(self.client, self.namespace, name)
 
     def write_pause(self, name: str, pause: Pause | None, *, now_ms: int
                     ) -> tuple[bool, Pause | None]:
         """`redis.pauses.write_pause` on this store (None: resume)."""
         return pauses.write_pause(self.client, self.namespace, self.due_key(name), name, pause,
                                   now_ms, self.lua)
-
-    def read_ended(self, shards: Sequence[Shard], limit: int) -> tuple[int, list[str]]:
-        """`redis.due.read_ended` on this store."""
-        return due.read_ended(self.client, self.namespace, shards, limit)
-
-    def read_pauses(self, names: Sequence[str]) -> dict[str, Pause]:
-        """`redis.pauses.read_pauses` on this store."""
-        return pauses.read_pauses(self.client, self.namespace, names)

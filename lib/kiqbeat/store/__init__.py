@@ -42,8 +42,8 @@ import redis
 
 from kiqbeat.audit import default_actor
 from kiqbeat.core.limits import DEFAULT_HISTORY
+from kiqbeat.redis import due, scripts
 from kiqbeat.redis import names as name_index
-from kiqbeat.redis import scripts
 from kiqbeat.redis.side import RedisSide
 from kiqbeat.store.backfill import OVERLAP_HELD, Backfills
 from kiqbeat.store.bulk import Bulk, ImportResult, unexported
@@ -181,15 +181,16 @@ class Store:
         invocations of the new count miss the entries not yet moved (late, within the
         window, not lost). Then builds the console's name index (`redis.names.build`: a
         store written before it, or by plain Redis commands), idempotently."""
-        moved = self.ctx.side.reindex(progress)
         side = self.ctx.side
+        moved = due.reindex(side.client, side.namespace, side.shards, progress)
         name_index.build(side.client, side.namespace, side.lua)
         return moved
 
     def rescore_unplannable(self) -> int:
         """Rescore "plan me" every due index entry scored beyond any instant kiqbeat plans
         (past the year 9999); returns how many. The next invocation plans each."""
-        return self.ctx.side.rescore_unplannable()
+        side = self.ctx.side
+        return due.rescore_unplannable(side.client, side.namespace, side.shards)
 
     # ------------------------------------------------------------------------ calendars
 

@@ -20,6 +20,8 @@ from kiqbeat.core.schedule import Schedule
 from kiqbeat.errors import ConfigError, KiqbeatError
 from kiqbeat.redis.definitions import definition_sha
 from kiqbeat.redis.frames import Piece
+from kiqbeat.redis.operator_reads import read_first_seen, read_missed
+from kiqbeat.redis.pauses import read_pauses
 from kiqbeat.store.backfill_plan import count_scope, pieces_of
 from kiqbeat.store.context import StoreContext
 from kiqbeat.store.operations import recorded_ranges
@@ -104,7 +106,7 @@ class Backfills:
         # by one below, within the deadline).
         result = Backfill()
         recorded: dict[str, builtins.list[Range]] = {}
-        for name, text in self.ctx.side.read_missed(names):
+        for name, text in read_missed(self.ctx.client, self.ctx.namespace, names):
             try:
                 recorded[name] = recorded_ranges(name, text)
             except ConfigError as exc:  # that schedule only: the others are backfilled
@@ -133,7 +135,7 @@ class Backfills:
 
         # The schedules in scope, and their ranges, in name order.
         scope: builtins.list[tuple[Schedule, builtins.list[Range]]] = []
-        paused = self.ctx.side.read_pauses(builtins.list(recorded))
+        paused = read_pauses(self.ctx.client, self.ctx.namespace, builtins.list(recorded))
         for name, record in sorted(recorded.items()):
             schedule = self.ctx.schedule(name, definitions.get(name))
             if isinstance(schedule, str):
@@ -155,8 +157,9 @@ class Backfills:
 
         calls = 0
         if dry_run or confirm_above is not None or not pre_history:
-            count_scope(result, scope, self.ctx.side.read_first_seen([s.name for s, _ in scope]),
-                        latest_only, give_up)
+            first_seen = read_first_seen(self.ctx.client, self.ctx.namespace,
+                                         [s.name for s, _ in scope])
+            count_scope(result, scope, first_seen, latest_only, give_up)
             if dry_run:
                 return result
             if not pre_history and result.before_first_seen:

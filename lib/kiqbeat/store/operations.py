@@ -29,6 +29,8 @@ from kiqbeat.outcomes.records import read_outcomes
 from kiqbeat.redis import keys
 from kiqbeat.redis.connection import redis_errors, reply_bytes
 from kiqbeat.redis.definitions import Oversized, definition_sha
+from kiqbeat.redis.operator_reads import read_history, read_missed, read_stored
+from kiqbeat.redis.pauses import read_pauses
 from kiqbeat.redis.progress import bucket
 from kiqbeat.store.context import StoreContext, as_mapping
 from kiqbeat.store.results import MissedRange, Triggered
@@ -46,7 +48,7 @@ class Operations:
         """The recorded missed ticks of `names` (default: every schedule), as ranges. A
         record that is garbled (written by hand) raises ConfigError naming it; with a
         `garbled` list, it is added there as (name, why) instead and the others are listed."""
-        records = dict(self.ctx.side.read_missed(names))
+        records = dict(read_missed(self.ctx.client, self.ctx.namespace, names))
         definitions = self.ctx.side.read_present(builtins.list(records))
         out = []
         for name, text in sorted(records.items()):
@@ -108,21 +110,22 @@ class Operations:
         if since >= until:
             raise ConfigError(f"--since {since.isoformat()} is not before --until "
                               f"{until.isoformat()}")
-        stored = next(iter(self.ctx.side.read_stored([name])), None)
+        client, namespace = self.ctx.client, self.ctx.namespace
+        stored = next(iter(read_stored(client, namespace, [name], self.ctx.side.lua)), None)
         if stored is None or stored.definition is None:
             raise self.ctx.no_schedule([name])
         schedule = self.ctx.schedule(name, stored.definition)
         if isinstance(schedule, str):
             raise ConfigError(f"schedule {shown(name)}: {schedule}")
-        history, _ = self.ctx.side.read_history(name)
+        history, _ = read_history(client, namespace, name)
         pushes = history if isinstance(history, list) else []
-        missed = dict(self.ctx.side.read_missed([name])).get(name)
+        missed = dict(read_missed(client, namespace, [name])).get(name)
         ranges = recorded_ranges(name, missed) if missed else []
-        pause = self.ctx.side.read_pauses([name]).get(name)
-        record, last_error = read_outcomes(self.ctx.client, self.ctx.namespace, [name])[name]
-        held_key = keys.held(self.ctx.namespace)
-        with redis_errors(self.ctx.client, f"reading {held_key}"):
-            held = held_tick_ms(reply_bytes(self.ctx.client.hget(held_key, name)))
+        pause = read_pauses(client, namespace, [name]).get(name)
+        record, last_error = read_outcomes(client, namespace, [name])[name]
+        held_key = keys.held(namespace)
+        with redis_errors(client, f"reading {held_key}"):
+            held = held_tick_ms(reply_bytes(client.hget(held_key, name)))
 
         def classified(waiting: Collection[str]) -> TickReport:
             return classify_ticks(
@@ -164,7 +167,7 @@ class Operations:
     def history(self, name: str) -> builtins.list[Push]:
         """Schedule `name`'s last pushes, newest first; ConfigError when there is no such
         schedule and no history."""
-        history, exists = self.ctx.side.read_history(name)
+        history, exists = read_history(self.ctx.client, self.ctx.namespace, name)
         if history is None and not exists:
             raise self.ctx.no_schedule([name])
         if isinstance(history, bytes):

@@ -25,6 +25,8 @@ from kiqbeat.errors import (
     shown,
 )
 from kiqbeat.redis.definitions import Op, Oversized, definition_sha
+from kiqbeat.redis.documents import knows_document
+from kiqbeat.redis.pauses import read_pauses
 from kiqbeat.store.calendars import calendars_text, read_calendars
 from kiqbeat.store.context import StoreContext, as_mapping
 
@@ -131,7 +133,7 @@ class Schedules:
             return "", False  # over the limit: not read, and any writer may replace it
         source = (as_mapping(data) or {}).get("source", "")
         source = source if isinstance(source, str) else ""
-        return source, bool(source) and self.ctx.side.knows_document(source)
+        return source, bool(source) and knows_document(self.ctx.client, self.ctx.namespace, source)
 
     def pause(self, name: str, *, note: str = "", until: datetime | None = None) -> bool:
         """Push nothing for it until resumed, or until `until` (an aware instant, after the
@@ -174,7 +176,7 @@ class Schedules:
                 1 <= count <= MAX_PENDING_SKIPS):
             raise ConfigError(f"skip count {shown(count)} must be a whole number from 1 to "
                               f"{MAX_PENDING_SKIPS:,} (to stop it for longer, pause it)")
-        added = self.ctx.side.add_skips(name, count, MAX_PENDING_SKIPS)
+        added = self.ctx.side.add_skips(name, count)
         if added is None:
             raise self.ctx.no_schedule([name])
         done, pending = added
@@ -203,7 +205,7 @@ class Schedules:
     def pauses(self, names: Sequence[str]) -> dict[str, Pause]:
         """The pause records of those of `names` that have one (in force or ended: see
         `Pause.holds_at`); one round trip."""
-        return self.ctx.side.read_pauses(names)
+        return read_pauses(self.ctx.client, self.ctx.namespace, names)
 
     def _one(self, op: Op, now_ms: int) -> str:
         """`op` written; its code ("+", "=", or "M" for a removal of nothing), else its
@@ -243,7 +245,8 @@ class Schedules:
         verb = "remove" if op.op == "del" else "change"
         method = "remove" if op.op == "del" else op.op  # the command's and the API's name
         flag = f"`kiqbeat schedules {method} NAME --force-owner` (Store.{method}(..., force=True))"
-        if self.ctx.side.knows_document(owner):  # a location kiqbeat itself applied from
+        client, namespace = self.ctx.client, self.ctx.namespace
+        if knows_document(client, namespace, owner):  # a location kiqbeat itself applied from
             return OwnedByDocumentError(
                 f"schedule {op.name!r} belongs to {owner}; {verb} it there (if that "
                 f"document is no longer applied anywhere: {flag})", owner=owner)

@@ -20,9 +20,12 @@ from kiqbeat.core.pause import Pause
 from kiqbeat.document.validate import read_definition
 from kiqbeat.errors import ConfigError, json_name, shown_name, shown_text
 from kiqbeat.outcomes.records import read_health
+from kiqbeat.redis import keys, operator_reads
 from kiqbeat.redis.connection import reply_reason
-from kiqbeat.redis.definitions import Oversized
+from kiqbeat.redis.definitions import Oversized, scan_items, scan_names
+from kiqbeat.redis.due import read_ended
 from kiqbeat.redis.operator_reads import Counts, Stored
+from kiqbeat.redis.pauses import read_pauses
 from kiqbeat.store.context import StoreContext, as_mapping
 
 SHOWN_UNPLANNABLE = 5  # names of unplannable index entries `status` shows
@@ -138,7 +141,8 @@ class Reads:
         Pages come from HSCAN, so a schedule added or removed meanwhile may or may not
         appear; none present throughout is missed.
         """
-        cursor, names = self.ctx.side.scan_names(cursor, count)
+        cursor, names = scan_names(self.ctx.client, keys.definitions(self.ctx.namespace), cursor,
+                                   count)
         return cursor, self._rows(names, self.ctx.side.clock())
 
     def status(self, names: Sequence[str] = (), *, shard: tuple[int, int] | None = None,
@@ -148,36 +152,37 @@ class Reads:
         naming those of `names` the store does not hold."""
         now = self.ctx.side.clock()
         shards = [shard] if shard is not None else self.ctx.side.layout
-        counts = self.ctx.side.read_counts(shards, to_ms(now))
+        client, namespace = self.ctx.client, self.ctx.namespace
+        counts = operator_reads.read_counts(client, namespace, shards, to_ms(now))
         if names:
             rows = self._rows(names, now)
             unknown = sorted(set(names) - {r.name for r in rows})
             if unknown:
                 raise self.ctx.no_schedule(unknown)
         else:
-            rows = self._rows(self.ctx.side.read_order(shards, offset, limit),
+            rows = self._rows(operator_reads.read_order(client, namespace, shards, offset, limit),
                               now)
         aside = []
         if counts.set_aside:
-            for name, why in self.ctx.side.scan_rejected():
+            for name, why in scan_items(client, keys.rejected(namespace)):
                 aside.append((name, reply_reason(why)))
                 if len(aside) >= limit:
                     break
-        unplannable = (self.ctx.side.read_unplannable(shards, SHOWN_UNPLANNABLE)
+        unplannable = (operator_reads.read_unplannable(client, namespace, shards,
+                                                       SHOWN_UNPLANNABLE)
                        if counts.unplannable else [])
-        ended_count, ended = self.ctx.side.read_ended(shards, MAX_ENDED_LISTED)
-        client, namespace = self.ctx.side.client, self.ctx.side.namespace
+        ended_count, ended = read_ended(client, namespace, shards, MAX_ENDED_LISTED)
         return Status(now, counts, rows, aside, unplannable, ended_count, ended,
                       open_incidents(client, namespace, limit),
                       backlogs(client, namespace, to_ms(now)))
 
     def _rows(self, names: Sequence[str], now: datetime) -> builtins.list[ScheduleStatus]:
-        stored_rows = self.ctx.side.read_stored(names)
-        pauses = self.ctx.side.read_pauses(names) if stored_rows else {}
+        client, namespace = self.ctx.client, self.ctx.namespace
+        stored_rows = operator_reads.read_stored(client, namespace, names, self.ctx.side.lua)
+        pauses = read_pauses(client, namespace, names) if stored_rows else {}
         rows = [row for stored in stored_rows
                 if (row := self._row(stored, now)) is not None]
-        health = (read_health(self.ctx.client, self.ctx.namespace, [r.name for r in rows])
-                  if rows else {})
+        health = read_health(client, namespace, [r.name for r in rows]) if rows else {}
         now_ms = to_ms(now)
         rows = [replace(row, health=health.get(row.name)) for row in rows]
         return [replace(row, pause=p, enabled=False)

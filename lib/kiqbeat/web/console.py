@@ -46,7 +46,7 @@ from kiqbeat.entrypoints.requests import Request
 from kiqbeat.errors import ConfigError, OwnedByDocumentError, json_name, shown
 from kiqbeat.redis import keys, progress, scripts
 from kiqbeat.redis.clock import read_clock
-from kiqbeat.redis.connection import redis_errors, reply_text
+from kiqbeat.redis.connection import name_bytes, redis_errors, reply_text
 from kiqbeat.redis.definitions import scan_items
 from kiqbeat.redis.names import NameIndex, build, index_names
 from kiqbeat.store import MissedRange, ScheduleStatus, Status, Store
@@ -282,7 +282,7 @@ class Console:
         indexed yet; then index.lua reads it, length-checked, for its facets)."""
         with redis_errors(self.client, "reading the name index"):
             indexed = self.client.zscore(keys.names(self.namespace),
-                                         name.encode(errors="surrogateescape"))
+                                         name_bytes(name))
         if indexed is not None:
             return
         with redis_errors(self.client, "reading a definition's presence"):
@@ -321,7 +321,7 @@ class Console:
             return [n for n in names if n in facets]
         with redis_errors(self.client, "reading set-aside reasons"):
             rejected = self.client.hmget(keys.rejected(self.namespace),
-                                         [n.encode(errors="surrogateescape") for n in names])
+                                         [name_bytes(n) for n in names])
         held = paused_now(self.client, self.namespace,
                           [n for n in names if n in facets]) if state else set()
         out = []

@@ -118,12 +118,12 @@ the ticks recorded as missed, and flags holds one character per job in argument 
 "1" pushed, "0" not pushed (already pushed, or left alone). by_reason splits what the
 script itself passed over and recorded, "SKIP LIMIT OVERLAP RECORDED_WINDOW" (pending skips
 taken, ticks past max_runs, ticks passed over for overlap, and of `recorded` those of
-reason "window"), then "HOLDING RELEASED" (the schedules of this call still holding a tick
-after it, the held ticks pushed: in `pushed` too); applied holds one character per group:
-"1" when its mark was applied (its MISSED and SKIPPED are counted); aside the groups set
-aside, as name, reason, name, reason...; released the held jobs pushed (not in flags: no
-job of the arguments), as NAME TICK RELEASE QUEUE, NAME TICK...: RELEASE 0 when the job
-went into QUEUE, else the instant the `schedule` set releases it (epoch ms).
+reason "window"), then "HOLDING" (the schedules of this call still holding a tick after it;
+the held ticks pushed are in `pushed`, and listed in `released`); applied holds one
+character per group: "1" when its mark was applied (its MISSED and SKIPPED are counted);
+aside the groups set aside, as name, reason, name, reason...; released the held jobs pushed
+(not in flags: no job of the arguments), as NAME TICK RELEASE QUEUE, NAME TICK...: RELEASE 0
+when the job went into QUEUE, else the instant the `schedule` set releases it (epoch ms).
 ]]
 
 local bucket_key, queues_key, sched_key = KEYS[1], KEYS[2], KEYS[3]
@@ -262,7 +262,7 @@ end
 -- Pass 2: write.
 local pushed, already, missed, skipped, new, stale, recorded = 0, 0, 0, 0, 0, 0, 0
 local n_skip, n_limit, n_overlap, recorded_window = 0, 0, 0, 0
-local n_holding, n_released = 0, 0
+local n_holding = 0
 local released = {}  -- the held jobs pushed: name, tick, release (0: queue), queue...
 local holding = {}   -- group i's schedule holds a tick after this step
 local applied = {}   -- group i: '1' when its mark was applied
@@ -302,7 +302,7 @@ local function push_above(i, floor)
         out:add(k, 0, held.json)
       end
       drop_held(life, name)
-      pushed, n_released = pushed + 1, n_released + 1
+      pushed = pushed + 1
       local at = #released
       released[at + 1], released[at + 2] = name, held.tick
       released[at + 3] = held.release > when and held.release or 0
@@ -456,6 +456,6 @@ out:write()
 flush('ZADD', due_key, index)
 if any_rejected then flush('HDEL', rejected_key, planned) end
 return {pushed, already, missed, skipped, new, stale, recorded, jobs:flags(),
-  n_skip .. ' ' .. n_limit .. ' ' .. n_overlap .. ' ' .. recorded_window .. ' ' .. n_holding ..
-  ' ' .. n_released, table.concat(applied),
+  n_skip .. ' ' .. n_limit .. ' ' .. n_overlap .. ' ' .. recorded_window .. ' ' .. n_holding,
+  table.concat(applied),
   set_aside, released}

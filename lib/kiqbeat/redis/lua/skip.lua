@@ -6,7 +6,7 @@ step takes them (life.lua). One script, so the least-privilege ACL users need no
 
 KEYS[1]  definitions hash    KEYS[2]  skips hash (name -> ticks still to skip)
 ARGV[1]  schedule name    ARGV[2]  skips to add (1 or more)
-ARGV[3]  the most skips a schedule may have pending (limits.MAX_PENDING_SKIPS)
+A schedule may have at most MAX_PENDING_SKIPS pending (core/limits.py, in the header).
 
 Returns {code, pending}: code "+" added (pending: the skips now pending), "M" no such
 schedule (nothing written), "C" the cap would be passed (nothing written; pending: the
@@ -19,8 +19,8 @@ local err = expect_type(defs_key, 'hash') or expect_type(skips_key, 'hash')
   or expect_allowed('HINCRBY', skips_key, 'f', '1')
 if err then return err end
 
-local name, count, most = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local name, count = ARGV[1], tonumber(ARGV[2])
 if redis.call('HEXISTS', defs_key, name) == 0 then return {'M', 0} end
 local pending = math.max(0, tonumber(redis.call('HGET', skips_key, name)) or 0)
-if pending + count > most then return {'C', pending} end
+if pending + count > MAX_PENDING_SKIPS then return {'C', pending} end
 return {'+', redis.call('HINCRBY', skips_key, name, count)}
