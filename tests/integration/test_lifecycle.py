@@ -313,12 +313,16 @@ def test_a_skip_past_the_cap_is_refused_naming_the_skips_the_script_found_pendin
     assert store.skip("limited", MAX_PENDING_SKIPS) == MAX_PENDING_SKIPS
     with pytest.raises(ConfigError, match=f"has {MAX_PENDING_SKIPS:,} skips pending; 1 more"):
         store.skip("limited", 1)
-    # A count written by hand that Lua reads as a number and Python's int() does not: the
-    # refusal still names it (the script's own reading), not a ValueError's traceback.
-    client.hset(keys.skips(""), "limited", "1e9")
-    with pytest.raises(ConfigError, match="has 1,000,000,000 skips pending; 1 more"):
-        store.skip("limited", 1)
-    assert client.hget(keys.skips(""), "limited") == b"1e9"  # nothing written
+    # A count written by hand that is no whole number (Lua would read some as numbers, and
+    # HINCRBY refuses them without a name): refused naming the schedule's field, as the push
+    # step sets it aside, and kept as it is.
+    for written in ("1e9", "inf", "nan", "5.5", "0x10"):
+        client.hset(keys.skips(""), "limited", written)
+        with pytest.raises(ConfigError, match=(
+                f"schedule 'limited': kiqbeat:skips holds '{written}' for it, not a whole "
+                "number of ticks to skip")):
+            store.skip("limited", 1)
+        assert client.hget(keys.skips(""), "limited") == written.encode()  # nothing written
 
 
 # ---------------------------------------------------------------------------- store calendars

@@ -234,7 +234,7 @@ READ = Lua("read", ("definitions",))
 PAUSE = Lua("pause", ("definitions", "records", "varints", "progress"))
 # The layout before the progress buckets into them, once (redis/migrate.py).
 MIGRATE = Lua("migrate", ("varints", "progress"))
-SKIP = Lua("skip")
+SKIP = Lua("skip", ("life",))
 INCIDENTS = Lua("incidents", ("varints", "outcomes", "deadline"))
 FOLD = Lua("fold", ("varints", "outcomes", "deadline"))
 SCRIPTS = Caller(functions=False)

@@ -30,6 +30,7 @@ from kiqbeat.core.limits import DEFAULT_HISTORY
 from kiqbeat.core.pause import Pause
 from kiqbeat.core.report import Report
 from kiqbeat.core.schedule import Config
+from kiqbeat.errors import ConfigError, shown
 from kiqbeat.redis import (
     clock,
     definitions,
@@ -159,10 +160,13 @@ class RedisSide:
         (whether they were added, its pending skips after), or None when there is no such
         schedule; nothing is added when they would exceed MAX_PENDING_SKIPS (core/limits.py).
         One atomic script (skip.lua) with the schedule's existence: a removal meanwhile leaves
-        no field behind."""
+        no field behind. ConfigError naming the schedule and the field when its pending count
+        is not a whole number (written by hand: kept as it is)."""
         script_keys = [keys.definitions(self.namespace), keys.skips(self.namespace)]
         with redis_errors(self.client, "adding skips to a schedule"):
             code, pending = self.lua.call(scripts.SKIP, self.client, script_keys, [name, count])
+        if reply_text(code) == "G":  # a count written by hand: nothing added
+            raise ConfigError(f"schedule {shown(name)}: {reply_text(pending)}")
         return None if reply_text(code) == "M" else (reply_text(code) == "+", int(pending))
 
     def write_pause(self, name: str, pause: Pause | None, *, now_ms: int

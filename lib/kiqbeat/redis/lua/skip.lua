@@ -10,7 +10,8 @@ A schedule may have at most MAX_PENDING_SKIPS pending (core/limits.py, in the he
 
 Returns {code, pending}: code "+" added (pending: the skips now pending), "M" no such
 schedule (nothing written), "C" the cap would be passed (nothing written; pending: the
-skips pending).
+skips pending), "G" the pending count stored is not a whole number (nothing written; in
+place of pending: why, life.lua's life_count).
 ]]
 
 local defs_key, skips_key = KEYS[1], KEYS[2]
@@ -21,6 +22,8 @@ if err then return err end
 
 local name, count = ARGV[1], tonumber(ARGV[2])
 if redis.call('HEXISTS', defs_key, name) == 0 then return {'M', 0} end
-local pending = math.max(0, tonumber(redis.call('HGET', skips_key, name)) or 0)
+local pending, why = life_count(skips_key, name, 'ticks to skip')
+if pending == nil then return {'G', why} end  -- written by hand: refused by name, kept
+pending = math.max(0, pending)
 if pending + count > MAX_PENDING_SKIPS then return {'C', pending} end
 return {'+', redis.call('HINCRBY', skips_key, name, count)}
