@@ -20,8 +20,9 @@ off together.
 
 Each figure is the process's CPU (time.process_time) of one invocation, which holds better
 than wall time on a shared machine; wall time is printed beside it (a device that overlaps
-Redis' work with Python's, as read_ahead did, shows in wall time only). Medians over the
-rounds, the mean and the largest beside them (a rare full collection shows there).
+Redis' work with Python's, as read_ahead and plan_slice do, shows in wall time only: measure
+those on a quiet machine). Medians over the rounds, the mean and the largest beside them (a
+rare full collection shows there).
 """
 
 from __future__ import annotations
@@ -40,10 +41,12 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-# What turning one device off means, on an Engine's `Devices` (`off` below). read_ahead and
-# plan_slice (and warm_up) were measured on the code before their removal (0381705:
-# bench/results-push.txt); on later code turning them "off" changes nothing.
-VARIANTS = ["on", "parsed", "memo", "checks", "paused_gc", "reference"]
+# What turning one device off means, on an Engine's `Devices` (`off` below). warm_up was
+# measured on the code before its removal (0381705: bench/results-push.txt); on later code
+# turning it "off" changes nothing. read_ahead and plan_slice overlap Redis' work with
+# Python's: their gain shows in wall time, on a machine quiet enough for Redis to have a core.
+VARIANTS = ["on", "parsed", "memo", "checks", "read_ahead", "plan_slice", "paused_gc",
+            "reference"]
 
 
 def off(devices: Any, variant: str) -> None:
@@ -80,7 +83,7 @@ def off(devices: Any, variant: str) -> None:
         devices.document = lambda config, build: build(config)
     elif variant == "reference":
         devices.reference = True
-        devices.read_ahead, devices.plan_slice = False, 0  # as 0381705's reference mode
+        devices.read_ahead, devices.plan_slice = False, 0  # as the reference mode has them
 
 
 def child(args: argparse.Namespace) -> None:

@@ -12,6 +12,10 @@ what it does when on:
 - `memo`: the tick memo (core/plan.py's TickMemo: next ticks and job templates), kept
   from one invocation to the next;
 - `checks`: the content-keyed definition checks (document/validate.py's `Checks`);
+- `read_ahead`: the next due batch read on the push line while this one is planned
+  (`Ahead`);
+- `plan_slice`: a batch planned a push call's worth at a time, each call sent before the
+  next slice is planned;
 - `paused_gc`: the cyclic garbage collector paused in the push loop;
 - `document`: a config's document form kept, shared by the engines given these devices
   (one per shard in a Lambda, which share their sources and so their configs).
@@ -19,7 +23,7 @@ what it does when on:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -28,6 +32,9 @@ from kiqbeat.core.limits import (
     MAX_PARSED_DEFINITION_BYTES,
     MAX_PARSED_DEFINITIONS,
     MAX_REASON_CHARS,
+    PUSH_CALL_BUDGET_US,
+    PUSH_US_PER_GROUP,
+    PUSH_US_PER_JOB,
 )
 from kiqbeat.core.schedule import Config, Schedule
 from kiqbeat.errors import ConfigError
@@ -36,10 +43,15 @@ from kiqbeat.redis.definitions import definition_sha
 if TYPE_CHECKING:
     from kiqbeat.core.plan import TickMemo
     from kiqbeat.document.validate import Checks
+    from kiqbeat.redis.due import DueRead, StartedDue
 
+# Entries planned at a time: one push call's worth of one-job schedules (core/limits.py's
+# time budget), so the next slice is planned while Redis runs the call made from this one.
+PLAN_SLICE = max(1, int(PUSH_CALL_BUDGET_US // (PUSH_US_PER_GROUP + PUSH_US_PER_JOB)))
 # What one stored definition parses to: its schedule or why it is refused, and its SHA1.
 Parsed = tuple[Schedule | str, str]
 D = TypeVar("D")
+E = TypeVar("E")
 
 
 class Devices:
@@ -51,6 +63,8 @@ class Devices:
         self.reference = reference
         self.documents = documents or DocumentMemo()
         self.checks: Checks | None = None  # made by `_load`
+        self.plan_slice = 0 if reference else PLAN_SLICE  # 0: a whole batch at once
+        self.read_ahead = not reference
         # (name, stored definition) -> its `Parsed`; `_parsed_bytes`: the definitions held.
         self._parsed: dict[tuple[str, bytes], Parsed] = {}
         self._parsed_bytes = 0
@@ -145,6 +159,11 @@ class Devices:
 
     # -- the push loop ------------------------------------------------------------------
 
+    def slices(self, entries: Sequence[E]) -> list[Sequence[E]]:
+        """The slices `entries` are planned in, in order (one, whole, in reference mode)."""
+        size = self.plan_slice or max(len(entries), 1)
+        return [entries[first:first + size] for first in range(0, len(entries), size)]
+
     def paused_gc(self) -> AbstractContextManager[None]:
         """The cyclic collector paused for the push loop (core/collector.py): it makes no
         cycles, and full collections over the engine's caches cost more than the loop."""
@@ -166,3 +185,27 @@ class DocumentMemo:
         document = build(config)
         self._last = (config, document)
         return document
+
+
+class Ahead:
+    """The next batch's due read, sent early on the push line, and the fresh entries of
+    the batch it skips (their pushes were sent after it); `read` reads its reply once,
+    and again gives the same (None: lost, read it again after the pushes)."""
+
+    def __init__(self, started: StartedDue, fresh: set[str]) -> None:
+        self.started, self.fresh = started, fresh
+        self._read: DueRead | None = None
+        self._done = False
+
+    def abandon(self) -> None:
+        """Drop the read if its reply is not read yet (an invocation ending in an error)."""
+        if not self._done:
+            self._done = True
+            self.started.abandon()
+
+    def read(self) -> DueRead | None:
+        """The read's reply (once read, the same again), or None when it was lost."""
+        if not self._done:
+            self._done = True
+            self._read = self.started.result()
+        return self._read

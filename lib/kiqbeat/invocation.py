@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kiqbeat.after import fold_outcomes, publish_fold
 from kiqbeat.core.instants import to_ms
@@ -28,7 +28,7 @@ from kiqbeat.core.pause import Pause
 from kiqbeat.core.report import Report
 from kiqbeat.core.schedule import Config, Schedule
 from kiqbeat.deployment import Deployment
-from kiqbeat.devices import Devices, Parsed
+from kiqbeat.devices import Ahead, Devices, Parsed
 from kiqbeat.document.fingerprint import Applied
 from kiqbeat.errors import DeadlineError, shown, shown_text
 from kiqbeat.redis import keys
@@ -163,6 +163,12 @@ class Invocation:
         else by the next invocation. It never loops: a read that finds nothing new after
         every push sent before it has the next read start past its entries. A deadline
         passed mid-way raises DeadlineError: what was pushed stays pushed.
+
+        With read-ahead (devices.py), the next batch's read is sent on the push line as soon
+        as a batch is read: it runs after the pushes sent before and before this batch's,
+        so it skips this batch's fresh entries (`unpushed`) beyond those met again. A lost
+        early read, and the read that would end the invocation, are made again after the
+        pushes. A definition is set aside only after the early read in flight has run.
         """
         from kiqbeat.core.plan import plan_due  # only when something may be due
         shard, devices = self.deployment.settings.shard, self.devices
@@ -176,49 +182,83 @@ class Invocation:
         pusher = side.pusher(config, report, deadline, shard=shard,
                              history=self.deployment.settings.history)
         memo = devices.memo()
+        ahead: Ahead | None = None  # the next batch's read, sent early
+        unpushed: set[str] = set()  # the fresh entries whose pushes ran after `batch`'s read
+        late = True  # `batch` was read after every push sent before it
         with devices.paused_gc():
-            while True:
-                if batch is None:  # read the next batch, as the pushes left the index
-                    pusher.wait()
-                    if time.monotonic() > deadline:
-                        raise DeadlineError(f"invocation deadline passed after "
-                                            f"{report.pushed} jobs pushed; the next "
-                                            "invocation pushes the rest")
-                    read = side.read_due(shard, upto_ms=upto_ms, offset=len(counted) + passed)
-                    batch = read.batch
-                    report.round_trips += 1
-                    report.next_due_ms = _earlier(report.next_due_ms, read.next_due_ms)
-                fresh = []
-                known = len(counted)
-                for due in batch.entries:
-                    if due.name not in seen:
-                        fresh.append(due)
-                    else:
-                        counted.add(due.name)  # left alone: it stays where it is
-                if not fresh and len(counted) == known:
-                    passed += len(batch.entries)  # all counted before: moved by others
-                seen.update(due.name for due in fresh)
-                entries = self._entries(side, fresh, config, own, report)
-                self.deployment.alerts.watch(entries)
-                report.schedules += len(fresh)
-                plan = plan_due(entries, report.now, config.missed_jobs_window_s, memo)
-                if plan.failed:  # decided; then pushed, a call at a time
-                    self._set_aside(side, [Op("reject", name, why.encode(), expect=sha)
-                                           for name, sha, why in plan.failed], report)
-                for chunk in plan.chunks():
-                    if not pusher.send(chunk, plan.now_ms):
+            try:
+                while True:
+                    if batch is None:  # read the next batch
+                        if time.monotonic() > deadline:  # the replies in flight read first
+                            if ahead is not None:
+                                ahead.read()
+                                ahead = None
+                            pusher.wait()
+                            raise DeadlineError(f"invocation deadline passed after "
+                                                f"{report.pushed} jobs pushed; the next "
+                                                "invocation pushes the rest")
+                        read = ahead.read() if ahead is not None else None
+                        late = read is None
+                        if read is None:  # none sent, or lost: read as pushes leave the index
+                            pusher.wait()
+                            read = side.read_due(shard, upto_ms=upto_ms,
+                                                 offset=len(counted) + passed)
+                            unpushed = set()
+                        else:
+                            unpushed = ahead.fresh if ahead is not None else set()
+                        ahead = None
+                        batch = read.batch
+                        report.round_trips += 1
+                        report.next_due_ms = _earlier(report.next_due_ms, read.next_due_ms)
+                    fresh = []
+                    known = len(counted)
+                    for due in batch.entries:
+                        if due.name not in seen:
+                            fresh.append(due)
+                        elif due.name not in unpushed:
+                            counted.add(due.name)  # left alone: it stays where it is
+                    if not fresh and not unpushed and len(counted) == known:
+                        passed += len(batch.entries)  # all counted before: moved by others
+                    seen.update(due.name for due in fresh)
+                    if devices.read_ahead and batch.more and not pusher.stopped:
+                        ahead = Ahead(side.start_due(
+                            shard, pusher.line, upto_ms=upto_ms,
+                            offset=len(counted) + passed + len(fresh)),
+                            {due.name for due in fresh})
+                    settle = ahead.read if ahead is not None else None
+                    entries = self._entries(side, fresh, config, own, report, settle)
+                    self.deployment.alerts.watch(entries)
+                    report.schedules += len(fresh)
+                    for part in devices.slices(entries):  # decide, then push
+                        plan = plan_due(part, report.now, config.missed_jobs_window_s, memo)
+                        if plan.failed:
+                            self._set_aside(side, [Op("reject", name, why.encode(), expect=sha)
+                                                   for name, sha, why in plan.failed],
+                                            report, settle)
+                        for chunk in plan.chunks():
+                            if not pusher.send(chunk, plan.now_ms):
+                                break
+                        if plan.groups:  # where the push moves their index entries
+                            report.next_due_ms = _earlier(
+                                report.next_due_ms, min(g.next_due_ms for g in plan.groups))
+                        if pusher.stopped:
+                            break
+                    if pusher.stopped or (not batch.more and late):
                         break
-                if plan.groups:  # where the push moves their index entries
-                    report.next_due_ms = _earlier(
-                        report.next_due_ms, min(g.next_due_ms for g in plan.groups))
-                if pusher.stopped or not batch.more:
-                    break
-                batch = None
-            pusher.wait()
+                    batch = None
+                if ahead is not None:
+                    ahead.read()  # its reply read: the line's connection goes back to the pool
+                    ahead = None
+                pusher.wait()
+            finally:
+                if ahead is not None:
+                    ahead.abandon()
 
     def _entries(self, side: RedisSide, batch: Sequence[Due], config: Config,
-                 own: Mapping[str, Schedule], report: Report) -> list[Entry]:
-        """The batch's schedules to plan; invalid definitions are set aside (one write)."""
+                 own: Mapping[str, Schedule], report: Report,
+                 settle: Any = None) -> list[Entry]:
+        """The batch's schedules to plan; invalid definitions are set aside (one write,
+        after `settle`)."""
         from kiqbeat.core.plan import Entry
         entries: list[Entry] = []
         aside: list[Op] = []
@@ -246,12 +286,16 @@ class Invocation:
                     pause = None if due.pause is None else Pause.decode(due.pause)
                     entries.append(Entry(parsed, due.mark_ms, sha, pause))
         if aside:
-            self._set_aside(side, aside, report)
+            self._set_aside(side, aside, report, settle)
         return entries
 
-    def _set_aside(self, side: RedisSide, aside: list[Op], report: Report) -> None:
+    def _set_aside(self, side: RedisSide, aside: list[Op], report: Report,
+                   settle: Any = None) -> None:
         """Set definitions aside (or forget removed ones), one write at the invocation's
-        instant; warn for each."""
+        instant, after `settle` (the early due read in flight has run: the write removes
+        index entries it counts on); warn for each."""
+        if settle is not None:
+            settle()
         results = side.write(aside, now_ms=to_ms(report.now))
         report.round_trips += 1
         for op, (code, _) in zip(aside, results, strict=True):

@@ -3,16 +3,19 @@
 The promise: an invocation that ends without an error has read every index entry due at
 its instant that was in the index when it began (unless others moved or removed entries
 meanwhile), has pushed each due tick once, and never loops; entries written meanwhile are
-read when its reads reach them (always when no entry was left alone).
+read when its reads reach them (always when no entry was left alone); the next batch's read
+runs while Python plans the current one, on the pushes' connection, before their pushes.
 
-Facts are read from Redis: distinct jids in the queues, the due index's scores.
+Facts are read from Redis: distinct jids in the queues, the due index's scores, MONITOR.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import threading
 import time
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -25,6 +28,7 @@ from kiqbeat.core.plan import to_ms
 from kiqbeat.core.schedule import Config
 from kiqbeat.engine import Engine
 from kiqbeat.errors import DeadlineError
+from kiqbeat.redis import scripts
 from kiqbeat.redis.definitions import DUE_BATCH
 from kiqbeat.store import Store
 from tests.support.clock import minute_floor, redis_now
@@ -37,7 +41,6 @@ SCHEDULES = "kiqbeat:schedules"
 # Three batches and one entry: the last read holds one.
 COUNT = 3 * DUE_BATCH + 1
 NAMES = [f"m{n:04d}" for n in range(COUNT)]  # index order, for equal scores
-PUSHES_A_BATCH = 3  # a batch's two ticks each, in push calls (core/limits.py's budget)
 
 
 def registered(client: redis.Redis) -> tuple[datetime, datetime]:
@@ -69,6 +72,59 @@ def meddled(client: redis.Redis, before: Any) -> Engine:
     engine = Engine(client=client)
     engine.deployment.lua = Meddling(before=before)  # the engine's way of running scripts, hooked
     return engine
+
+
+@pytest.fixture
+def monitored(redis_url: str) -> Iterator[list[dict[str, Any]]]:
+    """The commands Redis runs, as MONITOR reports them, until the test ends."""
+    seen: list[dict[str, Any]] = []
+    watcher = redis.Redis.from_url(redis_url)
+    ready = threading.Event()
+
+    def watch() -> None:
+        with watcher.monitor() as monitor:
+            ready.set()
+            for command in monitor.listen():
+                if "kiqbeat-test-done" in command["command"]:
+                    return
+                seen.append(command)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    ready.wait(5)
+    time.sleep(0.1)
+    yield seen
+    redis.Redis.from_url(redis_url).echo("kiqbeat-test-done")
+    thread.join(10)
+    watcher.close()
+
+
+def test_the_next_batchs_read_runs_before_this_batchs_pushes_on_their_connection(
+    client: redis.Redis, redis_url: str, monitored: list[dict[str, Any]],
+) -> None:
+    """Fails on an engine that reads each batch only after the pushes of the one before."""
+    t0, until = registered(client)
+    client.echo("kiqbeat-test-start")
+    report = Engine(client=client).run(STORE_ONLY, now=until)
+    redis.Redis.from_url(redis_url).echo("kiqbeat-test-done")
+    for at, command in enumerate(monitored):  # what ran before this invocation: not its
+        if "kiqbeat-test-start" in command["command"]:
+            del monitored[:at + 1]
+            break
+    scripts_run = {scripts.DUE.sha: "due", scripts.PUSH.sha: "push"}
+    calls = [(scripts_run[c["command"].split()[1]], c["client_port"]) for c in monitored
+             if c["command"].startswith("EVALSHA ")
+             and c["command"].split()[1] in scripts_run]
+    order = [name for name, _ in calls]
+    assert order[:2] == ["due", "due"], order[:6]
+    first_push = order.index("push")
+    # Every read but the first (its pipeline) and the last (after every push) runs on the
+    # connection of the push that follows it.
+    for at in range(1, len(calls) - 1):
+        if order[at] == "due" and order[at + 1] == "push" and at < first_push + 9:
+            assert calls[at][1] == calls[at + 1][1], calls
+    assert report.pushed == 2 * COUNT
+    assert jids(client) == expected(NAMES, t0, until)
 
 
 def test_three_batches_and_one_entry_are_all_read_and_each_tick_pushed_once(
@@ -139,8 +195,9 @@ def test_entries_written_plan_me_during_an_invocation_are_read_by_it(
 def test_a_deadline_passed_mid_way_pushes_nothing_twice_and_the_next_invocation_goes_on(
     client: redis.Redis,
 ) -> None:
-    """The deadline passes during the second batch's pushes: the invocation stops with an
-    error, and the same engine's next invocation pushes the rest, each tick once."""
+    """The deadline passes during the second batch's pushes, the third batch's read in
+    flight: the invocation stops with an error, and the same engine's next invocation
+    pushes the rest, each tick once."""
     t0, until = registered(client)
     calls: list[str] = []
 
@@ -161,19 +218,32 @@ def test_a_deadline_passed_mid_way_pushes_nothing_twice_and_the_next_invocation_
     assert jids(client) == expected(NAMES, t0, until)
 
 
+def first_batch_pushes(client: redis.Redis) -> int:
+    """How many push calls the first batch of `registered` makes (the call budget and the
+    devices decide): the pushes sent before the first due read sent after a push. The store
+    is emptied again."""
+    _, until = registered(client)
+    names: list[str] = []
+    meddled(client, names.append).run(STORE_ONLY, now=until)
+    client.flushdb()
+    ended = names.index("due", names.index("push"))
+    return names[:ended].count("push")
+
+
 def test_a_deadline_passed_after_a_batchs_last_push_reads_its_reply_before_it_stops(
     client: redis.Redis,
 ) -> None:
     """The deadline passes while the first batch's last push call is in flight: the
     invocation reads that call's reply before it stops (the error counts what Redis holds;
     no connection is left in use with a reply unread)."""
+    last = first_batch_pushes(client)
     t0, until = registered(client)
     engine = Engine(client=client)
     calls: list[str] = []
 
     def slow_after_last(name: str, pending: Any) -> None:
         calls.append(name)
-        if name == "push" and calls.count("push") == PUSHES_A_BATCH:
+        if name == "push" and calls.count("push") == last:
             time.sleep(1.2)
 
     engine.deployment.lua = Meddling(before=lambda name: None, after=slow_after_last)
@@ -192,9 +262,9 @@ def test_a_deadline_passed_after_a_batchs_last_push_reads_its_reply_before_it_st
 def test_a_connection_lost_between_a_push_and_the_next_batchs_read_loses_and_repeats_nothing(
     client: redis.Redis, redis_url: str, before: str,
 ) -> None:
-    """Before each due read (or each push) is sent, Redis closes the invocation's
-    connections: the read or the push is sent again on a new one (a push applied once), and
-    every entry is read."""
+    """Before each early read is sent (or each push: the read in flight then loses its
+    reply), Redis closes the invocation's connections: a push whose reply is lost is sent
+    again (applied once), a read is made again after the pushes, and every entry is read."""
     t0, until = registered(client)
     killer = redis.Redis.from_url(redis_url)
     kills: list[int] = []
@@ -215,8 +285,8 @@ def test_an_invocation_ends_when_entries_written_meanwhile_move_those_it_left_al
     client: redis.Redis,
 ) -> None:
     """The first batch is left alone (its definitions changed before its first push); once
-    a read (the second) has met it again, 150 "plan me" entries are written before the next
-    read is sent: that read meets only entries met before. The invocation still ends (no read
+    a read has met it again, 150 "plan me" entries are written before the next read is
+    sent: that read meets only entries met before. The invocation still ends (no read
     after it starts at the same place), having pushed every other entry once; the next
     one pushes the first batch and plans the entries written."""
     t0, until = registered(client)
@@ -228,7 +298,7 @@ def test_an_invocation_ends_when_entries_written_meanwhile_move_those_it_left_al
         calls.append(name)
         if name == "push" and calls.count("push") == 1:
             client.hset(SCHEDULES, mapping=dict.fromkeys(NAMES[:DUE_BATCH], new))
-        if name == "due" and calls.count("due") == 3:
+        if name == "due" and calls.count("due") == 4:
             Store(client).import_definitions((n, MINUTELY) for n in late)
 
     meddled(client, meddle).run(STORE_ONLY, now=until, deadline_s=10)

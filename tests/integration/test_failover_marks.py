@@ -124,7 +124,7 @@ def test_a_push_planned_on_the_old_master_never_jumps_the_new_masters_watermark(
                 if name == "push" and not state["switched"]:
                     switch(name)
                     # Its reply lost, as when Sentinel's CLIENT KILL closes the connection.
-                    pending.conn.read_response = reply_lost
+                    pending.line.conn.read_response = reply_lost
 
             engine.deployment.lua = Meddling(before=sent_again, after=after)
         left = engine.run(SCHEDULES, now=t0 + timedelta(minutes=245))

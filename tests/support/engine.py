@@ -30,11 +30,10 @@ from kiqbeat.redis.side import RedisSide
 
 @dataclass(frozen=True)
 class Meddling(scripts.Caller):
-    """Runs kiqbeat's Lua as usual, after `before(script name)`, whether the call is run now,
-    started (sent, its reply read later) or queued on a pipeline (before it is sent): a
-    writer, a delay or a fault between a read and the script; and `after(script name, the
-    started call)` once a started call is sent, before its reply is read (a fault while it
-    is in flight)."""
+    """Runs kiqbeat's Lua as usual, after `before(script name)`, whether the call is run now
+    or started (sent, its reply read later): a writer, a delay or a fault between a read
+    and the script; and `after(script name, the started call)` once a started call is sent,
+    before its reply is read (a fault while it is in flight)."""
 
     before: Callable[[str], None] = lambda name: None
     after: Callable[[str, scripts.Pending], None] = lambda name, pending: None
@@ -43,11 +42,6 @@ class Meddling(scripts.Caller):
              args: Sequence[scripts.Arg], **options: Any) -> Any:
         self.before(lua.name)
         return super().call(lua, client, keys, args, **options)
-
-    def queue(self, lua: scripts.Lua, pipe: Any, keys: Sequence[str],
-              args: Sequence[scripts.Arg], **options: Any) -> None:
-        self.before(lua.name)
-        super().queue(lua, pipe, keys, args, **options)
 
     def start(self, lua: scripts.Lua, client: redis.Redis, keys: Sequence[str],
               args: Sequence[scripts.Arg], **options: Any) -> scripts.Pending:

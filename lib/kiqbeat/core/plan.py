@@ -245,7 +245,7 @@ class TickMemo:
         # instant in [after, first).
         self._next: dict[str, tuple[tuple[int, int], ...]] = {}
         self.templates = JobTemplates()  # job templates, by content
-        # What the plans of one invocation (the engine plans one a due batch at a time) share:
+        # What the plans of one invocation (the engine plans one a slice at a time) share:
         # the due ticks (`_Shared`) and the decisions (`_Decisions`) made at `_shared_at`.
         self._shared: tuple[_Shared, _Decisions] = ({}, {})
         self._shared_at: tuple[datetime, float] | None = None

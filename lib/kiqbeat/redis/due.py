@@ -142,6 +142,37 @@ def read_due(
     return _due_read(replies[0], Replies(replies[1:], reads.spans))
 
 
+class StartedDue:
+    """A due read sent on a line (`scripts.Line`) and not read yet: it runs after every call
+    sent on the line before it, and before every call sent after it, whenever its reply is
+    read (`result`). The engine sends the next batch's read this way, on its pushes' line,
+    while it plans and pushes the current batch."""
+
+    def __init__(self, client: redis.Redis, namespace: str, shard: tuple[int, int] | None,
+                 line: scripts.Line, *, upto_ms: int, offset: int, limit: int = DUE_BATCH,
+                 lua: scripts.Caller = scripts.SCRIPTS) -> None:
+        self._client = client
+        with redis_errors(client, "reading the due schedules"):
+            self._pending = lua.start(scripts.DUE, client, _due_keys(namespace, shard),
+                                      [upto_ms, offset, limit], line=line, raw=True,
+                                      resend=False)
+
+    def result(self) -> DueRead | None:
+        """The read as `read_due` gives it (no further reads); None when its reply was lost
+        (a failed connection, a server that did not know the script): whether and where
+        among the line's calls it ran is then unknown, so it is not sent again."""
+        with redis_errors(self._client, "reading the due schedules"):
+            try:
+                reply = self._pending.result()
+            except scripts.Lost:
+                return None
+        return _due_read(reply, Replies())
+
+    def abandon(self) -> None:
+        """Drop the read without its reply (`scripts.Pending.abandon`)."""
+        self._pending.abandon()
+
+
 def _due_keys(namespace: str, shard: tuple[int, int] | None) -> list[str]:
     """due.lua's KEYS (its header names them)."""
     return [keys.due(namespace, shard), keys.definitions(namespace),

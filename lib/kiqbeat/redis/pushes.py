@@ -152,7 +152,9 @@ class Pusher:
     caller must see Redis settled (`wait`): the caller plans and encodes the next call while
     Redis runs this one. One call at most is in flight, so a failed call stops every call
     after it, no two calls of one schedule (the parts of a split catch-up) ever overlap, and
-    a later part is sent only once the earlier one is known to be applied.
+    a later part is sent only once the earlier one is known to be applied. Its calls go on
+    one `line` (one connection while replies are pending): a call another caller sends on
+    it (the engine's next due read) runs between the calls sent before and after it.
     """
 
     def __init__(self, client: redis.Redis, namespace: str, config: Config, report: Report,
@@ -163,6 +165,9 @@ class Pusher:
         self.due_key = due_key or keys.due(namespace)
         self.sent = 0  # job bytes this invocation sent (MAX_BYTES_PER_INVOCATION)
         self.stopped = False  # the byte bound stopped the invocation
+        # The connection its calls go on, in order: a read sent on it between two calls
+        # runs between them (`RedisSide.start_due`).
+        self.line = scripts.Line(client)
         self._flight: tuple[scripts.Pending, Sequence[Group], int] | None = None
 
     def send(self, chunk: Sequence[Group], now_ms: int) -> bool:
@@ -185,7 +190,8 @@ class Pusher:
                 f"({report.pushed} jobs pushed); the next invocation pushes the rest")
         self.sent += size
         with self._errors():
-            pending = self.lua.start(scripts.PUSH, self.client, script_keys, args)
+            pending = self.lua.start(scripts.PUSH, self.client, script_keys, args,
+                                     line=self.line)
         self._flight = (pending, chunk, now_ms)
         return True
 

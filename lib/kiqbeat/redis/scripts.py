@@ -18,6 +18,7 @@ pipelined call, a round trip more). Each script's header states its KEYS, ARGV a
 from __future__ import annotations
 
 import hashlib
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -107,16 +108,20 @@ class Caller:
             raise explained from exc
 
     def start(self, lua: Lua, client: redis.Redis, keys: Sequence[str],
-              args: Sequence[Arg], *, raw: bool = False) -> Pending:
+              args: Sequence[Arg], *, line: Line | None = None, raw: bool = False,
+              resend: bool = True) -> Pending:
         """Send a call without reading its reply (`Pending.result` reads it, or
         `Pending.abandon` drops it): the caller does its next piece of work while Redis runs
-        this one. The one "send now, read later" of kiqbeat (pushes, imports), on a
-        connection of its own. A lost connection or an unknown script sends it again as
-        `call` does: only scripts safe to send again, perhaps to a new master, are started
-        (push.lua and write.lua apply nothing twice, push.lua nothing planned from
-        watermarks the server does not hold). `raw` as for `queue`."""
-        pending = Pending(self, lua, client, keys, args, raw=raw)
-        pending.send()
+        this one. The one "send now, read later" of kiqbeat (pushes, imports, the next due
+        read). On `line`, after the calls sent on it before (Redis runs them in that order);
+        else on a connection of its own. `resend`: a lost connection or an unknown script
+        sends it again as `call` does (only for scripts safe to send again, perhaps to a
+        new master: push.lua and write.lua apply nothing twice, push.lua nothing planned
+        from watermarks the server does not hold); without it, `result` raises `Lost`
+        instead (a call whose place among the calls around it matters). `raw` as for `queue`."""
+        pending = Pending(self, lua, client, keys, args, line or Line(client), raw=raw,
+                          resend=resend)
+        pending.line.send(pending)
         return pending
 
     def command(self, lua: Lua, keys: Sequence[str], args: Sequence[Arg]) -> tuple[Arg, ...]:
@@ -143,84 +148,131 @@ class Caller:
         client.script_load(lua.text)
 
 
+class Lost(redis.ConnectionError):
+    """A started call that may not be sent again (`Caller.start` without `resend`) lost its
+    reply (the connection failed, or the server did not know the script): whether it ran,
+    and where among the calls sent around it, is unknown."""
+
+
+class Line:
+    """Calls sent on one connection, their replies read in the order sent (`Caller.start`):
+    Redis runs one connection's commands in the order they arrive, so a call sent on a line
+    runs after every call sent on it before, whichever reply is read first. The connection
+    is taken from the pool by the first call and given back once no reply is pending; when
+    it fails, every call in flight on it loses its reply (`Pending.result` then sends it
+    again, or raises `Lost`), and the next call takes a new one."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.client = client
+        self.conn: Any = None
+        self.flight: deque[Pending] = deque()  # sent on `conn`, replies not read, in order
+        self.lost: list[Pending] = []  # lost their replies; sent again when read, if at all
+
+    def send(self, pending: Pending) -> None:
+        """Send `pending`'s call after those in flight. One that may not be sent again is
+        not sent at all (lost at once) while a call before it on the line is lost and not
+        read yet: that one runs again only when read, after it."""
+        self.lost = [p for p in self.lost if not p.settled]
+        if not pending.resend and self.lost:
+            self.lost.append(pending)
+            return
+        try:
+            if self.conn is None:
+                self.conn = self.client.connection_pool.get_connection()
+            self.conn.send_command(*pending.caller.command(pending.lua, pending.keys,
+                                                           pending.args))
+        except (redis.ConnectionError, redis.TimeoutError):
+            self.break_off()  # this one not sent whole, so not run: lost as the rest
+            self.lost.append(pending)
+            return
+        except BaseException:
+            self.break_off()  # perhaps sent in part: never reused
+            raise
+        pending.state = FLIGHT
+        self.flight.append(pending)
+
+    def read(self, pending: Pending) -> None:
+        """Read the replies in flight up to `pending`'s, each kept by its own call."""
+        client: Any = self.client
+        while pending.state == FLIGHT:
+            first = self.flight[0]
+            options = {NEVER_DECODE: True} if first.raw else {}
+            try:
+                first.reply = client.parse_response(
+                    self.conn, first.caller.command(first.lua, (), ())[0], **options)
+            except (redis.ConnectionError, redis.TimeoutError):
+                self.break_off()  # as the client's own retries do
+                return
+            except redis.ResponseError as exc:  # NOSCRIPT among them: the connection is fine
+                first.reply = exc
+            except BaseException:
+                self.break_off()  # the reply not read whole: never reused
+                raise
+            first.state = KEPT
+            self.flight.popleft()
+            if not self.flight:
+                self.client.connection_pool.release(self.conn)
+                self.conn = None
+
+    def break_off(self) -> None:
+        """Close the connection (never reused with replies pending): every call in flight
+        on it loses its reply."""
+        for lost in self.flight:
+            lost.state = LOST
+        self.lost += self.flight
+        self.flight.clear()
+        conn, self.conn = self.conn, None
+        if conn is not None:
+            conn.disconnect()
+            self.client.connection_pool.release(conn)
+
+
+# A started call's state: its reply pending on its line, read and kept, or lost.
+FLIGHT, KEPT, LOST = "flight", "kept", "lost"
+
+
 @dataclass(eq=False)
 class Pending:
-    """A script call sent on a connection taken from the pool (`Caller.start`), its reply not
-    read yet; `result` or `abandon`, only one of them, once. The connection goes back to the
-    pool once the reply is read; when it fails, the reply is lost (`result` then sends the
-    call again)."""
+    """A script call sent on a line (`Caller.start`), its reply not read yet; `result` or
+    `abandon`, only one of them, once."""
 
     caller: Caller
     lua: Lua
     client: redis.Redis
     keys: Sequence[str]
     args: Sequence[Arg]
+    line: Line
     raw: bool = False
-    conn: Any = None  # while its reply is pending on it
-    lost: bool = True  # until sent whole; again once its connection failed
-    reply: Any = None  # once read
+    resend: bool = True
+    state: str = LOST  # until sent whole
+    reply: Any = None  # once KEPT
     settled: bool = False  # its reply was read, or abandoned
 
-    def send(self) -> None:
-        """Send the call; a connection failing loses it (not sent whole, so not run)."""
-        try:
-            self.conn = self.client.connection_pool.get_connection()
-            self.conn.send_command(*self.caller.command(self.lua, self.keys, self.args))
-        except (redis.ConnectionError, redis.TimeoutError):
-            self.break_off()
-            return
-        except BaseException:
-            self.break_off()  # perhaps sent in part: never reused
-            raise
-        self.lost = False
-
     def result(self) -> Any:
-        """The call's reply; a lost connection or an unknown script (NOSCRIPT) sends it again
-        through `Caller.call` (with the client's retries, loading the script)."""
+        """The call's reply (read after those of the calls sent before it on its line); a
+        lost connection or an unknown script (NOSCRIPT) sends it again through
+        `Caller.call` (with the client's retries, loading the script), or raises `Lost`
+        when it may not be sent again."""
         if self.settled:
             raise RuntimeError(f"the reply of a started {self.lua.name} call is read once")
         self.settled = True
-        if not self.lost:
-            self._read()
+        self.line.read(self)
         reply = self.reply
-        if self.lost or isinstance(reply, redis.exceptions.NoScriptError):
+        if self.state == LOST or isinstance(reply, redis.exceptions.NoScriptError):
+            if not self.resend:
+                raise Lost(f"the reply of a started {self.lua.name} call was lost")
             return self.caller.call(self.lua, self.client, self.keys, self.args, raw=self.raw)
         if isinstance(reply, redis.ResponseError):
             raise self.caller.explained(reply) from reply
         return reply
 
-    def _read(self) -> None:
-        """Read the reply, then give the connection back to the pool."""
-        client: Any = self.client
-        options = {NEVER_DECODE: True} if self.raw else {}
-        try:
-            self.reply = client.parse_response(
-                self.conn, self.caller.command(self.lua, (), ())[0], **options)
-        except (redis.ConnectionError, redis.TimeoutError):
-            self.break_off()  # as the client's own retries do
-            return
-        except redis.ResponseError as exc:  # NOSCRIPT among them: the connection is fine
-            self.reply = exc
-        except BaseException:
-            self.break_off()  # the reply not read whole: never reused
-            raise
-        self.client.connection_pool.release(self.conn)
-        self.conn = None
-
     def abandon(self) -> None:
-        """Drop the call without reading its reply (its connection is closed, never reused
-        with a reply pending); whether it was applied is unknown."""
+        """Drop the call without reading its reply (its line's connection is closed, never
+        reused with a reply pending: the calls in flight on it lose theirs); whether it was
+        applied is unknown."""
         self.settled = True
-        if self.conn is not None:
-            self.break_off()
-
-    def break_off(self) -> None:
-        """Close the connection (never reused with a reply pending): the reply is lost."""
-        self.lost = True
-        conn, self.conn = self.conn, None
-        if conn is not None:
-            conn.disconnect()
-            self.client.connection_pool.release(conn)
+        if self.state == FLIGHT:
+            self.line.break_off()
 
 
 DUE = Lua("due", ("definitions", "varints", "progress"))

@@ -96,6 +96,13 @@ class RedisSide:
         return due.read_due(self.client, self.namespace, shard, upto_ms=upto_ms,
                             offset=offset, limit=limit, more=more, lua=self.lua)
 
+    def start_due(self, shard: Shard, line: scripts.Line, *, upto_ms: int, offset: int,
+                  limit: int = definitions.DUE_BATCH) -> due.StartedDue:
+        """`redis.due.StartedDue` on this store: a due read sent on `line` after the calls
+        sent on it before, its reply read later."""
+        return due.StartedDue(self.client, self.namespace, shard, line, upto_ms=upto_ms,
+                              offset=offset, limit=limit, lua=self.lua)
+
     # ------------------------------------------------------------------------ definitions
 
     def write(self, ops: Sequence[Op], *, now_ms: int | None, applied: Applied | None = None,
