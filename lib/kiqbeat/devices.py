@@ -197,12 +197,6 @@ class Ahead:
         self._read: DueRead | None = None
         self._done = False
 
-    def abandon(self) -> None:
-        """Drop the read if its reply is not read yet (an invocation ending in an error)."""
-        if not self._done:
-            self._done = True
-            self.started.abandon()
-
     def read(self) -> DueRead | None:
         """The read's reply (once read, the same again), or None when it was lost."""
         if not self._done:

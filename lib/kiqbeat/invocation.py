@@ -250,9 +250,8 @@ class Invocation:
                     ahead.read()  # its reply read: the line's connection goes back to the pool
                     ahead = None
                 pusher.wait()
-            finally:
-                if ahead is not None:
-                    ahead.abandon()
+            finally:  # after an error, no reply (the early read's, a push's) left pending
+                pusher.line.break_off()  # on a pooled connection; at the usual end, none is
 
     def _entries(self, side: RedisSide, batch: Sequence[Due], config: Config,
                  own: Mapping[str, Schedule], report: Report,

@@ -218,16 +218,21 @@ def test_a_deadline_passed_mid_way_pushes_nothing_twice_and_the_next_invocation_
     assert jids(client) == expected(NAMES, t0, until)
 
 
-def first_batch_pushes(client: redis.Redis) -> int:
-    """How many push calls the first batch of `registered` makes (the call budget and the
-    devices decide): the pushes sent before the first due read sent after a push. The store
-    is emptied again."""
+def recorded_calls(client: redis.Redis) -> list[str]:
+    """The scripts an invocation of `registered`'s store calls, in order (the call budget
+    and the devices decide how many); the store is emptied again."""
     _, until = registered(client)
     names: list[str] = []
     meddled(client, names.append).run(STORE_ONLY, now=until)
     client.flushdb()
-    ended = names.index("due", names.index("push"))
-    return names[:ended].count("push")
+    return names
+
+
+def first_batch_pushes(client: redis.Redis) -> int:
+    """How many push calls the first batch of `registered` makes: the pushes sent before
+    the first due read sent after a push."""
+    names = recorded_calls(client)
+    return names[:names.index("due", names.index("push"))].count("push")
 
 
 def test_a_deadline_passed_after_a_batchs_last_push_reads_its_reply_before_it_stops(
@@ -255,6 +260,31 @@ def test_a_deadline_passed_after_a_batchs_last_push_reads_its_reply_before_it_st
     assert said is not None and int(said[1]) == len(pushed) > 0
     assert not client.connection_pool._in_use_connections  # type: ignore[attr-defined]
     engine.run(STORE_ONLY, now=until)
+    assert jids(client) == expected(NAMES, t0, until)
+
+
+def test_an_error_while_a_push_is_in_flight_leaves_no_connection_in_use(
+    client: redis.Redis,
+) -> None:
+    """Something fails while a push call is in flight (here: right after the last is sent,
+    when no early read is in flight beside it): the invocation's error reaches the caller,
+    and no pooled connection is left with a reply pending (a warm Lambda would keep one per
+    such error); the next invocation pushes the rest, each tick once."""
+    last = recorded_calls(client).count("push")  # the last batch's: no early read with it
+    t0, until = registered(client)
+    engine = Engine(client=client)
+    pushes: list[str] = []
+
+    def fail_after_a_push(name: str, pending: Any) -> None:
+        pushes.append(name)
+        if pushes.count("push") == last:
+            raise RuntimeError("a fault after the push was sent")
+
+    engine.deployment.lua = Meddling(before=lambda name: None, after=fail_after_a_push)
+    with pytest.raises(RuntimeError, match="a fault after the push was sent"):
+        engine.run(STORE_ONLY, now=until)
+    assert not client.connection_pool._in_use_connections  # type: ignore[attr-defined]
+    Engine(client=client).run(STORE_ONLY, now=until)
     assert jids(client) == expected(NAMES, t0, until)
 
 

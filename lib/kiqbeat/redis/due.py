@@ -168,10 +168,6 @@ class StartedDue:
                 return None
         return _due_read(reply, Replies())
 
-    def abandon(self) -> None:
-        """Drop the read without its reply (`scripts.Pending.abandon`)."""
-        self._pending.abandon()
-
 
 def _due_keys(namespace: str, shard: tuple[int, int] | None) -> list[str]:
     """due.lua's KEYS (its header names them)."""
