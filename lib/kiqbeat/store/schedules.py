@@ -170,8 +170,9 @@ class Schedules:
         tick instead of pushing it (before overlap and the run limit, docs/store.md; not
         counted as a run), records it in the history as "skipped", and never as
         missed. Returns the skips now pending. ConfigError for a count outside 1..
-        MAX_PENDING_SKIPS or pending skips beyond it; ScheduleNotFoundError for no
-        schedule of that name."""
+        MAX_PENDING_SKIPS, pending skips beyond it, or a pending count stored that is no
+        whole number (written by hand: kept); ScheduleNotFoundError for no schedule of
+        that name."""
         if isinstance(count, bool) or not isinstance(count, int) or not (
                 1 <= count <= MAX_PENDING_SKIPS):
             raise ConfigError(f"skip count {shown(count)} must be a whole number from 1 to "
