@@ -24,6 +24,7 @@ from kiqbeat.alerts import delivery
 from kiqbeat.alerts.incidents import open_incidents
 from kiqbeat.core.payload import jid
 from kiqbeat.core.plan import to_ms
+from kiqbeat.core.schedule import Config
 from kiqbeat.engine import Engine
 from kiqbeat.entrypoints.metrics import InvocationMetrics
 from tests.support.alerts import FAILING, SILENT, T0, engine, events, report_outcome
@@ -132,15 +133,22 @@ def test_racing_invokers_decide_each_incident_once(redis_url: str) -> None:
     assert len(set(v["k"] for v in events(setup))) == 3
 
 
-def test_a_hanging_webhook_never_stalls_an_invocation_and_gets_the_event_later(
-        client: redis.Redis, receiver: Receiver, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(delivery, "RETRY_IDLE_MS", 500)
-    cfg = config(FAILING)
+def failed_three_times(client: redis.Redis, receiver: Receiver, cfg: Config) -> Engine:
+    """An engine alerting `receiver` whose `flaky` schedule (FAILING) ran and failed at
+    three minutes in a row: the next invocation judges it failing."""
     e = engine(client, receiver.url)
     e.run(cfg, now=T0 + timedelta(seconds=5))
     e.run(cfg, now=T0 + timedelta(minutes=1, seconds=5))
     for minute in (1, 2, 3):
         report_outcome(client, "flaky", T0 + timedelta(minutes=minute), "failed")
+    return e
+
+
+def test_a_hanging_webhook_never_stalls_an_invocation_and_gets_the_event_later(
+        client: redis.Redis, receiver: Receiver, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(delivery, "RETRY_IDLE_MS", 500)
+    cfg = config(FAILING)
+    e = failed_three_times(client, receiver, cfg)
     receiver.hang_s = 30.0
     started = time.monotonic()
     report = e.run(cfg, now=T0 + timedelta(minutes=3, seconds=30))
@@ -177,11 +185,7 @@ def test_an_event_left_waiting_is_delivered_by_an_invocation_with_nothing_else_t
     # with expectations is due, no changed name, no deadline.
     monkeypatch.setattr(delivery, "RETRY_IDLE_MS", 0)
     cfg = config(FAILING)
-    e = engine(client, receiver.url)
-    e.run(cfg, now=T0 + timedelta(seconds=5))
-    e.run(cfg, now=T0 + timedelta(minutes=1, seconds=5))
-    for minute in (1, 2, 3):
-        report_outcome(client, "flaky", T0 + timedelta(minutes=minute), "failed")
+    e = failed_three_times(client, receiver, cfg)
     receiver.status = 500
     report = e.run(cfg, now=T0 + timedelta(minutes=3, seconds=30))
     assert report.alert_events == 1 and report.alerts_delivered == 0
