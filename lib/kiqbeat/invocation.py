@@ -190,10 +190,7 @@ class Invocation:
                 while True:
                     if batch is None:  # read the next batch
                         if time.monotonic() > deadline:  # the replies in flight read first
-                            if ahead is not None:
-                                ahead.read()
-                                ahead = None
-                            pusher.wait()
+                            pusher.wait()  # (the early read's, sent before them, kept)
                             raise DeadlineError(f"invocation deadline passed after "
                                                 f"{report.pushed} jobs pushed; the next "
                                                 "invocation pushes the rest")
