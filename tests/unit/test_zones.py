@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 from zoneinfo import ZoneInfo, available_timezones
@@ -289,3 +290,36 @@ def test_every_zone_name_starts_with_a_letter_or_a_sign_as_is_zone_name_assumes(
     assert [n for n in names if not (n[:1].isalpha() or n[:1] in "+-\u2212")] == []
     assert all(is_zone_name(n) for n in ("UTC", "+05:30", "\u221203:00", "Asia/Tokyo", "Tokyo"))
     assert not any(is_zone_name(n) for n in ("*", "5", "1-5", "*/15", "?"))
+
+
+def test_an_iana_name_is_known_exactly_as_the_zone_listing_says_without_listing() -> None:
+    """`_is_iana` answers as `name in available_timezones()` for every file and folder under
+    each TZPATH root and for names the listing leaves out (right/, posix/, posixrules,
+    paths not normalized or leading out); a listed zone is answered without the listing."""
+    import os
+    import zoneinfo
+
+    from kiqbeat.core import zones
+
+    listed = available_timezones()
+    names = {"UTC", "posixrules", "right/UTC", "posix/UTC", "../zoneinfo/UTC", "./UTC",
+             "America//New_York", "America/", "/usr/share/zoneinfo/UTC", "../../etc/passwd",
+             "Eastern Time (US & Canada)", "Tokyo", "+05:30"}
+    for root in zoneinfo.TZPATH:
+        for folder, folders, files in os.walk(root):
+            names.update(os.path.relpath(os.path.join(folder, n), root) for n in folders + files)
+    assert len(names) > len(listed)  # every zone, and more
+    assert {n for n in names if zones._is_iana(n)} == names & (listed | {"UTC"})
+    assert all(zones._listed_file(n) for n in listed)
+
+
+def test_reading_an_iana_zone_in_a_new_process_does_not_list_the_zone_database() -> None:
+    """A cold process's first zoned schedule (`America/New_York`) costs no listing of the
+    zone database (~70 ms here: available_timezones opens every file of it)."""
+    code = ("import sys\n"
+            "from kiqbeat.core import zones\n"
+            "zones.zone('America/New_York'), zones.zone_key('Asia/Kolkata')\n"
+            "print(zones._zone_names.cache_info().currsize, 'importlib.resources' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, check=True)
+    assert done.stdout.split() == ["0", "False"]

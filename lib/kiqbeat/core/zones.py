@@ -19,6 +19,7 @@ in a gap (DESIGN §3).
 
 from __future__ import annotations
 
+import os
 import re
 import zoneinfo
 from dataclasses import dataclass
@@ -60,10 +61,34 @@ def _zone_names() -> frozenset[str]:
 
 
 def _is_iana(name: str) -> bool:
-    """`name in _zone_names()`; 'UTC' (every schedule's zone unless it names one) answered
-    without listing the zone database, which opens each of its files (50-190 ms of a cold
-    process's first plan here)."""
-    return name == "UTC" or name in _zone_names()
+    """`name in _zone_names()`; 'UTC' (every schedule's zone unless it names one), and a name
+    whose own file `_zone_names` would list (`_listed_file`), answered without listing the
+    zone database, which opens each of its files (50-190 ms of a cold process's first plan
+    here). Any other name is looked up in the listing: the answer is the listing's."""
+    return name == "UTC" or _listed_file(name) or name in _zone_names()
+
+
+@lru_cache(maxsize=1024)
+def _listed_file(name: str) -> bool:
+    """True when `zoneinfo.available_timezones()` lists `name` for a file of its own: a
+    normalized relative key, outside the `right/` and `posix/` folders and not `posixrules`
+    (which the listing leaves out), naming a TZif file under a TZPATH folder through real
+    folders (the listing's walk does not follow a linked one). False says nothing."""
+    parts = name.split("/")
+    if (os.path.isabs(name) or os.path.normpath(name) != name or ".." in parts
+            or parts[0] in ("right", "posix") or name == "posixrules"):
+        return False
+    for root in zoneinfo.TZPATH:
+        folders = [os.path.join(root, *parts[:depth]) for depth in range(1, len(parts))]
+        if not all(os.path.isdir(f) and not os.path.islink(f) for f in folders):
+            continue
+        try:
+            with open(os.path.join(root, name), "rb") as file:
+                if file.read(4) == b"TZif":
+                    return True
+        except OSError:  # none here (or a folder): the next root, as the listing's walk
+            continue
+    return False
 
 
 @lru_cache(maxsize=1)
