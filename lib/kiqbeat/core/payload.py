@@ -54,11 +54,17 @@ TICK_KEY = "kiqbeat_tick"
 EXPIRES_KEY = "kiqbeat_expires_at"
 _MS = timedelta(milliseconds=1)
 _JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-# The standard library's C encoder, when it has one (CPython does), called directly:
-# `JSONEncoder.encode` builds its float formatter and a new C encoder in Python on every
-# call, half of the ~10 us it costs for a schedule's args (a cold invocation encodes each
-# due schedule's args and name once). Same text, same errors: tests/unit/test_payload.py.
+# The standard library's C encoder, when it has one (CPython does), built once and called
+# directly: `JSONEncoder.encode` builds its float formatter and a new C encoder in Python on
+# every call, and checks each container against the ones being written (for a cycle): most
+# of the ~5 us it costs for a schedule's args (a cold invocation encodes each due schedule's
+# args once). This one keeps no such record (None), so it holds no state between calls; a
+# cycle, which no checked definition holds (its nesting is bounded), ends in RecursionError,
+# and `_encode` then asks `_JSON.encode`, which raises what it always did. Same text, same
+# errors: tests/unit/test_payload.py.
 _C_ENCODER = getattr(json.encoder, "c_make_encoder", None)
+_C_ENCODE = None if _C_ENCODER is None else _C_ENCODER(
+    None, _JSON.default, json.encoder.encode_basestring, None, ":", ",", False, False, False)
 _BASESTRING = json.encoder.encode_basestring  # what `_JSON.encode` calls for a str
 
 
@@ -68,10 +74,12 @@ def _encode(value: Any) -> str:
     encoder built around it."""
     if type(value) is str:
         return _BASESTRING(value)
-    if _C_ENCODER is None:
-        return _JSON.encode(value)
-    return "".join(_C_ENCODER({}, _JSON.default, json.encoder.encode_basestring, None, ":",
-                              ",", False, False, False)(value, 0))
+    if _C_ENCODE is not None:
+        try:
+            return "".join(_C_ENCODE(value, 0))
+        except RecursionError:  # a cycle, or nesting too deep: the reference says which
+            pass
+    return _JSON.encode(value)
 
 
 def _epoch_ms(instant: datetime, what: str) -> int:
