@@ -304,7 +304,7 @@ def test_an_iana_name_is_known_exactly_as_the_zone_listing_says_without_listing(
     listed = available_timezones()
     names = {"UTC", "posixrules", "right/UTC", "posix/UTC", "../zoneinfo/UTC", "./UTC",
              "America//New_York", "America/", "/usr/share/zoneinfo/UTC", "../../etc/passwd",
-             "Eastern Time (US & Canada)", "Tokyo", "+05:30"}
+             "Eastern Time (US & Canada)", "Tokyo", "+05:30", "Europe/Paris\x00", "."}
     for root in zoneinfo.TZPATH:
         for folder, folders, files in os.walk(root):
             names.update(os.path.relpath(os.path.join(folder, n), root) for n in folders + files)

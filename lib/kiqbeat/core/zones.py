@@ -86,7 +86,7 @@ def _listed_file(name: str) -> bool:
             with open(os.path.join(root, name), "rb") as file:
                 if file.read(4) == b"TZif":
                     return True
-        except OSError:  # none here (or a folder): the next root, as the listing's walk
+        except (OSError, ValueError):  # none here, a folder, a NUL: the next root
             continue
     return False
 
