@@ -19,12 +19,14 @@ in a gap (DESIGN §3).
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import zoneinfo
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta, timezone, tzinfo
 from functools import lru_cache
+from pathlib import Path
 
 from kiqbeat.core.limits import MAX_PLANNABLE_MS
 from kiqbeat.errors import ConfigError, did_you_mean, shown
@@ -62,41 +64,53 @@ def _zone_names() -> frozenset[str]:
 
 def _is_iana(name: str) -> bool:
     """`name in _zone_names()`; 'UTC' (every schedule's zone unless it names one), and a name
-    whose own file `_zone_names` would list (`_listed_file`), answered without listing the
-    zone database, which opens each of its files (50-190 ms of a cold process's first plan
-    here). Any other name is looked up in the listing: the answer is the listing's."""
-    return name == "UTC" or _listed_file(name) or name in _zone_names()
+    that `_listed_alone` can tell, answered without listing the zone database, which opens
+    each of its files (30-190 ms of a cold process's first plan here). Any other name is
+    looked up in the listing: every answer is the listing's."""
+    if name == "UTC":
+        return True
+    listed = _listed_alone(name)
+    return name in _zone_names() if listed is None else listed
 
 
 @lru_cache(maxsize=1024)
-def _listed_file(name: str) -> bool:
-    """True when `zoneinfo.available_timezones()` lists `name` for a file of its own: a
-    normalized relative key, outside the `right/` and `posix/` folders and not `posixrules`
-    (which the listing leaves out), naming a TZif file under a TZPATH folder through real
-    folders (the listing's walk does not follow a linked one). False says nothing."""
+def _listed_alone(name: str) -> bool | None:
+    """Whether `zoneinfo.available_timezones()` lists `name`, told from its own path: True
+    for a TZif file under a TZPATH folder, reached through real folders (the listing's walk
+    follows no linked one), its key normalized, outside the `right/` and `posix/` folders
+    and not `posixrules` (which the listing leaves out); False when no TZPATH folder holds
+    anything by that name and no `tzdata` package is installed (the listing's two sources);
+    None when only the listing can tell."""
     parts = name.split("/")
     if (os.path.isabs(name) or os.path.normpath(name) != name or ".." in parts
             or parts[0] in ("right", "posix") or name == "posixrules"):
-        return False
+        return None
+    found = False
     for root in zoneinfo.TZPATH:
+        path = os.path.join(root, name)
+        if not os.path.lexists(path):  # (False for a name holding a NUL too)
+            continue
+        found = True
         folders = [os.path.join(root, *parts[:depth]) for depth in range(1, len(parts))]
         if not all(os.path.isdir(f) and not os.path.islink(f) for f in folders):
             continue
         try:
-            with open(os.path.join(root, name), "rb") as file:
+            with open(path, "rb") as file:
                 if file.read(4) == b"TZif":
                     return True
-        except (OSError, ValueError):  # none here, a folder, a NUL: the next root
+        except OSError:  # a folder, unreadable: the next root, as the listing's walk
             continue
+    if found or importlib.util.find_spec("tzdata") is not None:
+        return None
     return False
 
 
 @lru_cache(maxsize=1)
 def rails_zones() -> dict[str, str]:
     """ActiveSupport::TimeZone::MAPPING: each Rails zone name and the IANA zone it maps to."""
-    from importlib.resources import files  # read once, by the first Rails name met
-
-    text = files("kiqbeat.core").joinpath("rails_zones.tsv").read_text("utf-8")
+    # Read once, by the first Rails name met, as a file beside this module (importlib.resources
+    # loads tempfile, shutil, bz2 and lzma: ~10 ms of a cold process).
+    text = Path(__file__).with_name("rails_zones.tsv").read_text("utf-8")
     return dict(line.split("\t") for line in text.splitlines()
                 if line and not line.startswith("#"))
 
