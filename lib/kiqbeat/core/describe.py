@@ -7,11 +7,11 @@ what fires; shapes without a short idiom fall back to a field-by-field wording.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from datetime import UTC, datetime
 from typing import Any
 
 from kiqbeat.core.cron import Cron, Every
 from kiqbeat.core.cron_fields import runs
+from kiqbeat.core.instants import z_text
 from kiqbeat.core.lifecycle import Bounded, OneShot, base
 from kiqbeat.core.report import counted
 from kiqbeat.core.schedule import Schedule, Timetable
@@ -205,10 +205,6 @@ def duration_text(seconds: float) -> str:
     return "".join(parts) or "0s"
 
 
-def _instant(instant: datetime) -> str:
-    return instant.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
 def describe_timetable(timetable: Timetable) -> str:
     """The plain-English reading of any timetable: a cron, an interval, a one-shot, with
     the cron's or interval's reading under start/end/except (`describe_life` says those)."""
@@ -218,7 +214,7 @@ def describe_timetable(timetable: Timetable) -> str:
     if isinstance(inner, Every):
         return describe_every(inner)
     if isinstance(inner, OneShot):
-        return f"once, at {_instant(inner.at)}"
+        return f"once, at {z_text(inner.at, 'seconds')}"
     return ""
 
 
@@ -229,9 +225,9 @@ def describe_life(schedule: Schedule) -> str:
     timetable = schedule.timetable
     if isinstance(timetable, Bounded):
         if timetable.start is not None:
-            parts.append(f"from {_instant(timetable.start)}")
+            parts.append(f"from {z_text(timetable.start, 'seconds')}")
         if timetable.end is not None:
-            parts.append(f"until {_instant(timetable.end)}")
+            parts.append(f"until {z_text(timetable.end, 'seconds')}")
         if timetable.excluded:
             count = len(timetable.excluded)
             names = ", ".join(name for name, _ in timetable.calendars)
@@ -283,8 +279,8 @@ def life_facts(schedule: Schedule, runs: int = 0, skips: int = 0) -> dict[str, A
     timetable = schedule.timetable
     bounded = timetable if isinstance(timetable, Bounded) else None
     return {
-        "start_at": _instant(bounded.start) if bounded and bounded.start else None,
-        "end_at": _instant(bounded.end) if bounded and bounded.end else None,
+        "start_at": z_text(bounded.start, "seconds") if bounded and bounded.start else None,
+        "end_at": z_text(bounded.end, "seconds") if bounded and bounded.end else None,
         "except": sorted(d.isoformat() for d in bounded.excluded) if bounded else [],
         "calendars": [name for name, _ in bounded.calendars] if bounded else [],
         "dates_zone": bounded.dates_zone if bounded and bounded.excluded else None,
