@@ -167,11 +167,10 @@ class Plan:
     # timetable beyond the representable years): set aside, never sinking the others.
     failed: list[tuple[str, str, str]] = field(default_factory=list)
 
-    def chunks(self, budget_us: float = PUSH_CALL_BUDGET_US,
-               max_bytes: int = MAX_BYTES_PER_CALL) -> Iterator[list[Group]]:
+    def chunks(self, budget_us: float = PUSH_CALL_BUDGET_US) -> Iterator[list[Group]]:
         """Split into push-script calls, each estimated to hold Redis at most `budget_us`
-        (`call_cost_us`) and carrying at most `max_bytes` of jobs; a schedule's jobs may
-        span calls, marks ascending.
+        (`call_cost_us`) and carrying at most MAX_BYTES_PER_CALL of jobs; a schedule's jobs
+        may span calls, marks ascending.
 
         A new schedule's group is never split (module docstring): it starts a call of its
         own when it does not fit in the current one. Only the first job of a call may pass
@@ -187,7 +186,7 @@ class Plan:
                 chunk, cost, size = [], PUSH_US_PER_GROUP, 0
             payloads = group.payloads
             if len(payloads) == 1 and (cost + PUSH_US_PER_JOB <= budget_us
-                                       and size + len(payloads[0]) <= max_bytes):
+                                       and size + len(payloads[0]) <= MAX_BYTES_PER_CALL):
                 chunk.append(group)  # the common case, as the loop below takes it
                 cost += PUSH_US_PER_JOB
                 size += len(payloads[0])
@@ -199,7 +198,7 @@ class Plan:
                 payloads = rest.payloads
                 for payload in payloads:
                     grows = cost + PUSH_US_PER_JOB > budget_us or (
-                        size + taken_bytes + len(payload) > max_bytes)
+                        size + taken_bytes + len(payload) > MAX_BYTES_PER_CALL)
                     if grows and (chunk or take):
                         break
                     take += 1

@@ -95,15 +95,14 @@ def parse_ranges(text: str) -> list[Range]:
     return ranges
 
 
-def _ms(text: str, *, signed: bool = False) -> int:
-    """Epoch ms as the scripts write them: ASCII digits (a minus sign if `signed`), at most
-    MAX_PLANNABLE_MS either way (a number written by hand beyond it is garbled: no instant
-    kiqbeat shows or counts ticks to lies there)."""
-    digits = text[1:] if signed and text.startswith("-") else text
-    if not (digits.isascii() and digits.isdigit()) or len(digits) > 15:
+def _ms(text: str) -> int:
+    """Epoch ms as the scripts write them: ASCII digits, at most MAX_PLANNABLE_MS (a number
+    written by hand beyond it is garbled: no instant kiqbeat shows or counts ticks to lies
+    there)."""
+    if not (text.isascii() and text.isdigit()) or len(text) > 15:
         raise ValueError(f"not a number of milliseconds: {text[:40]!r}")
     value = int(text)
-    if abs(value) > MAX_PLANNABLE_MS:
+    if value > MAX_PLANNABLE_MS:
         raise ValueError(f"{text!r} ms is past the year 9999")
     return value
 
