@@ -62,9 +62,6 @@ BACKFILLED_BY_DEFAULT = frozenset(REASONS) - {"overlap"}
 # Ranges kept per schedule (records.lua drops the oldest "policy" one beyond, else the
 # oldest): `catch_up: latest` on a schedule firing every second records one each invocation.
 MAX_RANGES = 100
-# Counting a range's ticks for a listing stops here: the cap an invocation's count stops at
-# too (core/limits.py), so `kiqbeat missed` and the report agree.
-COUNT_CAP = MAX_MISSED_COUNTED
 # Ticks are listed in steps of this much time; an empty step is skipped with next_after.
 _STEP = timedelta(hours=1)
 
@@ -121,9 +118,10 @@ def ticks_in(timetable: Timetable, after_ms: int, through_ms: int) -> Iterator[d
 
 
 def count_ticks(timetable: Timetable, after_ms: int, through_ms: int,
-                cap: int = COUNT_CAP) -> tuple[int, bool]:
-    """How many ticks (after_ms, through_ms] holds, counting at most `cap`; and whether
-    there are more."""
+                cap: int = MAX_MISSED_COUNTED) -> tuple[int, bool]:
+    """How many ticks (after_ms, through_ms] holds, counting at most `cap` (by default the
+    cap an invocation's count stops at too, so `kiqbeat missed` and the report agree); and
+    whether there are more."""
     count = sum(1 for _ in islice(ticks_in(timetable, after_ms, through_ms), cap + 1))
     return min(count, cap), count > cap
 
