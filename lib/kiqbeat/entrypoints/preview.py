@@ -192,17 +192,14 @@ def _marks(fire: Fire) -> str:
     """What a preview line says beside the instant: DST, jitter, or why it is withheld."""
     marks = [str(fire["dst"])] if fire["dst"] else []
     if "delivered" in fire:
+        from kiqbeat.core.describe import duration_text
+
+        ms = int(fire["jitter_ms"] or 0)
         marks.append(f"delivered {str(fire['delivered'])[11:23]}Z, "
-                     f"+{_offset_text(int(fire['jitter_ms'] or 0))} jitter")
+                     f"+{duration_text(ms / 1000 if ms % 1000 else ms // 1000)} jitter")
     if (fate := fire.get("fate")) in _WITHHELD:
         marks.append(_WITHHELD[str(fate)].format(why=fire.get("why")))
     return f"   [{'; '.join(marks)}]" if marks else ""
-
-
-def _offset_text(ms: int) -> str:
-    from kiqbeat.core.describe import duration_text
-
-    return duration_text(ms / 1000 if ms % 1000 else ms // 1000)
 
 
 # A FILE argument ending so is a document even when no such file exists (a typo says "file
