@@ -14,7 +14,7 @@ from kiqbeat.core.cron_fields import runs
 from kiqbeat.core.instants import z_text
 from kiqbeat.core.lifecycle import Bounded, OneShot, base
 from kiqbeat.core.report import counted
-from kiqbeat.core.schedule import Schedule, Timetable
+from kiqbeat.core.schedule import Expectations, Schedule, Timetable
 
 _DAY_NAMES = ("Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday")
 _MONTH_NAMES = (
@@ -220,7 +220,8 @@ def describe_timetable(timetable: Timetable) -> str:
 
 def describe_life(schedule: Schedule) -> str:
     """The rules of a schedule's life in plain English ('' when it has none): its bounds,
-    excluded dates, run limit, jitter, overlap, expiry and outcome history."""
+    excluded dates, run limit, jitter, overlap, expiry, outcome history and what its jobs
+    are expected to do."""
     parts: list[str] = []
     timetable = schedule.timetable
     if isinstance(timetable, Bounded):
@@ -249,16 +250,7 @@ def describe_life(schedule: Schedule) -> str:
                      "its tick is not run (expires_after; with the worker middleware)")
     if schedule.history is not None:
         parts.append(f"the outcomes of its last {schedule.history:,} ticks kept (history)")
-    parts += describe_expectations(schedule)
-    return "; ".join(parts)
-
-
-def describe_expectations(schedule: Schedule) -> list[str]:
-    """What a schedule's jobs are expected to do, in plain English (alerts/)."""
-    rules = schedule.expectations
-    if rules is None:
-        return []
-    parts = []
+    rules = schedule.expectations or Expectations()  # what its jobs must do (alerts/)
     if rules.success_within_ms:
         parts.append(f"silent when a tick's job has not succeeded within "
                      f"{duration_text(rules.success_within_ms / 1000)}")
@@ -267,7 +259,7 @@ def describe_expectations(schedule: Schedule) -> list[str]:
     if rules.pause_after:
         parts.append(f"pauses itself after {counted(rules.pause_after, 'failed tick')} in a "
                      "row")
-    return parts
+    return "; ".join(parts)
 
 
 def life_facts(schedule: Schedule, runs: int = 0, skips: int = 0) -> dict[str, Any]:
