@@ -109,10 +109,9 @@ def event_shard(event: Any) -> Shard:
         if not isinstance(value, str):
             raise ConfigError(f"invalid shard {shown(value)}: expected a string INDEX/COUNT, "
                               "e.g. \"0/4\"")
-        shard = parse_shard(value)  # as KIQBEAT_SHARD is read
+        return parse_shard(value)  # as KIQBEAT_SHARD is read
     except ConfigError as exc:
         raise ConfigError(f"the event's \"shard\": {exc}") from None
-    return shard
 
 
 class _Warm:

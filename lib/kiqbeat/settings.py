@@ -42,27 +42,23 @@ def parse_shard(value: str) -> tuple[int, int]:
     return i, n
 
 
-def _whole(value: str, least: int, most: int) -> int | None:
-    """`value` as a whole number from `least` to `most`; None when it is not one (digits
-    counted first: Python refuses int() of thousands of digits with an error of its own)."""
+def _whole(value: str, least: int, most: int, must: str) -> int:
+    """`value` as a whole number from `least` to `most`; ConfigError saying it `must` be
+    that otherwise (digits counted first: Python refuses int() of thousands of digits with
+    an error of its own)."""
     text = value.strip()
     digits = text.lstrip("0") or "0"  # leading zeros are no larger a number
     if text.isascii() and text.isdigit() and len(digits) < 10 and least <= int(digits) <= most:
         return int(digits)
-    return None
+    raise ConfigError(f"{shown(value)} must be {must}")
 
 
 def _shard_count(value: str) -> int:
-    if (count := _whole(value, 1, MAX_SHARDS)) is None:
-        raise ConfigError(f"{shown(value)} must be a whole number of shards, 1 to "
-                          f"{MAX_SHARDS:,}")
-    return count
+    return _whole(value, 1, MAX_SHARDS, f"a whole number of shards, 1 to {MAX_SHARDS:,}")
 
 
 def _history(value: str) -> int:
-    if (count := _whole(value, 0, MAX_HISTORY)) is None:
-        raise ConfigError(f"{shown(value)} must be a whole number from 0 to {MAX_HISTORY}")
-    return count
+    return _whole(value, 0, MAX_HISTORY, f"a whole number from 0 to {MAX_HISTORY}")
 
 
 def _namespace(value: str) -> str:

@@ -96,3 +96,18 @@ def test_every_valid_expression_gets_a_reading(spec: tuple[str, str, bool]) -> N
         assume(False)
         raise
     assert describe_cron(cron).strip()
+
+
+def test_a_schedules_life_ends_with_what_its_jobs_are_expected_to_do() -> None:
+    from kiqbeat.core.describe import describe_life
+    from kiqbeat.document import load_config_text
+
+    (expecting, plain) = load_config_text(
+        "schedules:\n"
+        "  a: {cron: '0 9 * * *', class: A, expect_success_within: 15m,\n"
+        "      alert_after_failures: 1, pause_after_failures: 3}\n"
+        "  b: {cron: '0 9 * * *', class: B}\n").schedules
+    assert describe_life(expecting) == (
+        "silent when a tick's job has not succeeded within 15m; failing after 1 failed tick "
+        "in a row; pauses itself after 3 failed ticks in a row")
+    assert describe_life(plain) == ""

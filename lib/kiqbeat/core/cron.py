@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
 from functools import lru_cache
 
-from kiqbeat.core.cron_fields import nth_in_month, read_fields
+from kiqbeat.core.cron_fields import day_fits, read_fields
 from kiqbeat.core.dst import CRON, DstPolicy, dst_policy
 from kiqbeat.core.durations import duration_s
 from kiqbeat.core.instants import ENDED
@@ -105,14 +105,9 @@ class Cron:
         return f"{self.phrase} → {self.expr}" if self.phrase else self.expr
 
     def _day_fits(self, dom: int, weekday: int, month_days: int = 31) -> bool:
-        """True when day `dom` of a month of `month_days` days, on `weekday` (0 = Sunday),
-        matches."""
-        dom_ok = dom in self.days or (month_days - dom + 1) in self.from_end
-        dow_ok = weekday in self.weekdays
-        if self.nth and not dow_ok:
-            n, from_last = nth_in_month(dom, month_days)
-            dow_ok = (weekday, n) in self.nth or (weekday, from_last) in self.nth
-        return (dom_ok or dow_ok) if self.days_or else (dom_ok and dow_ok)
+        """`cron_fields.day_fits` of this cron's day fields."""
+        return day_fits(self.days, self.from_end, self.weekdays, self.nth, self.days_or, dom,
+                        weekday, month_days)
 
     def _day_matches(self, day: date) -> bool:
         """True when the day fields match `day`."""

@@ -36,7 +36,7 @@ reads `5-5` as `*` (firing every minute) and whose search gets DST wrong. Its de
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -433,13 +433,17 @@ class CronFields:
     nth: tuple[tuple[int, int], ...] = ()  # (weekday, n): day#n, n in 1..5 or -5..-1
 
 
-def day_fits(f: CronFields, dom: int, weekday: int, month_days: int) -> bool:
-    """True when day `dom` of a month of `month_days` days, on `weekday` (0 = Sunday),
-    matches the day fields of `f` (the slow, general reading: `Cron` has the fast one)."""
-    dom_ok = dom in f.sets[3] or (month_days - dom + 1) in f.from_end
-    n, from_last = nth_in_month(dom, month_days)
-    dow_ok = weekday in f.sets[5] or (weekday, n) in f.nth or (weekday, from_last) in f.nth
-    return (dom_ok or dow_ok) if f.days_or else (dom_ok and dow_ok)
+def day_fits(days: Collection[int], from_end: Collection[int], weekdays: Collection[int],
+             nth: Collection[tuple[int, int]], days_or: bool, dom: int, weekday: int,
+             month_days: int) -> bool:
+    """The one day rule: True when day `dom` of a month of `month_days` days, on `weekday`
+    (0 = Sunday), matches these day fields (`days_or`: either field is enough)."""
+    dom_ok = dom in days or (month_days - dom + 1) in from_end
+    dow_ok = weekday in weekdays
+    if nth and not dow_ok:
+        n, from_last = nth_in_month(dom, month_days)
+        dow_ok = (weekday, n) in nth or (weekday, from_last) in nth
+    return (dom_ok or dow_ok) if days_or else (dom_ok and dow_ok)
 
 
 def _fires_some_day(f: CronFields) -> bool:
@@ -448,7 +452,8 @@ def _fires_some_day(f: CronFields) -> bool:
     for month in f.sets[4]:
         for month_days in (28, 29) if month == 2 else (_MONTH_DAYS[month - 1],):
             for first in range(7):
-                if any(day_fits(f, d, (first + d - 1) % 7, month_days)
+                if any(day_fits(f.sets[3], f.from_end, f.sets[5], f.nth, f.days_or, d,
+                                (first + d - 1) % 7, month_days)
                        for d in range(1, month_days + 1)):
                     return True
     return False

@@ -7,14 +7,14 @@ what fires; shapes without a short idiom fall back to a field-by-field wording.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from datetime import UTC, datetime
 from typing import Any
 
 from kiqbeat.core.cron import Cron, Every
 from kiqbeat.core.cron_fields import runs
+from kiqbeat.core.instants import z_text
 from kiqbeat.core.lifecycle import Bounded, OneShot, base
 from kiqbeat.core.report import counted
-from kiqbeat.core.schedule import Schedule, Timetable
+from kiqbeat.core.schedule import Expectations, Schedule, Timetable
 
 _DAY_NAMES = ("Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday")
 _MONTH_NAMES = (
@@ -205,10 +205,6 @@ def duration_text(seconds: float) -> str:
     return "".join(parts) or "0s"
 
 
-def _instant(instant: datetime) -> str:
-    return instant.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
-
-
 def describe_timetable(timetable: Timetable) -> str:
     """The plain-English reading of any timetable: a cron, an interval, a one-shot, with
     the cron's or interval's reading under start/end/except (`describe_life` says those)."""
@@ -218,20 +214,21 @@ def describe_timetable(timetable: Timetable) -> str:
     if isinstance(inner, Every):
         return describe_every(inner)
     if isinstance(inner, OneShot):
-        return f"once, at {_instant(inner.at)}"
+        return f"once, at {z_text(inner.at, 'seconds')}"
     return ""
 
 
 def describe_life(schedule: Schedule) -> str:
     """The rules of a schedule's life in plain English ('' when it has none): its bounds,
-    excluded dates, run limit, jitter, overlap, expiry and outcome history."""
+    excluded dates, run limit, jitter, overlap, expiry, outcome history and what its jobs
+    are expected to do."""
     parts: list[str] = []
     timetable = schedule.timetable
     if isinstance(timetable, Bounded):
         if timetable.start is not None:
-            parts.append(f"from {_instant(timetable.start)}")
+            parts.append(f"from {z_text(timetable.start, 'seconds')}")
         if timetable.end is not None:
-            parts.append(f"until {_instant(timetable.end)}")
+            parts.append(f"until {z_text(timetable.end, 'seconds')}")
         if timetable.excluded:
             count = len(timetable.excluded)
             names = ", ".join(name for name, _ in timetable.calendars)
@@ -253,16 +250,7 @@ def describe_life(schedule: Schedule) -> str:
                      "its tick is not run (expires_after; with the worker middleware)")
     if schedule.history is not None:
         parts.append(f"the outcomes of its last {schedule.history:,} ticks kept (history)")
-    parts += describe_expectations(schedule)
-    return "; ".join(parts)
-
-
-def describe_expectations(schedule: Schedule) -> list[str]:
-    """What a schedule's jobs are expected to do, in plain English (alerts/)."""
-    rules = schedule.expectations
-    if rules is None:
-        return []
-    parts = []
+    rules = schedule.expectations or Expectations()  # what its jobs must do (alerts/)
     if rules.success_within_ms:
         parts.append(f"silent when a tick's job has not succeeded within "
                      f"{duration_text(rules.success_within_ms / 1000)}")
@@ -271,7 +259,7 @@ def describe_expectations(schedule: Schedule) -> list[str]:
     if rules.pause_after:
         parts.append(f"pauses itself after {counted(rules.pause_after, 'failed tick')} in a "
                      "row")
-    return parts
+    return "; ".join(parts)
 
 
 def life_facts(schedule: Schedule, runs: int = 0, skips: int = 0) -> dict[str, Any]:
@@ -283,8 +271,8 @@ def life_facts(schedule: Schedule, runs: int = 0, skips: int = 0) -> dict[str, A
     timetable = schedule.timetable
     bounded = timetable if isinstance(timetable, Bounded) else None
     return {
-        "start_at": _instant(bounded.start) if bounded and bounded.start else None,
-        "end_at": _instant(bounded.end) if bounded and bounded.end else None,
+        "start_at": z_text(bounded.start, "seconds") if bounded and bounded.start else None,
+        "end_at": z_text(bounded.end, "seconds") if bounded and bounded.end else None,
         "except": sorted(d.isoformat() for d in bounded.excluded) if bounded else [],
         "calendars": [name for name, _ in bounded.calendars] if bounded else [],
         "dates_zone": bounded.dates_zone if bounded and bounded.excluded else None,

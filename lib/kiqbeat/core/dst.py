@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from kiqbeat.errors import ConfigError, did_you_mean, shown
 
@@ -83,13 +83,10 @@ def dst_policy(value: object) -> DstPolicy:
         raise ConfigError(f"unknown key {shown(unknown[0])}"
                           f"{did_you_mean(str(unknown[0]), ('repeated', 'skipped'))} "
                           f"(write {_HINT})")
-    repeated, skipped = value.get("repeated", "first"), value.get("skipped", "shift")
-    if repeated not in REPEATED:
-        raise ConfigError(f"repeated {shown(repeated)} is not one of {', '.join(REPEATED)}"
-                          + (did_you_mean(repeated, REPEATED) if isinstance(repeated, str)
-                             else ""))
-    if skipped not in SKIPPED:
-        raise ConfigError(f"skipped {shown(skipped)} is not one of {', '.join(SKIPPED)}"
-                          + (did_you_mean(skipped, SKIPPED) if isinstance(skipped, str)
-                             else ""))
-    return DstPolicy(repeated, skipped)
+    checked: dict[str, Any] = {}
+    for key, valid in (("repeated", REPEATED), ("skipped", SKIPPED)):
+        found = checked[key] = value.get(key, valid[0])  # the first: cron's rule
+        if found not in valid:
+            raise ConfigError(f"{key} {shown(found)} is not one of {', '.join(valid)}"
+                              + (did_you_mean(found, valid) if isinstance(found, str) else ""))
+    return DstPolicy(**checked)

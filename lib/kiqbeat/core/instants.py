@@ -52,6 +52,12 @@ def from_ms(ms: int) -> datetime:
     return datetime.fromtimestamp(ms / 1000, tz=UTC)
 
 
+def z_text(instant: datetime, timespec: str = "auto") -> str:
+    """An aware instant as ISO 8601 in UTC, written with 'Z' ('2026-03-01T08:00:00Z'), to
+    `timespec` (`datetime.isoformat`'s)."""
+    return instant.astimezone(UTC).isoformat(timespec=timespec).replace("+00:00", "Z")
+
+
 def utc_instant(value: object, *, naive_is_utc: bool = False) -> datetime:
     """`value` (an ISO 8601 string or a datetime) as aware UTC, from 1970-01-01 to before
     9999-01-01. ConfigError (naming the value) for anything else: not an instant, no offset

@@ -28,7 +28,7 @@ from itertools import pairwise
 
 from kiqbeat.core.cron import Cron, Every
 from kiqbeat.core.instants import ENDED as ENDED  # re-exported: where the life rules read it
-from kiqbeat.core.instants import to_ms
+from kiqbeat.core.instants import to_ms, z_text
 from kiqbeat.core.limits import MAX_PLANNABLE_MS
 from kiqbeat.core.schedule import Schedule, Timetable
 from kiqbeat.core.zones import zone
@@ -222,10 +222,6 @@ def has_ended(schedule: Schedule, after: datetime, runs: int = 0) -> bool:
 # ---------------------------------------------------------------------------- preview
 
 
-def _z(instant: datetime) -> str:
-    return instant.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
 @dataclass(frozen=True)
 class Upcoming:
     """One line of a preview: a tick and what becomes of it: pushed (fate ''), or withheld
@@ -259,7 +255,7 @@ def upcoming(schedule: Schedule, after: datetime, *, count: int,
     jitter_ms = round(schedule.jitter_s * 1000)
     left = runs_left(schedule.max_runs, runs)
     pause_note = ("" if paused_through is None else "until resumed"
-                  if paused_through >= ENDED else f"until {_z(paused_through)}")
+                  if paused_through >= ENDED else f"until {z_text(paused_through)}")
     out: list[Upcoming] = []
     cursor = after
     shown = skipped = 0
@@ -276,7 +272,7 @@ def upcoming(schedule: Schedule, after: datetime, *, count: int,
                        if bounded is None or not bounded.fate(t))
         why = bounded.fate(tick) if bounded is not None else ""
         if bounded is not None and bounded.start is not None and why == "before start_at":
-            out.append(Upcoming(tick, why, f"starts at {_z(bounded.start)}"))
+            out.append(Upcoming(tick, why, f"starts at {z_text(bounded.start)}"))
             cursor = max(tick, bounded.start - _TINY)
             continue
         if bounded is not None and why == "excluded":

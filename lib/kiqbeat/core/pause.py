@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from kiqbeat.core import json_text
-from kiqbeat.core.instants import ENDED_MS, to_ms
+from kiqbeat.core.instants import ENDED_MS, from_ms, to_ms, z_text
 from kiqbeat.core.limits import MAX_PAUSE_NOTE_CHARS, MAX_SHOWN_CHARS
 from kiqbeat.core.schedule import Schedule
 from kiqbeat.errors import ConfigError, shown
@@ -73,14 +73,14 @@ class Pause:
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form for the API and `--json` outputs: instants as ISO 8601 UTC."""
-        return {"note": self.note, "by": self.by, "at": _iso(self.at_ms),
-                "until": None if self.until_ms is None else _iso(self.until_ms)}
+        return {"note": self.note, "by": self.by, "at": z_text(from_ms(self.at_ms)),
+                "until": None if self.until_ms is None else z_text(from_ms(self.until_ms))}
 
     def line(self) -> str:
         """Its words for a person: 'paused by alice@host at ... until ...: note'."""
-        until = "" if self.until_ms is None else f" until {_iso(self.until_ms)}"
+        until = "" if self.until_ms is None else f" until {z_text(from_ms(self.until_ms))}"
         by = f" by {self.by}" if self.by else ""
-        at = f" at {_iso(self.at_ms)}" if self.at_ms else ""
+        at = f" at {z_text(from_ms(self.at_ms))}" if self.at_ms else ""
         note = f": {self.note}" if self.note else ""
         return f"paused{by}{at}{until}{note}"
 
@@ -92,13 +92,9 @@ def _ms(value: object) -> int | None:
     return value
 
 
-def _iso(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat().replace("+00:00", "Z")
-
-
 def until_iso(pause: Pause) -> str:
     """The pause's end as ISO 8601 UTC ('' without one)."""
-    return "" if pause.until_ms is None else _iso(pause.until_ms)
+    return "" if pause.until_ms is None else z_text(from_ms(pause.until_ms))
 
 
 def pause_of(note: str, by: str, at_ms: int, until: datetime | None) -> Pause:
@@ -118,7 +114,7 @@ def pause_of(note: str, by: str, at_ms: int, until: datetime | None) -> Pause:
         until_ms = to_ms(until)
         if until_ms <= at_ms:
             raise ConfigError(f"pause until: {until.isoformat()} is not in the future (the "
-                              f"Redis clock reads {_iso(at_ms)}); nothing was paused")
+                              f"Redis clock reads {z_text(from_ms(at_ms))}); nothing was paused")
         if until_ms >= ENDED_MS:
             raise ConfigError(f"pause until: {until.isoformat()} is beyond any instant "
                               "kiqbeat plans; pause without --until instead")

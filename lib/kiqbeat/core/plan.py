@@ -151,12 +151,6 @@ class Group:
                        payloads=self.payloads[start:stop])
 
 
-def call_cost_us(groups: int, jobs: int) -> float:
-    """The estimated time a push call of `groups` groups and `jobs` jobs holds Redis, in µs
-    (core/limits.py: measured)."""
-    return groups * PUSH_US_PER_GROUP + jobs * PUSH_US_PER_JOB
-
-
 @dataclass
 class Plan:
     """Everything one invocation will push, in schedule order, ticks ascending."""
@@ -167,11 +161,11 @@ class Plan:
     # timetable beyond the representable years): set aside, never sinking the others.
     failed: list[tuple[str, str, str]] = field(default_factory=list)
 
-    def chunks(self, budget_us: float = PUSH_CALL_BUDGET_US,
-               max_bytes: int = MAX_BYTES_PER_CALL) -> Iterator[list[Group]]:
+    def chunks(self, budget_us: float = PUSH_CALL_BUDGET_US) -> Iterator[list[Group]]:
         """Split into push-script calls, each estimated to hold Redis at most `budget_us`
-        (`call_cost_us`) and carrying at most `max_bytes` of jobs; a schedule's jobs may
-        span calls, marks ascending.
+        (PUSH_US_PER_GROUP a group and PUSH_US_PER_JOB a job: core/limits.py, measured) and
+        carrying at most MAX_BYTES_PER_CALL of jobs; a schedule's jobs may span calls, marks
+        ascending.
 
         A new schedule's group is never split (module docstring): it starts a call of its
         own when it does not fit in the current one. Only the first job of a call may pass
@@ -187,7 +181,7 @@ class Plan:
                 chunk, cost, size = [], PUSH_US_PER_GROUP, 0
             payloads = group.payloads
             if len(payloads) == 1 and (cost + PUSH_US_PER_JOB <= budget_us
-                                       and size + len(payloads[0]) <= max_bytes):
+                                       and size + len(payloads[0]) <= MAX_BYTES_PER_CALL):
                 chunk.append(group)  # the common case, as the loop below takes it
                 cost += PUSH_US_PER_JOB
                 size += len(payloads[0])
@@ -199,7 +193,7 @@ class Plan:
                 payloads = rest.payloads
                 for payload in payloads:
                     grows = cost + PUSH_US_PER_JOB > budget_us or (
-                        size + taken_bytes + len(payload) > max_bytes)
+                        size + taken_bytes + len(payload) > MAX_BYTES_PER_CALL)
                     if grows and (chunk or take):
                         break
                     take += 1
@@ -264,10 +258,6 @@ class TickMemo:
         job for the schedule set is released at `released` (default: its tick)."""
         return self.templates.job(schedule, tick, job_id, now, scheduled=scheduled,
                                   released=released)
-
-    def forget_beyond(self, size: int) -> None:
-        """Drop cached templates once they outnumber `size` (configs come and go)."""
-        self.templates.forget_beyond(size)
 
     def next_ms(self, timetable: Timetable, after_ms: int) -> int:
         """The first fire instant after `after_ms` (epoch ms), mostly without a search."""
@@ -522,7 +512,7 @@ def plan_due(entries: Sequence[Entry], now: datetime, window_s: float,
     the schedule's next index entry (it was read because its entry was due, or changed).
     """
     memo = memo or TickMemo()
-    memo.forget_beyond(4 * len(entries) + 50_000)
+    memo.templates.forget_beyond(4 * len(entries) + 50_000)
     at = _Instant(now, window_s, memo)
     plan = Plan(at.now_ms, [])
     groups = plan.groups

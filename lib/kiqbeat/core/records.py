@@ -62,9 +62,6 @@ BACKFILLED_BY_DEFAULT = frozenset(REASONS) - {"overlap"}
 # Ranges kept per schedule (records.lua drops the oldest "policy" one beyond, else the
 # oldest): `catch_up: latest` on a schedule firing every second records one each invocation.
 MAX_RANGES = 100
-# Counting a range's ticks for a listing stops here: the cap an invocation's count stops at
-# too (core/limits.py), so `kiqbeat missed` and the report agree.
-COUNT_CAP = MAX_MISSED_COUNTED
 # Ticks are listed in steps of this much time; an empty step is skipped with next_after.
 _STEP = timedelta(hours=1)
 
@@ -95,15 +92,14 @@ def parse_ranges(text: str) -> list[Range]:
     return ranges
 
 
-def _ms(text: str, *, signed: bool = False) -> int:
-    """Epoch ms as the scripts write them: ASCII digits (a minus sign if `signed`), at most
-    MAX_PLANNABLE_MS either way (a number written by hand beyond it is garbled: no instant
-    kiqbeat shows or counts ticks to lies there)."""
-    digits = text[1:] if signed and text.startswith("-") else text
-    if not (digits.isascii() and digits.isdigit()) or len(digits) > 15:
+def _ms(text: str) -> int:
+    """Epoch ms as the scripts write them: ASCII digits, at most MAX_PLANNABLE_MS (a number
+    written by hand beyond it is garbled: no instant kiqbeat shows or counts ticks to lies
+    there)."""
+    if not (text.isascii() and text.isdigit()) or len(text) > 15:
         raise ValueError(f"not a number of milliseconds: {text[:40]!r}")
     value = int(text)
-    if abs(value) > MAX_PLANNABLE_MS:
+    if value > MAX_PLANNABLE_MS:
         raise ValueError(f"{text!r} ms is past the year 9999")
     return value
 
@@ -122,9 +118,10 @@ def ticks_in(timetable: Timetable, after_ms: int, through_ms: int) -> Iterator[d
 
 
 def count_ticks(timetable: Timetable, after_ms: int, through_ms: int,
-                cap: int = COUNT_CAP) -> tuple[int, bool]:
-    """How many ticks (after_ms, through_ms] holds, counting at most `cap`; and whether
-    there are more."""
+                cap: int = MAX_MISSED_COUNTED) -> tuple[int, bool]:
+    """How many ticks (after_ms, through_ms] holds, counting at most `cap` (by default the
+    cap an invocation's count stops at too, so `kiqbeat missed` and the report agree); and
+    whether there are more."""
     count = sum(1 for _ in islice(ticks_in(timetable, after_ms, through_ms), cap + 1))
     return min(count, cap), count > cap
 

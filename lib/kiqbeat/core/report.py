@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
+
+from kiqbeat.core.instants import from_ms
 
 if TYPE_CHECKING:
     from kiqbeat.core.outcomes import Health
@@ -67,6 +69,13 @@ class Report:
     documents_applied: int = 0  # changed documents applied to the store as a diff
     alert_events: int = 0  # alert events decided (alerts/: failing, silent, recovered, paused)
     alerts_delivered: int = 0  # alert events a sink acknowledged
+    # Worker outcome entries this invocation folded into the schedules' records (after its
+    # pushes; kiqbeat.outcomes), those still waiting in the inbox, and the health of each
+    # schedule whose record changed (what the alerts decide on: O(outcomes since the last
+    # invocation), never a scan of every schedule).
+    outcomes_folded: int = 0
+    outcomes_waiting: int = 0
+    changed_health: list[Health] = field(default_factory=list, repr=False, compare=False)
     round_trips: int = 0
     duration_s: float = 0.0
     # When the due index next comes due, epoch ms, as far as this invocation saw (the lowest
@@ -81,13 +90,6 @@ class Report:
     pushed_runs: list[tuple[str, str, Sequence[int], Sequence[int], str]] = field(
         default_factory=list, repr=False)
     _jobs: list[PushedJob] = field(default_factory=list, repr=False, compare=False)
-    # Worker outcome entries this invocation folded into the schedules' records (after its
-    # pushes; kiqbeat.outcomes), those still waiting in the inbox, and the health of each
-    # schedule whose record changed (what the alerts decide on: O(outcomes since the last
-    # invocation), never a scan of every schedule).
-    outcomes_folded: int = 0
-    outcomes_waiting: int = 0
-    changed_health: list[Health] = field(default_factory=list, repr=False, compare=False)
 
     @property
     def jobs(self) -> list[PushedJob]:
@@ -105,35 +107,16 @@ class Report:
         return self._jobs
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-ready summary (without the per-job list)."""
-        return {
-            "now": self.now.isoformat(),
-            "schedules": self.schedules,
-            "pushed": self.pushed,
-            "already_pushed": self.already_pushed,
-            "missed": self.missed,
-            "skipped": self.skipped,
-            "missed_recorded": self.missed_recorded,
-            "skipped_recorded": self.skipped_recorded,
-            "skipped_by_reason": dict(self.skipped_by_reason),
-            "missed_capped": self.missed_capped,
-            "new_schedules": self.new_schedules,
-            "lag_s": round(self.lag_s, 3),
-            "chunks": self.chunks,
-            "unreplicated": self.unreplicated,
-            "stale": self.stale,
-            "set_aside": self.set_aside,
-            "documents_applied": self.documents_applied,
-            "alert_events": self.alert_events,
-            "alerts_delivered": self.alerts_delivered,
-            "outcomes_folded": self.outcomes_folded,
-            "outcomes_waiting": self.outcomes_waiting,
-            "round_trips": self.round_trips,
-            "duration_s": round(self.duration_s, 4),
-            "next_due": (None if self.next_due_ms is None else
-                         datetime.fromtimestamp(self.next_due_ms / 1000, tz=UTC).isoformat()),
-            "warnings": list(self.warnings),
-        }
+        """JSON-ready summary: every field its repr shows (not the per-job list), in their
+        order, `now` and `next_due` (`next_due_ms`) as ISO 8601, the durations rounded."""
+        found = {"next_due" if f.name == "next_due_ms" else f.name: getattr(self, f.name)
+                 for f in fields(self) if f.repr}
+        due_ms = self.next_due_ms
+        found.update(now=self.now.isoformat(), skipped_by_reason=dict(self.skipped_by_reason),
+                     lag_s=round(self.lag_s, 3), duration_s=round(self.duration_s, 4),
+                     next_due=None if due_ms is None else from_ms(due_ms).isoformat(),
+                     warnings=list(self.warnings))
+        return found
 
     def summary(self) -> str:
         """One human-readable line; a count that stopped at the cap ends in "+"."""

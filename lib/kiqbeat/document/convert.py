@@ -136,7 +136,7 @@ def _schedules(doc: object, out: Converted) -> dict[str, Any]:
                     schedules[name] = converted
         out.report_ignored(rails.GOOD_JOB_KEYS if out.format == GOOD_JOB
                            else rails.SOLID_QUEUE_KEYS)
-        rails.warn_unqueued(unqueued, out)
+        out.report_unqueued(unqueued, rails.CLASS_QUEUE)
     elif out.format == SIDEKIQ_SCHEDULER:
         entries = sidekiq.scheduler_entries(doc, out) if isinstance(doc, dict) else {}
         for name, entry in entries.items():

@@ -133,23 +133,17 @@ def detect_format(doc: object, source: str = "", hints: tuple[str, ...] = ()) ->
     def has(keys: tuple[str, ...]) -> str | None:
         return next((k for e in entries for k in keys if k in e), None)
 
-    key = has(_SOLID_QUEUE_ONLY)
-    if key:
-        return SOLID_QUEUE, f"its jobs' {key!r} key"
-    key = has(_GOOD_JOB_ONLY)
-    if key:
-        return GOOD_JOB, f"its jobs' {key!r} key"
-    key = has(_SCHEDULER_ONLY)
-    if key:
-        return SIDEKIQ_SCHEDULER, f"its jobs' {key!r} key"
+    for fmt, only in ((SOLID_QUEUE, _SOLID_QUEUE_ONLY), (GOOD_JOB, _GOOD_JOB_ONLY),
+                      (SIDEKIQ_SCHEDULER, _SCHEDULER_ONLY)):  # in this order: the first wins
+        if key := has(only):
+            return fmt, f"its jobs' {key!r} key"
     if any(isinstance(e.get("cron"), list) for e in entries):
         return SIDEKIQ_SCHEDULER, "a cron with rufus options"
     # Only entries with a timer count: a mapping that merely holds YAML anchors
     # (`x-defaults: &defaults {queue: low}`) has no class in any tool's file.
     if any("class" not in e and "klass" not in e and is_job(e) for e in entries):
         return SIDEKIQ_SCHEDULER, "jobs without 'class' (sidekiq-scheduler takes the name)"
-    key = has(_CRON_ONLY)
-    if key:
+    if key := has(_CRON_ONLY):
         return SIDEKIQ_CRON, f"its jobs' {key!r} key"
     name = PurePosixPath(source.split("?")[0]).name.lower()
     if GOOD_JOB in hints or "good_job" in name or "goodjob" in name:

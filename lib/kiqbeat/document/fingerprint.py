@@ -94,13 +94,12 @@ class Applied:
             return None
         try:
             fields: Any = json.loads(stored)
-            applied = cls(str(fields["mark"]), str(fields["definitions"]),
-                          str(fields["namespace"]), float(fields["window_s"]),
-                          str(fields["time_zone"]), int(fields["wait_replicas"]),
-                          float(fields["wait_timeout_s"]))
+            return cls(str(fields["mark"]), str(fields["definitions"]),
+                       str(fields["namespace"]), float(fields["window_s"]),
+                       str(fields["time_zone"]), int(fields["wait_replicas"]),
+                       float(fields["wait_timeout_s"]))
         except (ValueError, TypeError, KeyError, RecursionError):
             return None
-        return applied
 
     def config(self) -> Config:
         """The document's settings as a config without schedules and without a source, so

@@ -39,6 +39,8 @@ GOOD_JOB_KEYS = ("cron", "class", "args", "kwargs", "set", "description",
                  "enabled_by_default")
 SOLID_QUEUE_KEYS = ("class", "command", "schedule", "args", "queue", "priority",
                     "description")
+# Where a job without a queue went: one warning names these jobs (`Converted.report_unqueued`).
+CLASS_QUEUE = "their class's queue_as"
 _KEYWORDS = "_aj_ruby2_keywords"
 _SYMBOL_KEYS = "_aj_symbol_keys"
 
@@ -176,8 +178,3 @@ def from_solid_queue(name: object, entry: dict[Any, Any], out: Converted,
             args.append(active_job_keywords(keywords))
         converted["args"] = args
     return converted
-
-
-def warn_unqueued(unqueued: list[str], out: Converted) -> None:
-    """One warning for the jobs whose queue came from their class's `queue_as`."""
-    out.report_unqueued(unqueued, "their class's queue_as")

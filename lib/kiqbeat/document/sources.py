@@ -58,7 +58,6 @@ def is_remote(source: str) -> bool:
 @dataclass
 class _Entry:
     fetched_at_s: float  # time.monotonic() of the fetch
-    digest: str  # of the fetched text, so an unchanged document is not parsed again
     value: Any = field(repr=False)  # a secret's Redis URL holds its password
 
 
@@ -189,7 +188,7 @@ class Sources:
             return entry.value  # type: ignore[no-any-return]
         raw = document_bytes(source, self.fetch_document(source))
         with self._lock:
-            self._documents[source] = _Entry(time.monotonic(), raw.digest, raw)
+            self._documents[source] = _Entry(time.monotonic(), raw)
         return raw
 
     def fetch_document(self, source: str) -> bytes:
@@ -302,7 +301,7 @@ class Sources:
                                                                          force_fetch=True)
             text = value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
             with self._lock:
-                self._secrets[secret_id] = _Entry(time.monotonic(), "", text)
+                self._secrets[secret_id] = _Entry(time.monotonic(), text)
         return _secret_to_url(text.strip(), base_url, source)
 
 

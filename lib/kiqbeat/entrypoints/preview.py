@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from kiqbeat.core.instants import option_instant
+from kiqbeat.core.instants import option_instant, z_text
 from kiqbeat.core.pause import Pause
 from kiqbeat.core.schedule import Config, Schedule
 from kiqbeat.document.imported import FORMATS, ImportOptions
@@ -164,25 +164,19 @@ def _previews(config: Config, after: datetime, count: int, until: datetime | Non
         for line in upcoming(schedule, after, count=count, until=until, runs=state.runs,
                              skips=state.skips, paused_through=state.paused_through()):
             local = line.tick.astimezone(local_zone)
-            fire: Fire = {"utc": _z(line.tick), "local": local.isoformat(),
+            fire: Fire = {"utc": z_text(line.tick), "local": local.isoformat(),
                           "zone_abbrev": local.strftime("%Z"),
                           "weekday": local.strftime("%a"),
                           "dst": (line.note if line.note and line.fate in ("", "dst")
                                   else None)}
             if line.delivery is not None:
-                fire["delivered"] = _z(line.delivery.isoformat(timespec="milliseconds"))
+                fire["delivered"] = z_text(line.delivery, "milliseconds")
                 fire["jitter_ms"] = (line.delivery - line.tick) // timedelta(milliseconds=1)
             if line.fate:
                 fire["fate"], fire["why"] = line.fate, line.note
             fires.append(fire)
         previews.append(fires)
     return previews
-
-
-def _z(instant: datetime | str) -> str:
-    """An instant (or its ISO text) in UTC written with 'Z'."""
-    text = instant if isinstance(instant, str) else instant.isoformat()
-    return text.replace("+00:00", "Z")
 
 
 # What a preview line says of a tick withheld, by its fate (`lifecycle.upcoming`); {why} is
@@ -198,17 +192,14 @@ def _marks(fire: Fire) -> str:
     """What a preview line says beside the instant: DST, jitter, or why it is withheld."""
     marks = [str(fire["dst"])] if fire["dst"] else []
     if "delivered" in fire:
+        from kiqbeat.core.describe import duration_text
+
+        ms = int(fire["jitter_ms"] or 0)
         marks.append(f"delivered {str(fire['delivered'])[11:23]}Z, "
-                     f"+{_offset_text(int(fire['jitter_ms'] or 0))} jitter")
+                     f"+{duration_text(ms / 1000 if ms % 1000 else ms // 1000)} jitter")
     if (fate := fire.get("fate")) in _WITHHELD:
         marks.append(_WITHHELD[str(fate)].format(why=fire.get("why")))
     return f"   [{'; '.join(marks)}]" if marks else ""
-
-
-def _offset_text(ms: int) -> str:
-    from kiqbeat.core.describe import duration_text
-
-    return duration_text(ms / 1000 if ms % 1000 else ms // 1000)
 
 
 # A FILE argument ending so is a document even when no such file exists (a typo says "file
@@ -353,14 +344,14 @@ def cmd_next(args: argparse.Namespace) -> int:
     after = option_instant(args.after, "--from") if args.after else datetime.now(UTC)
     if until is not None and until <= after:
         raise ConfigError(f"--until {args.until!r} is not after --from "
-                          f"{_z(after)!r}")
+                          f"{z_text(after)!r}")
     config, states = _next_config(args)
     previews = _previews(config, after, count, until, states)
     stored: list[StoredState | None] = list(states) or [None] * len(config.schedules)
     if args.json:
         from kiqbeat.core.describe import describe_life
 
-        print(json.dumps({"after": _z(after), **({"until": _z(until)} if until else {}),
+        print(json.dumps({"after": z_text(after), **({"until": z_text(until)} if until else {}),
                           "schedules": [
             {"name": s.name or None, "timing": s.timing, "zone": s.timetable.zone_name,
              "reading": reading(s.timetable), "enabled": s.enabled,
@@ -369,8 +360,8 @@ def cmd_next(args: argparse.Namespace) -> int:
             for s, state, fires in zip(config.schedules, stored, previews, strict=True)]},
             indent=2))
         return 0
-    span = f" until {until.isoformat(timespec='seconds').replace('+00:00', 'Z')}" if until else ""
-    print(f"after {after.isoformat(timespec='seconds').replace('+00:00', 'Z')}{span}:")
+    span = f" until {z_text(until, 'seconds')}" if until else ""
+    print(f"after {z_text(after, 'seconds')}{span}:")
     for s, state, fires in zip(config.schedules, stored, previews, strict=True):
         title = f"{s.name}: {s.timing}" if s.name else s.timing
         print(f"{title}: {_described(s)}")
