@@ -27,7 +27,10 @@ Kubernetes CronJob pod or a cold Lambda pays it every minute:
    first all-due process (SLOWLOG) per job, beside `redis-benchmark -P 64 LPUSH` of a
    job-sized value measured right after.
 4. `--import-jsonl` schedules through `kiqbeat schedules import FILE --jsonl` (a new
-   process), this tree's and REV's in turn, into an emptied store.
+   process), this tree's and REV's in turn, into an emptied store: the rate, write.lua's
+   time inside Redis and the process's CPU per definition, and a one-line import's CPU (the
+   start-up the per-definition CPU is also given without). `--size 0 --skip-store
+   --all-due 0` runs this section alone.
 5. `--startup` (issue 28, item 4): what a nothing-due process's time is made of, in turns
    with it: the interpreter alone (`python -c pass`, `-S`, `-I`), and redis-py's own import
    (as kiqbeat's processes load it: its asyncio client deferred), which kiqbeat cannot
@@ -284,10 +287,11 @@ def bench_all_due(server: RedisServer, admin: redis.Redis, n: int, runs: int,
 def bench_import_jsonl(server: RedisServer, admin: redis.Redis, n: int, runs: int,
                        before: Path | None, work: Path) -> None:
     print(f"\n== `kiqbeat schedules import FILE --jsonl` of {n:,} schedules (a new process)")
-    path = work / "schedules.jsonl"
+    path, first = work / "schedules.jsonl", work / "first.jsonl"
     with path.open("w") as out:
         for name, data in definitions(n):
             out.write(json.dumps({"name": name, "definition": data}) + "\n")
+    first.write_text(path.read_text().split("\n", 1)[0] + "\n")
     codes = ([("before", before)] if before else []) + [("after", ROOT / "lib")]
     rates: dict[str, list[float]] = {label: [] for label, _ in codes}
     # Per definition, for each import: write.lua's time inside Redis (INFO commandstats: every
@@ -295,18 +299,25 @@ def bench_import_jsonl(server: RedisServer, admin: redis.Redis, n: int, runs: in
     script_us: dict[str, list[float]] = {label: [] for label, _ in codes}
     redis_cpu_us: dict[str, list[float]] = {label: [] for label, _ in codes}
     process_cpu_us: dict[str, list[float]] = {label: [] for label, _ in codes}
+    # The CPU of a process importing one line: its start-up, which the per-definition CPU
+    # beyond it leaves out.
+    startup_s: dict[str, list[float]] = {label: [] for label, _ in codes}
     for _ in range(runs):
         for label, lib in codes:
-            admin.flushall()
-            admin.config_resetstat()
             env = {k: v for k, v in os.environ.items() if not k.startswith("KIQBEAT_")}
             env.update(PYTHONPATH=str(lib))
+            command = [sys.executable, "-m", "kiqbeat", "schedules", "import", str(first),
+                       "--jsonl", "--no-progress", "--json", "--redis-url", server.url]
+            admin.flushall()
+            usage_before = children_cpu_s()
+            subprocess.run(command, capture_output=True, env=env, check=True)
+            startup_s[label].append(children_cpu_s() - usage_before)
+            admin.flushall()
+            admin.config_resetstat()
             cpu_before, usage_before = _redis_cpu_s(admin), children_cpu_s()
             started = time.perf_counter()
-            done = subprocess.run(
-                [sys.executable, "-m", "kiqbeat", "schedules", "import", str(path), "--jsonl",
-                 "--no-progress", "--json", "--redis-url", server.url],
-                capture_output=True, text=True, env=env, check=False)
+            command[5] = str(path)
+            done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
             elapsed = time.perf_counter() - started
             if done.returncode != 0 or json.loads(done.stdout)["written"] != n:
                 raise SystemExit(f"import failed ({done.returncode}): {done.stderr[-1000:]}")
@@ -322,11 +333,16 @@ def bench_import_jsonl(server: RedisServer, admin: redis.Redis, n: int, runs: in
               f"per definition (median): write.lua inside Redis "
               f"{statistics.median(script_us[label]):.1f} us (commandstats), redis-server CPU "
               f"{statistics.median(redis_cpu_us[label]):.1f} us, the process's CPU "
-              f"{statistics.median(process_cpu_us[label]):.1f} us")
+              f"{statistics.median(process_cpu_us[label]):.1f} us; a one-line import's CPU "
+              f"(start-up) {statistics.median(startup_s[label]):.3f} s")
+        beyond_us = (statistics.median(process_cpu_us[label])
+                     - statistics.median(startup_s[label]) * 1e6 / n)
         row(f"{label}: `schedules import --jsonl` of {n:,}", f"{rate:,.0f}/s",
             None if label == "before" else rate >= 40_000)
         row(f"{label}: write.lua inside Redis per definition of that import",
             f"{statistics.median(script_us[label]):.1f} us", None)
+        row(f"{label}: the process's CPU per definition beyond its start-up",
+            f"{beyond_us:.1f} us", None)
 
 
 def bench_startup(server: RedisServer, runs: int, work: Path) -> None:

@@ -434,6 +434,31 @@ def test_an_import_lists_bad_lines_and_refusals_and_writes_the_rest(
     assert stored["nightly"]["class"] == "NightlyWorker"  # the document's, untouched
 
 
+def test_json_lines_outside_printable_ascii_are_read_as_the_document_reader_reads_them(
+    kiqbeat: Kiqbeat, redis_client: redis.Redis, tmp_path: Path
+) -> None:
+    # A line of printable ASCII (tab and line ends allowed) skips the document decoder's
+    # checks; any other goes through them: DEL and other control characters refused with
+    # their messages, a byte-order mark dropped, UTF-8 read.
+    definition = b'"definition": {"cron": "* * * * *", "class": "W"}}'
+    path = tmp_path / "bytes.jsonl"
+    path.write_bytes(b"".join([
+        b'{"name": "del\x7f", ' + definition + b"\n",
+        b'{"name": "soh\x01", ' + definition + b"\n",
+        b'\xef\xbb\xbf{"name": "bom", ' + definition + b"\n",
+        '{"name": "caf\u00e9", '.encode() + definition + b"\n",
+        b'{"name":\t"tab", ' + definition + b"\r\n",
+        b'{"name": "latin1\xe9", ' + definition + b"\n",
+    ]))
+    result = kiqbeat("schedules", "import", str(path), "--jsonl", "--json").json()
+    whys = [row["why"] for row in result["invalid"]]
+    assert whys[0] == ("line 1: line 1, column 14: the character U+007F is not allowed "
+                       "(control characters, lone surrogates and the like are not text)")
+    assert whys[1].startswith("line 2: invalid JSON at line 1, column 14: Invalid control")
+    assert whys[2].startswith("line 6: not UTF-8 text") and len(whys) == 3, whys
+    assert set(definitions(redis_client)) == {"bom", "caf\u00e9", "tab"}
+
+
 def test_no_replace_keeps_what_exists(
     kiqbeat: Kiqbeat, redis_client: redis.Redis, tmp_path: Path
 ) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import pytest
 import redis
 
 from kiqbeat.document.validate import encode_definition
@@ -120,12 +121,15 @@ def test_an_import_leaves_the_state_the_same_definitions_written_one_at_a_time_l
     assert imported.zcard(keys.names("")) == len(stored)
 
 
+@pytest.mark.parametrize("shards", [1, 3])
 def test_write_lua_leaves_the_name_index_as_one_call_per_operation_would(
-    redis_url: str,
+    redis_url: str, shards: int,
 ) -> None:
     # Names met more than once in one call, in every order: set then removed, removed then
     # set, enabled then disabled, a definition that is not JSON, one set aside, one added
-    # twice (refused the second time).
+    # twice (refused the second time). write.lua writes a call's definitions a few commands
+    # at a time, after its operations, unless an operation meets a name it holds; with
+    # shards, their index entries go into several due indexes.
     def put(name: str, **fields: Any) -> Op:
         return Op("put", name, encode_definition({"class": "W", "cron": "* * * * *",
                                                   **fields}))
@@ -142,8 +146,8 @@ def test_write_lua_leaves_the_name_index_as_one_call_per_operation_would(
         put("a", queue="last"),
     ]
     one_call, one_each = databases(redis_url)
-    codes = write(one_call, "", 1, ops, now_ms=1_700_000_000_000)
-    each = [write(one_each, "", 1, [op], now_ms=1_700_000_000_000)[0] for op in ops]
+    codes = write(one_call, "", shards, ops, now_ms=1_700_000_000_000)
+    each = [write(one_each, "", shards, [op], now_ms=1_700_000_000_000)[0] for op in ops]
     assert codes == each
     assert "".join(code for code, _ in codes) == "+++++++++E++++"
     assert state(one_call) == state(one_each)

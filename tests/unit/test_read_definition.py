@@ -356,3 +356,36 @@ def test_a_definition_with_args_twice_or_out_of_order_is_checked_in_full() -> No
         for _ in range(2):
             assert read_definition("x", data) == validate.read_definition("x", data)
     forget_templates()
+
+
+def outcome_of_fields(name: str, data: bytes, fields: dict[str, Any]) -> object:
+    """What a writer's check gives (store/schedules.py: its definition beside its stored
+    form), as `outcome` does."""
+    try:
+        schedule = validate.read_definition(name, data, checks=CHECKS, fields=fields)
+    except ConfigError as exc:
+        return None, None, exc.problems
+    return schedule, schedule.definition, []
+
+
+@given(base=st.sampled_from(BASES), timing=st.sampled_from(TIMINGS), name=NAMES, args=ARGS,
+       warm=st.booleans())
+def test_a_writers_definition_read_beside_its_stored_form_gets_what_a_full_check_gives(
+    base: dict[str, Any], timing: dict[str, Any], name: str, args: object, warm: bool,
+) -> None:
+    """A writer's fields, read in place of their stored form's decode once a template and
+    timing of theirs were checked, give the schedule or the messages a full check gives."""
+    fields = without_timing(base) | timing | {"args": args}
+    try:
+        data = encode_definition(fields)
+    except ConfigError:
+        return  # not storable: never read
+    forget_templates()
+    expected = outcome(name, data)
+    forget_templates()
+    read_definition("another", stored(base | {"args": [1, "two"]}))  # the template
+    if warm:  # its timing too
+        outcome_of_fields("twin", encode_definition(fields | {"args": [1]}), fields | {
+            "args": [1]})
+    assert outcome_of_fields(name, data, fields) == expected
+    assert outcome_of_fields(name, data, fields) == expected

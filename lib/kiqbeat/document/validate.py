@@ -10,6 +10,7 @@ the value (cut short) and what would be valid.
 from __future__ import annotations
 
 import json
+import math
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -121,7 +122,8 @@ def check_size(name: str, data: bytes) -> None:
 
 
 def read_definition(name: str, data: bytes, *, window_s: float = 3600.0,
-                    checks: Checks | None = None) -> Schedule:
+                    checks: Checks | None = None,
+                    fields: Mapping[str, Any] | None = None) -> Schedule:
     """A stored definition (JSON, in a document's schedule form) as a Schedule, checked as a
     document's schedule is and with the same messages; ConfigError listing every problem.
 
@@ -134,12 +136,45 @@ def read_definition(name: str, data: bytes, *, window_s: float = 3600.0,
     timing's (`Checks.timings`), and each schedule's name and args are checked on their own.
     A definition in kiqbeat's stored form (keys sorted, compact) whose fields but its args
     are, byte for byte, those of one read before is not even decoded beyond its args and the
-    keys before them (`Checks.by_rest`). Without `checks`, every definition is checked in
-    full (the reference: the same schedule or the same messages).
+    keys before them (`Checks.by_rest`). `fields`: the writer's definition that `data` is
+    the stored form of (`encode_definition(fields) == data`); with `checks`, when its values
+    are plain JSON scalars but its args (`_plain`), a definition read through a checked
+    template and timing is not decoded from `data` at all. Without `checks`, every
+    definition is checked in full (the reference: the same schedule or the same messages).
     """
     if checks is None:
         return _checked(name, *_decoded(name, data), window_s)
+    raw = None if fields is None else _plain(fields)
+    if raw is not None:
+        key, timing_key = _template_keys(raw, window_s)
+        template = None if key is None else checks.templates.get(key)
+        timing = None if template is None else _timing(raw, timing_key, checks)
+        if template is not None and timing is not None:
+            schedule = template.schedule(name, {**raw, **timing[2]} if timing[2] else raw,
+                                         len(data), timing)
+            if schedule is not None:
+                return schedule
     return _read_checked(name, data, window_s, checks, _split_args(data))
+
+
+_SCALARS = (str, int, bool, type(None))
+
+
+def _plain(fields: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A writer's definition as decoding its stored form gives it (keys sorted, no "source")
+    when that is sure without decoding it — every key a string, every value but args a JSON
+    scalar of Python's own types (a finite float), args absent or a list (which the
+    template's `fits` checks with `plain_values`, as for any definition) — and so holds
+    nothing the caller could change after but args (a schedule read through a template keeps
+    them; no check kept by content does); else None (then `data` is decoded)."""
+    if type(fields) is not dict or "source" in fields:
+        return None
+    for key, value in fields.items():
+        kind = type(value)
+        if type(key) is not str or not (kind in _SCALARS or (
+                kind is float and math.isfinite(value)) or (key == "args" and kind is list)):
+            return None
+    return {key: fields[key] for key in sorted(fields)}
 
 
 def _read_checked(name: str, data: bytes, window_s: float, checks: Checks,

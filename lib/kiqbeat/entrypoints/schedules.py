@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -243,15 +244,21 @@ def _plain_object(items: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 _decode_plain = json.JSONDecoder(object_pairs_hook=_plain_object).decode
+# A byte outside printable ASCII, tab and line ends: a line without one is text `decode`
+# passes as it is (no byte-order mark, no control character), and is not handed to it.
+_NOT_ASCII_TEXT = re.compile(rb"[^\t\n\r\x20-\x7e]")
 
 
 def _plain_line(line: bytes, where: str) -> object:
     """A JSON line's value, read as `_json_value` reads it: a plain object (no duplicate nor
     symbol keys) with one decode, anything else through `_json_value` (and its messages)."""
-    try:
-        text = decode(line, where)  # UTF-8, no control characters: as the full reader checks
-    except ConfigError:
-        return _json_value(line, where)  # with its message
+    if _NOT_ASCII_TEXT.search(line) is None:
+        text = line.decode("ascii")
+    else:
+        try:
+            text = decode(line, where)  # UTF-8, no control characters: as the full reader
+        except ConfigError:
+            return _json_value(line, where)  # with its message
     if text.lstrip().startswith("{"):
         try:
             return _decode_plain(text)

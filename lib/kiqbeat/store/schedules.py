@@ -52,10 +52,12 @@ class Schedules:
         if "source" in definition:
             raise ConfigError(f"schedule {shown(name)}: 'source' is kiqbeat's (who wrote the "
                               "schedule), not a field to set")
-        data = encode_definition(self._calendars_written_in(name, definition, calendars))
+        fields = self._calendars_written_in(name, definition, calendars)
+        data = encode_definition(fields)
         check_size(name, data)
         # Read as an invocation will read it (what it refuses, refused with its messages).
-        read_definition(name, data, window_s=self.ctx.window_s, checks=self.ctx.checks)
+        read_definition(name, data, window_s=self.ctx.window_s, checks=self.ctx.checks,
+                        fields=fields)
         return data
 
     def _calendars_written_in(self, name: str, definition: Mapping[str, Any],
