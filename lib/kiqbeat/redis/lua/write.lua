@@ -193,30 +193,6 @@ local function cut_mark(name, due_key, current, def)
   end
 end
 
--- The definitions this call writes, with their index entries (0: "plan me") and the
--- set-aside reasons they clear, written a few commands at a time whatever their number
--- (`write_held`; a command per definition costs about 5 us more each). An operation on a name
--- held here writes them first: it reads the name's keys as one command each would leave them.
-local held_defs, held_due, held_names, is_held = {}, {}, {}, {}
-
-local function write_held()
-  flush('HSET', defs_key, held_defs)
-  for due_key, scored in pairs(held_due) do
-    flush('ZADD', due_key, scored)
-  end
-  flush('HDEL', rejected_key, held_names)
-  held_defs, held_due, held_names, is_held = {}, {}, {}, {}
-end
-
-local function hold(name, def, due_key)
-  held_defs[#held_defs + 1], held_defs[#held_defs + 2] = name, def
-  local scored = held_due[due_key] or {}
-  scored[#scored + 1], scored[#scored + 2] = 0, name
-  held_due[due_key] = scored
-  held_names[#held_names + 1] = name
-  is_held[name] = true
-end
-
 local codes, owners = {}, {}
 local pos = 1
 while pos <= #body do
@@ -231,7 +207,6 @@ while pos <= #body do
   local def = string.sub(body, pos, pos + def_length - 1)
   pos = pos + def_length
   local due_key = KEYS[FIRST_DUE + tonumber(k)]
-  if is_held[name] then write_held() end
   -- false when gone or over the limit (not read); `exists` tells which.
   local current, length = read_definition(defs_key, name)
   local big = length > MAX_DEFINITION_BYTES
@@ -292,13 +267,14 @@ while pos <= #body do
       if exists then
         cut_mark(name, due_key, current, def)
       end
-      hold(name, def, due_key)
+      redis.call('HSET', defs_key, name, def)
+      redis.call('ZADD', due_key, 0, name)
+      redis.call('HDEL', rejected_key, name)
       names_set(name, def)
     end
   end
   codes[#codes + 1] = code
 end
-write_held()
 names_flush()
 if record and #owners == 0 then  -- with a refusal, the caller records what was applied
   redis.call('SET', document_key, ARGV[6])
