@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
 
 import redis
 
@@ -19,6 +18,7 @@ from kiqbeat.core.outcomes import deadline_ms
 from kiqbeat.outcomes.records import read_health
 from kiqbeat.redis import keys
 from kiqbeat.redis.connection import redis_errors, reply_text
+from kiqbeat.redis.definitions import hash_pages
 
 
 @dataclass(frozen=True)
@@ -37,17 +37,14 @@ def read_watched(client: redis.Redis, namespace: str) -> list[Watched]:
     open incident, deadline and health: three round trips."""
     rules_key = keys.expectations(namespace)
     names: list[str] = []
-    cursor = 0
+    for page in hash_pages(client, rules_key, 500):
+        names += [reply_text(n) for n in page]
+        if len(names) >= MAX_GAUGED_SCHEDULES:
+            break
+    names = sorted(names)[:MAX_GAUGED_SCHEDULES]
+    if not names:
+        return []
     with redis_errors(client, f"reading {rules_key}"):
-        while True:
-            reply: Any = client.hscan(rules_key, cursor, count=500)
-            cursor, page = reply
-            names += [reply_text(n) for n in page]
-            if not cursor or len(names) >= MAX_GAUGED_SCHEDULES:
-                break
-        names = sorted(names)[:MAX_GAUGED_SCHEDULES]
-        if not names:
-            return []
         pipe = client.pipeline(transaction=False)
         pipe.zmscore(keys.deadlines(namespace), names)
         pipe.hmget(keys.incidents(namespace), names)

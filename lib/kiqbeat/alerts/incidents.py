@@ -25,6 +25,7 @@ from kiqbeat.core.report import Report
 from kiqbeat.core.schedule import Expectations
 from kiqbeat.redis import keys, scripts
 from kiqbeat.redis.connection import redis_errors, reply_text
+from kiqbeat.redis.definitions import hash_pages
 
 if TYPE_CHECKING:
     from kiqbeat.core.plan import Entry
@@ -128,21 +129,17 @@ def open_incidents(client: redis.Redis, namespace: str, limit: int = 100) -> lis
     it holds the schedules that ever had an incident)."""
     found: list[Incident] = []
     key = keys.incidents(namespace)
-    cursor = 0
-    with redis_errors(client, f"reading {key}"):
-        while True:
-            reply: Any = client.hscan(key, cursor, count=200)
-            cursor, page = reply
-            for name, raw in page.items():
-                try:
-                    value = json.loads(raw)
-                    event, tick = str(value["e"]), int(value["t"])
-                    if not 0 <= tick < LAST_TICK_MS:  # no datetime: garbled (issue 27)
-                        raise ValueError(tick)
-                except (ValueError, KeyError, TypeError, OverflowError):
-                    event, tick = "failing", 0  # garbled: open, as the script reads it
-                if event:  # "": closed
-                    found.append(Incident(reply_text(name), event, tick))
-            if not cursor or len(found) >= limit:
-                break
+    for page in hash_pages(client, key, 200):
+        for name, raw in page.items():
+            try:
+                value = json.loads(raw)
+                event, tick = str(value["e"]), int(value["t"])
+                if not 0 <= tick < LAST_TICK_MS:  # no datetime: garbled (issue 27)
+                    raise ValueError(tick)
+            except (ValueError, KeyError, TypeError, OverflowError):
+                event, tick = "failing", 0  # garbled: open, as the script reads it
+            if event:  # "": closed
+                found.append(Incident(reply_text(name), event, tick))
+        if len(found) >= limit:
+            break
     return sorted(found, key=lambda i: (i.tick_ms, i.name))[:limit]

@@ -260,31 +260,52 @@ def scan_names(client: redis.Redis, key: str, cursor: int = 0,
     return int(cursor), [reply_text(n) for n in page]
 
 
-def scan_present(client: redis.Redis, namespace: str, count: int = BATCH,
-                 lua: scripts.Caller = scripts.SCRIPTS
+def name_pages(client: redis.Redis, key: str, count: int = BATCH) -> Iterator[list[str]]:
+    """A hash's field names, a page of `count` at a time, never a value: HSCAN NOVALUES
+    (Redis 7.4+, Valkey 8+); before that one HKEYS (names only), paged here: `scan_names`'
+    fallback would read every name again for each page, quadratic over a whole pass."""
+    cursor, page = scan_names(client, key, 0, count)
+    if cursor == count and len(page) == count:  # maybe HKEYS' offset: ask once
+        with redis_errors(client, f"listing {key}"):
+            try:
+                client.execute_command(  # type: ignore[no-untyped-call]
+                    "HSCAN", key, 0, "COUNT", 1, "NOVALUES", no_values=True)
+            except redis.ResponseError:  # no NOVALUES: every name in one reply, once
+                names = sorted(reply_text(n) for n in client.hkeys(key))
+                for first in range(0, len(names), count):
+                    yield names[first:first + count]
+                return
+    yield page
+    while cursor:
+        cursor, page = scan_names(client, key, cursor, count)
+        yield page
+
+
+def scan_present(client: redis.Redis, namespace: str, lua: scripts.Caller = scripts.SCRIPTS
                  ) -> Iterable[tuple[str, bytes | Oversized]]:
     """Every stored definition, a page of names then their values (read.lua: one over
     MAX_DEFINITION_BYTES comes as Oversized, unread) per two round trips."""
-    cursor = 0
-    while True:
-        cursor, names = scan_names(client, keys.definitions(namespace), cursor, count)
+    for names in name_pages(client, keys.definitions(namespace)):
         yield from read_present(client, namespace, names, lua).items()
-        if not cursor:
-            return
 
 
-def scan_items(client: redis.Redis, key: str, count: int = BATCH
-               ) -> Iterable[tuple[str, bytes]]:
-    """Every field and value of a hash, one HSCAN page per round trip."""
+def hash_pages(client: redis.Redis, key: str, count: int = BATCH) -> Iterator[dict[Any, Any]]:
+    """A hash's fields and values as Redis gives them, one HSCAN page per round trip."""
     cursor = 0
     while True:
         with redis_errors(client, f"reading {key}"):
             cursor, page = client.hscan(key, cursor, count=count)
         assert isinstance(page, dict)
-        for name, value in page.items():
-            yield reply_text(name), reply_bytes(value) or b""
+        yield page
         if not int(cursor):
             return
+
+
+def scan_items(client: redis.Redis, key: str) -> Iterable[tuple[str, bytes]]:
+    """Every field and value of a hash, one HSCAN page per round trip."""
+    for page in hash_pages(client, key):
+        for name, value in page.items():
+            yield reply_text(name), reply_bytes(value) or b""
 
 
 def read_present(client: redis.Redis, namespace: str, names: Sequence[str],
