@@ -8,11 +8,11 @@ Only schedules with expectations have rows (`kiqbeat:expectations` names them), 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 import redis
 
+from kiqbeat.alerts.incidents import incident_record
 from kiqbeat.core.limits import MAX_GAUGED_SCHEDULES
 from kiqbeat.core.outcomes import deadline_ms
 from kiqbeat.outcomes.records import read_health
@@ -52,12 +52,7 @@ def read_watched(client: redis.Redis, namespace: str) -> list[Watched]:
     health = read_health(client, namespace, names)
     out = []
     for name, deadline, raw in zip(names, deadlines, incidents, strict=True):
-        event = ""
-        if raw:
-            try:
-                event = str(json.loads(raw).get("e") or "")
-            except (ValueError, AttributeError):
-                event = "failing"  # garbled: open, as the decision step reads it
+        event = incident_record(raw)[0] if raw else ""
         h = health.get(name)
         out.append(Watched(name, event, deadline_ms(deadline),
                            h.consecutive_failures if h else 0,

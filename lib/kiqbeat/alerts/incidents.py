@@ -124,6 +124,23 @@ class Incident:
         return {"schedule": self.name, "event": self.event, "tick": self.tick}
 
 
+def incident_record(raw: bytes | str) -> tuple[str, int]:
+    """An incident record's event ("" once closed) and opening tick (epoch ms), read as the
+    scripts read it (deadline.lua's `read_incident`): a record that is not one (not JSON, not
+    an object, its event not a string) is an open `failing`, a tick that is no instant 0."""
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return "failing", 0
+    if not (isinstance(value, dict) and isinstance(value.get("e"), str)):
+        return "failing", 0
+    try:
+        tick = int(value["t"])
+    except (KeyError, ValueError, TypeError, OverflowError):
+        tick = 0
+    return value["e"], tick if 0 <= tick < LAST_TICK_MS else 0  # no datetime (issue 27)
+
+
 def open_incidents(client: redis.Redis, namespace: str, limit: int = 100) -> list[Incident]:
     """Up to `limit` open incidents, oldest tick first (HSCAN pages of the incidents hash:
     it holds the schedules that ever had an incident)."""
@@ -131,13 +148,7 @@ def open_incidents(client: redis.Redis, namespace: str, limit: int = 100) -> lis
     key = keys.incidents(namespace)
     for page in hash_pages(client, key, 200):
         for name, raw in page.items():
-            try:
-                value = json.loads(raw)
-                event, tick = str(value["e"]), int(value["t"])
-                if not 0 <= tick < LAST_TICK_MS:  # no datetime: garbled (issue 27)
-                    raise ValueError(tick)
-            except (ValueError, KeyError, TypeError, OverflowError):
-                event, tick = "failing", 0  # garbled: open, as the script reads it
+            event, tick = incident_record(raw)
             if event:  # "": closed
                 found.append(Incident(reply_text(name), event, tick))
         if len(found) >= limit:
