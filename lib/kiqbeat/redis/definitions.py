@@ -281,14 +281,6 @@ def name_pages(client: redis.Redis, key: str, count: int = BATCH) -> Iterator[li
         yield page
 
 
-def scan_present(client: redis.Redis, namespace: str, lua: scripts.Caller = scripts.SCRIPTS
-                 ) -> Iterable[tuple[str, bytes | Oversized]]:
-    """Every stored definition, a page of names then their values (read.lua: one over
-    MAX_DEFINITION_BYTES comes as Oversized, unread) per two round trips."""
-    for names in name_pages(client, keys.definitions(namespace)):
-        yield from read_present(client, namespace, names, lua).items()
-
-
 def hash_pages(client: redis.Redis, key: str, count: int = BATCH) -> Iterator[dict[Any, Any]]:
     """A hash's fields and values as Redis gives them, one HSCAN page per round trip."""
     cursor = 0
@@ -306,11 +298,3 @@ def scan_items(client: redis.Redis, key: str) -> Iterable[tuple[str, bytes]]:
     for page in hash_pages(client, key):
         for name, value in page.items():
             yield reply_text(name), reply_bytes(value) or b""
-
-
-def read_present(client: redis.Redis, namespace: str, names: Sequence[str],
-                 lua: scripts.Caller = scripts.SCRIPTS) -> dict[str, bytes | Oversized]:
-    """The stored definitions of `names`, absent ones left out, over the limit ones as
-    Oversized (never read: `read_definitions`)."""
-    return {name: d for name, d in zip(names, read_definitions(client, namespace, names, lua),
-                                       strict=True) if d is not None}
