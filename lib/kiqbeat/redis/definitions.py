@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis
+from redis.client import NEVER_DECODE
 
 from kiqbeat.core.limits import MAX_DEFINITION_BYTES
 from kiqbeat.redis import keys, scripts
@@ -281,12 +282,15 @@ def name_pages(client: redis.Redis, key: str, count: int = BATCH) -> Iterator[li
         yield page
 
 
-def hash_pages(client: redis.Redis, key: str, count: int = BATCH) -> Iterator[dict[Any, Any]]:
-    """A hash's fields and values as Redis gives them, one HSCAN page per round trip."""
+def hash_pages(client: redis.Redis, key: str, count: int = BATCH
+               ) -> Iterator[dict[bytes, bytes]]:
+    """A hash's fields and values, one HSCAN page per round trip, as bytes whatever the
+    client decodes (a name another language wrote that is not UTF-8 stays readable)."""
     cursor = 0
     while True:
         with redis_errors(client, f"reading {key}"):
-            cursor, page = client.hscan(key, cursor, count=count)
+            cursor, page = client.execute_command(  # type: ignore[no-untyped-call]
+                "HSCAN", key, cursor, "COUNT", count, **{NEVER_DECODE: True})
         assert isinstance(page, dict)
         yield page
         if not int(cursor):
