@@ -17,8 +17,7 @@ from kiqbeat.core.limits import MAX_GAUGED_SCHEDULES
 from kiqbeat.core.outcomes import deadline_ms
 from kiqbeat.outcomes.records import read_health
 from kiqbeat.redis import keys
-from kiqbeat.redis.connection import redis_errors, reply_text
-from kiqbeat.redis.definitions import hash_pages
+from kiqbeat.redis.connection import hash_pages, redis_errors, reply_text
 
 
 @dataclass(frozen=True)

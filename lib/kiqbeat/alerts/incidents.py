@@ -24,8 +24,7 @@ from kiqbeat.core.outcomes import LAST_TICK_MS, Health
 from kiqbeat.core.report import Report
 from kiqbeat.core.schedule import Expectations
 from kiqbeat.redis import keys, scripts
-from kiqbeat.redis.connection import redis_errors, reply_text
-from kiqbeat.redis.definitions import hash_pages
+from kiqbeat.redis.connection import hash_pages, redis_errors, reply_text
 
 if TYPE_CHECKING:
     from kiqbeat.core.plan import Entry

@@ -23,11 +23,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis
-from redis.client import NEVER_DECODE
 
 from kiqbeat.core.limits import MAX_DEFINITION_BYTES
 from kiqbeat.redis import keys, scripts
-from kiqbeat.redis.connection import name_bytes, redis_errors, reply_bytes, reply_text
+from kiqbeat.redis.connection import hash_pages, name_bytes, redis_errors, reply_bytes, reply_text
 
 BATCH = 500
 # Due index entries one due read returns: due.lua costs 6-11 us an entry (6 at 10,000
@@ -282,23 +281,8 @@ def name_pages(client: redis.Redis, key: str, count: int = BATCH) -> Iterator[li
         yield page
 
 
-def hash_pages(client: redis.Redis, key: str, count: int = BATCH
-               ) -> Iterator[dict[bytes, bytes]]:
-    """A hash's fields and values, one HSCAN page per round trip, as bytes whatever the
-    client decodes (a name another language wrote that is not UTF-8 stays readable)."""
-    cursor = 0
-    while True:
-        with redis_errors(client, f"reading {key}"):
-            cursor, page = client.execute_command(  # type: ignore[no-untyped-call]
-                "HSCAN", key, cursor, "COUNT", count, **{NEVER_DECODE: True})
-        assert isinstance(page, dict)
-        yield page
-        if not int(cursor):
-            return
-
-
 def scan_items(client: redis.Redis, key: str) -> Iterable[tuple[str, bytes]]:
     """Every field and value of a hash, one HSCAN page per round trip."""
-    for page in hash_pages(client, key):
+    for page in hash_pages(client, key, BATCH):
         for name, value in page.items():
             yield reply_text(name), reply_bytes(value) or b""
