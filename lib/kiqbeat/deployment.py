@@ -73,7 +73,7 @@ class Deployment:
             return self._given_client
         url = self.sources.redis_url(self.settings.redis_environ())
         if self._client is None or url != self._url:
-            self._close_own_client()
+            self.close()
             insecure = self.settings.redis_insecure_tls
             self._client, self._url = connect(url, insecure_tls=insecure), url
             self._unverified_tls = parse_url(url).insecure
@@ -209,9 +209,6 @@ class Deployment:
 
     def close(self) -> None:
         """Close the client this deployment built (a given client stays its owner's)."""
-        self._close_own_client()
-
-    def _close_own_client(self) -> None:
         if self._client is not None:
             self._client.close()
             self._client = None  # `_url` stays: it names the Redis in a failure's log line

@@ -52,7 +52,7 @@ class IsolatedRedis:
                  "--bind", self.address, "--save", "", "--appendonly", "no",
                  "--dir", str(self.dir), "--protected-mode", "no"],
                 stdout=log, stderr=subprocess.STDOUT)
-        wait_for_pong(self.address, PORT, self.process, self.dir / "redis.log", 10)
+        wait_for_pong((self.address, PORT), self.process, self.dir / "redis.log", 10)
         return self
 
     def _claim(self) -> None:

@@ -98,3 +98,31 @@ def test_the_function_library_keeps_silent_shut_and_folds_past_a_hostile_record(
     assert open_incidents(client, "") == []
     assert decode_outcomes(client.hget(keys.outcomes_bucket("", bucket("other")), "other")
                            ).last_success_ms == first
+
+
+# deadline.lua's own reader of an incident record, run alone: what the decision step sees.
+READ_INCIDENT = """
+local open, record = read_incident(KEYS[1], ARGV[1])
+return {open and open.e or '', record.t or 0}
+"""
+
+
+@pytest.mark.parametrize("record", [
+    b'{"e": null, "t": 5}', b'{"e": 7, "t": 5}', b"[1]", b"not json", b'"silent"',
+    b'{"e": "silent", "t": -5}', b'{"e": "paused"}', b'{"e": "silent", "t": 1e300}',
+    b'{"e": "failing", "t": 60000, "n": 3}', b'{"e": "", "t": 60000}'])
+def test_an_incident_record_written_by_hand_reads_as_the_decision_step_reads_it(
+        client: redis.Redis, record: bytes) -> None:
+    """The console's open incidents and the gauges read each record as deadline.lua's
+    `read_incident` does (not JSON, not an object or an event that is no string: an open
+    `failing`; a tick that is no instant: 0), so they show what the decision step acts on."""
+    client.hset(keys.incidents(""), "nightly", record)
+    client.hset(keys.expectations(""), "nightly", "0" * 40 + " 180000 0 0")
+    text = "\n".join([scripts.LIMITS, *((scripts.LUA_FOLDER / f"{part}.lua").read_text()
+                                        for part in ("checks", "varints", "outcomes",
+                                                     "deadline")), READ_INCIDENT])
+    event, tick = client.eval(text, 1, keys.incidents(""), "nightly")
+    event = event.decode() if isinstance(event, bytes) else event
+    assert [(i.name, i.event, i.tick_ms) for i in open_incidents(client, "")] == (
+        [("nightly", event, tick)] if event else [])
+    assert [(w.name, w.incident) for w in read_watched(client, "")] == [("nightly", event)]

@@ -84,3 +84,23 @@ def test_a_definition_that_is_not_utf8_reads_as_its_bytes_through_a_decoding_cli
                               encoding_errors="surrogateescape") as decoding:
         decoding.hset(keys.definitions(""), b"caf\xe9", stored)
         assert RedisSide(decoding).read_present(["caf\udce9"]) == {"caf\udce9": stored}
+
+
+def test_hash_listings_read_names_that_are_not_utf8_through_a_strictly_decoding_client(
+    client: redis.Redis, redis_client: redis.Redis,
+) -> None:
+    """A Store on a client that decodes replies strictly (redis-py's default errors) lists
+    the set-aside definitions, the missed records and the open incidents whatever their
+    names: a name another language wrote that is not UTF-8 is read as its bytes (HSCAN
+    pages read raw), never a UnicodeDecodeError (issue 26)."""
+    from kiqbeat.alerts.incidents import open_incidents
+
+    client.hset(keys.rejected(""), b"caf\xe9", b"bad definition")
+    client.hset(keys.missed(""), b"caf\xe9", b"not a record")
+    client.hset(keys.incidents(""), b"caf\xe9", b'{"e": "failing", "t": 60000}')
+    store = Store(redis_client)
+    assert [name for name, _ in store.status().set_aside] == ["caf\udce9"]
+    garbled: list[tuple[str, str]] = []
+    assert store.missed(garbled=garbled) == []
+    assert [name for name, _ in garbled] == ["caf\udce9"]
+    assert [i.name for i in open_incidents(redis_client, "")] == ["caf\udce9"]

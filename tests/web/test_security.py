@@ -60,13 +60,14 @@ def test_a_session_is_signed_expires_and_is_refused_when_forged() -> None:
     auth = Auth([Token("alice", "operator", OPERATOR_TOKEN)])
     now = time.time()
     cookie = auth.session(Principal("alice", "operator"), Auth.new_session_id(), now_s=now)
-    assert auth.from_session(cookie, now_s=now + 60) == Principal("alice", "operator")
-    assert auth.from_session(cookie, now_s=now + SESSION_S + 1) is None
+    session = auth.verify_session(cookie, now_s=now + 60)
+    assert session is not None and session.principal == Principal("alice", "operator")
+    assert auth.verify_session(cookie, now_s=now + SESSION_S + 1) is None
     mac = cookie.split(".")[1]
     forged = auth._sign(b"x" * 24 + b"\noperator\n9999999999\nmallory").split(".")[0] + "." + mac
-    assert auth.from_session(forged) is None and auth.from_session("x.y") is None
+    assert auth.verify_session(forged) is None and auth.verify_session("x.y") is None
     other = Auth([Token("alice", "operator", CAROL_TOKEN)])
-    assert other.from_session(cookie, now_s=now) is None  # new tokens end every session
+    assert other.verify_session(cookie, now_s=now) is None  # new tokens end every session
     assert OPERATOR_TOKEN not in cookie
 
 

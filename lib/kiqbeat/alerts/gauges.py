@@ -8,17 +8,16 @@ Only schedules with expectations have rows (`kiqbeat:expectations` names them), 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from typing import Any
 
 import redis
 
+from kiqbeat.alerts.incidents import incident_record
 from kiqbeat.core.limits import MAX_GAUGED_SCHEDULES
 from kiqbeat.core.outcomes import deadline_ms
 from kiqbeat.outcomes.records import read_health
 from kiqbeat.redis import keys
-from kiqbeat.redis.connection import redis_errors, reply_text
+from kiqbeat.redis.connection import hash_pages, redis_errors, reply_text
 
 
 @dataclass(frozen=True)
@@ -37,17 +36,14 @@ def read_watched(client: redis.Redis, namespace: str) -> list[Watched]:
     open incident, deadline and health: three round trips."""
     rules_key = keys.expectations(namespace)
     names: list[str] = []
-    cursor = 0
+    for page in hash_pages(client, rules_key, 500):
+        names += [reply_text(n) for n in page]
+        if len(names) >= MAX_GAUGED_SCHEDULES:
+            break
+    names = sorted(names)[:MAX_GAUGED_SCHEDULES]
+    if not names:
+        return []
     with redis_errors(client, f"reading {rules_key}"):
-        while True:
-            reply: Any = client.hscan(rules_key, cursor, count=500)
-            cursor, page = reply
-            names += [reply_text(n) for n in page]
-            if not cursor or len(names) >= MAX_GAUGED_SCHEDULES:
-                break
-        names = sorted(names)[:MAX_GAUGED_SCHEDULES]
-        if not names:
-            return []
         pipe = client.pipeline(transaction=False)
         pipe.zmscore(keys.deadlines(namespace), names)
         pipe.hmget(keys.incidents(namespace), names)
@@ -55,12 +51,7 @@ def read_watched(client: redis.Redis, namespace: str) -> list[Watched]:
     health = read_health(client, namespace, names)
     out = []
     for name, deadline, raw in zip(names, deadlines, incidents, strict=True):
-        event = ""
-        if raw:
-            try:
-                event = str(json.loads(raw).get("e") or "")
-            except (ValueError, AttributeError):
-                event = "failing"  # garbled: open, as the decision step reads it
+        event = incident_record(raw)[0] if raw else ""
         h = health.get(name)
         out.append(Watched(name, event, deadline_ms(deadline),
                            h.consecutive_failures if h else 0,

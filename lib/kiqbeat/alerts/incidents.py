@@ -24,7 +24,7 @@ from kiqbeat.core.outcomes import LAST_TICK_MS, Health
 from kiqbeat.core.report import Report
 from kiqbeat.core.schedule import Expectations
 from kiqbeat.redis import keys, scripts
-from kiqbeat.redis.connection import redis_errors, reply_text
+from kiqbeat.redis.connection import hash_pages, redis_errors, reply_text
 
 if TYPE_CHECKING:
     from kiqbeat.core.plan import Entry
@@ -123,26 +123,33 @@ class Incident:
         return {"schedule": self.name, "event": self.event, "tick": self.tick}
 
 
+def incident_record(raw: bytes | str) -> tuple[str, int]:
+    """An incident record's event ("" once closed) and opening tick (epoch ms), read as the
+    scripts read it (deadline.lua's `read_incident`): a record that is not one (not JSON, not
+    an object, its event not a string) is an open `failing`, a tick that is no instant 0."""
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return "failing", 0
+    if not (isinstance(value, dict) and isinstance(value.get("e"), str)):
+        return "failing", 0
+    try:
+        tick = int(value["t"])
+    except (KeyError, ValueError, TypeError, OverflowError):
+        tick = 0
+    return value["e"], tick if 0 <= tick < LAST_TICK_MS else 0  # no datetime (issue 27)
+
+
 def open_incidents(client: redis.Redis, namespace: str, limit: int = 100) -> list[Incident]:
     """Up to `limit` open incidents, oldest tick first (HSCAN pages of the incidents hash:
     it holds the schedules that ever had an incident)."""
     found: list[Incident] = []
     key = keys.incidents(namespace)
-    cursor = 0
-    with redis_errors(client, f"reading {key}"):
-        while True:
-            reply: Any = client.hscan(key, cursor, count=200)
-            cursor, page = reply
-            for name, raw in page.items():
-                try:
-                    value = json.loads(raw)
-                    event, tick = str(value["e"]), int(value["t"])
-                    if not 0 <= tick < LAST_TICK_MS:  # no datetime: garbled (issue 27)
-                        raise ValueError(tick)
-                except (ValueError, KeyError, TypeError, OverflowError):
-                    event, tick = "failing", 0  # garbled: open, as the script reads it
-                if event:  # "": closed
-                    found.append(Incident(reply_text(name), event, tick))
-            if not cursor or len(found) >= limit:
-                break
+    for page in hash_pages(client, key, 200):
+        for name, raw in page.items():
+            event, tick = incident_record(raw)
+            if event:  # "": closed
+                found.append(Incident(reply_text(name), event, tick))
+        if len(found) >= limit:
+            break
     return sorted(found, key=lambda i: (i.tick_ms, i.name))[:limit]

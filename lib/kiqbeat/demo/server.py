@@ -22,7 +22,6 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from types import TracebackType
 from urllib.parse import quote
 
 from kiqbeat.errors import KiqbeatError
@@ -134,8 +133,8 @@ class RedisServer:
                     args, stdout=out, stderr=subprocess.STDOUT,
                     start_new_session=self.private,
                     preexec_fn=_die_with_parent() if self.private else None)
-            _wait_until_ready(self.unix_socket or ("127.0.0.1", self.port), self.process, log,
-                              timeout_s)
+            wait_for_pong(self.unix_socket or ("127.0.0.1", self.port), self.process, log,
+                          timeout_s)
         except BaseException:  # a failed start, or Ctrl-C/SIGTERM while waiting for it
             self.stop()
             raise
@@ -158,12 +157,7 @@ class RedisServer:
     def __enter__(self) -> RedisServer:
         return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
 
@@ -190,16 +184,10 @@ def _die_with_parent() -> Callable[[], None] | None:
     return preexec
 
 
-def wait_for_pong(
-    host: str, port: int, process: subprocess.Popen[bytes], log: Path, timeout_s: float
-) -> None:
-    """Wait until the redis-server `process` answers PING; KiqbeatError with its log if not."""
-    _wait_until_ready((host, port), process, log, timeout_s)
-
-
-def _wait_until_ready(address: tuple[str, int] | Path, process: subprocess.Popen[bytes],
-                      log: Path, timeout_s: float) -> None:
-    """`wait_for_pong` at a TCP (host, port) or a unix socket's path."""
+def wait_for_pong(address: tuple[str, int] | Path, process: subprocess.Popen[bytes],
+                  log: Path, timeout_s: float) -> None:
+    """Wait until the redis-server `process` answers PING at a TCP (host, port) or a unix
+    socket's path; KiqbeatError with its log if not."""
     where = f"{address[0]}:{address[1]}" if isinstance(address, tuple) else str(address)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

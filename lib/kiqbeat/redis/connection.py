@@ -14,6 +14,7 @@ from typing import Any
 
 import redis
 from redis.backoff import ExponentialBackoff, NoBackoff
+from redis.client import NEVER_DECODE
 from redis.retry import Retry
 from redis.sentinel import Sentinel
 
@@ -225,3 +226,17 @@ def redis_errors(client: redis.Redis, doing: str) -> Iterator[None]:
             raise StateError(f"a key has the wrong type while {doing}: {text}; "
                              "nothing was pushed (fix or delete the key)") from exc
         raise RedisRefusedError(f"Redis at {_where(client)} refused {doing}: {text}") from exc
+
+
+def hash_pages(client: redis.Redis, key: str, count: int) -> Iterator[dict[bytes, bytes]]:
+    """A hash's fields and values, one HSCAN page per round trip, as bytes whatever the
+    client decodes (a name another language wrote that is not UTF-8 stays readable)."""
+    cursor = 0
+    while True:
+        with redis_errors(client, f"reading {key}"):
+            cursor, page = client.execute_command(  # type: ignore[no-untyped-call]
+                "HSCAN", key, cursor, "COUNT", count, **{NEVER_DECODE: True})
+        assert isinstance(page, dict)
+        yield page
+        if not int(cursor):
+            return

@@ -26,7 +26,7 @@ import redis
 
 from kiqbeat.core.limits import MAX_DEFINITION_BYTES
 from kiqbeat.redis import keys, scripts
-from kiqbeat.redis.connection import name_bytes, redis_errors, reply_bytes, reply_text
+from kiqbeat.redis.connection import hash_pages, name_bytes, redis_errors, reply_bytes, reply_text
 
 BATCH = 500
 # Due index entries one due read returns: due.lua costs 6-11 us an entry (6 at 10,000
@@ -260,36 +260,29 @@ def scan_names(client: redis.Redis, key: str, cursor: int = 0,
     return int(cursor), [reply_text(n) for n in page]
 
 
-def scan_present(client: redis.Redis, namespace: str, count: int = BATCH,
-                 lua: scripts.Caller = scripts.SCRIPTS
-                 ) -> Iterable[tuple[str, bytes | Oversized]]:
-    """Every stored definition, a page of names then their values (read.lua: one over
-    MAX_DEFINITION_BYTES comes as Oversized, unread) per two round trips."""
-    cursor = 0
-    while True:
-        cursor, names = scan_names(client, keys.definitions(namespace), cursor, count)
-        yield from read_present(client, namespace, names, lua).items()
-        if not cursor:
-            return
+def name_pages(client: redis.Redis, key: str, count: int = BATCH) -> Iterator[list[str]]:
+    """A hash's field names, a page of `count` at a time, never a value: HSCAN NOVALUES
+    (Redis 7.4+, Valkey 8+); before that one HKEYS (names only), paged here: `scan_names`'
+    fallback would read every name again for each page, quadratic over a whole pass."""
+    cursor, page = scan_names(client, key, 0, count)
+    if cursor == count and len(page) == count:  # maybe HKEYS' offset: ask once
+        with redis_errors(client, f"listing {key}"):
+            try:
+                client.execute_command(  # type: ignore[no-untyped-call]
+                    "HSCAN", key, 0, "COUNT", 1, "NOVALUES", no_values=True)
+            except redis.ResponseError:  # no NOVALUES: every name in one reply, once
+                names = sorted(reply_text(n) for n in client.hkeys(key))
+                for first in range(0, len(names), count):
+                    yield names[first:first + count]
+                return
+    yield page
+    while cursor:
+        cursor, page = scan_names(client, key, cursor, count)
+        yield page
 
 
-def scan_items(client: redis.Redis, key: str, count: int = BATCH
-               ) -> Iterable[tuple[str, bytes]]:
+def scan_items(client: redis.Redis, key: str) -> Iterable[tuple[str, bytes]]:
     """Every field and value of a hash, one HSCAN page per round trip."""
-    cursor = 0
-    while True:
-        with redis_errors(client, f"reading {key}"):
-            cursor, page = client.hscan(key, cursor, count=count)
-        assert isinstance(page, dict)
+    for page in hash_pages(client, key, BATCH):
         for name, value in page.items():
             yield reply_text(name), reply_bytes(value) or b""
-        if not int(cursor):
-            return
-
-
-def read_present(client: redis.Redis, namespace: str, names: Sequence[str],
-                 lua: scripts.Caller = scripts.SCRIPTS) -> dict[str, bytes | Oversized]:
-    """The stored definitions of `names`, absent ones left out, over the limit ones as
-    Oversized (never read: `read_definitions`)."""
-    return {name: d for name, d in zip(names, read_definitions(client, namespace, names, lua),
-                                       strict=True) if d is not None}

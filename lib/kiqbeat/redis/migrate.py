@@ -14,11 +14,10 @@ from __future__ import annotations
 from typing import Any
 
 import redis
-from redis.client import NEVER_DECODE
 
 from kiqbeat.errors import StateError, shown_name
 from kiqbeat.redis import keys, scripts
-from kiqbeat.redis.connection import redis_errors, reply_text
+from kiqbeat.redis.connection import hash_pages, redis_errors, reply_text
 
 # Names a migration call moves (one atomic script: a few ms).
 BATCH = 500
@@ -61,15 +60,10 @@ def migrate_layout(client: redis.Redis, namespace: str,
         # emptied buckets can answer an empty page before the end.
         for _ in range(MAX_PASSES):
             for key in old:
-                cursor = None
-                while cursor != 0:
-                    cursor, page = client.execute_command(  # type: ignore[no-untyped-call]
-                        "HSCAN", key, cursor or 0, "COUNT", BATCH, **{NEVER_DECODE: True})
-                    cursor = int(cursor)
-                    names = list(page)[::2] if isinstance(page, list) else list(page)
-                    if not names:
+                for page in hash_pages(client, key, BATCH):
+                    if not page:
                         continue
-                    for name in lua.call(scripts.MIGRATE, client, old, names, raw=True):
+                    for name in lua.call(scripts.MIGRATE, client, old, list(page), raw=True):
                         warnings.append(
                             f"schedule {shown_name(name)}: its watermark in "
                             f"{keys.watermarks(namespace)} was not a whole number; it starts "

@@ -11,7 +11,7 @@ each name is judged against its definition in one step (index.lua).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +19,7 @@ import redis
 
 from kiqbeat.redis import keys, scripts
 from kiqbeat.redis.connection import name_bytes, redis_errors, reply_text
-from kiqbeat.redis.definitions import scan_names
+from kiqbeat.redis.definitions import name_pages
 
 BUILD_PAGE = 250  # names per index.lua call: one call stays well under 5 ms at 1 KB each
 
@@ -107,33 +107,12 @@ def index_names(client: redis.Redis, namespace: str, names: Sequence[str], *,
                             [mode, *(name_bytes(n) for n in names)]))
 
 
-def _stored_pages(client: redis.Redis, key: str) -> Iterator[list[str]]:
-    """The stored names, a page at a time, never a value: HSCAN NOVALUES (Redis 7.4+,
-    Valkey 8+); before that one HKEYS (names only), paged here: `scan_names`' fallback
-    would read every name again for each page, quadratic over a whole pass."""
-    cursor, page = scan_names(client, key, 0, BUILD_PAGE)
-    if cursor == BUILD_PAGE and len(page) == BUILD_PAGE:  # maybe HKEYS' offset: ask once
-        with redis_errors(client, f"listing {key}"):
-            try:
-                client.execute_command(  # type: ignore[no-untyped-call]
-                    "HSCAN", key, 0, "COUNT", 1, "NOVALUES", no_values=True)
-            except redis.ResponseError:  # no NOVALUES: every name in one reply, once
-                names = sorted(reply_text(n) for n in client.hkeys(key))
-                for first in range(0, len(names), BUILD_PAGE):
-                    yield names[first:first + BUILD_PAGE]
-                return
-    yield page
-    while cursor:
-        cursor, page = scan_names(client, key, cursor, BUILD_PAGE)
-        yield page
-
-
 def build(client: redis.Redis, namespace: str, lua: scripts.Caller = scripts.SCRIPTS) -> int:
     """Index every stored name and drop every indexed name without a definition, a page per
     call, then record the index as built; returns the stored names indexed. Reads each
     definition once, inside Redis (its facets), one over the limit never."""
     indexed = 0
-    for page in _stored_pages(client, keys.definitions(namespace)):
+    for page in name_pages(client, keys.definitions(namespace), BUILD_PAGE):
         indexed += index_names(client, namespace, page, lua=lua)
     index, after = NameIndex(client, namespace), None
     while True:

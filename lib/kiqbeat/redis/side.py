@@ -19,7 +19,7 @@ One wire format per script, in one place on the Python side: the module that cal
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -118,13 +118,16 @@ class RedisSide:
                             now_ms=now_ms)
 
     def read_present(self, names: Sequence[str]) -> dict[str, bytes | Oversized]:
-        """`redis.definitions.read_present` on this store."""
-        return definitions.read_present(self.client, self.namespace, names, self.lua)
+        """The stored definitions of `names`, absent ones left out, over the limit ones as
+        Oversized (never read: `redis.definitions.read_definitions`)."""
+        read = definitions.read_definitions(self.client, self.namespace, names, self.lua)
+        return {name: d for name, d in zip(names, read, strict=True) if d is not None}
 
-    def scan_definitions(self) -> Iterable[tuple[str, bytes | Oversized]]:
+    def scan_definitions(self) -> Iterator[tuple[str, bytes | Oversized]]:
         """Every stored (name, definition), a page of names then their definitions per two
         round trips; one over the limit as Oversized, never read."""
-        return definitions.scan_present(self.client, self.namespace, lua=self.lua)
+        for names in definitions.name_pages(self.client, keys.definitions(self.namespace)):
+            yield from self.read_present(names).items()
 
     # ------------------------------------------------------------------------ documents
 

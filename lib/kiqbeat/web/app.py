@@ -70,7 +70,7 @@ async def _guard(request: Request, call_next: Callable[[Request], Awaitable[Resp
         request.state.nonce = auth.new_nonce() if fresh else nonce
         request.state.session = None
         if auth.anonymous:
-            request.state.principal = auth.from_session("")
+            request.state.principal = auth.bearer("")  # the anonymous operator
         else:
             session = auth.verify_session(request.cookies.get(SESSION_COOKIE, ""))
             if session is not None and await run_in_threadpool(_alive, request, session):

@@ -247,14 +247,6 @@ class Auth:
             return None
         return Session(session_id, Principal(name, role))
 
-    def from_session(self, value: str, now_s: float | None = None) -> Principal | None:
-        """The principal of a session cookie (its signature, expiry and role checked), or
-        the anonymous operator; None when the cookie is missing, forged or expired."""
-        if self.anonymous:
-            return self._anonymous
-        session = self.verify_session(value, now_s)
-        return session.principal if session else None
-
     # ------------------------------------------------------------------------ CSRF
 
     @staticmethod

@@ -35,7 +35,7 @@ setting) unless the console is anonymous on loopback.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -48,15 +48,6 @@ from kiqbeat.web.bearer import Refusal, authenticate
 
 if TYPE_CHECKING:
     from kiqbeat.web.console import Console
-
-
-def schedule_gauges(client: Any, namespace: str) -> Iterator[GaugeMetricFamily]:
-    """alerts.gauges' families as prometheus-client's."""
-    for family in gauge_families(client, namespace):
-        metric = GaugeMetricFamily(family.name, family.help, labels=list(family.labels))
-        for labels, value in family.samples:
-            metric.add_metric(list(labels), value)
-        yield metric
 
 
 class StoreCollector(Collector):
@@ -87,7 +78,11 @@ class StoreCollector(Collector):
                                 value=max((r.lag_s for r in rows), default=0.0))
         yield CounterMetricFamily("kiqbeat_backfilled", "ticks pushed by the console's "
                                   "backfills", value=self.console.backfilled)
-        yield from schedule_gauges(self.console.client, self.console.namespace)
+        for family in gauge_families(self.console.client, self.console.namespace):
+            metric = GaugeMetricFamily(family.name, family.help, labels=list(family.labels))
+            for labels, sample in family.samples:
+                metric.add_metric(list(labels), sample)
+            yield metric
 
 
 def metrics_endpoint(request: Request) -> Response:
@@ -100,7 +95,6 @@ def metrics_endpoint(request: Request) -> Response:
     registry: CollectorRegistry | None = getattr(request.app.state, "registry", None)
     if registry is None:
         registry = CollectorRegistry()
-        collector = StoreCollector(request.app.state.console)
-        registry.register(collector)
-        request.app.state.registry, request.app.state.collector = registry, collector
+        registry.register(StoreCollector(request.app.state.console))
+        request.app.state.registry = registry
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
