@@ -23,7 +23,7 @@ class MissedRange:
     through: datetime
     reason: str  # "window", "policy", "paused" or "overlap" (core/records.py REASONS)
     ticks: int | None  # counted with the current definition (None: there is none)
-    capped: bool  # counting stopped at records.COUNT_CAP: there are more
+    capped: bool  # counting stopped at limits.MAX_MISSED_COUNTED: there are more
 
     def line(self) -> str:
         """One line for a person (`kiqbeat missed`)."""
@@ -45,7 +45,7 @@ class Backfill:
     """What a backfill did (or, dry, would do)."""
 
     schedules: int = 0  # schedules with recorded ticks in scope
-    planned: int = 0  # ticks it meant to push (dry run: counted, at most COUNT_CAP a range)
+    planned: int = 0  # ticks it meant to push (a dry run counts at most MAX_MISSED_COUNTED a range)
     capped: bool = False  # a dry run's count stopped at MAX_COUNTED_TICKS: there are more
     dropped: int = 0  # a latest-only dry run: older ticks it would take out unpushed
     before_first_seen: int = 0  # a dry run: ticks it would push from before first-seen
