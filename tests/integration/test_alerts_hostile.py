@@ -110,7 +110,10 @@ return {open and open.e or '', record.t or 0}
 @pytest.mark.parametrize("record", [
     b'{"e": null, "t": 5}', b'{"e": 7, "t": 5}', b"[1]", b"not json", b'"silent"',
     b'{"e": "silent", "t": -5}', b'{"e": "paused"}', b'{"e": "silent", "t": 1e300}',
-    b'{"e": "failing", "t": 60000, "n": 3}', b'{"e": "", "t": 60000}'])
+    b'{"e": "failing", "t": 60000, "n": 3}', b'{"e": "", "t": 60000}', b"",
+    b'{"e": "late", "t": true}', b'{"e": "late", "t": "1e3"}', b'{"e": "late", "t": " 12 "}',
+    b'{"e": "late", "t": "0x10"}', b'{"e": "late", "t": "1_0"}', b'{"e": "late", "t": 90.5}',
+    b'{"e": "late", "t": "inf"}', b'{"e": "late", "t": "nan"}', b'{"e": "late", "t": [1]}'])
 def test_an_incident_record_written_by_hand_reads_as_the_decision_step_reads_it(
         client: redis.Redis, record: bytes) -> None:
     """The console's open incidents and the gauges read each record as deadline.lua's

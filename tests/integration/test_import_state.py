@@ -127,9 +127,8 @@ def test_write_lua_leaves_the_name_index_as_one_call_per_operation_would(
 ) -> None:
     # Names met more than once in one call, in every order: set then removed, removed then
     # set, enabled then disabled, a definition that is not JSON, one set aside, one added
-    # twice (refused the second time). write.lua writes a call's definitions a few commands
-    # at a time, after its operations, unless an operation meets a name it holds; with
-    # shards, their index entries go into several due indexes.
+    # twice (refused the second time). With shards, their index entries go into several due
+    # indexes.
     def put(name: str, **fields: Any) -> Op:
         return Op("put", name, encode_definition({"class": "W", "cron": "* * * * *",
                                                   **fields}))

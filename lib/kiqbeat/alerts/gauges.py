@@ -51,7 +51,7 @@ def read_watched(client: redis.Redis, namespace: str) -> list[Watched]:
     health = read_health(client, namespace, names)
     out = []
     for name, deadline, raw in zip(names, deadlines, incidents, strict=True):
-        event = incident_record(raw)[0] if raw else ""
+        event = incident_record(raw)[0] if raw is not None else ""
         h = health.get(name)
         out.append(Watched(name, event, deadline_ms(deadline),
                            h.consecutive_failures if h else 0,

@@ -133,11 +133,26 @@ def incident_record(raw: bytes | str) -> tuple[str, int]:
         return "failing", 0
     if not (isinstance(value, dict) and isinstance(value.get("e"), str)):
         return "failing", 0
+    tick = _lua_number(value.get("t"))
+    return value["e"], int(tick) if tick is not None and 0 <= tick < LAST_TICK_MS else 0
+
+
+def _lua_number(value: Any) -> float | None:
+    """What Lua's `tonumber` makes of a decoded JSON value: a number as it is; a string of
+    one, decimal or hexadecimal, spaces around it allowed; nothing else (true: nil)."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
     try:
-        tick = int(value["t"])
-    except (KeyError, ValueError, TypeError, OverflowError):
-        tick = 0
-    return value["e"], tick if 0 <= tick < LAST_TICK_MS else 0  # no datetime (issue 27)
+        return float(text) if "_" not in text else None
+    except ValueError:
+        pass
+    try:  # C's strtod reads hexadecimal too ('0x10', '-0x1p4')
+        return float.fromhex(text) if text.lstrip("+-")[:2].lower() == "0x" else None
+    except ValueError:
+        return None
 
 
 def open_incidents(client: redis.Redis, namespace: str, limit: int = 100) -> list[Incident]:

@@ -58,9 +58,11 @@ _JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=Fa
 # directly: `JSONEncoder.encode` builds its float formatter and a new C encoder in Python on
 # every call, and checks each container against the ones being written (for a cycle): most
 # of the ~5 us it costs for a schedule's args (a cold invocation encodes each due schedule's
-# args once). This one keeps no such record (None), so it holds no state between calls; a
-# cycle, which no checked definition holds (its nesting is bounded), ends in RecursionError,
-# and `_encode` then asks `_JSON.encode`, which raises what it always did. Same text, same
+# args once). This one keeps no such record (None), so it holds no state between calls. A
+# cycle, which no checked definition holds (its nesting is bounded), ends in RecursionError
+# ("or worse", says the standard library of an encoder without the record: only values
+# never checked could hold one), and `_encode` then asks `_JSON.encode`, which raises what
+# it always did. Same text, same
 # errors: tests/unit/test_payload.py.
 _C_ENCODER = getattr(json.encoder, "c_make_encoder", None)
 _C_ENCODE = None if _C_ENCODER is None else _C_ENCODER(

@@ -78,7 +78,8 @@ def _listed_alone(name: str) -> bool | None:
     """Whether `zoneinfo.available_timezones()` lists `name`, told from its own path: True
     for a TZif file under a TZPATH folder, reached through real folders (the listing's walk
     follows no linked one), its key normalized, outside the `right/` and `posix/` folders
-    and not `posixrules` (which the listing leaves out); False when no TZPATH folder holds
+    and not `posixrules` (which the listing leaves out), each part spelled as its folder
+    lists it; False when no TZPATH folder holds
     anything by that name and no `tzdata` package is installed (the listing's two sources);
     None when only the listing can tell."""
     parts = name.split("/")
@@ -95,6 +96,11 @@ def _listed_alone(name: str) -> bool | None:
         if not all(os.path.isdir(f) and not os.path.islink(f) for f in folders):
             continue
         try:
+            # Spelled as the walk spells it: a case-insensitive file system (macOS) opens
+            # 'america/new_york' too, which the listing does not hold.
+            if not all(part in os.listdir(os.path.join(root, *parts[:depth]))
+                       for depth, part in enumerate(parts)):
+                continue
             with open(path, "rb") as file:
                 if file.read(4) == b"TZif":
                     return True
@@ -122,8 +128,8 @@ def _spaced_rails_names() -> tuple[str, ...]:
 
 
 # How no Rails name ends: an expression ending so ('0 9 * * *', '*/5 * * * 1-5', the most
-# of them) has no trailing Rails zone, found without reading the table (rails_zones: its
-# file and importlib.resources, ~10 ms of a cold process). tests/unit/test_zones.py checks.
+# of them) has no trailing Rails zone, found without reading the table (rails_zones: a
+# file read and parsed). tests/unit/test_zones.py checks.
 _NO_RAILS_END = frozenset("0123456789*?/,-")
 
 

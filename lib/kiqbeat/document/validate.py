@@ -139,7 +139,8 @@ def read_definition(name: str, data: bytes, *, window_s: float = 3600.0,
     keys before them (`Checks.by_rest`). `fields`: the writer's definition that `data` is
     the stored form of (`encode_definition(fields) == data`); with `checks`, when its values
     are plain JSON scalars but its args (`_plain`), a definition read through a checked
-    template and timing is not decoded from `data` at all. Without `checks`, every
+    template and timing is not decoded from `data` at all (the Schedule is then for checking:
+    its nested values are the caller's, in the caller's key order). Without `checks`, every
     definition is checked in full (the reference: the same schedule or the same messages).
     """
     if checks is None:
