@@ -13,7 +13,7 @@ what it does when on:
   from one invocation to the next;
 - `checks`: the content-keyed definition checks (document/validate.py's `Checks`);
 - `read_ahead`: the next due batch read on the push line while this one is planned
-  (`Ahead`);
+  (redis/due.py's `StartedDue`);
 - `plan_slice`: a batch planned a push call's worth at a time, each call sent before the
   next slice is planned;
 - `paused_gc`: the cyclic garbage collector paused in the push loop;
@@ -43,7 +43,6 @@ from kiqbeat.redis.definitions import definition_sha
 if TYPE_CHECKING:
     from kiqbeat.core.plan import TickMemo
     from kiqbeat.document.validate import Checks
-    from kiqbeat.redis.due import DueRead, StartedDue
 
 # Entries planned at a time: one push call's worth of one-job schedules (core/limits.py's
 # time budget), so the next slice is planned while Redis runs the call made from this one.
@@ -185,21 +184,3 @@ class DocumentMemo:
         document = build(config)
         self._last = (config, document)
         return document
-
-
-class Ahead:
-    """The next batch's due read, sent early on the push line, and the fresh entries of
-    the batch it skips (their pushes were sent after it); `read` reads its reply once,
-    and again gives the same (None: lost, read it again after the pushes)."""
-
-    def __init__(self, started: StartedDue, fresh: set[str]) -> None:
-        self.started, self.fresh = started, fresh
-        self._read: DueRead | None = None
-        self._done = False
-
-    def read(self) -> DueRead | None:
-        """The read's reply (once read, the same again), or None when it was lost."""
-        if not self._done:
-            self._done = True
-            self._read = self.started.result()
-        return self._read

@@ -143,10 +143,6 @@ class Caller:
         """True when a pipelined reply says the server did not know the script."""
         return not self.functions and isinstance(reply, redis.exceptions.NoScriptError)
 
-    def reload(self, lua: Lua, client: redis.Redis) -> None:
-        """Make the server know the script again."""
-        client.script_load(lua.text)
-
 
 class Lost(redis.ConnectionError):
     """A started call that may not be sent again (`Caller.start` without `resend`) lost its
