@@ -167,16 +167,16 @@ class Plan:
     # timetable beyond the representable years): set aside, never sinking the others.
     failed: list[tuple[str, str, str]] = field(default_factory=list)
 
-    def chunks(self, budget_us: float = PUSH_CALL_BUDGET_US,
-               max_bytes: int = MAX_BYTES_PER_CALL) -> Iterator[list[Group]]:
+    def chunks(self, budget_us: float = PUSH_CALL_BUDGET_US) -> Iterator[list[Group]]:
         """Split into push-script calls, each estimated to hold Redis at most `budget_us`
-        (`call_cost_us`) and carrying at most `max_bytes` of jobs; a schedule's jobs may
-        span calls, marks ascending.
+        (`call_cost_us`) and carrying at most MAX_BYTES_PER_CALL of jobs; a schedule's jobs
+        may span calls, marks ascending.
 
         A new schedule's group is never split (module docstring): it starts a call of its
         own when it does not fit in the current one. Only the first job of a call may pass
         the bounds on its own.
         """
+        max_bytes = MAX_BYTES_PER_CALL
         chunk: list[Group] = []
         cost = 0.0
         size = 0
@@ -264,10 +264,6 @@ class TickMemo:
         job for the schedule set is released at `released` (default: its tick)."""
         return self.templates.job(schedule, tick, job_id, now, scheduled=scheduled,
                                   released=released)
-
-    def forget_beyond(self, size: int) -> None:
-        """Drop cached templates once they outnumber `size` (configs come and go)."""
-        self.templates.forget_beyond(size)
 
     def next_ms(self, timetable: Timetable, after_ms: int) -> int:
         """The first fire instant after `after_ms` (epoch ms), mostly without a search."""
@@ -515,14 +511,13 @@ class Entry(NamedTuple):
 
 
 def plan_due(entries: Sequence[Entry], now: datetime, window_s: float,
-             memo: TickMemo | None = None, *, reindex: bool = True) -> Plan:
+             memo: TickMemo | None = None) -> Plan:
     """Decide every push for these schedules from their stored marks and `now`.
 
-    With `reindex`, every entry gets a group, one with nothing to push included: it carries
-    the schedule's next index entry (it was read because its entry was due, or changed).
-    """
+    Every entry gets a group, one with nothing to push or record included: it carries the
+    schedule's next index entry (it was read because its entry was due, or changed)."""
     memo = memo or TickMemo()
-    memo.forget_beyond(4 * len(entries) + 50_000)
+    memo.templates.forget_beyond(4 * len(entries) + 50_000)  # configs come and go
     at = _Instant(now, window_s, memo)
     plan = Plan(at.now_ms, [])
     groups = plan.groups
@@ -540,8 +535,6 @@ def plan_due(entries: Sequence[Entry], now: datetime, window_s: float,
                 if found is not None:  # complete: its sha and life rules in
                     found.stored_ms = stored
                     groups.append(found)
-                    continue
-                if not reindex:
                     continue
                 group = Group(schedule.name, mark, stored_ms=stored, next_due_ms=next_due,
                               queue=schedule.queue)
