@@ -144,9 +144,7 @@ class Devices:
         if self._memo is None or self.reference:
             from kiqbeat.core.plan import TickMemo  # loaded with the first plan
 
-            if self.reference:
-                return TickMemo()
-            self._memo = TickMemo()
+            self._memo = TickMemo()  # in reference mode, a fresh one each time
         return self._memo
 
     # -- the document form --------------------------------------------------------------

@@ -62,9 +62,6 @@ class Replies:
     replies: list[Any] = field(default_factory=list)
     spans: dict[str, tuple[int, int]] = field(default_factory=dict)
 
-    def __contains__(self, name: str) -> bool:
-        return name in self.spans
-
     def all(self, name: str) -> list[Any]:
         """Every reply of the read named `name`, in the order its commands were queued."""
         start, end = self.spans[name]

@@ -119,8 +119,7 @@ class Caller:
         new master: push.lua and write.lua apply nothing twice, push.lua nothing planned
         from watermarks the server does not hold); without it, `result` raises `Lost`
         instead (a call whose place among the calls around it matters). `raw` as for `queue`."""
-        pending = Pending(self, lua, client, keys, args, line or Line(client), raw=raw,
-                          resend=resend)
+        pending = Pending(self, lua, keys, args, line or Line(client), raw=raw, resend=resend)
         pending.line.send(pending)
         return pending
 
@@ -234,7 +233,6 @@ class Pending:
 
     caller: Caller
     lua: Lua
-    client: redis.Redis
     keys: Sequence[str]
     args: Sequence[Arg]
     line: Line
@@ -257,7 +255,8 @@ class Pending:
         if self.state == LOST or isinstance(reply, redis.exceptions.NoScriptError):
             if not self.resend:
                 raise Lost(f"the reply of a started {self.lua.name} call was lost")
-            return self.caller.call(self.lua, self.client, self.keys, self.args, raw=self.raw)
+            return self.caller.call(self.lua, self.line.client, self.keys, self.args,
+                                    raw=self.raw)
         if isinstance(reply, redis.ResponseError):
             raise self.caller.explained(reply) from reply
         return reply
