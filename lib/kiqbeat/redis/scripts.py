@@ -271,8 +271,7 @@ class Pending:
 
 
 DUE = Lua("due", ("definitions", "varints", "progress"))
-PUSH = Lua("push", ("definitions", "records", "varints", "progress", "frames", "life",
-                    "push_grants"))
+PUSH = Lua("push", ("definitions", "records", "varints", "progress", "frames", "life"))
 WRITE = Lua("write", ("definitions", "records", "varints", "progress", "life", "names"))
 INDEX = Lua("index", ("definitions", "names"))
 BACKFILL = Lua("backfill", ("definitions", "records", "varints", "progress", "frames", "life"))
