@@ -124,8 +124,8 @@ def read_due(
             if more is not None:
                 more(reads)
             replies = pipe.execute(raise_on_error=False)
-            if not lua.needs_reload(replies[0]) or attempt == 2:
-                break
+            if not isinstance(replies[0], redis.exceptions.NoScriptError) or attempt == 2:
+                break  # (FCALL never answers NOSCRIPT: an unloaded library is "not found")
             client.script_load(scripts.DUE.text)  # a new or restarted server: once
         if isinstance(replies[0], Exception):
             raise lua.explained(replies[0])

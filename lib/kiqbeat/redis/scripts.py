@@ -138,10 +138,6 @@ class Caller:
                 "kiqbeat; load it with `kiqbeat functions --load` (FUNCTION LOAD REPLACE)")
         return exc
 
-    def needs_reload(self, reply: object) -> bool:
-        """True when a pipelined reply says the server did not know the script."""
-        return not self.functions and isinstance(reply, redis.exceptions.NoScriptError)
-
 
 class Lost(redis.ConnectionError):
     """A started call that may not be sent again (`Caller.start` without `resend`) lost its
