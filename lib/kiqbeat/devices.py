@@ -80,7 +80,11 @@ class Devices:
         Kept parsed only when the schedule's next tick after `now_ms` is at most
         KEEP_WARM_MS (core/plan.py) away: a schedule due again only in an hour (most of a
         large store) would be pushed out by then; it is read again through the content-keyed
-        checks (`checks`), nearly as fast. A refusal is kept."""
+        checks (`checks`), nearly as fast. A refusal is kept. The parses kept with another
+        missed-jobs window (which lookaheads are checked against) are dropped first."""
+        if window_s != self._window_parsed_s:
+            self.forget_parsed()
+            self._window_parsed_s = window_s
         known = self._parsed.get((name, definition))
         if known is not None:
             return known
@@ -126,12 +130,6 @@ class Devices:
         """Drop every kept parse (the window changed, and the lookaheads checked with it)."""
         self._parsed.clear()
         self._parsed_bytes = 0
-
-    def parsed_with(self, window_s: float) -> None:
-        """Drop the kept parses when they were made with another missed-jobs window."""
-        if window_s != self._window_parsed_s:
-            self.forget_parsed()
-            self._window_parsed_s = window_s
 
     def parsed_names(self) -> set[str]:
         """The names of the definitions kept parsed (for tests and benchmarks)."""

@@ -105,7 +105,6 @@ class Invocation:
                 deployment.recheck()  # the next attempt reports startup warnings again
                 return None
             config = found.config()
-            self.devices.parsed_with(config.missed_jobs_window_s)
         else:
             recorded = replies.one("recorded")
             config = neighbours.apply(replies.all("neighbours"))
