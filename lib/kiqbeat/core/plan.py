@@ -59,8 +59,6 @@ from kiqbeat.core.schedule import Schedule, Timetable
 # `catch_up: none` still pushes ticks this fresh: one trigger period, the normal lag.
 ON_TIME_S = 120.0
 ON_TIME_MS = int(ON_TIME_S * 1000)
-# Counting missed ticks stops here (core/limits.py: the one cap, `kiqbeat missed` too).
-MISSED_COUNT_CAP = MAX_MISSED_COUNTED
 # A new schedule's group (never split) and a backfill call carry at most this many jobs; a
 # push call carries at most MAX_BYTES_PER_CALL of jobs, and is otherwise sized by time
 # (`Plan.chunks`), so a large catch-up never blocks Redis for more than a few milliseconds.
@@ -302,7 +300,7 @@ class _Instant:
 def _count_missed(timetable: Timetable, after: datetime, until: datetime) -> int:
     count = 0
     tick = timetable.next_after(after)
-    while tick <= until and count < MISSED_COUNT_CAP:
+    while tick <= until and count < MAX_MISSED_COUNTED:  # the one cap, `kiqbeat missed`'s too
         count += 1
         tick = timetable.next_after(tick)
     return count

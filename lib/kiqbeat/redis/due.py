@@ -8,6 +8,7 @@ any instant kiqbeat plans plannable again.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import struct
 from collections.abc import Callable, Sequence
@@ -155,11 +156,9 @@ class StartedDue:
         unknown, so it is not sent again."""
         pending, self._pending = self._pending, None
         if pending is not None:
-            with redis_errors(self._client, "reading the due schedules"):
-                try:
-                    self._read = _due_read(pending.result(), Replies())
-                except scripts.Lost:
-                    pass
+            with (redis_errors(self._client, "reading the due schedules"),
+                  contextlib.suppress(scripts.Lost)):  # lost: None, and not sent again
+                self._read = _due_read(pending.result(), Replies())
         return self._read
 
 

@@ -22,8 +22,13 @@ from typing import Any
 
 import redis
 
-from kiqbeat.core.limits import DEFAULT_HISTORY, HELD_RECHECK_MS, MAX_REASON_CHARS
-from kiqbeat.core.plan import MISSED_COUNT_CAP, Group
+from kiqbeat.core.limits import (
+    DEFAULT_HISTORY,
+    HELD_RECHECK_MS,
+    MAX_MISSED_COUNTED,
+    MAX_REASON_CHARS,
+)
+from kiqbeat.core.plan import Group
 from kiqbeat.core.report import Report
 from kiqbeat.core.schedule import Config
 from kiqbeat.errors import DeadlineError, KiqbeatError, shown, shown_text
@@ -106,7 +111,7 @@ def settle(report: Report, chunk: Sequence[Group], counts: Sequence[int], flags:
     report.pushed += pushed
     report.already_pushed += already
     report.missed += missed
-    if missed and any(group.missed >= MISSED_COUNT_CAP for group in chunk):
+    if missed and any(group.missed >= MAX_MISSED_COUNTED for group in chunk):
         report.missed_capped = True  # that schedule's count stopped at the cap
     report.skipped += skipped
     report.new_schedules += new
