@@ -44,9 +44,7 @@ MAX_BYTES_PER_INVOCATION = 64 * 1024 * 1024
 def _push_args(namespace: str, due_key: str, now_ms: int, chunk: Sequence[Group],
                history: int) -> tuple[list[str], list[scripts.Arg]]:
     """push.lua's KEYS and ARGV for one chunk (its header names them)."""
-    queues = frames.Queues()
-    body = frames.push_request(chunk, queues)
-    names = queues.names
+    body, names = frames.push_request(chunk)
     script_keys = [keys.progress_bucket(namespace, 0), keys.queues(namespace),
                    keys.schedule(namespace), due_key, keys.definitions(namespace),
                    keys.rejected(namespace), keys.missed(namespace),
@@ -231,9 +229,7 @@ class Pusher:
 def push_backfill(client: redis.Redis, namespace: str, pieces: Sequence[frames.Piece],
                   history: int, lua: scripts.Caller = scripts.SCRIPTS) -> BackfillCall:
     """One atomic backfill call (backfill.lua)."""
-    queues = frames.Queues()
-    body = frames.backfill_request(pieces, queues)
-    names = queues.names
+    body, names = frames.backfill_request(pieces)
     script_keys = [keys.missed(namespace), keys.definitions(namespace),
                    keys.progress_bucket(namespace, 0),
                    keys.queues(namespace), keys.runs(namespace), keys.skips(namespace),
