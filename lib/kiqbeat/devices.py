@@ -13,7 +13,7 @@ what it does when on:
   from one invocation to the next;
 - `checks`: the content-keyed definition checks (document/validate.py's `Checks`);
 - `read_ahead`: the next due batch read on the push line while this one is planned
-  (`Ahead`);
+  (redis/due.py's `StartedDue`);
 - `plan_slice`: a batch planned a push call's worth at a time, each call sent before the
   next slice is planned;
 - `paused_gc`: the cyclic garbage collector paused in the push loop;
@@ -43,7 +43,6 @@ from kiqbeat.redis.definitions import definition_sha
 if TYPE_CHECKING:
     from kiqbeat.core.plan import TickMemo
     from kiqbeat.document.validate import Checks
-    from kiqbeat.redis.due import DueRead, StartedDue
 
 # Entries planned at a time: one push call's worth of one-job schedules (core/limits.py's
 # time budget), so the next slice is planned while Redis runs the call made from this one.
@@ -81,7 +80,11 @@ class Devices:
         Kept parsed only when the schedule's next tick after `now_ms` is at most
         KEEP_WARM_MS (core/plan.py) away: a schedule due again only in an hour (most of a
         large store) would be pushed out by then; it is read again through the content-keyed
-        checks (`checks`), nearly as fast. A refusal is kept."""
+        checks (`checks`), nearly as fast. A refusal is kept. The parses kept with another
+        missed-jobs window (which lookaheads are checked against) are dropped first."""
+        if window_s != self._window_parsed_s:
+            self.forget_parsed()
+            self._window_parsed_s = window_s
         known = self._parsed.get((name, definition))
         if known is not None:
             return known
@@ -128,12 +131,6 @@ class Devices:
         self._parsed.clear()
         self._parsed_bytes = 0
 
-    def parsed_with(self, window_s: float) -> None:
-        """Drop the kept parses when they were made with another missed-jobs window."""
-        if window_s != self._window_parsed_s:
-            self.forget_parsed()
-            self._window_parsed_s = window_s
-
     def parsed_names(self) -> set[str]:
         """The names of the definitions kept parsed (for tests and benchmarks)."""
         return {name for name, _ in self._parsed}
@@ -145,9 +142,7 @@ class Devices:
         if self._memo is None or self.reference:
             from kiqbeat.core.plan import TickMemo  # loaded with the first plan
 
-            if self.reference:
-                return TickMemo()
-            self._memo = TickMemo()
+            self._memo = TickMemo()  # in reference mode, a fresh one each time
         return self._memo
 
     # -- the document form --------------------------------------------------------------
@@ -185,21 +180,3 @@ class DocumentMemo:
         document = build(config)
         self._last = (config, document)
         return document
-
-
-class Ahead:
-    """The next batch's due read, sent early on the push line, and the fresh entries of
-    the batch it skips (their pushes were sent after it); `read` reads its reply once,
-    and again gives the same (None: lost, read it again after the pushes)."""
-
-    def __init__(self, started: StartedDue, fresh: set[str]) -> None:
-        self.started, self.fresh = started, fresh
-        self._read: DueRead | None = None
-        self._done = False
-
-    def read(self) -> DueRead | None:
-        """The read's reply (once read, the same again), or None when it was lost."""
-        if not self._done:
-            self._done = True
-            self._read = self.started.result()
-        return self._read

@@ -28,13 +28,13 @@ from kiqbeat.core.pause import Pause
 from kiqbeat.core.report import Report
 from kiqbeat.core.schedule import Config, Schedule
 from kiqbeat.deployment import Deployment
-from kiqbeat.devices import Ahead, Devices, Parsed
+from kiqbeat.devices import Devices, Parsed
 from kiqbeat.document.fingerprint import Applied
 from kiqbeat.errors import DeadlineError, shown, shown_text
 from kiqbeat.redis import keys
 from kiqbeat.redis.connection import redis_errors, reply_text
 from kiqbeat.redis.definitions import Op, Oversized, definition_sha
-from kiqbeat.redis.due import Due, DueBatch, Reads
+from kiqbeat.redis.due import Due, DueRead, Reads, StartedDue
 from kiqbeat.redis.neighbours import Neighbours
 from kiqbeat.redis.progress import bucket
 from kiqbeat.redis.side import RedisSide
@@ -97,7 +97,7 @@ class Invocation:
                              more=more_reads)
         replies = read.replies
         deployment.alerts.read(replies)
-        batch: DueBatch | None = read.batch
+        batch: DueRead | None = read
         applied, recorded = replies.one("applied"), None
         if probe is not None:
             found = probe.holds(replies.one("probe"))
@@ -105,7 +105,6 @@ class Invocation:
                 deployment.recheck()  # the next attempt reports startup warnings again
                 return None
             config = found.config()
-            self.devices.parsed_with(config.missed_jobs_window_s)
         else:
             recorded = replies.one("recorded")
             config = neighbours.apply(replies.all("neighbours"))
@@ -150,7 +149,7 @@ class Invocation:
                              recorded, report)
         return report
 
-    def _push_due(self, side: RedisSide, config: Config, batch: DueBatch | None,
+    def _push_due(self, side: RedisSide, config: Config, batch: DueRead | None,
                   report: Report, deadline: float) -> None:
         """Plan and push the due entries, a batch at a time, until a read made after every
         push of the invocation says no more are due.
@@ -182,7 +181,8 @@ class Invocation:
         pusher = side.pusher(config, report, deadline, shard=shard,
                              history=self.deployment.settings.history)
         memo = devices.memo()
-        ahead: Ahead | None = None  # the next batch's read, sent early
+        ahead: StartedDue | None = None  # the next batch's read, sent early
+        skips: set[str] = set()  # the fresh entries of the batch `ahead` runs before
         unpushed: set[str] = set()  # the fresh entries whose pushes ran after `batch`'s read
         late = True  # `batch` was read after every push sent before it
         with devices.paused_gc():
@@ -194,17 +194,15 @@ class Invocation:
                             raise DeadlineError(f"invocation deadline passed after "
                                                 f"{report.pushed} jobs pushed; the next "
                                                 "invocation pushes the rest")
-                        read = ahead.read() if ahead is not None else None
+                        read = ahead.result() if ahead is not None else None
                         late = read is None
                         if read is None:  # none sent, or lost: read as pushes leave the index
                             pusher.wait()
                             read = side.read_due(shard, upto_ms=upto_ms,
                                                  offset=len(counted) + passed)
-                            unpushed = set()
-                        else:
-                            unpushed = ahead.fresh if ahead is not None else set()
+                        unpushed = set() if late else skips
                         ahead = None
-                        batch = read.batch
+                        batch = read
                         report.round_trips += 1
                         report.next_due_ms = _earlier(report.next_due_ms, read.next_due_ms)
                     fresh = []
@@ -218,11 +216,10 @@ class Invocation:
                         passed += len(batch.entries)  # all counted before: moved by others
                     seen.update(due.name for due in fresh)
                     if devices.read_ahead and batch.more and not pusher.stopped:
-                        ahead = Ahead(side.start_due(
-                            shard, pusher.line, upto_ms=upto_ms,
-                            offset=len(counted) + passed + len(fresh)),
-                            {due.name for due in fresh})
-                    settle = ahead.read if ahead is not None else None
+                        ahead = side.start_due(shard, pusher.line, upto_ms=upto_ms,
+                                               offset=len(counted) + passed + len(fresh))
+                        skips = {due.name for due in fresh}
+                    settle = ahead.result if ahead is not None else None
                     entries = self._entries(side, fresh, config, own, report, settle)
                     self.deployment.alerts.watch(entries)
                     report.schedules += len(fresh)
@@ -244,8 +241,7 @@ class Invocation:
                         break
                     batch = None
                 if ahead is not None:
-                    ahead.read()  # its reply read: the line's connection goes back to the pool
-                    ahead = None
+                    ahead.result()  # its reply read: the line's connection goes back to the pool
                 pusher.wait()
             finally:  # after an error, no reply (the early read's, a push's) left pending
                 pusher.line.break_off()  # on a pooled connection; at the usual end, none is

@@ -27,7 +27,6 @@ from kiqbeat.redis.frames import (
     BACKFILL_PIECE_FIELDS,
     PUSH_GROUP_FIELDS,
     Piece,
-    Queues,
     backfill_request,
     push_request,
 )
@@ -149,8 +148,7 @@ def _sha(sha: str) -> bytes:
 @FUZZ
 def test_a_push_request_is_read_and_packed_again_byte_for_byte(client: redis.Redis,
                                                                 spec: list[Group]) -> None:
-    queues = Queues()
-    body = push_request(spec, queues)
+    body, queues = push_request(spec)
     again, read = lua(client, ("frames",), PUSH_ECHO, [], [body, len(PUSH_GROUP_FIELDS)])
     assert again == body
     assert len(read) == len(spec)
@@ -162,7 +160,7 @@ def test_a_push_request_is_read_and_packed_again_byte_for_byte(client: redis.Red
             group.mark_ms, group.next_due_ms,
             -1 if group.stored_ms is None else group.stored_ms, group.missed, group.skipped,
             group.max_runs, group.overlap)
-        assert queue == queues.number(group.queue)
+        assert queues[queue - 1] == group.queue
         assert [tuple(r) for r in ranges] == [(a, t, reason.encode(), c)
                                               for a, t, reason, c in group.ranges]
         assert [tuple(j) for j in listed] == list(zip(group.ticks, group.releases,
@@ -177,13 +175,13 @@ def test_a_job_of_any_length_and_a_name_of_the_longest_travel_whole(client: redi
     job = bytes(range(256)) * (size // 256) + b"{" * (size % 256)
     name = ("\udcfe" * 65_535)
     group = Group(name, 1, ticks=[1, 2], releases=[0, 2], payloads=[job, b""])
-    body = push_request([group], Queues())
+    body, _ = push_request([group])
     again, ((got_name, *_, listed),) = lua(client, ("frames",), PUSH_ECHO, [],
                                            [body, len(PUSH_GROUP_FIELDS)])
     assert again == body and got_name == b"\xfe" * 65_535
     assert [j[2] for j in listed] == [job, b""]
     with pytest.raises(struct.error):  # one more byte cannot be framed: refused, not cut
-        push_request([Group(name + "x", 1)], Queues())
+        push_request([Group(name + "x", 1)])
 
 
 @given(st.lists(st.builds(Piece, names, ms, ms, names, shas,
@@ -193,15 +191,14 @@ def test_a_job_of_any_length_and_a_name_of_the_longest_travel_whole(client: redi
 def test_a_backfill_request_is_read_and_packed_again_byte_for_byte(
     client: redis.Redis, pieces: list[Piece],
 ) -> None:
-    queues = Queues()
-    body = backfill_request(pieces, queues)
+    body, queues = backfill_request(pieces)
     again, read = lua(client, ("frames",), PIECE_ECHO, [], [body, len(BACKFILL_PIECE_FIELDS)])
     assert again == body
     for piece, fields in zip(pieces, read, strict=True):
         name, sha, after, through, queue, limit, overlap, listed = fields
         assert (name, sha, after, through, queue, limit, overlap) == (
             name_bytes(piece.name), _sha(piece.sha), piece.after_ms, piece.through_ms,
-            queues.number(piece.queue), piece.max_runs, int(piece.overlap_skip))
+            queues.index(piece.queue) + 1, piece.max_runs, int(piece.overlap_skip))
         assert [tuple(j) for j in listed] == [(tick, 0, name_bytes(job))
                                               for tick, job in piece.jobs]
 
@@ -223,8 +220,8 @@ def test_a_request_cut_short_is_refused_whole_and_nothing_is_written(client: red
             Group("b", 2000, stored_ms=500, sha=sha, queue="q", ticks=[1000, 2000],
                   releases=[0, 0],
                   payloads=[b'{"jid":"b1"}', b'{"jid":"b2"}'])]
-    body = push_request(full, Queues())
-    first = len(push_request(full[:1], Queues()))
+    body, _ = push_request(full)
+    first = len(push_request(full[:1])[0])
     script_keys, args = pushes._push_args("ns:", keys.due("ns:"), 3000, [], 10)
     script_keys.append(keys.queue("ns:", "q"))
     for cut in range(first + 1, len(body)):

@@ -218,7 +218,7 @@ def test_scripts_never_read_a_definition_swapped_for_an_oversized_one(
     t0 = minute_floor(redis_now(client)) - timedelta(minutes=3) + timedelta(seconds=5)
     Engine(client=client).run(STORE_ONLY, now=t0)
     now = t0 + timedelta(minutes=2)
-    batch = RedisSide(client).read_due(None, upto_ms=to_ms(now)).batch.entries
+    batch = RedisSide(client).read_due(None, upto_ms=to_ms(now)).entries
     assert [d.name for d in batch] == ["x"] and isinstance(batch[0].definition, bytes)
     entries = [Entry(read_definition("x", batch[0].definition), batch[0].mark_ms,
                      definition_sha(batch[0].definition))]

@@ -147,3 +147,21 @@ def test_a_warm_engine_keeps_parsed_only_the_schedules_due_again_soon(
     kept = engine.devices.parsed_names()
     assert kept == {"minutely0", "minutely1", "minutely2"}
     assert {s.name for s, *_ in engine.devices.memo().templates._heads.values()} == kept
+
+
+def test_a_kept_parse_is_not_reused_under_another_missed_jobs_window() -> None:
+    """devices.py `parse`: a definition kept parsed under one window is checked again under
+    another (its lookahead must fit the window), whichever caller changes the window."""
+    from kiqbeat.core.schedule import Schedule
+    from kiqbeat.devices import Devices
+
+    devices = Devices()
+    definition = json.dumps({"class": "W", "cron": "* * * * *", "lookahead": "30m"},
+                            separators=(",", ":"), sort_keys=True).encode()
+    now_ms = 1_777_626_005_000  # 2026-05-01 09:00:05 UTC: the kept parse is due again soon
+    fits, _ = devices.parse("ahead", definition, 3600.0, now_ms)
+    assert isinstance(fits, Schedule) and devices.parsed_names() == {"ahead"}
+    refused, _ = devices.parse("ahead", definition, 60.0, now_ms)
+    assert isinstance(refused, str) and "lookahead" in refused
+    again, _ = devices.parse("ahead", definition, 3600.0, now_ms)
+    assert isinstance(again, Schedule)

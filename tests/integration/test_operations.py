@@ -34,8 +34,9 @@ import pytest
 import redis
 
 from kiqbeat import fire_times
+from kiqbeat.core.limits import MAX_MISSED_COUNTED
 from kiqbeat.core.payload import jid
-from kiqbeat.core.plan import MISSED_COUNT_CAP, from_ms, to_ms, to_ms_up
+from kiqbeat.core.plan import from_ms, to_ms, to_ms_up
 from kiqbeat.core.records import MAX_RANGES
 from kiqbeat.core.schedule import Config
 from kiqbeat.engine import Engine, run
@@ -386,9 +387,9 @@ schedules:
     assert recorded_ticks(client, "daily", Spec("0 9 * * *", "America/New_York")) == daily
     listed = {m.name: m for m in Store(client, window_s=60).missed()}
     # `kiqbeat missed` counts to the cap the invocation counted to: the two agree.
-    assert (listed["secondly"].ticks, listed["secondly"].capped) == (MISSED_COUNT_CAP, True)
-    assert (report.missed, report.missed_capped) == (2 * MISSED_COUNT_CAP + len(daily), True)
-    assert f"{MISSED_COUNT_CAP:,}+" in listed["secondly"].line()
+    assert (listed["secondly"].ticks, listed["secondly"].capped) == (MAX_MISSED_COUNTED, True)
+    assert (report.missed, report.missed_capped) == (2 * MAX_MISSED_COUNTED + len(daily), True)
+    assert f"{MAX_MISSED_COUNTED:,}+" in listed["secondly"].line()
     assert (listed["daily"].ticks, listed["daily"].capped) == (len(daily), False)
     (a, b, reason), = recorded(client, "secondly")
     assert (b - a) // 1000 == 30 * 86_400 - 60 and reason == "window"
@@ -449,7 +450,7 @@ def test_a_watermark_set_back_to_zero_pushes_nothing_from_before_first_seen(
 def test_more_missed_ticks_than_an_invocation_counts_are_reported_with_a_plus(
     client: redis.Redis,
 ) -> None:
-    """An invocation counts a schedule's missed ticks up to MISSED_COUNT_CAP; beyond it, the
+    """An invocation counts a schedule's missed ticks up to MAX_MISSED_COUNTED; beyond it, the
     count is a lower bound and says so ("10000+", `missed_capped`), never a capped number
     without "+" (issue 17: a 56-year range shown as "10000 missed"). The record holds them
     all."""
@@ -458,10 +459,10 @@ def test_more_missed_ticks_than_an_invocation_counts_are_reported_with_a_plus(
     run(client, cfg, now=t0)
     report = run(client, cfg, now=t0 + timedelta(hours=3, minutes=1))
     owed = recorded_ticks(client, "x", Spec(every_s=1))
-    assert len(owed) == 3 * 3600 > MISSED_COUNT_CAP
-    assert (report.missed, report.missed_capped) == (MISSED_COUNT_CAP, True)
-    assert f"{MISSED_COUNT_CAP}+ missed beyond the window" in report.summary()
-    assert f"({MISSED_COUNT_CAP}+ recorded for kiqbeat backfill)" in report.summary()
+    assert len(owed) == 3 * 3600 > MAX_MISSED_COUNTED
+    assert (report.missed, report.missed_capped) == (MAX_MISSED_COUNTED, True)
+    assert f"{MAX_MISSED_COUNTED}+ missed beyond the window" in report.summary()
+    assert f"({MAX_MISSED_COUNTED}+ recorded for kiqbeat backfill)" in report.summary()
     assert report.as_dict()["missed_capped"] is True
     below = run(client, cfg, now=t0 + timedelta(hours=3, minutes=3))  # 60 missed: exact
     assert (below.missed, below.missed_capped) == (60, False)
@@ -1049,14 +1050,14 @@ def test_after_invokers_stopped_longer_than_the_window_missed_and_backfill_push_
     owed = {n: recorded_ticks(client, n, s) for n, s in OUTAGE_SPECS.items()}
     for name, spec in OUTAGE_SPECS.items():  # `ahead` pushed its next 40 s before the stop
         assert owed[name] == spec.ticks(STOPPED + OUTAGE_AHEAD.get(name, timedelta()), cut)
-    # The invocation counts each schedule's missed ticks up to MISSED_COUNT_CAP only.
-    assert report.missed_recorded == sum(min(len(t), MISSED_COUNT_CAP) for t in owed.values())
+    # The invocation counts each schedule's missed ticks up to MAX_MISSED_COUNTED only.
+    assert report.missed_recorded == sum(min(len(t), MAX_MISSED_COUNTED) for t in owed.values())
     assert sum(map(len, owed.values())) > 2 * 11 * 3600
 
     listed = cli_json("missed", url=redis_url, path=path)["missed"]
     # Counted to the same cap as the invocation's report: the two agree.
     assert {(m["name"], m["reason"], m["ticks"], m["capped"]) for m in listed} == {
-        (n, "window", min(len(ticks), MISSED_COUNT_CAP), len(ticks) > MISSED_COUNT_CAP)
+        (n, "window", min(len(ticks), MAX_MISSED_COUNTED), len(ticks) > MAX_MISSED_COUNTED)
         for n, ticks in owed.items()}
     assert sum(m["ticks"] for m in listed) == report.missed_recorded
     assert {(m["name"], m["after"], m["through"]) for m in listed} == {

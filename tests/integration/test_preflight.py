@@ -1,4 +1,4 @@
-"""The push call's checks (push_grants.lua `push_checked`): the keys' types and grants are
+"""The push call's checks (push.lua's first pass): the keys' types and grants are
 checked in every call before its first write (docs/store.md "Pre-flight")."""
 
 from __future__ import annotations

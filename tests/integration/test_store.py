@@ -557,7 +557,7 @@ def test_a_definition_changed_between_read_and_push_is_left_alone_and_planned_af
     t0 = start(client)
     run(client, STORE_ONLY, now=t0)
     now = t0 + timedelta(minutes=3)
-    batch = RedisSide(client).read_due(None, upto_ms=to_ms(now)).batch.entries
+    batch = RedisSide(client).read_due(None, upto_ms=to_ms(now)).entries
     assert sorted(due.name for due in batch) == ["x", "y"]
     entries = [Entry(read_definition(due.name, due.definition), due.mark_ms,
                      definition_sha(due.definition))
@@ -586,7 +586,7 @@ def test_a_schedule_removed_between_read_and_push_is_not_pushed_nor_brought_back
 ) -> None:
     store, t0 = registered(client)
     now = t0 + timedelta(minutes=3)
-    batch = RedisSide(client).read_due(None, upto_ms=to_ms(now)).batch.entries
+    batch = RedisSide(client).read_due(None, upto_ms=to_ms(now)).entries
     entries = [Entry(read_definition(due.name, due.definition), due.mark_ms,
                      definition_sha(due.definition))
                for due in batch if due.definition is not None]
@@ -610,7 +610,7 @@ def test_a_schedule_removed_and_added_again_between_read_and_push_starts_afresh(
     t0 = start(client)
     run(client, STORE_ONLY, now=t0)
     now = t0 + timedelta(minutes=3)
-    batch = RedisSide(client).read_due(None, upto_ms=to_ms(now)).batch.entries
+    batch = RedisSide(client).read_due(None, upto_ms=to_ms(now)).entries
     entries = [Entry(read_definition(d.name, d.definition), d.mark_ms,
                      definition_sha(d.definition)) for d in batch if d.definition]
     plan = plan_due(entries, now, STORE_ONLY.missed_jobs_window_s)

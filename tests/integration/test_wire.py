@@ -234,7 +234,7 @@ def test_a_due_read_gives_back_each_entrys_name_definition_mark_and_pause_byte_f
         if pause is not None:
             client.hset(keys.paused("ns:"), raw(name), pause)
     read = due.read_due(client, "ns:", None, upto_ms=NOW_MS)
-    got = {e.name: (e.definition, e.mark_ms, e.pause) for e in read.batch.entries}
+    got = {e.name: (e.definition, e.mark_ms, e.pause) for e in read.entries}
     assert got == {name: (definition, mark, pause or None)
                    for name, definition, mark, pause in entries}
 
@@ -248,5 +248,5 @@ def test_a_due_read_gives_an_oversized_definitions_length_not_its_bytes(
     client.hset(keys.definitions("ns:"), "small", DEFINITION)
     set_mark(client, "small", NOW_MS, NOW_MS - MINUTE)
     read = due.read_due(client, "ns:", None, upto_ms=NOW_MS)
-    got = {e.name: (e.definition, e.mark_ms) for e in read.batch.entries}
+    got = {e.name: (e.definition, e.mark_ms) for e in read.entries}
     assert got == {"huge": (Oversized(len(huge)), None), "small": (DEFINITION, NOW_MS)}

@@ -93,10 +93,14 @@ def store(client: redis.Redis, cfg: Config) -> dict[str, str]:
 
 def plan_stored(client: redis.Redis, cfg: Config, marks: dict[str, int | None],
                 now: datetime) -> Plan:
-    """What one invocation reading these marks at `now` would push (the document stored)."""
+    """What one invocation reading these marks at `now` would push (the document stored):
+    the groups with something to do (one whose mark stays where it was only carries the
+    schedule's next index entry)."""
     shas = store(client, cfg)
     entries = [Entry(s, marks.get(s.name), shas[s.name]) for s in cfg.schedules]
-    return plan_due(entries, now, cfg.missed_jobs_window_s, reindex=False)
+    plan = plan_due(entries, now, cfg.missed_jobs_window_s)
+    plan.groups = [g for g in plan.groups if g.mark_ms != g.stored_ms]
+    return plan
 
 
 def push_plan(client: redis.Redis, plan: Plan, cfg: Config, report: Report,

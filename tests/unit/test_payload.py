@@ -156,7 +156,8 @@ def test_a_template_renders_for_any_name_and_args_exactly_what_job_json_builds(
                             scheduled=scheduled)
     assert template is not None
     expected = job_json(s, tick, pushed_at=now, scheduled=scheduled)
-    assert template.render(name, s.args, jid(name, tick), now, tick) == expected
+    args_json = json.dumps(s.args, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    assert template.render(name, args_json, jid(name, tick), now, tick) == expected
 
 
 SCHEDULES = st.builds(

@@ -32,9 +32,12 @@ def call_cost_us(groups: int, jobs: int) -> float:
 
 def plan_ticks(config: Config, marks: dict[str, int | None], now: datetime) -> Plan:
     """Every push of a whole document from the marks (epoch ms) and `now`: only the
-    schedules with something to do get a group."""
-    return plan_due([Entry(s, marks.get(s.name)) for s in config.schedules], now,
-                    config.missed_jobs_window_s, reindex=False)
+    schedules with something to do get a group (one whose mark stays where it was only
+    carries the schedule's next index entry)."""
+    plan = plan_due([Entry(s, marks.get(s.name)) for s in config.schedules], now,
+                    config.missed_jobs_window_s)
+    plan.groups = [g for g in plan.groups if g.mark_ms != g.stored_ms]
+    return plan
 
 
 def test_no_call_carries_more_than_the_byte_cap_across_schedules() -> None:

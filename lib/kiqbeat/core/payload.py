@@ -218,19 +218,16 @@ class JobTemplate:
     scheduled: bool
     timestamp_format: str
 
-    def render(self, name: str, args: Sequence[Any], job_id: str, pushed_at: datetime,
-               tick: datetime, *, released: datetime | None = None,
-               args_json: str | None = None) -> str:
-        """The JSON of schedule `name`'s tick `tick` (jid `job_id`) with `args` (`args_json`:
-        their JSON, when known), pushed at `pushed_at` (into the schedule set, released at
-        `released`, default the tick, if the template is `scheduled`); equal to `job_json`'s
-        for a schedule of this template's content with that name and those args."""
+    def render(self, name: str, args_json: str, job_id: str, pushed_at: datetime,
+               tick: datetime, *, released: datetime | None = None) -> str:
+        """The JSON of schedule `name`'s tick `tick` (jid `job_id`) with the args whose JSON
+        is `args_json`, pushed at `pushed_at` (into the schedule set, released at `released`,
+        default the tick, if the template is `scheduled`); equal to `job_json`'s for a
+        schedule of this template's content with that name and those args."""
         fmt = self.timestamp_format
         pushed = _pushed_text(pushed_at, fmt)
         p0, p1, p2, p3, p4, p5, p6 = self.parts
         enqueued = _stamp_text(released or tick, fmt) if self.scheduled else pushed
-        if args_json is None:
-            args_json = _encode(args)
         return (f"{p0}{args_json}{p1}{job_id}{p2}{pushed}{p3}{enqueued}{p4}{_encode(name)}"
                 f"{p5}{_epoch_ms(tick, 'tick')}{p6}")
 
@@ -310,9 +307,8 @@ class JobTemplates:
         if found is None:
             return job_json(schedule, tick, pushed_at=pushed_at, scheduled=scheduled,
                             job_id=job_id, released_at=released)
-        args = schedule.args
-        return found[1].render(schedule.name, args, job_id, pushed_at, tick, released=released,
-                               args_json=self._args_json(args, keep=True))
+        return found[1].render(schedule.name, self._args_json(schedule.args, keep=True), job_id,
+                               pushed_at, tick, released=released)
 
     def _template(self, schedule: Schedule, scheduled: bool
                   ) -> tuple[_ContentKey, JobTemplate] | None:

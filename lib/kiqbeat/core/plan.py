@@ -59,8 +59,6 @@ from kiqbeat.core.schedule import Schedule, Timetable
 # `catch_up: none` still pushes ticks this fresh: one trigger period, the normal lag.
 ON_TIME_S = 120.0
 ON_TIME_MS = int(ON_TIME_S * 1000)
-# Counting missed ticks stops here (core/limits.py: the one cap, `kiqbeat missed` too).
-MISSED_COUNT_CAP = MAX_MISSED_COUNTED
 # A new schedule's group (never split) and a backfill call carry at most this many jobs; a
 # push call carries at most MAX_BYTES_PER_CALL of jobs, and is otherwise sized by time
 # (`Plan.chunks`), so a large catch-up never blocks Redis for more than a few milliseconds.
@@ -171,6 +169,7 @@ class Plan:
         own when it does not fit in the current one. Only the first job of a call may pass
         the bounds on its own.
         """
+        max_bytes = MAX_BYTES_PER_CALL
         chunk: list[Group] = []
         cost = 0.0
         size = 0
@@ -296,7 +295,7 @@ class _Instant:
 def _count_missed(timetable: Timetable, after: datetime, until: datetime) -> int:
     count = 0
     tick = timetable.next_after(after)
-    while tick <= until and count < MISSED_COUNT_CAP:
+    while tick <= until and count < MAX_MISSED_COUNTED:  # the one cap, `kiqbeat missed`'s too
         count += 1
         tick = timetable.next_after(tick)
     return count
@@ -505,14 +504,13 @@ class Entry(NamedTuple):
 
 
 def plan_due(entries: Sequence[Entry], now: datetime, window_s: float,
-             memo: TickMemo | None = None, *, reindex: bool = True) -> Plan:
+             memo: TickMemo | None = None) -> Plan:
     """Decide every push for these schedules from their stored marks and `now`.
 
-    With `reindex`, every entry gets a group, one with nothing to push included: it carries
-    the schedule's next index entry (it was read because its entry was due, or changed).
-    """
+    Every entry gets a group, one with nothing to push or record included: it carries the
+    schedule's next index entry (it was read because its entry was due, or changed)."""
     memo = memo or TickMemo()
-    memo.templates.forget_beyond(4 * len(entries) + 50_000)
+    memo.templates.forget_beyond(4 * len(entries) + 50_000)  # configs come and go
     at = _Instant(now, window_s, memo)
     plan = Plan(at.now_ms, [])
     groups = plan.groups
@@ -530,8 +528,6 @@ def plan_due(entries: Sequence[Entry], now: datetime, window_s: float,
                 if found is not None:  # complete: its sha and life rules in
                     found.stored_ms = stored
                     groups.append(found)
-                    continue
-                if not reindex:
                     continue
                 group = Group(schedule.name, mark, stored_ms=stored, next_due_ms=next_due,
                               queue=schedule.queue)

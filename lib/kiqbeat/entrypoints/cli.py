@@ -232,10 +232,8 @@ class _Formatter(argparse.HelpFormatter):
     without importing shutil (which loads bz2 and lzma: ~5-10 ms of a cold run-once, as
     argparse builds a formatter for every argument it adds)."""
 
-    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
-                 width: int | None = None) -> None:
-        super().__init__(prog, indent_increment, max_help_position,
-                         _columns() - 2 if width is None else width)
+    def __init__(self, prog: str) -> None:  # argparse passes `prog` alone
+        super().__init__(prog, width=_columns() - 2)
 
 
 def _columns() -> int:

@@ -64,16 +64,16 @@ def print_report(report: Report, as_json: bool, *, jobs: bool = False,
     listed if `jobs`; else its warnings on stderr (each new one once; an invocation's own
     each time) and the summary line (when `quiet`, only if it pushed, missed or met new
     schedules)."""
-    if not as_json:
-        for warning in report.warnings:
-            print(f"kiqbeat: warning: {warning}", file=sys.stderr, flush=True)
     if as_json:
         document = report.as_dict()
         if jobs:
             document["jobs"] = [{"schedule": j.schedule, "tick": j.tick.isoformat(),
                                  "jid": j.jid, "queue": j.queue} for j in report.jobs]
         print(json.dumps(document, separators=(",", ":")), flush=True)
-    elif not quiet or report.pushed or report.missed or report.new_schedules:
+        return
+    for warning in report.warnings:
+        print(f"kiqbeat: warning: {warning}", file=sys.stderr, flush=True)
+    if not quiet or report.pushed or report.missed or report.new_schedules:
         print(report.summary(), flush=True)
 
 

@@ -8,6 +8,7 @@ any instant kiqbeat plans plannable again.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import struct
 from collections.abc import Callable, Sequence
@@ -37,15 +38,6 @@ class Due:
     garbled: bool = False  # its progress record is not one (written by hand): set aside
 
 
-@dataclass(frozen=True)
-class DueBatch:
-    """One read of the due index: its entries, and whether more may be due after them
-    (the batch was full, or cut short by the bytes its definitions carry)."""
-
-    entries: list[Due]
-    more: bool
-
-
 class Reads:
     """Further reads queued on the due read's pipeline, each under a name: the replies come
     back under the same names (`Replies`), never by position."""
@@ -71,9 +63,6 @@ class Replies:
     replies: list[Any] = field(default_factory=list)
     spans: dict[str, tuple[int, int]] = field(default_factory=dict)
 
-    def __contains__(self, name: str) -> bool:
-        return name in self.spans
-
     def all(self, name: str) -> list[Any]:
         """Every reply of the read named `name`, in the order its commands were queued."""
         start, end = self.spans[name]
@@ -91,13 +80,15 @@ class Replies:
 
 
 class DueRead(NamedTuple):
-    """One due read: the Redis clock, a batch of due entries, the replies of the reads queued
-    with it (by name), and when the index next comes due (its lowest score above the instant
-    read up to, epoch ms; None when there is none, or when it is beyond any instant kiqbeat
-    plans)."""
+    """One due read: the Redis clock, a batch of due entries and whether more may be due
+    after them (the batch was full, or cut short by the bytes its definitions carry), the
+    replies of the reads queued with it (by name), and when the index next comes due (its
+    lowest score above the instant read up to, epoch ms; None when there is none, or when it
+    is beyond any instant kiqbeat plans)."""
 
     now: datetime
-    batch: DueBatch
+    entries: list[Due]
+    more: bool
     replies: Replies
     next_due_ms: int | None
 
@@ -120,7 +111,7 @@ def read_due(
     """The Redis clock, up to `limit` due entries (lowest score first), `more`'s replies and
     when the index next comes due, in one round trip. Entries are due when scored at or
     below `upto_ms` (default: the Redis clock); the batch stops early once its definitions
-    pass MAX_BATCH_DEFINITION_BYTES (`DueBatch.more` then says to read on). `more` queues
+    pass MAX_BATCH_DEFINITION_BYTES (`DueRead.more` then says to read on). `more` queues
     further reads on the same pipeline, each under a name (`Reads.add`); their replies come
     back under those names (`Replies`), an error reply as an exception object.
     """
@@ -134,9 +125,9 @@ def read_due(
             if more is not None:
                 more(reads)
             replies = pipe.execute(raise_on_error=False)
-            if not lua.needs_reload(replies[0]) or attempt == 2:
-                break
-            lua.reload(scripts.DUE, client)  # a new or restarted server: once
+            if not isinstance(replies[0], redis.exceptions.NoScriptError) or attempt == 2:
+                break  # (FCALL never answers NOSCRIPT: an unloaded library is "not found")
+            client.script_load(scripts.DUE.text)  # a new or restarted server: once
         if isinstance(replies[0], Exception):
             raise lua.explained(replies[0])
     return _due_read(replies[0], Replies(replies[1:], reads.spans))
@@ -145,28 +136,30 @@ def read_due(
 class StartedDue:
     """A due read sent on a line (`scripts.Line`) and not read yet: it runs after every call
     sent on the line before it, and before every call sent after it, whenever its reply is
-    read (`result`). The engine sends the next batch's read this way, on its pushes' line,
-    while it plans and pushes the current batch."""
+    read (`result`). The invocation sends the next batch's read this way, on its pushes'
+    line, while it plans and pushes the current batch."""
 
     def __init__(self, client: redis.Redis, namespace: str, shard: tuple[int, int] | None,
                  line: scripts.Line, *, upto_ms: int, offset: int, limit: int = DUE_BATCH,
                  lua: scripts.Caller = scripts.SCRIPTS) -> None:
         self._client = client
+        self._read: DueRead | None = None
         with redis_errors(client, "reading the due schedules"):
-            self._pending = lua.start(scripts.DUE, client, _due_keys(namespace, shard),
-                                      [upto_ms, offset, limit], line=line, raw=True,
-                                      resend=False)
+            self._pending: scripts.Pending | None = lua.start(
+                scripts.DUE, client, _due_keys(namespace, shard), [upto_ms, offset, limit],
+                line=line, raw=True, resend=False)
 
     def result(self) -> DueRead | None:
-        """The read as `read_due` gives it (no further reads); None when its reply was lost
-        (a failed connection, a server that did not know the script): whether and where
-        among the line's calls it ran is then unknown, so it is not sent again."""
-        with redis_errors(self._client, "reading the due schedules"):
-            try:
-                reply = self._pending.result()
-            except scripts.Lost:
-                return None
-        return _due_read(reply, Replies())
+        """The read as `read_due` gives it (no further reads), its reply read once (the same
+        again after); None when its reply was lost (a failed connection, a server that did
+        not know the script): whether and where among the line's calls it ran is then
+        unknown, so it is not sent again."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            with (redis_errors(self._client, "reading the due schedules"),
+                  contextlib.suppress(scripts.Lost)):  # lost: None, and not sent again
+                self._read = _due_read(pending.result(), Replies())
+        return self._read
 
 
 def _due_keys(namespace: str, shard: tuple[int, int] | None) -> list[str]:
@@ -178,8 +171,7 @@ def _due_keys(namespace: str, shard: tuple[int, int] | None) -> list[str]:
 def _due_read(reply: Any, replies: Replies) -> DueRead:
     """A due read from due.lua's reply."""
     seconds, micros, sizes, blob, to_read, next_due = reply
-    return DueRead(redis_time(seconds, micros), DueBatch(_entries(sizes, blob),
-                                                         bool(int(to_read))),
+    return DueRead(redis_time(seconds, micros), _entries(sizes, blob), bool(int(to_read)),
                    replies, plannable_ms(next_due) if next_due else None)
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from kiqbeat.core.plan import Group
 from kiqbeat.redis.connection import name_bytes
@@ -23,26 +23,6 @@ PUSH_GROUP_FIELDS = ("name", "sha", "mark", "next", "stored", "missed", "skipped
                      "limit", "overlap", "ranges", "jobs")
 BACKFILL_PIECE_FIELDS = ("name", "sha", "after", "through", "queue", "limit", "overlap",
                          "jobs")
-
-
-@dataclass
-class Queues:
-    """The distinct queues of one call, numbered from 1 in order of first use: the script's
-    queue keys and names follow that order."""
-
-    index: dict[str, int] = field(default_factory=dict)
-
-    def number(self, queue: str) -> int:
-        """Queue `queue`'s number in this call (given one when first met)."""
-        k = self.index.get(queue)
-        if k is None:
-            k = self.index[queue] = len(self.index) + 1
-        return k
-
-    @property
-    def names(self) -> list[str]:
-        """The queues, in number order."""
-        return list(self.index)
 
 
 # The struct formats of frames.lua and the scripts' headers (after each name's bytes).
@@ -78,8 +58,12 @@ def _jobs(ticks: Sequence[int], releases: Sequence[int], payloads: Sequence[byte
             for tick, release, job in zip(ticks, releases, payloads, strict=True)]
 
 
-def push_request(groups: Sequence[Group], queues: Queues) -> bytes:
-    """push.lua's packed groups (its header names the fields); numbers `queues` as it goes."""
+def push_request(groups: Sequence[Group]) -> tuple[bytes, list[str]]:
+    """push.lua's packed groups (its header names the fields), and the call's distinct
+    queues, numbered from 1 in order of first use (the script's queue keys and names follow
+    that order)."""
+    queues: dict[str, int] = {}
+    number = queues.setdefault  # a queue's number, given one when first met
     parts = [_COUNT.pack(len(PUSH_GROUP_FIELDS))]
     append = parts.append
     pack_name, pack_group, pack_n = _NAME.pack, _GROUP.pack, _N.pack
@@ -91,19 +75,19 @@ def push_request(groups: Sequence[Group], queues: Queues) -> bytes:
         if not g.ranges and len(g.ticks) == 1:
             job = g.payloads[0]
             append(pack_one(_sha(g.sha), g.mark_ms, g.next_due_ms, _stored(g), g.missed, g.skipped,
-                            queues.number(g.queue), g.max_runs, g.overlap, 0, 1, g.ticks[0],
-                            g.releases[0], len(job)))
+                            number(g.queue, len(queues) + 1), g.max_runs, g.overlap, 0, 1,
+                            g.ticks[0], g.releases[0], len(job)))
             append(job)
             continue
         append(pack_group(
             _sha(g.sha), g.mark_ms, g.next_due_ms, _stored(g), g.missed, g.skipped,
-            queues.number(g.queue), g.max_runs, g.overlap, len(g.ranges)))
+            number(g.queue, len(queues) + 1), g.max_runs, g.overlap, len(g.ranges)))
         for after, through, reason, count in g.ranges:
             text = reason.encode()
             parts.append(_RANGE.pack(after, through, len(text)) + text + _DOUBLE.pack(count))
         parts.append(pack_n(len(g.ticks)))
         parts += _jobs(g.ticks, g.releases, g.payloads)
-    return b"".join(parts)
+    return b"".join(parts), list(queues)
 
 
 @dataclass
@@ -122,17 +106,20 @@ class Piece:
     overlap_skip: bool = False  # `overlap: skip`: one job at a time (backfill.lua)
 
 
-def backfill_request(pieces: Sequence[Piece], queues: Queues) -> bytes:
-    """backfill.lua's packed pieces (its header names the fields); numbers `queues`."""
+def backfill_request(pieces: Sequence[Piece]) -> tuple[bytes, list[str]]:
+    """backfill.lua's packed pieces (its header names the fields), and the call's queues
+    (numbered as `push_request` numbers them)."""
+    queues: dict[str, int] = {}
     parts = [_COUNT.pack(len(BACKFILL_PIECE_FIELDS))]
     for piece in pieces:
         name = name_bytes(piece.name)
         parts.append(_NAME.pack(len(name)) + name + _PIECE.pack(
-            _sha(piece.sha), piece.after_ms, piece.through_ms, queues.number(piece.queue),
+            _sha(piece.sha), piece.after_ms, piece.through_ms,
+            queues.setdefault(piece.queue, len(queues) + 1),
             piece.max_runs, int(piece.overlap_skip), len(piece.jobs)))
         parts += _jobs([tick for tick, _ in piece.jobs], [0] * len(piece.jobs),
                        [name_bytes(job) for _, job in piece.jobs])
-    return b"".join(parts)
+    return b"".join(parts), list(queues)
 
 
 def manual_run(name: str, sha: str, history: int, queue: str, jid: str, at_ms: int,

@@ -22,8 +22,13 @@ from typing import Any
 
 import redis
 
-from kiqbeat.core.limits import DEFAULT_HISTORY, HELD_RECHECK_MS, MAX_REASON_CHARS
-from kiqbeat.core.plan import MISSED_COUNT_CAP, Group
+from kiqbeat.core.limits import (
+    DEFAULT_HISTORY,
+    HELD_RECHECK_MS,
+    MAX_MISSED_COUNTED,
+    MAX_REASON_CHARS,
+)
+from kiqbeat.core.plan import Group
 from kiqbeat.core.report import Report
 from kiqbeat.core.schedule import Config
 from kiqbeat.errors import DeadlineError, KiqbeatError, shown, shown_text
@@ -39,9 +44,7 @@ MAX_BYTES_PER_INVOCATION = 64 * 1024 * 1024
 def _push_args(namespace: str, due_key: str, now_ms: int, chunk: Sequence[Group],
                history: int) -> tuple[list[str], list[scripts.Arg]]:
     """push.lua's KEYS and ARGV for one chunk (its header names them)."""
-    queues = frames.Queues()
-    body = frames.push_request(chunk, queues)
-    names = queues.names
+    body, names = frames.push_request(chunk)
     script_keys = [keys.progress_bucket(namespace, 0), keys.queues(namespace),
                    keys.schedule(namespace), due_key, keys.definitions(namespace),
                    keys.rejected(namespace), keys.missed(namespace),
@@ -106,7 +109,7 @@ def settle(report: Report, chunk: Sequence[Group], counts: Sequence[int], flags:
     report.pushed += pushed
     report.already_pushed += already
     report.missed += missed
-    if missed and any(group.missed >= MISSED_COUNT_CAP for group in chunk):
+    if missed and any(group.missed >= MAX_MISSED_COUNTED for group in chunk):
         report.missed_capped = True  # that schedule's count stopped at the cap
     report.skipped += skipped
     report.new_schedules += new
@@ -226,9 +229,7 @@ class Pusher:
 def push_backfill(client: redis.Redis, namespace: str, pieces: Sequence[frames.Piece],
                   history: int, lua: scripts.Caller = scripts.SCRIPTS) -> BackfillCall:
     """One atomic backfill call (backfill.lua)."""
-    queues = frames.Queues()
-    body = frames.backfill_request(pieces, queues)
-    names = queues.names
+    body, names = frames.backfill_request(pieces)
     script_keys = [keys.missed(namespace), keys.definitions(namespace),
                    keys.progress_bucket(namespace, 0),
                    keys.queues(namespace), keys.runs(namespace), keys.skips(namespace),

@@ -119,8 +119,7 @@ class Caller:
         new master: push.lua and write.lua apply nothing twice, push.lua nothing planned
         from watermarks the server does not hold); without it, `result` raises `Lost`
         instead (a call whose place among the calls around it matters). `raw` as for `queue`."""
-        pending = Pending(self, lua, client, keys, args, line or Line(client), raw=raw,
-                          resend=resend)
+        pending = Pending(self, lua, keys, args, line or Line(client), raw=raw, resend=resend)
         pending.line.send(pending)
         return pending
 
@@ -138,14 +137,6 @@ class Caller:
                 f"{exc}: kiqbeat's function library is not loaded, or is older than this "
                 "kiqbeat; load it with `kiqbeat functions --load` (FUNCTION LOAD REPLACE)")
         return exc
-
-    def needs_reload(self, reply: object) -> bool:
-        """True when a pipelined reply says the server did not know the script."""
-        return not self.functions and isinstance(reply, redis.exceptions.NoScriptError)
-
-    def reload(self, lua: Lua, client: redis.Redis) -> None:
-        """Make the server know the script again."""
-        client.script_load(lua.text)
 
 
 class Lost(redis.ConnectionError):
@@ -238,7 +229,6 @@ class Pending:
 
     caller: Caller
     lua: Lua
-    client: redis.Redis
     keys: Sequence[str]
     args: Sequence[Arg]
     line: Line
@@ -261,7 +251,8 @@ class Pending:
         if self.state == LOST or isinstance(reply, redis.exceptions.NoScriptError):
             if not self.resend:
                 raise Lost(f"the reply of a started {self.lua.name} call was lost")
-            return self.caller.call(self.lua, self.client, self.keys, self.args, raw=self.raw)
+            return self.caller.call(self.lua, self.line.client, self.keys, self.args,
+                                    raw=self.raw)
         if isinstance(reply, redis.ResponseError):
             raise self.caller.explained(reply) from reply
         return reply
@@ -276,8 +267,7 @@ class Pending:
 
 
 DUE = Lua("due", ("definitions", "varints", "progress"))
-PUSH = Lua("push", ("definitions", "records", "varints", "progress", "frames", "life",
-                    "push_grants"))
+PUSH = Lua("push", ("definitions", "records", "varints", "progress", "frames", "life"))
 WRITE = Lua("write", ("definitions", "records", "varints", "progress", "life", "names"))
 INDEX = Lua("index", ("definitions", "names"))
 BACKFILL = Lua("backfill", ("definitions", "records", "varints", "progress", "frames", "life"))
