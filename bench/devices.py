@@ -15,8 +15,7 @@ document memo are process-wide), the variants taking turns, `--rounds` rounds:
 - document (variants `on` and `document` only): one Engine running a document of
   `--store-size` schedules, already applied, a warm-up, then `--warm` invocations.
 
-`--sections` and `--variants` pick some (comma-separated); `gc` is `paused_gc` and `warm_up`
-off together.
+`--sections` and `--variants` pick some (comma-separated); `gc` is `paused_gc` off.
 
 Each figure is the process's CPU (time.process_time) of one invocation, which holds better
 than wall time on a shared machine; wall time is printed beside it (a device that overlaps
@@ -41,9 +40,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-# What turning one device off means, on an Engine's `Devices` (`off` below). warm_up was
-# measured on the code before its removal (0381705: bench/results-push.txt); on later code
-# turning it "off" changes nothing. read_ahead and plan_slice overlap Redis' work with
+# What turning one device off means, on an Engine's `Devices` (`off` below). warm_up, removed,
+# was measured on the code before its removal (0381705: bench/results-push.txt). read_ahead and plan_slice overlap Redis' work with
 # Python's: their gain shows in wall time, on a machine quiet enough for Redis to have a core.
 VARIANTS = ["on", "parsed", "memo", "checks", "read_ahead", "plan_slice", "paused_gc",
             "reference"]
@@ -72,13 +70,10 @@ def off(devices: Any, variant: str) -> None:
         devices.plan_slice = 0
     elif variant == "overlap":  # read_ahead and plan_slice together
         devices.read_ahead, devices.plan_slice = False, 0
-    elif variant in ("gc", "paused_gc", "warm_up"):
+    elif variant in ("gc", "paused_gc"):
         from kiqbeat.core.collector import collector_paused
 
-        if variant != "warm_up":
-            devices.paused_gc = lambda: collector_paused(False)
-        if variant != "paused_gc":
-            devices.warm_up = lambda: None
+        devices.paused_gc = lambda: collector_paused(False)
     elif variant == "document":
         devices.document = lambda config, build: build(config)
     elif variant == "reference":

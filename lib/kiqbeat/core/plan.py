@@ -169,7 +169,6 @@ class Plan:
         own when it does not fit in the current one. Only the first job of a call may pass
         the bounds on its own.
         """
-        max_bytes = MAX_BYTES_PER_CALL
         chunk: list[Group] = []
         cost = 0.0
         size = 0
