@@ -41,8 +41,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 # What turning one device off means, on an Engine's `Devices` (`off` below). warm_up, removed,
-# was measured on the code before its removal (0381705: bench/results-push.txt). read_ahead and plan_slice overlap Redis' work with
-# Python's: their gain shows in wall time, on a machine quiet enough for Redis to have a core.
+# was measured on the code before its removal (0381705: bench/results-push.txt). read_ahead
+# and plan_slice overlap Redis' work with Python's: their gain shows in wall time, on a
+# machine quiet enough for Redis to have a core.
 VARIANTS = ["on", "parsed", "memo", "checks", "read_ahead", "plan_slice", "paused_gc",
             "reference"]
 
