@@ -98,9 +98,8 @@ class Sync:
             self.document = None
             return None
         document = self.devices.document(config, Document.of)
-        if document is not self.document:
+        if document is not self.document:  # (a new window: Devices.parse drops its parses)
             self.document = document
-            self.devices.forget_parsed()  # the window may have changed, and lookaheads with it
         return document
 
     def document_applied(self, config: Config) -> tuple[Document, bool] | None:

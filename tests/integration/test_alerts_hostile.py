@@ -113,7 +113,8 @@ return {open and open.e or '', record.t or 0}
     b'{"e": "failing", "t": 60000, "n": 3}', b'{"e": "", "t": 60000}', b"",
     b'{"e": "late", "t": true}', b'{"e": "late", "t": "1e3"}', b'{"e": "late", "t": " 12 "}',
     b'{"e": "late", "t": "0x10"}', b'{"e": "late", "t": "1_0"}', b'{"e": "late", "t": 90.5}',
-    b'{"e": "late", "t": "inf"}', b'{"e": "late", "t": "nan"}', b'{"e": "late", "t": [1]}'])
+    b'{"e": "late", "t": "inf"}', b'{"e": "late", "t": "nan"}', b'{"e": "late", "t": [1]}',
+    '{"e": "late", "t": "\u0661\u0662"}'.encode(), '{"e": "late", "t": "\u00a012"}'.encode()])
 def test_an_incident_record_written_by_hand_reads_as_the_decision_step_reads_it(
         client: redis.Redis, record: bytes) -> None:
     """The console's open incidents and the gauges read each record as deadline.lua's

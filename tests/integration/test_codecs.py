@@ -160,7 +160,7 @@ def test_a_push_request_is_read_and_packed_again_byte_for_byte(client: redis.Red
             group.mark_ms, group.next_due_ms,
             -1 if group.stored_ms is None else group.stored_ms, group.missed, group.skipped,
             group.max_runs, group.overlap)
-        assert queues[queue - 1] == group.queue
+        assert queues.index(group.queue) + 1 == queue
         assert [tuple(r) for r in ranges] == [(a, t, reason.encode(), c)
                                               for a, t, reason, c in group.ranges]
         assert [tuple(j) for j in listed] == list(zip(group.ticks, group.releases,

@@ -144,7 +144,9 @@ def _lua_number(value: Any) -> float | None:
         return None
     if not isinstance(value, str):
         return value
-    text = value.strip()
+    text = value.strip(" \t\n\v\f\r")  # C's spaces: Lua reads no other digits or spaces
+    if not text.isascii():
+        return None
     try:
         return float(text) if "_" not in text else None
     except ValueError:

@@ -153,7 +153,8 @@ class StartedDue:
         """The read as `read_due` gives it (no further reads), its reply read once (the same
         again after); None when its reply was lost (a failed connection, a server that did
         not know the script): whether and where among the line's calls it ran is then
-        unknown, so it is not sent again."""
+        unknown, so it is not sent again. After a first read that raised, None too: a caller
+        that goes on reads the due schedules afresh after its pushes."""
         pending, self._pending = self._pending, None
         if pending is not None:
             with (redis_errors(self._client, "reading the due schedules"),

@@ -86,7 +86,8 @@ class Caller:
 
     def queue(self, lua: Lua, pipe: Any, keys: Sequence[str], args: Sequence[Arg], *,
               raw: bool = False) -> None:
-        """Queue a call on a pipeline; after a NOSCRIPT reply the caller runs `reload`.
+        """Queue a call on a pipeline; after a NOSCRIPT reply the caller loads the script
+        (`client.script_load`, as `read_due` does) and sends it again.
         `raw`: its reply's strings are bytes whatever the client's decode_responses."""
         pipe.execute_command(*self.command(lua, keys, args), **({NEVER_DECODE: True} if raw
                                                                  else {}))
