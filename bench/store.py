@@ -5,8 +5,8 @@ Run: .venv/bin/python bench/store.py [--size 1000000] [--minutes 30] [--before R
 One run against one private redis-server (free loopback port, `save ""`, `appendonly no`,
 no maxmemory) gives every figure, then a table saying which target is met. With `--before
 REV` (e.g. the previous release's commit) every section first runs on the code of REV (its
-`lib`, from `git archive`, in a new process), and the table prints its figures beside: the
-gain is a ratio measured in the same run, not a claim.
+`lib` and its own bench, from `git archive`, in a new process), and the table prints its
+figures beside: the gain is a ratio measured in the same run, not a claim.
 
 1. 10,000 schedules all due: jobs/s end to end, beside redis-benchmark's pipelined LPUSH
    of job-sized values and push.lua's own Redis-side time per job (SLOWLOG); nothing due.
@@ -852,18 +852,19 @@ def print_table(rows: list[Row], before: dict[str, str] | None = None,
 
 
 def measure_before(rev: str, argv: list[str]) -> dict[str, str]:
-    """Run this benchmark on the code of git revision `rev` (its `lib`, unpacked apart), with
-    the same sizes, in a new process: each figure by row key."""
+    """Run this benchmark on the code of git revision `rev` (its `lib` and its own `bench`,
+    which knows that lib's names, unpacked apart), with the same sizes, in a new process:
+    each figure by row key."""
     root = Path(__file__).resolve().parents[1]
     with tempfile.TemporaryDirectory(prefix="kiqbeat-before-") as directory:
-        archive = subprocess.run(["git", "-C", str(root), "archive", rev, "lib"],
+        archive = subprocess.run(["git", "-C", str(root), "archive", rev, "lib", "bench"],
                                  capture_output=True, check=True).stdout
         subprocess.run(["tar", "-x", "-C", directory], input=archive, check=True)
         out = Path(directory) / "rows.json"
-        env = {**os.environ, "PYTHONPATH": f"{directory}/lib{os.pathsep}{root / 'bench'}"}
+        env = {**os.environ, "PYTHONPATH": f"{directory}/lib{os.pathsep}{directory}/bench"}
         print(f"\n######## the code of {rev} (git archive), same sizes ########", flush=True)
-        subprocess.run([sys.executable, __file__, *argv, "--json", str(out)], env=env,
-                       check=True)
+        subprocess.run([sys.executable, f"{directory}/bench/store.py", *argv, "--json",
+                        str(out)], env=env, check=True)
         print(f"######## end of {rev} ########", flush=True)
         return {r["key"]: r["measured"] for r in json.loads(out.read_text())}
 
