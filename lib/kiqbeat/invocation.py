@@ -17,9 +17,9 @@ WAIT per push call), the Recurring Jobs tab (one write). How fast it runs is dev
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kiqbeat.after import fold_outcomes, publish_fold
 from kiqbeat.core.instants import to_ms
@@ -248,7 +248,7 @@ class Invocation:
 
     def _entries(self, side: RedisSide, batch: Sequence[Due], config: Config,
                  own: Mapping[str, Schedule], report: Report,
-                 settle: Any = None) -> list[Entry]:
+                 settle: Callable[[], object] | None = None) -> list[Entry]:
         """The batch's schedules to plan; invalid definitions are set aside (one write,
         after `settle`)."""
         from kiqbeat.core.plan import Entry
@@ -282,7 +282,7 @@ class Invocation:
         return entries
 
     def _set_aside(self, side: RedisSide, aside: list[Op], report: Report,
-                   settle: Any = None) -> None:
+                   settle: Callable[[], object] | None = None) -> None:
         """Set definitions aside (or forget removed ones), one write at the invocation's
         instant, after `settle` (the early due read in flight has run: the write removes
         index entries it counts on); warn for each."""
