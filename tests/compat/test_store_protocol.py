@@ -42,6 +42,7 @@ from tests.support.clock import redis_now
 from tests.support.console import READER_TOKEN, serve
 from tests.support.engine import load_config_file, pushed_jobs
 from tests.support.marks import stored_mark
+from tests.support.name_index import indexed
 from tests.support.ports import free_port
 from tests.support.servers import NO_PERMISSIONS
 
@@ -612,7 +613,7 @@ def test_the_console_lists_a_schedule_from_every_writer_without_reading_the_stor
     Ruby module; the console then lists each by prefix, and nothing built the index."""
     from kiqbeat.entrypoints.outcomes import execute
     from kiqbeat.entrypoints.requests import from_event, from_fields
-    from kiqbeat.redis.names import NameIndex
+    from kiqbeat.redis.names import NameIndex, fold
     from kiqbeat.web.console import Console
     from tests.support.cli import kiqbeat_cli
 
@@ -640,4 +641,6 @@ def test_the_console_lists_a_schedule_from_every_writer_without_reading_the_stor
     assert filtered == [f"by/{w}" for w in writers if w != "document"]
     assert not NameIndex(client, "").built()  # no build ran: each writer kept it
     ruby(redis_url, ["remove", "by/ruby"])
-    assert client.zscore("kiqbeat:names", "by/ruby") is None
+    assert client.zscore("kiqbeat:names", "by/ruby") == 0  # marked for the index
+    fold(client, "")  # as the console's start does
+    assert b"by/ruby" not in indexed(client) and b"by/python" in indexed(client)

@@ -112,6 +112,11 @@ def _progress(client: redis.Redis, value: bytes, _score: float) -> None:
     client.hset(_bucket(), VICTIM, value)
 
 
+def _index_member(client: redis.Redis, value: bytes, score: float) -> None:
+    """The victim's member in the first bucket of the name index: its facets the value."""
+    client.zadd("kiqbeat:name_ranges:", {VICTIM.encode() + b"\0" + value: score})
+
+
 def _outcomes(client: redis.Redis, value: bytes, _score: float) -> None:
     """The victim's outcome record: the bucket of its progress record, under outcomes."""
     client.hset(_bucket().replace(":progress:", ":outcomes:"), VICTIM, value)
@@ -167,6 +172,8 @@ TARGETS: dict[str, Write] = {
     "kiqbeat:alerts:outbox": _outbox,
     "kiqbeat:web_session:<id>": _string("kiqbeat:web_session:" + "A" * 32),
     "kiqbeat:names": _zadd("kiqbeat:names"),
+    "kiqbeat:name_ranges": _zadd("kiqbeat:name_ranges"),
+    "kiqbeat:name_ranges:BOUND": _index_member,
     "kiqbeat:facets": _hset("kiqbeat:facets"),
     "kiqbeat:disabled": _sadd("kiqbeat:disabled"),
     "kiqbeat:names_built": _string("kiqbeat:names_built"),

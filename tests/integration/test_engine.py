@@ -228,7 +228,7 @@ def test_namespace_prefixes_every_key(client: redis.Redis) -> None:
     run(client, cfg, now=t0 + timedelta(minutes=2))
     assert sorted(k.decode() for k in client.keys("*")) == [
         "exq:kiqbeat:document:test", "exq:kiqbeat:documents", "exq:kiqbeat:due",
-        "exq:kiqbeat:facets", "exq:kiqbeat:names",
+        "exq:kiqbeat:name_ranges", "exq:kiqbeat:name_ranges:",
         f"exq:kiqbeat:progress:{progress.bucket('report')}",
         "exq:kiqbeat:schedules", "exq:kiqbeat:shards",
         "exq:queue:default", "exq:queues"]

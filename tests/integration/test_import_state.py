@@ -21,6 +21,7 @@ from kiqbeat.errors import ConfigError
 from kiqbeat.redis import keys, progress
 from kiqbeat.redis.definitions import WRITE_BATCH, Op, definition_sha, write
 from kiqbeat.store import Store
+from tests.support.name_index import facets, indexed
 from tests.support.state import state
 
 ZONES = ["UTC", "Europe/Berlin", "America/New_York", "Asia/Kolkata"]
@@ -84,7 +85,7 @@ def before(client: redis.Redis) -> None:
         Op("put", "was-off", encode_definition({"class": "Off", "cron": "* * * * *",
                                                 "enabled": False})),
     ], now_ms=None)
-    client.hdel(keys.facets(""), "kept")
+    client.zadd(keys.names(""), {"kept": 0})  # marked by a plain writer: facets unknown
 
 
 def test_an_import_leaves_the_state_the_same_definitions_written_one_at_a_time_leave(
@@ -112,13 +113,15 @@ def test_an_import_leaves_the_state_the_same_definitions_written_one_at_a_time_l
     stored = imported.hgetall(keys.definitions(""))
     assert len(stored) == 2 * WRITE_BATCH + 50 + 3
     assert b'"class":"Again"' in stored[b"s0003"] and b'"enabled":false' in stored[b"s0003"]
-    assert imported.hget(keys.facets(""), "s0003") == b'[0,"default",""]'
-    assert imported.hget(keys.facets(""), "s0001") == b'[1,"later",""]'
-    assert imported.hget(keys.facets(""), "kept") == b'[1,"default",""]'
+    index = indexed(imported)
+    assert index[b"s0003"] == facets("default", False)
+    assert index[b"s0001"] == facets("later", True)
+    assert index[b"kept"] == facets("default", True)
+    assert imported.zcard(keys.names("")) == 0
     assert imported.smembers(keys.disabled("")) == {
         f"s{i:04d}".encode() for i in range(0, 2 * WRITE_BATCH + 50, 11) if i != 11} | {
         b"s0003"}
-    assert imported.zcard(keys.names("")) == len(stored)
+    assert len(index) == len(stored)
 
 
 @pytest.mark.parametrize("shards", [1, 3])
@@ -150,10 +153,10 @@ def test_write_lua_leaves_the_name_index_as_one_call_per_operation_would(
     assert codes == each
     assert "".join(code for code, _ in codes) == "+++++++++E++++"
     assert state(one_call) == state(one_each)
-    assert one_call.zrange(keys.names(""), 0, -1) == [b"a", b"c", b"d", b"e", b"f", b"g"]
-    assert one_call.hgetall(keys.facets("")) == {
-        b"a": b'[1,"last",""]', b"c": b'[0,"y",""]', b"d": b"?", b"e": b'[1,"default",""]',
-        b"f": b'[1,"late",""]', b"g": b'[0,"default",""]'}
+    assert indexed(one_call) == {
+        b"a": facets("last", True), b"c": facets("y", False), b"d": b"?",
+        b"e": facets("default", True), b"f": facets("late", True),
+        b"g": facets("default", False)}
     assert one_call.smembers(keys.disabled("")) == {b"c", b"g"}
 
 
@@ -174,6 +177,5 @@ def test_a_removal_meeting_an_outcome_key_of_another_type_costs_the_call_nothing
                   now_ms=1_700_000_000_000)
     assert "".join(code for code, _ in codes) == "+++"
     assert client.hkeys(keys.definitions("")) == [b"a", b"c"]
-    assert client.zrange(keys.names(""), 0, -1) == [b"a", b"c"]
-    assert set(client.hkeys(keys.facets(""))) == {b"a", b"c"}
+    assert set(indexed(client)) == {b"a", b"c"}
     assert client.get(f"kiqbeat:outcomes:{progress.bucket('b')}") == b"by hand"

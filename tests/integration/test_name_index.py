@@ -1,12 +1,13 @@
-"""The name index (kiqbeat:names, kiqbeat:facets, kiqbeat:disabled) is kept by the write
+"""The name index (kiqbeat:name_ranges and its buckets, kiqbeat:disabled) is kept by the write
 script in the same step as the definitions (redis/lua/names.lua): after any sequence of
-writes, removals, document applies, set-asides, imports and index builds, it equals the
-definitions hash — checked against HKEYS and each definition's own fields, independently of
-the index's reader."""
+writes, removals, document applies, set-asides, imports, plain Redis writes (then indexed as
+the console does) and index builds, it equals the definitions hash — checked against HKEYS
+and each definition's own fields, independently of the index's reader."""
 
 from __future__ import annotations
 
 import json
+import random
 from typing import Any
 
 import redis
@@ -17,9 +18,10 @@ from kiqbeat.document.validate import encode_definition
 from kiqbeat.errors import KiqbeatError
 from kiqbeat.redis import keys
 from kiqbeat.redis.definitions import Op, definition_sha, write
-from kiqbeat.redis.names import build, index_names
+from kiqbeat.redis.names import build, fold
 from kiqbeat.redis.side import RedisSide
 from kiqbeat.store import Store
+from tests.support.name_index import facets, indexed
 
 NAMES = ["a", "b", "c/d", "é", "zz"]
 DOC = "file:///etc/kiqbeat/schedules.yaml"
@@ -30,23 +32,21 @@ def definition(queue: str, enabled: bool) -> dict[str, Any]:
 
 
 def check_index(client: redis.Redis) -> None:
-    """The index holds exactly the stored names, each with its own definition's facets, and
-    set of disabled ones holds exactly the definitions with `enabled: false`."""
-    stored = client.hgetall(keys.definitions(""))
-    names = set(client.zrange(keys.names(""), 0, -1))
-    assert names == set(stored), "the name index differs from HKEYS of the definitions"
-    assert all(score == 0 for _, score in client.zrange(keys.names(""), 0, -1,
-                                                        withscores=True))
-    facets = client.hgetall(keys.facets(""))
-    assert set(facets) == set(stored)
+    """The index holds exactly the stored names, each with its own definition's facets, no
+    name is left marked, and the set of disabled ones holds exactly the definitions with
+    `enabled: false`."""
+    stored = {k.encode(): v for k, v in client.hgetall(keys.definitions("")).items()}
+    index = indexed(client)
+    assert set(index) == set(stored), "the name index differs from HKEYS of the definitions"
+    assert client.zcard(keys.names("")) == 0
     disabled = set()
     for name, data in stored.items():
         raw = json.loads(data)
-        want = [0 if raw.get("enabled", True) is False else 1,
-                raw.get("queue", "default"), raw.get("source", "")]
-        assert json.loads(facets[name]) == want, name
-        if raw.get("enabled", True) is False:
-            disabled.add(name)
+        enabled = raw.get("enabled", True) is not False
+        assert index[name] == facets(raw.get("queue", "default"), enabled,
+                                     raw.get("source", "")), name
+        if not enabled:
+            disabled.add(name.decode())
     assert client.smembers(keys.disabled("")) == disabled
 
 
@@ -104,19 +104,48 @@ def test_the_index_equals_the_definitions_after_every_kind_of_write(
                 pipe.hdel(keys.rejected(""), step[1])
                 pipe.zadd(keys.due(""), {step[1]: 0})
                 pipe.zadd(keys.names(""), {step[1]: 0})
-                pipe.hdel(keys.facets(""), step[1])
+                pipe.srem(keys.disabled(""), step[1])
                 pipe.execute()
-                index_names(client, "", [step[1]])  # as the console does on meeting it
+                fold(client, "")  # as the console does (on meeting it, or at its start)
             elif kind == "plain remove":
                 pipe = client.pipeline()
                 pipe.hdel(keys.definitions(""), step[1])
                 pipe.zadd(keys.due(""), {step[1]: 0})
-                pipe.zrem(keys.names(""), step[1])
-                pipe.hdel(keys.facets(""), step[1])
+                pipe.zadd(keys.names(""), {step[1]: 0})
                 pipe.srem(keys.disabled(""), step[1])
                 pipe.execute()
+                fold(client, "")
             else:
                 build(client, "")
         except KiqbeatError:
             pass  # refused (another source's, not found): the refusal changed nothing
         check_index(client)
+
+
+def test_buckets_split_and_go_as_names_come_and_leave_in_any_order(
+        redis_client: redis.Redis) -> None:
+    """Thousands of names, imported in order (every write lands in the last bucket), then
+    written and removed in random order and by plain commands: every bucket stays within
+    its bounds, compact and at most 120 names, and the index equals the definitions."""
+    client = redis_client
+    client.flushdb()
+    store = Store(client)
+    rng = random.Random(7)
+    names = [f"job-{i:05d}" for i in range(3000)]
+    store.import_definitions([(n, definition("default", True)) for n in names])
+    check_index(client)
+    assert client.zcard(keys.name_ranges("")) >= 3000 // 120
+    more = [f"job-{rng.randrange(10**5):05d}x" for _ in range(500)]
+    for name in more:
+        store.put(name, definition("mail", rng.random() < 0.5))
+    check_index(client)
+    gone = rng.sample(names + sorted(set(more)), 3200)
+    for name in gone[:1600]:
+        store.remove(name, force=True)
+    pipe = client.pipeline()
+    for name in gone[1600:]:  # removed by a plain Redis writer, marked for the index
+        pipe.hdel(keys.definitions(""), name)
+        pipe.zadd(keys.names(""), {name: 0})
+    pipe.execute()
+    fold(client, "")
+    check_index(client)

@@ -50,7 +50,9 @@ LUA = {"scripts": ("+evalsha", "+script|load"), "functions": ("+fcall",)}
 REQUIRED = ("+time", "+hmget", "+type", "+hget", "+hset", "+hdel", "+hexists",
             "+lpush", "+sadd", "+srem", "+zadd", "+zrem", "+zscore", "+zrangebyscore", "+get",
             "+set",
-            "+hstrlen", "+hincrby", "+lpos", "+hlen")
+            "+hstrlen", "+hincrby", "+lpos", "+hlen",
+            # the name index's buckets, which the write script keeps (redis/lua/names.lua)
+            "+zrangebylex", "+zrevrangebylex", "+del")
 # `kiqbeat status` (and the store API's reads) besides (and HLEN above, which invocations
 # use too: whether the skips, set-aside and paused hashes hold anything).
 FOR_STATUS = ("+zcard", "+zcount", "+zrange", "+hscan", "+hkeys")
@@ -145,7 +147,7 @@ def _snapshot(admin: redis.Redis) -> dict[str, bytes | None]:
 
 
 STORE_KEYS = ("kiqbeat:schedules", "kiqbeat:due", "kiqbeat:documents", "kiqbeat:document:",
-              "kiqbeat:shards", "kiqbeat:names", "kiqbeat:facets", "kiqbeat:disabled")
+              "kiqbeat:shards", "kiqbeat:names", "kiqbeat:name_ranges", "kiqbeat:disabled")
 
 
 def _pushing(snapshot: dict[str, bytes | None]) -> dict[str, bytes | None]:

@@ -336,10 +336,10 @@ def assert_bounded_state(client: redis.Redis, schedules: int, namespace: str = "
              keys.definitions(namespace), keys.rejected(namespace), keys.documents(namespace),
              keys.shards(namespace), keys.missed(namespace), keys.history(namespace),
              keys.names(namespace), keys.runs(namespace), keys.skips(namespace),
-             keys.last_jobs(namespace), keys.paused(namespace), keys.facets(namespace),
+             keys.last_jobs(namespace), keys.paused(namespace), keys.name_ranges(namespace),
              keys.disabled(namespace), keys.names_built(namespace)}
     shaped = (keys.due(namespace), keys.document_index(namespace, ""),
-              keys.progress_bucket(namespace, ""))
+              keys.progress_bucket(namespace, ""), keys.name_ranges(namespace) + ":")
     assert all(k in fixed or k.startswith(shaped) for k in sizes), sizes
     assert all(size <= schedules for size in sizes.values()), sizes
     for name, record in client.hgetall(keys.missed(namespace)).items():

@@ -167,7 +167,7 @@ def _call(namespace: str, shards: int, batch: Sequence[Op], applied: Applied | N
                    keys.shards(namespace), keys.missed(namespace), keys.manual(namespace),
                    keys.paused(namespace), keys.runs(namespace),
                    keys.skips(namespace), keys.last_jobs(namespace),
-                   keys.held(namespace), keys.names(namespace), keys.facets(namespace),
+                   keys.held(namespace), keys.names(namespace), keys.name_ranges(namespace),
                    keys.disabled(namespace), *index]
     args: list[scripts.Arg] = [_pack(batch, of_op, index), shards]
     if applied is not None:

@@ -318,23 +318,34 @@ def audit(ns: str) -> str:
 
 
 def names(ns: str) -> str:
-    """Sorted set, every score 0: every stored schedule name, for the console's prefix search
-    and paging (ZRANGEBYLEX); the definitions hash cannot be searched by prefix without
-    reading it all. Kept by the write script in the same step as the definitions
-    (redis/lua/names.lua), built once for an older store (redis/names.py)."""
+    """Sorted set: names a plain Redis writer added, changed or removed (docs/store.md's
+    protocol: `ZADD kiqbeat:names 0 NAME`), not indexed since. Their facets are unknown until
+    kiqbeat indexes them again (redis/names.py), which takes them out; kiqbeat's own writers
+    never add here. Before the buckets (`name_ranges`), every name was kept here: such a
+    store is brought into the buckets once (redis/names.py `fold`)."""
     return f"{ns}kiqbeat:names"
 
 
+def name_ranges(ns: str) -> str:
+    """Sorted set, every score 0: the lower bound of each bucket of the name index (a name;
+    "" for the first). Bucket BOUND is the sorted set `name_ranges` + ":" + BOUND (its one
+    derivation: redis/lua/names.lua, redis/names.py), every score 0: one member per indexed
+    name from BOUND up to the next bound, NAME "\0" FACETS (what the console filters by:
+    enabled, queue, source). At most 120 a bucket, so Redis keeps each a listpack: the
+    console's prefix search and paging (ZRANGEBYLEX) at a few dozen bytes a name. Kept by
+    the write script in the same step as the definitions (redis/lua/names.lua)."""
+    return f"{ns}kiqbeat:name_ranges"
+
+
 def facets(ns: str) -> str:
-    """Hash: schedule name -> what the console filters by (enabled, queue, source) as JSON,
-    "?" for a definition not read; kept with `names`, so that a filtered list reads no
-    definition."""
+    """Hash: the name index's facets before the buckets (`name_ranges`): read by nothing,
+    deleted once the store is brought into the buckets (redis/names.py `fold`)."""
     return f"{ns}kiqbeat:facets"
 
 
 def disabled(ns: str) -> str:
     """Set: the names whose definitions say `enabled: false` (by their facets); kept with
-    `names`, so that the overview counts the paused without reading definitions."""
+    the name index, so that the overview counts the paused without reading definitions."""
     return f"{ns}kiqbeat:disabled"
 
 

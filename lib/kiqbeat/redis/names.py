@@ -1,24 +1,26 @@
-"""The name index (`keys.names`, `keys.facets`, `keys.disabled`): read, and built once.
+"""The name index (`keys.name_ranges` and its buckets, `keys.names`, `keys.disabled`): read,
+and built once.
 
 The write script keeps it in the same atomic step as the definitions (redis/lua/names.lua),
-so the console lists, filters and counts from it without reading a definition. A store
-written before the index existed, or by plain Redis commands that skip it (docs/store.md),
-is brought into it by `build`: `kiqbeat schedules reindex`, or the console's first start
-on a store without `keys.names_built`. `build` is idempotent and safe beside any writer:
-each name is judged against its definition in one step (index.lua).
+so the console lists, filters and counts from it without reading a definition. Names are
+kept in small sorted buckets that Redis stores as listpacks (a few dozen bytes a name); the
+names a plain Redis writer marks (docs/store.md) wait in `keys.names` until kiqbeat meets
+them. A store written before the index existed, or by plain Redis commands that skip it, is
+brought into it by `build`: `kiqbeat schedules reindex`, or the console's first start on a
+store without `keys.names_built`; a store indexed before the buckets by `fold`. Both are
+idempotent and safe beside any writer: each name is judged against its definition in one
+step (index.lua).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import redis
 
 from kiqbeat.redis import keys, scripts
-from kiqbeat.redis.connection import name_bytes, redis_errors, reply_text
+from kiqbeat.redis.connection import name_bytes, redis_errors, reply_bytes, reply_text
 from kiqbeat.redis.definitions import name_pages
 
 BUILD_PAGE = 250  # names per index.lua call: one call stays well under 5 ms at 1 KB each
@@ -33,41 +35,76 @@ class Facets:
     source: str  # "" for the API's and other languages'
 
 
-UNREAD = "?"  # the facets of a definition not read (over the limit) or not readable
-
-
 class NameIndex:
-    """The name index of one store, read."""
+    """The name index of one store, read with plain commands (a read-only user's): a page
+    reads a bucket, then the bound after it, so a bucket split meanwhile (which only moves
+    names to a later bucket) leaves none out."""
 
     def __init__(self, client: redis.Redis, namespace: str) -> None:
-        self.client, self.namespace, self.key = client, namespace, keys.names(namespace)
+        self.client, self.namespace = client, namespace
+        self.key, self.marked = keys.name_ranges(namespace), keys.names(namespace)
+
+    def _bucket(self, bound: bytes) -> bytes:
+        """Bucket `bound`'s key (names.lua's one derivation)."""
+        return name_bytes(self.key) + b":" + bound
+
+    def _bounds(self, names: Sequence[bytes]) -> list[bytes]:
+        """The bound of the bucket of each of `names` ("" below every bound)."""
+        with redis_errors(self.client, f"reading {self.key}"), self.client.pipeline(
+                transaction=False) as pipe:
+            for name in names:
+                pipe.zrevrangebylex(self.key, b"[" + name, b"-", start=0, num=1)
+            return [reply_bytes(found[0]) or b"" if found else b"" for found in pipe.execute()]
 
     def page(self, prefix: str, after: str | None, count: int) -> list[str]:
-        """Up to `count` indexed names starting with `prefix`, in byte order, after `after`."""
-        low = b"(" + name_bytes(after) if after is not None else b"[" + name_bytes(prefix)
+        """Up to `count` indexed names starting with `prefix`, in byte order, after `after`
+        (the names a plain writer marked among them)."""
+        start = name_bytes(after if after is not None else prefix)
+        # A member of the name listed last is NAME "\0" FACETS: "\1" after it passes them.
+        low = b"[" + start + (b"\1" if after is not None else b"")
         # 0xFF never occurs in UTF-8: every name with the prefix sorts below prefix + 0xFF.
         high = b"[" + name_bytes(prefix) + b"\xff" if prefix else b"+"
+        names: set[bytes] = set()
+        bound: bytes | None = self._bounds([start])[0]
         with redis_errors(self.client, f"reading {self.key}"):
-            page: Any = self.client.zrangebylex(self.key, low, high, start=0, num=count)
-        return [reply_text(n) for n in page]
+            while bound is not None and len(names) < count:
+                with self.client.pipeline(transaction=False) as pipe:
+                    pipe.zrangebylex(self._bucket(bound), low, high, start=0, num=count)
+                    pipe.zrangebylex(self.key, b"(" + bound, high, start=0, num=1)
+                    members, following = pipe.execute()
+                names.update(name_bytes(reply_text(m)).partition(b"\0")[0] for m in members)
+                bound = reply_bytes(following[0]) if following else None
+            marked = self.client.zrangebylex(
+                self.marked, b"(" + start if after is not None else b"[" + start, high,
+                start=0, num=count)
+        names.update(name_bytes(reply_text(m)) for m in marked)
+        return [reply_text(n) for n in sorted(names)[:count]]
 
     def size(self) -> int:
-        """Names indexed."""
-        with redis_errors(self.client, f"reading {self.key}"):
-            return int(self.client.zcard(self.key))
+        """Names the index lists: the stored ones."""
+        key = keys.definitions(self.namespace)
+        with redis_errors(self.client, f"reading {key}"):
+            return int(self.client.hlen(key))
 
     def facets(self, names: Sequence[str]) -> dict[str, Facets | None]:
         """The facets of those of `names` the index holds (None: recorded as not read); a
-        name missing here was written without the index (plain Redis commands)."""
+        name missing here is not indexed, or a plain writer marked it (unknown facets)."""
         if not names:
             return {}
-        key = keys.facets(self.namespace)
-        with redis_errors(self.client, f"reading {key}"):
-            raw = self.client.hmget(key, [name_bytes(n) for n in names])
+        raw = [name_bytes(n) for n in names]
+        bounds = self._bounds(raw)
+        with redis_errors(self.client, f"reading {self.key}"), self.client.pipeline(
+                transaction=False) as pipe:
+            for name, bound in zip(raw, bounds, strict=True):
+                pipe.zscore(self.marked, name)
+                pipe.zrangebylex(self._bucket(bound), b"[" + name + b"\0", b"(" + name + b"\1",
+                                 start=0, num=1)
+            replies = pipe.execute()
         out: dict[str, Facets | None] = {}
-        for name, value in zip(names, raw, strict=True):
-            if value is not None:
-                out[name] = _facets(value)
+        for k, asked in enumerate(names):
+            marked, found = replies[2 * k], replies[2 * k + 1]
+            if marked is None and found:
+                out[asked] = _facets(name_bytes(reply_text(found[0])))
         return out
 
     def disabled(self) -> int:
@@ -83,15 +120,14 @@ class NameIndex:
             return bool(self.client.exists(key))
 
 
-def _facets(value: bytes | str) -> Facets | None:
-    text = reply_text(value)
-    if text == UNREAD:
+def _facets(member: bytes) -> Facets | None:
+    """An index member's facets (names.lua: NAME "\0" ENABLED QUEUE "\0" SOURCE, or
+    NAME "\0?"); None for "?" or a member not of that form (written by hand)."""
+    _, _, body = member.partition(b"\0")
+    queue, separator, source = body[1:].partition(b"\0")
+    if body[:1] not in (b"0", b"1") or not separator:
         return None
-    try:
-        enabled, queue, source = json.loads(text)
-    except (ValueError, TypeError):
-        return None
-    return Facets(bool(enabled), str(queue), str(source))
+    return Facets(body[:1] == b"1", reply_text(queue), reply_text(source))
 
 
 def index_names(client: redis.Redis, namespace: str, names: Sequence[str], *,
@@ -100,7 +136,7 @@ def index_names(client: redis.Redis, namespace: str, names: Sequence[str], *,
     "1": record the index as built after them; "gone": only drop those without a definition
     (none read). Returns the stored names indexed."""
     script_keys = [keys.definitions(namespace), keys.names(namespace),
-                   keys.facets(namespace), keys.disabled(namespace),
+                   keys.name_ranges(namespace), keys.disabled(namespace),
                    keys.names_built(namespace)]
     with redis_errors(client, f"indexing names in {keys.names(namespace)}"):
         return int(lua.call(scripts.INDEX, client, script_keys,
@@ -122,4 +158,23 @@ def build(client: redis.Redis, namespace: str, lua: scripts.Caller = scripts.SCR
             break
         after = page[-1]
     index_names(client, namespace, [], mode="1", lua=lua)
+    fold(client, namespace, lua)
     return indexed
+
+
+def fold(client: redis.Redis, namespace: str, lua: scripts.Caller = scripts.SCRIPTS) -> int:
+    """Index the names a plain writer marked (`keys.names`; every name, in a store indexed
+    before the buckets), a page per call, each judged against its definition and taken out,
+    then delete the facets hash of before the buckets; returns the names met."""
+    met = 0
+    while True:
+        with redis_errors(client, f"reading {keys.names(namespace)}"):
+            page: list[bytes | str] = client.zrange(  # type: ignore[assignment]
+                keys.names(namespace), 0, BUILD_PAGE - 1)
+        if not page:
+            break
+        index_names(client, namespace, [reply_text(n) for n in page], lua=lua)
+        met += len(page)
+    with redis_errors(client, f"deleting {keys.facets(namespace)}"):
+        client.delete(keys.facets(namespace))
+    return met

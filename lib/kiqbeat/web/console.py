@@ -48,7 +48,7 @@ from kiqbeat.redis import keys, progress, scripts
 from kiqbeat.redis.clock import read_clock
 from kiqbeat.redis.connection import name_bytes, redis_errors, reply_text
 from kiqbeat.redis.definitions import scan_items
-from kiqbeat.redis.names import NameIndex, build, index_names
+from kiqbeat.redis.names import NameIndex, build, fold, index_names
 from kiqbeat.store import MissedRange, ScheduleStatus, Status, Store
 from kiqbeat.web.recent import Recent, RecentPush, paused_now
 
@@ -214,10 +214,13 @@ class Console:
         self.backfilled = 0  # ticks this process's backfills pushed (a metric)
 
     def build_index(self) -> None:
-        """Build the name index once on a store written before it (redis/names.py; the
-        console's first start, in its background thread): idempotent, beside any writer."""
+        """Build the name index once on a store written before it, or index the names plain
+        writers marked (all of them, on a store indexed before the buckets) (redis/names.py;
+        the console's start, in its background thread): idempotent, beside any writer."""
         if not self.index.built():
             build(self.client, self.namespace, self.lua)
+        else:
+            fold(self.client, self.namespace, self.lua)
 
     def store(self, actor: str | None = None, note: str = "") -> Store:
         """The deployment's store, acting for `actor` with `note`."""
@@ -280,10 +283,7 @@ class Console:
         """A name written by a previous release's writer, without the name index, is found by
         its exact name at once (HEXISTS: no definition read unless it is stored and not
         indexed yet; then index.lua reads it, length-checked, for its facets)."""
-        with redis_errors(self.client, "reading the name index"):
-            indexed = self.client.zscore(keys.names(self.namespace),
-                                         name_bytes(name))
-        if indexed is not None:
+        if self.index.facets([name]):
             return
         with redis_errors(self.client, "reading a definition's presence"):
             exists = self.client.hexists(keys.definitions(self.namespace), name)

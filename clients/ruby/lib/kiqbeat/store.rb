@@ -34,14 +34,11 @@ module KiqbeatStore
     "#{ns}kiqbeat:rejected"
   end
 
-  # The name index the console lists from (docs/store.md "The name index"): the names, the
-  # facets kiqbeat derives (dropped on a change: kiqbeat derives them again), the disabled.
+  # The name index the console lists from (docs/store.md "The name index"): a written or
+  # removed name is marked (kiqbeat indexes it again when it meets it), and leaves the
+  # disabled names (kiqbeat adds it back if its definition says so).
   def names_key(ns = "")
     "#{ns}kiqbeat:names"
-  end
-
-  def facets_key(ns = "")
-    "#{ns}kiqbeat:facets"
   end
 
   def disabled_key(ns = "")
@@ -72,8 +69,7 @@ module KiqbeatStore
 
       mine!(name, current)
       [[:hdel, definitions_key(ns), name], [:zadd, due_key(name, ns, shards), 0, name],
-       [:zrem, names_key(ns), name], [:hdel, facets_key(ns), name],
-       [:srem, disabled_key(ns), name]]
+       [:zadd, names_key(ns), 0, name], [:srem, disabled_key(ns), name]]
     end
   end
 
@@ -233,12 +229,12 @@ module KiqbeatStore
   end
 
   # The definition, its set-aside reason cleared, its index entry at 0: "plan me", and its
-  # name indexed (its facets dropped, for kiqbeat to derive again; out of the disabled set
-  # until then).
+  # name marked for the index (kiqbeat indexes its facets when it meets it; out of the
+  # disabled set until then).
   def writes(name, json, ns, shards)
     [[:hset, definitions_key(ns), name, json], [:hdel, rejected_key(ns), name],
      [:zadd, due_key(name, ns, shards), 0, name], [:zadd, names_key(ns), 0, name],
-     [:hdel, facets_key(ns), name], [:srem, disabled_key(ns), name]]
+     [:srem, disabled_key(ns), name]]
   end
 
   # Runs the block's commands in MULTI, reading again if another writer changed the

@@ -2,8 +2,9 @@
 -- stand, for a store written before the index existed or by plain Redis commands
 -- (`kiqbeat schedules reindex`, the console's first start: redis/names.py).
 --
--- KEYS[1]  definitions hash    KEYS[2]  the name index    KEYS[3]  its facets
--- KEYS[4]  its disabled names    KEYS[5]  the mark that the index is built
+-- KEYS[1]  definitions hash    KEYS[2]  the names plain writers marked    KEYS[3]  the
+-- index's ranges (its buckets derived from it)    KEYS[4]  its disabled names
+-- KEYS[5]  the mark that the index is built
 -- ARGV[1]  "1" to record the index as built (KEYS[5] set to 1) after these names, "gone"
 --   to only drop those of the names not stored (no definition read), else ""
 -- ARGV[2..]  names: each one stored is indexed with its facets (a definition over the limit

@@ -10,8 +10,9 @@ KEYS[8]  manual hash (the last manual run's jid)
 KEYS[9]  paused hash (pause records: core/pause.py)
 KEYS[10], KEYS[11], KEYS[12], KEYS[13]  the life hashes: runs, skips, last job, held tick
   (life.lua)
-KEYS[14], KEYS[15], KEYS[16]  the name index, its facets and disabled names (names.lua), kept in
-  step with the definitions
+KEYS[14], KEYS[15], KEYS[16]  the name index: the names plain writers marked, its ranges
+  (its buckets derived from it) and its disabled names (names.lua), kept in step with the
+  definitions
 KEYS[17..]  due indexes (one per shard an operation names)
 ARGV[1]  the operations, packed in one string: per operation a line
   "OP K SOURCE_LENGTH EXPECT NAME_LENGTH DEF_LENGTH\n" then SOURCE, NAME and DEF, where
@@ -47,7 +48,7 @@ again changes nothing. Removing forgets the watermark, first-seen, missed ranges
 last manual jid, pause record and life state (run count, pending skips, last job, held
 tick) too;
 writing a definition never touches the pause record. Writing or removing a definition keeps
-the name index (names, facets, disabled: names.lua) in step, in the same step.
+the name index (names.lua) in step, in the same step.
 
 Changing a planned definition also moves its watermark up to the change (never past the
 old definition's next tick, which its index entry gives): the new definition applies to
