@@ -18,7 +18,7 @@ from kiqbeat.document.validate import encode_definition
 from kiqbeat.errors import KiqbeatError
 from kiqbeat.redis import keys
 from kiqbeat.redis.definitions import Op, definition_sha, write
-from kiqbeat.redis.names import build, fold
+from kiqbeat.redis.names import NameIndex, build, fold
 from kiqbeat.redis.side import RedisSide
 from kiqbeat.store import Store
 from tests.support.name_index import facets, indexed
@@ -149,3 +149,23 @@ def test_buckets_split_and_go_as_names_come_and_leave_in_any_order(
     pipe.execute()
     fold(client, "")
     check_index(client)
+
+
+def test_a_store_indexed_before_the_buckets_is_listed_at_once_and_folded_into_them(
+        redis_client: redis.Redis) -> None:
+    """The previous layout (every name in kiqbeat:names, facets as JSON in kiqbeat:facets):
+    its names are listed as marked names at once, and `fold` (the console's start) brings
+    them into the buckets, each judged against its definition, then drops the old hash."""
+    client = redis_client
+    client.flushdb()
+    store = Store(client)
+    names = [f"n{i:03d}" for i in range(300)]
+    store.import_definitions([(n, definition("q", i % 3 != 0)) for i, n in enumerate(names)])
+    for key in client.scan_iter(match=keys.name_ranges("") + "*"):
+        client.delete(key)  # as the previous release left the store:
+    client.zadd(keys.names(""), dict.fromkeys([*names, "removed-meanwhile"], 0))
+    client.hset(keys.facets(""), mapping={n: '[1,"q",""]' for n in names})
+    assert NameIndex(client, "").page("n1", None, 1000) == names[100:200]
+    assert fold(client, "") == 301
+    check_index(client)
+    assert client.exists(keys.facets("")) == 0
