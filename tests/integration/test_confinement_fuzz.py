@@ -112,9 +112,9 @@ def _progress(client: redis.Redis, value: bytes, _score: float) -> None:
     client.hset(_bucket(), VICTIM, value)
 
 
-def _index_member(client: redis.Redis, value: bytes, score: float) -> None:
-    """The victim's member in the first bucket of the name index: its facets the value."""
-    client.zadd("kiqbeat:name_ranges:", {VICTIM.encode() + b"\0" + value: score})
+def _index_member(client: redis.Redis, value: bytes, _score: float) -> None:
+    """The victim's facets in the first bucket of the name index."""
+    client.hset("kiqbeat:name_ranges:", VICTIM, value)
 
 
 def _outcomes(client: redis.Redis, value: bytes, _score: float) -> None:

@@ -1,6 +1,6 @@
 """The name index read from Redis as docs/store.md describes it, independently of kiqbeat's
-reader (redis/names.py): `kiqbeat:name_ranges` holds each bucket's lower bound, bucket BOUND
-is `kiqbeat:name_ranges:BOUND`, and each member is NAME "\\0" FACETS."""
+reader (redis/names.py): `kiqbeat:name_ranges` holds each bucket's lower bound, and bucket
+BOUND, the hash `kiqbeat:name_ranges:BOUND`, each name from BOUND to the next -> FACETS."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ BUCKET_MOST = 120  # members a bucket holds at most (docs/store.md)
 
 def indexed(client: redis.Redis, namespace: str = "") -> dict[bytes, bytes]:
     """Every indexed name -> its FACETS, failing unless every bucket lies within its bounds
-    (byte order), holds at most BUCKET_MOST members, scores every member and bound 0 and is
-    not empty (but the first), and Redis keeps it compact when its members allow."""
+    (byte order), holds at most BUCKET_MOST names and is not empty (but the first), every
+    bound is scored 0, and Redis keeps each bucket compact when its names and facets allow."""
     given = client.connection_pool.connection_kwargs
     client = redis.Redis(**{k: given.get(k) for k in ("host", "port", "db", "username",
                                                       "password")})  # names as bytes
@@ -24,15 +24,12 @@ def indexed(client: redis.Redis, namespace: str = "") -> dict[bytes, bytes]:
     out: dict[bytes, bytes] = {}
     for k, bound in enumerate(names):
         key = ranges + b":" + bound
-        members = client.zrange(key, 0, -1, withscores=True)
-        assert bound == b"" or members, f"{key!r}: an empty bucket kept"
-        assert len(members) <= BUCKET_MOST, f"{key!r}: {len(members)} members"
-        if members and all(len(m) <= 64 for m, _ in members):
+        bucket = client.hgetall(key)
+        assert bound == b"" or bucket, f"{key!r}: an empty bucket kept"
+        assert len(bucket) <= BUCKET_MOST, f"{key!r}: {len(bucket)} names"
+        if bucket and all(len(n) <= 64 and len(f) <= 64 for n, f in bucket.items()):
             assert client.object("encoding", key) in (b"listpack", b"ziplist"), key
-        for member, score in members:
-            assert score == 0, (key, member, score)
-            name, zero, facets = member.partition(b"\0")
-            assert zero, f"{member!r}: no NUL between the name and the facets"
+        for name, facets in bucket.items():
             assert name >= bound and (k + 1 == len(names) or name < names[k + 1]), (
                 f"{name!r} lies outside bucket {bound!r}")
             assert name not in out, f"{name!r} indexed twice"

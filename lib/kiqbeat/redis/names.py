@@ -37,8 +37,8 @@ class Facets:
 
 class NameIndex:
     """The name index of one store, read with plain commands (a read-only user's): a page
-    reads a bucket, then the bound after it, so a bucket split meanwhile (which only moves
-    names to a later bucket) leaves none out."""
+    reads a bucket's names (sorted here), then the bound after it, so a bucket split
+    meanwhile (which only moves names to a later bucket) leaves none out."""
 
     def __init__(self, client: redis.Redis, namespace: str) -> None:
         self.client, self.namespace = client, namespace
@@ -60,19 +60,23 @@ class NameIndex:
         """Up to `count` indexed names starting with `prefix`, in byte order, after `after`
         (the names a plain writer marked among them)."""
         start = name_bytes(after if after is not None else prefix)
-        # A member of the name listed last is NAME "\0" FACETS: "\1" after it passes them.
-        low = b"[" + start + (b"\1" if after is not None else b"")
         # 0xFF never occurs in UTF-8: every name with the prefix sorts below prefix + 0xFF.
-        high = b"[" + name_bytes(prefix) + b"\xff" if prefix else b"+"
+        top = name_bytes(prefix) + b"\xff" if prefix else None
+        high = b"[" + top if top is not None else b"+"
+
+        def wanted(name: bytes) -> bool:
+            return (name > start if after is not None else name >= start) and (
+                top is None or name <= top)
+
         names: set[bytes] = set()
         bound: bytes | None = self._bounds([start])[0]
         with redis_errors(self.client, f"reading {self.key}"):
             while bound is not None and len(names) < count:
                 with self.client.pipeline(transaction=False) as pipe:
-                    pipe.zrangebylex(self._bucket(bound), low, high, start=0, num=count)
+                    pipe.hkeys(self._bucket(bound))
                     pipe.zrangebylex(self.key, b"(" + bound, high, start=0, num=1)
-                    members, following = pipe.execute()
-                names.update(name_bytes(reply_text(m)).partition(b"\0")[0] for m in members)
+                    bucket, following = pipe.execute()
+                names.update(n for n in map(name_bytes, map(reply_text, bucket)) if wanted(n))
                 bound = reply_bytes(following[0]) if following else None
             marked = self.client.zrangebylex(
                 self.marked, b"(" + start if after is not None else b"[" + start, high,
@@ -97,14 +101,13 @@ class NameIndex:
                 transaction=False) as pipe:
             for name, bound in zip(raw, bounds, strict=True):
                 pipe.zscore(self.marked, name)
-                pipe.zrangebylex(self._bucket(bound), b"[" + name + b"\0", b"(" + name + b"\1",
-                                 start=0, num=1)
+                pipe.hget(self._bucket(bound), name)
             replies = pipe.execute()
         out: dict[str, Facets | None] = {}
         for k, asked in enumerate(names):
             marked, found = replies[2 * k], replies[2 * k + 1]
-            if marked is None and found:
-                out[asked] = _facets(name_bytes(reply_text(found[0])))
+            if marked is None and found is not None:
+                out[asked] = _facets(name_bytes(reply_text(found)))
         return out
 
     def disabled(self) -> int:
@@ -120,10 +123,9 @@ class NameIndex:
             return bool(self.client.exists(key))
 
 
-def _facets(member: bytes) -> Facets | None:
-    """An index member's facets (names.lua: NAME "\0" ENABLED QUEUE "\0" SOURCE, or
-    NAME "\0?"); None for "?" or a member not of that form (written by hand)."""
-    _, _, body = member.partition(b"\0")
+def _facets(body: bytes) -> Facets | None:
+    """A name's facets as its bucket holds them (names.lua: ENABLED QUEUE "\0" SOURCE, or
+    "?"); None for "?" or a value not of that form (written by hand)."""
     queue, separator, source = body[1:].partition(b"\0")
     if body[:1] not in (b"0", b"1") or not separator:
         return None

@@ -1,22 +1,23 @@
--- kiqbeat's name index, put before the scripts that write or read it (scripts.py: write.lua,
--- index.lua; redis/names.py reads it), kept by the writers in the same atomic step as the definition:
+-- kiqbeat's name index, put before the scripts that write it (scripts.py: write.lua,
+-- index.lua; redis/names.py reads it), kept by the writers in the same atomic step as the
+-- definition:
 --   kiqbeat:name_ranges        sorted set, every score 0: the lower bound of each of the
 --                              index's buckets (a name; "" for the first)
---   kiqbeat:name_ranges:BOUND  sorted set, every score 0 (a bucket): one member per indexed
---                              name from BOUND up to the next bound, NAME "\0" FACETS, where
---                              FACETS (what the console filters by) is ENABLED ("0" or "1"),
---                              QUEUE, "\0", SOURCE ("" for the API's and other languages'),
---                              or "?" when the definition is not read (over the limit) or is
---                              not a JSON object with string "queue"/"source" (set aside)
+--   kiqbeat:name_ranges:BOUND  hash (a bucket): each indexed name from BOUND up to the next
+--                              bound -> its FACETS, what the console filters by: ENABLED
+--                              ("0" or "1"), QUEUE, "\0", SOURCE ("" for the API's and other
+--                              languages'), or "?" when the definition is not read (over the
+--                              limit) or is not a JSON object with string "queue"/"source"
 --   kiqbeat:names              sorted set: names a plain Redis writer added, changed or
 --                              removed (docs/store.md's protocol), not indexed since: their
 --                              facets are unknown until a call below meets them again
 --   kiqbeat:disabled           set: the names whose facets say "enabled": false (SCARD)
--- A bucket holds at most NAMES_BUCKET members, so Redis keeps it a compact listpack (under
--- zset-max-listpack-entries, 128 by default; a member over zset-max-listpack-value, 64
--- bytes, only costs more memory); a fuller one is written again as halves, an empty one
--- goes (but the first). Every order here is Redis' own (byte order, ZRANGEBYLEX): Lua's
--- string comparison follows the server's locale, and is never used.
+-- A bucket holds at most NAMES_BUCKET names, so Redis keeps it a compact listpack (under
+-- hash-max-listpack-entries, 128 by default; a name or facets over hash-max-listpack-value,
+-- 64 bytes, only costs more memory); a fuller one is written again as buckets of NAMES_FILL,
+-- an empty one goes (but the first). Every order here is Redis' own (byte order, as
+-- ZRANGEBYLEX compares): Lua's string comparison follows the server's locale, and is never
+-- used.
 -- A name's membership of kiqbeat:disabled is set from its facets whenever they are, so any
 -- sequence of these calls, in any order and repeated, leaves the index equal to the
 -- definitions they met (the index's build is idempotent and runs beside writers).
@@ -27,12 +28,6 @@ local NAMES_BUCKET, NAMES_FILL = 120, 96
 -- The bucket whose lower bound is `bound` (the one documented derivation of its key).
 local function names_bucket(bound)
   return NAMES.ranges .. ':' .. bound
-end
-
--- The name of an index member (before its first "\0").
-local function names_member_name(member)
-  local at = string.find(member, '\0', 1, true)
-  return at and string.sub(member, 1, at - 1) or member
 end
 
 -- The bound of the bucket that holds `name` ("" below every other bound, or with none).
@@ -48,11 +43,12 @@ local function names_use(pending_key, ranges_key, disabled_key)
   local err = expect_type(pending_key, 'zset') or expect_type(ranges_key, 'zset')
     or expect_type(disabled_key, 'set')
   if err then return err end
-  local bucket = names_bucket('')
+  local bucket, sorting = names_bucket(''), ranges_key .. '\0'
   local checks = {{'ZREM', pending_key, 'n'}, {'ZADD', ranges_key, '0', 'n'},
     {'ZREM', ranges_key, 'n'}, {'ZREVRANGEBYLEX', ranges_key, '+', '-'},
-    {'ZADD', bucket, '0', 'n'}, {'ZREM', bucket, 'n'}, {'ZRANGEBYLEX', bucket, '-', '+'},
-    {'ZRANGE', bucket, '0', '-1'}, {'ZCARD', bucket}, {'DEL', bucket},
+    {'HSET', bucket, 'n', 'v'}, {'HDEL', bucket, 'n'}, {'HLEN', bucket},
+    {'HKEYS', bucket}, {'HMGET', bucket, 'n'}, {'DEL', bucket}, {'ZADD', sorting, '0', 'n'},
+    {'ZRANGE', sorting, '0', '-1'}, {'DEL', sorting},
     {'SADD', disabled_key, 'n'}, {'SREM', disabled_key, 'n'}}
   for _, c in ipairs(checks) do
     err = expect_allowed(unpack(c))
@@ -92,47 +88,58 @@ local function names_forget(name)
   NAMES.left[name] = false
 end
 
--- Write bucket `bound`'s members again as fresh buckets of NAMES_FILL each, the last one
--- the rest (a fresh key is a listpack again; names added in order, as an import adds them,
--- leave buckets 80 % full): the first keeps `bound`, each other is bounded by the name of its
--- first member. Members come in Redis' order; a score not 0 (written by hand) is 0 again.
+-- Write bucket `bound` again as fresh buckets of NAMES_FILL names each, the last one the
+-- rest (a fresh key is a listpack again; names added in order, as an import adds them,
+-- leave buckets 80 % full): the first keeps `bound`, each other is bounded by its first
+-- name. Redis orders the names (a sorted set, deleted at once).
 local function names_split(bound, key)
-  local members = redis.call('ZRANGE', key, 0, -1)
-  redis.call('DEL', key)
-  local size = NAMES_FILL
-  for first = 1, #members, size do
-    local part_bound = first == 1 and bound or names_member_name(members[first])
-    local scored = {}
-    for i = first, math.min(first + size - 1, #members) do
-      scored[#scored + 1], scored[#scored + 2] = 0, members[i]
+  local names, sorting = redis.call('HKEYS', key), NAMES.ranges .. '\0'
+  local facets = redis.call('HMGET', key, unpack(names))
+  local held = {}
+  for i, name in ipairs(names) do held[name] = facets[i] end
+  -- Last first: a bucket's names are mostly in order (a split writes them so, an import
+  -- adds them so), and a small sorted set finds a member's place from its first member.
+  local scored = {}
+  for i = #names, 1, -1 do scored[#scored + 1], scored[#scored + 2] = 0, names[i] end
+  redis.call('DEL', sorting)
+  flush('ZADD', sorting, scored)
+  names = redis.call('ZRANGE', sorting, 0, -1)
+  redis.call('DEL', sorting, key)
+  for first = 1, #names, NAMES_FILL do
+    local part_bound = first == 1 and bound or names[first]
+    local fields = {}
+    for i = first, math.min(first + NAMES_FILL - 1, #names) do
+      fields[#fields + 1], fields[#fields + 2] = names[i], held[names[i]]
     end
     redis.call('ZADD', NAMES.ranges, 0, part_bound)
-    flush('ZADD', names_bucket(part_bound), scored)
+    flush('HSET', names_bucket(part_bound), fields)
   end
 end
 
 -- Bring the names of one bucket to what this call leaves them as.
 local function names_apply(bound, names)
   local key = names_bucket(bound)
-  local t = redis.call('TYPE', key)['ok']
-  if t ~= 'none' and t ~= 'zset' then
-    redis.call('DEL', key)  -- written by hand: its names are listed again after a reindex
-  end
-  local old, new = {}, {}
+  local set, gone = {}, {}
   for _, name in ipairs(names) do
-    local held = NAMES.left[name] and name .. '\0' .. NAMES.left[name]
-    local found = redis.call('ZRANGEBYLEX', key, '[' .. name .. '\0', '(' .. name .. '\1')
-    if not (held and #found == 1 and found[1] == held) then
-      for _, member in ipairs(found) do old[#old + 1] = member end
-      if held then new[#new + 1], new[#new + 2] = 0, held end
+    local held = NAMES.left[name]
+    if held then
+      set[#set + 1], set[#set + 2] = name, held
+    else
+      gone[#gone + 1] = name
     end
   end
-  flush('ZREM', key, old)
-  if #new > 0 then
-    redis.call('ZADD', NAMES.ranges, 0, bound)
-    flush('ZADD', key, new)
+  local size = redis.pcall('HLEN', key)
+  if type(size) ~= 'number' then
+    redis.call('DEL', key)  -- not a hash (written by hand): its names come back by a reindex
   end
-  local size = redis.call('ZCARD', key)
+  flush('HDEL', key, gone)
+  if #set > 0 then
+    if bound == '' then
+      redis.call('ZADD', NAMES.ranges, 0, bound)  -- the first bucket is always there
+    end
+    flush('HSET', key, set)
+  end
+  size = redis.call('HLEN', key)
   if size > NAMES_BUCKET then
     names_split(bound, key)
   elseif size == 0 and bound ~= '' then
@@ -141,7 +148,7 @@ local function names_apply(bound, names)
 end
 
 -- Apply what `names_set` and `names_forget` recorded (the calling script's last step): each
--- name's member written whatever it was (the same member changes nothing), its plain
+-- name's facets written whatever they were (the same value changes nothing), its plain
 -- writer's mark taken out, the disabled set following its facets.
 local function names_flush()
   local buckets, order, met, disabled, enabled = {}, {}, {}, {}, {}
