@@ -169,3 +169,19 @@ def test_a_store_indexed_before_the_buckets_is_listed_at_once_and_folded_into_th
     assert fold(client, "") == 301
     check_index(client)
     assert client.exists(keys.facets("")) == 0
+
+
+def test_a_bucket_written_by_hand_costs_only_the_index_until_a_reindex(
+        redis_client: redis.Redis) -> None:
+    """A bucket key holding another type (written by hand) does not stop a write: the write
+    goes through, the bucket is made again with what it writes, and a reindex brings back the
+    names the bad key hid."""
+    client = redis_client
+    client.flushdb()
+    store = Store(client)
+    store.import_definitions([(f"n{i}", definition("q", True)) for i in range(5)])
+    client.set(keys.name_ranges("") + ":", "by hand")
+    store.put("n9", definition("late", True))
+    assert indexed(client) == {b"n9": facets("late", True)}
+    build(client, "")
+    check_index(client)

@@ -328,12 +328,12 @@ def names(ns: str) -> str:
 
 def name_ranges(ns: str) -> str:
     """Sorted set, every score 0: the lower bound of each bucket of the name index (a name;
-    "" for the first). Bucket BOUND is the sorted set `name_ranges` + ":" + BOUND (its one
-    derivation: redis/lua/names.lua, redis/names.py), every score 0: one member per indexed
-    name from BOUND up to the next bound, NAME "\0" FACETS (what the console filters by:
-    enabled, queue, source). At most 120 a bucket, so Redis keeps each a listpack: the
-    console's prefix search and paging (ZRANGEBYLEX) at a few dozen bytes a name. Kept by
-    the write script in the same step as the definitions (redis/lua/names.lua)."""
+    "" for the first). Bucket BOUND is the hash `name_ranges` + ":" + BOUND (its one
+    derivation: redis/lua/names.lua, redis/names.py): each indexed name from BOUND up to the
+    next bound -> its facets (what the console filters by: enabled, queue, source). At most
+    120 a bucket, so Redis keeps each a listpack: the console's prefix search and paging at
+    a few dozen bytes a name. Kept by the write script in the same step as the definitions
+    (redis/lua/names.lua)."""
     return f"{ns}kiqbeat:name_ranges"
 
 

@@ -13,8 +13,8 @@
 --                              facets are unknown until a call below meets them again
 --   kiqbeat:disabled           set: the names whose facets say "enabled": false (SCARD)
 -- A bucket holds at most NAMES_BUCKET names, so Redis keeps it a compact listpack (under
--- hash-max-listpack-entries, 128 by default; a name or facets over hash-max-listpack-value,
--- 64 bytes, only costs more memory); a fuller one is written again as buckets of NAMES_FILL,
+-- hash-max-listpack-entries, 512 by default, with a write's batch on top; a name or facets
+-- over hash-max-listpack-value, 64 bytes, only costs more memory); a fuller one is written again as buckets of NAMES_FILL,
 -- an empty one goes (but the first). Every order here is Redis' own (byte order, as
 -- ZRANGEBYLEX compares): Lua's string comparison follows the server's locale, and is never
 -- used.
@@ -129,8 +129,11 @@ local function names_apply(bound, names)
     end
   end
   local size = redis.pcall('HLEN', key)
-  if type(size) ~= 'number' then
-    redis.call('DEL', key)  -- not a hash (written by hand): its names come back by a reindex
+  if type(size) == 'table' then  -- refused: not a hash (written by hand), or another cause
+    if not string.find(tostring(size.err), 'WRONGTYPE', 1, true) then
+      redis.call('HLEN', key)  -- the refusal, raised
+    end
+    redis.call('DEL', key)  -- its names come back by a reindex
   end
   flush('HDEL', key, gone)
   if #set > 0 then
