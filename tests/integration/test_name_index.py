@@ -181,6 +181,8 @@ def test_a_bucket_written_by_hand_costs_only_the_index_until_a_reindex(
     store = Store(client)
     store.import_definitions([(f"n{i}", definition("q", True)) for i in range(5)])
     client.set(keys.name_ranges("") + ":", "by hand")
+    index = NameIndex(client, "")
+    assert index.page("", None, 10) == [] and index.facets(["n1"]) == {}  # read as empty
     store.put("n9", definition("late", True))
     assert indexed(client) == {b"n9": facets("late", True)}
     build(client, "")

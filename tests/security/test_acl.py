@@ -52,7 +52,7 @@ REQUIRED = ("+time", "+hmget", "+type", "+hget", "+hset", "+hdel", "+hexists",
             "+set",
             "+hstrlen", "+hincrby", "+lpos", "+hlen",
             # the name index's buckets, which the write script keeps (redis/lua/names.lua)
-            "+zrangebylex", "+zrevrangebylex", "+del")
+            "+zrevrangebylex", "+del")
 # `kiqbeat status` (and the store API's reads) besides (and HLEN above, which invocations
 # use too: whether the skips, set-aside and paused hashes hold anything).
 FOR_STATUS = ("+zcard", "+zcount", "+zrange", "+hscan", "+hkeys")

@@ -75,7 +75,11 @@ class NameIndex:
                 with self.client.pipeline(transaction=False) as pipe:
                     pipe.hkeys(self._bucket(bound))
                     pipe.zrangebylex(self.key, b"(" + bound, high, start=0, num=1)
-                    bucket, following = pipe.execute()
+                    bucket, following = pipe.execute(raise_on_error=False)
+                if isinstance(following, Exception):
+                    raise following
+                if isinstance(bucket, Exception):  # not a hash (written by hand): no names
+                    bucket = []
                 names.update(n for n in map(name_bytes, map(reply_text, bucket)) if wanted(n))
                 bound = reply_bytes(following[0]) if following else None
             marked = self.client.zrangebylex(
@@ -102,11 +106,13 @@ class NameIndex:
             for name, bound in zip(raw, bounds, strict=True):
                 pipe.zscore(self.marked, name)
                 pipe.hget(self._bucket(bound), name)
-            replies = pipe.execute()
+            replies = pipe.execute(raise_on_error=False)
         out: dict[str, Facets | None] = {}
         for k, asked in enumerate(names):
             marked, found = replies[2 * k], replies[2 * k + 1]
-            if marked is None and found is not None:
+            if isinstance(marked, Exception):
+                raise marked
+            if marked is None and found is not None and not isinstance(found, Exception):
                 out[asked] = _facets(name_bytes(reply_text(found)))
         return out
 
@@ -177,6 +183,10 @@ def fold(client: redis.Redis, namespace: str, lua: scripts.Caller = scripts.SCRI
             break
         index_names(client, namespace, [reply_text(n) for n in page], lua=lua)
         met += len(page)
-    with redis_errors(client, f"deleting {keys.facets(namespace)}"):
-        client.delete(keys.facets(namespace))
+    legacy = keys.facets(namespace)
+    with redis_errors(client, f"deleting {legacy}"):  # a page a call: no stall at 1,000,000
+        if reply_text(client.type(legacy)) != "hash":
+            client.delete(legacy)  # absent, or not the hash of before: nothing to page
+        while fields := list(client.hscan(legacy, 0, count=1000)[1]):
+            client.hdel(legacy, *fields)
     return met

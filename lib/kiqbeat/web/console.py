@@ -20,6 +20,7 @@ records), one page of the due index and the newest pushes of the last history wa
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import re
 import threading
@@ -43,7 +44,7 @@ from kiqbeat.engine import Engine
 from kiqbeat.entrypoints import preview
 from kiqbeat.entrypoints.outcomes import Outcome, run
 from kiqbeat.entrypoints.requests import Request
-from kiqbeat.errors import ConfigError, OwnedByDocumentError, json_name, shown
+from kiqbeat.errors import ConfigError, OwnedByDocumentError, RedisRefusedError, json_name, shown
 from kiqbeat.redis import keys, progress, scripts
 from kiqbeat.redis.clock import read_clock
 from kiqbeat.redis.connection import name_bytes, redis_errors, reply_text
@@ -219,7 +220,9 @@ class Console:
         the console's start, in its background thread): idempotent, beside any writer."""
         if not self.index.built():
             build(self.client, self.namespace, self.lua)
-        else:
+            return
+        # A user that may not write leaves marked names listed as marked.
+        with contextlib.suppress(RedisRefusedError):
             fold(self.client, self.namespace, self.lua)
 
     def store(self, actor: str | None = None, note: str = "") -> Store:

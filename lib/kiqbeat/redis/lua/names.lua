@@ -13,8 +13,8 @@
 --                              facets are unknown until a call below meets them again
 --   kiqbeat:disabled           set: the names whose facets say "enabled": false (SCARD)
 -- A bucket holds at most NAMES_BUCKET names, so Redis keeps it a compact listpack (under
--- hash-max-listpack-entries, 512 by default, with a write's batch on top; a name or facets
--- over hash-max-listpack-value, 64 bytes, only costs more memory); a fuller one is written again as buckets of NAMES_FILL,
+-- hash-max-listpack-entries: 128 in the stock redis.conf; a name or facets over
+-- hash-max-listpack-value, 64 bytes, only costs more memory); a fuller one is written again as buckets of NAMES_FILL,
 -- an empty one goes (but the first). Every order here is Redis' own (byte order, as
 -- ZRANGEBYLEX compares): Lua's string comparison follows the server's locale, and is never
 -- used.
@@ -94,9 +94,12 @@ end
 -- name. Redis orders the names (a sorted set, deleted at once).
 local function names_split(bound, key)
   local names, sorting = redis.call('HKEYS', key), NAMES.ranges .. '\0'
-  local facets = redis.call('HMGET', key, unpack(names))
   local held = {}
-  for i, name in ipairs(names) do held[name] = facets[i] end
+  for first = 1, #names, BATCH do
+    local part = {unpack(names, first, math.min(first + BATCH - 1, #names))}
+    local facets = redis.call('HMGET', key, unpack(part))
+    for i, name in ipairs(part) do held[name] = facets[i] end
+  end
   -- Last first: a bucket's names are mostly in order (a split writes them so, an import
   -- adds them so), and a small sorted set finds a member's place from its first member.
   local scored = {}
