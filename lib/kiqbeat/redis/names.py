@@ -96,24 +96,34 @@ class NameIndex:
 
     def facets(self, names: Sequence[str]) -> dict[str, Facets | None]:
         """The facets of those of `names` the index holds (None: recorded as not read); a
-        name missing here is not indexed, or a plain writer marked it (unknown facets)."""
-        if not names:
-            return {}
-        raw = [name_bytes(n) for n in names]
-        bounds = self._bounds(raw)
-        with redis_errors(self.client, f"reading {self.key}"), self.client.pipeline(
-                transaction=False) as pipe:
-            for name, bound in zip(raw, bounds, strict=True):
-                pipe.zscore(self.marked, name)
-                pipe.hget(self._bucket(bound), name)
-            replies = pipe.execute(raise_on_error=False)
+        name missing here is not indexed, or a plain writer marked it (unknown facets). A
+        name not found is looked up once more: a split between reading its bucket's bound
+        and reading the bucket moves it."""
         out: dict[str, Facets | None] = {}
-        for k, asked in enumerate(names):
-            marked, found = replies[2 * k], replies[2 * k + 1]
-            if isinstance(marked, Exception):
-                raise marked
-            if marked is None and found is not None and not isinstance(found, Exception):
-                out[asked] = _facets(name_bytes(reply_text(found)))
+        unfound = list(names)
+        for _ in range(2):
+            if not unfound:
+                break
+            raw = [name_bytes(n) for n in unfound]
+            bounds = self._bounds(raw)
+            with redis_errors(self.client, f"reading {self.key}"), self.client.pipeline(
+                    transaction=False) as pipe:
+                for name, bound in zip(raw, bounds, strict=True):
+                    pipe.zscore(self.marked, name)
+                    pipe.hget(self._bucket(bound), name)
+                replies = pipe.execute(raise_on_error=False)
+            missed = []
+            for k, asked in enumerate(unfound):
+                marked, found = replies[2 * k], replies[2 * k + 1]
+                if isinstance(marked, Exception):
+                    raise marked
+                if marked is not None:
+                    continue  # its facets unknown until indexed again
+                if found is not None and not isinstance(found, Exception):
+                    out[asked] = _facets(name_bytes(reply_text(found)))
+                else:
+                    missed.append(asked)
+            unfound = missed
         return out
 
     def disabled(self) -> int:
