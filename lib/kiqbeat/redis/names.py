@@ -20,7 +20,13 @@ from dataclasses import dataclass
 import redis
 
 from kiqbeat.redis import keys, scripts
-from kiqbeat.redis.connection import name_bytes, redis_errors, reply_bytes, reply_text
+from kiqbeat.redis.connection import (
+    hash_pages,
+    name_bytes,
+    redis_errors,
+    reply_bytes,
+    reply_text,
+)
 from kiqbeat.redis.definitions import name_pages
 
 BUILD_PAGE = 250  # names per index.lua call: one call stays well under 5 ms at 1 KB each
@@ -194,9 +200,11 @@ def fold(client: redis.Redis, namespace: str, lua: scripts.Caller = scripts.SCRI
         index_names(client, namespace, [reply_text(n) for n in page], lua=lua)
         met += len(page)
     legacy = keys.facets(namespace)
-    with redis_errors(client, f"deleting {legacy}"):  # a page a call: no stall at 1,000,000
+    with redis_errors(client, f"deleting {legacy}"):
         if reply_text(client.type(legacy)) != "hash":
             client.delete(legacy)  # absent, or not the hash of before: nothing to page
-        while fields := list(client.hscan(legacy, 0, count=1000)[1]):
-            client.hdel(legacy, *fields)
+    for fields in hash_pages(client, legacy, 1000):  # a page a call: no stall at 1,000,000
+        if fields:
+            with redis_errors(client, f"deleting {legacy}"):
+                client.hdel(legacy, *fields)
     return met
