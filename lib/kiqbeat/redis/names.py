@@ -188,8 +188,9 @@ def build(client: redis.Redis, namespace: str, lua: scripts.Caller = scripts.SCR
 
 def fold(client: redis.Redis, namespace: str, lua: scripts.Caller = scripts.SCRIPTS) -> int:
     """Index the names a plain writer marked (`keys.names`; every name, in a store indexed
-    before the buckets), a page per call, each judged against its definition and taken out,
-    then delete the facets hash of before the buckets; returns the names met."""
+    before the buckets), a page per call, each judged against its definition and taken out
+    (at least one call: each repairs a bound written by hand), then delete the facets
+    hash of before the buckets; returns the names met."""
     met = 0
     while True:
         with redis_errors(client, f"reading {keys.names(namespace)}"):
@@ -199,6 +200,8 @@ def fold(client: redis.Redis, namespace: str, lua: scripts.Caller = scripts.SCRI
             break
         index_names(client, namespace, [reply_text(n) for n in page], lua=lua)
         met += len(page)
+    if not met:  # every index call repairs a bound written by hand (names.lua)
+        index_names(client, namespace, [], lua=lua)
     legacy = keys.facets(namespace)
     with redis_errors(client, f"deleting {legacy}"):
         if reply_text(client.type(legacy)) != "hash":

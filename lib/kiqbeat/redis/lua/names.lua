@@ -22,7 +22,7 @@
 -- sequence of these calls, in any order and repeated, leaves the index equal to the
 -- definitions they met (the index's build is idempotent and runs beside writers).
 
-local NAMES = {met = {}, left = {}}
+local NAMES = {met = {}, left = {}, moved = {}}
 local NAMES_BUCKET, NAMES_FILL = 120, 96
 
 -- The bucket whose lower bound is `bound` (the one documented derivation of its key).
@@ -33,6 +33,42 @@ end
 -- The bound of the bucket that holds `name` ("" below every other bound, or with none).
 local function names_bound(name)
   return redis.call('ZREVRANGEBYLEX', NAMES.ranges, '[' .. name, '-', 'LIMIT', 0, 1)[1] or ''
+end
+
+-- Bucket `key`'s names, and each one's facets (HMGET a BATCH at a time: a bucket written by
+-- hand may hold more than Lua unpacks at once).
+local function names_read(key)
+  local names, held = redis.call('HKEYS', key), {}
+  for first = 1, #names, BATCH do
+    local part = {unpack(names, first, math.min(first + BATCH - 1, #names))}
+    local facets = redis.call('HMGET', key, unpack(part))
+    for i, name in ipairs(part) do held[name] = facets[i] end
+  end
+  return names, held
+end
+
+-- Every lookup by name (ZREVRANGEBYLEX, ZRANGEBYLEX) needs every bound scored 0: a bound
+-- scored otherwise (written by hand) sends the names past it to the wrong bucket and hides
+-- hundreds of others from the console. Before a call looks anything up, such a bound goes,
+-- and the names of its bucket are placed again with the call's (NAMES.moved: not met by
+-- the call, so a plain writer's mark on one stays).
+local function names_repair()
+  for _, off in ipairs({{'-inf', '(0'}, {'(0', '+inf'}}) do
+    for _, bound in ipairs(redis.call('ZRANGEBYSCORE', NAMES.ranges, off[1], off[2])) do
+      redis.call('ZREM', NAMES.ranges, bound)
+      local key = names_bucket(bound)
+      if redis.call('TYPE', key)['ok'] == 'hash' then
+        local names, held = names_read(key)
+        for _, name in ipairs(names) do
+          if NAMES.left[name] == nil then
+            NAMES.met[#NAMES.met + 1], NAMES.left[name] = name, held[name]
+            NAMES.moved[name] = true
+          end
+        end
+      end
+      redis.call('DEL', key)
+    end
+  end
 end
 
 -- The keys the calls below write (the calling script's KEYS; the buckets are derived from
@@ -46,6 +82,7 @@ local function names_use(pending_key, ranges_key, disabled_key)
   local bucket, sorting = names_bucket(''), ranges_key .. '\0'
   local checks = {{'ZREM', pending_key, 'n'}, {'ZADD', ranges_key, '0', 'n'},
     {'ZREM', ranges_key, 'n'}, {'ZREVRANGEBYLEX', ranges_key, '+', '-'},
+    {'ZRANGEBYSCORE', ranges_key, '0', '0'},
     {'HSET', bucket, 'n', 'v'}, {'HDEL', bucket, 'n'}, {'HLEN', bucket},
     {'HKEYS', bucket}, {'HMGET', bucket, 'n'}, {'DEL', bucket}, {'ZADD', sorting, '0', 'n'},
     {'ZRANGE', sorting, '0', '-1'}, {'DEL', sorting},
@@ -93,13 +130,8 @@ end
 -- leave buckets 80 % full): the first keeps `bound`, each other is bounded by its first
 -- name. Redis orders the names (a sorted set, deleted at once).
 local function names_split(bound, key)
-  local names, sorting = redis.call('HKEYS', key), NAMES.ranges .. '\0'
-  local held = {}
-  for first = 1, #names, BATCH do
-    local part = {unpack(names, first, math.min(first + BATCH - 1, #names))}
-    local facets = redis.call('HMGET', key, unpack(part))
-    for i, name in ipairs(part) do held[name] = facets[i] end
-  end
+  local names, held = names_read(key)
+  local sorting = NAMES.ranges .. '\0'
   -- Last first: a bucket's names are mostly in order (a split writes them so, an import
   -- adds them so), and a small sorted set finds a member's place from its first member.
   local scored = {}
@@ -157,6 +189,7 @@ end
 -- name's facets written whatever they were (the same value changes nothing), its plain
 -- writer's mark taken out, the disabled set following its facets.
 local function names_flush()
+  names_repair()
   local buckets, order, met, disabled, enabled = {}, {}, {}, {}, {}
   for _, name in ipairs(NAMES.met) do
     local bound = names_bound(name)
@@ -166,7 +199,7 @@ local function names_flush()
     end
     local names = buckets[bound]
     names[#names + 1] = name
-    met[#met + 1] = name
+    if not NAMES.moved[name] then met[#met + 1] = name end
     local held = NAMES.left[name]
     local into = held and string.sub(held, 1, 1) == '0' and disabled or enabled
     into[#into + 1] = name
@@ -177,5 +210,5 @@ local function names_flush()
   flush('ZREM', NAMES.pending, met)
   flush('SADD', NAMES.disabled, disabled)
   flush('SREM', NAMES.disabled, enabled)
-  NAMES.met, NAMES.left = {}, {}
+  NAMES.met, NAMES.left, NAMES.moved = {}, {}, {}
 end
